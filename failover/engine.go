@@ -1,0 +1,170 @@
+package failover
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// Clock is the engine's only source of time, so tests never sleep.
+type Clock interface {
+	Now() time.Time
+	// Sleep waits for d or until ctx ends; it returns ctx.Err() when cut short.
+	Sleep(ctx context.Context, d time.Duration) error
+}
+
+// ProfileType orders rotation: tokens before api keys (P1).
+type ProfileType string
+
+// Profile types.
+const (
+	ProfileToken  ProfileType = "token"
+	ProfileAPIKey ProfileType = "api_key"
+)
+
+// Profile is one credential's metadata; the secret never enters the engine.
+type Profile struct {
+	ID        string // "provider:name"
+	Provider  string
+	Type      ProfileType
+	ExpiresAt time.Time // zero = no expiry
+}
+
+// ProfileState is the durable usage state of one profile (SPEC section 3), or of
+// one model when Key starts with "model:" (R7 consecutive transient failures).
+type ProfileState struct {
+	Key            string
+	LastUsed       time.Time
+	LastFailure    time.Time
+	ErrorCount     int // failures inside the failure window (D1 ladder)
+	Consecutive    int // consecutive transient failures (R7)
+	CooldownUntil  time.Time
+	CooldownReason Reason
+	CooldownModel  string // "provider/model" when the cooldown is model-scoped (D2)
+	DisabledUntil  time.Time
+	DisabledReason Reason
+	DisableCount   int       // billing / auth_permanent disables in a row (D3, D4 doubling)
+	RecoveryAt     time.Time // recovery time as the provider stated it (C11), shown in /status
+	LastError      string    // redacted preview of the last failure, for reports
+	LastProbe      time.Time // last probe of this profile or model (R11, V5)
+}
+
+// StateStore keeps ProfileState durably and shares it across sessions (D6).
+// Update must be atomic: fn runs on the current state (zero value with Key set when
+// absent) and its result is stored, with no lost update under concurrency.
+type StateStore interface {
+	Get(ctx context.Context, key string) (ProfileState, error)
+	Update(ctx context.Context, key string, fn func(*ProfileState)) (ProfileState, error)
+}
+
+// ModelRef is "provider/model", split on the first "/" (SPEC section 0).
+type ModelRef string
+
+// Candidate is one model of a chain with the profile chosen for an attempt.
+type Candidate struct {
+	Provider string
+	Model    string
+	Profile  string // profile id; empty for providers without credentials (e.g. local ollama)
+}
+
+// Ref returns "provider/model".
+func (c Candidate) Ref() string { return c.Provider + "/" + c.Model }
+
+// AttemptKind says why an attempt is made.
+type AttemptKind string
+
+// Attempt kinds.
+const (
+	AttemptNormal AttemptKind = "normal"
+	AttemptRetry  AttemptKind = "retry"  // same candidate again (R5, R6, R13)
+	AttemptProbe  AttemptKind = "probe"  // a cooldown probe of the primary (R11, S3)
+	AttemptNudged AttemptKind = "nudged" // retry after empty output, with an instruction to answer (R13)
+)
+
+// Attempt is what the engine asks the caller to do: one paid call.
+type Attempt struct {
+	Candidate Candidate
+	Kind      AttemptKind
+	Number    int // 1-based within the run
+}
+
+// Output is what a successful attempt produced.
+type Output struct {
+	Text         string
+	FinishReason string // normalised stop reason ("stop", "length", "tool_calls", ...)
+	Progress     bool   // completed progress (R8): non-empty text, a completed tool call
+	InputTokens  int
+	OutputTokens int
+}
+
+// AttemptFunc makes one paid call. A failure is returned as *Failure (or any error,
+// which the engine classifies itself).
+type AttemptFunc func(ctx context.Context, a Attempt) (Output, error)
+
+// Hooks let the caller persist and announce what the engine decides (O2, O3, N1).
+// Every hook is optional.
+type Hooks struct {
+	// BeforeFallback runs before the first attempt on a candidate other than the
+	// requested model (O2: persist the override first).
+	BeforeFallback func(ctx context.Context, from, to Candidate, cause Failure) error
+	// AfterFailedFallback runs when an attempt on a fallback candidate fails, so the
+	// caller rolls back exactly what BeforeFallback wrote (O3).
+	AfterFailedFallback func(ctx context.Context, c Candidate, f Failure)
+	// OnAttempt observes every finished attempt record (V1).
+	OnAttempt func(AttemptRecord)
+}
+
+// Request is one run: one user turn through the chain.
+type Request struct {
+	SessionKey string
+	Chain      []ModelRef // built by BuildChain; Chain[0] is the requested model (K1)
+	Primary    ModelRef   // the configured primary, for probes and K4
+	Source     Source     // selection source of Chain[0]
+
+	// Profiles of every provider in the chain, and auth.order per provider (P1).
+	Profiles map[string][]Profile
+	Order    map[string][]string
+
+	PinnedProfile string // profile pinned by the session (P2); a preference
+	UserProfile   string // profile pinned by /model ...@profile (P3); strict
+	PromptTokens  int    // estimated prompt size, for B7 context-window skips
+	ContextWindow map[ModelRef]int
+	Prices        map[ModelRef]Price // for the B1 cost cap
+
+	Hooks Hooks
+}
+
+// Price is a model's price per million tokens (B1).
+type Price struct{ InPerMTok, OutPerMTok float64 }
+
+// AttemptRecord is one attempt's record (V1).
+type AttemptRecord struct {
+	Candidate Candidate
+	Kind      AttemptKind
+	Failure   *Failure // nil on success
+	Skipped   Reason   // non-empty when the candidate was skipped without a call
+	Started   time.Time
+	Duration  time.Duration
+}
+
+// Result is a successful run.
+type Result struct {
+	Output    Output
+	Candidate Candidate // what answered
+	Attempts  []AttemptRecord
+	// FellBack is true when the answer came from a candidate other than Chain[0];
+	// Cause is the failure that moved the run off Chain[0].
+	FellBack bool
+	Cause    *Failure
+	CostUSD  float64
+}
+
+// Engine runs requests against shared state. It is safe for concurrent use.
+type Engine struct {
+	Store  StateStore
+	Clock  Clock
+	Policy Policy
+	Guard  *Guard         // process-wide paid-call guard (B2); nil = none
+	Log    *slog.Logger   // model_fallback_decision events (V2); nil = slog.Default()
+	Rand   func() float64 // jitter source in [0,1) (B8); nil = math/rand
+}
