@@ -33,3 +33,66 @@ func (m ModelRef) Split() (provider, model string) {
 	}
 	return "", string(m)
 }
+
+// BuildChain returns the candidate models a run may walk (S1-S5, K1-K5).
+//
+//   - K1: the requested model is always first.
+//   - S4/S5: a user (or legacy, source-less) override is strict: the chain is the
+//     requested model only.
+//   - S2: an agent primary is strict unless the agent lists its own fallbacks
+//     (Override non-nil); `fallbacks: []` keeps it strict.
+//   - K5: with an explicit Override the chain is the requested model plus that list
+//     (de-duplicated, K2); an empty list disables fallback and appends nothing.
+//   - S1/S3/K3: otherwise the configured fallbacks follow; when the requested model
+//     is itself a configured fallback, the rest of the configured chain after it
+//     stays available.
+//   - K4: without an explicit override the configured primary is appended last.
+func BuildChain(in ChainInput) []ModelRef {
+	out := make([]ModelRef, 0, 2+len(in.Configured)+len(in.Override))
+	add := func(m ModelRef) {
+		if m == "" {
+			return
+		}
+		for _, x := range out {
+			if x == m {
+				return
+			}
+		}
+		out = append(out, m)
+	}
+	req := in.Requested
+	if req == "" {
+		req = in.Primary
+	}
+	add(req)
+	switch in.Source {
+	case SourceUser, SourceLegacy, "":
+		// S4, S5: strict. An empty source on a non-primary request is legacy;
+		// on the primary itself it is the configured default.
+		if in.Source != "" || (req != in.Primary && in.Primary != "") {
+			return out
+		}
+	case SourceAgent:
+		if in.Override == nil {
+			return out // S2: strict
+		}
+	}
+	if in.Override != nil {
+		for _, m := range in.Override { // K5, K2
+			add(m)
+		}
+		return out
+	}
+	rest := in.Configured
+	for i, m := range in.Configured {
+		if m == req && req != in.Primary {
+			rest = in.Configured[i+1:] // K3
+			break
+		}
+	}
+	for _, m := range rest {
+		add(m)
+	}
+	add(in.Primary) // K4
+	return out
+}

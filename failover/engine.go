@@ -3,6 +3,7 @@ package failover
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 )
 
@@ -163,8 +164,15 @@ type Result struct {
 type Engine struct {
 	Store  StateStore
 	Clock  Clock
-	Policy Policy
+	Policy Policy         // a zero Policy means DefaultPolicy()
 	Guard  *Guard         // process-wide paid-call guard (B2); nil = none
 	Log    *slog.Logger   // model_fallback_decision events (V2); nil = slog.Default()
-	Rand   func() float64 // jitter source in [0,1) (B8); nil = math/rand
+	Rand   func() float64 // jitter source in [0,1) (B8); nil = math/rand; must be safe for concurrent use
+
+	// Process-local caches (R11 probe throttle, R12 auth skip cache), created on
+	// first use. A nil Store uses a private MemStore.
+	mu      sync.Mutex
+	probeAt map[string]time.Time // provider (or provider+"#billing") -> last contact
+	skips   map[string]time.Time // sessionKey + "\x00" + ref -> skip until
+	mem     *MemStore
 }

@@ -20,6 +20,7 @@ type Policy struct {
 	RateLimitedProfileRotations int           // 1
 	OverloadedProfileRotations  int           // 1
 	OverloadedBackoff           time.Duration // 0
+	TimeoutProfileRotations     int           // 1: same-provider rotations after a timeout before falling back
 	RetryAfterMaxWait           time.Duration // 60s (R6, B6)
 	IdleRetries                 int           // 1 (R5)
 	TimeoutSwitchThreshold      int           // 3 (R7)
@@ -52,6 +53,7 @@ func DefaultPolicy() Policy {
 		MaxParsedWait:               7 * 24 * time.Hour,
 		RateLimitedProfileRotations: 1,
 		OverloadedProfileRotations:  1,
+		TimeoutProfileRotations:     1,
 		RetryAfterMaxWait:           60 * time.Second,
 		IdleRetries:                 1,
 		TimeoutSwitchThreshold:      3,

@@ -1,0 +1,306 @@
+// Package console is the terminal channel: a person (or a test) types lines on
+// standard input and reads replies on standard output, in one of two formats
+// (DESIGN.md "The console channel"):
+//
+//   - text: every line belongs to the session console:default; replies print as
+//     they are, notices on their own line starting with "↪️", errors start with
+//     "error:".
+//   - jsonl: each input line is plain text or {"session","user","text"}; each
+//     output line is one JSON object {"type","session","text","model"}.
+//
+// The console user is always an admin and every session is a direct one.
+package console
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+
+	"github.com/detourbot/detour/adapters"
+)
+
+// Name is the adapter's channel name.
+const Name = "console"
+
+// Formats.
+const (
+	FormatText  = "text"
+	FormatJSONL = "jsonl"
+)
+
+// DefaultSession is the session of text lines and of jsonl lines without one.
+const DefaultSession = "default"
+
+// Options configure the console.
+type Options struct {
+	Format string    // FormatText (default) or FormatJSONL
+	In     io.Reader // input lines (os.Stdin)
+	Out    io.Writer // replies, notices, errors, reports (os.Stdout)
+	// Reports prints admin reports (KindReport); set when admin.channel is console.
+	Reports bool
+	// MaxMessageBytes rejects longer messages with an error line (0 = 65536).
+	MaxMessageBytes int
+}
+
+// Adapter is the console channel. It is safe for concurrent Send calls.
+type Adapter struct {
+	opts Options
+	mu   sync.Mutex // serialises writes so output lines never interleave
+	bw   *bufio.Writer
+}
+
+var _ adapters.Adapter = (*Adapter)(nil)
+
+// New returns a console adapter.
+func New(opts Options) *Adapter {
+	if opts.Format == "" {
+		opts.Format = FormatText
+	}
+	if opts.MaxMessageBytes <= 0 {
+		opts.MaxMessageBytes = 65536
+	}
+	if opts.Out == nil {
+		opts.Out = io.Discard
+	}
+	if opts.In == nil {
+		opts.In = strings.NewReader("")
+	}
+	return &Adapter{opts: opts, bw: bufio.NewWriter(opts.Out)}
+}
+
+// Name returns "console".
+func (a *Adapter) Name() string { return Name }
+
+// line is one input line, or a read error.
+type line struct {
+	text    string
+	tooLong int // > 0: the line was this many bytes and was dropped
+	err     error
+}
+
+// Run reads input lines and sends one Inbound per message until the input ends
+// (it then returns nil) or ctx ends (it returns ctx.Err()). A malformed or
+// oversized line yields an error output line and reading continues.
+//
+// The reading goroutine stops when the input ends; a read that blocks forever
+// (an idle terminal) is abandoned when ctx ends, since a blocked read of a file
+// cannot be interrupted.
+func (a *Adapter) Run(ctx context.Context, inbox chan<- adapters.Inbound) error {
+	lines := make(chan line)
+	done := make(chan struct{})
+	defer close(done)
+	go a.read(lines, done)
+	n := 0
+	for {
+		var l line
+		var ok bool
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case l, ok = <-lines:
+		}
+		if !ok {
+			return nil
+		}
+		if l.err != nil {
+			return fmt.Errorf("console: read: %w", l.err)
+		}
+		n++
+		in, skip, errText, session := a.parse(l, n)
+		if skip {
+			continue
+		}
+		if errText != "" {
+			_ = a.Send(ctx, adapters.Outbound{Kind: adapters.KindError, Channel: Name, SessionKey: Name + ":" + session, ReplyTo: session, Text: errText})
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case inbox <- in:
+		}
+	}
+}
+
+// read sends every input line to lines and closes it at the end of input.
+func (a *Adapter) read(lines chan<- line, done <-chan struct{}) {
+	defer close(lines)
+	br := bufio.NewReaderSize(a.opts.In, 64*1024)
+	// JSON escaping can double a message; anything longer than this cannot hold
+	// an acceptable message, so it is dropped instead of buffered.
+	limit := 2*a.opts.MaxMessageBytes + 4096
+	send := func(l line) bool {
+		select {
+		case lines <- l:
+			return true
+		case <-done:
+			return false
+		}
+	}
+	for {
+		var buf []byte
+		size := 0
+		var err error
+		for {
+			var chunk []byte
+			chunk, err = br.ReadSlice('\n')
+			size += len(chunk)
+			if size <= limit {
+				buf = append(buf, chunk...)
+			} else {
+				buf = nil
+			}
+			if err != bufio.ErrBufferFull {
+				break
+			}
+		}
+		if size > 0 {
+			l := line{text: strings.TrimRight(string(buf), "\r\n")}
+			if size > limit {
+				l = line{tooLong: size}
+			}
+			if !send(l) {
+				return
+			}
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				send(line{err: err})
+			}
+			return
+		}
+	}
+}
+
+// jsonIn is one structured jsonl input line.
+type jsonIn struct {
+	Session string `json:"session"`
+	User    string `json:"user"`
+	Text    string `json:"text"`
+}
+
+// parse turns one line into an Inbound, or says to skip it, or gives the text
+// of an error line for the session it concerns.
+func (a *Adapter) parse(l line, n int) (in adapters.Inbound, skip bool, errText, session string) {
+	session = DefaultSession
+	if l.tooLong > 0 {
+		return in, false, fmt.Sprintf("input line %d is too long (%d bytes; limit %d); it was ignored", n, l.tooLong, a.opts.MaxMessageBytes), session
+	}
+	text, user := l.text, ""
+	if a.opts.Format == FormatJSONL {
+		trimmed := strings.TrimSpace(text)
+		if strings.HasPrefix(trimmed, "{") {
+			var j jsonIn
+			dec := json.NewDecoder(strings.NewReader(trimmed))
+			if err := dec.Decode(&j); err != nil {
+				return in, false, fmt.Sprintf("input line %d is not valid JSON (%s); want plain text or {\"session\": \"s1\", \"user\": \"u1\", \"text\": \"hello\"}", n, shortErr(err)), session
+			}
+			if dec.More() {
+				return in, false, fmt.Sprintf("input line %d has more than one JSON value", n), session
+			}
+			if j.Session != "" {
+				session = j.Session
+			}
+			text, user = j.Text, j.User
+		}
+	}
+	if strings.TrimSpace(text) == "" {
+		if a.opts.Format == FormatJSONL && strings.HasPrefix(strings.TrimSpace(l.text), "{") {
+			return in, false, fmt.Sprintf("input line %d has no text", n), session
+		}
+		return in, true, "", session
+	}
+	if len(text) > a.opts.MaxMessageBytes {
+		return in, false, fmt.Sprintf("message too long (%d bytes; limit %d)", len(text), a.opts.MaxMessageBytes), session
+	}
+	if user == "" {
+		user = "local"
+	}
+	return adapters.Inbound{
+		Channel:    Name,
+		SessionKey: Name + ":" + session,
+		User:       Name + ":" + user,
+		Text:       text,
+		ReplyTo:    session,
+		Direct:     true,
+		Admin:      true,
+	}, false, "", session
+}
+
+func shortErr(err error) string {
+	s := err.Error()
+	if len(s) > 120 {
+		s = s[:120] + "…"
+	}
+	return s
+}
+
+// jsonOut is one jsonl output line.
+type jsonOut struct {
+	Type    string `json:"type"`
+	Session string `json:"session,omitempty"`
+	Text    string `json:"text"`
+	Model   string `json:"model,omitempty"`
+}
+
+// Send prints one outbound message. Reports print only with Options.Reports.
+func (a *Adapter) Send(ctx context.Context, out adapters.Outbound) error {
+	if out.Kind == adapters.KindReport && !a.opts.Reports {
+		return nil
+	}
+	var b bytes.Buffer
+	if a.opts.Format == FormatJSONL {
+		session := strings.TrimPrefix(out.SessionKey, Name+":")
+		if out.SessionKey == "" && out.Kind != adapters.KindReport {
+			session = out.ReplyTo
+		}
+		o := jsonOut{Type: string(out.Kind), Session: session, Text: out.Text}
+		if o.Type == "" {
+			o.Type = string(adapters.KindReply)
+		}
+		if out.Kind == adapters.KindReply || out.Kind == "" {
+			o.Model = out.Model
+		}
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(o); err != nil {
+			return fmt.Errorf("console: encode: %w", err)
+		}
+	} else {
+		b.WriteString(textLine(out))
+		b.WriteByte('\n')
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, err := a.bw.Write(b.Bytes()); err != nil {
+		return fmt.Errorf("console: write: %w", err)
+	}
+	if err := a.bw.Flush(); err != nil {
+		return fmt.Errorf("console: write: %w", err)
+	}
+	return nil
+}
+
+// textLine renders one outbound message for the text format.
+func textLine(out adapters.Outbound) string {
+	text := strings.TrimRight(out.Text, "\n")
+	switch out.Kind {
+	case adapters.KindNotice:
+		if !strings.HasPrefix(text, "↪️") {
+			text = "↪️ " + text
+		}
+	case adapters.KindError:
+		if !strings.HasPrefix(text, "error:") {
+			text = "error: " + text
+		}
+	case adapters.KindReport:
+		text = "report: " + strings.ReplaceAll(text, "\n", "\nreport: ")
+	}
+	return text
+}

@@ -1,0 +1,217 @@
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/detourbot/detour/adapters"
+)
+
+// collect runs the adapter over input and returns every Inbound it produced.
+func collect(t *testing.T, a *Adapter) []adapters.Inbound {
+	t.Helper()
+	inbox := make(chan adapters.Inbound, 100)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := a.Run(ctx, inbox); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	close(inbox)
+	var out []adapters.Inbound
+	for in := range inbox {
+		out = append(out, in)
+	}
+	return out
+}
+
+func TestText_Inbound(t *testing.T) {
+	var out strings.Builder
+	a := New(Options{Format: FormatText, In: strings.NewReader("hello\r\n\n  \n{\"session\":\"x\",\"text\":\"hi\"}\n/status"), Out: &out})
+	got := collect(t, a)
+	if len(got) != 3 {
+		t.Fatalf("got %d inbound, want 3 (blank lines skipped): %+v", len(got), got)
+	}
+	want := adapters.Inbound{Channel: "console", SessionKey: "console:default", User: "console:local", Text: "hello", ReplyTo: "default", Direct: true, Admin: true}
+	if got[0] != want {
+		t.Errorf("got %+v, want %+v", got[0], want)
+	}
+	// text format does not interpret JSON: the line is the message.
+	if got[1].SessionKey != "console:default" || !strings.HasPrefix(got[1].Text, "{") {
+		t.Errorf("text format parsed JSON: %+v", got[1])
+	}
+	if got[2].Text != "/status" {
+		t.Errorf("last line without newline lost: %+v", got[2])
+	}
+	if out.Len() != 0 {
+		t.Errorf("unexpected output %q", out.String())
+	}
+}
+
+func TestText_Output(t *testing.T) {
+	var out strings.Builder
+	a := New(Options{Format: FormatText, Out: &out})
+	ctx := context.Background()
+	sends := []adapters.Outbound{
+		{Kind: adapters.KindNotice, SessionKey: "console:default", Text: "↪️ model fallback: demo/fallback-1 (selected demo/primary; billing)"},
+		{Kind: adapters.KindReply, SessionKey: "console:default", Text: "line one\nline two\n", Model: "demo/fallback-1"},
+		{Kind: adapters.KindNotice, SessionKey: "console:default", Text: "model fallback cleared: demo/primary (was demo/fallback-1)"},
+		{Kind: adapters.KindError, SessionKey: "console:default", Text: "all models are rate-limited"},
+		{Kind: adapters.KindReport, Text: "all models down"}, // not printed without Reports
+	}
+	for _, o := range sends {
+		if err := a.Send(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := "↪️ model fallback: demo/fallback-1 (selected demo/primary; billing)\n" +
+		"line one\nline two\n" +
+		"↪️ model fallback cleared: demo/primary (was demo/fallback-1)\n" +
+		"error: all models are rate-limited\n"
+	if out.String() != want {
+		t.Errorf("output:\n%q\nwant:\n%q", out.String(), want)
+	}
+	out.Reset()
+	a = New(Options{Format: FormatText, Out: &out, Reports: true})
+	_ = a.Send(ctx, adapters.Outbound{Kind: adapters.KindReport, Text: "a\nb"})
+	if out.String() != "report: a\nreport: b\n" {
+		t.Errorf("report: %q", out.String())
+	}
+}
+
+func TestJSONL_Inbound(t *testing.T) {
+	input := strings.Join([]string{
+		`plain words`,
+		`{"session": "s1", "user": "u1", "text": "hello"}`,
+		`{"text": "no session"}`,
+		`{"session": "s2", "text": "bad json"`,
+		`{"session": "s3", "user": "u3"}`,
+		``,
+		`{"session": "s4", "text": "after errors", "extra": 1}`,
+	}, "\n") + "\n"
+	var out strings.Builder
+	a := New(Options{Format: FormatJSONL, In: strings.NewReader(input), Out: &out})
+	got := collect(t, a)
+	want := []adapters.Inbound{
+		{Channel: "console", SessionKey: "console:default", User: "console:local", Text: "plain words", ReplyTo: "default", Direct: true, Admin: true},
+		{Channel: "console", SessionKey: "console:s1", User: "console:u1", Text: "hello", ReplyTo: "s1", Direct: true, Admin: true},
+		{Channel: "console", SessionKey: "console:default", User: "console:local", Text: "no session", ReplyTo: "default", Direct: true, Admin: true},
+		{Channel: "console", SessionKey: "console:s4", User: "console:local", Text: "after errors", ReplyTo: "s4", Direct: true, Admin: true},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d inbound, want %d: %+v", len(got), len(want), got)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("[%d] got %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	// The malformed line and the line without text each yield one error line;
+	// processing continued (the s4 line came through).
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("want 2 error lines, got %q", out.String())
+	}
+	for i, l := range lines {
+		var o map[string]any
+		if err := json.Unmarshal([]byte(l), &o); err != nil {
+			t.Fatalf("output line %q is not JSON: %v", l, err)
+		}
+		if o["type"] != "error" || o["session"] != []string{"default", "s3"}[i] {
+			t.Errorf("error line %d = %v", i, o)
+		}
+		if _, ok := o["model"]; ok {
+			t.Errorf("model on an error line: %v", o)
+		}
+	}
+	if !strings.Contains(lines[0], "input line 4 is not valid JSON") || !strings.Contains(lines[1], "input line 5 has no text") {
+		t.Errorf("error texts: %q", lines)
+	}
+}
+
+func TestJSONL_Output(t *testing.T) {
+	var out strings.Builder
+	a := New(Options{Format: FormatJSONL, Out: &out, Reports: true})
+	ctx := context.Background()
+	_ = a.Send(ctx, adapters.Outbound{Kind: adapters.KindNotice, SessionKey: "console:s1", Text: "↪️ model fallback: p/b (selected p/a; billing)", Model: "p/b"})
+	_ = a.Send(ctx, adapters.Outbound{Kind: adapters.KindReply, SessionKey: "console:s1", Text: "<ok> & \"quoted\"\nsecond", Model: "p/b"})
+	_ = a.Send(ctx, adapters.Outbound{Kind: adapters.KindError, SessionKey: "console:default", Text: "nope"})
+	_ = a.Send(ctx, adapters.Outbound{Kind: adapters.KindReport, Text: "all down"})
+	want := `{"type":"notice","session":"s1","text":"↪️ model fallback: p/b (selected p/a; billing)"}` + "\n" +
+		`{"type":"reply","session":"s1","text":"<ok> & \"quoted\"\nsecond","model":"p/b"}` + "\n" +
+		`{"type":"error","session":"default","text":"nope"}` + "\n" +
+		`{"type":"report","text":"all down"}` + "\n"
+	if out.String() != want {
+		t.Errorf("output:\n%s\nwant:\n%s", out.String(), want)
+	}
+}
+
+// TestOversizedLine checks that a line far beyond any buffer is reported as one
+// error and reading continues.
+func TestOversizedLine(t *testing.T) {
+	for _, format := range []string{FormatText, FormatJSONL} {
+		t.Run(format, func(t *testing.T) {
+			huge := strings.Repeat("x", 300_000)
+			justOver := strings.Repeat("y", 1001)
+			input := "first\n" + huge + "\n" + justOver + "\nlast\n"
+			var out strings.Builder
+			a := New(Options{Format: format, In: strings.NewReader(input), Out: &out, MaxMessageBytes: 1000})
+			got := collect(t, a)
+			if len(got) != 2 || got[0].Text != "first" || got[1].Text != "last" {
+				t.Fatalf("inbound = %d %v", len(got), got)
+			}
+			s := out.String()
+			if strings.Count(s, "error") != 2 || !strings.Contains(s, "input line 2 is too long (300001 bytes") || !strings.Contains(s, "message too long (1001 bytes; limit 1000)") {
+				t.Errorf("output: %q", s)
+			}
+			if len(s) > 1000 {
+				t.Errorf("error output echoes the line: %d bytes", len(s))
+			}
+		})
+	}
+}
+
+// TestRun_ContextEnds checks that Run returns when ctx ends even while the input
+// is idle, and that the reader stops once the input closes.
+func TestRun_ContextEnds(t *testing.T) {
+	pr, pw := io.Pipe()
+	a := New(Options{In: pr})
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	inbox := make(chan adapters.Inbound, 1)
+	go func() { errc <- a.Run(ctx, inbox) }()
+	if _, err := pw.Write([]byte("one\n")); err != nil {
+		t.Fatal(err)
+	}
+	if in := <-inbox; in.Text != "one" {
+		t.Fatalf("got %+v", in)
+	}
+	cancel()
+	select {
+	case err := <-errc:
+		if err != context.Canceled {
+			t.Errorf("Run = %v, want context.Canceled", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return after ctx ended")
+	}
+	pw.Close()
+}
+
+func TestRun_ReadError(t *testing.T) {
+	pr, pw := io.Pipe()
+	pw.CloseWithError(io.ErrUnexpectedEOF)
+	err := New(Options{In: pr}).Run(context.Background(), make(chan adapters.Inbound))
+	if err == nil || !strings.Contains(err.Error(), "unexpected EOF") {
+		t.Errorf("Run = %v", err)
+	}
+}
+
+func TestName(t *testing.T) {
+	if New(Options{}).Name() != "console" {
+		t.Error("name")
+	}
+}

@@ -1,0 +1,395 @@
+// Package config loads detour's YAML configuration: it expands ${ENV} references,
+// fills in the SPEC defaults, and validates everything with errors that name the
+// file, the line and the key. Secrets (API keys, bot tokens) are held in the Secret
+// type, which never prints its value.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/detourbot/detour/failover"
+)
+
+// Error is one configuration problem. Error() renders "file:line: key: msg".
+type Error struct {
+	File string
+	Line int
+	Key  string // dotted path, e.g. "agents.defaults.model.fallbacks[1]"
+	Msg  string
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		fmt.Fprintf(&b, ":%d", e.Line)
+	}
+	b.WriteString(": ")
+	if e.Key != "" {
+		b.WriteString(e.Key)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// Errors returns every *Error inside err (a single one or an errors.Join of them).
+func Errors(err error) []*Error {
+	var out []*Error
+	var walk func(error)
+	walk = func(e error) {
+		if e == nil {
+			return
+		}
+		if ce, ok := e.(*Error); ok {
+			out = append(out, ce)
+			return
+		}
+		if j, ok := e.(interface{ Unwrap() []error }); ok {
+			for _, x := range j.Unwrap() {
+				walk(x)
+			}
+			return
+		}
+		var ce *Error
+		if errors.As(e, &ce) {
+			out = append(out, ce)
+		}
+	}
+	walk(err)
+	return out
+}
+
+// Secret is a credential read from the configuration. It never prints its value:
+// String, GoString, LogValue and MarshalText all render "set" or "missing" (P4).
+type Secret string
+
+// Reveal returns the secret itself, for the one place that sends it to a provider.
+func (s Secret) Reveal() string { return string(s) }
+
+// Status is "set" or "missing".
+func (s Secret) Status() string {
+	if s == "" {
+		return "missing"
+	}
+	return "set"
+}
+
+// String implements fmt.Stringer without the value.
+func (s Secret) String() string { return s.Status() }
+
+// GoString implements fmt.GoStringer without the value.
+func (s Secret) GoString() string { return "config.Secret(" + s.Status() + ")" }
+
+// LogValue implements slog.LogValuer without the value.
+func (s Secret) LogValue() slog.Value { return slog.StringValue(s.Status()) }
+
+// MarshalText implements encoding.TextMarshaler without the value.
+func (s Secret) MarshalText() ([]byte, error) { return []byte(s.Status()), nil }
+
+// Config is the whole resolved configuration (DESIGN.md "Configuration").
+type Config struct {
+	File      string // where it was loaded from ("" for an embedded config)
+	Storage   Storage
+	Channels  Channels
+	Providers map[string]Provider
+	// ProviderIDs lists the configured providers in file order.
+	ProviderIDs []string
+	Auth        Auth
+	Agents      Agents
+	Models      map[failover.ModelRef]Model
+	Limits      Limits
+	Notices     Notices
+	Admin       Admin
+}
+
+// Storage says where durable state lives.
+type Storage struct {
+	Driver string // "sqlite"
+	DSN    string // a file path for sqlite
+}
+
+// Channels holds one section per chat channel.
+type Channels struct {
+	Console Console
+	Slack   Slack
+	Discord Discord
+}
+
+// Console is the terminal channel (DESIGN.md "The console channel").
+type Console struct {
+	Enabled bool
+	Format  string // "text" | "jsonl"
+}
+
+// Slack is the Slack Socket Mode channel.
+type Slack struct {
+	Enabled  bool
+	AppToken Secret // xapp-...
+	BotToken Secret // xoxb-...
+	APIURL   string // "" = slack.com; a fake's URL in tests
+}
+
+// Discord is the Discord gateway channel.
+type Discord struct {
+	Enabled bool
+	Token   Secret
+	GuildID string
+	APIURL  string // "" = discord.com; a fake's URL in tests
+}
+
+// Provider is one OpenAI-compatible endpoint family.
+type Provider struct {
+	ID      string
+	BaseURL string
+	// BillingBackoff overrides auth.cooldowns.billing_backoff_hours for this
+	// provider (D3); 0 = use the global value.
+	BillingBackoff time.Duration
+}
+
+// Auth holds the credentials and their rotation and cooldown rules.
+type Auth struct {
+	Profiles map[string]Profile
+	// ProfileIDs lists the profiles in file order.
+	ProfileIDs []string
+	Order      map[string][]string // provider -> profile ids (P1)
+	Cooldowns  Cooldowns
+}
+
+// Profile is one credential of one provider.
+type Profile struct {
+	ID        string // "provider:name"
+	Provider  string
+	Type      failover.ProfileType
+	Key       Secret
+	ExpiresAt time.Time // zero = no expiry
+}
+
+// Engine returns the engine's view of the profile (no secret).
+func (p Profile) Engine() failover.Profile {
+	return failover.Profile{ID: p.ID, Provider: p.Provider, Type: p.Type, ExpiresAt: p.ExpiresAt}
+}
+
+// Cooldowns are the auth.cooldowns settings (D1-D4, R3, B8).
+type Cooldowns struct {
+	BillingBackoff              time.Duration   // billing_backoff_hours (5)
+	BillingMax                  time.Duration   // billing_max_hours (24)
+	AuthPermanentBackoff        time.Duration   // auth_permanent_backoff_minutes (10)
+	AuthPermanentMax            time.Duration   // auth_permanent_max_minutes (60)
+	FailureWindow               time.Duration   // failure_window_hours (24)
+	OverloadedProfileRotations  int             // overloaded_profile_rotations (1)
+	OverloadedBackoff           time.Duration   // overloaded_backoff_ms (0)
+	RateLimitedProfileRotations int             // rate_limited_profile_rotations (1)
+	Ladder                      []time.Duration // ladder ([30s, 1m, 5m])
+	Jitter                      float64         // jitter (0.10)
+}
+
+// Agents holds the defaults and the optional per-agent overrides.
+type Agents struct {
+	Defaults AgentDefaults
+	List     []Agent
+}
+
+// AgentDefaults is agents.defaults.
+type AgentDefaults struct {
+	Model        ModelChain
+	SystemPrompt string
+	MaxTokens    int // caps each answer; 0 = provider default
+	Timeouts     Timeouts
+	Budget       Budget
+	Failover     Failover
+}
+
+// ModelChain is a primary model and its fallbacks (S1).
+type ModelChain struct {
+	Primary   failover.ModelRef
+	Fallbacks []failover.ModelRef
+}
+
+// Timeouts are agents.defaults.timeouts (R10 and the idle stream timeout).
+type Timeouts struct {
+	Idle    time.Duration // idle_seconds (60)
+	Attempt time.Duration // attempt_seconds (300)
+	Run     time.Duration // run_seconds (1800)
+}
+
+// Budget is agents.defaults.budget (B1).
+type Budget struct {
+	MaxPaidAttemptsPerTurn int     // 8
+	MaxTurnCostUSD         float64 // 0 = no cap
+}
+
+// Failover is agents.defaults.failover: the remaining numbers of the run loop.
+type Failover struct {
+	RetryAfterMaxWait      time.Duration // retry_after_max_wait (60s), R6/B6
+	TimeoutSwitchThreshold int           // timeout_switch_threshold (3), R7
+	FallbackSkipTTL        time.Duration // fallback_skip_ttl (0 = off), R12
+	PrimaryProbeInterval   time.Duration // primary_probe_interval (5m), S3
+	CooldownProbeInterval  time.Duration // cooldown_probe_interval (30s), R11
+	CooldownProbeWindow    time.Duration // cooldown_probe_window (2m), R11
+	BillingProbeInterval   time.Duration // billing_probe_interval (30m), R11
+	IdleRetries            int           // idle_retries (1), R5
+	BreakerTrip            int           // breaker_trip (5), R8
+	EmptyOutputRetries     int           // empty_output_retries (1), R13
+	MinParsedWait          time.Duration // min_parsed_wait (30s), C11
+	MaxParsedWait          time.Duration // max_parsed_wait (168h), C11
+	TimeoutCompactRatio    float64       // timeout_compact_ratio (0.65), R15
+}
+
+// Agent is one entry of agents.list.
+type Agent struct {
+	ID    string
+	Model failover.ModelRef // "" = the default primary
+	// Fallbacks is nil when not set (the agent's model is strict, S2); a non-nil
+	// empty slice makes strictness explicit.
+	Fallbacks    *[]failover.ModelRef
+	SystemPrompt string
+	// Channels lists the session-key prefixes the agent serves ("slack:T1:C1", "console").
+	Channels []string
+}
+
+// Model holds optional facts about one model (B1, B7).
+type Model struct {
+	ContextWindow int
+	USDPerMTokIn  float64
+	USDPerMTokOut float64
+}
+
+// Limits are process-wide limits (B2).
+type Limits struct {
+	MaxPaidAttemptsPerMinute int // 120
+	MaxMessageBytes          int // 65536
+}
+
+// Notices says who gets fallback notices (B4).
+type Notices struct {
+	Users string // "all" | "direct_only" | "off"
+}
+
+// Admin says where admin reports go and who may run /recover (V4, B3).
+type Admin struct {
+	Channel string   // "" | "console" | "slack:C0123" | "discord:123"
+	Users   []string // "slack:U123", "discord:456"
+}
+
+// Default returns a configuration holding every default, with no providers and
+// no primary model (Parse requires a primary).
+func Default() *Config {
+	p := failover.DefaultPolicy()
+	return &Config{
+		Storage: Storage{Driver: "sqlite", DSN: "detour.db"},
+		Channels: Channels{
+			Console: Console{Enabled: true, Format: "text"},
+		},
+		Providers: map[string]Provider{},
+		Auth: Auth{
+			Profiles: map[string]Profile{},
+			Order:    map[string][]string{},
+			Cooldowns: Cooldowns{
+				BillingBackoff:              p.BillingBackoff,
+				BillingMax:                  p.BillingMax,
+				AuthPermanentBackoff:        p.AuthPermanentBackoff,
+				AuthPermanentMax:            p.AuthPermanentMax,
+				FailureWindow:               p.FailureWindow,
+				OverloadedProfileRotations:  p.OverloadedProfileRotations,
+				OverloadedBackoff:           p.OverloadedBackoff,
+				RateLimitedProfileRotations: p.RateLimitedProfileRotations,
+				Ladder:                      append([]time.Duration(nil), p.CooldownLadder...),
+				Jitter:                      p.Jitter,
+			},
+		},
+		Agents: Agents{Defaults: AgentDefaults{
+			Timeouts: Timeouts{Idle: 60 * time.Second, Attempt: p.AttemptTimeout, Run: p.RunTimeout},
+			Budget:   Budget{MaxPaidAttemptsPerTurn: p.MaxPaidAttemptsPerTurn, MaxTurnCostUSD: p.MaxTurnCostUSD},
+			Failover: Failover{
+				RetryAfterMaxWait:      p.RetryAfterMaxWait,
+				TimeoutSwitchThreshold: p.TimeoutSwitchThreshold,
+				FallbackSkipTTL:        p.FallbackSkipTTL,
+				PrimaryProbeInterval:   5 * time.Minute,
+				CooldownProbeInterval:  p.ProbeInterval,
+				CooldownProbeWindow:    p.ProbeWindow,
+				BillingProbeInterval:   p.BillingProbeInterval,
+				IdleRetries:            p.IdleRetries,
+				BreakerTrip:            p.BreakerTrip,
+				EmptyOutputRetries:     p.EmptyOutputRetries,
+				MinParsedWait:          p.MinParsedWait,
+				MaxParsedWait:          p.MaxParsedWait,
+				TimeoutCompactRatio:    p.TimeoutCompactRatio,
+			},
+		}},
+		Models:  map[failover.ModelRef]Model{},
+		Limits:  Limits{MaxPaidAttemptsPerMinute: 120, MaxMessageBytes: 65536},
+		Notices: Notices{Users: "all"},
+	}
+}
+
+// Policy maps the configuration onto the engine's policy.
+func (c *Config) Policy() failover.Policy {
+	p := failover.DefaultPolicy()
+	cd := c.Auth.Cooldowns
+	if len(cd.Ladder) > 0 {
+		p.CooldownLadder = append([]time.Duration(nil), cd.Ladder...)
+	}
+	p.FailureWindow = cd.FailureWindow
+	p.BillingBackoff = cd.BillingBackoff
+	p.BillingMax = cd.BillingMax
+	p.AuthPermanentBackoff = cd.AuthPermanentBackoff
+	p.AuthPermanentMax = cd.AuthPermanentMax
+	p.Jitter = cd.Jitter
+	p.RateLimitedProfileRotations = cd.RateLimitedProfileRotations
+	p.OverloadedProfileRotations = cd.OverloadedProfileRotations
+	p.OverloadedBackoff = cd.OverloadedBackoff
+	for _, id := range c.ProviderIDs {
+		if b := c.Providers[id].BillingBackoff; b > 0 {
+			if p.BillingBackoffByProvider == nil {
+				p.BillingBackoffByProvider = map[string]time.Duration{}
+			}
+			p.BillingBackoffByProvider[id] = b
+		}
+	}
+	f := c.Agents.Defaults.Failover
+	p.RetryAfterMaxWait = f.RetryAfterMaxWait
+	p.TimeoutSwitchThreshold = f.TimeoutSwitchThreshold
+	p.FallbackSkipTTL = f.FallbackSkipTTL
+	p.ProbeInterval = f.CooldownProbeInterval
+	p.ProbeWindow = f.CooldownProbeWindow
+	p.BillingProbeInterval = f.BillingProbeInterval
+	p.IdleRetries = f.IdleRetries
+	p.BreakerTrip = f.BreakerTrip
+	p.EmptyOutputRetries = f.EmptyOutputRetries
+	p.MinParsedWait = f.MinParsedWait
+	p.MaxParsedWait = f.MaxParsedWait
+	p.TimeoutCompactRatio = f.TimeoutCompactRatio
+	t := c.Agents.Defaults.Timeouts
+	p.AttemptTimeout = t.Attempt
+	p.RunTimeout = t.Run
+	b := c.Agents.Defaults.Budget
+	p.MaxPaidAttemptsPerTurn = b.MaxPaidAttemptsPerTurn
+	p.MaxTurnCostUSD = b.MaxTurnCostUSD
+	return p
+}
+
+// EngineProfiles returns the engine's profiles grouped by provider, in file order.
+func (c *Config) EngineProfiles() map[string][]failover.Profile {
+	out := map[string][]failover.Profile{}
+	for _, id := range c.Auth.ProfileIDs {
+		p := c.Auth.Profiles[id]
+		out[p.Provider] = append(out[p.Provider], p.Engine())
+	}
+	return out
+}
+
+// Load reads and parses the configuration file at path, with the process
+// environment for ${ENV} references.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return Parse(path, data, os.LookupEnv)
+}

@@ -1,0 +1,317 @@
+package failover
+
+import (
+	"math/rand/v2"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// ModelKey is the StateStore key of a model's own state (R7): "model:<provider/model>".
+func ModelKey(ref ModelRef) string { return "model:" + string(ref) }
+
+// noAuthKey is the state key of a model of a provider without profiles (local
+// models): such models have no shared credential, so their state is per model.
+func noAuthKey(ref string) string { return "noauth:" + ref }
+
+var defaultPolicy = DefaultPolicy()
+
+// policy returns the engine's policy; a zero Policy means DefaultPolicy.
+func (e *Engine) policy() *Policy {
+	p := &e.Policy
+	if p.CooldownLadder == nil && p.BreakerTrip == 0 && p.MaxPaidAttemptsPerTurn == 0 && p.FailureWindow == 0 {
+		return &defaultPolicy
+	}
+	return p
+}
+
+func (e *Engine) now() time.Time {
+	if e.Clock == nil {
+		return time.Now()
+	}
+	return e.Clock.Now()
+}
+
+func (e *Engine) rand() float64 {
+	if e.Rand != nil {
+		return e.Rand()
+	}
+	return rand.Float64()
+}
+
+// jitter spreads d by up to ±p.Jitter (B8).
+func jitter(d time.Duration, frac, r float64) time.Duration {
+	if frac <= 0 || d <= 0 {
+		return d
+	}
+	return time.Duration(float64(d) * (1 + frac*(2*r-1)))
+}
+
+func ladder(p *Policy, n int) time.Duration {
+	l := p.CooldownLadder
+	if len(l) == 0 {
+		l = defaultPolicy.CooldownLadder
+	}
+	if n < 1 {
+		n = 1
+	}
+	if n > len(l) {
+		n = len(l)
+	}
+	return l[n-1]
+}
+
+// doubling returns base doubled (n-1) times, capped at max.
+func doubling(base, max time.Duration, n int) time.Duration {
+	d := base
+	for i := 1; i < n && d < max; i++ {
+		d *= 2
+	}
+	if max > 0 && d > max {
+		d = max
+	}
+	return d
+}
+
+// statedWait is how long the provider asked to wait (C11): the later of
+// RetryAfter and RecoveryAt; zero when nothing was stated.
+func statedWait(f *Failure, now time.Time) time.Duration {
+	w := f.RetryAfter
+	if !f.RecoveryAt.IsZero() {
+		if d := f.RecoveryAt.Sub(now); d > w {
+			w = d
+		}
+	}
+	if w < 0 {
+		w = 0
+	}
+	return w
+}
+
+// cooldownReason reports whether r puts a profile into an ordinary cooldown (D1).
+func cooldownReason(r Reason) bool {
+	switch r {
+	case ReasonRateLimit, ReasonOverloaded, ReasonTimeout, ReasonAuth,
+		ReasonUnclassified, ReasonNoErrorDetails:
+		return true
+	}
+	return false
+}
+
+// transientFailure reports whether f counts toward R7 stealth failures.
+func transientFailure(f *Failure) bool {
+	switch f.Reason {
+	case ReasonTimeout, ReasonOverloaded, ReasonRateLimit:
+		return f.Class != ClassDeterministic
+	}
+	return f.Class == ClassTransient
+}
+
+// clip returns a short, scrubbed preview of a provider message for state rows
+// and logs (P4): key-like words are masked even if the caller forgot to redact.
+func clip(s string) string {
+	const max = 200
+	s = scrub(s)
+	if len(s) <= max {
+		return s
+	}
+	s = s[:max]
+	for !utf8.ValidString(s) && len(s) > 0 {
+		s = s[:len(s)-1]
+	}
+	return s + "…"
+}
+
+// scrub masks words that look like secrets: "sk-…" keys, bearer tokens and long
+// opaque runs of letters and digits.
+func scrub(s string) string {
+	if s == "" {
+		return s
+	}
+	var b strings.Builder
+	words := strings.Fields(s)
+	for i, w := range words {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		if secretLike(w) || (i > 0 && strings.EqualFold(words[i-1], "bearer")) {
+			b.WriteString("[redacted]")
+			continue
+		}
+		b.WriteString(w)
+	}
+	return b.String()
+}
+
+func secretLike(w string) bool {
+	w = strings.Trim(w, `"'.,;:()[]{}<>`)
+	lw := strings.ToLower(w)
+	if strings.HasPrefix(lw, "sk-") || strings.HasPrefix(lw, "sk_") || strings.HasPrefix(lw, "xox") || strings.HasPrefix(lw, "ghp_") {
+		return true
+	}
+	if len(w) < 32 {
+		return false
+	}
+	digits := 0
+	for _, c := range w {
+		switch {
+		case c >= '0' && c <= '9':
+			digits++
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c == '-', c == '_':
+		default:
+			return false
+		}
+	}
+	return digits > 0
+}
+
+// applyFailure updates a profile's state for failure f of model ref (D1-D5, B6, B8).
+func applyFailure(st *ProfileState, f *Failure, ref string, now time.Time, p *Policy, r float64) {
+	disable := f.Reason == ReasonBilling || f.Reason == ReasonAuthPermanent
+	if !disable && !cooldownReason(f.Reason) {
+		return
+	}
+	if p.FailureWindow > 0 && !st.LastFailure.IsZero() && now.Sub(st.LastFailure) > p.FailureWindow {
+		st.ErrorCount, st.DisableCount = 0, 0 // D1 window reset
+	}
+	st.ErrorCount++
+	st.LastFailure = now
+	st.LastUsed = now
+	st.LastError = clip(f.Message)
+	wait := statedWait(f, now)
+	stated := wait >= p.MinParsedWait && wait > 0
+	if stated && p.MaxParsedWait > 0 && wait > p.MaxParsedWait {
+		wait = p.MaxParsedWait // C11 cap; RecoveryAt keeps the stated time
+	}
+	if disable {
+		if st.DisabledUntil.After(now) {
+			return // D1: an active window is never extended
+		}
+		st.DisableCount++
+		var d time.Duration
+		if f.Reason == ReasonBilling {
+			base := p.BillingBackoff
+			if b, ok := p.BillingBackoffByProvider[providerOf(ref, f)]; ok && b > 0 {
+				base = b
+			}
+			d = doubling(base, p.BillingMax, st.DisableCount) // D3
+			d = jitter(d, p.Jitter, r)
+			if p.BillingMax > 0 && d > p.BillingMax {
+				d = p.BillingMax
+			}
+		} else {
+			d = doubling(p.AuthPermanentBackoff, p.AuthPermanentMax, st.DisableCount) // D4
+			d = jitter(d, p.Jitter, r)
+			if p.AuthPermanentMax > 0 && d > p.AuthPermanentMax {
+				d = p.AuthPermanentMax
+			}
+		}
+		if stated && wait > d {
+			d = wait // D5
+		}
+		st.DisabledUntil = now.Add(d)
+		st.DisabledReason = f.Reason
+		st.RecoveryAt = recoveryAt(f, now)
+		return
+	}
+	model := ""
+	if f.Reason == ReasonRateLimit && ref != "" {
+		model = ref // D2: model-scoped
+	}
+	if st.CooldownUntil.After(now) {
+		// D1: never extend an active window; a failure of another scope widens it.
+		if st.CooldownModel != model {
+			st.CooldownModel = ""
+		}
+		return
+	}
+	d := jitter(ladder(p, st.ErrorCount), p.Jitter, r)
+	if stated && wait > d {
+		d = wait // D5, B6: park until the stated reset
+	}
+	st.CooldownUntil = now.Add(d)
+	st.CooldownReason = f.Reason
+	st.CooldownModel = model
+	st.RecoveryAt = recoveryAt(f, now)
+}
+
+func recoveryAt(f *Failure, now time.Time) time.Time {
+	if !f.RecoveryAt.IsZero() {
+		return f.RecoveryAt
+	}
+	if f.RetryAfter > 0 {
+		return now.Add(f.RetryAfter)
+	}
+	return time.Time{}
+}
+
+func providerOf(ref string, f *Failure) string {
+	if f.Provider != "" {
+		return f.Provider
+	}
+	prov, _ := ModelRef(ref).Split()
+	return prov
+}
+
+// applySuccess clears a profile's failure state after a success on model ref (D1).
+// A model-scoped cooldown of another model stays (D2).
+func applySuccess(st *ProfileState, ref string, now time.Time) {
+	st.LastUsed = now
+	st.ErrorCount = 0
+	st.Consecutive = 0
+	st.DisabledUntil, st.DisabledReason, st.DisableCount = time.Time{}, "", 0
+	if st.CooldownModel != "" && st.CooldownModel != ref && st.CooldownUntil.After(now) {
+		return
+	}
+	st.CooldownUntil, st.CooldownReason, st.CooldownModel = time.Time{}, "", ""
+	st.RecoveryAt = time.Time{}
+}
+
+// applyModelFailure counts a transient failure of a model across turns and marks
+// the model unavailable at the threshold (R7).
+func applyModelFailure(st *ProfileState, f *Failure, now time.Time, p *Policy, r float64) {
+	if !transientFailure(f) {
+		return // only a success resets the count
+	}
+	st.Consecutive++
+	st.LastFailure = now
+	st.LastError = clip(f.Message)
+	if p.TimeoutSwitchThreshold <= 0 || st.Consecutive < p.TimeoutSwitchThreshold {
+		return
+	}
+	if st.CooldownUntil.After(now) {
+		return
+	}
+	st.ErrorCount++
+	st.CooldownUntil = now.Add(jitter(ladder(p, st.ErrorCount), p.Jitter, r))
+	st.CooldownReason = ReasonConsecutiveTimeout
+}
+
+// clearState clears cooldown, disable and counters (B3, V5). LastUsed stays.
+func clearState(st *ProfileState) {
+	st.ErrorCount, st.Consecutive, st.DisableCount = 0, 0, 0
+	st.CooldownUntil, st.CooldownReason, st.CooldownModel = time.Time{}, "", ""
+	st.DisabledUntil, st.DisabledReason = time.Time{}, ""
+	st.RecoveryAt = time.Time{}
+}
+
+// blockedUntil reports until when st blocks model ref, and why (D2: a cooldown
+// scoped to another model does not block).
+func blockedUntil(st *ProfileState, ref string, now time.Time) (time.Time, Reason) {
+	var until time.Time
+	var why Reason
+	if st.DisabledUntil.After(now) {
+		until, why = st.DisabledUntil, st.DisabledReason
+	}
+	if st.CooldownUntil.After(now) && (st.CooldownModel == "" || st.CooldownModel == ref) {
+		if st.CooldownUntil.After(until) {
+			if why == "" {
+				why = st.CooldownReason
+			}
+			until = st.CooldownUntil
+		}
+	}
+	return until, why
+}
+
+func isModelKey(key string) bool { return strings.HasPrefix(key, "model:") }

@@ -1,0 +1,161 @@
+package failover
+
+import "time"
+
+// Action is the next step of a run after a failed attempt (R4).
+type Action uint8
+
+// Actions.
+const (
+	RetrySame     Action = iota + 1 // same candidate, same profile (R5, R6, R13)
+	RotateProfile                   // next profile of the same provider (R1, R3)
+	FallbackModel                   // next candidate of the chain (R1, R2)
+	SurfaceError                    // no further step: a terminal failure, or the chain is exhausted
+	Stop                            // a guard tripped (R8): no further paid call
+)
+
+// String names the action for logs.
+func (a Action) String() string {
+	switch a {
+	case RetrySame:
+		return "retry_same"
+	case RotateProfile:
+		return "rotate_profile"
+	case FallbackModel:
+		return "fallback_model"
+	case SurfaceError:
+		return "surface_error"
+	case Stop:
+		return "stop"
+	}
+	return "unknown"
+}
+
+// Decision is what Decide returns: an action, a delay to wait before it, and a
+// constant explanation (never built at run time, so Decide does not allocate).
+type Decision struct {
+	Action Action
+	Delay  time.Duration
+	Why    string
+}
+
+// RunState is what Decide looks at: the run's counters for the current candidate
+// (each failure type has its own counter and cap, R4) plus what remains.
+type RunState struct {
+	Policy *Policy   // nil = DefaultPolicy
+	Now    time.Time // for Failure.RecoveryAt (R6)
+
+	RateLimitRotations int // profile rotations after rate limits on this candidate (R3)
+	OverloadRotations  int // profile rotations after overloads on this candidate (R3)
+	TimeoutRotations   int // profile rotations after timeouts on this candidate
+	IdleRetries        int // same-model retries after idle timeouts on this candidate (R5)
+	ShortWaitRetries   int // same-profile retries after short rate-limit waits (R6)
+	EmptyRetries       int // nudged retries after empty output on this candidate (R13)
+
+	// Breaker is the run's idle-timeout breaker count, including this failure (R8).
+	Breaker int
+
+	MoreProfiles       bool // another usable profile of this provider remains for this candidate
+	MoreCandidates     bool // a later candidate exists in the chain
+	UserStrict         bool // the profile is user-pinned: never rotate (P3)
+	LargerContextLater bool // a later candidate declares a larger context window (B7)
+}
+
+// Why texts of Decide.
+const (
+	WhyAborted          = "aborted: terminal"
+	WhyContextFallback  = "context_overflow: a later candidate has a larger context window (B7)"
+	WhyContextSurface   = "context_overflow: compaction is the caller's job (C8)"
+	WhyTerminal         = "terminal failure: no rotation, no fallback (C9)"
+	WhyBreaker          = "idle-timeout breaker tripped (R8)"
+	WhyIdleRetry        = "idle timeout: one retry on the same model (R5)"
+	WhyShortWait        = "short rate-limit window: wait and retry the same profile (R6)"
+	WhyRotate           = "rotate to the next profile of the provider (R1, R3)"
+	WhyRotateOverloaded = "overloaded: rotate after the overload backoff (R3)"
+	WhyFallback         = "fall back to the next model (R2)"
+	WhyStrictFallback   = "user-pinned profile failed: next model, never another profile (P3)"
+	WhyEmptyRetry       = "empty output: one nudged retry (R13)"
+	WhyExhausted        = "no candidate left (R2)"
+	WhyUnknownLast      = "unknown error on the last candidate surfaces (R2)"
+)
+
+// Decide returns the next step after failure f (R4). It is pure and allocation-free.
+func Decide(s RunState, f Failure) Decision {
+	p := s.Policy
+	if p == nil {
+		p = &defaultPolicy
+	}
+	if f.Idle && p.BreakerTrip > 0 && s.Breaker >= p.BreakerTrip {
+		return Decision{Action: Stop, Why: WhyBreaker} // R8
+	}
+	switch f.Reason {
+	case ReasonAborted:
+		return Decision{Action: SurfaceError, Why: WhyAborted}
+	case ReasonContextOverflow:
+		if s.LargerContextLater && s.MoreCandidates {
+			return Decision{Action: FallbackModel, Why: WhyContextFallback} // B7
+		}
+		return Decision{Action: SurfaceError, Why: WhyContextSurface} // C8
+	case ReasonFormat, ReasonContentFilter:
+		return Decision{Action: SurfaceError, Why: WhyTerminal} // C9
+	case ReasonRateLimit:
+		if w := statedWait(&f, s.Now); w > 0 && w <= p.RetryAfterMaxWait && s.ShortWaitRetries < 1 {
+			return Decision{Action: RetrySame, Delay: w, Why: WhyShortWait} // R6
+		}
+		if s.MoreProfiles && !s.UserStrict && s.RateLimitRotations < p.RateLimitedProfileRotations {
+			return Decision{Action: RotateProfile, Why: WhyRotate} // R3, B6
+		}
+		return fallback(s)
+	case ReasonOverloaded:
+		if s.MoreProfiles && !s.UserStrict && s.OverloadRotations < p.OverloadedProfileRotations {
+			return Decision{Action: RotateProfile, Delay: p.OverloadedBackoff, Why: WhyRotateOverloaded} // R3
+		}
+		return fallback(s)
+	case ReasonTimeout:
+		if f.Idle && s.IdleRetries < p.IdleRetries {
+			return Decision{Action: RetrySame, Why: WhyIdleRetry} // R5
+		}
+		if s.MoreProfiles && !s.UserStrict && s.TimeoutRotations < p.TimeoutProfileRotations {
+			return Decision{Action: RotateProfile, Why: WhyRotate}
+		}
+		return fallback(s)
+	case ReasonAuth, ReasonAuthPermanent, ReasonBilling:
+		if s.MoreProfiles && !s.UserStrict {
+			return Decision{Action: RotateProfile, Why: WhyRotate} // bounded by the profile count
+		}
+		return fallback(s)
+	case ReasonModelNotFound:
+		return fallback(s)
+	case ReasonEmptyResponse:
+		if s.EmptyRetries < p.EmptyOutputRetries {
+			return Decision{Action: RetrySame, Why: WhyEmptyRetry} // R13
+		}
+		return fallback(s)
+	}
+	// Unknown errors (unclassified, no_error_details, anything new) advance while
+	// candidates remain and surface on the last one (R2).
+	if s.MoreCandidates {
+		return Decision{Action: FallbackModel, Why: WhyFallback}
+	}
+	return Decision{Action: SurfaceError, Why: WhyUnknownLast}
+}
+
+func fallback(s RunState) Decision {
+	if !s.MoreCandidates {
+		return Decision{Action: SurfaceError, Why: WhyExhausted}
+	}
+	if s.UserStrict && s.MoreProfiles {
+		return Decision{Action: FallbackModel, Why: WhyStrictFallback}
+	}
+	return Decision{Action: FallbackModel, Why: WhyFallback}
+}
+
+// terminalReason reports whether a failure ends the run as itself, not as a
+// chain failure (C8, C9, aborted).
+func terminalReason(r Reason) bool {
+	switch r {
+	case ReasonAborted, ReasonContextOverflow, ReasonFormat, ReasonContentFilter:
+		return true
+	}
+	return false
+}

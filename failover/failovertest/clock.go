@@ -1,0 +1,64 @@
+// Package failovertest holds test doubles for the failover engine and its users:
+// a virtual clock whose Sleep advances time at once, so no test ever waits for a
+// cooldown. It imports nothing of the project.
+package failovertest
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Clock is a virtual clock. Now returns the virtual time; Sleep advances it
+// immediately (no real waiting) and records the call. It is safe for concurrent use.
+type Clock struct {
+	mu     sync.Mutex
+	now    time.Time
+	sleeps []time.Duration
+}
+
+// NewClock returns a clock set to t0.
+func NewClock(t0 time.Time) *Clock { return &Clock{now: t0} }
+
+// Now returns the current virtual time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Sleep advances the virtual time by d at once. It returns ctx.Err() without
+// advancing when ctx is already done.
+func (c *Clock) Sleep(ctx context.Context, d time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sleeps = append(c.sleeps, d)
+	if d > 0 {
+		c.now = c.now.Add(d)
+	}
+	return nil
+}
+
+// Advance moves the virtual time forward by d.
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// Set moves the virtual time to t.
+func (c *Clock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = t
+}
+
+// Sleeps returns a copy of every duration passed to Sleep, in order.
+func (c *Clock) Sleeps() []time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]time.Duration(nil), c.sleeps...)
+}

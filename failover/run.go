@@ -1,0 +1,882 @@
+package failover
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"time"
+)
+
+// Reasons a run stops before the chain is exhausted.
+var (
+	ErrBreakerTripped = errors.New("idle-timeout breaker tripped")         // R8
+	ErrTurnBudget     = errors.New("turn budget reached")                  // B1
+	ErrPaidCallGuard  = errors.New("process-wide paid-call limit reached") // B2
+	ErrIterationCap   = errors.New("iteration cap reached")                // R9
+	ErrRunTimeout     = errors.New("run timeout")                          // R10
+)
+
+// Run walks req.Chain, calling attempt for each paid call the policy allows, and
+// returns the first success or a *SummaryError (or a terminal *Failure such as
+// format or context_overflow, which is not a chain failure). When the caller's
+// ctx is cancelled, Run returns an error wrapping context.Cause(ctx).
+//
+// Attempt-level errors never escape while a later candidate can still answer (B5).
+// Every attempt and skip is recorded (V1) and passed to Hooks.OnAttempt.
+func (e *Engine) Run(ctx context.Context, req Request, attempt AttemptFunc) (Result, error) {
+	if attempt == nil {
+		return Result{}, errors.New("failover: run: nil attempt function")
+	}
+	if len(req.Chain) == 0 {
+		return Result{}, errors.New("failover: run: empty chain")
+	}
+	p := e.policy()
+	runCtx := ctx
+	if p.RunTimeout > 0 {
+		var cancel context.CancelFunc
+		runCtx, cancel = context.WithTimeoutCause(ctx, p.RunTimeout, ErrRunTimeout) // R10
+		defer cancel()
+	}
+	r := &runner{e: e, p: p, req: &req, attempt: attempt, ctx: runCtx, parent: ctx, log: e.Log}
+	if r.log == nil {
+		r.log = slog.Default()
+	}
+	r.maxIter = iterationCap(&req)
+	return r.run()
+}
+
+// iterationCap is 24 + 8 × profiles, clamped to 32..160 (R9).
+func iterationCap(req *Request) int {
+	n := 0
+	seen := map[string]bool{}
+	for _, ref := range req.Chain {
+		prov, _ := ref.Split()
+		if seen[prov] {
+			continue
+		}
+		seen[prov] = true
+		k := len(req.Profiles[prov])
+		if o := len(req.Order[prov]); o > k {
+			k = o
+		}
+		n += max(1, k)
+	}
+	return min(160, max(32, 24+8*n))
+}
+
+func (e *Engine) store() StateStore {
+	if e.Store != nil {
+		return e.Store
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.mem == nil {
+		e.mem = NewMemStore()
+	}
+	return e.mem
+}
+
+// throttle reports whether key was not contacted within interval, and stamps it
+// when so (R11).
+func (e *Engine) throttle(key string, interval time.Duration, now time.Time) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.probeAt == nil {
+		e.probeAt = make(map[string]time.Time)
+	}
+	if last, ok := e.probeAt[key]; ok && now.Sub(last) < interval {
+		return false
+	}
+	e.probeAt[key] = now
+	return true
+}
+
+// contact stamps the probe throttle of a provider after a failed call.
+func (e *Engine) contact(key string, now time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.probeAt == nil {
+		e.probeAt = make(map[string]time.Time)
+	}
+	if len(e.probeAt) > 4096 {
+		for k, t := range e.probeAt {
+			if now.Sub(t) > 24*time.Hour {
+				delete(e.probeAt, k)
+			}
+		}
+	}
+	e.probeAt[key] = now
+}
+
+func skipTTL(p *Policy) time.Duration {
+	if p.FallbackSkipTTL <= 0 {
+		return 0
+	}
+	return min(10*time.Minute, max(time.Second, p.FallbackSkipTTL))
+}
+
+func (e *Engine) skipCached(session string, ref ModelRef, now time.Time) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	until, ok := e.skips[session+"\x00"+string(ref)]
+	return ok && now.Before(until)
+}
+
+func (e *Engine) addSkip(session string, ref ModelRef, until time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.skips == nil {
+		e.skips = make(map[string]time.Time)
+	}
+	if len(e.skips) > 4096 {
+		for k, t := range e.skips {
+			if !t.After(until.Add(-11 * time.Minute)) {
+				delete(e.skips, k)
+			}
+		}
+	}
+	e.skips[session+"\x00"+string(ref)] = until
+}
+
+type runner struct {
+	e       *Engine
+	p       *Policy
+	req     *Request
+	attempt AttemptFunc
+	ctx     context.Context // run context (R10)
+	parent  context.Context // the caller's context
+	log     *slog.Logger
+
+	records []AttemptRecord
+	paid    int
+	cost    float64
+	breaker int // R8: whole run
+	iter    int
+	maxIter int
+	probed  map[string]bool // R11: one transient-cooldown probe per provider per run
+
+	origin    Candidate // Chain[0] as tried (or skipped)
+	cause     *Failure  // what moved the run off Chain[0]
+	lastCand  Candidate
+	lastFail  *Failure
+	hookStart bool // BeforeFallback ran for the current candidate
+}
+
+// slot is one profile of a candidate with its state.
+type slot struct {
+	prof   Profile
+	key    string
+	st     ProfileState
+	until  time.Time
+	why    Reason
+	scoped bool // the blocking cooldown is model-scoped (D2)
+	tried  bool
+}
+
+type plan struct {
+	ref      ModelRef
+	prov     string
+	model    string
+	primary  bool
+	strict   bool
+	slots    []slot // usable first (P1), then blocked, soonest expiry first
+	usable   int    // number of usable slots at the head
+	kind     AttemptKind
+	skip     Reason
+	mstate   ProfileState
+	mblocked bool
+}
+
+func (r *runner) now() time.Time { return r.e.now() }
+
+func (r *runner) run() (Result, error) {
+	chain := r.req.Chain
+	for i := range chain {
+		pl := r.evaluate(i)
+		if pl.skip != "" {
+			c := Candidate{Provider: pl.prov, Model: pl.model}
+			if len(pl.slots) > 0 {
+				c.Profile = pl.slots[0].prof.ID
+			}
+			r.record(AttemptRecord{Candidate: c, Skipped: pl.skip, Started: r.now()})
+			if i == 0 {
+				r.origin = c
+				r.cause = &Failure{Reason: pl.skip, Class: ClassTransient, Provider: pl.prov, Model: pl.model,
+					Profile: c.Profile, Message: "skipped: unavailable"}
+			}
+			r.iter++
+			continue
+		}
+		res, err, done := r.walk(i, &pl)
+		if done {
+			return res, err
+		}
+	}
+	return r.summary(nil)
+}
+
+// evaluate decides, before any call, whether candidate i is attempted, probed or
+// skipped (R11, R12, B7, R7) and in which profile order (P1-P3).
+func (r *runner) evaluate(i int) plan {
+	ref := r.req.Chain[i]
+	prov, model := ref.Split()
+	now := r.now()
+	pl := plan{ref: ref, prov: prov, model: model, kind: AttemptNormal,
+		primary: i == 0 || (r.req.Primary != "" && ref == r.req.Primary)}
+	if !pl.primary && r.e.skipCached(r.req.SessionKey, ref, now) {
+		pl.skip = ReasonAuth // R12
+		return pl
+	}
+	if r.req.PromptTokens > 0 {
+		if w := r.req.ContextWindow[ref]; w > 0 && r.req.PromptTokens > w {
+			pl.skip = ReasonContextWindow // B7
+			return pl
+		}
+	}
+	profs, strict, configured := profilesFor(r.req, prov, now)
+	pl.strict = strict
+	if configured && len(profs) == 0 {
+		pl.skip = ReasonAuth // every profile expired or the user-pinned one is unknown
+		return pl
+	}
+	st := r.e.store()
+	ms, err := st.Get(r.ctx, ModelKey(ref))
+	if err != nil {
+		r.warnStore(err)
+	}
+	pl.mstate = ms
+	pl.mblocked = ms.CooldownUntil.After(now)
+	pl.slots = make([]slot, len(profs))
+	for j, pr := range profs {
+		key := pr.ID
+		if key == "" {
+			key = noAuthKey(string(ref))
+		}
+		ps, err := st.Get(r.ctx, key)
+		if err != nil {
+			r.warnStore(err)
+		}
+		until, why := blockedUntil(&ps, string(ref), now)
+		pl.slots[j] = slot{prof: pr, key: key, st: ps, until: until, why: why,
+			scoped: !until.IsZero() && ps.CooldownModel != "" && !ps.DisabledUntil.After(now)}
+	}
+	pl.usable = orderSlots(pl.slots, len(r.req.Order[prov]) > 0, r.req.PinnedProfile)
+	if pl.usable > 0 && !pl.mblocked {
+		return pl
+	}
+	// Nothing usable: skip, or probe (R11).
+	until, why := time.Time{}, Reason("")
+	if pl.usable == 0 {
+		until, why = pl.slots[0].until, pl.slots[0].why
+	}
+	if pl.mblocked && (why == "" || transientCooldown(why)) {
+		// R7: the model itself is marked; report that, wait for the later expiry
+		if ms.CooldownUntil.After(until) {
+			until = ms.CooldownUntil
+		}
+		why = ms.CooldownReason
+		if why == "" {
+			why = ReasonConsecutiveTimeout
+		}
+	}
+	pl.skip = why
+	switch why {
+	case ReasonAuth, ReasonAuthPermanent:
+		return pl // a persistent auth failure skips the provider
+	case ReasonBilling:
+		if pl.primary && r.e.throttle(prov+"#billing", r.p.BillingProbeInterval, now) {
+			pl.skip, pl.kind = "", AttemptProbe
+		}
+		return pl
+	}
+	if r.probed[prov] {
+		return pl // at most one transient-cooldown probe per provider per run
+	}
+	switch {
+	case pl.primary:
+		if until.Sub(now) <= r.p.ProbeWindow && r.e.throttle(prov, r.p.ProbeInterval, now) {
+			pl.skip, pl.kind = "", AttemptProbe
+		}
+	case !pl.mblocked && pl.usable == 0 && !pl.slots[0].scoped && siblingReason(why):
+		// a profile-wide transient cooldown: a same-provider sibling is still tried
+		pl.skip, pl.kind = "", AttemptProbe
+	}
+	if pl.kind == AttemptProbe {
+		if r.probed == nil {
+			r.probed = make(map[string]bool)
+		}
+		r.probed[prov] = true
+	}
+	return pl
+}
+
+func transientCooldown(r Reason) bool {
+	return r != ReasonBilling && r != ReasonAuth && r != ReasonAuthPermanent
+}
+
+func siblingReason(r Reason) bool {
+	switch r {
+	case ReasonRateLimit, ReasonOverloaded, ReasonUnclassified, ReasonNoErrorDetails:
+		return true
+	}
+	return false
+}
+
+// profilesFor returns the profiles a candidate of prov may use (P1-P3), without
+// expired ones. configured is false for providers without credentials, which get a
+// single profile with an empty id.
+func profilesFor(req *Request, prov string, now time.Time) (out []Profile, strict, configured bool) {
+	all := req.Profiles[prov]
+	order := req.Order[prov]
+	if len(all) == 0 && len(order) == 0 {
+		return []Profile{{Provider: prov}}, false, false
+	}
+	find := func(id string) (Profile, bool) {
+		for _, p := range all {
+			if p.ID == id {
+				return p, true
+			}
+		}
+		if containsString(order, id) {
+			return Profile{ID: id, Provider: prov, Type: ProfileAPIKey}, true
+		}
+		return Profile{}, false
+	}
+	usable := func(p Profile) bool { return p.ExpiresAt.IsZero() || p.ExpiresAt.After(now) }
+	if up := req.UserProfile; up != "" {
+		if p, ok := find(up); ok {
+			if usable(p) {
+				return []Profile{p}, true, true // P3: strict
+			}
+			return nil, true, true
+		}
+		// the user pin belongs to another provider: ignore it here
+	}
+	if len(order) > 0 {
+		for _, id := range order {
+			if p, ok := find(id); ok && usable(p) {
+				out = append(out, p)
+			}
+		}
+		return out, false, true
+	}
+	for _, p := range all {
+		if usable(p) {
+			out = append(out, p)
+		}
+	}
+	return out, false, true
+}
+
+func typeRank(t ProfileType) int {
+	switch t {
+	case ProfileToken:
+		return 0
+	case ProfileAPIKey:
+		return 1
+	}
+	return 2
+}
+
+// orderSlots sorts slots in rotation order (P1): usable first (explicit order, or
+// token before api_key then least recently used), the pinned profile first among
+// them (P2, a preference); blocked ones last, soonest expiry first. It returns the
+// number of usable slots.
+func orderSlots(s []slot, explicit bool, pinned string) int {
+	sort.SliceStable(s, func(a, b int) bool {
+		ua, ub := s[a].until.IsZero(), s[b].until.IsZero()
+		if ua != ub {
+			return ua
+		}
+		if !ua {
+			return s[a].until.Before(s[b].until)
+		}
+		if pinned != "" && (s[a].prof.ID == pinned) != (s[b].prof.ID == pinned) {
+			return s[a].prof.ID == pinned
+		}
+		if explicit {
+			return false
+		}
+		if ra, rb := typeRank(s[a].prof.Type), typeRank(s[b].prof.Type); ra != rb {
+			return ra < rb
+		}
+		if !s[a].st.LastUsed.Equal(s[b].st.LastUsed) {
+			return s[a].st.LastUsed.Before(s[b].st.LastUsed)
+		}
+		return s[a].prof.ID < s[b].prof.ID
+	})
+	n := 0
+	for n < len(s) && s[n].until.IsZero() {
+		n++
+	}
+	return n
+}
+
+// walk makes the attempts on candidate i. done reports that the run is over.
+func (r *runner) walk(i int, pl *plan) (Result, error, bool) {
+	cur := 0
+	cand := Candidate{Provider: pl.prov, Model: pl.model, Profile: pl.slots[cur].prof.ID}
+	kind := pl.kind
+	rs := RunState{Policy: r.p, UserStrict: pl.strict, MoreCandidates: i < len(r.req.Chain)-1,
+		LargerContextLater: r.largerLater(i)}
+	r.hookStart = false
+	if i == 0 {
+		r.origin = cand
+	}
+	// O3: whatever ends this candidate without an answer after BeforeFallback ran
+	// (a failure, a stop, a budget, a cancellation) rolls back exactly once.
+	pending := false
+	defer func() {
+		if !pending {
+			return
+		}
+		if h := r.req.Hooks.AfterFailedFallback; h != nil {
+			f := Failure{Reason: ReasonAborted, Provider: cand.Provider, Model: cand.Model, Profile: cand.Profile}
+			if r.lastFail != nil && r.lastCand.Ref() == cand.Ref() {
+				f = *r.lastFail
+			}
+			h(context.WithoutCancel(r.ctx), cand, f)
+		}
+	}()
+	for {
+		if res, err, done := r.checkCtx(); done {
+			return res, err, true
+		}
+		r.iter++
+		if r.iter > r.maxIter {
+			res, err := r.summary(ErrIterationCap) // R9
+			return res, err, true
+		}
+		// B1 then B2, before every paid call.
+		if r.p.MaxPaidAttemptsPerTurn > 0 && r.paid >= r.p.MaxPaidAttemptsPerTurn {
+			res, err := r.summary(ErrTurnBudget)
+			return res, err, true
+		}
+		if r.p.MaxTurnCostUSD > 0 && r.cost >= r.p.MaxTurnCostUSD {
+			res, err := r.summary(ErrTurnBudget)
+			return res, err, true
+		}
+		if !r.e.Guard.Allow() {
+			res, err := r.summary(ErrPaidCallGuard)
+			return res, err, true
+		}
+		if i > 0 && !r.hookStart {
+			r.hookStart = true
+			if h := r.req.Hooks.BeforeFallback; h != nil {
+				cause := Failure{}
+				if r.cause != nil {
+					cause = *r.cause
+				}
+				if err := h(r.ctx, r.origin, cand, cause); err != nil { // O2
+					return Result{Attempts: r.records, CostUSD: r.cost}, fmt.Errorf("failover: before fallback to %s: %w", cand.Ref(), err), true
+				}
+				pending = true
+			}
+		}
+		pl.slots[cur].tried = true
+		r.paid++
+		started := r.now()
+		actx, cancel := r.ctx, context.CancelFunc(func() {})
+		if r.p.AttemptTimeout > 0 {
+			actx, cancel = context.WithTimeoutCause(r.ctx, r.p.AttemptTimeout, ErrAttemptTimeout) // R10
+		}
+		out, err := r.attempt(actx, Attempt{Candidate: cand, Kind: kind, Number: r.paid})
+		attemptTimedOut := errors.Is(context.Cause(actx), ErrAttemptTimeout)
+		cancel()
+		end := r.now()
+		if pr, ok := r.req.Prices[pl.ref]; ok {
+			r.cost += (float64(out.InputTokens)*pr.InPerMTok + float64(out.OutputTokens)*pr.OutPerMTok) / 1e6
+		}
+		if err != nil && r.ctx.Err() != nil {
+			// the caller cancelled (abort) or the run timed out (R10): no decision
+			fr := &Failure{Reason: ReasonAborted, Provider: cand.Provider, Model: cand.Model, Profile: cand.Profile, Message: "run cancelled"}
+			if r.parent.Err() == nil {
+				fr.Reason, fr.Class, fr.Message = ReasonTimeout, ClassTransient, "run timeout"
+			}
+			r.record(AttemptRecord{Candidate: cand, Kind: kind, Started: started, Duration: end.Sub(started), Failure: fr})
+			res, err, _ := r.checkCtx()
+			return res, err, true
+		}
+		f := r.failureOf(&out, err, attemptTimedOut, cand, end)
+		if out.Progress {
+			r.breaker = 0 // R8: completed progress resets
+		}
+		rec := AttemptRecord{Candidate: cand, Kind: kind, Failure: f, Started: started, Duration: end.Sub(started)}
+		r.record(rec)
+		if f == nil {
+			pending = false
+			r.onSuccess(pl, cand, end)
+			res := Result{Output: out, Candidate: cand, Attempts: r.records, FellBack: i > 0, Cause: r.cause, CostUSD: r.cost}
+			if i > 0 {
+				r.logStep(r.origin, r.cause, cand.Ref(), "succeeded")
+			}
+			return res, nil, true
+		}
+		if f.Idle && !out.Progress {
+			r.breaker++ // R8: survives profile and model changes
+		}
+		r.lastCand, r.lastFail = cand, f
+		r.onFailure(pl, cand, f, end)
+
+		rs.Now = end
+		rs.Breaker = r.breaker
+		rs.MoreProfiles = kind != AttemptProbe && r.nextSlot(pl) >= 0
+		d := Decide(rs, *f)
+		switch d.Action {
+		case RetrySame:
+			switch {
+			case f.Reason == ReasonEmptyResponse:
+				rs.EmptyRetries++
+				kind = AttemptNudged
+			case f.Idle:
+				rs.IdleRetries++
+				kind = AttemptRetry
+			default:
+				rs.ShortWaitRetries++
+				kind = AttemptRetry
+			}
+			if res, err, done := r.sleep(d.Delay); done {
+				return res, err, true
+			}
+			continue
+		case RotateProfile:
+			switch f.Reason {
+			case ReasonRateLimit:
+				rs.RateLimitRotations++
+			case ReasonOverloaded:
+				rs.OverloadRotations++
+			case ReasonTimeout:
+				rs.TimeoutRotations++
+			}
+			rs.IdleRetries, rs.ShortWaitRetries, rs.EmptyRetries = 0, 0, 0
+			cur = r.nextSlot(pl)
+			cand.Profile = pl.slots[cur].prof.ID
+			kind = AttemptNormal
+			if res, err, done := r.sleep(d.Delay); done {
+				return res, err, true
+			}
+			continue
+		}
+		// The run leaves this candidate.
+		if i == 0 && r.cause == nil {
+			r.cause = f
+		}
+		switch d.Action {
+		case FallbackModel:
+			next := ""
+			if i+1 < len(r.req.Chain) {
+				next = string(r.req.Chain[i+1])
+			}
+			r.logStep(cand, f, next, "next_candidate")
+			return Result{}, nil, false
+		case Stop:
+			res, err := r.summary(ErrBreakerTripped)
+			return res, err, true
+		}
+		// SurfaceError
+		if terminalReason(f.Reason) {
+			r.logStep(cand, f, "", "surfaced")
+			return Result{Attempts: r.records, CostUSD: r.cost}, f, true
+		}
+		return Result{}, nil, false // chain exhausted: the summary follows
+	}
+}
+
+// nextSlot returns the index of the next untried usable profile, or -1.
+func (r *runner) nextSlot(pl *plan) int {
+	if pl.strict {
+		return -1
+	}
+	for j := 0; j < pl.usable; j++ {
+		if !pl.slots[j].tried {
+			return j
+		}
+	}
+	return -1
+}
+
+func (r *runner) largerLater(i int) bool {
+	w := r.req.ContextWindow[r.req.Chain[i]]
+	if w <= 0 {
+		return false
+	}
+	for _, ref := range r.req.Chain[i+1:] {
+		if r.req.ContextWindow[ref] > w {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *runner) sleep(d time.Duration) (Result, error, bool) {
+	if d <= 0 {
+		return Result{}, nil, false
+	}
+	var err error
+	if r.e.Clock != nil {
+		err = r.e.Clock.Sleep(r.ctx, d)
+	} else {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-r.ctx.Done():
+			t.Stop()
+			err = r.ctx.Err()
+		}
+	}
+	if err != nil {
+		return r.checkCtx()
+	}
+	return Result{}, nil, false
+}
+
+// checkCtx ends the run when the caller cancelled or the run timed out (R10).
+func (r *runner) checkCtx() (Result, error, bool) {
+	if r.ctx.Err() == nil {
+		return Result{}, nil, false
+	}
+	if r.parent.Err() != nil {
+		return Result{Attempts: r.records, CostUSD: r.cost}, fmt.Errorf("failover: run aborted: %w", context.Cause(r.parent)), true
+	}
+	res, err := r.summary(ErrRunTimeout)
+	return res, err, true
+}
+
+// failureOf turns an attempt's outcome into a Failure, or nil for a usable answer
+// (R13, R14, C6).
+func (r *runner) failureOf(out *Output, err error, attemptTimedOut bool, c Candidate, now time.Time) *Failure {
+	var f Failure
+	if err == nil {
+		fr, ff := normalizeFinish(out.FinishReason)
+		out.FinishReason = fr
+		switch {
+		case ff != nil:
+			f = *ff
+		case out.Text == "" && fr != "tool_calls" && fr != "function_call" && !out.Progress:
+			f = Failure{Reason: ReasonEmptyResponse, Class: ClassUnknown, Message: "empty output"} // R13
+		default:
+			return nil
+		}
+	} else {
+		var fp *Failure
+		switch {
+		case errors.As(err, &fp) && fp != nil:
+			f = *fp
+		case attemptTimedOut || errors.Is(err, ErrAttemptTimeout):
+			f = Failure{Reason: ReasonTimeout, Class: ClassTransient, Message: "attempt timeout"}
+		case errors.Is(err, ErrIdleTimeout):
+			f = Failure{Reason: ReasonTimeout, Class: ClassTransient, Idle: true, Message: string(ReasonIdleTimeout)}
+		case errors.Is(err, ErrEmptyOutput):
+			f = Failure{Reason: ReasonEmptyResponse, Class: ClassUnknown, Message: "empty output"}
+		default:
+			f = Classify(Response{Provider: c.Provider, Err: err}, now)
+		}
+		if errors.Is(err, ErrIdleTimeout) {
+			f.Idle = true
+		}
+	}
+	if f.Reason == "" {
+		f.Reason, f.Class = ReasonUnclassified, ClassUnknown
+	}
+	if f.Provider == "" {
+		f.Provider = c.Provider
+	}
+	if f.Model == "" {
+		f.Model = c.Model
+	}
+	if f.Profile == "" {
+		f.Profile = c.Profile
+	}
+	return &f
+}
+
+// normalizeFinish maps provider stop reasons to the known set (R14); unknown ones
+// and error stops become failures before any decision.
+func normalizeFinish(fr string) (string, *Failure) {
+	switch fr {
+	case "", "stop", "end_turn", "stop_sequence", "eos":
+		return "stop", nil
+	case "length", "max_tokens":
+		return "length", nil
+	case "tool_calls", "tool_use":
+		return "tool_calls", nil
+	case "function_call":
+		return "function_call", nil
+	case "content_filter", "refusal", "safety":
+		return fr, &Failure{Reason: ReasonContentFilter, Class: ClassDeterministic, Message: "stop reason: " + fr}
+	case "error", "aborted":
+		return fr, &Failure{Reason: ReasonTimeout, Class: ClassTransient, Message: "stop reason: " + fr} // C6
+	}
+	return fr, &Failure{Reason: ReasonUnclassified, Class: ClassUnknown, Message: "unknown stop reason: " + clip(fr)}
+}
+
+func (r *runner) record(a AttemptRecord) {
+	r.records = append(r.records, a)
+	if h := r.req.Hooks.OnAttempt; h != nil {
+		h(a)
+	}
+}
+
+func (r *runner) warnStore(err error) {
+	r.log.LogAttrs(r.ctx, slog.LevelWarn, "failover state store error", slog.String("error", err.Error()))
+}
+
+func slotKey(c Candidate) string {
+	if c.Profile == "" {
+		return noAuthKey(c.Ref())
+	}
+	return c.Profile
+}
+
+func (r *runner) onSuccess(pl *plan, c Candidate, now time.Time) {
+	st := r.e.store()
+	ref := c.Ref()
+	if _, err := st.Update(r.ctx, slotKey(c), func(s *ProfileState) { applySuccess(s, ref, now) }); err != nil {
+		r.warnStore(err)
+	}
+	if ms := pl.mstate; ms.Consecutive > 0 || ms.ErrorCount > 0 || !ms.CooldownUntil.IsZero() || r.touchedModel(ref) {
+		if _, err := st.Update(r.ctx, ModelKey(pl.ref), func(s *ProfileState) { applySuccess(s, ref, now) }); err != nil {
+			r.warnStore(err)
+		}
+	}
+}
+
+// touchedModel reports whether this run recorded a transient failure of ref.
+func (r *runner) touchedModel(ref string) bool {
+	for _, a := range r.records {
+		if a.Failure != nil && a.Candidate.Ref() == ref && transientFailure(a.Failure) {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *runner) onFailure(pl *plan, c Candidate, f *Failure, now time.Time) {
+	st := r.e.store()
+	ref := c.Ref()
+	if cooldownReason(f.Reason) || f.Reason == ReasonBilling || f.Reason == ReasonAuthPermanent {
+		jr := r.e.rand()
+		if _, err := st.Update(r.ctx, slotKey(c), func(s *ProfileState) { applyFailure(s, f, ref, now, r.p, jr) }); err != nil {
+			r.warnStore(err)
+		}
+	}
+	if transientFailure(f) {
+		jr := r.e.rand()
+		if _, err := st.Update(r.ctx, ModelKey(pl.ref), func(s *ProfileState) { applyModelFailure(s, f, now, r.p, jr) }); err != nil {
+			r.warnStore(err)
+		}
+	}
+	if f.Reason != ReasonContextOverflow && f.Reason != ReasonFormat && f.Reason != ReasonContentFilter && f.Reason != ReasonAborted {
+		r.e.contact(c.Provider, now) // R11 throttle: a failed call counts as contact
+	}
+	if (f.Reason == ReasonAuth || f.Reason == ReasonAuthPermanent) && !pl.primary {
+		if ttl := skipTTL(r.p); ttl > 0 {
+			r.e.addSkip(r.req.SessionKey, pl.ref, now.Add(ttl)) // R12
+		}
+	}
+}
+
+func (r *runner) summary(stop error) (Result, error) {
+	now := r.now()
+	se := &SummaryError{
+		Attempts: r.records, Stop: stop, At: now, Stalls: r.breaker,
+		PaidCalls: r.paid, MaxPaidCalls: r.p.MaxPaidAttemptsPerTurn,
+		CostUSD: r.cost, MaxCostUSD: r.p.MaxTurnCostUSD,
+	}
+	se.EarliestRetry = r.earliest(now)
+	outcome := "exhausted"
+	if stop != nil {
+		outcome = "stopped"
+	}
+	from, f := r.origin, r.cause
+	if f == nil {
+		from, f = r.lastCand, r.lastFail
+	}
+	if f == nil {
+		f = &Failure{}
+	}
+	r.logStep(from, f, "", outcome)
+	return Result{Attempts: r.records, CostUSD: r.cost}, se
+}
+
+// earliest returns the model-aware earliest moment a candidate the run visited is
+// usable again (V3): model-scoped cooldowns of other models are ignored; for each
+// profile the latest matching expiry counts; a candidate is usable when one of its
+// profiles is; the model's own state (R7) blocks too.
+func (r *runner) earliest(now time.Time) time.Time {
+	var best time.Time
+	seen := map[string]bool{}
+	for _, a := range r.records {
+		ref := a.Candidate.Ref()
+		if seen[ref] {
+			continue
+		}
+		seen[ref] = true
+		u := r.e.candidateUntil(r.ctx, r.req, ModelRef(ref), now)
+		if !u.IsZero() && (best.IsZero() || u.Before(best)) {
+			best = u
+		}
+	}
+	return best
+}
+
+// candidateUntil returns when ref is usable again, zero when it is usable now.
+func (e *Engine) candidateUntil(ctx context.Context, req *Request, ref ModelRef, now time.Time) time.Time {
+	prov, _ := ref.Split()
+	st := e.store()
+	var until time.Time
+	if ms, err := st.Get(ctx, ModelKey(ref)); err == nil && ms.CooldownUntil.After(now) {
+		until = ms.CooldownUntil
+	}
+	profs, _, _ := profilesFor(req, prov, now)
+	var pmin time.Time
+	for _, p := range profs {
+		key := p.ID
+		if key == "" {
+			key = noAuthKey(string(ref))
+		}
+		ps, err := st.Get(ctx, key)
+		if err != nil {
+			continue
+		}
+		u, _ := blockedUntil(&ps, string(ref), now)
+		if u.IsZero() {
+			pmin = time.Time{}
+			break
+		}
+		if pmin.IsZero() || u.Before(pmin) {
+			pmin = u
+		}
+	}
+	if pmin.After(until) {
+		until = pmin
+	}
+	return until
+}
+
+// logStep writes the V2 event model_fallback_decision with flat fields.
+func (r *runner) logStep(from Candidate, f *Failure, to, outcome string) {
+	level := slog.LevelInfo
+	if outcome == "exhausted" || outcome == "stopped" || outcome == "surfaced" {
+		level = slog.LevelWarn
+	}
+	var reason Reason
+	detail := ""
+	if f != nil {
+		reason = f.Reason
+		detail = clip(f.Error())
+	}
+	r.log.LogAttrs(r.ctx, level, "model_fallback_decision",
+		slog.String("event", "model_fallback_decision"),
+		slog.String("sessionKey", r.req.SessionKey),
+		slog.String("fallbackStepFromModel", from.Ref()),
+		slog.String("fallbackStepFromProfile", from.Profile),
+		slog.String("fallbackStepToModel", to),
+		slog.String("fallbackStepFromFailureReason", string(reason)),
+		slog.String("fallbackStepFromFailureDetail", detail),
+		slog.String("fallbackStepFinalOutcome", outcome),
+		slog.Int("paidCalls", r.paid),
+	)
+}

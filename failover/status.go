@@ -1,0 +1,202 @@
+package failover
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Profile states reported by CandidateStatus.
+const (
+	StateOK       = "ok"
+	StateCooldown = "cooldown"
+	StateDisabled = "disabled"
+	StateExpired  = "expired"
+)
+
+// ProfileStatus is what /status shows of one profile, or of the model's own state
+// (R7) when ID is "model:<ref>". It never holds a secret.
+type ProfileStatus struct {
+	ID         string
+	State      string    // StateOK, StateCooldown, StateDisabled or StateExpired
+	Until      time.Time // end of the cooldown or disable (zero when ok)
+	Reason     Reason    // cooldown or disable reason
+	Model      string    // model scope of a cooldown (D2); empty = whole profile
+	RecoveryAt time.Time // recovery time as the provider stated it (C11)
+	ErrorCount int
+	LastUsed   time.Time
+	LastError  string // redacted preview
+}
+
+// CandidateState is the availability of one model for /status and /recover.
+type CandidateState struct {
+	Ref       ModelRef
+	Available bool
+	Until     time.Time // when it is usable again (zero when available or unknown)
+	Reason    Reason    // why it is not available
+	Model     ProfileStatus
+	Profiles  []ProfileStatus
+}
+
+// CandidateStatus reports whether ref is usable now and the state of each of its
+// profiles (profiles of other providers are ignored; none = a provider without
+// credentials).
+func (e *Engine) CandidateStatus(ctx context.Context, ref ModelRef, profiles []Profile) (CandidateState, error) {
+	now := e.now()
+	prov, _ := ref.Split()
+	st := e.store()
+	cs := CandidateState{Ref: ref}
+	ms, err := st.Get(ctx, ModelKey(ref))
+	if err != nil {
+		return cs, fmt.Errorf("failover: status of %s: %w", ref, err)
+	}
+	cs.Model = statusOf(ms, ModelKey(ref), string(ref), now)
+	var own []Profile
+	for _, p := range profiles {
+		if p.Provider == prov || (p.Provider == "" && strings.HasPrefix(p.ID, prov+":")) {
+			own = append(own, p)
+		}
+	}
+	if len(own) == 0 {
+		own = []Profile{{Provider: prov}}
+	}
+	var soonest time.Time
+	var why Reason
+	anyOK := false
+	for _, p := range own {
+		key := p.ID
+		if key == "" {
+			key = noAuthKey(string(ref))
+		}
+		ps, err := st.Get(ctx, key)
+		if err != nil {
+			return cs, fmt.Errorf("failover: status of %s: %w", key, err)
+		}
+		s := statusOf(ps, p.ID, string(ref), now)
+		if !p.ExpiresAt.IsZero() && !p.ExpiresAt.After(now) {
+			s.State, s.Reason = StateExpired, ReasonAuth
+		}
+		cs.Profiles = append(cs.Profiles, s)
+		switch {
+		case s.State == StateOK:
+			anyOK = true
+		case !s.Until.IsZero() && (soonest.IsZero() || s.Until.Before(soonest)):
+			soonest, why = s.Until, s.Reason
+		case why == "":
+			why = s.Reason
+		}
+	}
+	cs.Available = anyOK && cs.Model.State == StateOK
+	if !cs.Available {
+		cs.Until, cs.Reason = soonest, why
+		if anyOK {
+			cs.Until = time.Time{}
+		}
+		if cs.Model.State != StateOK && cs.Model.Until.After(cs.Until) {
+			cs.Until, cs.Reason = cs.Model.Until, cs.Model.Reason
+		}
+	}
+	return cs, nil
+}
+
+func statusOf(ps ProfileState, id, ref string, now time.Time) ProfileStatus {
+	s := ProfileStatus{ID: id, State: StateOK, RecoveryAt: ps.RecoveryAt, ErrorCount: ps.ErrorCount,
+		LastUsed: ps.LastUsed, LastError: ps.LastError}
+	if ps.CooldownUntil.After(now) {
+		s.Model = ps.CooldownModel
+	}
+	until, why := blockedUntil(&ps, ref, now)
+	if until.IsZero() {
+		return s
+	}
+	s.Until, s.Reason = until, why
+	s.State = StateCooldown
+	if ps.DisabledUntil.After(now) {
+		s.State = StateDisabled
+	}
+	return s
+}
+
+// Clear marks a profile id ("provider:name"), a "model:<provider/model>" key or a
+// bare "provider/model" available again: cooldown, disable and counters are
+// cleared (B3, V5) and the provider's probe throttle is reset. For a model ref,
+// use ClearModel to also lift cooldowns scoped to it on the provider's profiles.
+func (e *Engine) Clear(ctx context.Context, key string) error {
+	if i := strings.IndexByte(key, '/'); i > 0 && !strings.Contains(key[:i], ":") {
+		// a bare model ref: its own state (R7) and, for a provider without
+		// credentials, its per-model state
+		if _, err := e.store().Update(ctx, noAuthKey(key), clearState); err != nil {
+			return fmt.Errorf("failover: clear %s: %w", key, err)
+		}
+		key = ModelKey(ModelRef(key))
+	}
+	if _, err := e.store().Update(ctx, key, clearState); err != nil {
+		return fmt.Errorf("failover: clear %s: %w", key, err)
+	}
+	prov := key
+	if isModelKey(key) {
+		prov, _ = ModelRef(strings.TrimPrefix(key, "model:")).Split()
+	} else if i := strings.IndexByte(key, ':'); i >= 0 {
+		prov = key[:i]
+	}
+	e.mu.Lock()
+	delete(e.probeAt, prov)
+	delete(e.probeAt, prov+"#billing")
+	e.mu.Unlock()
+	return nil
+}
+
+// ClearModel clears the model's own state and every cooldown scoped to ref on
+// the given profiles (B3 for "/recover provider/model").
+func (e *Engine) ClearModel(ctx context.Context, ref ModelRef, profiles []Profile) error {
+	if err := e.Clear(ctx, ModelKey(ref)); err != nil {
+		return err
+	}
+	for _, p := range profiles {
+		if p.ID == "" {
+			continue
+		}
+		_, err := e.store().Update(ctx, p.ID, func(s *ProfileState) {
+			if s.CooldownModel == string(ref) {
+				s.CooldownUntil, s.CooldownReason, s.CooldownModel = time.Time{}, "", ""
+			}
+		})
+		if err != nil {
+			return fmt.Errorf("failover: clear %s on %s: %w", ref, p.ID, err)
+		}
+	}
+	return nil
+}
+
+// RecordSuccess applies a success of c outside Run (for example a /recover probe):
+// the profile's and the model's failure state are cleared (D1, R7).
+func (e *Engine) RecordSuccess(ctx context.Context, c Candidate) error {
+	now, ref := e.now(), c.Ref()
+	if _, err := e.store().Update(ctx, slotKey(c), func(s *ProfileState) { applySuccess(s, ref, now) }); err != nil {
+		return fmt.Errorf("failover: record success: %w", err)
+	}
+	if _, err := e.store().Update(ctx, ModelKey(ModelRef(ref)), func(s *ProfileState) { applySuccess(s, ref, now) }); err != nil {
+		return fmt.Errorf("failover: record success: %w", err)
+	}
+	return nil
+}
+
+// RecordFailure applies failure f of c outside Run: cooldowns and disables (D1-D5)
+// and the model's consecutive count (R7).
+func (e *Engine) RecordFailure(ctx context.Context, c Candidate, f Failure) error {
+	now, ref, p := e.now(), c.Ref(), e.policy()
+	if cooldownReason(f.Reason) || f.Reason == ReasonBilling || f.Reason == ReasonAuthPermanent {
+		jr := e.rand()
+		if _, err := e.store().Update(ctx, slotKey(c), func(s *ProfileState) { applyFailure(s, &f, ref, now, p, jr) }); err != nil {
+			return fmt.Errorf("failover: record failure: %w", err)
+		}
+	}
+	if transientFailure(&f) {
+		jr := e.rand()
+		if _, err := e.store().Update(ctx, ModelKey(ModelRef(ref)), func(s *ProfileState) { applyModelFailure(s, &f, now, p, jr) }); err != nil {
+			return fmt.Errorf("failover: record failure: %w", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,180 @@
+package failover
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// SummaryError ends a run in which no candidate answered (V3). It holds every
+// attempt and skip, and the model-aware earliest moment a candidate is usable again.
+type SummaryError struct {
+	Attempts      []AttemptRecord
+	EarliestRetry time.Time // model-aware earliest expiry; zero = unknown
+	Stop          error     // why the run stopped early, if it did (ErrBreakerTripped, ErrTurnBudget, ...)
+
+	At           time.Time // when the run ended (engine clock)
+	Stalls       int       // idle-timeout breaker count at the end (R8)
+	PaidCalls    int       // paid calls made by the run (B1)
+	MaxPaidCalls int       // the turn's paid-call budget (B1)
+	CostUSD      float64   // estimated cost of the run (B1)
+	MaxCostUSD   float64   // the turn's cost budget; 0 = none (B1)
+}
+
+// Error lists every attempt as "provider/model[profile]: reason (HTTP n)". It
+// contains profile ids only, never a secret.
+func (e *SummaryError) Error() string {
+	var b strings.Builder
+	if e.Stop != nil {
+		fmt.Fprintf(&b, "failover: run stopped (%v) after %d paid calls", e.Stop, e.PaidCalls)
+	} else {
+		fmt.Fprintf(&b, "failover: all candidates failed (%d attempts)", len(e.Attempts))
+	}
+	for i, a := range e.Attempts {
+		if i == 10 {
+			fmt.Fprintf(&b, " | … %d more", len(e.Attempts)-i)
+			break
+		}
+		if i == 0 {
+			b.WriteString(": ")
+		} else {
+			b.WriteString(" | ")
+		}
+		b.WriteString(a.Candidate.Ref())
+		if a.Candidate.Profile != "" {
+			b.WriteString("[" + a.Candidate.Profile + "]")
+		}
+		switch {
+		case a.Skipped != "":
+			b.WriteString(": skipped (" + string(a.Skipped) + ")")
+		case a.Failure != nil:
+			b.WriteString(": " + string(a.Failure.Reason))
+			if a.Failure.Status != 0 {
+				fmt.Fprintf(&b, " (HTTP %d)", a.Failure.Status)
+			}
+		}
+	}
+	return b.String()
+}
+
+// Unwrap exposes Stop for errors.Is.
+func (e *SummaryError) Unwrap() error { return e.Stop }
+
+// Last returns the last attempt failure, or nil.
+func (e *SummaryError) Last() *Failure {
+	for i := len(e.Attempts) - 1; i >= 0; i-- {
+		if e.Attempts[i].Failure != nil {
+			return e.Attempts[i].Failure
+		}
+	}
+	return nil
+}
+
+// UserMessage returns one clear sentence for the user, times shown in loc (nil = UTC).
+func (e *SummaryError) UserMessage(loc *time.Location) string {
+	if loc == nil {
+		loc = time.UTC
+	}
+	switch {
+	case errors.Is(e.Stop, ErrBreakerTripped):
+		return fmt.Sprintf("the run was stopped: %d stalled responses in a row (idle-timeout breaker)", e.Stalls)
+	case errors.Is(e.Stop, ErrTurnBudget):
+		if e.MaxCostUSD > 0 && e.CostUSD >= e.MaxCostUSD {
+			return fmt.Sprintf("turn cost budget of $%.2f reached ($%.2f spent); no further call was made", e.MaxCostUSD, e.CostUSD)
+		}
+		return fmt.Sprintf("turn budget of %d paid calls reached; no further call was made", e.MaxPaidCalls)
+	case errors.Is(e.Stop, ErrPaidCallGuard):
+		return "the bot reached its limit of paid calls per minute; try again in a minute"
+	case errors.Is(e.Stop, ErrIterationCap):
+		return "the request failed after repeated internal retries; try again, or use /new to start a fresh session"
+	case errors.Is(e.Stop, ErrRunTimeout):
+		return "the run timed out before any model answered; try again"
+	}
+	var reasons []Reason
+	var refs []string
+	for _, a := range e.Attempts {
+		r := a.Skipped
+		if a.Failure != nil {
+			r = a.Failure.Reason
+		}
+		if r != "" && !containsReason(reasons, r) {
+			reasons = append(reasons, r)
+		}
+		if ref := a.Candidate.Ref(); !containsString(refs, ref) {
+			refs = append(refs, ref)
+		}
+	}
+	var s string
+	switch {
+	case len(refs) == 1 && len(reasons) == 1:
+		s = refs[0] + " is " + phrase(reasons[0])
+	case len(refs) == 1:
+		s = refs[0] + " failed (" + joinReasons(reasons) + ")"
+	case len(reasons) == 1:
+		s = "all models are " + phrase(reasons[0])
+	case len(reasons) == 0:
+		s = "no model could be tried"
+	default:
+		s = "all models failed (" + joinReasons(reasons) + ")"
+	}
+	if !e.EarliestRetry.IsZero() {
+		t := e.EarliestRetry.In(loc)
+		layout := "15:04 MST"
+		if at := e.At.In(loc); e.At.IsZero() || at.YearDay() != t.YearDay() || at.Year() != t.Year() {
+			layout = "Jan 2 15:04 MST"
+		}
+		s += "; earliest retry " + t.Format(layout)
+	} else {
+		s += "; try again later"
+	}
+	return s
+}
+
+func phrase(r Reason) string {
+	switch r {
+	case ReasonRateLimit:
+		return "rate-limited"
+	case ReasonOverloaded:
+		return "overloaded"
+	case ReasonBilling:
+		return "out of credits or over a billing limit"
+	case ReasonTimeout:
+		return "timing out"
+	case ReasonConsecutiveTimeout:
+		return "unavailable after repeated timeouts"
+	case ReasonAuth, ReasonAuthPermanent:
+		return "failing authentication"
+	case ReasonModelNotFound:
+		return "not found by the provider"
+	case ReasonContextWindow:
+		return "too small for this conversation"
+	}
+	return "failing (" + string(r) + ")"
+}
+
+func joinReasons(rs []Reason) string {
+	ss := make([]string, len(rs))
+	for i, r := range rs {
+		ss[i] = string(r)
+	}
+	return strings.Join(ss, ", ")
+}
+
+func containsReason(rs []Reason, r Reason) bool {
+	for _, x := range rs {
+		if x == r {
+			return true
+		}
+	}
+	return false
+}
+
+func containsString(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

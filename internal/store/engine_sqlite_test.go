@@ -1,0 +1,293 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/detourbot/detour/failover"
+	"github.com/detourbot/detour/failover/failovertest"
+)
+
+var t0 = time.Date(2026, 11, 29, 20, 0, 0, 0, time.UTC)
+
+const (
+	primaryRef  failover.ModelRef = "openai/gpt-4o"
+	fallbackRef failover.ModelRef = "anthropic/claude-sonnet"
+)
+
+// engineReq is a two-model chain: openai (profiles given) then anthropic.
+func engineReq(session string, openaiProfiles ...string) failover.Request {
+	req := failover.Request{
+		SessionKey: session,
+		Chain:      []failover.ModelRef{primaryRef, fallbackRef},
+		Primary:    primaryRef,
+		Source:     failover.SourceDefault,
+		Profiles: map[string][]failover.Profile{
+			"anthropic": {{ID: "anthropic:default", Provider: "anthropic", Type: failover.ProfileAPIKey}},
+		},
+	}
+	for _, id := range openaiProfiles {
+		req.Profiles["openai"] = append(req.Profiles["openai"], failover.Profile{ID: id, Provider: "openai", Type: failover.ProfileAPIKey})
+	}
+	return req
+}
+
+// newEngine returns an engine over the SQLite state store at path, with no jitter
+// and a log the test can inspect.
+func newEngine(t testing.TB, path string, clock failover.Clock) (*failover.Engine, *StateStore, *bytes.Buffer) {
+	t.Helper()
+	st := newStoreT(t, openT(t, path))
+	log, buf := testLogger(t)
+	return &failover.Engine{
+		Store:  st,
+		Clock:  clock,
+		Policy: failover.DefaultPolicy(),
+		Log:    log,
+		Rand:   func() float64 { return 0.5 }, // jitter factor 1
+	}, st, buf
+}
+
+func rateLimited(a failover.Attempt, recovery time.Time) *failover.Failure {
+	return &failover.Failure{Reason: failover.ReasonRateLimit, Class: failover.ClassTransient, Status: 429,
+		Message: "Rate limit reached", RecoveryAt: recovery,
+		Provider: a.Candidate.Provider, Model: a.Candidate.Model, Profile: a.Candidate.Profile}
+}
+
+// TestEngine_D6_RestartKeepsCooldown: a run puts the primary's profile into a
+// cooldown; after a restart (database closed and reopened, a new Engine with
+// empty in-process caches) the next run probes or skips that profile exactly as
+// the reloaded state says.
+// covers D6
+func TestEngine_D6_RestartKeepsCooldown(t *testing.T) {
+	tests := []struct {
+		name      string
+		recovery  time.Time     // provider-stated reset of the first failure (C11, D5)
+		after     time.Duration // restart happens this long after the failure
+		wantUntil time.Time
+		wantKinds []failover.AttemptKind // attempts of the run after the restart, on openai
+		wantSkip  failover.Reason        // skip record of openai after the restart
+	}{
+		{name: "short cooldown is probed", after: 10 * time.Second, wantUntil: t0.Add(30 * time.Second),
+			wantKinds: []failover.AttemptKind{failover.AttemptProbe}},
+		{name: "stated reset in an hour is skipped", recovery: t0.Add(time.Hour), after: 10 * time.Second,
+			wantUntil: t0.Add(time.Hour), wantSkip: failover.ReasonRateLimit},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			path := filepath.Join(t.TempDir(), "detour.db")
+
+			// Run 1: openai rate-limited, anthropic answers.
+			clock := failovertest.NewClock(t0)
+			eng, _, _ := newEngine(t, path, clock)
+			res, err := eng.Run(ctx, engineReq("s1", "openai:default"), func(ctx context.Context, a failover.Attempt) (failover.Output, error) {
+				if a.Candidate.Provider == "openai" {
+					return failover.Output{}, rateLimited(a, tc.recovery)
+				}
+				return failover.Output{Text: "hello", FinishReason: "stop"}, nil
+			})
+			if err != nil || !res.FellBack || res.Candidate.Ref() != string(fallbackRef) {
+				t.Fatalf("run 1 = %+v, %v; want a fallback answer", res, err)
+			}
+			if err := Close(eng.Store.(*StateStore).db); err != nil { // the process stops
+				t.Fatal(err)
+			}
+
+			// Restart: a new handle and a new Engine, later.
+			clock2 := failovertest.NewClock(t0.Add(tc.after))
+			eng2, st2, _ := newEngine(t, path, clock2)
+			ps, err := st2.Get(ctx, "openai:default")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !ps.CooldownUntil.Equal(tc.wantUntil) || ps.CooldownReason != failover.ReasonRateLimit ||
+				ps.CooldownModel != string(primaryRef) || ps.ErrorCount != 1 || !ps.RecoveryAt.Equal(tc.recovery) {
+				t.Fatalf("reloaded state %+v; want cooldown until %v (rate_limit, %s), 1 error, recovery %v",
+					ps, tc.wantUntil, primaryRef, tc.recovery)
+			}
+
+			var kinds []failover.AttemptKind
+			res, err = eng2.Run(ctx, engineReq("s2", "openai:default"), func(ctx context.Context, a failover.Attempt) (failover.Output, error) {
+				if a.Candidate.Provider == "openai" {
+					kinds = append(kinds, a.Kind)
+					return failover.Output{}, rateLimited(a, time.Time{})
+				}
+				return failover.Output{Text: "hello again", FinishReason: "stop"}, nil
+			})
+			if err != nil || res.Candidate.Ref() != string(fallbackRef) {
+				t.Fatalf("run 2 = %+v, %v; want the fallback's answer", res, err)
+			}
+			if fmt.Sprint(kinds) != fmt.Sprint(tc.wantKinds) {
+				t.Errorf("openai attempts after restart = %v, want %v", kinds, tc.wantKinds)
+			}
+			if tc.wantSkip != "" {
+				if len(res.Attempts) == 0 || res.Attempts[0].Skipped != tc.wantSkip || res.Attempts[0].Candidate.Provider != "openai" {
+					t.Errorf("first record = %+v, want openai skipped for %s", res.Attempts, tc.wantSkip)
+				}
+			}
+			// The active window was not extended by the probe's failure (D1).
+			ps, _ = st2.Get(ctx, "openai:default")
+			if !ps.CooldownUntil.Equal(tc.wantUntil) {
+				t.Errorf("cooldown after run 2 = %v, want still %v", ps.CooldownUntil, tc.wantUntil)
+			}
+
+			// After the window, a third process uses the primary normally again.
+			clock3 := failovertest.NewClock(tc.wantUntil.Add(time.Second))
+			eng3, st3, _ := newEngine(t, path, clock3)
+			kinds = nil
+			res, err = eng3.Run(ctx, engineReq("s3", "openai:default"), func(ctx context.Context, a failover.Attempt) (failover.Output, error) {
+				kinds = append(kinds, a.Kind)
+				return failover.Output{Text: "primary is back", FinishReason: "stop"}, nil
+			})
+			if err != nil || res.FellBack || res.Candidate.Ref() != string(primaryRef) {
+				t.Fatalf("run 3 = %+v, %v; want the primary", res, err)
+			}
+			if fmt.Sprint(kinds) != fmt.Sprint([]failover.AttemptKind{failover.AttemptNormal}) {
+				t.Errorf("attempts after the window = %v, want [normal]", kinds)
+			}
+			ps, _ = st3.Get(ctx, "openai:default")
+			if ps.ErrorCount != 0 || !ps.CooldownUntil.IsZero() || !ps.LastUsed.Equal(clock3.Now()) {
+				t.Errorf("state after success = %+v, want cleared with LastUsed %v", ps, clock3.Now())
+			}
+		})
+	}
+}
+
+// TestEngine_D6_ConcurrentRunsSQLite: 200 concurrent runs share two openai
+// profiles and one anthropic profile over the SQLite store: every run ends with
+// the fallback's answer, no store error ("database is locked") is logged, and
+// every failure the attempts returned is counted in the store (no lost update):
+// each profile's ErrorCount and the model's consecutive count.
+// covers D6
+func TestEngine_D6_ConcurrentRunsSQLite(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	path := filepath.Join(t.TempDir(), "detour.db")
+	eng, st, logs := newEngine(t, path, failovertest.NewClock(t0))
+	// A zero-length cooldown on a frozen clock never blocks, so every run makes
+	// the same two openai attempts (one per profile) and every failure is a
+	// read-modify-write of a shared row.
+	eng.Policy.CooldownLadder = []time.Duration{0}
+	eng.Policy.TimeoutSwitchThreshold = 0 // the model key only counts (R7 off)
+
+	var mu sync.Mutex
+	failures := map[string]int{} // profile id -> rate limits returned
+	var modelFailures atomic.Int64
+	attempt := func(ctx context.Context, a failover.Attempt) (failover.Output, error) {
+		if a.Candidate.Provider == "openai" {
+			mu.Lock()
+			failures[a.Candidate.Profile]++
+			mu.Unlock()
+			modelFailures.Add(1)
+			return failover.Output{}, rateLimited(a, time.Time{})
+		}
+		return failover.Output{Text: "ok", FinishReason: "stop"}, nil
+	}
+
+	const runs = 200
+	var wg sync.WaitGroup
+	errs := make(chan error, runs)
+	for i := range runs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := eng.Run(ctx, engineReq(fmt.Sprintf("session-%d", i), "openai:a", "openai:b"), attempt)
+			switch {
+			case err != nil:
+				errs <- fmt.Errorf("run %d: %w", i, err)
+			case res.Candidate.Ref() != string(fallbackRef):
+				errs <- fmt.Errorf("run %d answered from %s", i, res.Candidate.Ref())
+			}
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		t.Fatal("runs did not all end")
+	}
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if s := logs.String(); strings.Contains(s, "store error") || strings.Contains(s, "locked") {
+		t.Errorf("store errors during the runs:\n%s", s)
+	}
+
+	total := 0
+	for _, id := range []string{"openai:a", "openai:b"} {
+		ps, err := st.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ps.ErrorCount != failures[id] {
+			t.Errorf("%s ErrorCount = %d, want %d (lost updates)", id, ps.ErrorCount, failures[id])
+		}
+		total += failures[id]
+	}
+	if total != 2*runs {
+		t.Errorf("%d openai attempts for %d runs, want 2 per run", total, runs)
+	}
+	ms, err := st.Get(ctx, failover.ModelKey(primaryRef))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(ms.Consecutive) != modelFailures.Load() {
+		t.Errorf("model Consecutive = %d, want %d (lost updates)", ms.Consecutive, modelFailures.Load())
+	}
+	if ps, _ := st.Get(ctx, "anthropic:default"); ps.LastUsed.IsZero() {
+		t.Error("fallback profile never recorded as used")
+	}
+}
+
+// benchRun measures whole fallback runs: the primary fails rate_limit, the
+// fallback answers (two attempts per run).
+func benchRun(b *testing.B, store failover.StateStore) {
+	ctx := context.Background()
+	clock := failovertest.NewClock(t0)
+	eng := &failover.Engine{Store: store, Clock: clock, Policy: failover.DefaultPolicy(),
+		Log: slog.New(slog.DiscardHandler), Rand: func() float64 { return 0.5 }}
+	req := engineReq("bench", "openai:default")
+	attempts := 0
+	attempt := func(ctx context.Context, a failover.Attempt) (failover.Output, error) {
+		attempts++
+		if a.Candidate.Provider == "openai" {
+			return failover.Output{}, rateLimited(a, time.Time{})
+		}
+		return failover.Output{Text: "ok", FinishReason: "stop"}, nil
+	}
+	b.ReportAllocs()
+	start := time.Now()
+	for b.Loop() {
+		clock.Advance(10 * time.Minute) // the last run's cooldown (<= 5 min) is over
+		res, err := eng.Run(ctx, req, attempt)
+		if err != nil || !res.FellBack {
+			b.Fatalf("run = %+v, %v", res, err)
+		}
+	}
+	elapsed := time.Since(start)
+	if attempts != 2*b.N {
+		b.Fatalf("attempts = %d, want %d", attempts, 2*b.N)
+	}
+	b.ReportMetric(float64(elapsed.Nanoseconds())/float64(attempts), "ns/attempt")
+}
+
+// BenchmarkRunSQLite: engine overhead per attempt over the SQLite state store.
+func BenchmarkRunSQLite(b *testing.B) {
+	benchRun(b, newStoreT(b, openT(b, filepath.Join(b.TempDir(), "bench.db"))))
+}
+
+// BenchmarkRunMemStore is the same run over failover.MemStore, to separate the
+// engine's own cost from the database's.
+func BenchmarkRunMemStore(b *testing.B) {
+	benchRun(b, failover.NewMemStore())
+}

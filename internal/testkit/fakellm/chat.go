@@ -1,0 +1,470 @@
+package fakellm
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+)
+
+type chatMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+type chatRequest struct {
+	Model         string        `json:"model"`
+	Stream        bool          `json:"stream"`
+	Messages      []chatMessage `json:"messages"`
+	StreamOptions *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+}
+
+// text returns a message's content, whether a string or an array of parts.
+func (m chatMessage) text() string {
+	var s string
+	if json.Unmarshal(m.Content, &s) == nil {
+		return s
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(m.Content, &parts) == nil {
+		var b strings.Builder
+		for _, p := range parts {
+			b.WriteString(p.Text)
+		}
+		return b.String()
+	}
+	return ""
+}
+
+func (c *chatRequest) lastUser() string {
+	for i := len(c.Messages) - 1; i >= 0; i-- {
+		if c.Messages[i].Role == "user" {
+			return c.Messages[i].text()
+		}
+	}
+	return ""
+}
+
+func (c *chatRequest) promptChars() int {
+	n := 0
+	for _, m := range c.Messages {
+		n += len(m.Content)
+	}
+	return n
+}
+
+// ParseRules reads rules as one JSON object, a JSON array, or JSON lines; blank
+// lines and lines starting with '#' are skipped.
+func ParseRules(r io.Reader) ([]Rule, error) {
+	data, err := io.ReadAll(io.LimitReader(r, 4<<20))
+	if err != nil {
+		return nil, fmt.Errorf("read rules: %w", err)
+	}
+	trimmed := bytes.TrimSpace(data)
+	if bytes.HasPrefix(trimmed, []byte("[")) {
+		var rules []Rule
+		if err := json.Unmarshal(trimmed, &rules); err != nil {
+			return nil, fmt.Errorf("parse rules: %w", err)
+		}
+		return rules, nil
+	}
+	var rules []Rule
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	line := 0
+	for sc.Scan() {
+		line++
+		l := bytes.TrimSpace(sc.Bytes())
+		if len(l) == 0 || l[0] == '#' {
+			continue
+		}
+		var rule Rule
+		if err := json.Unmarshal(l, &rule); err != nil {
+			return nil, fmt.Errorf("parse rules: line %d: %w", line, err)
+		}
+		rules = append(rules, rule)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("parse rules: %w", err)
+	}
+	return rules, nil
+}
+
+var chatSeq atomic.Int64
+
+func bearerKey(r *http.Request) string {
+	if k := r.Header.Get("x-api-key"); k != "" {
+		return k
+	}
+	auth := r.Header.Get("Authorization")
+	if k, ok := strings.CutPrefix(auth, "Bearer "); ok {
+		return strings.TrimSpace(k)
+	}
+	return ""
+}
+
+func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
+	start := s.now()
+	provider := providerOf(r)
+	key := bearerKey(r)
+	call := Call{Time: start, Provider: provider, KeyID: KeyID(key)}
+	idx := -1
+	defer func() {
+		call.Duration = max(s.now().Sub(start), time.Nanosecond)
+		if idx < 0 {
+			s.logCall(call)
+		} else {
+			s.finishCall(idx, call)
+		}
+	}()
+
+	var req chatRequest
+	if err := json.NewDecoder(io.LimitReader(r.Body, 8<<20)).Decode(&req); err != nil {
+		call.Mode, call.Status = ModeFormat400, http.StatusBadRequest
+		writeOpenAIError(w, http.StatusBadRequest, nil, "We could not parse the JSON body of your request.", "invalid_request_error", "", nil)
+		return
+	}
+	call.Model, call.Stream = req.Model, req.Stream
+
+	rule, honour := s.decide(provider, req.Model, call.KeyID)
+	mode := rule.Mode
+	if honour {
+		if m, ok := marker(req.lastUser()); ok {
+			mode = m
+		}
+	}
+	call.Mode = mode
+	idx = s.logCall(call)
+
+	if mode != ModeSlowStream && rule.Delay > 0 && !s.wait(r.Context(), rule.Delay) {
+		return
+	}
+	a := &answer{s: s, w: w, r: r, req: &req, rule: rule, provider: provider, key: key}
+	call.Status = a.run(mode)
+}
+
+// answer is one call being answered.
+type answer struct {
+	s        *Server
+	w        http.ResponseWriter
+	r        *http.Request
+	req      *chatRequest
+	rule     Rule
+	provider string
+	key      string
+	id       string
+	created  int64
+}
+
+func (a *answer) replyText() string {
+	if a.rule.Reply != "" {
+		return a.rule.Reply
+	}
+	said := a.req.lastUser()
+	const maxRunes = 80
+	if utf8.RuneCountInString(said) > maxRunes {
+		said = string([]rune(said)[:maxRunes]) + "…"
+	}
+	return fmt.Sprintf("[%s/%s] you said: %s", a.provider, a.req.Model, said)
+}
+
+// words splits text into stream chunks, one word (with its trailing space) each.
+func words(text string) []string {
+	var out []string
+	for _, w := range strings.SplitAfter(text, " ") {
+		if w != "" {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// run answers in mode and returns the HTTP status sent (0 = none).
+func (a *answer) run(mode Mode) int {
+	a.id = "chatcmpl-fake-" + strconv.FormatInt(chatSeq.Add(1), 10)
+	a.created = a.s.now().Unix()
+	model := a.req.Model
+	switch mode {
+	case ModeRateLimit:
+		wait := a.rule.RetryAfter
+		if wait <= 0 {
+			wait = 20 * time.Second
+		}
+		secs := int(math.Ceil(wait.Seconds()))
+		h := map[string]string{
+			"Retry-After":                    strconv.Itoa(secs),
+			"retry-after-ms":                 strconv.FormatInt(wait.Milliseconds(), 10),
+			"x-ratelimit-limit-requests":     "3",
+			"x-ratelimit-remaining-requests": "0",
+			"x-ratelimit-reset-requests":     wait.String(),
+		}
+		msg := fmt.Sprintf("Rate limit reached for %s in organization org-fake on requests per min (RPM): Limit 3, Used 3, Requested 1. Please try again in %s. Visit https://platform.openai.com/account/rate-limits to learn more.", model, wait)
+		return writeOpenAIError(a.w, http.StatusTooManyRequests, h, msg, "requests", "rate_limit_exceeded", nil)
+	case ModeInsufficientQuota:
+		return writeOpenAIError(a.w, http.StatusTooManyRequests, nil, "You exceeded your current quota, please check your plan and billing details.", "insufficient_quota", "", nil)
+	case ModeBilling402:
+		return writeRaw(a.w, http.StatusPaymentRequired, "application/json", `{"error":{"message":"Insufficient credits. This account has no credits left; add more at https://openrouter.ai/settings/credits","code":402}}`)
+	case ModeUnauthorized401:
+		msg := fmt.Sprintf("Incorrect API key provided: %s. You can find your API key at https://platform.openai.com/account/api-keys.", maskKey(a.key))
+		return writeOpenAIError(a.w, http.StatusUnauthorized, nil, msg, "invalid_request_error", "invalid_api_key", nil)
+	case ModeRevoked403:
+		return writeOpenAIError(a.w, http.StatusForbidden, nil, "API key has been revoked. Create a new key to keep using the API.", "invalid_request_error", "api_key_revoked", nil)
+	case ModeModelNotFound404:
+		msg := fmt.Sprintf("The model `%s` does not exist or you do not have access to it.", model)
+		return writeOpenAIError(a.w, http.StatusNotFound, nil, msg, "invalid_request_error", "model_not_found", nil)
+	case ModeContextOverflow400:
+		msg := fmt.Sprintf("This model's maximum context length is 4096 tokens. However, your messages resulted in %d tokens. Please reduce the length of the messages.", 4096+a.req.promptChars())
+		return writeOpenAIError(a.w, http.StatusBadRequest, nil, msg, "invalid_request_error", "context_length_exceeded", strPtr("messages"))
+	case ModeFormat400:
+		return writeOpenAIError(a.w, http.StatusBadRequest, nil, "Invalid value for 'messages[0].role': 'robot' is not one of ['system', 'assistant', 'user', 'tool'].", "invalid_request_error", "invalid_value", strPtr("messages[0].role"))
+	case ModeServer500:
+		return writeOpenAIError(a.w, http.StatusInternalServerError, nil, "The server had an error while processing your request. Sorry about that!", "server_error", "", nil)
+	case ModeBadGateway502HTML:
+		return writeRaw(a.w, http.StatusBadGateway, "text/html", "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>cloudflare</center>\r\n</body>\r\n</html>\r\n")
+	case ModeUnavailable503:
+		return writeRaw(a.w, http.StatusServiceUnavailable, "text/plain", "Service Unavailable\n")
+	case ModeOverloaded529:
+		return writeRaw(a.w, 529, "application/json", `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`)
+	case ModeQuotaResetText:
+		reset := a.rule.ResetText
+		if reset == "" {
+			d := a.rule.RetryAfter
+			if d <= 0 {
+				d = 2 * time.Hour
+			}
+			reset = a.s.now().Add(d).UTC().Format("01-02 15:04:05") + " UTC"
+		}
+		msg := "Your token-plan 1-week quota has been exhausted. The quota will reset at " + reset + "."
+		return writeOpenAIError(a.w, http.StatusTooManyRequests, nil, msg, "insufficient_quota", "Throttling.AllocationQuota", nil)
+	case ModeHangBeforeHeaders:
+		a.s.block(a.r.Context())
+		return 0
+	case ModeConnectionReset:
+		if a.req.Stream {
+			a.startStream()
+			a.chunk(delta{Role: "assistant", Content: first(words(a.replyText()))}, nil)
+			a.flush()
+		}
+		a.reset()
+		if a.req.Stream {
+			return http.StatusOK
+		}
+		return 0
+	}
+	if !a.req.Stream {
+		return a.nonStream(mode)
+	}
+	return a.stream(mode)
+}
+
+func first(ws []string) string {
+	if len(ws) == 0 {
+		return ""
+	}
+	return ws[0]
+}
+
+func strPtr(s string) *string { return &s }
+
+func maskKey(key string) string {
+	if len(key) <= 12 {
+		return strings.Repeat("*", len(key))
+	}
+	return key[:8] + strings.Repeat("*", len(key)-12) + key[len(key)-4:]
+}
+
+func writeRaw(w http.ResponseWriter, status int, contentType, body string) int {
+	w.Header().Set("Content-Type", contentType)
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, body)
+	return status
+}
+
+func writeOpenAIError(w http.ResponseWriter, status int, headers map[string]string, msg, typ, code string, param *string) int {
+	for k, v := range headers {
+		w.Header().Set(k, v)
+	}
+	var codeVal any
+	if code != "" {
+		codeVal = code
+	}
+	body, _ := json.Marshal(map[string]any{"error": map[string]any{
+		"message": msg, "type": typ, "param": param, "code": codeVal,
+	}})
+	return writeRaw(w, status, "application/json", string(body))
+}
+
+// reset aborts the TCP connection with a RST (SO_LINGER 0).
+func (a *answer) reset() {
+	conn, _, err := http.NewResponseController(a.w).Hijack()
+	if err != nil {
+		// HTTP/2 or a recorder: the best we can do is end the handler early.
+		panic(http.ErrAbortHandler)
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = conn.Close()
+}
+
+type delta struct {
+	Role    string `json:"role,omitempty"`
+	Content string `json:"content"`
+}
+
+type usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+func (a *answer) usage(completion int) usage {
+	p := a.req.promptChars()/4 + 1
+	return usage{PromptTokens: p, CompletionTokens: completion, TotalTokens: p + completion}
+}
+
+func (a *answer) nonStream(mode Mode) int {
+	text := a.replyText()
+	finish := "stop"
+	switch mode {
+	case ModeStallAfterFirstChunk:
+		a.s.block(a.r.Context())
+		return 0
+	case ModeMidstreamError:
+		return writeOpenAIError(a.w, http.StatusInternalServerError, nil, "The server had an error while processing your request. Sorry about that!", "server_error", "", nil)
+	case ModeEmptyReply:
+		text = ""
+	case ModeUnknownFinishReason:
+		finish = "weird_reason"
+	case ModeSlowStream:
+		d := a.rule.Delay
+		if d <= 0 {
+			d = 200 * time.Millisecond
+		}
+		if !a.s.wait(a.r.Context(), d) {
+			return 0
+		}
+	}
+	n := len(words(text))
+	out := map[string]any{
+		"id": a.id, "object": "chat.completion", "created": a.created, "model": a.req.Model,
+		"choices": []any{map[string]any{
+			"index":         0,
+			"message":       map[string]any{"role": "assistant", "content": text},
+			"finish_reason": finish,
+		}},
+		"usage": a.usage(n),
+	}
+	writeJSON(a.w, http.StatusOK, out)
+	return http.StatusOK
+}
+
+func (a *answer) startStream() {
+	h := a.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("x-ratelimit-remaining-requests", "99")
+	a.w.WriteHeader(http.StatusOK)
+	a.flush()
+}
+
+func (a *answer) flush() { _ = http.NewResponseController(a.w).Flush() }
+
+func (a *answer) chunk(d delta, finish *string) bool {
+	type choice struct {
+		Index        int     `json:"index"`
+		Delta        delta   `json:"delta"`
+		FinishReason *string `json:"finish_reason"`
+	}
+	b, _ := json.Marshal(struct {
+		ID      string   `json:"id"`
+		Object  string   `json:"object"`
+		Created int64    `json:"created"`
+		Model   string   `json:"model"`
+		Choices []choice `json:"choices"`
+	}{a.id, "chat.completion.chunk", a.created, a.req.Model, []choice{{Delta: d, FinishReason: finish}}})
+	return a.event(b)
+}
+
+func (a *answer) event(data []byte) bool {
+	buf := make([]byte, 0, len(data)+8)
+	buf = append(buf, "data: "...)
+	buf = append(buf, data...)
+	buf = append(buf, "\n\n"...)
+	_, err := a.w.Write(buf)
+	return err == nil
+}
+
+func (a *answer) stream(mode Mode) int {
+	ws := words(a.replyText())
+	finish := "stop"
+	switch mode {
+	case ModeEmptyReply:
+		ws = nil
+	case ModeUnknownFinishReason:
+		finish = "weird_reason"
+	}
+	a.startStream()
+	ctx := a.r.Context()
+
+	switch mode {
+	case ModeStallAfterFirstChunk:
+		a.chunk(delta{Role: "assistant", Content: first(ws)}, nil)
+		a.flush()
+		a.s.block(ctx)
+		return http.StatusOK
+	case ModeMidstreamError:
+		a.chunk(delta{Role: "assistant", Content: first(ws)}, nil)
+		a.event([]byte(`{"error":{"message":"The server had an error processing your request. Sorry about that! You can retry your request, or contact us through our help center at help.openai.com if you keep seeing this error.","type":"server_error","param":null,"code":null}}`))
+		a.flush()
+		return http.StatusOK
+	}
+
+	gap := time.Duration(0)
+	if mode == ModeSlowStream {
+		gap = a.rule.Delay
+		if gap <= 0 {
+			gap = 200 * time.Millisecond
+		}
+	}
+	if !a.chunk(delta{Role: "assistant"}, nil) {
+		return http.StatusOK
+	}
+	a.flush()
+	for _, w := range ws {
+		if gap > 0 && !a.s.wait(ctx, gap) {
+			return http.StatusOK
+		}
+		if !a.chunk(delta{Content: w}, nil) {
+			return http.StatusOK
+		}
+		if gap > 0 {
+			a.flush()
+		}
+	}
+	a.chunk(delta{}, &finish)
+	if a.req.StreamOptions != nil && a.req.StreamOptions.IncludeUsage {
+		b, _ := json.Marshal(map[string]any{
+			"id": a.id, "object": "chat.completion.chunk", "created": a.created, "model": a.req.Model,
+			"choices": []any{}, "usage": a.usage(len(ws)),
+		})
+		a.event(b)
+	}
+	a.event([]byte("[DONE]"))
+	a.flush()
+	return http.StatusOK
+}

@@ -1,0 +1,596 @@
+// Package fakellm is a fault-injecting OpenAI-compatible server for tests, drills
+// and the demo bot. The real go-openai client talks to it over 127.0.0.1.
+//
+// # URLs
+//
+// Each provider gets its own base URL, <URL>/<provider>/v1 (for example
+// http://127.0.0.1:PORT/openai/v1); a plain <URL>/v1 is provider "default".
+// Under a base URL it serves GET /models and POST /chat/completions, streaming
+// (real SSE framing, `data: {...}` + blank line, `data: [DONE]`, a usage chunk
+// with empty choices when stream_options.include_usage is set) and non-streaming.
+//
+// # Scripting
+//
+// Rules say how calls fail. Script(Rule{...}) adds one; a rule matches a call when
+// its Provider, Model and KeyID are empty or equal to the call's (KeyID is KeyID of
+// the bearer key). The most specific matching rule wins (the one with most
+// non-empty fields of Provider, Model, KeyID); among equally specific rules the
+// oldest wins, so scripts read as a queue. A rule with Times > 0 is used up after
+// that many calls and later calls fall through to the next rule, or to mode ok:
+// Rule{Mode: ModeRateLimit, Times: 2} means "fail twice, then succeed".
+// Reset forgets every rule and the call log.
+//
+// The same is reachable over HTTP so another process (the demo bot, drills) can
+// script it: POST /_fake/script with one Rule or an array of rules as JSON
+// (durations as "30s" strings or numbers of seconds), POST /_fake/reset, and
+// GET /_fake/calls (the call log as JSON).
+//
+// # Markers
+//
+// A human in the demo triggers failures by typing "#fail:<mode>" (for example
+// "hello #fail:rate_limit") in a message. The marker is honoured only for models
+// whose name contains "primary", or for calls matched by a rule with
+// HonourMarkers set; elsewhere it is plain text, so the fallback answers. A marker
+// wins over scripted rules and does not use up a rule's Times.
+//
+// # Modes
+//
+// See the Mode constants. Modes that wait (hang_before_headers,
+// stall_after_first_chunk, slow_stream, Delay) end when the client goes away or
+// Close is called; Close waits for every handler, so no goroutine is left behind.
+// When serving through Handler with httptest, call Close before the httptest
+// server's Close.
+//
+// The fake never logs or stores a bearer key, only its KeyID.
+package fakellm
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Mode is how the fake answers a call. Its string form is used in JSON, CLI
+// scripts and "#fail:<mode>" markers.
+type Mode string
+
+// Modes.
+const (
+	ModeOK                   Mode = "ok"                      // a normal answer
+	ModeRateLimit            Mode = "rate_limit"              // 429, Retry-After + x-ratelimit-reset-requests headers
+	ModeInsufficientQuota    Mode = "insufficient_quota"      // 429, OpenAI type insufficient_quota
+	ModeBilling402           Mode = "billing_402"             // 402 insufficient credits
+	ModeUnauthorized401      Mode = "unauthorized_401"        // 401 invalid api key (key masked as OpenAI does)
+	ModeRevoked403           Mode = "revoked_403"             // 403 "API key has been revoked"
+	ModeModelNotFound404     Mode = "model_not_found_404"     // 404 model_not_found
+	ModeContextOverflow400   Mode = "context_overflow_400"    // 400 context_length_exceeded
+	ModeFormat400            Mode = "format_400"              // 400 invalid request
+	ModeServer500            Mode = "server_500"              // 500 server_error
+	ModeBadGateway502HTML    Mode = "bad_gateway_502_html"    // 502 with a proxy HTML page
+	ModeUnavailable503       Mode = "unavailable_503"         // 503 service unavailable
+	ModeOverloaded529        Mode = "overloaded_529"          // 529 Anthropic overloaded_error body
+	ModeStallAfterFirstChunk Mode = "stall_after_first_chunk" // one chunk, then silence until the client leaves
+	ModeHangBeforeHeaders    Mode = "hang_before_headers"     // never writes headers until the client leaves
+	ModeSlowStream           Mode = "slow_stream"             // chunks every Delay (default 200ms)
+	ModeEmptyReply           Mode = "empty_reply"             // 200 with empty content, finish_reason stop
+	ModeUnknownFinishReason  Mode = "unknown_finish_reason"   // finish_reason "weird_reason"
+	ModeMidstreamError       Mode = "midstream_error"         // one chunk, then an SSE error event
+	ModeConnectionReset      Mode = "connection_reset"        // TCP reset (after one chunk when streaming)
+	ModeQuotaResetText       Mode = "quota_reset_text"        // 429 "quota ... exhausted ... will reset at <time>"
+)
+
+// AllModes lists every mode, ModeOK first.
+var AllModes = []Mode{
+	ModeOK, ModeRateLimit, ModeInsufficientQuota, ModeBilling402, ModeUnauthorized401,
+	ModeRevoked403, ModeModelNotFound404, ModeContextOverflow400, ModeFormat400,
+	ModeServer500, ModeBadGateway502HTML, ModeUnavailable503, ModeOverloaded529,
+	ModeStallAfterFirstChunk, ModeHangBeforeHeaders, ModeSlowStream, ModeEmptyReply,
+	ModeUnknownFinishReason, ModeMidstreamError, ModeConnectionReset, ModeQuotaResetText,
+}
+
+// Valid reports whether m is a known mode.
+func (m Mode) Valid() bool { return slices.Contains(AllModes, m) }
+
+// Rule scripts how matching calls are answered. Empty Provider, Model or KeyID
+// match anything.
+type Rule struct {
+	Provider string `json:"provider,omitempty"`
+	Model    string `json:"model,omitempty"`
+	KeyID    string `json:"key_id,omitempty"` // KeyID(bearer key)
+	Mode     Mode   `json:"mode,omitempty"`   // "" = ok
+	// Times is how many calls the rule answers; 0 = forever.
+	Times int `json:"times,omitempty"`
+	// RetryAfter is the wait the rate_limit mode announces (default 20s) and, for
+	// quota_reset_text without ResetText, the distance of the reset time (default 2h).
+	RetryAfter time.Duration `json:"-"`
+	// ResetText is the reset time quoted by quota_reset_text, e.g. "08-25 01:37:00 UTC".
+	ResetText string `json:"reset_text,omitempty"`
+	// Delay is the pause between chunks in slow_stream and, in every other mode,
+	// the pause before the response starts.
+	Delay time.Duration `json:"-"`
+	// Reply replaces the default answer text of ok-like modes. Streams send it
+	// word by word (one chunk per space-separated word).
+	Reply string `json:"reply,omitempty"`
+	// HonourMarkers lets "#fail:<mode>" markers act on calls this rule matches.
+	HonourMarkers bool `json:"honour_markers,omitempty"`
+}
+
+// MarshalJSON writes durations as Go duration strings.
+func (r Rule) MarshalJSON() ([]byte, error) {
+	type plain Rule
+	out := struct {
+		plain
+		RetryAfter string `json:"retry_after,omitempty"`
+		Delay      string `json:"delay,omitempty"`
+	}{plain: plain(r)}
+	if r.RetryAfter != 0 {
+		out.RetryAfter = r.RetryAfter.String()
+	}
+	if r.Delay != 0 {
+		out.Delay = r.Delay.String()
+	}
+	return json.Marshal(out)
+}
+
+// UnmarshalJSON reads a rule; durations are "1m30s" strings or numbers of seconds.
+func (r *Rule) UnmarshalJSON(b []byte) error {
+	type plain Rule
+	var aux struct {
+		plain
+		RetryAfter json.RawMessage `json:"retry_after,omitempty"`
+		Delay      json.RawMessage `json:"delay,omitempty"`
+	}
+	if err := json.Unmarshal(b, &aux); err != nil {
+		return err
+	}
+	*r = Rule(aux.plain)
+	var err error
+	if r.RetryAfter, err = parseDuration(aux.RetryAfter); err != nil {
+		return fmt.Errorf("retry_after: %w", err)
+	}
+	if r.Delay, err = parseDuration(aux.Delay); err != nil {
+		return fmt.Errorf("delay: %w", err)
+	}
+	if r.Mode != "" && !r.Mode.Valid() {
+		return fmt.Errorf("unknown mode %q", r.Mode)
+	}
+	return nil
+}
+
+func parseDuration(raw json.RawMessage) (time.Duration, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return 0, nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return time.ParseDuration(s)
+	}
+	var f float64
+	if err := json.Unmarshal(raw, &f); err != nil {
+		return 0, fmt.Errorf("want a duration string or seconds, got %s", raw)
+	}
+	return time.Duration(f * float64(time.Second)), nil
+}
+
+func (r Rule) specificity() int {
+	n := 0
+	for _, s := range []string{r.Provider, r.Model, r.KeyID} {
+		if s != "" {
+			n++
+		}
+	}
+	return n
+}
+
+func (r Rule) matches(provider, model, keyID string) bool {
+	return (r.Provider == "" || r.Provider == provider) &&
+		(r.Model == "" || r.Model == model) &&
+		(r.KeyID == "" || r.KeyID == keyID)
+}
+
+// Call is one logged call. It never holds the key, only KeyID.
+type Call struct {
+	Time     time.Time `json:"time"`
+	Provider string    `json:"provider"`
+	Model    string    `json:"model"`
+	KeyID    string    `json:"key_id"`
+	Stream   bool      `json:"stream"`
+	Mode     Mode      `json:"mode"`
+	Status   int       `json:"status"` // HTTP status sent; 0 when none (hang, reset) or not yet
+	// Duration is how long the handler ran; 0 while the call is still running.
+	Duration time.Duration `json:"duration"`
+}
+
+// Filter selects calls for CallCount; empty fields match anything.
+type Filter struct {
+	Provider, Model, KeyID string
+	Mode                   Mode
+}
+
+// KeyID is the short non-reversible id of a bearer key used in rules and the call
+// log: the first 8 hex digits of its SHA-256. The empty key has id "".
+func KeyID(key string) string {
+	if key == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:4])
+}
+
+// Option configures a Server.
+type Option func(*Server)
+
+// WithModels adds models that GET /models lists for provider ("" = every provider).
+func WithModels(provider string, models ...string) Option {
+	return func(s *Server) { s.models[provider] = append(s.models[provider], models...) }
+}
+
+// WithRules scripts rules at construction.
+func WithRules(rules ...Rule) Option {
+	return func(s *Server) {
+		for _, r := range rules {
+			s.addRule(r)
+		}
+	}
+}
+
+// WithNow sets the clock used for call times and computed reset texts.
+func WithNow(now func() time.Time) Option { return func(s *Server) { s.now = now } }
+
+type scripted struct {
+	Rule
+	seq  int
+	used int
+}
+
+// Server is the fake. It is safe for concurrent use.
+type Server struct {
+	now    func() time.Time
+	models map[string][]string
+
+	mu    sync.Mutex
+	rules []*scripted
+	seq   int
+	calls []Call
+
+	done      chan struct{}
+	closeOnce sync.Once
+	closeMu   sync.Mutex
+	closed    bool
+	handlers  sync.WaitGroup // running handlers, so Close leaves none behind
+
+	httpSrv  *http.Server
+	listener net.Listener
+	serveErr chan error
+	mux      *http.ServeMux
+}
+
+// New returns a server; call Start to listen, or mount Handler in httptest.
+func New(opts ...Option) *Server {
+	s := &Server{
+		now:    time.Now,
+		models: map[string][]string{},
+		done:   make(chan struct{}),
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{provider}/v1/models", s.handleModels)
+	mux.HandleFunc("GET /v1/models", s.handleModels)
+	mux.HandleFunc("POST /{provider}/v1/chat/completions", s.handleChat)
+	mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
+	mux.HandleFunc("POST /_fake/script", s.handleScript)
+	mux.HandleFunc("POST /_fake/reset", s.handleReset)
+	mux.HandleFunc("GET /_fake/calls", s.handleCalls)
+	s.mux = mux
+	return s
+}
+
+// Handler returns the server's HTTP handler (for httptest).
+func (s *Server) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.closeMu.Lock()
+		if s.closed {
+			s.closeMu.Unlock()
+			http.Error(w, "fake llm closed", http.StatusServiceUnavailable)
+			return
+		}
+		s.handlers.Add(1) // under closeMu, so never racing Close's Wait
+		s.closeMu.Unlock()
+		defer s.handlers.Done()
+		s.mux.ServeHTTP(w, r)
+	})
+}
+
+// Start listens on addr (e.g. "127.0.0.1:0") and serves in the background until Close.
+func (s *Server) Start(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("fakellm: listen %s: %w", addr, err)
+	}
+	s.listener = ln
+	s.httpSrv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	s.serveErr = make(chan error, 1)
+	go func() { s.serveErr <- s.httpSrv.Serve(ln) }()
+	return nil
+}
+
+// URL is the server root, e.g. http://127.0.0.1:PORT (empty before Start).
+func (s *Server) URL() string {
+	if s.listener == nil {
+		return ""
+	}
+	return "http://" + s.listener.Addr().String()
+}
+
+// BaseURL is the OpenAI base URL of provider: <URL>/<provider>/v1, or <URL>/v1 for "".
+func (s *Server) BaseURL(provider string) string {
+	if provider == "" || provider == "default" {
+		return s.URL() + "/v1"
+	}
+	return s.URL() + "/" + provider + "/v1"
+}
+
+// Close ends waiting handlers, stops the listener (if started) and waits for
+// every handler to return. It is safe to call more than once.
+func (s *Server) Close() {
+	s.closeOnce.Do(func() {
+		s.closeMu.Lock()
+		s.closed = true
+		close(s.done)
+		s.closeMu.Unlock()
+		if s.httpSrv != nil {
+			_ = s.httpSrv.Close()
+			<-s.serveErr
+		}
+		s.handlers.Wait()
+	})
+}
+
+// Done is closed when Close starts.
+func (s *Server) Done() <-chan struct{} { return s.done }
+
+// Script adds a rule.
+func (s *Server) Script(r Rule) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.addRuleLocked(r)
+}
+
+func (s *Server) addRule(r Rule) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.addRuleLocked(r)
+}
+
+func (s *Server) addRuleLocked(r Rule) {
+	s.seq++
+	s.rules = append(s.rules, &scripted{Rule: r, seq: s.seq})
+}
+
+// Rules returns the scripted rules that still answer calls.
+func (s *Server) Rules() []Rule {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Rule
+	for _, r := range s.rules {
+		if r.Times == 0 || r.used < r.Times {
+			out = append(out, r.Rule)
+		}
+	}
+	return out
+}
+
+// Reset forgets every rule and every logged call.
+func (s *Server) Reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rules = nil
+	s.calls = nil
+}
+
+// Calls returns a copy of the call log, oldest first.
+func (s *Server) Calls() []Call {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.calls)
+}
+
+// CallCount counts logged calls matching f.
+func (s *Server) CallCount(f Filter) int {
+	n := 0
+	for _, c := range s.Calls() {
+		if (f.Provider == "" || f.Provider == c.Provider) &&
+			(f.Model == "" || f.Model == c.Model) &&
+			(f.KeyID == "" || f.KeyID == c.KeyID) &&
+			(f.Mode == "" || f.Mode == c.Mode) {
+			n++
+		}
+	}
+	return n
+}
+
+// logCall records a call as soon as it is decided, so a client that has read
+// its answer always finds it in the log; finishCall fills in the end.
+func (s *Server) logCall(c Call) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls = append(s.calls, c)
+	return len(s.calls) - 1
+}
+
+func (s *Server) finishCall(i int, c Call) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if i < len(s.calls) && s.calls[i].Time.Equal(c.Time) { // not Reset meanwhile
+		s.calls[i] = c
+	}
+}
+
+// decide picks the rule for a call and uses it up. honour reports whether
+// markers apply.
+func (s *Server) decide(provider, model, keyID string) (rule Rule, honour bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var live []*scripted
+	for _, r := range s.rules {
+		if !r.matches(provider, model, keyID) {
+			continue
+		}
+		if r.HonourMarkers {
+			honour = true
+		}
+		if r.Times == 0 || r.used < r.Times {
+			live = append(live, r)
+		}
+	}
+	if strings.Contains(model, "primary") {
+		honour = true
+	}
+	if len(live) == 0 {
+		return Rule{Mode: ModeOK}, honour
+	}
+	sort.SliceStable(live, func(i, j int) bool {
+		si, sj := live[i].specificity(), live[j].specificity()
+		if si != sj {
+			return si > sj
+		}
+		return live[i].seq < live[j].seq
+	})
+	best := live[0]
+	best.used++
+	r := best.Rule
+	if r.Mode == "" {
+		r.Mode = ModeOK
+	}
+	return r, honour
+}
+
+// marker finds "#fail:<mode>" in text.
+func marker(text string) (Mode, bool) {
+	i := strings.Index(text, "#fail:")
+	if i < 0 {
+		return "", false
+	}
+	rest := text[i+len("#fail:"):]
+	end := strings.IndexFunc(rest, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_')
+	})
+	if end >= 0 {
+		rest = rest[:end]
+	}
+	m := Mode(rest)
+	return m, m.Valid()
+}
+
+// wait pauses for d, or until the client leaves or the server closes; it reports
+// whether the full pause elapsed.
+func (s *Server) wait(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+	case <-s.done:
+	}
+	return false
+}
+
+// block waits until the client leaves or the server closes.
+func (s *Server) block(ctx context.Context) {
+	select {
+	case <-ctx.Done():
+	case <-s.done:
+	}
+}
+
+func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
+	provider := providerOf(r)
+	seen := map[string]bool{}
+	var ids []string
+	add := func(m string) {
+		if m != "" && !seen[m] {
+			seen[m] = true
+			ids = append(ids, m)
+		}
+	}
+	for _, m := range s.models[provider] {
+		add(m)
+	}
+	for _, m := range s.models[""] {
+		add(m)
+	}
+	s.mu.Lock()
+	for _, rule := range s.rules {
+		if rule.Provider == "" || rule.Provider == provider {
+			add(rule.Model)
+		}
+	}
+	s.mu.Unlock()
+	type model struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Created int64  `json:"created"`
+		OwnedBy string `json:"owned_by"`
+	}
+	out := struct {
+		Object string  `json:"object"`
+		Data   []model `json:"data"`
+	}{Object: "list", Data: []model{}}
+	for _, id := range ids {
+		out.Data = append(out.Data, model{ID: id, Object: "model", Created: 1700000000, OwnedBy: "fakellm"})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) handleScript(w http.ResponseWriter, r *http.Request) {
+	rules, err := ParseRules(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	for _, rule := range rules {
+		s.Script(rule)
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"added": len(rules)})
+}
+
+func (s *Server) handleReset(w http.ResponseWriter, _ *http.Request) {
+	s.Reset()
+	writeJSON(w, http.StatusOK, map[string]bool{"reset": true})
+}
+
+func (s *Server) handleCalls(w http.ResponseWriter, _ *http.Request) {
+	calls := s.Calls()
+	if calls == nil {
+		calls = []Call{}
+	}
+	writeJSON(w, http.StatusOK, calls)
+}
+
+func providerOf(r *http.Request) string {
+	if p := r.PathValue("provider"); p != "" {
+		return p
+	}
+	return "default"
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,226 @@
+package llm
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/detourbot/detour/failover"
+)
+
+var errEOF = io.EOF
+
+// maxErrorBody bounds how much of a non-2xx body is kept.
+const maxErrorBody = 64 << 10
+
+// capture holds what the transport saw of one call's response.
+type capture struct {
+	mu     sync.Mutex
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (h *capture) set(status int, header http.Header, body []byte) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.status, h.header, h.body = status, header, body
+}
+
+func (h *capture) statusCode() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.status
+}
+
+// headers returns the captured headers that matter for classification (C11),
+// flattened with lower-case keys.
+func (h *capture) headers() map[string]string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.header) == 0 {
+		return nil
+	}
+	out := map[string]string{}
+	for k, v := range h.header {
+		lk := strings.ToLower(k)
+		if len(v) == 0 {
+			continue
+		}
+		if lk == "retry-after" || lk == "retry-after-ms" || strings.HasPrefix(lk, "x-ratelimit-") ||
+			lk == "content-type" || strings.HasPrefix(lk, "anthropic-ratelimit-") {
+			out[lk] = v[0]
+		}
+	}
+	return out
+}
+
+func (h *capture) bodyText() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return string(h.body)
+}
+
+type captureKey struct{}
+
+func withCapture(ctx context.Context, h *capture) context.Context {
+	return context.WithValue(ctx, captureKey{}, h)
+}
+
+// captureTransport records status, headers and (for non-2xx) the raw body of
+// each response into the capture found in the request context, because
+// go-openai drops headers on errors and turns non-JSON bodies into opaque
+// errors. It makes exactly one round trip: no retries.
+type captureTransport struct{ base http.RoundTripper }
+
+func (t *captureTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.base.RoundTrip(req)
+	if err != nil {
+		return resp, err
+	}
+	h, _ := req.Context().Value(captureKey{}).(*capture)
+	if h == nil {
+		return resp, nil
+	}
+	if resp.StatusCode >= 200 && resp.StatusCode < 400 {
+		h.set(resp.StatusCode, resp.Header.Clone(), nil)
+		return resp, nil
+	}
+	body, rerr := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	_ = resp.Body.Close()
+	h.set(resp.StatusCode, resp.Header.Clone(), body)
+	if rerr != nil {
+		return nil, rerr
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	return resp, nil
+}
+
+// fail normalises an error from go-openai into a *failover.Failure. caller is
+// the caller's ctx, wctx the watchdog ctx derived from it; stream says whether
+// the stream had started.
+func (c *Client) fail(caller, wctx context.Context, model string, h *capture, err error, stream bool, start time.Time) error {
+	r := c.normalise(caller, wctx, h, err, stream)
+	return c.failResponse(caller, model, r, start)
+}
+
+// normalise builds the Response that Classify sees (C12).
+func (c *Client) normalise(caller, wctx context.Context, h *capture, err error, stream bool) failover.Response {
+	r := failover.Response{Status: h.statusCode(), Headers: h.headers(), Stream: stream}
+
+	// Deadlines and cancellations first: a read error after our own cancel is a
+	// symptom, the cause is what matters.
+	if wctx.Err() != nil || caller.Err() != nil {
+		switch cause := context.Cause(wctx); {
+		case errors.Is(cause, failover.ErrIdleTimeout) && caller.Err() == nil:
+			r.Err = failover.ErrIdleTimeout
+		case caller.Err() != nil && (errors.Is(context.Cause(caller), failover.ErrAttemptTimeout) ||
+			errors.Is(caller.Err(), context.DeadlineExceeded)):
+			r.Err = fmt.Errorf("%w: %w", failover.ErrAttemptTimeout, context.DeadlineExceeded)
+		case caller.Err() != nil:
+			r.Err = context.Canceled
+		default:
+			r.Err = err
+		}
+		if !stream {
+			r.Status = 0
+		}
+		return r
+	}
+
+	var apiErr *openai.APIError
+	var reqErr *openai.RequestError
+	switch {
+	case errors.As(err, &apiErr) && apiErr.HTTPStatusCode == 0:
+		// SSE error event mid-stream: rebuild the event JSON as the body.
+		b, _ := json.Marshal(openai.ErrorResponse{Error: apiErr})
+		r.Body = string(b)
+		r.Stream = true
+	case errors.As(err, &apiErr), errors.As(err, &reqErr):
+		// HTTP error: the transport captured status, headers and the raw body.
+		r.Body = h.bodyText()
+		if r.Status == 0 {
+			if apiErr != nil {
+				r.Status = apiErr.HTTPStatusCode
+			} else {
+				r.Status = reqErr.HTTPStatusCode
+			}
+		}
+		if r.Body == "" && reqErr != nil {
+			r.Body = string(reqErr.Body)
+		}
+	default:
+		// Transport errors (refused, reset, DNS), truncated reads, client-side
+		// validation errors, ErrTooManyEmptyStreamMessages.
+		r.Err = err
+		if h.statusCode() >= 400 {
+			r.Body = h.bodyText()
+		}
+		if !stream && h.statusCode() < 400 {
+			r.Status = 0
+		}
+	}
+	return r
+}
+
+// failResponse classifies r and fills in who failed; it redacts the key.
+func (c *Client) failResponse(caller context.Context, model string, r failover.Response, start time.Time) error {
+	r.Provider = c.cfg.Provider
+	r.Body = c.scrub(r.Body)
+	for k, v := range r.Headers {
+		r.Headers[k] = c.scrub(v)
+	}
+	if r.Err != nil {
+		r.Err = &scrubbedError{msg: c.scrub(r.Err.Error()), err: r.Err}
+	}
+	f := c.classify(r, c.now())
+	f.Provider, f.Model, f.Profile = c.cfg.Provider, model, c.cfg.ProfileID
+	if errors.Is(r.Err, failover.ErrIdleTimeout) {
+		f.Idle = true
+	}
+	if errors.Is(r.Err, context.Canceled) && caller.Err() != nil {
+		// The caller went away: never a provider failure.
+		f.Reason = failover.ReasonAborted
+	}
+	f.Message = c.scrub(f.Message)
+	f.Code = c.scrub(f.Code)
+	c.log.Info("llm call failed", "model", model, "reason", string(f.Reason), "status", f.Status,
+		"idle", f.Idle, "stream", r.Stream, "dur", c.now().Sub(start), "detail", truncate(f.Message, 200))
+	return &f
+}
+
+// keyLike matches bearer-key shapes, as a second line of defence (P4).
+var keyLike = regexp.MustCompile(`\b(sk|rk|pk|gsk|xai|key)-[A-Za-z0-9_\-]{8,}`)
+
+func (c *Client) scrub(s string) string {
+	if s == "" {
+		return s
+	}
+	return keyLike.ReplaceAllString(c.redact.Replace(s), "[REDACTED]")
+}
+
+// scrubbedError keeps errors.Is/As on the original error but shows a redacted text.
+type scrubbedError struct {
+	msg string
+	err error
+}
+
+func (e *scrubbedError) Error() string { return e.msg }
+func (e *scrubbedError) Unwrap() error { return e.err }
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
