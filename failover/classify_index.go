@@ -6,12 +6,13 @@ import (
 )
 
 // phraseIndex finds, in one pass over the text, which phrase lists of
-// phraseTable have a phrase in it. Phrases are bucketed by their first two bytes;
+// phraseTable have a phrase in it. Phrases are bucketed by a hash of their first
+// three bytes;
 // each text position looks up its bucket and compares the few candidates. This
 // replaces hundreds of strings.Contains calls per Classify (performance target:
 // under 20 µs per call).
 type phraseIndex struct {
-	start   []uint32 // 65537 offsets into entries, by 2-byte key
+	start   []uint32 // 65537 offsets into entries, by hashed 3-byte key
 	entries []phraseEntry
 }
 
@@ -29,17 +30,16 @@ func buildPhraseIndex(table [][]string) *phraseIndex {
 	var es []phraseEntry
 	for c, list := range table {
 		for _, p := range list {
-			if len(p) < 2 || p != strings.ToLower(p) {
-				panic("failover: phrase must be lower-case and 2+ bytes: " + p)
+			if len(p) < 3 || p != strings.ToLower(p) {
+				panic("failover: phrase must be lower-case and 3+ bytes: " + p)
 			}
 			es = append(es, phraseEntry{p, uint8(c)})
 		}
 	}
-	key := func(s string) int { return int(s[0])<<8 | int(s[1]) }
-	sort.SliceStable(es, func(i, j int) bool { return key(es[i].s) < key(es[j].s) })
+	sort.SliceStable(es, func(i, j int) bool { return key3(es[i].s, 0) < key3(es[j].s, 0) })
 	ix := &phraseIndex{start: make([]uint32, 65537), entries: es}
 	for _, e := range es {
-		ix.start[key(e.s)+1]++
+		ix.start[key3(e.s, 0)+1]++
 	}
 	for k := 1; k <= 65536; k++ {
 		ix.start[k] += ix.start[k-1]
@@ -50,8 +50,8 @@ func buildPhraseIndex(table [][]string) *phraseIndex {
 // mask returns bit c set when some phrase of list c occurs in t.
 func (ix *phraseIndex) mask(t string) uint64 {
 	var m uint64
-	for i := 0; i+1 < len(t); i++ {
-		k := int(t[i])<<8 | int(t[i+1])
+	for i := 0; i+2 < len(t); i++ {
+		k := key3(t, i)
 		lo, hi := ix.start[k], ix.start[k+1]
 		for j := lo; j < hi; j++ {
 			e := &ix.entries[j]
@@ -64,6 +64,12 @@ func (ix *phraseIndex) mask(t string) uint64 {
 		}
 	}
 	return m
+}
+
+// key3 hashes the three bytes at t[i:] to 16 bits.
+func key3(t string, i int) int {
+	v := uint32(t[i])<<16 | uint32(t[i+1])<<8 | uint32(t[i+2])
+	return int((v * 2654435761) >> 16)
 }
 
 // hit reports whether list c of phraseTable matched.

@@ -217,13 +217,13 @@ func isContextOverflow(t string, m uint64) bool {
 	if strings.Contains(t, "exceed") && strings.Contains(t, "context") && reContextExceed.MatchString(t) {
 		return true
 	}
-	if !strings.Contains(t, ">") {
-		// no "N tokens > M"
-	} else if m := reTokensGT.FindStringSubmatch(t); m != nil {
-		a, ok1 := parseCount(m[1])
-		b, ok2 := parseCount(m[2])
-		if ok1 && ok2 && a > b {
-			return true
+	if strings.Contains(t, ">") { // "prompt is too long: 210000 tokens > 200000 maximum"
+		if g := reTokensGT.FindStringSubmatch(t); g != nil {
+			a, ok1 := parseCount(g[1])
+			b, ok2 := parseCount(g[2])
+			if ok1 && ok2 && a > b {
+				return true
+			}
 		}
 	}
 	// "Limit X, Requested Y" with Y > X: one request larger than the tier allows.
@@ -489,7 +489,7 @@ var phraseTable = [][]string{
 		"subscription quota limit", "使用上限", "用量上限", "用量已达", "使用额度已达",
 	},
 	lWindowUnits: {
-		"hour", "hr", "day", "week", "month",
+		"hour", "hrs", "day", "week", "month",
 	},
 	lWindowObjects: {
 		"limit", "quota", "window", "allowance",

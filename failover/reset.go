@@ -67,17 +67,24 @@ func parseWholeTime(s string, now time.Time) (time.Time, bool) {
 }
 
 // parseSecondsOrEpoch reads a bare number: seconds to wait, or a Unix epoch in
-// seconds (>= 1e9) or milliseconds (>= 1e12).
+// seconds (>= 1e9) or milliseconds (>= 1e12) from 2015 on.
 func parseSecondsOrEpoch(s string, now time.Time) (time.Time, bool) {
 	f, err := strconv.ParseFloat(s, 64)
 	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f < 0 {
 		return time.Time{}, false
 	}
+	// A Unix epoch counts only when it lands in a plausible era (2015 on), so a
+	// small number is never read as a 1970s/2001 date.
 	switch {
 	case f >= 1e12 && f < 1e14:
-		return time.UnixMilli(int64(f)).UTC(), true
+		if t := time.UnixMilli(int64(f)).UTC(); t.Year() >= 2015 {
+			return t, true
+		}
+		return time.Time{}, false
 	case f >= 1e9 && f < 1e11:
-		return time.Unix(int64(f), 0).UTC(), true
+		if t := time.Unix(int64(f), 0).UTC(); t.Year() >= 2015 {
+			return t, true
+		}
 	}
 	d, ok := secondsDuration(f)
 	if !ok {
