@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sort"
 	"strings"
 	"time"
 
@@ -392,4 +393,47 @@ func Load(path string) (*Config, error) {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	return Parse(path, data, os.LookupEnv)
+}
+
+// ModelRefs lists every model the config names (primary, fallbacks, agent models
+// and the models table), first mention first, without duplicates. Pickers such as
+// /model autocomplete offer exactly these.
+func (c *Config) ModelRefs() []failover.ModelRef {
+	seen := map[failover.ModelRef]bool{}
+	var out []failover.ModelRef
+	add := func(refs ...failover.ModelRef) {
+		for _, r := range refs {
+			if r != "" && !seen[r] {
+				seen[r] = true
+				out = append(out, r)
+			}
+		}
+	}
+	add(c.Agents.Defaults.Model.Primary)
+	add(c.Agents.Defaults.Model.Fallbacks...)
+	for _, a := range c.Agents.List {
+		add(a.Model)
+		if a.Fallbacks != nil {
+			add(*a.Fallbacks...)
+		}
+	}
+	extra := make([]string, 0, len(c.Models))
+	for r := range c.Models {
+		extra = append(extra, string(r))
+	}
+	sort.Strings(extra)
+	for _, r := range extra {
+		add(failover.ModelRef(r))
+	}
+	return out
+}
+
+// ProfileIDs lists the configured auth profile ids, sorted.
+func (c *Config) ProfileIDs() []string {
+	ids := make([]string, 0, len(c.Auth.Profiles))
+	for id := range c.Auth.Profiles {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
 }

@@ -59,6 +59,9 @@ type RunState struct {
 	MoreCandidates     bool // a later candidate exists in the chain
 	UserStrict         bool // the profile is user-pinned: never rotate (P3)
 	LargerContextLater bool // a later candidate declares a larger context window (B7)
+	// ModelUnavailable: this failure took the model to timeout_switch_threshold
+	// consecutive transient failures (R7), so no retry or rotation may follow.
+	ModelUnavailable bool
 }
 
 // Why texts of Decide.
@@ -77,6 +80,7 @@ const (
 	WhyEmptyRetry       = "empty output: one nudged retry (R13)"
 	WhyExhausted        = "no candidate left (R2)"
 	WhyUnknownLast      = "unknown error on the last candidate surfaces (R2)"
+	WhyConsecutive      = "consecutive transient failures: the model is marked unavailable (R7)"
 )
 
 // Decide returns the next step after failure f (R4). It is pure and allocation-free.
@@ -87,6 +91,13 @@ func Decide(s RunState, f Failure) Decision {
 	}
 	if f.Idle && p.BreakerTrip > 0 && s.Breaker >= p.BreakerTrip {
 		return Decision{Action: Stop, Why: WhyBreaker} // R8
+	}
+	if s.ModelUnavailable && transientFailure(&f) {
+		d := fallback(s)
+		if d.Action == FallbackModel {
+			d.Why = WhyConsecutive
+		}
+		return d
 	}
 	switch f.Reason {
 	case ReasonAborted:

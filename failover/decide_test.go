@@ -33,6 +33,11 @@ func TestDecide_R4_Table(t *testing.T) {
 		{"B7 context_overflow to a larger window", with(func(s *RunState) { s.LargerContextLater = true }), Failure{Reason: ReasonContextOverflow}, FallbackModel, 0},
 		{"C9 format terminal", base, Failure{Reason: ReasonFormat}, SurfaceError, 0},
 		{"C9 content_filter terminal", base, Failure{Reason: ReasonContentFilter}, SurfaceError, 0},
+		// R7: the threshold reached inside a run switches at once, no retry or rotation.
+		{"R7 unavailable model falls back instead of retrying", with(func(s *RunState) { s.ModelUnavailable = true }), Failure{Reason: ReasonTimeout, Class: ClassTransient, Idle: true}, FallbackModel, 0},
+		{"R7 unavailable model falls back instead of rotating", with(func(s *RunState) { s.ModelUnavailable = true }), Failure{Reason: ReasonOverloaded, Class: ClassTransient}, FallbackModel, 0},
+		{"R7 unavailable last model surfaces", with(func(s *RunState) { s.ModelUnavailable, s.MoreCandidates = true, false }), Failure{Reason: ReasonTimeout, Class: ClassTransient}, SurfaceError, 0},
+		{"R7 does not touch billing rotation", with(func(s *RunState) { s.ModelUnavailable = true }), Failure{Reason: ReasonBilling, Class: ClassDeterministic}, RotateProfile, 0},
 		// R3 rotations.
 		{"R3 rate limit rotates once", base, Failure{Reason: ReasonRateLimit}, RotateProfile, 0},
 		{"R3 rate limit then falls back", with(func(s *RunState) { s.RateLimitRotations = 1 }), Failure{Reason: ReasonRateLimit}, FallbackModel, 0},

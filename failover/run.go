@@ -518,7 +518,7 @@ func (r *runner) walk(i int, pl *plan) (Result, error, bool) {
 			r.breaker++ // R8: survives profile and model changes
 		}
 		r.lastCand, r.lastFail = cand, f
-		r.onFailure(pl, cand, f, end)
+		rs.ModelUnavailable = r.onFailure(pl, cand, f, end)
 
 		rs.Now = end
 		rs.Breaker = r.breaker
@@ -753,7 +753,9 @@ func (r *runner) touchedModel(ref string) bool {
 	return false
 }
 
-func (r *runner) onFailure(pl *plan, c Candidate, f *Failure, now time.Time) {
+// onFailure records f durably and reports whether it made the model unavailable
+// (R7: timeout_switch_threshold consecutive transient failures).
+func (r *runner) onFailure(pl *plan, c Candidate, f *Failure, now time.Time) (modelDown bool) {
 	st := r.e.store()
 	ref := c.Ref()
 	if cooldownReason(f.Reason) || f.Reason == ReasonBilling || f.Reason == ReasonAuthPermanent {
@@ -764,9 +766,11 @@ func (r *runner) onFailure(pl *plan, c Candidate, f *Failure, now time.Time) {
 	}
 	if transientFailure(f) {
 		jr := r.e.rand()
-		if _, err := st.Update(r.ctx, ModelKey(pl.ref), func(s *ProfileState) { applyModelFailure(s, f, now, r.p, jr) }); err != nil {
+		ms, err := st.Update(r.ctx, ModelKey(pl.ref), func(s *ProfileState) { applyModelFailure(s, f, now, r.p, jr) })
+		if err != nil {
 			r.warnStore(err)
 		}
+		modelDown = r.p.TimeoutSwitchThreshold > 0 && ms.Consecutive >= r.p.TimeoutSwitchThreshold
 	}
 	if f.Reason != ReasonContextOverflow && f.Reason != ReasonFormat && f.Reason != ReasonContentFilter && f.Reason != ReasonAborted {
 		r.e.contact(c.Provider, now) // R11 throttle: a failed call counts as contact
@@ -776,6 +780,7 @@ func (r *runner) onFailure(pl *plan, c Candidate, f *Failure, now time.Time) {
 			r.e.addSkip(r.req.SessionKey, pl.ref, now.Add(ttl)) // R12
 		}
 	}
+	return modelDown
 }
 
 func (r *runner) summary(stop error) (Result, error) {

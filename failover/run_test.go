@@ -808,3 +808,28 @@ func TestRun_O3_RollbackOnStop(t *testing.T) {
 		t.Fatalf("events %v", events)
 	}
 }
+
+// covers R7 inside one run: a stalling primary with two keys is called three
+// times (key 1, its idle retry, key 2); the third consecutive transient failure
+// marks it unavailable and the run switches at once instead of retrying key 2.
+func TestRun_R7_SwitchWithinRun(t *testing.T) {
+	h := newHarness(t)
+	req := baseReq("openai/gpt-4o", "anthropic/claude")
+	if len(req.Profiles["openai"]) < 2 {
+		t.Fatalf("harness needs two openai profiles, has %d", len(req.Profiles["openai"]))
+	}
+	sc := newScript(h.clk, ok("fallback")).on("openai/gpt-4o", idle(), idle(), idle(), idle())
+	res, err := h.e.Run(bg, req, sc.fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	primary := 0
+	for _, k := range sc.keys() {
+		if strings.HasPrefix(k, "openai/") {
+			primary++
+		}
+	}
+	if primary != 3 || res.Candidate.Ref() != "anthropic/claude" {
+		t.Fatalf("calls %v answered by %s, want 3 primary calls then the fallback", sc.keys(), res.Candidate.Ref())
+	}
+}

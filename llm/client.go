@@ -47,6 +47,10 @@ type Config struct {
 	// kills long streams (deadlines come from ctx and the idle watchdog).
 	HTTPClient *http.Client
 	Logger     *slog.Logger
+	// Now is the clock used to turn stated waits (Retry-After, reset headers and
+	// texts) into recovery times; nil = time.Now. Pass the engine's clock so both
+	// agree on what "in 30 s" means.
+	Now func() time.Time
 }
 
 // Message is one chat message.
@@ -109,7 +113,7 @@ func New(cfg Config) (*Client, error) {
 		http: &hc,
 		api:  openai.NewClientWithConfig(oc),
 		log:  log.With("provider", cfg.Provider, "profile", cfg.ProfileID),
-		now:  time.Now,
+		now:  cfg.Now,
 
 		classify: failover.Classify,
 	}
@@ -118,6 +122,9 @@ func New(cfg Config) (*Client, error) {
 		pairs = append(pairs, cfg.APIKey, "[REDACTED]")
 	}
 	c.redact = strings.NewReplacer(pairs...)
+	if c.now == nil {
+		c.now = time.Now
+	}
 	return c, nil
 }
 
@@ -224,8 +231,10 @@ func (c *Client) Chat(ctx context.Context, req Request, onDelta func(string)) (f
 			if errors.Is(rerr, errEOF) && wctx.Err() == nil {
 				break
 			}
+			// Partial text of a broken stream is never delivered, so it is not
+			// completed progress (R8): a stall after one chunk counts toward the
+			// breaker like any other stall.
 			out.Text = text.String()
-			out.Progress = out.Text != ""
 			return out, c.fail(ctx, wctx, req.Model, holder, rerr, true, start)
 		}
 		wd.kick()

@@ -259,8 +259,9 @@ func TestChat_R8_IdleStallDetected(t *testing.T) {
 	if elapsed < idle || elapsed > idle+idle/10 {
 		t.Fatalf("stall detected after %v, want within [%v, %v]", elapsed, idle, idle+idle/10)
 	}
-	// R8: the partial text is progress; no finish reason was received.
-	if out.Text != "partial " || !out.Progress || out.FinishReason != "" {
+	// R8: the partial text is kept but is not completed progress (it is never
+	// delivered), so a stall after one chunk feeds the breaker.
+	if out.Text != "partial " || out.Progress || out.FinishReason != "" {
 		t.Fatalf("partial output %+v", out)
 	}
 }
@@ -563,5 +564,28 @@ func TestCaptureTransport_Headers(t *testing.T) {
 	if string(b) != "slow down" || h.bodyText() != "slow down" || got["retry-after"] != "7" ||
 		got["x-ratelimit-reset-tokens"] != "1m30s" || got["set-cookie"] != "" {
 		t.Fatalf("body %q headers %v", b, got)
+	}
+}
+
+// covers C11: stated waits become recovery times on the injected clock, so a
+// fake clock in the engine and the client agree.
+func TestChat_C11_InjectedClock(t *testing.T) {
+	fake := fakellm.New(fakellm.WithRules(fakellm.Rule{Mode: fakellm.ModeRateLimit, RetryAfter: 45 * time.Second}))
+	srv := httptest.NewServer(fake.Handler())
+	defer srv.Close()
+	defer fake.Close()
+	at := time.Date(2031, 3, 4, 5, 6, 7, 0, time.UTC)
+	c, err := New(Config{Provider: "p", BaseURL: srv.URL + "/p/v1", ProfileID: "p:main", APIKey: "sk-test", Now: func() time.Time { return at }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseIdleConnections()
+	_, err = c.Chat(context.Background(), Request{Model: "m", Messages: []Message{{Role: "user", Content: "hi"}}}, nil)
+	var f *failover.Failure
+	if !errors.As(err, &f) {
+		t.Fatalf("err %v", err)
+	}
+	if want := at.Add(45 * time.Second); !f.RecoveryAt.Equal(want) {
+		t.Fatalf("RecoveryAt %v, want %v (from the injected clock)", f.RecoveryAt, want)
 	}
 }

@@ -115,17 +115,22 @@ func (r stateRow) state() failover.ProfileState {
 	}
 }
 
-// StateStore is a failover.StateStore over the profile_states table. It keeps no
-// in-process cache, so several processes (replicas) sharing the database always
-// see each other's writes. It is safe for concurrent use.
+// StateStore is a failover.StateStore over the profile_states table. It is safe
+// for concurrent use, and several processes (replicas) sharing the database file
+// always see each other's writes (D6).
 //
-// On SQLite it runs two prepared statements in a BEGIN IMMEDIATE transaction;
-// on other databases it goes through gorm with a row lock (SELECT ... FOR UPDATE).
+// On SQLite it runs driver-level prepared statements and keeps an in-process cache
+// of rows that is validated on every call by PRAGMA data_version (which moves when
+// another connection commits) and total_changes() (which moves when this
+// connection writes any row), see fastpath.go: a Get is one cheap statement when
+// nothing changed, and an Update is one BEGIN IMMEDIATE transaction with a single
+// UPSERT, or nothing at all when fn changes nothing. All stores on one handle
+// share one cache. On other databases it goes through gorm with a row lock
+// (SELECT ... FOR UPDATE) and caches nothing.
 type StateStore struct {
-	db     *gorm.DB
-	sqlDB  *sql.DB   // SQLite fast path; nil = gorm path
-	get    *sql.Stmt // selectSQL
-	upsert *sql.Stmt // upsertSQL
+	db    *gorm.DB
+	sqlDB *sql.DB   // SQLite fast path; nil = gorm path
+	fast  *fastPath // shared by every store on sqlDB
 }
 
 var _ failover.StateStore = (*StateStore)(nil)
@@ -167,14 +172,7 @@ func NewStateStore(db *gorm.DB) (*StateStore, error) {
 		if err != nil {
 			return nil, fmt.Errorf("store: state store: %w", err)
 		}
-		if s.get, err = sqlDB.Prepare(selectSQL); err != nil {
-			return nil, fmt.Errorf("store: state store: prepare select: %w", err)
-		}
-		if s.upsert, err = sqlDB.Prepare(upsertSQL); err != nil {
-			_ = s.get.Close()
-			return nil, fmt.Errorf("store: state store: prepare upsert: %w", err)
-		}
-		s.sqlDB = sqlDB
+		s.sqlDB, s.fast = sqlDB, fastPathFor(sqlDB)
 	}
 	return s, nil
 }
@@ -185,9 +183,9 @@ func (s *StateStore) Get(ctx context.Context, key string) (failover.ProfileState
 		st  failover.ProfileState
 		err error
 	)
-	if s.sqlDB != nil {
-		st, err = scanState(s.get.QueryRowContext(ctx, key), key)
-	} else {
+	if err = ctx.Err(); err == nil && s.sqlDB != nil {
+		st, err = s.fast.get(ctx, key)
+	} else if err == nil {
 		st, err = s.gormGet(s.db.WithContext(ctx), key, false)
 	}
 	if err != nil {
@@ -196,15 +194,45 @@ func (s *StateStore) Get(ctx context.Context, key string) (failover.ProfileState
 	return st, nil
 }
 
+// GetMany returns the states of keys, in order, as of one moment (on SQLite one
+// validation of the cache for all of them). The engine can use it to read a
+// model's key and its profiles' keys together; like UpdateMany its signature
+// uses only failover and builtin types.
+func (s *StateStore) GetMany(ctx context.Context, keys []string) ([]failover.ProfileState, error) {
+	out := make([]failover.ProfileState, len(keys))
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("store: get profile states %q: %w", keys, err)
+	}
+	if len(keys) == 0 {
+		return out, nil
+	}
+	if s.sqlDB != nil {
+		if err := s.fast.getMany(ctx, keys, out); err != nil {
+			return nil, fmt.Errorf("store: get profile states %q: %w", keys, err)
+		}
+		return out, nil
+	}
+	for i, key := range keys {
+		st, err := s.gormGet(s.db.WithContext(ctx), key, false)
+		if err != nil {
+			return nil, fmt.Errorf("store: get profile states %q: %w", keys, err)
+		}
+		out[i] = st
+	}
+	return out, nil
+}
+
 // busyRetries bounds how often Update retries a transaction that could not take
 // the write lock within the busy timeout (another process held it too long).
 const busyRetries = 3
 
 // Update applies fn to the current state of key and stores the result, in one
 // short write transaction (BEGIN IMMEDIATE), so concurrent updates from any
-// goroutine or process are never lost. fn must only change the state it is given:
-// it runs while the database's write lock is held, and may run again if the
-// transaction is retried. The Key field is kept. It returns the stored state.
+// goroutine or process are never lost. fn must only change the state it is given
+// and be quick: it runs while the database's write lock is held, and may run more
+// than once (on a copy of a cached current row, to return without locking or
+// writing when it changes nothing, and again when the transaction is retried).
+// The Key field is kept. It returns the stored state.
 func (s *StateStore) Update(ctx context.Context, key string, fn func(*failover.ProfileState)) (failover.ProfileState, error) {
 	if fn == nil {
 		return failover.ProfileState{Key: key}, errors.New("store: update profile state: nil function")
@@ -212,8 +240,11 @@ func (s *StateStore) Update(ctx context.Context, key string, fn func(*failover.P
 	var out failover.ProfileState
 	var err error
 	for try := 0; ; try++ {
+		if err = ctx.Err(); err != nil {
+			break
+		}
 		if s.sqlDB != nil {
-			out, err = s.sqliteUpdate(ctx, key, fn)
+			out, err = s.fast.update(ctx, key, fn)
 		} else {
 			out, err = s.gormUpdate(ctx, key, fn)
 		}
@@ -234,81 +265,46 @@ func (s *StateStore) Update(ctx context.Context, key string, fn func(*failover.P
 	return out, nil
 }
 
-func (s *StateStore) sqliteUpdate(ctx context.Context, key string, fn func(*failover.ProfileState)) (out failover.ProfileState, err error) {
-	tx, err := s.sqlDB.BeginTx(ctx, nil) // BEGIN IMMEDIATE (_txlock=immediate)
-	if err != nil {
-		return out, err
+// UpdateMany is Update for several keys in ONE write transaction (one lock, one
+// commit): fn(i, st) is applied to the current state of keys[i], and the stored
+// states are returned in keys' order. A key may appear more than once (fn then
+// sees the earlier result). The same rules as Update apply to fn. The engine can
+// use it to record a failure of a profile and of its model together; its
+// signature uses only failover and builtin types, so the failover package can
+// detect it with an interface of its own.
+func (s *StateStore) UpdateMany(ctx context.Context, keys []string, fn func(i int, st *failover.ProfileState)) ([]failover.ProfileState, error) {
+	if fn == nil {
+		return nil, errors.New("store: update profile states: nil function")
 	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback()
+	out := make([]failover.ProfileState, len(keys))
+	if len(keys) == 0 {
+		return out, nil
+	}
+	var err error
+	for try := 0; ; try++ {
+		if err = ctx.Err(); err != nil {
+			break
 		}
-	}()
-	st, err := scanState(tx.StmtContext(ctx, s.get).QueryRowContext(ctx, key), key)
-	if err != nil {
-		return out, err
-	}
-	before := st
-	fn(&st)
-	st.Key = key
-	if st == before {
-		// Nothing changed: end the transaction without writing.
-		if err = tx.Commit(); err != nil {
-			return out, err
+		if s.sqlDB != nil {
+			err = s.fast.updateMany(ctx, keys, fn, out)
+		} else {
+			err = s.gormUpdateMany(ctx, keys, fn, out)
 		}
-		return st, nil
-	}
-	r := rowFromState(st)
-	_, err = tx.StmtContext(ctx, s.upsert).ExecContext(ctx, r.Key,
-		nullTime(r.LastUsed), nullTime(r.LastFailure), r.ErrorCount, r.Consecutive,
-		nullTime(r.CooldownUntil), r.CooldownReason, r.CooldownModel,
-		nullTime(r.DisabledUntil), r.DisabledReason, r.DisableCount,
-		nullTime(r.RecoveryAt), r.LastError, nullTime(r.LastProbe),
-		time.Now().UTC())
-	if err != nil {
-		return out, err
-	}
-	if err = tx.Commit(); err != nil {
-		return out, err
-	}
-	return r.state(), nil
-}
-
-func nullTime(t *time.Time) sql.NullTime {
-	if t == nil {
-		return sql.NullTime{}
-	}
-	return sql.NullTime{Time: *t, Valid: true}
-}
-
-// scanState reads one selectSQL row; no row gives the zero state with Key set.
-func scanState(row *sql.Row, key string) (failover.ProfileState, error) {
-	var (
-		r                                             stateRow
-		lu, lf, cu, du, ra, lp                        sql.NullTime
-		cooldownReason, cooldownModel, disabledReason sql.NullString
-		lastError                                     sql.NullString
-	)
-	err := row.Scan(&lu, &lf, &r.ErrorCount, &r.Consecutive, &cu, &cooldownReason, &cooldownModel,
-		&du, &disabledReason, &r.DisableCount, &ra, &lastError, &lp)
-	if errors.Is(err, sql.ErrNoRows) {
-		return failover.ProfileState{Key: key}, nil
-	}
-	if err != nil {
-		return failover.ProfileState{Key: key}, err
-	}
-	ptr := func(n sql.NullTime) *time.Time {
-		if !n.Valid {
-			return nil
+		if err == nil || !IsBusy(err) || try >= busyRetries {
+			break
 		}
-		return &n.Time
+		t := time.NewTimer(time.Duration(try+1) * 20 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("store: update profile states %q: %w", keys, errors.Join(err, ctx.Err()))
+		case <-t.C:
+		}
 	}
-	r.Key = key
-	r.LastUsed, r.LastFailure, r.CooldownUntil = ptr(lu), ptr(lf), ptr(cu)
-	r.DisabledUntil, r.RecoveryAt, r.LastProbe = ptr(du), ptr(ra), ptr(lp)
-	r.CooldownReason, r.CooldownModel = cooldownReason.String, cooldownModel.String
-	r.DisabledReason, r.LastError = disabledReason.String, lastError.String
-	return r.state(), nil
+	if err != nil {
+		return nil, fmt.Errorf("store: update profile states %q: %w", keys, err)
+	}
+	return out, nil
 }
 
 // gormGet reads key through gorm, with a row lock when lock is set.
@@ -324,6 +320,26 @@ func (s *StateStore) gormGet(tx *gorm.DB, key string, lock bool) (failover.Profi
 		return failover.ProfileState{Key: key}, nil
 	}
 	return rows[0].state(), nil
+}
+
+// gormUpdateMany is UpdateMany for databases other than SQLite.
+func (s *StateStore) gormUpdateMany(ctx context.Context, keys []string, fn func(int, *failover.ProfileState), out []failover.ProfileState) error {
+	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		for i, key := range keys {
+			st, err := s.gormGet(tx, key, true)
+			if err != nil {
+				return err
+			}
+			fn(i, &st)
+			st.Key = key
+			row := rowFromState(st)
+			if err := tx.Clauses(clause.OnConflict{UpdateAll: true}).Create(&row).Error; err != nil {
+				return err
+			}
+			out[i] = row.state()
+		}
+		return nil
+	})
 }
 
 // gormUpdate is Update for databases other than SQLite. A row that does not exist

@@ -162,12 +162,16 @@ func Open(ctx context.Context, pathOrDSN string, log *slog.Logger) (*gorm.DB, er
 	sqlDB.SetMaxIdleConns(1)
 	sqlDB.SetConnMaxLifetime(0)
 	sqlDB.SetConnMaxIdleTime(0)
-	if err := sqlDB.PingContext(ctx); err != nil {
+	if err := pingUntilFree(ctx, sqlDB); err != nil {
 		_ = sqlDB.Close()
 		return nil, fmt.Errorf("store: open database %q: %w", name, err)
 	}
 	db, err := gorm.Open(sqlite.New(sqlite.Config{DriverName: sqlite.DriverName, DSN: dsn, Conn: sqlDB}), &gorm.Config{
 		TranslateError: true,
+		// gorm's prepared-statement cache starts a cleanup goroutine that never
+		// exits unless the TTL is its own "no eviction" value (10 years); callers
+		// that enable PrepareStmt (sessions) would otherwise leak one per handle.
+		PrepareStmtTTL: 10 * 365 * 24 * time.Hour,
 		Logger: logger.NewSlogLogger(log, logger.Config{
 			LogLevel:                  logger.Warn,
 			SlowThreshold:             time.Second,
@@ -186,6 +190,27 @@ func Open(ctx context.Context, pathOrDSN string, log *slog.Logger) (*gorm.DB, er
 		return nil, fmt.Errorf("store: database %q: %w", name, err)
 	}
 	return db.WithContext(context.Background()), nil
+}
+
+// pingUntilFree opens the first connection. Switching a fresh file to WAL needs
+// an exclusive lock that SQLite does not wait for (the busy timeout does not
+// apply), so replicas starting together retry for a bounded time.
+func pingUntilFree(ctx context.Context, db *sql.DB) error {
+	const tries, pause = 100, 20 * time.Millisecond
+	var err error
+	for range tries {
+		if err = db.PingContext(ctx); err == nil || !IsBusy(err) {
+			return err
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return err
 }
 
 // Migrate creates or updates the tables of models. When another replica creates
@@ -210,6 +235,7 @@ func Close(db *gorm.DB) error {
 	if err != nil {
 		return fmt.Errorf("store: close: %w", err)
 	}
+	releaseFastPath(sqlDB) // finalize the state store's statements first
 	if err := sqlDB.Close(); err != nil {
 		return fmt.Errorf("store: close: %w", err)
 	}

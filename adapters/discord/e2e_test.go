@@ -1,0 +1,333 @@
+package discord
+
+// End-to-end: real discordgo against fakediscord, the real sessions router and
+// failover engine on SQLite, the real llm client against fakellm, a fake clock.
+
+import (
+	"context"
+	"maps"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/detourbot/detour/adapters"
+	"github.com/detourbot/detour/failover"
+	"github.com/detourbot/detour/failover/failovertest"
+	"github.com/detourbot/detour/internal/store"
+	"github.com/detourbot/detour/internal/testkit/fakediscord"
+	"github.com/detourbot/detour/internal/testkit/fakellm"
+	"github.com/detourbot/detour/llm"
+	"github.com/detourbot/detour/notices"
+	"github.com/detourbot/detour/sessions"
+)
+
+const (
+	e2ePrimary  = "p1/alpha"
+	e2eFallback = "p2/beta"
+)
+
+var e2eKeys = map[string]string{
+	"p1:main":   "sk-CANARY-e2e-p1main-1111",
+	"p1:backup": "sk-CANARY-e2e-p1backup-2222",
+	"p2:main":   "sk-CANARY-e2e-p2main-3333",
+}
+
+type e2e struct {
+	t      *testing.T
+	clock  *failovertest.Clock
+	llm    *fakellm.Server
+	fake   *fakediscord.Server
+	a      *Adapter
+	logs   *syncBuffer
+	sleeps *sleepRecorder
+}
+
+func newE2E(t *testing.T) *e2e {
+	t.Helper()
+	e := &e2e{t: t, clock: failovertest.NewClock(time.Date(2026, 3, 1, 14, 0, 0, 0, time.UTC)),
+		logs: &syncBuffer{}, sleeps: &sleepRecorder{}}
+	log := slogTo(e.logs)
+
+	e.llm = fakellm.New(fakellm.WithNow(e.clock.Now))
+	llmSrv := httptest.NewServer(e.llm.Handler())
+	t.Cleanup(func() { e.llm.Close(); llmSrv.Close() })
+
+	ctx := context.Background()
+	db, err := store.Open(ctx, t.TempDir()+"/detour.db", log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close(db) })
+	states, err := store.NewStateStore(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol := failover.DefaultPolicy()
+	pol.Jitter = 0
+	engine := &failover.Engine{Store: states, Clock: e.clock, Policy: pol, Log: log}
+
+	var mu sync.Mutex
+	clients := map[string]*llm.Client{}
+	cfg := sessions.Config{
+		Primary:   e2ePrimary,
+		Fallbacks: []failover.ModelRef{e2eFallback},
+		Profiles: map[string][]failover.Profile{
+			"p1": {{ID: "p1:main", Provider: "p1", Type: failover.ProfileAPIKey}, {ID: "p1:backup", Provider: "p1", Type: failover.ProfileAPIKey}},
+			"p2": {{ID: "p2:main", Provider: "p2", Type: failover.ProfileAPIKey}},
+		},
+		Order:           map[string][]string{"p1": {"p1:main", "p1:backup"}},
+		Providers:       []string{"p1", "p2"},
+		Notices:         "all",
+		AdminChannel:    "discord:ADMIN",
+		AdminUsers:      []string{"discord:UADMIN"},
+		ProbeInterval:   5 * time.Minute,
+		MaxMessageBytes: 65536,
+	}
+	router, err := sessions.NewRouter(cfg, sessions.Options{DB: db, Engine: engine, Clock: e.clock, Log: log,
+		Clients: func(provider, profile string) (sessions.LLM, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if c, ok := clients[profile]; ok {
+				return c, nil
+			}
+			c, err := llm.New(llm.Config{Provider: provider, BaseURL: llmSrv.URL + "/" + provider + "/v1",
+				ProfileID: profile, APIKey: e2eKeys[profile], IdleTimeout: 5 * time.Second, Logger: log})
+			if err != nil {
+				return nil, err
+			}
+			clients[profile] = c
+			return c, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	e.fake = fakediscord.New()
+	e.fake.Token = canaryToken
+	e.fake.Start()
+	t.Cleanup(e.fake.Close)
+	e.a, err = New(Config{Token: canaryToken, GuildID: "G1", APIURL: e.fake.URL(), Log: log,
+		Models:   func() []string { return []string{e2ePrimary, e2eFallback} },
+		Profiles: func() []string { return []string{"p1:main", "p1:backup", "p2:main"} },
+		Sleep:    e.sleeps.Sleep})
+	if err != nil {
+		t.Fatal(err)
+	}
+	router.AddAdapter(e.a)
+
+	runCtx, cancel := context.WithCancel(ctx)
+	inbox := make(chan adapters.Inbound, 16)
+	adapterDone := make(chan error, 1)
+	routerDone := make(chan error, 1)
+	go func() { adapterDone <- e.a.Run(runCtx, inbox) }()
+	go func() { routerDone <- router.Run(runCtx, inbox) }()
+	t.Cleanup(func() {
+		cancel()
+		for _, ch := range []chan error{adapterDone, routerDone} {
+			select {
+			case <-ch:
+			case <-time.After(10 * time.Second):
+				t.Error("Run did not return after cancel")
+			}
+		}
+		router.Close()
+		dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
+		defer dcancel()
+		if err := router.Drain(dctx); err != nil {
+			t.Error(err)
+		}
+		got := e.logs.String()
+		for _, secret := range append(slices.Collect(maps.Values(e2eKeys)), canaryToken) {
+			if strings.Contains(got, secret) {
+				t.Errorf("secret leaked into logs")
+			}
+			for _, m := range e.fake.Messages() {
+				if strings.Contains(m.Content, secret) {
+					t.Errorf("secret leaked into a Discord message: %q", m.Content)
+				}
+			}
+		}
+	})
+	if err := e.fake.WaitConnected(wait, 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := fakediscord.WaitFor(wait, func() bool { return len(e.fake.Commands()) > 0 }); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// posts waits until channel ch has n messages in all and returns them.
+func (e *e2e) posts(ch string, n int) []fakediscord.Message {
+	e.t.Helper()
+	msgs, err := e.fake.WaitMessages(10*time.Second, n, fakediscord.InChannel(ch))
+	if err != nil {
+		e.t.Fatalf("channel %s: %v (have %+v)", ch, err, msgs)
+	}
+	return msgs
+}
+
+func isNotice(m fakediscord.Message) bool { return m.Flags&4096 != 0 }
+
+func TestE2E_MentionThreadDM(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t)
+	e.fake.SendMention("G1", "C1", "U1", "hello channel")
+	if m := e.posts("C1", 1); !strings.Contains(m[0].Content, "["+e2ePrimary+"] you said: hello channel") || isNotice(m[0]) {
+		t.Fatalf("channel reply = %+v", m)
+	}
+	e.fake.AddThread("G1", "C1", "T1")
+	e.fake.SendMention("G1", "T1", "U1", "hello thread")
+	e.posts("T1", 1)
+	e.fake.SendMessage(fakediscord.Msg{GuildID: "G1", ChannelID: "T1", AuthorID: "U1", Content: "no mention needed"})
+	if m := e.posts("T1", 2); !strings.Contains(m[1].Content, "you said: no mention needed") {
+		t.Fatalf("thread replies = %+v", m)
+	}
+	e.fake.SendDM("D1", "U2", "hello dm")
+	if m := e.posts("D1", 1); !strings.Contains(m[0].Content, "you said: hello dm") {
+		t.Fatalf("dm reply = %+v", m)
+	}
+	// The thread did not leak into the parent channel.
+	if n := len(e.posts("C1", 1)); n != 1 {
+		t.Fatalf("C1 has %d messages", n)
+	}
+}
+
+// covers N1, N2, N3, N4, N5, S3 through Discord
+func TestE2E_OverloadedPrimaryNoticeThenFallbackThenCleared(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t)
+	e.llm.Script(fakellm.Rule{Provider: "p1", Mode: fakellm.ModeOverloaded529})
+
+	e.fake.SendMention("G1", "C1", "U1", "hello")
+	m := e.posts("C1", 2)
+	wantN1 := "-# " + notices.Fallback(e2eFallback, e2ePrimary, failover.ReasonOverloaded)
+	if m[0].Content != wantN1 || !isNotice(m[0]) {
+		t.Fatalf("first post = %+v, want the N1 notice %q with suppress-notifications", m[0], wantN1)
+	}
+	if !strings.Contains(m[1].Content, "["+e2eFallback+"] you said: hello") || isNotice(m[1]) {
+		t.Fatalf("second post = %+v, want the fallback's reply", m[1])
+	}
+	var keys []string
+	for _, c := range e.llm.Calls() {
+		if c.Provider == "p1" && !slices.Contains(keys, c.KeyID) {
+			keys = append(keys, c.KeyID)
+		}
+	}
+	if len(keys) != 2 {
+		t.Fatalf("primary tried with %d profiles, want both", len(keys))
+	}
+
+	// N5: /status through an interaction shows the active fallback.
+	_, tok := e.fake.SendCommand(fakediscord.Command{GuildID: "G1", ChannelID: "C1", UserID: "U1", Name: "status"})
+	st, err := e.fake.WaitMessages(10*time.Second, 1, fakediscord.ForInteraction(tok))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st[0].Via != "edit-original" || !strings.Contains(st[0].Content, "active fallback: "+e2eFallback) {
+		t.Fatalf("/status answer = %+v", st[0])
+	}
+
+	// N3: the next turn stays on the fallback without a new notice.
+	e.clock.Advance(time.Minute)
+	e.fake.SendMention("G1", "C1", "U1", "still there?")
+	m = e.posts("C1", 3)
+	if isNotice(m[2]) || !strings.Contains(m[2].Content, "["+e2eFallback+"]") {
+		t.Fatalf("third post = %+v", m[2])
+	}
+
+	// S3 + N2: after the probe interval the primary is back: cleared notice, then its reply.
+	e.clock.Advance(5 * time.Minute)
+	e.llm.Reset()
+	e.fake.SendMention("G1", "C1", "U1", "and now?")
+	m = e.posts("C1", 5)
+	wantN2 := "-# " + notices.Cleared(e2ePrimary, e2eFallback)
+	if m[3].Content != wantN2 || !isNotice(m[3]) {
+		t.Fatalf("fourth post = %+v, want %q", m[3], wantN2)
+	}
+	if !strings.Contains(m[4].Content, "["+e2ePrimary+"] you said: and now?") {
+		t.Fatalf("fifth post = %+v", m[4])
+	}
+}
+
+func TestE2E_ModelInteractionWithAutocomplete(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t)
+	id, _ := e.fake.SendAutocomplete(fakediscord.Command{GuildID: "G1", ChannelID: "C1", UserID: "U1", Name: "model",
+		Options: []fakediscord.Option{{Name: "model", Value: "bet", Focused: true}}})
+	rs, err := e.fake.WaitInteractionResponses(wait, 1, func(r fakediscord.InteractionResponse) bool { return r.InteractionID == id })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range rs[0].Choices {
+		got = append(got, c.Value)
+	}
+	if want := []string{e2eFallback, e2eFallback + "@p2:main"}; !slices.Equal(got, want) {
+		t.Fatalf("autocomplete = %v, want %v", got, want)
+	}
+
+	id, tok := e.fake.SendCommand(fakediscord.Command{GuildID: "G1", ChannelID: "C1", UserID: "U1", Name: "model",
+		Options: []fakediscord.Option{{Name: "model", Value: e2eFallback}}})
+	ans, err := e.fake.WaitMessages(10*time.Second, 1, fakediscord.ForInteraction(tok))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ans[0].Via != "edit-original" || !strings.Contains(ans[0].Content, "model set to "+e2eFallback) {
+		t.Fatalf("/model answer = %+v", ans[0])
+	}
+	if rs := e.fake.InteractionResponses(); rs[len(rs)-1].InteractionID != id || rs[len(rs)-1].Type != 5 {
+		t.Fatalf("interaction not deferred first: %+v", rs)
+	}
+	e.fake.SendMention("G1", "C1", "U1", "which model?")
+	if m := e.posts("C1", 1); !strings.Contains(m[0].Content, "["+e2eFallback+"] you said: which model?") {
+		t.Fatalf("reply after /model = %+v", m)
+	}
+}
+
+func TestE2E_ReconnectMidConversation(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t)
+	e.fake.SendMention("G1", "C1", "U1", "one")
+	e.posts("C1", 1)
+	if err := e.fake.ForceReconnect(fakediscord.ReconnectDrop); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.fake.WaitConnected(wait, 1, 1); err != nil {
+		t.Fatalf("no resume: %v", err)
+	}
+	e.fake.SendMention("G1", "C1", "U1", "two")
+	e.posts("C1", 2)
+	e.fake.SendMention("G1", "C1", "U1", "three")
+	m := e.posts("C1", 3)
+	n := 0
+	for _, p := range m {
+		if strings.Contains(p.Content, "you said: two") {
+			n++
+		}
+	}
+	if n != 1 || len(m) != 3 || !strings.Contains(m[2].Content, "you said: three") {
+		t.Fatalf("after reconnect: %d answers to 'two'; posts %+v", n, m)
+	}
+}
+
+func TestE2E_RateLimitedReplyDeliveredOnce(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t)
+	e.fake.RateLimitNext("POST /channels/{id}/messages", 50*time.Millisecond)
+	e.fake.SendMention("G1", "C1", "U1", "limited")
+	m := e.posts("C1", 1)
+	if !strings.Contains(m[0].Content, "you said: limited") {
+		t.Fatalf("reply = %+v", m)
+	}
+	e.fake.SendMention("G1", "C1", "U1", "next")
+	if m := e.posts("C1", 2); strings.Contains(m[1].Content, "you said: limited") {
+		t.Fatalf("limited reply posted twice: %+v", m)
+	}
+	if e.fake.RateLimited() != 1 || !slices.Equal(e.sleeps.All(), []time.Duration{50 * time.Millisecond}) {
+		t.Fatalf("429s %d, sleeps %v", e.fake.RateLimited(), e.sleeps.All())
+	}
+}

@@ -1,0 +1,329 @@
+package slack
+
+import (
+	"regexp"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// Slack message limits: chat.postMessage truncates text beyond 40,000 characters and
+// Slack advises staying under 4,000 per message; a section block holds 3,000 and a
+// context element 2,000. Replies are split at maxChunk characters.
+const (
+	maxChunk       = 3900
+	maxContextText = 2000
+)
+
+var (
+	reHeading  = regexp.MustCompile(`^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$`)
+	reBullet   = regexp.MustCompile(`^(\s*)[*+-]\s+(.*)$`)
+	reRule     = regexp.MustCompile(`^\s{0,3}(?:(?:-\s*){3,}|(?:\*\s*){3,}|(?:_\s*){3,})$`)
+	reQuote    = regexp.MustCompile(`^(\s*(?:>\s?)+)(.*)$`)
+	reLink     = regexp.MustCompile(`!?\[([^\]\n]+)\]\(\s*(\S+?)(?:\s+"[^"]*")?\s*\)`)
+	reAutoLink = regexp.MustCompile(`&lt;(https?://[^\s&]+)&gt;`)
+	reBoldStar = regexp.MustCompile(`\*\*(\S(?:.*?\S)?)\*\*`)
+	reBoldUnd  = regexp.MustCompile(`(^|[^\w])__(\S(?:.*?\S)?)__([^\w]|$)`)
+	reItalic   = regexp.MustCompile(`(^|[^\w*])\*(\S(?:[^*]*?\S)?)\*([^\w*]|$)`)
+	reStrike   = regexp.MustCompile(`~~(\S(?:.*?\S)?)~~`)
+	reToken    = regexp.MustCompile("\x01(\\d+)\x01")
+)
+
+var (
+	boldReplacer     = strings.NewReplacer(boldOpen, "*", boldClose, "*")
+	boldStripper     = strings.NewReplacer("**", "", "__", "")
+	linkTextReplacer = strings.NewReplacer("**", "", "__", "", "|", "¦")
+)
+
+// tokenize replaces every match of re in s with an opaque "\x01N\x01" token and
+// appends render(s, match) to links, so later rules cannot touch the result.
+func tokenize(s string, re *regexp.Regexp, links []string, render func(string, []int) string) (string, []string) {
+	ms := re.FindAllStringSubmatchIndex(s, -1)
+	if ms == nil {
+		return s, links
+	}
+	var b strings.Builder
+	last := 0
+	for _, m := range ms {
+		b.WriteString(s[last:m[0]])
+		links = append(links, render(s, m))
+		b.WriteString("\x01" + strconv.Itoa(len(links)-1) + "\x01")
+		last = m[1]
+	}
+	b.WriteString(s[last:])
+	return b.String(), links
+}
+
+const (
+	boldOpen  = "\x02"
+	boldClose = "\x03"
+)
+
+// escapeMrkdwn escapes the three characters Slack reserves for control sequences.
+func escapeMrkdwn(s string) string {
+	s = strings.ReplaceAll(s, "&", "&amp;")
+	s = strings.ReplaceAll(s, "<", "&lt;")
+	return strings.ReplaceAll(s, ">", "&gt;")
+}
+
+// unescapeSlack turns Slack's escaped message text back into plain characters.
+func unescapeSlack(s string) string {
+	s = strings.ReplaceAll(s, "&lt;", "<")
+	s = strings.ReplaceAll(s, "&gt;", ">")
+	return strings.ReplaceAll(s, "&amp;", "&")
+}
+
+func isFence(line string) bool {
+	t := strings.TrimLeft(line, " \t")
+	return strings.HasPrefix(t, "```") || strings.HasPrefix(t, "~~~")
+}
+
+// ToMrkdwn converts the Markdown an LLM writes into Slack mrkdwn: **bold** and __bold__
+// become *bold*, *italic* becomes _italic_, ~~strike~~ becomes ~strike~, [text](url)
+// becomes <url|text>, headings become bold lines, "* item" bullets become "• item",
+// and &, <, > are escaped. Code blocks and inline code keep their content (escaped
+// only); a fence's language tag is dropped because Slack would print it.
+func ToMrkdwn(md string) string {
+	lines := strings.Split(strings.ReplaceAll(md, "\r\n", "\n"), "\n")
+	out := make([]string, 0, len(lines))
+	inFence := false
+	for _, line := range lines {
+		if isFence(line) {
+			inFence = !inFence
+			out = append(out, "```")
+			continue
+		}
+		if inFence {
+			out = append(out, escapeMrkdwn(line))
+			continue
+		}
+		out = append(out, convertLine(line))
+	}
+	return strings.Join(out, "\n")
+}
+
+func convertLine(line string) string {
+	lead := strings.TrimLeft(line, " \t")
+	if lead == "" {
+		return line
+	}
+	switch lead[0] {
+	case '#', '-', '*', '_', '+', '>':
+	default:
+		return inline(line)
+	}
+	if m := reHeading.FindStringSubmatch(line); m != nil {
+		title := boldStripper.Replace(m[1])
+		if title == "" {
+			return ""
+		}
+		return "*" + inline(title) + "*"
+	}
+	if reRule.MatchString(line) {
+		return "──────────"
+	}
+	if m := reQuote.FindStringSubmatch(line); m != nil {
+		return strings.ReplaceAll(m[1], " ", "") + " " + inline(m[2])
+	}
+	if m := reBullet.FindStringSubmatch(line); m != nil {
+		return m[1] + "• " + inline(m[2])
+	}
+	return inline(line)
+}
+
+// inline converts one line outside code blocks, leaving `code` spans alone.
+func inline(line string) string {
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(line, '`')
+		if i < 0 {
+			b.WriteString(inlineText(line))
+			return b.String()
+		}
+		j := strings.IndexByte(line[i+1:], '`')
+		if j < 0 {
+			b.WriteString(inlineText(line))
+			return b.String()
+		}
+		b.WriteString(inlineText(line[:i]))
+		b.WriteString("`" + escapeMrkdwn(line[i+1:i+1+j]) + "`")
+		line = line[i+2+j:]
+	}
+}
+
+func inlineText(s string) string {
+	if s == "" {
+		return s
+	}
+	s = escapeMrkdwn(s)
+	if !strings.ContainsAny(s, "*_~[") && !strings.Contains(s, "&lt;http") {
+		return s
+	}
+	// Links become opaque tokens so emphasis rules cannot touch URLs.
+	var links []string
+	if strings.Contains(s, "](") {
+		s, links = tokenize(s, reLink, links, func(s string, m []int) string {
+			return "<" + s[m[4]:m[5]] + "|" + linkTextReplacer.Replace(s[m[2]:m[3]]) + ">"
+		})
+	}
+	if strings.Contains(s, "&lt;http") {
+		s, links = tokenize(s, reAutoLink, links, func(s string, m []int) string {
+			return "<" + s[m[2]:m[3]] + ">"
+		})
+	}
+	bold := false
+	if strings.Contains(s, "**") {
+		s = reBoldStar.ReplaceAllString(s, boldOpen+"$1"+boldClose)
+		bold = true
+	}
+	if strings.Contains(s, "__") {
+		s = reBoldUnd.ReplaceAllString(s, "${1}"+boldOpen+"${2}"+boldClose+"${3}")
+		bold = true
+	}
+	if strings.IndexByte(s, '*') >= 0 {
+		s = reItalic.ReplaceAllString(s, "${1}_${2}_${3}")
+	}
+	if strings.Contains(s, "~~") {
+		s = reStrike.ReplaceAllString(s, "~$1~")
+	}
+	if bold {
+		s = boldReplacer.Replace(s)
+	}
+	if len(links) > 0 {
+		s = reToken.ReplaceAllStringFunc(s, func(m string) string {
+			n, err := strconv.Atoi(strings.Trim(m, "\x01"))
+			if err != nil || n < 0 || n >= len(links) {
+				return m
+			}
+			return links[n]
+		})
+	}
+	return s
+}
+
+// SplitMessage cuts text into chunks of at most limit characters, preferring paragraph
+// breaks, then line breaks, then spaces. A code block cut in two is closed at the end
+// of one chunk and reopened at the start of the next, so every chunk renders on its own.
+func SplitMessage(text string, limit int) []string {
+	if limit < 16 {
+		limit = 16
+	}
+	text = strings.TrimRight(text, " \t\n")
+	if utf8.RuneCountInString(text) <= limit {
+		if strings.TrimSpace(text) == "" {
+			return nil
+		}
+		return []string{text}
+	}
+	const fence = "```"
+	type ln struct {
+		s       string
+		inAfter bool // inside a code block after this line
+	}
+	var (
+		chunks []string
+		cur    []ln
+		size   int // runes in cur joined with "\n"
+		in     bool
+	)
+	// reopen is how a continuation chunk starts when a fence is open.
+	flush := func(lines []ln, openAtEnd bool) {
+		parts := make([]string, 0, len(lines)+1)
+		for _, l := range lines {
+			parts = append(parts, l.s)
+		}
+		if openAtEnd {
+			parts = append(parts, fence)
+		}
+		c := strings.Trim(strings.Join(parts, "\n"), "\n")
+		if strings.TrimSpace(c) != "" && c != fence+"\n"+fence {
+			chunks = append(chunks, c)
+		}
+	}
+	sizeOf := func(lines []ln) int {
+		n := 0
+		for i, l := range lines {
+			if i > 0 {
+				n++
+			}
+			n += utf8.RuneCountInString(l.s)
+		}
+		return n
+	}
+	// Pieces: long lines are cut at spaces (or anywhere) to fit.
+	room := limit - 2*(len(fence)+1)
+	var pieces []string
+	for _, line := range strings.Split(text, "\n") {
+		pieces = append(pieces, cutLine(line, room)...)
+	}
+	for _, p := range pieces {
+		if isFence(p) {
+			in = !in
+		}
+		l := ln{s: p, inAfter: in}
+		add := utf8.RuneCountInString(p)
+		if len(cur) > 0 {
+			add++
+		}
+		reserve := 0
+		if in {
+			reserve = len(fence) + 1
+		}
+		if len(cur) > 0 && size+add+reserve > limit {
+			// Prefer the last paragraph break outside code in the second half.
+			cut := len(cur)
+			for i := len(cur) - 1; i > 0; i-- {
+				if strings.TrimSpace(cur[i].s) == "" && !cur[i].inAfter && sizeOf(cur[:i]) >= limit/2 {
+					cut = i
+					break
+				}
+			}
+			openAtCut := cur[cut-1].inAfter
+			flush(cur[:cut], openAtCut)
+			rest := append([]ln(nil), cur[cut:]...)
+			cur = cur[:0]
+			if openAtCut {
+				cur = append(cur, ln{s: fence, inAfter: true})
+			}
+			cur = append(cur, rest...)
+			size = sizeOf(cur)
+			add = utf8.RuneCountInString(p)
+			if len(cur) > 0 {
+				add++
+			}
+		}
+		cur = append(cur, l)
+		size += add
+	}
+	if len(cur) > 0 {
+		flush(cur, false)
+	}
+	return chunks
+}
+
+// cutLine splits one line into pieces of at most n runes, at spaces where possible.
+func cutLine(line string, n int) []string {
+	if utf8.RuneCountInString(line) <= n {
+		return []string{line}
+	}
+	var out []string
+	r := []rune(line)
+	for len(r) > n {
+		cut := n
+		for i := n; i > n/2; i-- {
+			if r[i] == ' ' {
+				cut = i
+				break
+			}
+		}
+		out = append(out, string(r[:cut]))
+		r = r[cut:]
+		if len(r) > 0 && r[0] == ' ' {
+			r = r[1:]
+		}
+	}
+	if len(r) > 0 {
+		out = append(out, string(r))
+	}
+	return out
+}

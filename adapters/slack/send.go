@@ -1,0 +1,147 @@
+package slack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	slackgo "github.com/slack-go/slack"
+
+	"github.com/detourbot/detour/adapters"
+)
+
+// Send posts one outbound message. Replies go into the thread (split at Slack's
+// limits, Markdown converted to mrkdwn); a notice is its own quiet message (a context
+// block) in the same thread; errors go into the thread; reports go to the channel named
+// by ReplyTo. Answers to a native slash command are ephemeral, shown only to the user
+// who typed it. A post refused with HTTP 429 is retried after Retry-After.
+func (a *Adapter) Send(ctx context.Context, out adapters.Outbound) error {
+	t := decodeTarget(out.ReplyTo)
+	if t.Channel == "" {
+		return errors.New("slack: outbound without a channel in reply_to")
+	}
+	if strings.TrimSpace(out.Text) == "" {
+		return nil
+	}
+	if out.Kind == adapters.KindReport {
+		return a.postChunks(ctx, target{Channel: t.Channel}, ToMrkdwn(out.Text))
+	}
+	if t.slash() {
+		return a.ephemeral(ctx, t, out)
+	}
+	if t.ThreadTS != "" && !strings.HasPrefix(t.Channel, "D") {
+		a.threads.Add(threadKey(t.Channel, t.ThreadTS))
+	}
+	switch out.Kind {
+	case adapters.KindNotice:
+		return a.postNotice(ctx, t, out.Text)
+	default: // reply, error and anything new
+		return a.postChunks(ctx, t, ToMrkdwn(out.Text))
+	}
+}
+
+// postChunks posts text in order, one message per chunk.
+func (a *Adapter) postChunks(ctx context.Context, t target, text string) error {
+	for i, chunk := range SplitMessage(text, maxChunk) {
+		opts := []slackgo.MsgOption{slackgo.MsgOptionText(chunk, false)}
+		if t.ThreadTS != "" {
+			opts = append(opts, slackgo.MsgOptionTS(t.ThreadTS))
+		}
+		err := a.withRetry(ctx, "chat.postMessage", func(ctx context.Context) error {
+			_, _, err := a.api.PostMessageContext(ctx, t.Channel, opts...)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("slack: posting part %d: %w", i+1, err)
+		}
+	}
+	return nil
+}
+
+// postNotice posts a status notice as a context block with a plain-text fallback.
+func (a *Adapter) postNotice(ctx context.Context, t target, text string) error {
+	fallback := truncateRunes(text, maxContextText)
+	block := slackgo.NewContextBlock("",
+		slackgo.NewTextBlockObject(slackgo.MarkdownType, truncateRunes(ToMrkdwn(text), maxContextText), false, false))
+	opts := []slackgo.MsgOption{
+		slackgo.MsgOptionText(fallback, false),
+		slackgo.MsgOptionBlocks(block),
+	}
+	if t.ThreadTS != "" {
+		opts = append(opts, slackgo.MsgOptionTS(t.ThreadTS))
+	}
+	err := a.withRetry(ctx, "chat.postMessage", func(ctx context.Context) error {
+		_, _, err := a.api.PostMessageContext(ctx, t.Channel, opts...)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("slack: posting notice: %w", err)
+	}
+	return nil
+}
+
+// ephemeral answers a slash command: chat.postEphemeral where it was typed, falling
+// back to the command's response_url when the bot cannot post there (not a member).
+func (a *Adapter) ephemeral(ctx context.Context, t target, out adapters.Outbound) error {
+	for _, chunk := range SplitMessage(ToMrkdwn(out.Text), maxChunk) {
+		opts := []slackgo.MsgOption{slackgo.MsgOptionText(chunk, false)}
+		if t.ThreadTS != "" {
+			opts = append(opts, slackgo.MsgOptionTS(t.ThreadTS))
+		}
+		err := a.withRetry(ctx, "chat.postEphemeral", func(ctx context.Context) error {
+			_, err := a.api.PostEphemeralContext(ctx, t.Channel, t.User, opts...)
+			return err
+		})
+		var se slackgo.SlackErrorResponse
+		if err != nil && errors.As(err, &se) && t.ResponseURL != "" {
+			a.log.Debug("slack: postEphemeral refused; using response_url", "err", se.Err)
+			err = a.withRetry(ctx, "response_url", func(ctx context.Context) error {
+				_, _, err := a.api.PostMessageContext(ctx, t.Channel,
+					slackgo.MsgOptionText(chunk, false),
+					slackgo.MsgOptionResponseURL(t.ResponseURL, slackgo.ResponseTypeEphemeral))
+				return safeErr(err)
+			})
+		}
+		if err != nil {
+			return fmt.Errorf("slack: ephemeral answer: %w", err)
+		}
+	}
+	return nil
+}
+
+// withRetry runs one Web API call, waiting out HTTP 429 answers (Retry-After, capped
+// at MaxRetryWait) up to MaxRateLimitRetries times. A 429 means Slack did not act, so
+// the retry cannot post twice; other errors are not retried for the same reason
+// reversed (a timed-out post may have landed).
+func (a *Adapter) withRetry(ctx context.Context, method string, call func(context.Context) error) error {
+	for attempt := 0; ; attempt++ {
+		err := call(ctx)
+		if err == nil {
+			return nil
+		}
+		var rl *slackgo.RateLimitedError
+		if !errors.As(err, &rl) || attempt >= a.cfg.MaxRateLimitRetries {
+			return fmt.Errorf("%s: %w", method, safeErr(err))
+		}
+		wait := rl.RetryAfter
+		if wait <= 0 {
+			wait = time.Second
+		}
+		wait = min(wait, a.cfg.MaxRetryWait)
+		a.log.Warn("slack rate limited; waiting", "method", method, "retry_after", wait, "attempt", attempt+1)
+		if err := a.cfg.Sleep(ctx, wait); err != nil {
+			return fmt.Errorf("%s: waiting out rate limit: %w", method, err)
+		}
+	}
+}
+
+func truncateRunes(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}

@@ -1,0 +1,499 @@
+// Package slack is detour's Slack channel: it receives mentions, thread follow-ups,
+// direct messages and slash commands over Socket Mode (slack-go) and posts replies,
+// status notices, errors and admin reports through the Web API.
+//
+// Sessions: a channel thread is one session, "slack:<team>:<channel>:<thread_ts>"
+// (a top-level mention starts a thread under itself); a direct-message conversation is
+// one session, "slack:<team>:<channel>". Slack refuses slash commands inside threads,
+// so /model, /new, /reset, /status typed in a channel apply to the channel's session
+// "slack:<team>:<channel>" and are answered ephemerally; inside a thread the text forms
+// "!model x" or "@bot /model x" reach the router's command parser as plain messages.
+package slack
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+	slackgo "github.com/slack-go/slack"
+	"github.com/slack-go/slack/socketmode"
+
+	"github.com/detourbot/detour/adapters"
+)
+
+// Name is the adapter (channel) name used in Inbound.Channel and Outbound.Channel.
+const Name = "slack"
+
+// Config configures the adapter. AppToken and BotToken are secrets: they are never
+// logged and never appear in errors.
+type Config struct {
+	AppToken string // xapp-… app-level token with connections:write (Socket Mode)
+	BotToken string // xoxb-… bot token
+	// APIURL is the Web API base ("https://slack.com/api/" when empty); tests point it at
+	// a local fake such as "http://127.0.0.1:P/api/". It must end with "/".
+	APIURL string
+	// HTTPTimeout bounds every Web API call (default 10s).
+	HTTPTimeout time.Duration
+	// PingInterval is how long the Socket Mode link may go without a ping from Slack
+	// before it is redialed (default 30s).
+	PingInterval time.Duration
+	// Log receives the adapter's logs (default slog.Default()).
+	Log *slog.Logger
+	// Models, when set, lists the configured models for the /model help text.
+	Models func() []string
+	// Now is the clock for the de-duplication caches (default time.Now).
+	Now func() time.Time
+	// Sleep waits out a Retry-After (default: a timer honouring ctx). Tests inject it.
+	Sleep func(ctx context.Context, d time.Duration) error
+	// MaxRateLimitRetries is how often one post is retried after HTTP 429 (default 3).
+	MaxRateLimitRetries int
+	// MaxRetryWait caps a single Retry-After wait (default 60s).
+	MaxRetryWait time.Duration
+	// ThreadMemory bounds how many active threads are remembered (default 10000).
+	ThreadMemory int
+	// DedupeTTL is how long event ids are remembered (default 30m).
+	DedupeTTL time.Duration
+}
+
+// Adapter is the Slack channel. Create it with New; Run it once.
+type Adapter struct {
+	cfg Config
+	api *slackgo.Client
+	log *slog.Logger
+
+	mu      sync.RWMutex
+	botUser string
+	botID   string
+	team    string
+	mention *regexp.Regexp
+
+	seen    *ttlSet // event ids, trigger ids
+	seenMsg *ttlSet // channel/ts of handled messages (app_mention + message twins)
+	threads *lruSet // channel/thread_ts where the bot takes part
+}
+
+// New builds the adapter; it does not connect (Run does).
+func New(cfg Config) (*Adapter, error) {
+	if !strings.HasPrefix(cfg.AppToken, "xapp-") {
+		return nil, errors.New("slack: app_token must be an app-level token (xapp-…) with connections:write")
+	}
+	if cfg.BotToken == "" {
+		return nil, errors.New("slack: bot_token (xoxb-…) is required")
+	}
+	if cfg.APIURL != "" {
+		u, err := url.Parse(cfg.APIURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, errors.New("slack: api_url must be an http(s) URL such as https://slack.com/api/")
+		}
+		if !strings.HasSuffix(cfg.APIURL, "/") {
+			cfg.APIURL += "/"
+		}
+	}
+	if cfg.HTTPTimeout <= 0 {
+		cfg.HTTPTimeout = 10 * time.Second
+	}
+	if cfg.PingInterval <= 0 {
+		cfg.PingInterval = 30 * time.Second
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Sleep == nil {
+		cfg.Sleep = sleepCtx
+	}
+	if cfg.MaxRateLimitRetries <= 0 {
+		cfg.MaxRateLimitRetries = 3
+	}
+	if cfg.MaxRetryWait <= 0 {
+		cfg.MaxRetryWait = 60 * time.Second
+	}
+	if cfg.ThreadMemory <= 0 {
+		cfg.ThreadMemory = 10000
+	}
+	if cfg.DedupeTTL <= 0 {
+		cfg.DedupeTTL = 30 * time.Minute
+	}
+	log := cfg.Log.With("channel", Name)
+	opts := []slackgo.Option{
+		slackgo.OptionHTTPClient(&http.Client{Timeout: cfg.HTTPTimeout}),
+		slackgo.OptionAppLevelToken(cfg.AppToken),
+		slackgo.OptionLog(slog.NewLogLogger(log.Handler(), slog.LevelDebug)),
+	}
+	if cfg.APIURL != "" {
+		opts = append(opts, slackgo.OptionAPIURL(cfg.APIURL))
+	}
+	return &Adapter{
+		cfg:     cfg,
+		api:     slackgo.New(cfg.BotToken, opts...),
+		log:     log,
+		seen:    newTTLSet(cfg.DedupeTTL, 50000, cfg.Now),
+		seenMsg: newTTLSet(cfg.DedupeTTL, 50000, cfg.Now),
+		threads: newLRUSet(cfg.ThreadMemory),
+	}, nil
+}
+
+// Name returns "slack".
+func (a *Adapter) Name() string { return Name }
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// identity returns what auth.test told us.
+func (a *Adapter) identity() (botUser, botID, team string, mention *regexp.Regexp) {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	return a.botUser, a.botID, a.team, a.mention
+}
+
+// Run connects over Socket Mode and delivers messages to inbox until ctx ends (it then
+// returns nil) or the connection fails for good (invalid tokens: an error).
+func (a *Adapter) Run(ctx context.Context, inbox chan<- adapters.Inbound) error {
+	at, err := a.authTest(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	a.mu.Lock()
+	a.botUser, a.botID, a.team = at.UserID, at.BotID, at.TeamID
+	a.mention = regexp.MustCompile(`^\s*<@` + regexp.QuoteMeta(at.UserID) + `(?:\|[^>]*)?>[\s,:]*`)
+	a.mu.Unlock()
+	a.log.Info("slack connected to workspace", "team", at.TeamID, "bot_user", at.UserID)
+
+	sm := socketmode.New(a.api,
+		socketmode.OptionPingInterval(a.cfg.PingInterval),
+		socketmode.OptionDialer(&websocket.Dialer{
+			Proxy:            http.ProxyFromEnvironment,
+			HandshakeTimeout: a.cfg.HTTPTimeout,
+			WriteBufferSize:  32 << 10, // acks fit in one frame (Slack drops fragmented ones)
+		}),
+		socketmode.OptionLog(slog.NewLogLogger(a.log.Handler(), slog.LevelDebug)),
+	)
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	work := make(chan socketmode.Event, 256)
+	smErr := make(chan error, 1)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		err := sm.RunContext(runCtx)
+		smErr <- err
+		cancel()
+	})
+	wg.Go(func() { a.dispatch(runCtx, work, inbox) })
+
+loop:
+	for {
+		select {
+		case <-runCtx.Done():
+			break loop
+		case evt := <-sm.Events:
+			if !a.ack(runCtx, sm, evt) {
+				continue
+			}
+			select {
+			case work <- evt:
+			case <-runCtx.Done():
+				break loop
+			}
+		}
+	}
+	cancel()
+	wg.Wait()
+	err = <-smErr
+	if ctx.Err() != nil || err == nil || errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return fmt.Errorf("slack: socket mode: %w", safeErr(err))
+}
+
+// fatalAuth lists the auth.test answers that no retry can fix.
+var fatalAuth = map[string]bool{"invalid_auth": true, "not_authed": true, "account_inactive": true,
+	"token_revoked": true, "token_expired": true, "no_permission": true, "missing_scope": true}
+
+// authTest learns the bot's identity, retrying transient failures (network, 5xx,
+// 429) with backoff so a Slack hiccup at start-up does not stop the bot.
+func (a *Adapter) authTest(ctx context.Context) (*slackgo.AuthTestResponse, error) {
+	backoff := time.Second
+	for attempt := 1; ; attempt++ {
+		at, err := a.api.AuthTestContext(ctx)
+		if err == nil {
+			return at, nil
+		}
+		var se slackgo.SlackErrorResponse
+		if ctx.Err() != nil || (errors.As(err, &se) && fatalAuth[se.Err]) || attempt >= 8 {
+			return nil, fmt.Errorf("slack: auth.test: %w", safeErr(err))
+		}
+		wait := backoff
+		var rl *slackgo.RateLimitedError
+		if errors.As(err, &rl) && rl.RetryAfter > wait {
+			wait = min(rl.RetryAfter, a.cfg.MaxRetryWait)
+		}
+		a.log.Warn("slack auth.test failed; retrying", "attempt", attempt, "wait", wait, "err", safeErr(err))
+		if err := a.cfg.Sleep(ctx, wait); err != nil {
+			return nil, err
+		}
+		backoff = min(2*backoff, 30*time.Second)
+	}
+}
+
+// ack acknowledges an envelope at once and reports whether the event needs work.
+func (a *Adapter) ack(ctx context.Context, sm *socketmode.Client, evt socketmode.Event) bool {
+	switch evt.Type {
+	case socketmode.EventTypeEventsAPI, socketmode.EventTypeSlashCommand, socketmode.EventTypeInteractive:
+		if evt.Request == nil {
+			return false
+		}
+		var payload any
+		if evt.Type == socketmode.EventTypeSlashCommand {
+			payload = a.slashAckPayload(evt)
+		}
+		if err := sm.AckCtx(ctx, evt.Request.EnvelopeID, payload); err != nil && ctx.Err() == nil {
+			a.log.Warn("slack ack failed", "envelope", evt.Request.EnvelopeID, "err", err)
+		}
+		return evt.Type != socketmode.EventTypeInteractive
+	case socketmode.EventTypeErrorBadMessage:
+		// An envelope slack-go could not parse (e.g. an event type it does not know):
+		// still ack it, or Slack redelivers it forever.
+		if bad, ok := evt.Data.(*socketmode.ErrorBadMessage); ok && bad != nil {
+			var env struct {
+				EnvelopeID string `json:"envelope_id"`
+			}
+			if json.Unmarshal(bad.Message, &env) == nil && env.EnvelopeID != "" {
+				_ = sm.AckCtx(ctx, env.EnvelopeID, nil)
+			}
+		}
+		return false
+	case socketmode.EventTypeConnected:
+		if c, ok := evt.Data.(*socketmode.ConnectedEvent); ok && c != nil {
+			a.log.Info("slack socket mode connected", "connection", c.ConnectionCount)
+		}
+	case socketmode.EventTypeConnectionError:
+		if c, ok := evt.Data.(*slackgo.ConnectionErrorEvent); ok && c != nil {
+			a.log.Warn("slack socket mode connection error", "attempt", c.Attempt, "backoff", c.Backoff, "err", safeErr(c.ErrorObj))
+		}
+	case socketmode.EventTypeInvalidAuth:
+		a.log.Error("slack socket mode: invalid app token")
+	case socketmode.EventTypeIncomingError:
+		a.log.Debug("slack socket mode read error; reconnecting")
+	}
+	return false
+}
+
+// slashAckPayload is the immediate answer to a slash command: nothing, except a model
+// list for "/model" without arguments when Config.Models is set.
+func (a *Adapter) slashAckPayload(evt socketmode.Event) any {
+	cmd, ok := evt.Data.(slackgo.SlashCommand)
+	if !ok || a.cfg.Models == nil || cmd.Command != "/model" {
+		return nil
+	}
+	arg := strings.TrimSpace(cmd.Text)
+	if arg != "" && arg != "help" && arg != "list" {
+		return nil
+	}
+	models := a.cfg.Models()
+	if len(models) == 0 {
+		return nil
+	}
+	text := "Models: " + strings.Join(models, ", ") + "\nUsage: `/model provider/model` (in a thread: `!model provider/model`)"
+	if len(text) > 3000 {
+		text = text[:3000]
+	}
+	return map[string]any{"response_type": "ephemeral", "text": text}
+}
+
+// dispatch turns acknowledged events into Inbound messages, in arrival order.
+func (a *Adapter) dispatch(ctx context.Context, work <-chan socketmode.Event, inbox chan<- adapters.Inbound) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case evt := <-work:
+			var in *adapters.Inbound
+			switch evt.Type {
+			case socketmode.EventTypeEventsAPI:
+				in = a.fromEvent(evt.Request)
+			case socketmode.EventTypeSlashCommand:
+				if cmd, ok := evt.Data.(slackgo.SlashCommand); ok {
+					in = a.fromSlash(cmd)
+				}
+			}
+			if in == nil {
+				continue
+			}
+			select {
+			case inbox <- *in:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
+}
+
+// innerEvent is the part of a message / app_mention event the adapter reads.
+type innerEvent struct {
+	Type         string `json:"type"`
+	Subtype      string `json:"subtype"`
+	User         string `json:"user"`
+	BotID        string `json:"bot_id"`
+	Text         string `json:"text"`
+	TS           string `json:"ts"`
+	ThreadTS     string `json:"thread_ts"`
+	Channel      string `json:"channel"`
+	ChannelType  string `json:"channel_type"`
+	ParentUserID string `json:"parent_user_id"`
+}
+
+// Message subtypes that carry a person's new message; every other subtype
+// (bot_message, message_changed, message_deleted, channel_join, …) is ignored.
+var personSubtypes = map[string]bool{"": true, "thread_broadcast": true, "file_share": true, "me_message": true}
+
+func threadKey(channel, ts string) string { return channel + "/" + ts }
+
+// fromEvent maps one events_api envelope to an Inbound, or nil when it is not for the bot.
+func (a *Adapter) fromEvent(req *socketmode.Request) *adapters.Inbound {
+	if req == nil {
+		return nil
+	}
+	var outer struct {
+		TeamID  string     `json:"team_id"`
+		EventID string     `json:"event_id"`
+		Event   innerEvent `json:"event"`
+	}
+	if err := json.Unmarshal(req.Payload, &outer); err != nil {
+		a.log.Debug("slack: unreadable event payload", "envelope", req.EnvelopeID)
+		return nil
+	}
+	if a.seen.Seen("ev:" + outer.EventID) {
+		a.log.Debug("slack: duplicate event ignored", "event_id", outer.EventID, "retry_attempt", req.RetryAttempt)
+		return nil
+	}
+	ev := outer.Event
+	botUser, botID, team, mention := a.identity()
+	if outer.TeamID != "" {
+		team = outer.TeamID
+	}
+	if ev.Channel == "" || ev.TS == "" || ev.User == "" || ev.User == botUser || ev.BotID != "" {
+		return nil
+	}
+	if botID != "" && ev.BotID == botID {
+		return nil
+	}
+	mentioned := strings.Contains(ev.Text, "<@"+botUser+">") || strings.Contains(ev.Text, "<@"+botUser+"|")
+	switch ev.Type {
+	case "app_mention":
+	case "message":
+		if !personSubtypes[ev.Subtype] {
+			return nil
+		}
+	default:
+		return nil
+	}
+	direct := ev.ChannelType == "im" || (ev.ChannelType == "" && strings.HasPrefix(ev.Channel, "D"))
+	root := ev.ThreadTS
+	if root == "" {
+		root = ev.TS
+	}
+	addressed := direct || ev.Type == "app_mention" || mentioned
+	if !addressed && (ev.ThreadTS == "" ||
+		!(a.threads.Has(threadKey(ev.Channel, ev.ThreadTS)) || ev.ParentUserID == botUser)) {
+		return nil // channel chatter not addressed to the bot
+	}
+	// An app_mention and its message.channels twin share channel and ts: handle one.
+	if a.seenMsg.Seen(threadKey(ev.Channel, ev.TS)) {
+		return nil
+	}
+	text := ev.Text
+	if mention != nil {
+		text = mention.ReplaceAllString(text, "")
+	}
+	text = strings.TrimSpace(unescapeSlack(text))
+	in := &adapters.Inbound{Channel: Name, User: "slack:" + ev.User, Text: text}
+	if direct {
+		in.Direct = true
+		in.SessionKey = "slack:" + team + ":" + ev.Channel
+		in.ReplyTo = target{Channel: ev.Channel, ThreadTS: ev.ThreadTS}.encode()
+		return in
+	}
+	a.threads.Add(threadKey(ev.Channel, root))
+	in.SessionKey = "slack:" + team + ":" + ev.Channel + ":" + root
+	in.ReplyTo = target{Channel: ev.Channel, ThreadTS: root}.encode()
+	return in
+}
+
+// fromSlash maps a native slash command to an Inbound for the channel's session.
+func (a *Adapter) fromSlash(cmd slackgo.SlashCommand) *adapters.Inbound {
+	if a.seen.Seen("trig:" + cmd.TriggerID) {
+		return nil
+	}
+	if cmd.ChannelID == "" || cmd.UserID == "" || cmd.Command == "" {
+		return nil
+	}
+	_, _, team, _ := a.identity()
+	if cmd.TeamID != "" {
+		team = cmd.TeamID
+	}
+	text := slashText(cmd.Command, cmd.Text)
+	return &adapters.Inbound{
+		Channel:    Name,
+		SessionKey: "slack:" + team + ":" + cmd.ChannelID,
+		User:       "slack:" + cmd.UserID,
+		Text:       text,
+		ReplyTo:    target{Channel: cmd.ChannelID, User: cmd.UserID, ResponseURL: cmd.ResponseURL}.encode(),
+		Direct:     strings.HasPrefix(cmd.ChannelID, "D") || cmd.ChannelName == "directmessage",
+		Native:     true,
+	}
+}
+
+// slashText turns a native command into the router's text form. Besides the plain
+// commands ("/model x"), it accepts the umbrella "/detour model x" ("/detour" alone is
+// "/help") and prefixed names such as "/detour-status", for workspaces where a bare
+// name is already taken by Slack or another app.
+func slashText(command, text string) string {
+	command = strings.ToLower(strings.TrimSpace(command))
+	text = strings.TrimSpace(text)
+	switch {
+	case command == "/detour":
+		if text == "" {
+			return "/help"
+		}
+		return "/" + strings.TrimLeft(text, "/!")
+	case strings.HasPrefix(command, "/detour-") || strings.HasPrefix(command, "/detour_"):
+		command = "/" + command[len("/detour-"):]
+	}
+	return strings.TrimSpace(command + " " + text)
+}
+
+// safeErr drops URLs from transport errors (a Socket Mode URL carries a ticket, a
+// response_url is a capability) and keeps everything else.
+func safeErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return fmt.Errorf("%s: %w", ue.Op, ue.Err)
+	}
+	return err
+}

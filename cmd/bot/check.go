@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/detourbot/detour/config"
+	"github.com/detourbot/detour/failover"
+)
+
+// runCheck is `bot check`: it validates a configuration and prints what it
+// resolves to (providers, profiles with secrets shown only as set/missing, the
+// candidate chains, limits). Exit 2 with file:line: key: errors on a bad one.
+func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("check", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "", "configuration file (default ./config.yaml if it exists, else the embedded demo)")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "bot check: unexpected arguments: %v\n", fs.Args())
+		return exitUsage
+	}
+	src, err := resolveConfig(*path)
+	if err != nil {
+		fmt.Fprintf(stderr, "bot check: %v\n", err)
+		return exitUsage
+	}
+	if src.demo {
+		src.baseURL = "http://127.0.0.1:0"
+	}
+	cfg, err := src.load()
+	if err != nil {
+		printConfigError(stderr, err)
+		return exitUsage
+	}
+	printConfig(stdout, src, cfg)
+	return exitOK
+}
+
+// printConfig writes the resolved configuration. It never prints a secret.
+func printConfig(w io.Writer, src configSource, cfg *config.Config) {
+	fmt.Fprintf(w, "config %s: ok\n", src.name())
+	fmt.Fprintf(w, "storage: %s %s\n", cfg.Storage.Driver, cfg.Storage.DSN)
+
+	ch := cfg.Channels
+	var chans []string
+	if ch.Console.Enabled {
+		chans = append(chans, "console ("+ch.Console.Format+")")
+	}
+	if ch.Slack.Enabled {
+		chans = append(chans, fmt.Sprintf("slack (app_token %s, bot_token %s)", ch.Slack.AppToken.Status(), ch.Slack.BotToken.Status()))
+	}
+	if ch.Discord.Enabled {
+		chans = append(chans, fmt.Sprintf("discord (token %s)", ch.Discord.Token.Status()))
+	}
+	if len(chans) == 0 {
+		chans = []string{"none"}
+	}
+	fmt.Fprintf(w, "channels: %s\n", strings.Join(chans, ", "))
+
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "providers:")
+	for _, id := range cfg.ProviderIDs {
+		p := cfg.Providers[id]
+		base := p.BaseURL
+		if src.demo {
+			base = "(the built-in fake, on a loopback port chosen at start)"
+		}
+		extra := ""
+		if p.BillingBackoff > 0 {
+			extra = "\tbilling backoff " + p.BillingBackoff.String()
+		}
+		fmt.Fprintf(tw, "  %s\t%s%s\n", id, base, extra)
+	}
+	fmt.Fprintln(tw, "profiles:")
+	if len(cfg.Auth.ProfileIDs) == 0 {
+		fmt.Fprintln(tw, "  (none)")
+	}
+	for _, id := range cfg.Auth.ProfileIDs {
+		p := cfg.Auth.Profiles[id]
+		exp := ""
+		if !p.ExpiresAt.IsZero() {
+			exp = "\texpires " + p.ExpiresAt.UTC().Format("2006-01-02 15:04 UTC")
+		}
+		fmt.Fprintf(tw, "  %s\tprovider %s\t%s\tkey %s%s\n", id, p.Provider, p.Type, p.Key.Status(), exp)
+	}
+	for _, prov := range cfg.ProviderIDs {
+		if order, ok := cfg.Auth.Order[prov]; ok {
+			fmt.Fprintf(tw, "  order %s:\t%s\n", prov, strings.Join(order, ", "))
+		}
+	}
+	_ = tw.Flush()
+
+	d := cfg.Agents.Defaults
+	fmt.Fprintln(w, "chains (first answers; the rest are fallbacks in order):")
+	chain := failover.BuildChain(failover.ChainInput{
+		Requested: d.Model.Primary, Source: failover.SourceDefault, Primary: d.Model.Primary, Configured: d.Model.Fallbacks,
+	})
+	fmt.Fprintf(w, "  default: %s\n", joinRefs(chain))
+	for _, a := range cfg.Agents.List {
+		base, source := d.Model.Primary, failover.SourceDefault
+		if a.Model != "" {
+			base, source = a.Model, failover.SourceAgent
+		}
+		var override []failover.ModelRef
+		if a.Fallbacks != nil {
+			override = *a.Fallbacks
+			if override == nil {
+				override = []failover.ModelRef{}
+			}
+		}
+		c := failover.BuildChain(failover.ChainInput{
+			Requested: base, Source: source, Primary: base, Configured: d.Model.Fallbacks, Override: override,
+		})
+		note := ""
+		if len(c) == 1 {
+			note = " (strict: no fallback)"
+		}
+		where := strings.Join(a.Channels, ", ")
+		if where == "" {
+			where = "no channel matches it"
+		}
+		fmt.Fprintf(w, "  agent %s [%s]: %s%s\n", a.ID, where, joinRefs(c), note)
+	}
+
+	t := d.Timeouts
+	b := d.Budget
+	fmt.Fprintf(w, "timeouts: idle %s, attempt %s, run %s\n", t.Idle, t.Attempt, t.Run)
+	cost := "no cost cap"
+	if b.MaxTurnCostUSD > 0 {
+		cost = fmt.Sprintf("max $%.4g per turn", b.MaxTurnCostUSD)
+	}
+	fmt.Fprintf(w, "budget: %d paid attempts per turn, %s, %d paid attempts per minute overall\n",
+		b.MaxPaidAttemptsPerTurn, cost, cfg.Limits.MaxPaidAttemptsPerMinute)
+	admin := cfg.Admin.Channel
+	if admin == "" {
+		admin = "none"
+	}
+	users := strings.Join(cfg.Admin.Users, ", ")
+	if users == "" {
+		users = "console only"
+	}
+	fmt.Fprintf(w, "notices: %s; admin reports: %s; admins: %s\n", cfg.Notices.Users, admin, users)
+}
+
+func joinRefs(refs []failover.ModelRef) string {
+	s := make([]string, len(refs))
+	for i, r := range refs {
+		s[i] = string(r)
+	}
+	return strings.Join(s, " -> ")
+}

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestCheck_Good prints the resolved chains and profiles, with secrets shown
+// only as set/missing (P4). covers S1, S2, K4, K5
+func TestCheck_Good(t *testing.T) {
+	srv := startFake(t)
+	path := testConfig(t, srv, `  list:
+    - {id: strict, model: p2/fallback-2, fallbacks: [], channels: ["console:s9"]}
+    - {id: own, model: p2/fallback-2, fallbacks: [p1/primary]}
+`)
+	var stdout, stderr bytes.Buffer
+	if code := dispatch(context.Background(), []string{"check", "--config", path}, nil, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	out := stdout.String()
+	for _, want := range []string{
+		"config " + path + ": ok",
+		"channels: console (jsonl)",
+		"p1:main  provider p1  api_key  key set",
+		"default: p1/primary -> p2/fallback-1 -> p2/fallback-2",
+		"agent strict [console:s9]: p2/fallback-2 (strict: no fallback)",
+		"agent own [no channel matches it]: p2/fallback-2 -> p1/primary",
+		"budget: 8 paid attempts per turn, no cost cap, 120 paid attempts per minute overall",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "CANARY") {
+		t.Errorf("check printed a secret (P4):\n%s", out)
+	}
+}
+
+func TestCheck_BadConfig(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "bad.yaml")
+	src := "providers:\n  o: {base_url: http://127.0.0.1:1/v1}\nauth:\n  profiles:\n    x:main: {provider: x, key: sk-CANARY-bad-0001}\nagents:\n  defaults:\n    model: {primary: o/m}\nnotices: {users: some}\n"
+	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := dispatch(context.Background(), []string{"check", "--config", path}, nil, &stdout, &stderr); code != 2 {
+		t.Fatalf("exit %d, want 2", code)
+	}
+	for _, want := range []string{
+		path + ":5: auth.profiles.x:main.provider: unknown provider \"x\"",
+		path + ":9: notices.users: bad value",
+		"2 problem(s)",
+	} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+		}
+	}
+	if strings.Contains(stderr.String(), "CANARY") {
+		t.Errorf("secret in errors (P4): %s", stderr.String())
+	}
+	if code := dispatch(context.Background(), []string{"check", "--config", filepath.Join(t.TempDir(), "none.yaml")}, nil, &stdout, &stderr); code != 2 {
+		t.Errorf("absent file: exit %d", code)
+	}
+}
+
+// TestCheck_DemoAndExample checks the embedded demo and config.example.yaml.
+func TestCheck_DemoAndExample(t *testing.T) {
+	dir := t.TempDir()
+	wd, _ := os.Getwd()
+	t.Chdir(dir)
+	var stdout, stderr bytes.Buffer
+	if code := dispatch(context.Background(), []string{"check"}, nil, &stdout, &stderr); code != 0 {
+		t.Fatalf("demo check: exit %d: %s", code, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "config (embedded demo config): ok") ||
+		!strings.Contains(stdout.String(), "default: demo/primary -> backup/fallback-1 -> backup/fallback-2") {
+		t.Errorf("demo check output:\n%s", stdout.String())
+	}
+	example := filepath.Join(wd, "..", "..", "config.example.yaml")
+	if _, err := os.Stat(example); err != nil {
+		t.Skip("config.example.yaml not present")
+	}
+	for _, k := range []string{"OPENAI_API_KEY", "OPENAI_API_KEY_BACKUP", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY"} {
+		t.Setenv(k, "sk-CANARY-"+k)
+	}
+	stdout.Reset()
+	if code := dispatch(context.Background(), []string{"check", "--config", example}, nil, &stdout, &stderr); code != 0 {
+		t.Fatalf("example check: exit %d: %s", code, stderr.String())
+	}
+	if strings.Contains(stdout.String(), "CANARY") {
+		t.Errorf("check printed a secret (P4):\n%s", stdout.String())
+	}
+}

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// corpusPath is the classifier's copy of the public error corpus.
+const corpusPath = "../../failover/testdata/corpus/errors-public.jsonl"
+
+type classifyResult struct {
+	Reason       *string  `json:"reason"`
+	Class        *string  `json:"class"`
+	RecoveryAt   *string  `json:"recovery_at"`
+	RetryAfterMS *float64 `json:"retry_after_ms"`
+	Error        *string  `json:"error"`
+}
+
+func runClassifyOn(t *testing.T, input string, args ...string) ([]classifyResult, []string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := runClassify(context.Background(), args, strings.NewReader(input), &out, &errb)
+	var res []classifyResult
+	var raw []string
+	sc := bufio.NewScanner(&out)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var r classifyResult
+		raw = append(raw, sc.Text())
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("output line %q is not JSON: %v", sc.Text(), err)
+		}
+		res = append(res, r)
+	}
+	return res, raw, code
+}
+
+// TestRunClassify_Corpus: every corpus line comes back with its expected reason
+// and class, in order (covers C1-C12 through the CLI).
+func TestRunClassify_Corpus(t *testing.T) {
+	data, err := os.ReadFile(corpusPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	res, raw, code := runClassifyOn(t, string(data), "--now", "2026-03-15T12:00:00Z")
+	if code != exitOK {
+		t.Fatalf("exit %d", code)
+	}
+	if len(res) != len(lines) {
+		t.Fatalf("%d output lines for %d input lines", len(res), len(lines))
+	}
+	for i, l := range lines {
+		var c struct {
+			ID             string  `json:"id"`
+			ExpectedReason string  `json:"expected_reason"`
+			ExpectedClass  string  `json:"expected_class"`
+			Hint           *string `json:"recovery_at_hint"`
+		}
+		if err := json.Unmarshal([]byte(l), &c); err != nil {
+			t.Fatal(err)
+		}
+		r := res[i]
+		if r.Error != nil || r.Reason == nil || *r.Reason != c.ExpectedReason || *r.Class != c.ExpectedClass {
+			t.Errorf("%s: got %s, want %s/%s", c.ID, raw[i], c.ExpectedReason, c.ExpectedClass)
+		}
+		if c.Hint != nil && (r.RecoveryAt == nil || r.RetryAfterMS == nil) {
+			t.Errorf("%s: hint %q not parsed: %s", c.ID, *c.Hint, raw[i])
+		}
+		if r.RecoveryAt != nil {
+			if _, err := time.Parse(time.RFC3339Nano, *r.RecoveryAt); err != nil {
+				t.Errorf("%s: recovery_at %q not RFC 3339", c.ID, *r.RecoveryAt)
+			}
+		}
+	}
+}
+
+// TestRunClassify_GarbageLines: bad lines get an error line, order and count are
+// kept, and processing goes on (C12).
+func TestRunClassify_GarbageLines(t *testing.T) {
+	input := strings.Join([]string{
+		`{"provider":"anthropic","http_status":529,"headers":{},"body":"{\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}","stream":false}`,
+		`not json at all`,
+		``,
+		`{"provider":"x","http_status":"429","body":""}`,
+		`{"provider":"x","http_status":429,"headers":{"retry-after":2},"body":""}`,
+		`[1,2,3]`,
+		`{"provider":"x","http_status":null,"headers":null,"body":"Request timed out."}`,
+		`{"provider": "x", "body": "sk-CANARY-abcdefghijklmnop1234 {`,
+		`{"provider":"openai","http_status":429,"headers":{"Retry-After":"2"},"body":"","stream":false}`,
+		"\xff\xfe",
+		`{"provider":"x","http_status":429.5}`,
+		`{"provider":"x","http_status":-3}`,
+		`{"provider":"openai","http_status":400,"body":"{\"error\":{\"message\":\"bad\"}}"}   `,
+	}, "\n") // no final newline: the last line still counts
+	res, raw, code := runClassifyOn(t, input, "--now", "2026-03-15T12:00:00Z")
+	if code != exitOK {
+		t.Fatalf("exit %d", code)
+	}
+	wantErr := []bool{false, true, true, true, true, true, false, true, false, true, true, true, false}
+	if len(res) != len(wantErr) {
+		t.Fatalf("%d output lines, want %d: %v", len(res), len(wantErr), raw)
+	}
+	for i, we := range wantErr {
+		if (res[i].Error != nil) != we {
+			t.Errorf("line %d: error=%v, want %v: %s", i, res[i].Error != nil, we, raw[i])
+		}
+		if strings.Contains(raw[i], "CANARY") {
+			t.Errorf("line %d echoes input: %s", i, raw[i])
+		}
+	}
+	if *res[0].Reason != "overloaded" || *res[6].Reason != "timeout" || *res[12].Reason != "format" {
+		t.Fatalf("good lines misclassified: %v", raw)
+	}
+	if res[0].RecoveryAt != nil || res[0].RetryAfterMS != nil {
+		t.Fatalf("no hint must give nulls: %s", raw[0])
+	}
+	if !strings.Contains(raw[0], `"recovery_at":null`) || !strings.Contains(raw[0], `"retry_after_ms":null`) {
+		t.Fatalf("nulls not written: %s", raw[0])
+	}
+	if res[8].RetryAfterMS == nil || *res[8].RetryAfterMS != 2000 || *res[8].RecoveryAt != "2026-03-15T12:00:02Z" {
+		t.Fatalf("retry-after not reported: %s", raw[8])
+	}
+}
+
+// TestRunClassify_LongLines: a 10 MiB line is accepted, a longer one gets an
+// error line, and the next line is still answered.
+func TestRunClassify_LongLines(t *testing.T) {
+	if testing.Short() {
+		t.Skip("large input")
+	}
+	body := strings.Repeat("a", maxClassifyLine-200)
+	ok := `{"provider":"x","http_status":502,"body":"` + body + `"}`
+	tooLong := `{"provider":"x","body":"` + strings.Repeat("b", maxClassifyLine+10) + `"}`
+	next := `{"provider":"x","http_status":429}`
+	res, raw, code := runClassifyOn(t, ok+"\r\n"+tooLong+"\n"+next+"\n")
+	if code != exitOK || len(res) != 3 {
+		t.Fatalf("exit %d, %d lines", code, len(res))
+	}
+	if res[0].Reason == nil || *res[0].Reason != "timeout" {
+		t.Fatalf("10 MiB line: %.200s", raw[0])
+	}
+	if res[1].Error == nil {
+		t.Fatalf("over-long line not rejected: %.200s", raw[1])
+	}
+	if res[2].Reason == nil || *res[2].Reason != "rate_limit" {
+		t.Fatalf("line after the long one: %s", raw[2])
+	}
+}
+
+func TestRunClassify_Flags(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := runClassify(context.Background(), []string{"--now", "yesterday"}, strings.NewReader(""), &out, &errb); code != exitUsage {
+		t.Fatalf("bad --now: exit %d", code)
+	}
+	if code := runClassify(context.Background(), []string{"-h"}, strings.NewReader(""), &out, &errb); code != exitOK {
+		t.Fatalf("-h: exit %d", code)
+	}
+	out.Reset()
+	if code := runClassify(context.Background(), nil, strings.NewReader(""), &out, &errb); code != exitOK || out.Len() != 0 {
+		t.Fatalf("empty input: exit %d, output %q", code, out.String())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if code := runClassify(ctx, nil, strings.NewReader("{}\n"), &out, &errb); code != exitFailed {
+		t.Fatalf("cancelled: exit %d", code)
+	}
+}

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/detourbot/detour/config"
+	"github.com/detourbot/detour/drills"
+)
+
+// runDrill is `bot drill`: it runs failure drills (package drills) against the
+// configuration's chains, profiles, timeouts and budgets, with every provider
+// served by the built-in fault-injecting fake, dummy keys, and SQLite in a temp
+// dir. It prints per scenario the paid calls, time to answer, notices, reports,
+// cost and the verdict. Exit 0 when every verdict passes, 1 when one fails, 2 on
+// bad arguments or a bad configuration.
+func runDrill(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("drill", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := fs.String("config", "", "configuration file (default ./config.yaml if it exists, else the embedded demo)")
+	scenario := fs.String("scenario", "all", "scenario name, comma-separated names, or all")
+	format := fs.String("format", drills.FormatText, "output: text, json or markdown")
+	fast := fs.Bool("fast", false, fmt.Sprintf("scale idle/attempt/run timeouts and waits by 1/%.0f (idle 60s -> 0.2s)", 1/drills.FastScale))
+	list := fs.Bool("list", false, "list the scenarios and exit")
+	logLevel := fs.String("log-level", "", "show the bot's logs on stderr at this level (debug, info, warn, error); default none")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: bot drill [--config PATH] [--scenario NAME|all] [--format text|json|markdown] [--fast] [--list]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "bot drill: unexpected arguments: %v\n", fs.Args())
+		return exitUsage
+	}
+	if *list {
+		for _, s := range drills.Scenarios() {
+			fmt.Fprintf(stdout, "%-22s %s\n", s.Name, s.Doc)
+		}
+		return exitOK
+	}
+	switch *format {
+	case drills.FormatText, drills.FormatJSON, drills.FormatMarkdown:
+	default:
+		fmt.Fprintf(stderr, "bot drill: bad --format %q: want text, json or markdown\n", *format)
+		return exitUsage
+	}
+	scs, err := drills.Select(*scenario)
+	if err != nil {
+		fmt.Fprintf(stderr, "bot drill: %v\n", err)
+		return exitUsage
+	}
+	cfg, name, err := drillConfig(*cfgPath)
+	if err != nil {
+		printConfigError(stderr, err)
+		return exitUsage
+	}
+	log := slog.New(slog.DiscardHandler)
+	if *logLevel != "" {
+		var lv slog.Level
+		if err := lv.UnmarshalText([]byte(*logLevel)); err != nil {
+			fmt.Fprintf(stderr, "bot drill: bad --log-level %q: want debug, info, warn or error\n", *logLevel)
+			return exitUsage
+		}
+		log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lv}))
+	}
+	start := time.Now()
+	fmt.Fprintf(stderr, "bot drill: %d scenario(s) on %s%s\n", len(scs), name, map[bool]string{true: " (--fast)"}[*fast])
+	reports := drills.Run(ctx, cfg, scs, drills.Options{Fast: *fast, MapConfig: sessionsConfig, Log: log})
+	if err := drills.Write(stdout, *format, reports); err != nil {
+		fmt.Fprintf(stderr, "bot drill: %v\n", err)
+		return exitFailed
+	}
+	fmt.Fprintf(stderr, "bot drill: done in %s\n", time.Since(start).Round(time.Millisecond))
+	if ctx.Err() != nil || len(reports) < len(scs) || !drills.Passed(reports) {
+		return exitFailed
+	}
+	return exitOK
+}
+
+// drillConfig loads the configuration a drill runs on: --config PATH, else
+// ./config.yaml, else the embedded demo. ${ENV} references resolve to
+// placeholders, so no secret is read.
+func drillConfig(path string) (*config.Config, string, error) {
+	src, err := resolveConfig(path)
+	if err != nil {
+		return nil, "", err
+	}
+	if src.demo {
+		cfg, err := drills.LoadConfig(demoConfigName, demoYAML)
+		return cfg, demoConfigName, err
+	}
+	cfg, err := drills.LoadConfigFile(src.path)
+	return cfg, src.path, err
+}

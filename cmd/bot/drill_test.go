@@ -1,0 +1,93 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/detourbot/detour/drills"
+)
+
+func drillRun(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := dispatch(context.Background(), append([]string{"drill"}, args...), strings.NewReader(""), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestDrill_List(t *testing.T) {
+	code, out, _ := drillRun(t, "--list")
+	if code != exitOK {
+		t.Fatalf("exit %d", code)
+	}
+	for _, n := range drills.Names() {
+		if !strings.Contains(out, n) {
+			t.Errorf("--list lacks %s", n)
+		}
+	}
+}
+
+func TestDrill_BadArguments(t *testing.T) {
+	for _, args := range [][]string{
+		{"--format", "xml"},
+		{"--scenario", "no-such-drill"},
+		{"extra"},
+		{"--config", "testdata/does-not-exist.yaml"},
+		{"--log-level", "loud", "--scenario", "no-fault"},
+	} {
+		if code, _, _ := drillRun(t, args...); code != exitUsage {
+			t.Errorf("%v: exit %d, want %d", args, code, exitUsage)
+		}
+	}
+}
+
+// TestDrill_DemoJSON runs a few drills on the embedded demo config (no
+// ./config.yaml in this folder) and reads the JSON reports back.
+func TestDrill_DemoJSON(t *testing.T) {
+	code, out, stderr := drillRun(t, "--fast", "--scenario", "no-fault,a500,flapping-primary", "--format", "json")
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, out, stderr)
+	}
+	var reps []drills.Report
+	if err := json.Unmarshal([]byte(out), &reps); err != nil {
+		t.Fatal(err)
+	}
+	if len(reps) != 3 || reps[0].Config != demoConfigName || reps[1].Primary != "demo/primary" {
+		t.Fatalf("reports = %+v", reps)
+	}
+	for _, r := range reps {
+		if !r.Verdict.Pass || r.PaidCalls() == 0 {
+			t.Errorf("%s: pass %v calls %d", r.Scenario, r.Verdict.Pass, r.PaidCalls())
+		}
+	}
+}
+
+// TestDrill_AllFast is the bar: every verdict passes on
+// config.example.yaml and on the embedded demo, each run in under a minute.
+func TestDrill_AllFast(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs every drill")
+	}
+	for _, args := range [][]string{
+		{"--config", "../../config.example.yaml"},
+		{}, // the embedded demo
+	} {
+		start := time.Now()
+		code, out, stderr := drillRun(t, append(args, "--fast", "--scenario", "all")...)
+		if d := time.Since(start); d > time.Minute {
+			t.Errorf("%v: took %s, want under a minute", args, d)
+		}
+		if code != exitOK {
+			var failed []string
+			for _, line := range strings.Split(out, "\n") {
+				if strings.Contains(line, "FAIL") {
+					failed = append(failed, strings.TrimSpace(line))
+				}
+			}
+			t.Errorf("%v: exit %d; failing:\n%s\n%s", args, code, strings.Join(failed, "\n"), stderr)
+		}
+	}
+}

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/detourbot/detour/internal/testkit/fakellm"
+)
+
+// runFakeLLM serves the fault-injecting OpenAI-compatible server (`bot fake-llm`)
+// until ctx ends. Flags: --listen ADDR (default 127.0.0.1:8089) and --script FILE
+// (JSON lines of fakellm.Rule). It prints the base URL to stderr and returns the
+// process exit code.
+func runFakeLLM(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("fake-llm", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	listen := fs.String("listen", "127.0.0.1:8089", "address to listen on")
+	script := fs.String("script", "", "file of JSON-lines rules to script at start")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "fake-llm: unexpected arguments: %v\n", fs.Args())
+		return 2
+	}
+	var rules []fakellm.Rule
+	if *script != "" {
+		f, err := os.Open(*script)
+		if err != nil {
+			fmt.Fprintf(stderr, "fake-llm: %v\n", err)
+			return 1
+		}
+		rules, err = fakellm.ParseRules(f)
+		_ = f.Close()
+		if err != nil {
+			fmt.Fprintf(stderr, "fake-llm: %s: %v\n", *script, err)
+			return 1
+		}
+	}
+	srv := fakellm.New(fakellm.WithRules(rules...))
+	if err := srv.Start(*listen); err != nil {
+		fmt.Fprintf(stderr, "fake-llm: %v\n", err)
+		return 1
+	}
+	defer srv.Close()
+	fmt.Fprintf(stderr, "fake-llm: serving OpenAI-compatible API at %s (per provider: %s/<provider>/v1); %d rule(s) scripted\n",
+		srv.BaseURL(""), srv.URL(), len(rules))
+	fmt.Fprintf(stderr, "fake-llm: script with POST %s/_fake/script, reset with POST %s/_fake/reset, calls at GET %s/_fake/calls\n",
+		srv.URL(), srv.URL(), srv.URL())
+	_ = stdout
+	<-ctx.Done()
+	return 0
+}

@@ -1,0 +1,118 @@
+// Command bot is detour: a chat bot for Slack, Discord and the terminal that keeps
+// answering when LLM providers fail.
+//
+// Usage:
+//
+//	bot [run] [--config PATH] [--format text|jsonl] [--db PATH] [--log-level LEVEL]
+//	bot check [--config PATH]
+//	bot classify ...      classify provider error bodies (see bot classify -h)
+//	bot fake-llm ...      serve the fault-injecting OpenAI-compatible server
+//	bot drill ...         run failure drills against a fake provider
+//	bot version
+//
+// Without --config, ./config.yaml is used when it exists; otherwise the bot starts
+// the embedded demo (a console chat against a built-in fake provider).
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"syscall"
+)
+
+// version is set at build time with -ldflags "-X main.version=v1.2.3".
+var version = ""
+
+func main() {
+	os.Exit(realMain(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// realMain runs one subcommand with signal handling and returns the exit code.
+func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return dispatch(ctx, args, stdin, stdout, stderr)
+}
+
+// Exit codes.
+const (
+	exitOK     = 0
+	exitFailed = 1 // a runtime failure (database, network, adapter)
+	exitUsage  = 2 // bad arguments or a bad configuration
+)
+
+// dispatch picks the subcommand: the first argument when it names one, else run.
+func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	cmd := "run"
+	if len(args) > 0 {
+		switch args[0] {
+		case "run", "check", "classify", "fake-llm", "drill", "version":
+			cmd, args = args[0], args[1:]
+		case "help", "-h", "-help", "--help":
+			usage(stdout)
+			return exitOK
+		default:
+			if len(args[0]) == 0 || args[0][0] != '-' {
+				fmt.Fprintf(stderr, "bot: unknown command %q\n", args[0])
+				usage(stderr)
+				return exitUsage
+			}
+		}
+	}
+	switch cmd {
+	case "check":
+		return runCheck(ctx, args, stdout, stderr)
+	case "classify":
+		return runClassify(ctx, args, stdin, stdout, stderr)
+	case "fake-llm":
+		return runFakeLLM(ctx, args, stdout, stderr)
+	case "drill":
+		return runDrill(ctx, args, stdout, stderr)
+	case "version":
+		fmt.Fprintln(stdout, "detour", versionString())
+		return exitOK
+	default:
+		return runBot(ctx, args, stdin, stdout, stderr)
+	}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `detour: a chat bot that keeps answering when LLM providers fail.
+
+Usage:
+  bot [run] [--config PATH] [--format text|jsonl] [--db PATH] [--log-level debug|info|warn|error]
+  bot check [--config PATH]     validate a configuration and print the resolved chains
+  bot classify ...              classify provider error bodies
+  bot fake-llm ...              serve the fault-injecting OpenAI-compatible server
+  bot drill ...                 run failure drills against a fake provider
+  bot version
+
+Without --config, ./config.yaml is used when it exists; otherwise the embedded
+demo starts (a console chat against a built-in fake provider, no account needed).
+`)
+}
+
+// versionString is the -ldflags version, else the module version or VCS revision.
+func versionString() string {
+	if version != "" {
+		return version
+	}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "(devel)"
+	}
+	v := bi.Main.Version
+	if v == "" {
+		v = "(devel)"
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+			v += " " + s.Value[:12]
+		}
+	}
+	return v + " " + bi.GoVersion
+}

@@ -1,0 +1,472 @@
+package drills
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/detourbot/detour/adapters"
+	"github.com/detourbot/detour/config"
+	"github.com/detourbot/detour/failover"
+	"github.com/detourbot/detour/internal/store"
+	"github.com/detourbot/detour/internal/testkit/fakellm"
+	"github.com/detourbot/detour/llm"
+	"github.com/detourbot/detour/sessions"
+)
+
+// FastScale is how --fast shrinks timeouts and sleeps: idle 60 s becomes 0.2 s.
+const FastScale = 1.0 / 300
+
+// Floors of the scaled timeouts, so a loaded machine does not time out healthy calls.
+const (
+	fastIdleFloor    = 200 * time.Millisecond
+	fastAttemptFloor = time.Second
+	fastRunFloor     = 5 * time.Second
+)
+
+// DefaultText is what a drill user says when a step names nothing else.
+const DefaultText = "drill: in one sentence, what does a fallback model do?"
+
+// Options configure a drill run.
+type Options struct {
+	// Fast scales the idle, attempt and run timeouts and the engine's sleeps by
+	// FastScale (with floors), so a drill takes seconds.
+	Fast bool
+	// MapConfig maps the configuration onto the router's, as the bot does
+	// (cmd/bot passes its own mapping); nil uses SessionsConfig.
+	MapConfig func(*config.Config) sessions.Config
+	// Log receives the bot's logs; nil discards them.
+	Log *slog.Logger
+	// TempDir holds each scenario's SQLite database ("" = the system temp dir);
+	// the database is removed after the scenario.
+	TempDir string
+}
+
+// placeholder stands for every ${ENV} reference: drills never read real secrets,
+// and every base URL is replaced by the fake's.
+const placeholder = "http://drill.invalid/placeholder"
+
+// LoadConfig parses a configuration for a drill. Every ${VAR} resolves to a
+// placeholder, so no secret is read and a missing variable does not stop the
+// drill. name is used in error messages.
+func LoadConfig(name string, data []byte) (*config.Config, error) {
+	return config.Parse(name, data, func(string) (string, bool) { return placeholder, true })
+}
+
+// LoadConfigFile reads and parses the configuration file at path for a drill.
+func LoadConfigFile(path string) (*config.Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("drills: %w", err)
+	}
+	return LoadConfig(path, data)
+}
+
+// Effective returns a copy of cfg with the timeouts a drill runs with: the
+// configured ones, or scaled ones when fast.
+func Effective(cfg *config.Config, fast bool) *config.Config {
+	c := *cfg
+	if fast {
+		t := &c.Agents.Defaults.Timeouts
+		t.Idle = max(scale(t.Idle), fastIdleFloor)
+		t.Attempt = max(scale(t.Attempt), fastAttemptFloor, 5*t.Idle)
+		t.Run = max(scale(t.Run), fastRunFloor, 4*t.Attempt)
+	}
+	return &c
+}
+
+func scale(d time.Duration) time.Duration { return time.Duration(float64(d) * FastScale) }
+
+// BudgetsFrom returns the budgets of an (effective) configuration.
+func BudgetsFrom(cfg *config.Config) Budgets {
+	d := cfg.Agents.Defaults
+	return Budgets{
+		MaxPaidPerTurn:         d.Budget.MaxPaidAttemptsPerTurn,
+		MaxTurnCostUSD:         d.Budget.MaxTurnCostUSD,
+		MaxPaidPerMinute:       cfg.Limits.MaxPaidAttemptsPerMinute,
+		BreakerTrip:            d.Failover.BreakerTrip,
+		TimeoutSwitchThreshold: d.Failover.TimeoutSwitchThreshold,
+		IdleTimeout:            d.Timeouts.Idle,
+	}
+}
+
+// Select returns the scenarios named by spec: "all" or a comma-separated list.
+func Select(spec string) ([]Scenario, error) {
+	if spec == "" || spec == "all" {
+		return Scenarios(), nil
+	}
+	var out []Scenario
+	for _, name := range strings.Split(spec, ",") {
+		name = strings.TrimSpace(name)
+		sc, ok := Lookup(name)
+		if !ok {
+			return nil, fmt.Errorf("unknown scenario %q (known: all, %s)", name, strings.Join(Names(), ", "))
+		}
+		out = append(out, sc)
+	}
+	return out, nil
+}
+
+// Names lists the scenario names in run order.
+func Names() []string {
+	out := make([]string, len(table))
+	for i, s := range table {
+		out[i] = s.Name
+	}
+	return out
+}
+
+// Run runs each scenario in order against cfg and returns their reports with
+// verdicts. It stops early only when ctx ends.
+func Run(ctx context.Context, cfg *config.Config, scs []Scenario, opts Options) []Report {
+	var out []Report
+	for _, sc := range scs {
+		if ctx.Err() != nil {
+			break
+		}
+		out = append(out, RunScenario(ctx, cfg, sc, opts))
+	}
+	return out
+}
+
+// RunScenario runs one scenario in a fresh world (fake provider, database,
+// engine, router) and returns its report with the verdict. A drill that cannot
+// run reports why in Report.Err and fails its verdict.
+func RunScenario(ctx context.Context, cfg *config.Config, sc Scenario, opts Options) Report {
+	eff := Effective(cfg, opts.Fast)
+	w := &world{cfg: eff, sc: sc, opts: opts}
+	rep := w.run(ctx)
+	rep.Verdict = Judge(&rep, BudgetsFrom(eff))
+	return rep
+}
+
+// world is one scenario's running bot.
+type world struct {
+	cfg  *config.Config
+	sc   Scenario
+	opts Options
+
+	clock  *Clock
+	fake   *fakellm.Server
+	rec    *Recorder
+	router *sessions.Router
+	keyIDs map[string]string // fake KeyID -> profile id
+
+	primary   string
+	fallbacks []string
+	system    string
+	history   map[string]int // session -> history tokens, for cost estimates
+}
+
+func (w *world) run(ctx context.Context) (rep Report) {
+	d := w.cfg.Agents.Defaults
+	w.primary = string(d.Model.Primary)
+	for _, f := range d.Model.Fallbacks {
+		w.fallbacks = append(w.fallbacks, string(f))
+	}
+	w.system = d.SystemPrompt
+	w.history = map[string]int{}
+	rep = Report{
+		Scenario: w.sc.Name, Doc: w.sc.Doc, Config: w.cfg.File, Fast: w.opts.Fast,
+		Primary: w.primary, Fallbacks: w.fallbacks, Profiles: map[string]int{}, Notices: w.cfg.Notices.Users,
+	}
+	for _, id := range w.cfg.Auth.ProfileIDs {
+		rep.Profiles[w.cfg.Auth.Profiles[id].Provider]++
+	}
+	for _, ref := range append([]string{w.primary}, w.fallbacks...) {
+		if m, ok := w.cfg.Models[failover.ModelRef(ref)]; ok && (m.USDPerMTokIn > 0 || m.USDPerMTokOut > 0) {
+			rep.Priced = true
+		}
+	}
+	start := time.Now()
+	defer func() { rep.Elapsed = time.Since(start) }()
+
+	cleanup, err := w.start(ctx)
+	defer cleanup()
+	if err != nil {
+		rep.Err = err.Error()
+		return rep
+	}
+	t0 := w.clock.Now()
+	for i, st := range w.sc.Steps {
+		turn, calls, err := w.step(ctx, i+1, st, t0)
+		rep.Turns = append(rep.Turns, turn)
+		rep.Calls = append(rep.Calls, calls...)
+		if err != nil {
+			rep.Err = err.Error()
+			break
+		}
+	}
+	for _, c := range rep.Calls {
+		rep.CostUSD += c.CostUSD
+	}
+	return rep
+}
+
+// start builds the world; cleanup is always safe to call.
+func (w *world) start(ctx context.Context) (cleanup func(), err error) {
+	var undo []func()
+	cleanup = func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}
+	log := w.opts.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	sc := 1.0
+	if w.opts.Fast {
+		sc = FastScale
+	}
+	w.clock = NewClock(sc)
+	w.fake = fakellm.New(fakellm.WithNow(w.clock.Now))
+	if err := w.fake.Start("127.0.0.1:0"); err != nil {
+		return cleanup, err
+	}
+	undo = append(undo, w.fake.Close)
+
+	dir, err := os.MkdirTemp(w.opts.TempDir, "detour-drill-*")
+	if err != nil {
+		return cleanup, fmt.Errorf("drills: temp dir: %w", err)
+	}
+	undo = append(undo, func() { _ = os.RemoveAll(dir) })
+	db, err := store.Open(ctx, filepath.Join(dir, "drill.db"), log)
+	if err != nil {
+		return cleanup, fmt.Errorf("drills: open database: %w", err)
+	}
+	undo = append(undo, func() { _ = store.Close(db) })
+	states, err := store.NewStateStore(db)
+	if err != nil {
+		return cleanup, fmt.Errorf("drills: state store: %w", err)
+	}
+	engine := &failover.Engine{
+		Store:  states,
+		Clock:  w.clock,
+		Policy: w.cfg.Policy(),
+		Guard:  failover.NewGuard(w.cfg.Limits.MaxPaidAttemptsPerMinute, w.clock),
+		Log:    log,
+	}
+	mapCfg := w.opts.MapConfig
+	if mapCfg == nil {
+		mapCfg = SessionsConfig
+	}
+	scfg := mapCfg(w.cfg)
+	scfg.AdminChannel = adminTarget // reports go to the recorder
+	// The timeouts in effect (scaled in fast mode) win over the mapping's source.
+	scfg.IdleTimeout = w.cfg.Agents.Defaults.Timeouts.Idle
+	scfg.AttemptTimeout = w.cfg.Agents.Defaults.Timeouts.Attempt
+	scfg.RunTimeout = w.cfg.Agents.Defaults.Timeouts.Run
+
+	w.keyIDs = map[string]string{}
+	for _, id := range w.cfg.Auth.ProfileIDs {
+		w.keyIDs[fakellm.KeyID(DummyKey(id))] = id
+	}
+	cc := &clients{fake: w.fake, idle: w.cfg.Agents.Defaults.Timeouts.Idle, now: w.clock.Now, log: log, m: map[string]*llm.Client{}}
+	undo = append(undo, cc.closeIdle)
+
+	w.rec = &Recorder{}
+	w.router, err = sessions.NewRouter(scfg, sessions.Options{DB: db, Engine: engine, Clock: w.clock, Clients: cc.get, Log: log})
+	if err != nil {
+		return cleanup, fmt.Errorf("drills: router: %w", err)
+	}
+	w.router.AddAdapter(w.rec)
+	r := w.router
+	undo = append(undo, func() {
+		r.Close()
+		dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_ = r.Drain(dctx)
+		cancel()
+	})
+	return cleanup, nil
+}
+
+// DummyKey is the API key a drill sends for a profile: never the real secret.
+func DummyKey(profileID string) string { return "drill-key-" + profileID }
+
+// clients builds one llm client per provider and profile, every one pointed at
+// the fake with a dummy key.
+type clients struct {
+	fake *fakellm.Server
+	idle time.Duration
+	now  func() time.Time
+	log  *slog.Logger
+	mu   sync.Mutex
+	m    map[string]*llm.Client
+}
+
+func (c *clients) get(provider, profileID string) (sessions.LLM, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := provider + "\x00" + profileID
+	if cl, ok := c.m[key]; ok {
+		return cl, nil
+	}
+	apiKey := ""
+	if profileID != "" {
+		apiKey = DummyKey(profileID)
+	}
+	cl, err := llm.New(llm.Config{
+		Provider: provider, BaseURL: c.fake.BaseURL(provider), ProfileID: profileID,
+		APIKey: apiKey, IdleTimeout: c.idle, Logger: c.log, Now: c.now,
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.m[key] = cl
+	return cl, nil
+}
+
+func (c *clients) closeIdle() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, cl := range c.m {
+		cl.CloseIdleConnections()
+	}
+}
+
+func sessionKey(i int) string { return fmt.Sprintf("%s:s%03d", channelName, i) }
+
+// step runs one step and measures it.
+func (w *world) step(ctx context.Context, n int, st Step, t0 time.Time) (Turn, []Call, error) {
+	turn := Turn{Step: n, Sessions: max(st.Sessions, 1)}
+	adv := st.Advance
+	if st.AdvanceProbe {
+		adv += w.cfg.Agents.Defaults.Failover.PrimaryProbeInterval + time.Second
+	}
+	w.clock.Advance(adv)
+	turn.Advanced = adv
+	if st.Faults != nil {
+		w.fake.Reset()
+		for _, r := range rules(st.Faults, w.primary, w.fallbacks) {
+			w.fake.Script(r)
+		}
+	}
+	seen := len(w.fake.Calls())
+	text := st.Text
+	if text == "" {
+		text = DefaultText
+	}
+	mark := w.rec.Len()
+	began := time.Now()
+	for i := 1; i <= turn.Sessions; i++ {
+		key := sessionKey(i)
+		w.router.Handle(ctx, adapters.Inbound{
+			Channel: channelName, SessionKey: key, User: channelName + ":u1",
+			Text: text, ReplyTo: key, Direct: true,
+		})
+	}
+	limit := 2*w.cfg.Agents.Defaults.Timeouts.Run + 30*time.Second
+	dctx, cancel := context.WithTimeout(ctx, limit)
+	derr := w.router.Drain(dctx)
+	cancel()
+
+	// Answers: each session's last reply or error of the step.
+	last := map[string]Sent{}
+	for _, s := range w.rec.Since(mark) {
+		switch s.Kind {
+		case adapters.KindNotice:
+			turn.Notices = append(turn.Notices, s.Text)
+		case adapters.KindReport:
+			turn.Reports = append(turn.Reports, s.Text)
+		case adapters.KindReply, adapters.KindError:
+			last[s.SessionKey] = s
+		}
+	}
+	var replyTokens int
+	for i := 1; i <= turn.Sessions; i++ {
+		key := sessionKey(i)
+		a := Answer{Session: key, Kind: "none"}
+		if s, ok := last[key]; ok {
+			a.Kind, a.Model, a.Text, a.After = string(s.Kind), s.Model, s.Text, s.At.Sub(began)
+			turn.Elapsed = max(turn.Elapsed, a.After)
+		}
+		if a.Kind == "reply" && replyTokens == 0 {
+			replyTokens = sessions.EstimateTokens(a.Text)
+		}
+		turn.Answers = append(turn.Answers, a)
+	}
+	if turn.Elapsed == 0 {
+		turn.Elapsed = time.Since(began)
+	}
+
+	// Calls: what the fake received during the step.
+	inTokens := sessions.EstimateTokens(w.system) + w.history[sessionKey(1)] + sessions.EstimateTokens(text)
+	var calls []Call
+	all := w.fake.Calls()
+	if seen > len(all) {
+		seen = 0
+	}
+	for _, c := range all[seen:] {
+		call := Call{
+			Step: n, Provider: c.Provider, Model: c.Model, Profile: w.keyIDs[c.KeyID],
+			Mode: string(c.Mode), Status: c.Status, Stream: c.Stream, At: c.Time.Sub(t0),
+		}
+		if m, ok := w.cfg.Models[failover.ModelRef(call.Ref())]; ok {
+			out := 0
+			if c.Mode == fakellm.ModeOK && c.Stream {
+				out = replyTokens
+			}
+			call.CostUSD = (float64(inTokens)*m.USDPerMTokIn + float64(out)*m.USDPerMTokOut) / 1e6
+		}
+		turn.CostUSD += call.CostUSD
+		calls = append(calls, call)
+	}
+	turn.Calls = len(calls)
+	sort.SliceStable(calls, func(i, j int) bool { return calls[i].At < calls[j].At })
+	for i := 1; i <= turn.Sessions; i++ {
+		if a := turn.Answers[i-1]; a.Kind == "reply" {
+			w.history[a.Session] += sessions.EstimateTokens(text) + sessions.EstimateTokens(a.Text) + 8
+		}
+	}
+	if derr != nil {
+		if errors.Is(ctx.Err(), context.Canceled) {
+			return turn, calls, fmt.Errorf("step %d: interrupted", n)
+		}
+		return turn, calls, fmt.Errorf("step %d did not finish within %s", n, limit)
+	}
+	return turn, calls, nil
+}
+
+// SessionsConfig maps a configuration onto the router's the way the bot does.
+// cmd/bot passes its own mapping in Options.MapConfig; this one serves tests.
+func SessionsConfig(cfg *config.Config) sessions.Config {
+	d := cfg.Agents.Defaults
+	sc := sessions.Config{
+		Primary:         d.Model.Primary,
+		Fallbacks:       append([]failover.ModelRef(nil), d.Model.Fallbacks...),
+		SystemPrompt:    d.SystemPrompt,
+		Models:          map[failover.ModelRef]sessions.ModelInfo{},
+		Profiles:        cfg.EngineProfiles(),
+		Order:           cfg.Auth.Order,
+		Providers:       append([]string(nil), cfg.ProviderIDs...),
+		Notices:         cfg.Notices.Users,
+		AdminChannel:    cfg.Admin.Channel,
+		AdminUsers:      append([]string(nil), cfg.Admin.Users...),
+		ProbeInterval:   d.Failover.PrimaryProbeInterval,
+		MaxMessageBytes: cfg.Limits.MaxMessageBytes,
+		IdleTimeout:     d.Timeouts.Idle,
+		AttemptTimeout:  d.Timeouts.Attempt,
+		RunTimeout:      d.Timeouts.Run,
+		MaxTokens:       d.MaxTokens,
+	}
+	for ref, m := range cfg.Models {
+		sc.Models[ref] = sessions.ModelInfo{
+			ContextWindow: m.ContextWindow,
+			Price:         failover.Price{InPerMTok: m.USDPerMTokIn, OutPerMTok: m.USDPerMTokOut},
+		}
+	}
+	for _, a := range cfg.Agents.List {
+		sc.Agents = append(sc.Agents, sessions.Agent{
+			ID: a.ID, Model: a.Model, Fallbacks: a.Fallbacks, SystemPrompt: a.SystemPrompt, Match: a.Channels,
+		})
+	}
+	return sc
+}

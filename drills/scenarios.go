@@ -1,0 +1,241 @@
+package drills
+
+import (
+	"time"
+
+	"github.com/detourbot/detour/internal/testkit/fakellm"
+)
+
+// stallWords are what a user told about stalls may read.
+var stallWords = []string{"stall", "timed out", "timeout", "idle", "took too long"}
+
+// atOnce: an answer that did not wait on a reset: within one idle timeout (at
+// least a second, for slow machines in --fast mode).
+func atOnce(b Budgets) time.Duration { return max(b.IdleTimeout, time.Second) }
+
+// table is every scenario, in the order `--scenario all` runs them.
+var table = []Scenario{
+	{
+		Name: "no-fault", Doc: "every model healthy: one turn, one paid call (the baseline)",
+		OpenClaw: "no-fault turn: 19-21 s, 1 GB memory",
+		Steps:    []Step{{}},
+		Checks: []Check{
+			answeredBy(1, primaryModel),
+			paidCalls(1, n(1), n(1), "one paid call"),
+		},
+	},
+	{
+		Name: "stall-storm", Doc: "every model streams one chunk then stalls: the idle-timeout breaker stops the turn (R8)",
+		OpenClaw: "every model stalling: 19 calls, 290 s",
+		Steps:    []Step{{Faults: []Fault{{On: OnEvery, Mode: fakellm.ModeStallAfterFirstChunk}}}},
+		Checks: []Check{
+			paidCalls(1, n(1), breakerTrip, "at most breaker_trip paid calls"),
+			toldWhy(1, stallWords...),
+		},
+	},
+	{
+		Name: "hang-before-headers", Doc: "the primary never sends headers; healthy fallbacks must answer the same turn",
+		OpenClaw: "A hanging: 5 calls, then its breaker stopped the run without trying healthy B and C",
+		Steps:    []Step{{Faults: []Fault{{On: OnPrimary, Mode: fakellm.ModeHangBeforeHeaders}}}},
+		Checks: []Check{
+			answeredBy(1, fallbackModel),
+			primaryCalls(1, n(1), switchThreshold, "the primary is left after at most timeout_switch_threshold calls"),
+			notices(1, 1, 1, "", "the user is told about the fallback (N1)"),
+		},
+	},
+	{
+		Name: "stealth-billing", Doc: "the primary only ever times out (a silent quota proxy): switch after 3 timeouts, stay off it until the probe",
+		Steps: []Step{
+			{Faults: []Fault{{On: OnPrimary, Mode: fakellm.ModeHangBeforeHeaders}}},
+			{},
+			{},
+			{AdvanceProbe: true},
+		},
+		Checks: []Check{
+			answeredBy(1, fallbackModel),
+			primaryCalls(1, n(1), switchThreshold, "switch after at most timeout_switch_threshold consecutive timeouts (R7)"),
+			answeredBy(2, fallbackModel),
+			primaryCalls(2, n(0), n(0), "no call to the primary before the probe"),
+			answeredBy(3, fallbackModel),
+			primaryCalls(3, n(0), n(0), "no call to the primary before the probe"),
+			notices(2, 0, 0, "", "nothing repeated while on the fallback (N3)"),
+			primaryCalls(4, n(1), switchThreshold, "after primary_probe_interval the primary is probed (S3)"),
+			answeredBy(4, fallbackModel),
+		},
+	},
+	{
+		Name: "quota-exhausted", Doc: "the primary answers 429 insufficient_quota with the reset time in the text: park it, fall back at once",
+		OpenClaw: "'1-week quota exhausted' 429: read as a rate limit, 12 calls, 144 s",
+		Steps: []Step{
+			{Faults: []Fault{{On: OnPrimary, Mode: fakellm.ModeQuotaResetText, RetryAfter: 5 * 24 * time.Hour}}},
+			{},
+		},
+		Checks: []Check{
+			answeredBy(1, fallbackModel),
+			answeredWithin(1, "one idle timeout (no waiting on the reset)", atOnce),
+			primaryCalls(1, n(1), primaryKeys, "each key of the primary tried at most once"),
+			answeredBy(2, fallbackModel),
+			primaryCalls(2, n(0), n(0), "the primary is parked until its reset (B6)"),
+		},
+	},
+	{
+		Name: "long-reset-429", Doc: "the primary answers 429 with Retry-After two days away: fallback at once, primary untouched until the reset",
+		Steps: []Step{
+			{Faults: []Fault{{On: OnPrimary, Mode: fakellm.ModeRateLimit, RetryAfter: 48 * time.Hour}}},
+			{},
+			{Advance: 24 * time.Hour, AdvanceProbe: true},
+			{Advance: 25 * time.Hour, Faults: []Fault{}},
+		},
+		Checks: []Check{
+			answeredBy(1, fallbackModel),
+			answeredWithin(1, "one idle timeout (no waiting on Retry-After)", atOnce),
+			primaryCalls(1, n(1), primaryKeys, "each key of the primary tried at most once"),
+			primaryCalls(2, n(0), n(0), "the primary is not called before its reset"),
+			primaryCalls(3, n(0), n(0), "a day later (probe due) the primary is still not called before its reset"),
+			answeredBy(3, fallbackModel),
+			answeredBy(4, primaryModel),
+			notices(4, 1, 1, "cleared", "after the reset the primary is back and the user told (N2)"),
+		},
+	},
+	{
+		Name: "overload-burst", Doc: "the primary answers 529 overloaded for its next 2 calls, then recovers: fall back, then come back at the probe",
+		Steps: []Step{
+			{Faults: []Fault{{On: OnPrimary, Mode: fakellm.ModeOverloaded529, Times: 2}}},
+			{},
+			{AdvanceProbe: true},
+		},
+		Checks: []Check{
+			answeredBy(1, anyModel),
+			primaryCalls(1, n(1), primaryKeys, "each key of the primary tried at most once (R3)"),
+			answeredBy(2, anyModel),
+			answeredBy(3, primaryModel),
+		},
+	},
+	{
+		Name: "auth-revoked", Doc: "every key of the primary's provider is revoked (403): disable the keys, use another provider",
+		Steps: []Step{
+			{Faults: []Fault{{On: OnPrimaryProvider, Mode: fakellm.ModeRevoked403}}},
+			{},
+		},
+		Checks: []Check{
+			answeredOffProvider(1),
+			callsBetween("step 1: each revoked key tried at most once", 1, primaryProvider, true, n(1), primaryKeys),
+			answeredOffProvider(2),
+			callsBetween("step 2: revoked keys are not used again (D4)", 2, primaryProvider, true, n(0), n(0)),
+		},
+	},
+	{
+		Name: "all-down", Doc: "every model fails differently (500, long 429, 529, 401, stall, 502): one clear error and one admin report",
+		Steps: []Step{
+			{Faults: []Fault{{On: OnEvery, RetryAfter: 90 * time.Second, Modes: []fakellm.Mode{
+				fakellm.ModeServer500, fakellm.ModeRateLimit, fakellm.ModeOverloaded529,
+				fakellm.ModeUnauthorized401, fakellm.ModeStallAfterFirstChunk, fakellm.ModeBadGateway502HTML,
+			}}}},
+			{},
+		},
+		Checks: []Check{
+			toldWhy(1),
+			reports(1, 1, 1, "one admin report naming every model (V4)"),
+			toldWhy(2),
+			reports(2, 0, 0, "no second report in the same incident"),
+		},
+	},
+	{
+		Name: "context-overflow", Doc: "the primary rejects the prompt as too long: compact and retry once, else tell the user (R15)",
+		Steps: []Step{
+			{},
+			{},
+			{Faults: []Fault{{On: OnPrimary, Mode: fakellm.ModeContextOverflow400, Times: 1}}},
+			{Faults: []Fault{{On: OnEvery, Mode: fakellm.ModeContextOverflow400}}},
+		},
+		Checks: []Check{
+			answeredBy(3, anyModel),
+			paidCalls(3, n(2), n(3), "one retry after compaction"),
+			answeredOrTold(4, "context", "/reset", "too long", "too large"),
+		},
+	},
+	{
+		Name: "flapping-primary", Doc: "the primary fails, recovers, fails again: notices once per change and the 5-minute probe (S3, N1-N3)",
+		Steps: []Step{
+			{Faults: []Fault{{On: OnPrimary, Mode: fakellm.ModeServer500}}},
+			{},
+			{AdvanceProbe: true, Faults: []Fault{}},
+			{Faults: []Fault{{On: OnPrimary, Mode: fakellm.ModeServer500}}},
+		},
+		Checks: []Check{
+			answeredBy(1, fallbackModel),
+			notices(1, 1, 1, "fallback", "fallback notice (N1)"),
+			answeredBy(2, fallbackModel),
+			primaryCalls(2, n(0), n(0), "no primary call before the probe is due"),
+			notices(2, 0, 0, "", "nothing repeated (N3)"),
+			answeredBy(3, primaryModel),
+			notices(3, 1, 1, "cleared", "the probe brings the primary back and says so (N2)"),
+			answeredBy(4, fallbackModel),
+			notices(4, 1, 1, "fallback", "a new fallback notice (N1)"),
+		},
+	},
+	{
+		Name: "many-sessions", Doc: "200 sessions hit the stalled primary at once: the process-wide paid-call guard holds (B2)",
+		Steps: []Step{{Sessions: 200, Faults: []Fault{{On: OnPrimary, Mode: fakellm.ModeStallAfterFirstChunk}}}},
+		Checks: []Check{
+			guardHolds(1),
+		},
+	},
+	// The shapes of the OpenClaw figures in BENCHMARKS.md.
+	{
+		Name: "a429-retry-after-2s", Doc: "the primary answers 429 with Retry-After 2 s on every call",
+		OpenClaw: "A 429 Retry-After 2 s: 12 calls, 153 s",
+		Steps:    []Step{{Faults: []Fault{{On: OnPrimary, Mode: fakellm.ModeRateLimit, RetryAfter: 2 * time.Second}}}},
+		Checks: []Check{
+			answeredBy(1, fallbackModel),
+			primaryCalls(1, n(1), twicePrimaryKeys, "at most one wait-and-retry per key (R6)"),
+		},
+	},
+	{
+		Name: "a500", Doc: "the primary answers 500 on every call",
+		OpenClaw: "A 500: 10 calls, 90 s",
+		Steps:    []Step{{Faults: []Fault{{On: OnPrimary, Mode: fakellm.ModeServer500}}}},
+		Checks: []Check{
+			answeredBy(1, fallbackModel),
+			primaryCalls(1, n(1), twicePrimaryKeys, "the primary is left quickly"),
+		},
+	},
+	{
+		Name: "a-stall", Doc: "the primary streams one chunk then stalls on every call",
+		OpenClaw: "A stalling, 10 s timeouts: 8 calls, 107 s",
+		Steps:    []Step{{Faults: []Fault{{On: OnPrimary, Mode: fakellm.ModeStallAfterFirstChunk}}}},
+		Checks: []Check{
+			answeredBy(1, fallbackModel),
+			primaryCalls(1, n(1), switchThreshold, "the primary is left after at most timeout_switch_threshold calls"),
+		},
+	},
+	{
+		Name: "every-429", Doc: "every model answers 429 with Retry-After 2 s",
+		OpenClaw: "every model 429: 31 calls, 417 s",
+		Steps:    []Step{{Faults: []Fault{{On: OnEvery, Mode: fakellm.ModeRateLimit, RetryAfter: 2 * time.Second}}}},
+		Checks: []Check{
+			toldWhy(1, "rate", "limit", "retry"),
+		},
+	},
+	{
+		Name: "every-500", Doc: "every model answers 500",
+		OpenClaw: "every model 500: 24 calls, 238 s",
+		Steps:    []Step{{Faults: []Fault{{On: OnEvery, Mode: fakellm.ModeServer500}}}},
+		Checks: []Check{
+			toldWhy(1),
+		},
+	},
+}
+
+// Scenarios returns every scenario, in run order.
+func Scenarios() []Scenario { return append([]Scenario(nil), table...) }
+
+// Lookup finds a scenario by name.
+func Lookup(name string) (Scenario, bool) {
+	for _, s := range table {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return Scenario{}, false
+}

@@ -1,0 +1,395 @@
+// Package notices holds every user- and admin-facing status text of detour: the
+// fallback and fallback-cleared notices (N1, N2), the once-per-state-change decision
+// (N3), the audience filter (B4), the user message when every model failed (V3) and
+// the admin all-models-unavailable report (V4). Everything here is pure.
+package notices
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/detourbot/detour/failover"
+)
+
+// Prefix starts every notice line; the console and tests recognise notices by it.
+const Prefix = "↪️ "
+
+// Reason returns the short human text of a failure reason ("rate limit", "billing", ...).
+func Reason(r failover.Reason) string {
+	switch r {
+	case failover.ReasonRateLimit:
+		return "rate limit"
+	case failover.ReasonOverloaded:
+		return "overloaded"
+	case failover.ReasonBilling:
+		return "billing"
+	case failover.ReasonAuth:
+		return "auth"
+	case failover.ReasonAuthPermanent:
+		return "key revoked"
+	case failover.ReasonTimeout:
+		return "timeout"
+	case failover.ReasonIdleTimeout:
+		return "idle timeout"
+	case failover.ReasonModelNotFound:
+		return "model not found"
+	case failover.ReasonFormat:
+		return "invalid request"
+	case failover.ReasonContextOverflow:
+		return "context too long"
+	case failover.ReasonContentFilter:
+		return "content filter"
+	case failover.ReasonAborted:
+		return "aborted"
+	case failover.ReasonEmptyResponse:
+		return "empty response"
+	case failover.ReasonNoErrorDetails:
+		return "no error details"
+	case failover.ReasonUnclassified:
+		return "unknown error"
+	case failover.ReasonConsecutiveTimeout:
+		return "repeated timeouts"
+	case failover.ReasonContextWindow:
+		return "context window too small"
+	case "":
+		return "unknown error"
+	}
+	return strings.ReplaceAll(string(r), "_", " ")
+}
+
+// Fallback is the N1 notice: the session moved to an automatic fallback.
+func Fallback(fallback, primary string, reason failover.Reason) string {
+	return fmt.Sprintf("%smodel fallback: %s (selected %s; %s)", Prefix, fallback, primary, Reason(reason))
+}
+
+// Cleared is the N2 notice: the session is back on its selected model.
+func Cleared(primary, fallback string) string {
+	return fmt.Sprintf("%smodel fallback cleared: %s (was %s)", Prefix, primary, fallback)
+}
+
+// State is the persisted notice state of one session: which model was selected,
+// which one actually answered last, and why they differ.
+type State struct {
+	Selected string // "provider/model" the session selected (the fallback's origin)
+	Active   string // "provider/model" that answered the last turn
+	Reason   failover.Reason
+}
+
+// OnFallback reports whether the state says the session is answered by a fallback.
+func (s State) OnFallback() bool { return s.Active != "" && s.Selected != "" && s.Active != s.Selected }
+
+// Decide returns the notice to post when the notice state moves from prev to next,
+// or "" when nothing changed worth announcing (N3). It is a pure function: a turn
+// that stays on the same fallback announces nothing; a move to a different fallback
+// announces the new one; a return to the selected model announces the clear.
+func Decide(prev, next State) string {
+	switch {
+	case next.OnFallback():
+		if prev.OnFallback() && prev.Selected == next.Selected && prev.Active == next.Active {
+			return ""
+		}
+		return Fallback(next.Active, next.Selected, next.Reason)
+	case prev.OnFallback():
+		// Back on a selected model. The clear names the model that answers now.
+		now := next.Active
+		if now == "" {
+			now = next.Selected
+		}
+		if now == "" || now == prev.Active {
+			return ""
+		}
+		return Cleared(now, prev.Active)
+	}
+	return ""
+}
+
+// Audience values (B4, notices.users).
+const (
+	AudienceAll        = "all"
+	AudienceDirectOnly = "direct_only"
+	AudienceOff        = "off"
+)
+
+// Deliver reports whether a fallback / cleared notice goes to the user's conversation
+// under the configured audience (B4); direct is whether the conversation is a DM.
+// An unknown or empty audience means "all".
+func Deliver(audience string, direct bool) bool {
+	switch audience {
+	case AudienceOff:
+		return false
+	case AudienceDirectOnly:
+		return direct
+	}
+	return true
+}
+
+// ValidAudience reports whether a notices.users value is known.
+func ValidAudience(a string) bool {
+	return a == AudienceAll || a == AudienceDirectOnly || a == AudienceOff
+}
+
+var secretPatterns = []*regexp.Regexp{
+	regexp.MustCompile(`(?i)\b(sk|pk|rk|xox[abpors]|xapp|ghp|gho|hf|key|tok)[-_][A-Za-z0-9_\-]{6,}`),
+	regexp.MustCompile(`(?i)\bbearer\s+[A-Za-z0-9._~+/=\-]{6,}`),
+	regexp.MustCompile(`(?i)\b(api[_-]?key|apikey|access[_-]?token|token|secret|password|authorization)(["']?\s*[:=]\s*["']?)[^\s"',;&]{4,}`),
+	regexp.MustCompile(`\bAIza[0-9A-Za-z_\-]{20,}`),
+}
+
+// Redact removes anything that looks like a credential from s and shortens it to at
+// most 200 runes. Provider messages are already redacted by the LLM client; this is
+// a second line of defence for reports (P4).
+func Redact(s string) string {
+	for i, re := range secretPatterns {
+		if i == 2 {
+			s = re.ReplaceAllString(s, "${1}${2}[redacted]")
+			continue
+		}
+		s = re.ReplaceAllString(s, "[redacted]")
+	}
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > 200 {
+		s = string(r[:199]) + "…"
+	}
+	return s
+}
+
+// FormatTime renders a recovery or retry time for people: "14:05 UTC" (with
+// seconds when they matter) on the same day, else "2026-08-25 01:37 UTC"; a time
+// less than an hour ahead also says how far it is: "14:00:30 UTC (in 30s)".
+func FormatTime(t, now time.Time) string {
+	t, now = t.UTC(), now.UTC()
+	var s string
+	switch {
+	case t.Year() != now.Year() || t.YearDay() != now.YearDay():
+		s = t.Format("2006-01-02 15:04 UTC")
+	case t.Second() != 0:
+		s = t.Format("15:04:05 UTC")
+	default:
+		s = t.Format("15:04 UTC")
+	}
+	if d := t.Sub(now); d > 0 && d < time.Hour {
+		if d < time.Minute {
+			s += fmt.Sprintf(" (in %ds)", int((d+time.Second-1)/time.Second))
+		} else {
+			s += fmt.Sprintf(" (in %dm)", int((d+time.Minute-1)/time.Minute))
+		}
+	}
+	return s
+}
+
+// lastFailures returns the last failure of every model attempted, in first-attempt order.
+func lastFailures(attempts []failover.AttemptRecord) (order []string, last map[string]failover.AttemptRecord) {
+	last = map[string]failover.AttemptRecord{}
+	for _, a := range attempts {
+		ref := a.Candidate.Ref()
+		if a.Failure == nil && a.Skipped == "" {
+			continue
+		}
+		if _, ok := last[ref]; !ok {
+			order = append(order, ref)
+		}
+		prev, seen := last[ref]
+		// A real failure is more telling than a later skip of the same model.
+		if seen && prev.Failure != nil && a.Failure == nil {
+			continue
+		}
+		last[ref] = a
+	}
+	return order, last
+}
+
+func recordReason(a failover.AttemptRecord) failover.Reason {
+	if a.Failure != nil {
+		return a.Failure.Reason
+	}
+	return a.Skipped
+}
+
+// UserFailure is the one clear message a user gets when no candidate answered (V3),
+// built from the engine's summary: which models, why, and the earliest retry time.
+func UserFailure(s *failover.SummaryError, now time.Time) string {
+	if s == nil {
+		return "no model could answer; please try again later"
+	}
+	var stop string
+	switch {
+	case errors.Is(s.Stop, failover.ErrBreakerTripped):
+		stop = "stopped: the model kept stalling without answering, so no further paid call was made"
+	case errors.Is(s.Stop, failover.ErrTurnBudget):
+		stop = "stopped: this message reached its budget of paid attempts"
+	case errors.Is(s.Stop, failover.ErrPaidCallGuard):
+		stop = "stopped: too many paid calls this minute across the bot"
+	case errors.Is(s.Stop, failover.ErrRunTimeout):
+		stop = "stopped: the answer took too long"
+	case errors.Is(s.Stop, failover.ErrIterationCap):
+		stop = "stopped: too many attempts"
+	case s.Stop != nil:
+		stop = "stopped: " + Redact(s.Stop.Error())
+	}
+	order, last := lastFailures(s.Attempts)
+	reasons := map[failover.Reason]bool{}
+	var parts []string
+	for _, ref := range order {
+		r := recordReason(last[ref])
+		reasons[r] = true
+		parts = append(parts, fmt.Sprintf("%s (%s)", ref, Reason(r)))
+	}
+	var b strings.Builder
+	switch {
+	case stop != "":
+		b.WriteString(stop)
+		if len(parts) > 0 {
+			b.WriteString("; tried " + strings.Join(parts, ", "))
+		}
+	case len(parts) == 0:
+		b.WriteString("no model could answer")
+	case len(reasons) == 1 && len(parts) > 1:
+		for r := range reasons {
+			fmt.Fprintf(&b, "all models failed with %s: %s", Reason(r), strings.Join(order, ", "))
+		}
+	case len(parts) == 1:
+		b.WriteString(order[0] + " failed: " + Reason(recordReason(last[order[0]])))
+		if f := last[order[0]].Failure; f != nil && f.Message != "" {
+			b.WriteString(" — " + Redact(f.Message))
+		}
+	default:
+		b.WriteString("all models failed: " + strings.Join(parts, ", "))
+	}
+	if !s.EarliestRetry.IsZero() {
+		b.WriteString("; earliest retry " + FormatTime(s.EarliestRetry, now))
+	} else if stop == "" {
+		b.WriteString("; please try again later")
+	}
+	return b.String()
+}
+
+// FailureText is what a user sees for a terminal failure that is not a chain
+// failure (C9 format, content filter, abort, context overflow after compaction).
+func FailureText(f *failover.Failure) string {
+	if f == nil {
+		return "the request failed"
+	}
+	model := f.Provider + "/" + f.Model
+	if f.Provider == "" {
+		model = f.Model
+	}
+	switch f.Reason {
+	case failover.ReasonContextOverflow:
+		return "this conversation no longer fits the model's context window; use /reset to start over or /model to pick a model with a larger window"
+	case failover.ReasonContentFilter:
+		return fmt.Sprintf("%s refused to answer (content filter)", model)
+	case failover.ReasonAborted:
+		return "the request was cancelled"
+	}
+	s := fmt.Sprintf("%s failed: %s", model, Reason(f.Reason))
+	if f.Message != "" {
+		s += " — " + Redact(f.Message)
+	}
+	return s
+}
+
+// ReportLine is one model's line in the admin report (V4).
+type ReportLine struct {
+	Model    string // "provider/model"
+	Provider string
+	Profile  string // profile id, never a secret
+	Reason   failover.Reason
+	Error    string    // raw provider message (redacted again when rendered)
+	Recovery time.Time // estimated recovery; zero = unknown
+}
+
+// LinesFromSummary returns one report line per attempted model, with the recovery
+// time the provider stated (or implied with Retry-After). The caller may fill
+// Recovery from durable cooldown state where the failure carried none.
+func LinesFromSummary(s *failover.SummaryError) []ReportLine {
+	if s == nil {
+		return nil
+	}
+	order, last := lastFailures(s.Attempts)
+	lines := make([]ReportLine, 0, len(order))
+	for _, ref := range order {
+		a := last[ref]
+		l := ReportLine{Model: ref, Provider: a.Candidate.Provider, Profile: a.Candidate.Profile, Reason: recordReason(a)}
+		if f := a.Failure; f != nil {
+			l.Error = f.Message
+			if f.Status != 0 && !strings.Contains(l.Error, fmt.Sprint(f.Status)) {
+				l.Error = strings.TrimSpace(fmt.Sprintf("HTTP %d %s", f.Status, l.Error))
+			}
+			switch {
+			case !f.RecoveryAt.IsZero():
+				l.Recovery = f.RecoveryAt
+			case f.RetryAfter > 0:
+				l.Recovery = a.Started.Add(a.Duration).Add(f.RetryAfter)
+			}
+		}
+		lines = append(lines, l)
+	}
+	return lines
+}
+
+// NeedsHuman reports whether a reason does not heal by waiting (billing, keys,
+// model ids, request format): reports say "unknown, needs a human" for them.
+func NeedsHuman(r failover.Reason) bool {
+	switch r {
+	case failover.ReasonBilling, failover.ReasonAuth, failover.ReasonAuthPermanent, failover.ReasonModelNotFound, failover.ReasonFormat:
+		return true
+	}
+	return false
+}
+
+func todo(l ReportLine) string {
+	switch l.Reason {
+	case failover.ReasonBilling:
+		return "top up or raise the spending limit, then /recover " + l.Model
+	case failover.ReasonAuth, failover.ReasonAuthPermanent:
+		target := l.Model
+		if l.Profile != "" {
+			target = l.Profile
+		}
+		return "check or replace the API key, then /recover " + target
+	case failover.ReasonModelNotFound:
+		return "fix the model id in the config"
+	case failover.ReasonRateLimit, failover.ReasonOverloaded:
+		return "wait for the reset, or /recover " + l.Model + " to probe now"
+	}
+	return "/recover " + l.Model + " probes it now"
+}
+
+// AdminReport is the V4 all-models-unavailable report: one line per model with its
+// provider, failure type, redacted raw error and estimated recovery (or "unknown,
+// needs a human"), and what to do.
+func AdminReport(lines []ReportLine, session string, now time.Time) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "⚠️ all models unavailable (session %s, %s)\n", session, now.UTC().Format("2006-01-02 15:04:05 UTC"))
+	var earliest time.Time
+	for _, l := range lines {
+		rec := "unknown, needs a human"
+		if !l.Recovery.IsZero() {
+			rec = "estimated " + FormatTime(l.Recovery, now)
+			if earliest.IsZero() || l.Recovery.Before(earliest) {
+				earliest = l.Recovery
+			}
+		} else if !NeedsHuman(l.Reason) {
+			rec = "unknown (transient; retried automatically)"
+		}
+		errText := Redact(l.Error)
+		if errText == "" {
+			errText = "-"
+		}
+		prof := ""
+		if l.Profile != "" {
+			prof = " profile " + l.Profile + ","
+		}
+		fmt.Fprintf(&b, "• %s — provider %s,%s %s: %s — recovery: %s — do: %s\n",
+			l.Model, l.Provider, prof, l.Reason, errText, rec, todo(l))
+	}
+	if !earliest.IsZero() {
+		fmt.Fprintf(&b, "earliest expected recovery: %s", FormatTime(earliest, now))
+	} else {
+		b.WriteString("no recovery time known; a person has to act")
+	}
+	return b.String()
+}

@@ -1,0 +1,211 @@
+package notices
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/detourbot/detour/failover"
+)
+
+func TestReason_ShortHumanTexts(t *testing.T) {
+	cases := map[failover.Reason]string{
+		failover.ReasonBilling:            "billing",
+		failover.ReasonRateLimit:          "rate limit",
+		failover.ReasonTimeout:            "timeout",
+		failover.ReasonOverloaded:         "overloaded",
+		failover.ReasonAuth:               "auth",
+		failover.ReasonAuthPermanent:      "key revoked",
+		failover.ReasonModelNotFound:      "model not found",
+		failover.ReasonConsecutiveTimeout: "repeated timeouts",
+		failover.Reason("brand_new"):      "brand new",
+	}
+	for r, want := range cases {
+		if got := Reason(r); got != want {
+			t.Errorf("Reason(%q) = %q, want %q", r, got, want)
+		}
+	}
+}
+
+// covers N1, N2
+func TestTexts_N1_N2_Exact(t *testing.T) {
+	if got, want := Fallback("anthropic/claude-haiku-4-5", "openai/gpt-4o-mini", failover.ReasonBilling),
+		"↪️ model fallback: anthropic/claude-haiku-4-5 (selected openai/gpt-4o-mini; billing)"; got != want {
+		t.Fatalf("N1 text = %q, want %q", got, want)
+	}
+	if got, want := Cleared("openai/gpt-4o-mini", "anthropic/claude-haiku-4-5"),
+		"↪️ model fallback cleared: openai/gpt-4o-mini (was anthropic/claude-haiku-4-5)"; got != want {
+		t.Fatalf("N2 text = %q, want %q", got, want)
+	}
+}
+
+// covers N3: the announce decision is a pure function of (persisted state, new state).
+func TestDecide_N3_OncePerStateChange(t *testing.T) {
+	const p, f1, f2 = "openai/a", "anthropic/b", "ollama/c"
+	on := func(sel, act string, r failover.Reason) State { return State{Selected: sel, Active: act, Reason: r} }
+	cases := []struct {
+		name       string
+		prev, next State
+		want       string
+	}{
+		{"fresh session on primary", State{}, on(p, p, ""), ""},
+		{"primary stays", on(p, p, ""), on(p, p, ""), ""},
+		{"move to fallback", on(p, p, ""), on(p, f1, failover.ReasonBilling), Fallback(f1, p, failover.ReasonBilling)},
+		{"first turn ever falls back", State{}, on(p, f1, failover.ReasonRateLimit), Fallback(f1, p, failover.ReasonRateLimit)},
+		{"stay on fallback", on(p, f1, failover.ReasonBilling), on(p, f1, failover.ReasonBilling), ""},
+		{"stay on fallback, other reason", on(p, f1, failover.ReasonBilling), on(p, f1, failover.ReasonTimeout), ""},
+		{"move to second fallback", on(p, f1, failover.ReasonBilling), on(p, f2, failover.ReasonTimeout), Fallback(f2, p, failover.ReasonTimeout)},
+		{"return to primary", on(p, f1, failover.ReasonBilling), on(p, p, ""), Cleared(p, f1)},
+		{"user picks the fallback model itself", on(p, f1, failover.ReasonBilling), on(f1, f1, ""), ""},
+		{"user picks another model", on(p, f1, failover.ReasonBilling), on(f2, f2, ""), Cleared(f2, f1)},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := Decide(c.prev, c.next); got != c.want {
+				t.Fatalf("Decide = %q, want %q", got, c.want)
+			}
+			// Pure: the same input gives the same answer again.
+			if again := Decide(c.prev, c.next); again != c.want {
+				t.Fatalf("not pure: %q then %q", c.want, again)
+			}
+		})
+	}
+}
+
+// covers B4
+func TestDeliver_B4_Audience(t *testing.T) {
+	cases := []struct {
+		aud    string
+		direct bool
+		want   bool
+	}{
+		{"all", false, true}, {"all", true, true}, {"", false, true},
+		{"direct_only", false, false}, {"direct_only", true, true},
+		{"off", true, false}, {"off", false, false},
+	}
+	for _, c := range cases {
+		if got := Deliver(c.aud, c.direct); got != c.want {
+			t.Errorf("Deliver(%q, %v) = %v, want %v", c.aud, c.direct, got, c.want)
+		}
+	}
+	if ValidAudience("everyone") || !ValidAudience("direct_only") {
+		t.Fatal("ValidAudience wrong")
+	}
+}
+
+// covers P4
+func TestRedact_P4_Canary(t *testing.T) {
+	in := []string{
+		"Incorrect API key provided: sk-CANARY-abcdef123456. You can find your key at ...",
+		"Authorization: Bearer sk-CANARY-zzzzzzzzzz",
+		`{"api_key": "CANARYSECRET123"}`,
+		"token=CANARYTOKEN999&x=1",
+	}
+	for _, s := range in {
+		got := Redact(s)
+		if strings.Contains(got, "CANARY") {
+			t.Errorf("Redact(%q) = %q still holds the secret", s, got)
+		}
+	}
+	long := strings.Repeat("x ", 300)
+	if n := len([]rune(Redact(long))); n > 200 {
+		t.Fatalf("not shortened: %d runes", n)
+	}
+}
+
+func summary(now time.Time) *failover.SummaryError {
+	return &failover.SummaryError{
+		Attempts: []failover.AttemptRecord{
+			{Candidate: failover.Candidate{Provider: "openai", Model: "gpt-4o-mini", Profile: "openai:main"}, Started: now,
+				Failure: &failover.Failure{Reason: failover.ReasonRateLimit, Status: 429, Message: "Rate limit reached for sk-CANARY-123456789", RetryAfter: 5 * time.Minute}},
+			{Candidate: failover.Candidate{Provider: "anthropic", Model: "claude-haiku-4-5", Profile: "anthropic:main"}, Started: now,
+				Failure: &failover.Failure{Reason: failover.ReasonBilling, Status: 400, Message: "Your credit balance is too low"}},
+		},
+		EarliestRetry: now.Add(5 * time.Minute),
+	}
+}
+
+// covers V3
+func TestUserFailure_V3(t *testing.T) {
+	now := time.Date(2026, 3, 1, 14, 0, 0, 0, time.UTC)
+	got := UserFailure(summary(now), now)
+	for _, want := range []string{"openai/gpt-4o-mini (rate limit)", "anthropic/claude-haiku-4-5 (billing)", "earliest retry 14:05 UTC"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("UserFailure = %q, missing %q", got, want)
+		}
+	}
+	allRL := &failover.SummaryError{Attempts: []failover.AttemptRecord{
+		{Candidate: failover.Candidate{Provider: "a", Model: "x"}, Failure: &failover.Failure{Reason: failover.ReasonRateLimit}},
+		{Candidate: failover.Candidate{Provider: "b", Model: "y"}, Failure: &failover.Failure{Reason: failover.ReasonRateLimit}},
+	}, EarliestRetry: now.Add(5 * time.Minute)}
+	if got := UserFailure(allRL, now); got != "all models failed with rate limit: a/x, b/y; earliest retry 14:05 UTC (in 5m)" {
+		t.Errorf("all rate limited: %q", got)
+	}
+	single := &failover.SummaryError{Attempts: []failover.AttemptRecord{
+		{Candidate: failover.Candidate{Provider: "a", Model: "x"}, Failure: &failover.Failure{Reason: failover.ReasonModelNotFound, Message: "no such model"}},
+	}}
+	if got := UserFailure(single, now); got != "a/x failed: model not found — no such model; please try again later" {
+		t.Errorf("single: %q", got)
+	}
+	breaker := &failover.SummaryError{Stop: failover.ErrBreakerTripped}
+	if got := UserFailure(breaker, now); !strings.Contains(got, "no further paid call") {
+		t.Errorf("breaker: %q", got)
+	}
+	if strings.Contains(UserFailure(summary(now), now), "CANARY") {
+		t.Fatal("secret leaked into the user message")
+	}
+	if UserFailure(nil, now) == "" {
+		t.Fatal("nil summary gives empty text")
+	}
+}
+
+// covers V4
+func TestAdminReport_V4(t *testing.T) {
+	now := time.Date(2026, 3, 1, 14, 0, 0, 0, time.UTC)
+	lines := LinesFromSummary(summary(now))
+	if len(lines) != 2 {
+		t.Fatalf("lines = %d, want one per model", len(lines))
+	}
+	got := AdminReport(lines, "console:default", now)
+	for _, want := range []string{
+		"openai/gpt-4o-mini — provider openai, profile openai:main, rate_limit: HTTP 429 Rate limit reached for [redacted] — recovery: estimated 14:05 UTC",
+		"anthropic/claude-haiku-4-5 — provider anthropic, profile anthropic:main, billing: HTTP 400 Your credit balance is too low — recovery: unknown, needs a human — do: top up or raise the spending limit, then /recover anthropic/claude-haiku-4-5",
+		"earliest expected recovery: 14:05 UTC",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("report missing %q\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "CANARY") {
+		t.Fatal("secret in report")
+	}
+	if n := strings.Count(got, "\n• ") + strings.Count(got[:2], "• "); n != 2 {
+		t.Errorf("want 2 model lines, got %d:\n%s", n, got)
+	}
+}
+
+func TestFailureText(t *testing.T) {
+	f := &failover.Failure{Reason: failover.ReasonFormat, Provider: "openai", Model: "x", Message: "bad param"}
+	if got := FailureText(f); got != "openai/x failed: invalid request — bad param" {
+		t.Fatalf("%q", got)
+	}
+	if got := FailureText(&failover.Failure{Reason: failover.ReasonContextOverflow}); !strings.Contains(got, "/reset") {
+		t.Fatalf("R15 text must suggest /reset: %q", got)
+	}
+}
+
+func TestFormatTime(t *testing.T) {
+	now := time.Date(2026, 3, 1, 14, 0, 0, 0, time.UTC)
+	if got := FormatTime(now.Add(time.Hour), now); got != "15:00 UTC" {
+		t.Fatal(got)
+	}
+	if got := FormatTime(now.Add(30*time.Second), now); got != "14:00:30 UTC (in 30s)" {
+		t.Fatal(got)
+	}
+	if got := FormatTime(now.Add(90*time.Second), now); got != "14:01:30 UTC (in 2m)" {
+		t.Fatal(got)
+	}
+	if got := FormatTime(now.Add(48*time.Hour), now); got != "2026-03-03 14:00 UTC" {
+		t.Fatal(got)
+	}
+}

@@ -1,0 +1,441 @@
+package sessions
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"gorm.io/gorm"
+
+	"github.com/detourbot/detour/adapters"
+	"github.com/detourbot/detour/commands"
+	"github.com/detourbot/detour/failover"
+	"github.com/detourbot/detour/notices"
+)
+
+// ErrUnknownModel is returned by SetModel for a model whose provider is not configured.
+var ErrUnknownModel = errors.New("unknown model")
+
+// ErrUnknownProfile is returned by SetModel for a profile that is not configured.
+var ErrUnknownProfile = errors.New("unknown profile")
+
+// runCommand answers one parsed command. Answers are KindReply (ephemeral where
+// the platform allows); bad input and refusals are KindError.
+func (r *Router) runCommand(ctx context.Context, in adapters.Inbound, c commands.Command) {
+	answer := func(text string) {
+		out := reply(in, adapters.KindReply, text)
+		out.Ephemeral = true
+		r.send(ctx, out)
+	}
+	refuse := func(text string) { r.send(ctx, reply(in, adapters.KindError, text)) }
+	if c.Err != "" {
+		refuse(c.Err)
+		return
+	}
+	var err error
+	switch c.Name {
+	case commands.Help:
+		answer(commands.HelpText())
+	case commands.Model:
+		switch {
+		case c.Default:
+			if err = r.ClearModel(ctx, in.SessionKey); err == nil {
+				answer(fmt.Sprintf("back to the configured model %s", r.baseFor(in)))
+			}
+		case c.Ref != "":
+			if err = r.SetModel(ctx, in.SessionKey, c.Ref, c.Profile); err == nil {
+				msg := "model set to " + c.Ref
+				if c.Profile != "" {
+					msg += " with profile " + c.Profile
+				}
+				answer(msg + " (exact: if it fails you will see the failure; /model default goes back)")
+			}
+		default:
+			var e *Entry
+			if e, err = r.st.load(ctx, in.SessionKey); err == nil {
+				answer(commands.ModelText(r.modelChoice(e, in.Channel)))
+			}
+		}
+	case commands.New:
+		if err = r.NewSession(ctx, in.SessionKey, c.Ref); err == nil {
+			msg := "new conversation started"
+			if c.Ref != "" {
+				msg += " on " + c.Ref
+			}
+			answer(msg)
+		}
+	case commands.Reset:
+		if err = r.Reset(ctx, in.SessionKey); err == nil {
+			answer(fmt.Sprintf("conversation reset; model back to %s", r.baseFor(in)))
+		}
+	case commands.Status:
+		var info commands.StatusInfo
+		if info, err = r.Status(ctx, in.SessionKey, in.Channel); err == nil {
+			answer(commands.StatusText(info))
+		}
+	case commands.Recover:
+		if !r.isAdmin(in) {
+			refuse("/recover is for admins (admin.users in the config)")
+			return
+		}
+		target := c.Ref
+		if target == "" {
+			target = c.Profile
+		}
+		var text string
+		if text, err = r.Recover(ctx, target); err == nil {
+			answer(text)
+		}
+	}
+	if err != nil {
+		switch {
+		case errors.Is(err, ErrUnknownModel), errors.Is(err, ErrUnknownProfile):
+			refuse(err.Error())
+		default:
+			r.log.Warn("command failed", "session", in.SessionKey, "command", c.Name, "err", err)
+			refuse(fmt.Sprintf("/%s failed: internal error", c.Name))
+		}
+	}
+}
+
+func (r *Router) baseFor(in adapters.Inbound) failover.ModelRef {
+	if a := r.agentFor(in.SessionKey, in.Channel); a != nil && a.Model != "" {
+		return a.Model
+	}
+	return r.cfg.Primary
+}
+
+// configuredModels lists every model the config names: primary, fallbacks, agent
+// models and models with facts, without duplicates.
+func (r *Router) configuredModels() []string {
+	seen := map[string]bool{}
+	var out []string
+	add := func(m failover.ModelRef) {
+		if m != "" && !seen[string(m)] {
+			seen[string(m)] = true
+			out = append(out, string(m))
+		}
+	}
+	add(r.cfg.Primary)
+	for _, m := range r.cfg.Fallbacks {
+		add(m)
+	}
+	for _, a := range r.cfg.Agents {
+		add(a.Model)
+	}
+	var extra []string
+	for m := range r.cfg.Models {
+		if !seen[string(m)] {
+			extra = append(extra, string(m))
+		}
+	}
+	sort.Strings(extra)
+	for _, m := range extra {
+		add(failover.ModelRef(m))
+	}
+	return out
+}
+
+func (r *Router) providerKnown(p string) bool {
+	for _, x := range r.cfg.Providers {
+		if x == p {
+			return true
+		}
+	}
+	if len(r.cfg.Providers) > 0 {
+		return false
+	}
+	if _, ok := r.cfg.Profiles[p]; ok {
+		return true
+	}
+	for _, m := range r.configuredModels() {
+		if strings.HasPrefix(m, p+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *Router) checkModel(ref, profile string) error {
+	if !commands.ValidRef(ref) {
+		return fmt.Errorf("%w: %q is not provider/model", ErrUnknownModel, ref)
+	}
+	p, _ := failover.ModelRef(ref).Split()
+	if !r.providerKnown(p) {
+		return fmt.Errorf("%w: provider %q is not configured; models: %s", ErrUnknownModel, p, strings.Join(r.configuredModels(), ", "))
+	}
+	if profile == "" {
+		return nil
+	}
+	for _, pr := range r.cfg.Profiles[p] {
+		if pr.ID == profile {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %q is not a configured profile of %s", ErrUnknownProfile, profile, p)
+}
+
+// userModelPatch is the patch of a user-chosen model (S4, O4).
+func userModelPatch(ref, profile string) map[string]any {
+	p, m := failover.ModelRef(ref).Split()
+	f := map[string]any{
+		"provider_override": p, "model_override": m, "model_override_source": string(failover.SourceUser),
+		"fallback_origin": "", "fallback_reason": "", "last_probe_at": nil, "live_switch": true,
+		"notice_selected": "", "notice_active": "", "notice_reason": "",
+		"auth_profile_override": "", "auth_profile_override_source": "", "auth_profile_override_compaction_count": 0,
+	}
+	if profile != "" {
+		f["auth_profile_override"], f["auth_profile_override_source"] = profile, string(failover.SourceUser)
+	}
+	return f
+}
+
+// SetModel sets a session's model as the user's exact choice (S4), with an
+// optional strict profile (P3); it marks a pending live switch (O4). It is safe to
+// call concurrently with a running turn of the same session: the turn's fallback
+// bookkeeping never overwrites it (O3).
+func (r *Router) SetModel(ctx context.Context, sessionKey, ref, profile string) error {
+	if err := r.checkModel(ref, profile); err != nil {
+		return err
+	}
+	if _, err := r.st.load(ctx, sessionKey); err != nil {
+		return err
+	}
+	return r.st.patch(ctx, sessionKey, userModelPatch(ref, profile))
+}
+
+// ClearModel drops every model override of a session (/model default).
+func (r *Router) ClearModel(ctx context.Context, sessionKey string) error {
+	if _, err := r.st.load(ctx, sessionKey); err != nil {
+		return err
+	}
+	return r.st.patch(ctx, sessionKey, merge(clearedOverride(), map[string]any{
+		"live_switch": true, "last_probe_at": nil, "notice_selected": "", "notice_active": "", "notice_reason": ""}))
+}
+
+// NewSession starts a new conversation (/new): the history, the automatic
+// override and the profile pin go (O7, P2); a user's model choice stays unless
+// ref names a new one.
+func (r *Router) NewSession(ctx context.Context, sessionKey, ref string) error {
+	if ref != "" {
+		if err := r.checkModel(ref, ""); err != nil {
+			return err
+		}
+	}
+	e, err := r.st.load(ctx, sessionKey)
+	if err != nil {
+		return err
+	}
+	return r.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := r.st.dropHistory(ctx, tx, sessionKey, 0); err != nil {
+			return err
+		}
+		f := map[string]any{"compaction_count": 0, "last_probe_at": nil,
+			"notice_selected": "", "notice_active": "", "notice_reason": "",
+			"auth_profile_override": "", "auth_profile_override_source": "", "auth_profile_override_compaction_count": 0}
+		switch {
+		case ref != "":
+			f = userModelPatch(ref, "")
+			f["compaction_count"] = 0
+		case e.ModelOverrideSource == string(failover.SourceAuto):
+			f = merge(f, clearedOverride())
+		case e.ModelOverrideSource == string(failover.SourceUser) && e.AuthProfileOverrideSource == string(failover.SourceUser):
+			// The user's exact model and profile choice survives /new.
+			delete(f, "auth_profile_override")
+			delete(f, "auth_profile_override_source")
+			delete(f, "auth_profile_override_compaction_count")
+		}
+		return tx.Model(&Entry{}).Where("key = ?", sessionKey).Updates(f).Error
+	})
+}
+
+// Reset starts over (/reset): history and every override, user or automatic, go (O7).
+func (r *Router) Reset(ctx context.Context, sessionKey string) error {
+	if _, err := r.st.load(ctx, sessionKey); err != nil {
+		return err
+	}
+	return r.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := r.st.dropHistory(ctx, tx, sessionKey, 0); err != nil {
+			return err
+		}
+		f := merge(clearedOverride(), map[string]any{"compaction_count": 0, "last_probe_at": nil, "live_switch": true,
+			"notice_selected": "", "notice_active": "", "notice_reason": ""})
+		return tx.Model(&Entry{}).Where("key = ?", sessionKey).Updates(f).Error
+	})
+}
+
+func (r *Router) modelChoice(e *Entry, channel string) commands.ModelChoice {
+	sel := r.selectionFor(e, channel)
+	mc := commands.ModelChoice{Selected: string(sel.selected), Source: string(sel.source), Configured: r.configuredModels(), Profile: e.AuthProfileOverride}
+	if sel.source == failover.SourceAuto {
+		mc.Active = string(sel.requested)
+	}
+	return mc
+}
+
+// Status gathers what /status shows (N5).
+func (r *Router) Status(ctx context.Context, sessionKey, channel string) (commands.StatusInfo, error) {
+	e, err := r.st.load(ctx, sessionKey)
+	if err != nil {
+		return commands.StatusInfo{}, err
+	}
+	now := r.clock.Now()
+	sel := r.selectionFor(e, channel)
+	info := commands.StatusInfo{
+		Session: sessionKey, Selected: string(sel.selected), Source: string(sel.source),
+		Profile: e.AuthProfileOverride, ProfileSource: e.AuthProfileOverrideSource,
+		PaidCalls: e.PaidCalls, InputTokens: e.InputTokens, OutputTokens: e.OutputTokens,
+		Compactions: e.CompactionCount, Now: now,
+	}
+	if sel.source == failover.SourceAuto {
+		info.Active = string(sel.requested)
+		info.FallbackReason = notices.Reason(failover.Reason(e.FallbackReason))
+		if e.LastProbeAt != nil {
+			info.LastProbe = *e.LastProbeAt
+			info.NextProbe = e.LastProbeAt.Add(r.cfg.ProbeInterval)
+		}
+	} else if e.LastProbeAt != nil {
+		info.LastProbe = *e.LastProbeAt
+	}
+	var n int64
+	r.db.WithContext(ctx).Model(&Message{}).Where("session_key = ? AND role = ?", sessionKey, "user").Count(&n)
+	info.HistoryTurns = int(n)
+	chain := chainFor(sel)
+	if sel.source == failover.SourceAuto && sel.selected != chain[0] {
+		chain = append(chain, sel.selected)
+		chain = dedupe(chain)
+	}
+	for _, ref := range chain {
+		info.Candidates = append(info.Candidates, r.candidateStates(ctx, ref)...)
+	}
+	return info, nil
+}
+
+func dedupe(refs []failover.ModelRef) []failover.ModelRef {
+	seen := map[failover.ModelRef]bool{}
+	out := refs[:0]
+	for _, m := range refs {
+		if !seen[m] {
+			seen[m] = true
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// candidateStates returns one /status line per profile of ref, from the engine's
+// durable state (cooldowns, disables, model-scoped limits, R7 model state).
+func (r *Router) candidateStates(ctx context.Context, ref failover.ModelRef) []commands.CandidateState {
+	p, _ := ref.Split()
+	cs, err := r.engine.CandidateStatus(ctx, ref, r.cfg.Profiles[p])
+	if err != nil {
+		r.log.Warn("candidate status", "model", ref, "err", err)
+		return []commands.CandidateState{{Model: string(ref), State: "unknown"}}
+	}
+	out := make([]commands.CandidateState, 0, len(cs.Profiles))
+	for _, ps := range cs.Profiles {
+		line := commands.CandidateState{Model: string(ref), Profile: ps.ID, State: ps.State}
+		if ps.State != failover.StateOK {
+			line.Until, line.Reason, line.Recovery = ps.Until, notices.Reason(ps.Reason), ps.RecoveryAt
+		} else if cs.Model.State != failover.StateOK {
+			// The model itself is marked unavailable (R7 repeated timeouts).
+			line.State, line.Until, line.Reason = cs.Model.State, cs.Model.Until, notices.Reason(cs.Model.Reason)
+		}
+		out = append(out, line)
+	}
+	return out
+}
+
+// Recover probes target ("provider/model" or a profile id) at once with the
+// smallest request and, on success, clears the cooldown or disable (B3). The
+// returned text says what happened.
+func (r *Router) Recover(ctx context.Context, target string) (string, error) {
+	var provider, model string
+	var ids []string
+	switch {
+	case commands.ValidRef(target):
+		provider, model = failover.ModelRef(target).Split()
+		if !r.providerKnown(provider) {
+			return "", fmt.Errorf("%w: provider %q is not configured", ErrUnknownModel, provider)
+		}
+		for _, pr := range r.cfg.Profiles[provider] {
+			ids = append(ids, pr.ID)
+		}
+	case commands.ValidProfileID(target):
+		provider, _, _ = strings.Cut(target, ":")
+		found := false
+		for _, pr := range r.cfg.Profiles[provider] {
+			found = found || pr.ID == target
+		}
+		if !found {
+			return "", fmt.Errorf("%w: %q", ErrUnknownProfile, target)
+		}
+		ids = []string{target}
+		for _, m := range r.configuredModels() {
+			if p, mm := failover.ModelRef(m).Split(); p == provider {
+				model = mm
+				break
+			}
+		}
+		if model == "" {
+			return fmt.Sprintf("no configured model of provider %s to probe %s with", provider, target), nil
+		}
+	default:
+		return "", fmt.Errorf("%w: %q is neither provider/model nor a profile id", ErrUnknownModel, target)
+	}
+	if len(ids) == 0 {
+		ids = []string{""}
+	}
+	ref := failover.ModelRef(provider + "/" + model)
+	var ok, bad []string
+	for _, id := range ids {
+		name := id
+		if name == "" {
+			name = provider
+		}
+		c, err := r.clients(provider, id)
+		if err == nil && c != nil {
+			err = c.Probe(ctx, model)
+		} else if err == nil {
+			err = errors.New("no client")
+		}
+		if err != nil {
+			why := notices.Redact(err.Error())
+			var f *failover.Failure
+			if errors.As(err, &f) {
+				why = notices.Reason(f.Reason)
+				if f.Status != 0 {
+					why += fmt.Sprintf(" (HTTP %d)", f.Status)
+				}
+			}
+			bad = append(bad, name+": "+why)
+			continue
+		}
+		ok = append(ok, name)
+		key := id
+		if key == "" {
+			key = string(ref) // a provider without credentials: its per-model state
+		}
+		if err := r.engine.Clear(ctx, key); err != nil {
+			return "", err
+		}
+	}
+	if len(ok) > 0 {
+		if err := r.engine.ClearModel(ctx, ref, r.cfg.Profiles[provider]); err != nil {
+			return "", err
+		}
+		r.closeIncident()
+	}
+	var b strings.Builder
+	if len(ok) > 0 {
+		fmt.Fprintf(&b, "recovered %s: probe answered with %s; cooldown and disable cleared", ref, strings.Join(ok, ", "))
+	} else {
+		fmt.Fprintf(&b, "%s is still failing; state unchanged", ref)
+	}
+	if len(bad) > 0 {
+		fmt.Fprintf(&b, " (failed: %s)", strings.Join(bad, "; "))
+	}
+	return b.String(), nil
+}

@@ -1,0 +1,128 @@
+package sessions
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/detourbot/detour/failover"
+	"github.com/detourbot/detour/llm"
+)
+
+func TestEstimateTokens_R15(t *testing.T) {
+	cases := map[string]int{"": 0, "abcd": 2, strings.Repeat("x", 400): 121}
+	for in, want := range cases {
+		if got := EstimateTokens(in); got != want {
+			t.Errorf("EstimateTokens(%d chars) = %d, want %d", len(in), got, want)
+		}
+	}
+}
+
+func TestBuildPrompt_R15_DropsOldestTurns(t *testing.T) {
+	hist := []Message{
+		{ID: 1, Role: "user", Content: strings.Repeat("a", 400)},
+		{ID: 2, Role: "assistant", Content: strings.Repeat("b", 400)},
+		{ID: 3, Role: "user", Content: "short"},
+		{ID: 4, Role: "assistant", Content: "short"},
+	}
+	msgs, dropped := buildPrompt("sys", hist, "now", 100)
+	if dropped != 2 {
+		t.Fatalf("dropped = %d, want the whole first turn (2)", dropped)
+	}
+	if msgs[0].Role != "system" || msgs[1].Content != "short" || msgs[len(msgs)-1].Content != "now" {
+		t.Fatalf("prompt = %+v", msgs)
+	}
+	if estimate(msgs) > 100 {
+		t.Fatalf("prompt does not fit: %d", estimate(msgs))
+	}
+	if _, d := buildPrompt("", hist, "now", 0); d != 0 {
+		t.Fatal("no window must keep everything")
+	}
+}
+
+// covers R15, B7, P2: history that does not fit the model's window is compacted
+// before sending, and the compaction count grows.
+func TestRouter_R15_CompactsToFitContextWindow(t *testing.T) {
+	mem := map[string]*memLLM{}
+	h := newHarness(t, withMem(mem), func(cfg *Config, _ *harness) {
+		cfg.Models = map[failover.ModelRef]ModelInfo{mPrimary: {ContextWindow: 300}}
+	})
+	long := strings.Repeat("word ", 60) // 300 chars ≈ 91 tokens
+	for i := 0; i < 6; i++ {
+		expect(t, h.say(key1, long), "reply")
+	}
+	for i, req := range mem["p1"].requests() {
+		if n := estimate(req.Messages); n > 300 {
+			t.Fatalf("request %d has %d estimated tokens > window 300", i, n)
+		}
+	}
+	e := h.entry(key1)
+	if e.CompactionCount == 0 {
+		t.Fatal("R15: compaction count did not grow")
+	}
+	if n := len(h.history(key1)); n >= 12 {
+		t.Fatalf("history not compacted: %d messages", n)
+	}
+}
+
+// covers R15, C8: a context_overflow from the provider compacts and retries once.
+func TestRouter_R15_OverflowCompactsAndRetries(t *testing.T) {
+	mem := map[string]*memLLM{}
+	h := newHarness(t, withMem(mem))
+	for i := 0; i < 4; i++ {
+		expect(t, h.say(key1, "turn"), "reply")
+	}
+	overflow := func(req llm.Request) error {
+		if len(req.Messages) > 6 {
+			return &failover.Failure{Reason: failover.ReasonContextOverflow, Class: failover.ClassDeterministic, Status: 400,
+				Message: "maximum context length exceeded", Provider: "p1", Model: req.Model, Profile: "p1:main"}
+		}
+		return nil
+	}
+	mem["p1"].mu.Lock()
+	mem["p1"].fail = overflow
+	mem["p1"].mu.Unlock()
+	before := len(mem["p1"].requests())
+	out := expect(t, h.say(key1, "big"), "reply")
+	if out[0].Model != mPrimary {
+		t.Fatalf("answered by %s", out[0].Model)
+	}
+	reqs := mem["p1"].requests()[before:]
+	if len(reqs) != 2 || len(reqs[1].Messages) >= len(reqs[0].Messages) {
+		t.Fatalf("want one compacted retry, got %d requests", len(reqs))
+	}
+	if n := mem["p2"].requests(); len(n) != 0 {
+		t.Fatal("C8: context_overflow must not advance the fallback chain")
+	}
+	if e := h.entry(key1); e.CompactionCount != 1 {
+		t.Fatalf("compaction count = %d", e.CompactionCount)
+	}
+	// Nothing left to compact: the user is told what to do.
+	mem["p1"].mu.Lock()
+	mem["p1"].fail = func(req llm.Request) error {
+		return overflow(llm.Request{Model: req.Model, Messages: make([]llm.Message, 9)})
+	}
+	mem["p1"].mu.Unlock()
+	expect(t, h.say(key1, "/reset"), "reply")
+	out = expect(t, h.say(key1, "huge"), "error")
+	if !strings.Contains(out[0].Text, "/reset") || !strings.Contains(out[0].Text, "larger window") {
+		t.Fatalf("R15 message = %q", out[0].Text)
+	}
+}
+
+// R15: when even the newest turn does not fit, all history goes (no panic) and
+// the request still carries the user's message.
+func TestRouter_R15_HistoryDroppedEntirely(t *testing.T) {
+	mem := map[string]*memLLM{}
+	h := newHarness(t, withMem(mem), func(cfg *Config, _ *harness) {
+		cfg.Models = map[failover.ModelRef]ModelInfo{mPrimary: {ContextWindow: 150}}
+	})
+	expect(t, h.say(key1, strings.Repeat("a", 300)), "reply") // ≈ 90 tokens + the answer
+	expect(t, h.say(key1, strings.Repeat("b", 300)), "reply")
+	reqs := mem["p1"].requests()
+	if last := reqs[len(reqs)-1]; len(last.Messages) != 1 {
+		t.Fatalf("want only the new message, got %d messages", len(last.Messages))
+	}
+	if n := len(h.history(key1)); n != 2 {
+		t.Fatalf("history = %d, want the last exchange only", n)
+	}
+}

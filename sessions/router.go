@@ -1,0 +1,316 @@
+// Package sessions keeps detour's conversations: durable session entries with
+// their model overrides (O1-O7), history and attempt records in gorm, a router with
+// one queue per session key (turns of one session never overlap, different
+// sessions run in parallel, an idle session costs no goroutine), and the turn
+// itself: commands, context fitting (R15, B7), the failover run with the override
+// hooks (O2, O3), the primary probe (S3), notices (N1-N4, B4) and admin reports (V4).
+package sessions
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/detourbot/detour/adapters"
+	"github.com/detourbot/detour/failover"
+	"github.com/detourbot/detour/llm"
+)
+
+// LLM is one provider+profile client (satisfied by *llm.Client).
+type LLM interface {
+	Chat(ctx context.Context, req llm.Request, onDelta func(string)) (failover.Output, error)
+	Probe(ctx context.Context, model string) error
+}
+
+// Agent is one entry of agents.list.
+type Agent struct {
+	ID    string
+	Model failover.ModelRef
+	// Fallbacks is the agent's own fallback list: nil = not set (the agent's model
+	// is strict, S2), non-nil empty = explicitly strict.
+	Fallbacks    *[]failover.ModelRef
+	SystemPrompt string
+	// Match lists the channels ("slack") or session-key prefixes ("slack:T1:C9")
+	// this agent serves; the first matching agent wins.
+	Match []string
+}
+
+// ModelInfo is what the config says about one model (B1, B7).
+type ModelInfo struct {
+	ContextWindow int // tokens; 0 = unknown
+	Price         failover.Price
+}
+
+// Config is everything the router needs, mapped from config.Config by cmd/bot.
+type Config struct {
+	Primary         failover.ModelRef
+	Fallbacks       []failover.ModelRef
+	SystemPrompt    string
+	Agents          []Agent
+	Models          map[failover.ModelRef]ModelInfo
+	Profiles        map[string][]failover.Profile // by provider
+	Order           map[string][]string           // auth.order
+	Providers       []string                      // configured provider ids
+	Notices         string                        // "all" | "direct_only" | "off" (B4)
+	AdminChannel    string                        // "slack:C0123", "discord:123", "console", "" = none
+	AdminUsers      []string                      // "slack:U123", "discord:456"
+	ProbeInterval   time.Duration                 // S3: 5m
+	MaxMessageBytes int                           // limits.max_message_bytes (65536)
+	IdleTimeout     time.Duration
+	AttemptTimeout  time.Duration
+	RunTimeout      time.Duration
+	// MaxTokens caps each answer (0 = provider default).
+	MaxTokens int
+}
+
+// Options are the router's collaborators.
+type Options struct {
+	DB      *gorm.DB         // opened by internal/store.Open
+	Engine  *failover.Engine // with the SQLite StateStore, clock, policy, guard
+	Clock   failover.Clock   // nil = Engine.Clock, else the wall clock
+	Clients func(provider, profileID string) (LLM, error)
+	Log     *slog.Logger
+}
+
+// Router owns every session queue. It is safe for concurrent use.
+type Router struct {
+	cfg     Config
+	db      *gorm.DB
+	st      sessionStore
+	engine  *failover.Engine
+	clock   failover.Clock
+	clients func(provider, profileID string) (LLM, error)
+	log     *slog.Logger
+
+	base   context.Context
+	cancel context.CancelFunc
+
+	mu       sync.Mutex
+	queues   map[string]*queue // only sessions with queued or running work
+	pending  int               // queued + running inbound messages
+	drained  chan struct{}     // closed when pending drops to 0
+	adapters map[string]adapters.Adapter
+	closed   bool
+
+	incidentMu   sync.Mutex
+	incidentOpen bool // V4: a report was sent and no turn has succeeded since
+}
+
+type queue struct {
+	items []adapters.Inbound
+}
+
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }
+func (wallClock) Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// NewRouter checks the configuration and migrates the session tables.
+func NewRouter(cfg Config, opts Options) (*Router, error) {
+	if opts.DB == nil {
+		return nil, errors.New("sessions: Options.DB is required")
+	}
+	if opts.Engine == nil {
+		return nil, errors.New("sessions: Options.Engine is required")
+	}
+	if opts.Clients == nil {
+		return nil, errors.New("sessions: Options.Clients is required")
+	}
+	if cfg.Primary == "" {
+		return nil, errors.New("sessions: Config.Primary is required")
+	}
+	if cfg.ProbeInterval <= 0 {
+		cfg.ProbeInterval = 5 * time.Minute
+	}
+	if cfg.MaxMessageBytes <= 0 {
+		cfg.MaxMessageBytes = 65536
+	}
+	clock := opts.Clock
+	if clock == nil {
+		clock = opts.Engine.Clock
+	}
+	if clock == nil {
+		clock = wallClock{}
+	}
+	log := opts.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	// Prepared statements and no implicit transaction around single statements:
+	// the turn's hot path is a handful of small statements on one connection.
+	db := opts.DB.Session(&gorm.Session{PrepareStmt: true, SkipDefaultTransaction: true})
+	r := &Router{
+		cfg: cfg, db: db, st: sessionStore{db: db}, engine: opts.Engine, clock: clock,
+		clients: opts.Clients, log: log.With("component", "sessions"),
+		queues: map[string]*queue{}, adapters: map[string]adapters.Adapter{},
+	}
+	r.base, r.cancel = context.WithCancel(context.Background())
+	if err := r.st.migrate(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// AddAdapter registers a channel; outbound messages are routed by Outbound.Channel.
+func (r *Router) AddAdapter(a adapters.Adapter) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.adapters[a.Name()] = a
+}
+
+// Handle enqueues one message. It never blocks on the LLM: the session's worker
+// goroutine is started when its queue goes non-empty and exits when it drains.
+func (r *Router) Handle(ctx context.Context, in adapters.Inbound) {
+	if ctx.Err() != nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return
+	}
+	if r.pending == 0 {
+		r.drained = make(chan struct{})
+	}
+	r.pending++
+	q, running := r.queues[in.SessionKey]
+	if !running {
+		q = &queue{}
+		r.queues[in.SessionKey] = q
+	}
+	q.items = append(q.items, in)
+	if !running {
+		go r.work(in.SessionKey, q)
+	}
+}
+
+// work runs the turns of one session in order until its queue is empty.
+func (r *Router) work(key string, q *queue) {
+	for {
+		r.mu.Lock()
+		if len(q.items) == 0 {
+			delete(r.queues, key)
+			r.mu.Unlock()
+			return
+		}
+		in := q.items[0]
+		q.items[0] = adapters.Inbound{}
+		q.items = q.items[1:]
+		r.mu.Unlock()
+
+		r.process(r.base, in)
+
+		r.mu.Lock()
+		r.pending--
+		if r.pending == 0 && r.drained != nil {
+			close(r.drained)
+			r.drained = nil
+		}
+		r.mu.Unlock()
+	}
+}
+
+// Run handles every inbound message until inbox closes (nil) or ctx ends
+// (ctx.Err()). It does not wait for queued turns: call Drain for that.
+func (r *Router) Run(ctx context.Context, inbox <-chan adapters.Inbound) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case in, ok := <-inbox:
+			if !ok {
+				return nil
+			}
+			r.Handle(ctx, in)
+		}
+	}
+}
+
+// Drain waits until every queued turn has finished, or ctx ends.
+func (r *Router) Drain(ctx context.Context) error {
+	r.mu.Lock()
+	ch := r.drained
+	n := r.pending
+	r.mu.Unlock()
+	if n == 0 || ch == nil {
+		return nil
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("sessions: drain: %w", ctx.Err())
+	}
+}
+
+// Close refuses new messages and cancels running turns; call Drain afterwards to
+// wait for the workers to finish.
+func (r *Router) Close() {
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+	r.cancel()
+}
+
+// Active returns how many sessions currently have a worker (queued or running).
+func (r *Router) Active() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.queues)
+}
+
+// send posts out through the adapter named by out.Channel.
+func (r *Router) send(ctx context.Context, out adapters.Outbound) {
+	r.mu.Lock()
+	a := r.adapters[out.Channel]
+	r.mu.Unlock()
+	if a == nil {
+		r.log.Warn("no adapter for outbound message", "channel", out.Channel, "kind", out.Kind, "session", out.SessionKey)
+		return
+	}
+	if err := a.Send(ctx, out); err != nil {
+		r.log.Warn("send failed", "channel", out.Channel, "kind", out.Kind, "session", out.SessionKey, "err", err)
+	}
+}
+
+func reply(in adapters.Inbound, kind adapters.Kind, text string) adapters.Outbound {
+	return adapters.Outbound{Kind: kind, Channel: in.Channel, SessionKey: in.SessionKey, ReplyTo: in.ReplyTo, Text: text}
+}
+
+// isAdmin reports whether the sender may run admin commands (B3).
+func (r *Router) isAdmin(in adapters.Inbound) bool {
+	if in.Admin {
+		return true
+	}
+	for _, u := range r.cfg.AdminUsers {
+		if u != "" && u == in.User {
+			return true
+		}
+	}
+	return false
+}
+
+// adminTarget splits AdminChannel into adapter name and ReplyTo.
+func (r *Router) adminTarget() (channel, replyTo string, ok bool) {
+	ac := strings.TrimSpace(r.cfg.AdminChannel)
+	if ac == "" {
+		return "", "", false
+	}
+	channel, replyTo, _ = strings.Cut(ac, ":")
+	return channel, replyTo, true
+}

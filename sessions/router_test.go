@@ -1,0 +1,491 @@
+package sessions
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/detourbot/detour/adapters"
+	"github.com/detourbot/detour/failover"
+	"github.com/detourbot/detour/internal/testkit/fakellm"
+	"github.com/detourbot/detour/notices"
+)
+
+const key1 = "test:s1"
+
+// covers S1, O1, O2, N1, N3, N4, S3, N2, K1
+func TestRouter_N1_N2_N3_S3_FallbackStaysThenProbeClears(t *testing.T) {
+	h := newHarness(t)
+	h.fake.Script(fakellm.Rule{Provider: "p1", Mode: fakellm.ModeUnavailable503})
+
+	// Turn 1: the primary fails, the fallback answers; one N1 notice, then the reply.
+	out := expect(t, h.say(key1, "hello"), "notice,reply")
+	wantN1 := notices.Fallback(mFallback, mPrimary, failover.ReasonTimeout)
+	if out[0].Text != wantN1 {
+		t.Fatalf("N1 = %q, want %q", out[0].Text, wantN1)
+	}
+	if out[1].Model != mFallback || !strings.Contains(out[1].Text, "you said: hello") {
+		t.Fatalf("reply = %+v", out[1])
+	}
+	if out[0].ReplyTo != out[1].ReplyTo || out[0].SessionKey != key1 {
+		t.Fatalf("N4: notice must go to the same place as the reply: %+v", out)
+	}
+	e := h.entry(key1)
+	if e.ProviderOverride != "p2" || e.ModelOverride != "beta" || e.ModelOverrideSource != "auto" || e.FallbackOrigin != mPrimary || e.FallbackReason != "timeout" {
+		t.Fatalf("O2: auto override not persisted: %+v", e)
+	}
+	// N4: notices are never stored in the history.
+	hist := h.history(key1)
+	if len(hist) != 2 || hist[0].Role != "user" || hist[1].Role != "assistant" {
+		t.Fatalf("history = %+v", hist)
+	}
+	for _, m := range hist {
+		if strings.HasPrefix(m.Content, notices.Prefix) {
+			t.Fatalf("notice stored in history: %q", m.Content)
+		}
+	}
+
+	// Turn 2 (1 minute later): stays on the fallback, no notice, no call to the primary.
+	h.clock.Advance(time.Minute)
+	p1 := h.calls.count("p1")
+	out = expect(t, h.say(key1, "second"), "reply")
+	if out[0].Model != mFallback {
+		t.Fatalf("turn 2 answered by %s", out[0].Model)
+	}
+	if got := h.calls.count("p1"); got != p1 {
+		t.Fatalf("S3: the failed primary was called again before the probe interval (%d -> %d)", p1, got)
+	}
+
+	// Turn 3 (5 minutes after the fallback began): the probe of the primary still
+	// fails; the turn stays on the fallback with no new notice.
+	h.clock.Advance(4 * time.Minute)
+	out = expect(t, h.say(key1, "third"), "reply")
+	if out[0].Model != mFallback {
+		t.Fatalf("turn 3 answered by %s", out[0].Model)
+	}
+	if got := h.calls.count("p1"); got != p1+1 {
+		t.Fatalf("S3: want exactly one probe call of the primary, got %d", got-p1)
+	}
+	// Turn 4 (2 minutes later): within the probe interval again, no primary call.
+	h.clock.Advance(2 * time.Minute)
+	expect(t, h.say(key1, "fourth"), "reply")
+	if got := h.calls.count("p1"); got != p1+1 {
+		t.Fatalf("S3: primary probed more than once per interval: %d", got-p1)
+	}
+
+	// Turn 5 (next interval, the primary is back): the probe answers, N2, override cleared.
+	h.clock.Advance(4 * time.Minute)
+	h.fake.Reset()
+	out = expect(t, h.say(key1, "fifth"), "notice,reply")
+	if want := notices.Cleared(mPrimary, mFallback); out[0].Text != want {
+		t.Fatalf("N2 = %q, want %q", out[0].Text, want)
+	}
+	if out[1].Model != mPrimary {
+		t.Fatalf("turn 5 answered by %s", out[1].Model)
+	}
+	if e := h.entry(key1); e.ModelOverride != "" || e.ModelOverrideSource != "" || e.FallbackOrigin != "" {
+		t.Fatalf("S3: override not cleared: %+v", e)
+	}
+	// Turn 6: on the primary, nothing to announce.
+	expect(t, h.say(key1, "sixth"), "reply")
+	if n := len(h.history(key1)); n != 12 {
+		t.Fatalf("history has %d messages, want 12", n)
+	}
+}
+
+// covers N1 (reason text), V1
+func TestRouter_N1_BillingReasonAndAttemptsRecorded(t *testing.T) {
+	h := newHarness(t)
+	h.fake.Script(fakellm.Rule{Provider: "p1", Mode: fakellm.ModeBilling402})
+	out := expect(t, h.say(key1, "hi"), "notice,reply")
+	if want := notices.Fallback(mFallback, mPrimary, failover.ReasonBilling); out[0].Text != want {
+		t.Fatalf("N1 = %q, want %q", out[0].Text, want)
+	}
+	var rows []AttemptRow
+	h.db.Where("session_key = ?", key1).Order("id").Find(&rows)
+	if len(rows) < 2 || rows[0].Model != mPrimary || rows[0].Reason != "billing" || rows[0].Status != 402 || rows[0].Profile != "p1:main" {
+		t.Fatalf("V1: attempts = %+v", rows)
+	}
+	if last := rows[len(rows)-1]; last.Model != mFallback || last.Reason != "" || last.Summary != "ok" {
+		t.Fatalf("V1: last attempt = %+v", last)
+	}
+	if e := h.entry(key1); e.PaidCalls != len(rows) {
+		t.Fatalf("paid calls = %d, want %d", e.PaidCalls, len(rows))
+	}
+}
+
+// covers B4
+func TestRouter_B4_NoticeAudience(t *testing.T) {
+	for _, c := range []struct {
+		audience string
+		direct   bool
+		want     string
+	}{{"off", true, "reply"}, {"direct_only", false, "reply"}, {"direct_only", true, "notice,reply"}, {"all", false, "notice,reply"}} {
+		t.Run(c.audience, func(t *testing.T) {
+			h := newHarness(t, func(cfg *Config, _ *harness) { cfg.Notices = c.audience })
+			h.fake.Script(fakellm.Rule{Provider: "p1", Mode: fakellm.ModeBilling402})
+			h.sayAs(adapters.Inbound{Channel: "test", SessionKey: key1, Text: "hi", Direct: c.direct})
+			expect(t, h.rec.take(), c.want)
+		})
+	}
+}
+
+// covers S4, S5, P3
+func TestRouter_S4_UserModelIsStrict(t *testing.T) {
+	h := newHarness(t)
+	out := expect(t, h.say(key1, "/model "+mPrimary), "reply")
+	if !strings.Contains(out[0].Text, "model set to "+mPrimary) {
+		t.Fatalf("answer = %q", out[0].Text)
+	}
+	h.fake.Script(fakellm.Rule{Provider: "p1", Mode: fakellm.ModeBilling402})
+	out = expect(t, h.say(key1, "hi"), "error")
+	if !strings.Contains(out[0].Text, mPrimary) || !strings.Contains(out[0].Text, "billing") {
+		t.Fatalf("S4 error = %q", out[0].Text)
+	}
+	if n := h.calls.count("p2") + h.calls.count("p3"); n != 0 {
+		t.Fatalf("S4: %d calls to unrelated fallbacks", n)
+	}
+	if e := h.entry(key1); e.ModelOverrideSource != "user" || e.ModelOverride != "alpha" {
+		t.Fatalf("user override changed: %+v", e)
+	}
+	if len(h.admin.take()) != 0 {
+		t.Fatal("V4: a strict user model failing is not an all-models incident")
+	}
+	// S5: a legacy override without a source is strict too.
+	h.db.Model(&Entry{}).Where("key = ?", key1).Update("model_override_source", "")
+	expect(t, h.say(key1, "hi again"), "error")
+	if n := h.calls.count("p2") + h.calls.count("p3"); n != 0 {
+		t.Fatalf("S5: legacy override fell back (%d calls)", n)
+	}
+	// A user-pinned profile that does not exist is refused.
+	out = expect(t, h.say(key1, "/model p1/alpha@p1:nope"), "error")
+	if !strings.Contains(out[0].Text, "not a configured profile") {
+		t.Fatalf("answer = %q", out[0].Text)
+	}
+}
+
+// waitFor polls cond (real time) until it holds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// covers O3, O2, O4, O5
+func TestRouter_O3_RollbackSparesConcurrentSetModel(t *testing.T) {
+	h := newHarness(t, func(_ *Config, h *harness) { h.idle = 300 * time.Millisecond })
+	h.fake.Script(fakellm.Rule{Provider: "p1", Mode: fakellm.ModeUnavailable503})
+	h.fake.Script(fakellm.Rule{Provider: "p2", Mode: fakellm.ModeHangBeforeHeaders})
+	h.r.Handle(context.Background(), adapters.Inbound{Channel: "test", SessionKey: key1, Text: "hello"})
+
+	// O2: the override is persisted before the fallback attempt starts.
+	waitFor(t, "the fallback attempt to hang in the fake", func() bool { return h.calls.count("p2") >= 1 })
+	if e := h.entry(key1); e.ModelOverride != "beta" || e.ModelOverrideSource != "auto" {
+		t.Fatalf("O2: override not persisted before the attempt: %+v", e)
+	}
+	// Meanwhile the user picks a model through another path (session patch).
+	if err := h.r.SetModel(context.Background(), key1, mThird, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.r.Drain(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	out := h.rec.take()
+	e := h.entry(key1)
+	if e.ProviderOverride != "p3" || e.ModelOverride != "gamma" || e.ModelOverrideSource != "user" {
+		t.Fatalf("O3: the concurrent /model was overwritten: %+v\n%s", e, dump(out))
+	}
+	if !e.LiveSwitch {
+		t.Fatal("O4: a user change must mark a pending live switch")
+	}
+	if last := out[len(out)-1]; last.Kind != adapters.KindReply || last.Model != mThird {
+		t.Fatalf("turn result:\n%s", dump(out))
+	}
+	// The next turn uses the user's model, strictly, and consumes the live switch.
+	out = expect(t, h.say(key1, "next"), "reply")
+	if out[0].Model != mThird {
+		t.Fatalf("answered by %s", out[0].Model)
+	}
+	if h.entry(key1).LiveSwitch {
+		t.Fatal("O4: live switch not consumed")
+	}
+}
+
+// covers O3: without interference the failed fallback's fields are rolled back.
+func TestRouter_O3_RollbackWhenEveryFallbackFails(t *testing.T) {
+	h := newHarness(t)
+	h.fake.Script(fakellm.Rule{Provider: "p1", Mode: fakellm.ModeBilling402})
+	h.fake.Script(fakellm.Rule{Provider: "p2", Mode: fakellm.ModeModelNotFound404})
+	h.fake.Script(fakellm.Rule{Provider: "p3", Mode: fakellm.ModeModelNotFound404})
+	expect(t, h.say(key1, "hello"), "error")
+	e := h.entry(key1)
+	if e.ModelOverride != "" || e.ModelOverrideSource != "" || e.AuthProfileOverride != "" || e.FallbackOrigin != "" {
+		t.Fatalf("O3: failed fallback fields not rolled back: %+v", e)
+	}
+	if len(h.history(key1)) != 0 {
+		t.Fatal("a failed turn must not store half an exchange")
+	}
+}
+
+// covers O7, P2
+func TestRouter_O7_NewVersusReset(t *testing.T) {
+	h := newHarness(t)
+	h.fake.Script(fakellm.Rule{Provider: "p1", Mode: fakellm.ModeBilling402})
+	expect(t, h.say(key1, "hello"), "notice,reply")
+	if h.entry(key1).ModelOverrideSource != "auto" {
+		t.Fatal("setup: no auto override")
+	}
+	// /new clears the history and the auto override at once.
+	out := expect(t, h.say(key1, "/new"), "reply")
+	if !strings.Contains(out[0].Text, "new conversation") {
+		t.Fatalf("answer = %q", out[0].Text)
+	}
+	e := h.entry(key1)
+	if e.ModelOverride != "" || e.AuthProfileOverride != "" || len(h.history(key1)) != 0 {
+		t.Fatalf("O7: /new left %+v, history %d", e, len(h.history(key1)))
+	}
+	// /new keeps a user choice; /reset drops it.
+	h.fake.Reset()
+	expect(t, h.say(key1, "/model "+mThird), "reply")
+	expect(t, h.say(key1, "chat"), "reply")
+	expect(t, h.say(key1, "/new"), "reply")
+	if e := h.entry(key1); e.ModelOverride != "gamma" || e.ModelOverrideSource != "user" || len(h.history(key1)) != 0 {
+		t.Fatalf("/new dropped the user's model: %+v", e)
+	}
+	expect(t, h.say(key1, "chat"), "reply")
+	out = expect(t, h.say(key1, "/reset"), "reply")
+	if !strings.Contains(out[0].Text, "model back to "+mPrimary) {
+		t.Fatalf("answer = %q", out[0].Text)
+	}
+	if e := h.entry(key1); e.ModelOverride != "" || e.ModelOverrideSource != "" || len(h.history(key1)) != 0 {
+		t.Fatalf("/reset left %+v", e)
+	}
+	if out := expect(t, h.say(key1, "after"), "reply"); out[0].Model != mPrimary {
+		t.Fatalf("after /reset answered by %s", out[0].Model)
+	}
+	// /new with a model selects it as the user's choice.
+	expect(t, h.say(key1, "/new "+mFallback), "reply")
+	if e := h.entry(key1); e.ModelOverride != "beta" || e.ModelOverrideSource != "user" {
+		t.Fatalf("/new model: %+v", e)
+	}
+}
+
+// covers N5, B3
+func TestRouter_N5_StatusAndB3_Recover(t *testing.T) {
+	h := newHarness(t)
+	h.fake.Script(fakellm.Rule{Provider: "p1", Mode: fakellm.ModeBilling402})
+	expect(t, h.say(key1, "hello"), "notice,reply")
+	out := expect(t, h.say(key1, "/status"), "reply")
+	st := out[0].Text
+	for _, want := range []string{
+		"selected model: p1/alpha (source auto)",
+		"active fallback: p2/beta (reason: billing)",
+		"profile: p2:main (auto)",
+		"p2/beta [p2:main]: ok",
+		"p1/alpha [p1:main]: disabled until",
+		"(billing)",
+		"primary probe: last 14:00:00 UTC, next 14:05:00 UTC",
+		"session: 2 paid calls",
+	} {
+		if !strings.Contains(st, want) {
+			t.Errorf("N5: /status misses %q:\n%s", want, st)
+		}
+	}
+	if !out[0].Ephemeral {
+		t.Error("command answers should be ephemeral")
+	}
+
+	// B3: only admins may /recover.
+	out = expect(t, h.say(key1, "/recover p1/alpha"), "error")
+	if !strings.Contains(out[0].Text, "admins") {
+		t.Fatalf("non-admin: %q", out[0].Text)
+	}
+	admin := func(text string) []adapters.Outbound {
+		h.sayAs(adapters.Inbound{Channel: "test", SessionKey: key1, User: "test:admin", Text: text})
+		return h.rec.take()
+	}
+	out = expect(t, admin("/recover p1/alpha"), "reply")
+	if !strings.Contains(out[0].Text, "still failing") || !strings.Contains(out[0].Text, "billing") {
+		t.Fatalf("recover while failing: %q", out[0].Text)
+	}
+	if st, _ := h.states.Get(context.Background(), "p1:main"); !st.DisabledUntil.After(h.clock.Now()) {
+		t.Fatal("B3: a failed probe must not clear the disable")
+	}
+	h.fake.Reset() // the account was topped up
+	probes := h.fake.CallCount(fakellm.Filter{Provider: "p1"})
+	out = expect(t, admin("/recover p1/alpha"), "reply")
+	if !strings.Contains(out[0].Text, "recovered p1/alpha") {
+		t.Fatalf("recover: %q", out[0].Text)
+	}
+	if n := h.fake.CallCount(fakellm.Filter{Provider: "p1"}) - probes; n != 1 {
+		t.Fatalf("B3: want one probe call, got %d", n)
+	}
+	if st, _ := h.states.Get(context.Background(), "p1:main"); !st.DisabledUntil.IsZero() || st.ErrorCount != 0 {
+		t.Fatalf("B3: disable not cleared: %+v", st)
+	}
+	// By profile id too; and bad targets get a helpful answer.
+	if out = expect(t, admin("/recover p1:main"), "reply"); !strings.Contains(out[0].Text, "recovered") {
+		t.Fatalf("recover profile: %q", out[0].Text)
+	}
+	if out = expect(t, admin("/recover p9/x"), "error"); !strings.Contains(out[0].Text, "not configured") {
+		t.Fatalf("recover unknown: %q", out[0].Text)
+	}
+	// A console user is always an admin (the channel vouches).
+	h.sayAs(adapters.Inbound{Channel: "test", SessionKey: key1, Admin: true, Text: "/recover p2:main"})
+	if out := expect(t, h.rec.take(), "reply"); !strings.Contains(out[0].Text, "recovered") {
+		t.Fatalf("channel admin: %q", out[0].Text)
+	}
+}
+
+// covers V4, V3
+func TestRouter_V4_AdminReportOncePerIncident(t *testing.T) {
+	h := newHarness(t)
+	// (No rate_limit mode here: the llm client resolves relative reset headers
+	// against the wall clock, not the test's fake clock.)
+	h.fake.Script(fakellm.Rule{Provider: "p1", Mode: fakellm.ModeOverloaded529})
+	h.fake.Script(fakellm.Rule{Provider: "p2", Mode: fakellm.ModeBilling402})
+	h.fake.Script(fakellm.Rule{Provider: "p3", Mode: fakellm.ModeRevoked403})
+	out := expect(t, h.say(key1, "hello"), "error")
+	for _, want := range []string{mPrimary, mFallback, mThird} {
+		if !strings.Contains(out[0].Text, want) {
+			t.Errorf("V3: user message misses %s: %q", want, out[0].Text)
+		}
+	}
+	rep := h.admin.take()
+	if len(rep) != 1 || rep[0].Kind != adapters.KindReport || rep[0].Channel != "console" {
+		t.Fatalf("V4: want one report to the console adapter, got:\n%s", dump(rep))
+	}
+	for _, want := range []string{"all models unavailable", "p1/alpha — provider p1", "overloaded", "recovery: estimated", "p2/beta — provider p2", "billing",
+		"unknown, needs a human", "/recover p2/beta", "p3/gamma"} {
+		if !strings.Contains(rep[0].Text, want) {
+			t.Errorf("V4 report misses %q:\n%s", want, rep[0].Text)
+		}
+	}
+	if strings.Contains(rep[0].Text, "CANARY") {
+		t.Fatal("P4: secret in the report")
+	}
+	// Same incident: no second report, even from another session.
+	h.clock.Advance(time.Minute)
+	expect(t, h.say("test:s2", "hello?"), "error")
+	if rep := h.admin.take(); len(rep) != 0 {
+		t.Fatalf("V4: report repeated within the incident:\n%s", dump(rep))
+	}
+	// A success ends the incident; the next outage reports again.
+	h.fake.Reset()
+	h.clock.Advance(24 * time.Hour)
+	expect(t, h.say("test:s3", "fine?"), "reply")
+	h.fake.Script(fakellm.Rule{Mode: fakellm.ModeModelNotFound404})
+	expect(t, h.say("test:s4", "down again"), "error")
+	if rep := h.admin.take(); len(rep) != 1 {
+		t.Fatalf("V4: new incident not reported:\n%s", dump(rep))
+	}
+}
+
+// covers B4 (admin routing): the report goes to the adapter named by AdminChannel,
+// with ReplyTo the part after the colon.
+func TestRouter_V4_AdminChannelRouting(t *testing.T) {
+	h := newHarness(t, func(cfg *Config, _ *harness) { cfg.AdminChannel = "test:C0ADMIN" })
+	h.fake.Script(fakellm.Rule{Mode: fakellm.ModeModelNotFound404})
+	out := h.say(key1, "hello")
+	var rep []adapters.Outbound
+	for _, o := range out {
+		if o.Kind == adapters.KindReport {
+			rep = append(rep, o)
+		}
+	}
+	if len(rep) != 1 || rep[0].ReplyTo != "C0ADMIN" || rep[0].Channel != "test" {
+		t.Fatalf("report routing:\n%s", dump(out))
+	}
+}
+
+func TestRouter_CommandsAnswerBadInput(t *testing.T) {
+	h := newHarness(t)
+	cases := []struct{ in, kind, has string }{
+		{"/shrug", "error", "unknown command /shrug"},
+		{"/model nope/x", "error", "provider \"nope\" is not configured"},
+		{"/model gpt", "error", "not a model"},
+		{"/model", "reply", "model: p1/alpha (source default)"},
+		{"<@U1> !help", "reply", "/recover"},
+		{"/reset please", "error", "usage: /reset"},
+		{"/usr/bin is a path", "reply", "you said: /usr/bin is a path"},
+	}
+	for _, c := range cases {
+		out := expect(t, h.say(key1, c.in), c.kind)
+		if !strings.Contains(out[0].Text, c.has) {
+			t.Errorf("%q -> %q, want it to contain %q", c.in, out[0].Text, c.has)
+		}
+	}
+	out := expect(t, h.say(key1, "/model default"), "reply")
+	if !strings.Contains(out[0].Text, "back to the configured model p1/alpha") {
+		t.Fatalf("%q", out[0].Text)
+	}
+}
+
+func TestRouter_OversizedMessageRefused(t *testing.T) {
+	h := newHarness(t, func(cfg *Config, _ *harness) { cfg.MaxMessageBytes = 100 })
+	out := expect(t, h.say(key1, strings.Repeat("x", 101)), "error")
+	if !strings.Contains(out[0].Text, "too large") || !strings.Contains(out[0].Text, "nothing was stored") {
+		t.Fatalf("%q", out[0].Text)
+	}
+	if len(h.fake.Calls()) != 0 || len(h.history(key1)) != 0 {
+		t.Fatal("an oversized message reached the model or the history")
+	}
+	expect(t, h.say(key1, strings.Repeat("x", 100)), "reply")
+}
+
+// covers P4: no secret in the database, logs or anything sent.
+func TestRouter_P4_CanaryNeverStoredOrLogged(t *testing.T) {
+	h := newHarness(t)
+	h.fake.Script(fakellm.Rule{Provider: "p1", Mode: fakellm.ModeUnauthorized401})
+	h.fake.Script(fakellm.Rule{Provider: "p2", Mode: fakellm.ModeRevoked403})
+	h.say(key1, "hello")
+	h.say(key1, "/status")
+	h.clock.Advance(time.Hour)
+	h.sayAs(adapters.Inbound{Channel: "test", SessionKey: key1, Admin: true, Text: "/recover p1/alpha"})
+	var all []string
+	for _, o := range append(h.rec.all(), h.admin.all()...) {
+		all = append(all, o.Text)
+	}
+	all = append(all, h.logs.String())
+	for _, table := range []string{"session_entries", "session_messages", "session_attempts", "profile_states"} {
+		rows, err := h.db.Raw("SELECT * FROM " + table).Rows()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cols, _ := rows.Columns()
+		for rows.Next() {
+			vals := make([]any, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			if err := rows.Scan(ptrs...); err != nil {
+				t.Fatal(err)
+			}
+			for _, v := range vals {
+				switch x := v.(type) {
+				case string:
+					all = append(all, x)
+				case []byte:
+					all = append(all, string(x))
+				}
+			}
+		}
+		rows.Close()
+	}
+	joined := strings.Join(all, "\n")
+	for _, k := range canaryKeys {
+		if strings.Contains(joined, k) || strings.Contains(joined, k[10:]) {
+			t.Fatalf("P4: secret %q found in output, logs or DB", k[:12]+"…")
+		}
+	}
+	if !strings.Contains(joined, "p1:main") {
+		t.Fatal("sanity: profile ids should be visible")
+	}
+}

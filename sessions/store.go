@@ -1,0 +1,192 @@
+package sessions
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/detourbot/detour/failover"
+	"github.com/detourbot/detour/notices"
+)
+
+// Entry is one session's durable state (O1). The override fields are owned by the
+// fallback runner when their source is "auto" and by the user when it is "user".
+type Entry struct {
+	Key string `gorm:"primaryKey;size:255"`
+
+	// O1: the fields a fallback owns.
+	ProviderOverride                   string
+	ModelOverride                      string
+	ModelOverrideSource                string // "", auto, user (empty with a model = legacy, S5)
+	AuthProfileOverride                string
+	AuthProfileOverrideSource          string // auto | user
+	AuthProfileOverrideCompactionCount int
+	FallbackOrigin                     string // model selected before the auto fallback
+	FallbackReason                     string
+
+	CompactionCount int
+	LastProbeAt     *time.Time // last S3 probe of the origin (or when the fallback began)
+	LiveSwitch      bool       // O4: a user change is pending for the next turn
+
+	// Notice state (N3).
+	NoticeSelected string
+	NoticeActive   string
+	NoticeReason   string
+
+	PaidCalls    int
+	InputTokens  int64
+	OutputTokens int64
+
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// TableName keeps detour's tables recognisable in a shared database.
+func (Entry) TableName() string { return "session_entries" }
+
+// Message is one stored history message (user or assistant content only; notices
+// are never stored, N4).
+type Message struct {
+	ID         uint64 `gorm:"primaryKey;autoIncrement"`
+	SessionKey string `gorm:"index;size:255;not null"`
+	Role       string `gorm:"size:16;not null"`
+	Content    string
+	Model      string
+	CreatedAt  time.Time
+}
+
+// TableName names the history table.
+func (Message) TableName() string { return "session_messages" }
+
+// AttemptRow is one recorded attempt (V1).
+type AttemptRow struct {
+	ID         uint64 `gorm:"primaryKey;autoIncrement"`
+	SessionKey string `gorm:"index;size:255"`
+	Turn       string `gorm:"size:64"`
+	Model      string // provider/model
+	Profile    string // profile id, never a secret
+	Kind       string
+	Reason     string // "" on success
+	Skipped    string // skip reason when no call was made
+	Status     int
+	Code       string
+	Summary    string // human summary, redacted
+	StartedAt  time.Time
+	DurationMS int64
+}
+
+// TableName names the attempts table.
+func (AttemptRow) TableName() string { return "session_attempts" }
+
+func (e *Entry) notice() notices.State {
+	return notices.State{Selected: e.NoticeSelected, Active: e.NoticeActive, Reason: failover.Reason(e.NoticeReason)}
+}
+
+func (e *Entry) override() failover.ModelRef {
+	if e.ModelOverride == "" {
+		return ""
+	}
+	if e.ProviderOverride == "" {
+		return failover.ModelRef(e.ModelOverride)
+	}
+	return failover.ModelRef(e.ProviderOverride + "/" + e.ModelOverride)
+}
+
+// source returns the selection source of the override (S5: empty = legacy user).
+func (e *Entry) source() failover.Source {
+	if e.ModelOverride == "" {
+		return ""
+	}
+	switch s := failover.Source(e.ModelOverrideSource); s {
+	case failover.SourceAuto, failover.SourceUser:
+		return s
+	case "":
+		return failover.SourceLegacy
+	default:
+		return s
+	}
+}
+
+// sessionStore is the router's session persistence.
+type sessionStore struct{ db *gorm.DB }
+
+func (s sessionStore) migrate() error {
+	if err := s.db.AutoMigrate(&Entry{}, &Message{}, &AttemptRow{}); err != nil {
+		return fmt.Errorf("sessions: migrate: %w", err)
+	}
+	return nil
+}
+
+// load returns the entry of key, creating it when absent.
+func (s sessionStore) load(ctx context.Context, key string) (*Entry, error) {
+	var e Entry
+	err := s.db.WithContext(ctx).Where("key = ?", key).Take(&e).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		e = Entry{Key: key}
+		if err := s.db.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(&e).Error; err != nil {
+			return nil, fmt.Errorf("sessions: create %s: %w", key, err)
+		}
+		return &e, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sessions: load %s: %w", key, err)
+	}
+	return &e, nil
+}
+
+// history returns the stored messages of key, oldest first.
+func (s sessionStore) history(ctx context.Context, key string) ([]Message, error) {
+	var msgs []Message
+	if err := s.db.WithContext(ctx).Where("session_key = ?", key).Order("id").Find(&msgs).Error; err != nil {
+		return nil, fmt.Errorf("sessions: history %s: %w", key, err)
+	}
+	return msgs, nil
+}
+
+// patch updates fields of key.
+func (s sessionStore) patch(ctx context.Context, key string, fields map[string]any) error {
+	if err := s.db.WithContext(ctx).Model(&Entry{}).Where("key = ?", key).Updates(fields).Error; err != nil {
+		return fmt.Errorf("sessions: update %s: %w", key, err)
+	}
+	return nil
+}
+
+// casPatch updates fields of key only where every column of match still holds
+// the given value; it reports whether the row matched (O2, O3).
+func (s sessionStore) casPatch(ctx context.Context, key string, match, fields map[string]any) (bool, error) {
+	q := s.db.WithContext(ctx).Model(&Entry{}).Where("key = ?", key)
+	for col, v := range match {
+		q = q.Where(clause.Eq{Column: clause.Column{Name: col}, Value: v})
+	}
+	res := q.Updates(fields)
+	if res.Error != nil {
+		return false, fmt.Errorf("sessions: update %s: %w", key, res.Error)
+	}
+	return res.RowsAffected > 0, nil
+}
+
+// dropHistory deletes the messages of key with an id below before (compaction),
+// or all of them (before == 0).
+func (s sessionStore) dropHistory(ctx context.Context, tx *gorm.DB, key string, before uint64) error {
+	q := tx.WithContext(ctx).Where("session_key = ?", key)
+	if before > 0 {
+		q = q.Where("id < ?", before)
+	}
+	if err := q.Delete(&Message{}).Error; err != nil {
+		return fmt.Errorf("sessions: drop history %s: %w", key, err)
+	}
+	return nil
+}
+
+// clearedOverride is the patch that removes every O1 field.
+func clearedOverride() map[string]any {
+	return map[string]any{
+		"provider_override": "", "model_override": "", "model_override_source": "",
+		"auth_profile_override": "", "auth_profile_override_source": "", "auth_profile_override_compaction_count": 0,
+		"fallback_origin": "", "fallback_reason": "",
+	}
+}

@@ -1,0 +1,625 @@
+package sessions
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/detourbot/detour/adapters"
+	"github.com/detourbot/detour/commands"
+	"github.com/detourbot/detour/failover"
+	"github.com/detourbot/detour/llm"
+	"github.com/detourbot/detour/notices"
+)
+
+// process handles one inbound message: a command or a turn. It never panics.
+func (r *Router) process(ctx context.Context, in adapters.Inbound) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.log.Error("turn panicked", "session", in.SessionKey, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			r.send(ctx, reply(in, adapters.KindError, "internal error; the message was not processed"))
+		}
+	}()
+	if n := len(in.Text); n > r.cfg.MaxMessageBytes {
+		r.send(ctx, reply(in, adapters.KindError, fmt.Sprintf(
+			"message too large (%d bytes; the limit is %d): nothing was stored or sent to a model; please shorten or split it", n, r.cfg.MaxMessageBytes)))
+		return
+	}
+	if cmd, ok := commands.Parse(in.Text); ok {
+		r.runCommand(ctx, in, cmd)
+		return
+	}
+	if strings.TrimSpace(in.Text) == "" {
+		r.send(ctx, reply(in, adapters.KindError, "empty message; nothing to answer"))
+		return
+	}
+	r.mu.Lock()
+	a := r.adapters[in.Channel]
+	r.mu.Unlock()
+	if t, ok := a.(adapters.Typer); ok {
+		_ = t.Typing(ctx, in)
+	}
+	r.turn(ctx, in)
+}
+
+// selection is which model a session uses and why.
+type selection struct {
+	requested  failover.ModelRef // Chain[0]
+	source     failover.Source
+	selected   failover.ModelRef // what the session selected (the fallback's origin when auto)
+	base       failover.ModelRef // configured primary (or the agent's model)
+	baseSource failover.Source
+	configured []failover.ModelRef
+	override   []failover.ModelRef // agent fallbacks; nil = not set
+	probe      bool                // S3: this turn re-tries the origin first
+}
+
+func (r *Router) agentFor(key, channel string) *Agent {
+	for i := range r.cfg.Agents {
+		a := &r.cfg.Agents[i]
+		for _, m := range a.Match {
+			if m != "" && (m == channel || strings.HasPrefix(key, m)) {
+				return a
+			}
+		}
+	}
+	return nil
+}
+
+func (r *Router) selectionFor(e *Entry, channel string) selection {
+	s := selection{base: r.cfg.Primary, baseSource: failover.SourceDefault, configured: r.cfg.Fallbacks}
+	if a := r.agentFor(e.Key, channel); a != nil {
+		if a.Model != "" {
+			s.base, s.baseSource = a.Model, failover.SourceAgent
+			if a.Fallbacks != nil {
+				s.override = append([]failover.ModelRef{}, (*a.Fallbacks)...)
+			}
+		}
+	}
+	s.requested, s.source, s.selected = s.base, s.baseSource, s.base
+	if ov := e.override(); ov != "" { // O5: the persisted override wins
+		s.requested, s.source, s.selected = ov, e.source(), ov
+		if s.source == failover.SourceAuto {
+			s.selected = s.base
+			if e.FallbackOrigin != "" {
+				s.selected = failover.ModelRef(e.FallbackOrigin)
+			}
+		}
+	}
+	return s
+}
+
+func (r *Router) systemPrompt(key, channel string) string {
+	if a := r.agentFor(key, channel); a != nil && a.SystemPrompt != "" {
+		return a.SystemPrompt
+	}
+	return r.cfg.SystemPrompt
+}
+
+// chainFor builds the candidate chain of a selection (S1-S5, K1-K5).
+func chainFor(s selection) []failover.ModelRef {
+	in := failover.ChainInput{Requested: s.requested, Source: s.source, Primary: s.base, Configured: s.configured}
+	if s.override != nil {
+		in.Override = s.override
+	}
+	return failover.BuildChain(in)
+}
+
+// overrideState is a snapshot of the O1 fields, for compare-and-set writes.
+type overrideState struct {
+	Provider, Model, Source string
+	Profile, ProfileSource  string
+	ProfileCompaction       int
+	Origin, Reason          string
+}
+
+func snapshot(e *Entry) overrideState {
+	return overrideState{e.ProviderOverride, e.ModelOverride, e.ModelOverrideSource,
+		e.AuthProfileOverride, e.AuthProfileOverrideSource, e.AuthProfileOverrideCompactionCount,
+		e.FallbackOrigin, e.FallbackReason}
+}
+
+func (o overrideState) modelMatch() map[string]any {
+	return map[string]any{"provider_override": o.Provider, "model_override": o.Model, "model_override_source": o.Source}
+}
+
+func (o overrideState) modelFields() map[string]any {
+	return map[string]any{"provider_override": o.Provider, "model_override": o.Model, "model_override_source": o.Source,
+		"fallback_origin": o.Origin, "fallback_reason": o.Reason}
+}
+
+func (o overrideState) profileMatch() map[string]any {
+	return map[string]any{"auth_profile_override": o.Profile, "auth_profile_override_source": o.ProfileSource}
+}
+
+func (o overrideState) profileFields() map[string]any {
+	return map[string]any{"auth_profile_override": o.Profile, "auth_profile_override_source": o.ProfileSource,
+		"auth_profile_override_compaction_count": o.ProfileCompaction}
+}
+
+func merge(ms ...map[string]any) map[string]any {
+	out := map[string]any{}
+	for _, m := range ms {
+		for k, v := range m {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// turnState is one turn's mutable bookkeeping, owned by the session's worker.
+type turnState struct {
+	in       adapters.Inbound
+	entry    *Entry
+	sel      selection
+	cur      overrideState  // what this turn believes is stored
+	prev     *overrideState // what BeforeFallback replaced (for O3), nil = nothing to roll back
+	wroteFor failover.Candidate
+	attempts []failover.AttemptRecord
+	prompt   []llm.Message
+}
+
+const (
+	charsPerToken = 4.0
+	tokenMargin   = 1.2
+	perMessage    = 4 // role and framing tokens per message
+)
+
+// EstimateTokens estimates the tokens of s: characters per token with a 1.2
+// safety margin (R15).
+func EstimateTokens(s string) int {
+	if s == "" {
+		return 0
+	}
+	return int(float64(len([]rune(s)))/charsPerToken*tokenMargin) + 1
+}
+
+func estimate(msgs []llm.Message) int {
+	n := 0
+	for _, m := range msgs {
+		n += EstimateTokens(m.Content) + perMessage
+	}
+	return n
+}
+
+// buildPrompt returns system + history + user, dropping the oldest history turns
+// that do not fit window (0 = no limit). dropped is how many history messages were
+// left out (R15).
+func buildPrompt(system string, hist []Message, user string, window int) (msgs []llm.Message, dropped int) {
+	head := []llm.Message{}
+	if system != "" {
+		head = append(head, llm.Message{Role: "system", Content: system})
+	}
+	tail := llm.Message{Role: "user", Content: user}
+	fixed := estimate(head) + estimate([]llm.Message{tail})
+	start := 0
+	if window > 0 {
+		total := fixed
+		for _, m := range hist {
+			total += EstimateTokens(m.Content) + perMessage
+		}
+		for start < len(hist) && total > window {
+			// Drop a whole turn (user + assistant) at a time.
+			end := start + 1
+			for end < len(hist) && hist[end].Role != "user" {
+				end++
+			}
+			for _, m := range hist[start:end] {
+				total -= EstimateTokens(m.Content) + perMessage
+			}
+			start = end
+		}
+	}
+	msgs = make([]llm.Message, 0, len(head)+len(hist)-start+1)
+	msgs = append(msgs, head...)
+	for _, m := range hist[start:] {
+		msgs = append(msgs, llm.Message{Role: m.Role, Content: m.Content})
+	}
+	msgs = append(msgs, tail)
+	return msgs, start
+}
+
+func (r *Router) window(ref failover.ModelRef) int { return r.cfg.Models[ref].ContextWindow }
+
+// turn answers one user message through the failover engine.
+func (r *Router) turn(ctx context.Context, in adapters.Inbound) {
+	e, err := r.st.load(ctx, in.SessionKey)
+	if err != nil {
+		r.log.Error("load session", "session", in.SessionKey, "err", err)
+		r.send(ctx, reply(in, adapters.KindError, "internal error: the session could not be loaded; please try again"))
+		return
+	}
+	if e.LiveSwitch { // O4: the pending user switch is consumed by this turn
+		_ = r.st.patch(ctx, e.Key, map[string]any{"live_switch": false})
+	}
+	now := r.clock.Now()
+	ts := &turnState{in: in, entry: e, sel: r.selectionFor(e, in.Channel), cur: snapshot(e)}
+	if ts.sel.source == failover.SourceAuto && (e.LastProbeAt == nil || !now.Before(e.LastProbeAt.Add(r.cfg.ProbeInterval))) {
+		// S3: re-try the origin first with the real request; persist the probe time
+		// first so a crash cannot make every restart probe again.
+		ts.sel.probe = true
+		ts.sel.requested, ts.sel.source = ts.sel.selected, ts.sel.baseSource
+		if ts.sel.selected != ts.sel.base {
+			ts.sel.source = failover.SourceDefault
+		}
+		t := now.UTC()
+		e.LastProbeAt = &t
+		if err := r.st.patch(ctx, e.Key, map[string]any{"last_probe_at": t}); err != nil {
+			r.log.Warn("persist probe time", "session", e.Key, "err", err)
+		}
+	}
+
+	hist, err := r.st.history(ctx, e.Key)
+	if err != nil {
+		r.log.Error("load history", "session", e.Key, "err", err)
+		r.send(ctx, reply(in, adapters.KindError, "internal error: the history could not be loaded; please try again"))
+		return
+	}
+	system := r.systemPrompt(e.Key, in.Channel)
+	msgs, dropped := buildPrompt(system, hist, in.Text, r.window(ts.sel.requested))
+	if dropped > 0 {
+		keep := uint64(0) // 0 = drop all
+		if dropped < len(hist) {
+			keep = hist[dropped].ID
+		}
+		if err := r.compact(ctx, e, keep); err != nil {
+			r.log.Warn("compact", "session", e.Key, "err", err)
+		}
+		hist = hist[dropped:]
+	}
+	ts.prompt = msgs
+
+	res, err := r.run(ctx, ts)
+	if err != nil && isOverflow(err) {
+		// R15: compact and retry once; with nothing left to drop, tell the user.
+		if len(hist) >= 2 {
+			keep := len(hist) / 2
+			for keep < len(hist) && hist[keep].Role != "user" {
+				keep++
+			}
+			if keep < len(hist) {
+				if cerr := r.compact(ctx, e, hist[keep].ID); cerr != nil {
+					r.log.Warn("compact", "session", e.Key, "err", cerr)
+				}
+				hist = hist[keep:]
+			} else {
+				if cerr := r.compact(ctx, e, 0); cerr != nil {
+					r.log.Warn("compact", "session", e.Key, "err", cerr)
+				}
+				hist = nil
+			}
+			ts.prompt, _ = buildPrompt(system, hist, in.Text, 0)
+			res, err = r.run(ctx, ts)
+		}
+	}
+	if err != nil {
+		r.recordAttempts(ctx, r.db, ts)
+		r.fail(ctx, ts, err)
+		return
+	}
+	r.succeed(ctx, ts, res)
+}
+
+func isOverflow(err error) bool {
+	var f *failover.Failure
+	if errors.As(err, &f) && f.Reason == failover.ReasonContextOverflow {
+		return true
+	}
+	var s *failover.SummaryError
+	if errors.As(err, &s) && s.Stop == nil {
+		if last := s.Last(); last != nil && last.Reason == failover.ReasonContextOverflow {
+			return true
+		}
+	}
+	return false
+}
+
+// compact drops history below message id keep (0 = all) and bumps the compaction
+// count, which also releases the automatic profile pin (P2, R15).
+func (r *Router) compact(ctx context.Context, e *Entry, keep uint64) error {
+	return r.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := r.st.dropHistory(ctx, tx, e.Key, keep); err != nil {
+			return err
+		}
+		e.CompactionCount++
+		return tx.Model(&Entry{}).Where("key = ?", e.Key).
+			Update("compaction_count", gorm.Expr("compaction_count + 1")).Error
+	})
+}
+
+// run makes one engine run for ts.
+func (r *Router) run(ctx context.Context, ts *turnState) (failover.Result, error) {
+	e, sel := ts.entry, ts.sel
+	req := failover.Request{
+		SessionKey:   e.Key,
+		Chain:        chainFor(sel),
+		Primary:      sel.base,
+		Source:       sel.source,
+		Profiles:     r.cfg.Profiles,
+		Order:        r.cfg.Order,
+		PromptTokens: estimate(ts.prompt),
+	}
+	if e.AuthProfileOverride != "" {
+		switch {
+		case e.AuthProfileOverrideSource == string(failover.SourceUser):
+			if sel.source == failover.SourceUser || sel.source == failover.SourceLegacy {
+				req.UserProfile = e.AuthProfileOverride // P3: strict
+			}
+		case e.AuthProfileOverrideCompactionCount == e.CompactionCount:
+			req.PinnedProfile = e.AuthProfileOverride // P2: a preference
+		}
+	}
+	if len(r.cfg.Models) > 0 {
+		req.ContextWindow = map[failover.ModelRef]int{}
+		req.Prices = map[failover.ModelRef]failover.Price{}
+		for ref, m := range r.cfg.Models {
+			if m.ContextWindow > 0 {
+				req.ContextWindow[ref] = m.ContextWindow
+			}
+			if m.Price != (failover.Price{}) {
+				req.Prices[ref] = m.Price
+			}
+		}
+	}
+	req.Hooks = failover.Hooks{
+		BeforeFallback: func(ctx context.Context, from, to failover.Candidate, cause failover.Failure) error {
+			return r.beforeFallback(ctx, ts, to, cause)
+		},
+		AfterFailedFallback: func(ctx context.Context, c failover.Candidate, f failover.Failure) { r.afterFailedFallback(ctx, ts, c) },
+		OnAttempt:           func(a failover.AttemptRecord) { ts.attempts = append(ts.attempts, a) },
+	}
+	attempt := func(ctx context.Context, a failover.Attempt) (failover.Output, error) {
+		c, err := r.clients(a.Candidate.Provider, a.Candidate.Profile)
+		if err != nil || c == nil {
+			return failover.Output{}, &failover.Failure{Reason: failover.ReasonAuth, Class: failover.ClassDeterministic,
+				Message: "no client configured for this provider/profile", Provider: a.Candidate.Provider,
+				Model: a.Candidate.Model, Profile: a.Candidate.Profile}
+		}
+		msgs := ts.prompt
+		if a.Kind == failover.AttemptNudged { // R13
+			msgs = append(append([]llm.Message{}, msgs...), llm.Message{Role: "system", Content: "Your previous reply was empty. Answer the user's last message."})
+		}
+		return c.Chat(ctx, llm.Request{Model: a.Candidate.Model, Messages: msgs, MaxTokens: r.cfg.MaxTokens}, nil)
+	}
+	return r.engine.Run(ctx, req, attempt)
+}
+
+// beforeFallback persists the fallback override before its attempt (O2). It
+// writes only when the stored override is still what this turn loaded, so a
+// /model typed meanwhile is never overwritten.
+func (r *Router) beforeFallback(ctx context.Context, ts *turnState, to failover.Candidate, cause failover.Failure) error {
+	if ts.sel.source == failover.SourceUser || ts.sel.source == failover.SourceLegacy {
+		return nil // S4: a user override never falls back (BuildChain keeps it alone)
+	}
+	origin := string(ts.sel.selected)
+	next := overrideState{
+		Provider: to.Provider, Model: to.Model, Source: string(failover.SourceAuto),
+		Profile: to.Profile, ProfileSource: string(failover.SourceAuto), ProfileCompaction: ts.entry.CompactionCount,
+		Origin: origin, Reason: string(cause.Reason),
+	}
+	if failover.ModelRef(to.Ref()) == ts.sel.selected {
+		// K4: the chain came back to the selected model; no override is needed.
+		next.Provider, next.Model, next.Source, next.Origin, next.Reason = "", "", "", "", ""
+	}
+	fields := merge(next.modelFields(), next.profileFields())
+	if ts.cur.Source != string(failover.SourceAuto) {
+		// The fallback begins now: the first origin probe is due one interval later (S3).
+		fields["last_probe_at"] = r.clock.Now().UTC()
+	}
+	ok, err := r.st.casPatch(ctx, ts.entry.Key, ts.cur.modelMatch(), fields)
+	if err != nil {
+		r.log.Warn("persist fallback override", "session", ts.entry.Key, "err", err)
+		return nil // the answer matters more than the bookkeeping
+	}
+	if !ok {
+		r.log.Info("session model changed meanwhile; fallback not persisted", "session", ts.entry.Key, "to", to.Ref())
+		ts.prev = nil
+		return nil
+	}
+	prev := ts.cur
+	ts.prev, ts.cur, ts.wroteFor = &prev, next, to
+	return nil
+}
+
+// afterFailedFallback rolls back what beforeFallback wrote, field group by field
+// group, and only where the stored values still match the failed candidate (O3).
+func (r *Router) afterFailedFallback(ctx context.Context, ts *turnState, c failover.Candidate) {
+	if ts.prev == nil || ts.wroteFor.Ref() != c.Ref() {
+		return
+	}
+	prev, wrote := *ts.prev, ts.cur
+	if _, err := r.st.casPatch(ctx, ts.entry.Key, wrote.modelMatch(), prev.modelFields()); err != nil {
+		r.log.Warn("roll back fallback override", "session", ts.entry.Key, "err", err)
+	}
+	if _, err := r.st.casPatch(ctx, ts.entry.Key, wrote.profileMatch(), prev.profileFields()); err != nil {
+		r.log.Warn("roll back fallback profile", "session", ts.entry.Key, "err", err)
+	}
+	ts.cur, ts.prev = prev, nil
+}
+
+// recordAttempts stores the turn's attempt records (V1).
+func (r *Router) recordAttempts(ctx context.Context, db *gorm.DB, ts *turnState) error {
+	if len(ts.attempts) == 0 {
+		return nil
+	}
+	turn := fmt.Sprintf("%d", r.clock.Now().UnixNano())
+	rows := make([]AttemptRow, 0, len(ts.attempts))
+	for _, a := range ts.attempts {
+		row := AttemptRow{SessionKey: ts.entry.Key, Turn: turn, Model: a.Candidate.Ref(), Profile: a.Candidate.Profile,
+			Kind: string(a.Kind), Skipped: string(a.Skipped), StartedAt: a.Started.UTC(), DurationMS: a.Duration.Milliseconds()}
+		if f := a.Failure; f != nil {
+			row.Reason, row.Status, row.Code = string(f.Reason), f.Status, f.Code
+			row.Summary = notices.Redact(f.Message)
+		} else if a.Skipped == "" {
+			row.Summary = "ok"
+		}
+		rows = append(rows, row)
+	}
+	if err := db.WithContext(ctx).Create(&rows).Error; err != nil {
+		r.log.Warn("record attempts", "session", ts.entry.Key, "err", err)
+		return err
+	}
+	return nil
+}
+
+func paidCalls(attempts []failover.AttemptRecord) int {
+	n := 0
+	for _, a := range attempts {
+		if a.Skipped == "" {
+			n++
+		}
+	}
+	return n
+}
+
+// succeed stores the exchange, then posts notices and the reply.
+func (r *Router) succeed(ctx context.Context, ts *turnState, res failover.Result) {
+	e, sel := ts.entry, ts.sel
+	answered := failover.ModelRef(res.Candidate.Ref())
+	prevNotice := e.notice()
+	next := notices.State{Selected: string(sel.selected), Active: string(answered)}
+	switch {
+	case sel.source == failover.SourceUser || sel.source == failover.SourceLegacy:
+		next.Selected = string(answered)
+	case answered != sel.selected:
+		next.Reason = failover.Reason(ts.cur.Reason)
+		if res.FellBack && res.Cause != nil {
+			next.Reason = res.Cause.Reason
+		}
+	}
+	text := notices.Decide(prevNotice, next)
+	returned := answered == sel.selected && ts.cur.Source == string(failover.SourceAuto)
+
+	err := r.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		now := r.clock.Now().UTC()
+		msgs := []Message{
+			{SessionKey: e.Key, Role: "user", Content: ts.in.Text, CreatedAt: now},
+			{SessionKey: e.Key, Role: "assistant", Content: res.Output.Text, Model: string(answered), CreatedAt: now},
+		}
+		if err := tx.Create(&msgs).Error; err != nil {
+			return err
+		}
+		if err := r.recordAttempts(ctx, tx, ts); err != nil {
+			return err
+		}
+		upd := map[string]any{
+			"notice_selected": next.Selected, "notice_active": next.Active, "notice_reason": string(next.Reason),
+			"paid_calls":    gorm.Expr("paid_calls + ?", paidCalls(ts.attempts)),
+			"input_tokens":  gorm.Expr("input_tokens + ?", res.Output.InputTokens),
+			"output_tokens": gorm.Expr("output_tokens + ?", res.Output.OutputTokens),
+		}
+		if err := tx.Model(&Entry{}).Where("key = ?", e.Key).Updates(upd).Error; err != nil {
+			return err
+		}
+		if returned {
+			// S3 / N2: back on the origin; clear the auto override if it is still ours.
+			q := tx.Model(&Entry{}).Where("key = ? AND model_override_source = ?", e.Key, string(failover.SourceAuto))
+			if err := q.Updates(merge(clearedOverride(), map[string]any{"last_probe_at": nil})).Error; err != nil {
+				return err
+			}
+		}
+		// P2: pin the profile that served, unless the user pinned one.
+		pinned := e.AuthProfileOverride == res.Candidate.Profile && e.AuthProfileOverrideSource == string(failover.SourceAuto) &&
+			e.AuthProfileOverrideCompactionCount == e.CompactionCount && ts.prev == nil && !returned
+		if !pinned && res.Candidate.Profile != "" && e.AuthProfileOverrideSource != string(failover.SourceUser) {
+			q := tx.Model(&Entry{}).Where("key = ? AND auth_profile_override_source <> ?", e.Key, string(failover.SourceUser))
+			if err := q.Updates(map[string]any{"auth_profile_override": res.Candidate.Profile,
+				"auth_profile_override_source": string(failover.SourceAuto), "auth_profile_override_compaction_count": e.CompactionCount}).Error; err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		r.log.Error("store turn", "session", e.Key, "err", err)
+		r.send(ctx, reply(ts.in, adapters.KindError, "internal error: the answer could not be stored; please try again"))
+		return
+	}
+	r.closeIncident()
+	if text != "" && notices.Deliver(r.cfg.Notices, ts.in.Direct) {
+		r.send(ctx, reply(ts.in, adapters.KindNotice, text)) // N4: its own message, before the reply
+	}
+	out := reply(ts.in, adapters.KindReply, res.Output.Text)
+	out.Model = string(answered)
+	r.send(ctx, out)
+}
+
+// fail tells the user why no answer came, and the admin when every model is down.
+func (r *Router) fail(ctx context.Context, ts *turnState, err error) {
+	now := r.clock.Now()
+	if n := paidCalls(ts.attempts); n > 0 {
+		_ = r.st.patch(ctx, ts.entry.Key, map[string]any{"paid_calls": gorm.Expr("paid_calls + ?", n)})
+	}
+	var s *failover.SummaryError
+	var f *failover.Failure
+	var text string
+	switch {
+	case isOverflow(err):
+		text = notices.FailureText(&failover.Failure{Reason: failover.ReasonContextOverflow})
+	case errors.As(err, &s):
+		text = notices.UserFailure(s, now)
+		if s.Stop == nil && ts.sel.source != failover.SourceUser && ts.sel.source != failover.SourceLegacy {
+			r.report(ctx, ts, s, now)
+		}
+	case errors.As(err, &f):
+		text = notices.FailureText(f)
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		text = "the request was cancelled or timed out; please try again"
+	default:
+		r.log.Warn("turn failed", "session", ts.entry.Key, "err", notices.Redact(err.Error()))
+		text = "the request failed; please try again"
+	}
+	r.send(ctx, reply(ts.in, adapters.KindError, text))
+}
+
+func (r *Router) closeIncident() {
+	r.incidentMu.Lock()
+	r.incidentOpen = false
+	r.incidentMu.Unlock()
+}
+
+// report posts the V4 admin report once per incident (until a turn succeeds).
+func (r *Router) report(ctx context.Context, ts *turnState, s *failover.SummaryError, now time.Time) {
+	channel, replyTo, ok := r.adminTarget()
+	if !ok {
+		return
+	}
+	r.incidentMu.Lock()
+	if r.incidentOpen {
+		r.incidentMu.Unlock()
+		return
+	}
+	r.incidentOpen = true
+	r.incidentMu.Unlock()
+	lines := notices.LinesFromSummary(s)
+	for i := range lines {
+		if !lines[i].Recovery.IsZero() {
+			continue
+		}
+		// Fill the estimate from durable state: a stated recovery time, else the end
+		// of a transient cooldown (a disable is not a recovery estimate).
+		ref := failover.ModelRef(lines[i].Model)
+		cs, err := r.engine.CandidateStatus(ctx, ref, r.cfg.Profiles[lines[i].Provider])
+		if err != nil {
+			continue
+		}
+		for _, ps := range cs.Profiles {
+			if ps.ID != lines[i].Profile {
+				continue
+			}
+			switch {
+			case ps.RecoveryAt.After(now):
+				lines[i].Recovery = ps.RecoveryAt
+			case ps.State == failover.StateCooldown && !notices.NeedsHuman(lines[i].Reason):
+				lines[i].Recovery = ps.Until
+			}
+		}
+	}
+	r.send(ctx, adapters.Outbound{Kind: adapters.KindReport, Channel: channel, ReplyTo: replyTo, SessionKey: ts.entry.Key,
+		Text: notices.AdminReport(lines, ts.entry.Key, now)})
+}
