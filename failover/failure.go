@@ -96,3 +96,11 @@ var (
 	// ErrEmptyOutput: the call succeeded but produced no usable text (R13).
 	ErrEmptyOutput = errors.New("empty response")
 )
+
+// LiveSwitchError is returned by an attempt when the user switched the session's
+// model while it ran (O4). The engine jumps straight to To when it is a later
+// candidate of the chain (O6); otherwise the run ends with this error and the
+// caller starts the turn again on the user's choice.
+type LiveSwitchError struct{ To ModelRef }
+
+func (e *LiveSwitchError) Error() string { return "live model switch to " + string(e.To) }

@@ -141,6 +141,7 @@ func (e *Engine) addSkip(session string, ref ModelRef, until time.Time) {
 }
 
 type runner struct {
+	jump    int // O6: index of the candidate a live switch named; 0 = none
 	e       *Engine
 	p       *Policy
 	req     *Request
@@ -193,7 +194,7 @@ func (r *runner) now() time.Time { return r.e.now() }
 
 func (r *runner) run() (Result, error) {
 	chain := r.req.Chain
-	for i := range chain {
+	for i := 0; i < len(chain); i++ {
 		pl := r.evaluate(i)
 		if pl.skip != "" {
 			c := Candidate{Provider: pl.prov, Model: pl.model}
@@ -212,6 +213,9 @@ func (r *runner) run() (Result, error) {
 		res, err, done := r.walk(i, &pl)
 		if done {
 			return res, err
+		}
+		if r.jump > i { // O6: straight to the candidate a live switch named
+			i, r.jump = r.jump-1, 0
 		}
 	}
 	return r.summary(nil)
@@ -488,6 +492,21 @@ func (r *runner) walk(i int, pl *plan) (Result, error, bool) {
 		end := r.now()
 		if pr, ok := r.req.Prices[pl.ref]; ok {
 			r.cost += (float64(out.InputTokens)*pr.InPerMTok + float64(out.OutputTokens)*pr.OutPerMTok) / 1e6
+		}
+		if ls := (*LiveSwitchError)(nil); errors.As(err, &ls) {
+			// O6: the user switched models while the attempt ran. A later candidate
+			// is jumped to at once; any other model ends the run so the caller
+			// restarts the turn on the user's choice. No cooldown: nothing failed.
+			r.record(AttemptRecord{Candidate: cand, Kind: kind, Started: started, Duration: end.Sub(started),
+				Failure: &Failure{Reason: ReasonAborted, Class: ClassDeterministic, Provider: cand.Provider, Model: cand.Model,
+					Profile: cand.Profile, Message: "live model switch to " + string(ls.To)}})
+			for j := i + 1; j < len(r.req.Chain); j++ {
+				if r.req.Chain[j] == ls.To {
+					r.jump = j
+					return Result{}, nil, false
+				}
+			}
+			return Result{Attempts: r.records, CostUSD: r.cost}, ls, true
 		}
 		if err != nil && r.ctx.Err() != nil {
 			// the caller cancelled (abort) or the run timed out (R10): no decision

@@ -833,3 +833,35 @@ func TestRun_R7_SwitchWithinRun(t *testing.T) {
 		t.Fatalf("calls %v answered by %s, want 3 primary calls then the fallback", sc.keys(), res.Candidate.Ref())
 	}
 }
+
+// covers O6: a live-switch error naming a later candidate jumps straight to it,
+// skipping the candidates between; one naming a model outside the rest of the
+// chain ends the run with that error, so the caller restarts on the user's model.
+func TestRun_O6_LiveSwitchJumps(t *testing.T) {
+	h := newHarness(t)
+	req := baseReq("openai/gpt-4o", "anthropic/claude", "ollama/llama")
+	req.Profiles["openai"] = req.Profiles["openai"][:1]
+	sc := newScript(h.clk, ok("answer")).on("openai/gpt-4o", step{err: &LiveSwitchError{To: "ollama/llama"}})
+	res, err := h.e.Run(bg, req, sc.fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Candidate.Ref() != "ollama/llama" {
+		t.Fatalf("answered by %s, want the named later candidate", res.Candidate.Ref())
+	}
+	for _, k := range sc.keys() {
+		if strings.HasPrefix(k, "anthropic/") {
+			t.Fatalf("calls %v: the candidate between was called", sc.keys())
+		}
+	}
+	if st := h.state(t, "openai:a"); !st.CooldownUntil.IsZero() || st.ErrorCount != 0 {
+		t.Fatalf("a live switch is not a failure: %+v", st)
+	}
+
+	sc = newScript(h.clk, ok("answer")).on("openai/gpt-4o", step{err: &LiveSwitchError{To: "mistral/large"}})
+	_, err = h.e.Run(bg, req, sc.fn)
+	var ls *LiveSwitchError
+	if !errors.As(err, &ls) || ls.To != "mistral/large" || sc.count() != 1 {
+		t.Fatalf("err %v after %d calls, want the live switch surfaced after 1 call", err, sc.count())
+	}
+}
