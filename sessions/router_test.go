@@ -489,3 +489,31 @@ func TestRouter_P4_CanaryNeverStoredOrLogged(t *testing.T) {
 		t.Fatal("sanity: profile ids should be visible")
 	}
 }
+
+// covers O6: a model the user switches to while a turn runs wins over the rest of
+// the chain. Named later in the chain it is jumped to (TestRouter_O3_...); not in
+// the chain, the turn starts again on it and the candidates between are never called.
+func TestRouter_O6_LiveSwitchRestartsOnUserModel(t *testing.T) {
+	h := newHarness(t, func(_ *Config, h *harness) { h.idle = 300 * time.Millisecond })
+	h.fake.Script(fakellm.Rule{Provider: "p1", Mode: fakellm.ModeUnavailable503})
+	h.fake.Script(fakellm.Rule{Provider: "p2", Mode: fakellm.ModeHangBeforeHeaders})
+	h.r.Handle(context.Background(), adapters.Inbound{Channel: "test", SessionKey: key1, Text: "hello"})
+	waitFor(t, "the fallback attempt to hang in the fake", func() bool { return h.calls.count("p2") >= 1 })
+	const userModel = "p3/delta"
+	if err := h.r.SetModel(context.Background(), key1, userModel, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.r.Drain(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	out := h.rec.take()
+	last := out[len(out)-1]
+	if last.Kind != adapters.KindReply || last.Model != userModel {
+		t.Fatalf("O6: the turn was not answered by the user's new model:\n%s", dump(out))
+	}
+	for _, c := range h.fake.Calls() {
+		if c.Provider == "p3" && c.Model != "delta" {
+			t.Fatalf("O6: the chain went on to %s/%s after the switch", c.Provider, c.Model)
+		}
+	}
+}

@@ -162,6 +162,7 @@ type turnState struct {
 	wroteFor failover.Candidate
 	attempts []failover.AttemptRecord
 	prompt   []llm.Message
+	switched failover.ModelRef // O6: the live switch already handed to the engine
 }
 
 const (
@@ -228,6 +229,12 @@ func (r *Router) window(ref failover.ModelRef) int { return r.cfg.Models[ref].Co
 
 // turn answers one user message through the failover engine.
 func (r *Router) turn(ctx context.Context, in adapters.Inbound) {
+	r.turnOnce(ctx, in, true)
+}
+
+// turnOnce runs one turn; mayRestart allows one restart when the user switched
+// models while it ran and the engine could not jump to that model (O6).
+func (r *Router) turnOnce(ctx context.Context, in adapters.Inbound, mayRestart bool) {
 	e, err := r.st.load(ctx, in.SessionKey)
 	if err != nil {
 		r.log.Error("load session", "session", in.SessionKey, "err", err)
@@ -297,12 +304,37 @@ func (r *Router) turn(ctx context.Context, in adapters.Inbound) {
 			res, err = r.run(ctx, ts)
 		}
 	}
+	if ls := (*failover.LiveSwitchError)(nil); errors.As(err, &ls) && mayRestart {
+		// O6: the user's new model is not in this chain; start the turn again
+		// on it. Nothing was stored for the abandoned run but its attempts.
+		r.recordAttempts(ctx, r.db, ts)
+		r.turnOnce(ctx, in, false)
+		return
+	}
 	if err != nil {
 		r.recordAttempts(ctx, r.db, ts)
 		r.fail(ctx, ts, err)
 		return
 	}
 	r.succeed(ctx, ts, res)
+}
+
+// liveSwitch reports the model a user switched this session to while the turn
+// ran (/model or a session patch from another path: O4), if any.
+func (r *Router) liveSwitch(ctx context.Context, ts *turnState) (failover.ModelRef, bool) {
+	e, err := r.st.load(ctx, ts.entry.Key)
+	if err != nil || !e.LiveSwitch {
+		return "", false
+	}
+	to := e.override()
+	if to == "" || e.source() == failover.SourceAuto {
+		to = ts.sel.base // /model default: back to the configured model
+	}
+	if to == ts.sel.requested || to == ts.switched {
+		return "", false
+	}
+	ts.switched = to
+	return to, true
 }
 
 func isOverflow(err error) bool {
@@ -379,6 +411,13 @@ func (r *Router) run(ctx context.Context, ts *turnState) (failover.Result, error
 			return failover.Output{}, &failover.Failure{Reason: failover.ReasonAuth, Class: failover.ClassDeterministic,
 				Message: "no client configured for this provider/profile", Provider: a.Candidate.Provider,
 				Model: a.Candidate.Model, Profile: a.Candidate.Profile}
+		}
+		if a.Number > 1 {
+			// O6: a model switched by the user while this turn ran wins over the
+			// rest of the chain; checked before each further paid call.
+			if to, ok := r.liveSwitch(ctx, ts); ok {
+				return failover.Output{}, &failover.LiveSwitchError{To: to}
+			}
 		}
 		msgs := ts.prompt
 		if a.Kind == failover.AttemptNudged { // R13
