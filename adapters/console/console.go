@@ -53,6 +53,10 @@ type Adapter struct {
 	opts Options
 	mu   sync.Mutex // serialises writes so output lines never interleave
 	bw   *bufio.Writer
+	// waiting is set while a line's turn runs; the turn's reply or error clears
+	// it and signals answered, so lines are answered one at a time, in order.
+	waiting  bool
+	answered chan struct{}
 }
 
 var _ adapters.Adapter = (*Adapter)(nil)
@@ -71,7 +75,7 @@ func New(opts Options) *Adapter {
 	if opts.In == nil {
 		opts.In = strings.NewReader("")
 	}
-	return &Adapter{opts: opts, bw: bufio.NewWriter(opts.Out)}
+	return &Adapter{opts: opts, bw: bufio.NewWriter(opts.Out), answered: make(chan struct{}, 1)}
 }
 
 // Name returns "console".
@@ -120,10 +124,20 @@ func (a *Adapter) Run(ctx context.Context, inbox chan<- adapters.Inbound) error 
 			_ = a.Send(ctx, adapters.Outbound{Kind: adapters.KindError, Channel: Name, SessionKey: Name + ":" + session, ReplyTo: session, Text: errText})
 			continue
 		}
+		a.mu.Lock()
+		a.waiting = true
+		a.mu.Unlock()
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case inbox <- in:
+		}
+		// One line, one answer: the next line is read only after this one's reply
+		// or error, so output follows input order even across jsonl sessions.
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-a.answered:
 		}
 	}
 }
@@ -278,13 +292,30 @@ func (a *Adapter) Send(ctx context.Context, out adapters.Outbound) error {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if _, err := a.bw.Write(b.Bytes()); err != nil {
-		return fmt.Errorf("console: write: %w", err)
+	_, err := a.bw.Write(b.Bytes())
+	if err == nil {
+		err = a.bw.Flush()
 	}
-	if err := a.bw.Flush(); err != nil {
+	if out.Kind == adapters.KindReply || out.Kind == adapters.KindError || out.Kind == "" {
+		a.answer()
+	}
+	if err != nil {
 		return fmt.Errorf("console: write: %w", err)
 	}
 	return nil
+}
+
+// answer lets Run read the next line once the pending turn is answered. The
+// caller holds a.mu.
+func (a *Adapter) answer() {
+	if !a.waiting {
+		return
+	}
+	a.waiting = false
+	select {
+	case a.answered <- struct{}{}:
+	default:
+	}
 }
 
 // textLine renders one outbound message for the text format.

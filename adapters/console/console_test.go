@@ -14,18 +14,60 @@ import (
 // collect runs the adapter over input and returns every Inbound it produced.
 func collect(t *testing.T, a *Adapter) []adapters.Inbound {
 	t.Helper()
-	inbox := make(chan adapters.Inbound, 100)
+	inbox := make(chan adapters.Inbound)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := a.Run(ctx, inbox); err != nil {
+	var out []adapters.Inbound
+	got := make(chan struct{})
+	go func() {
+		defer close(got)
+		for in := range inbox {
+			out = append(out, in)
+			a.mu.Lock()
+			a.answer() // stands in for the router's reply, without printing
+			a.mu.Unlock()
+		}
+	}()
+	err := a.Run(ctx, inbox)
+	close(inbox)
+	<-got
+	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	close(inbox)
-	var out []adapters.Inbound
-	for in := range inbox {
-		out = append(out, in)
-	}
 	return out
+}
+
+// TestRun_OneLineOneAnswer: the next line is read only after the previous line's
+// reply or error, so jsonl output follows input order across sessions.
+func TestRun_OneLineOneAnswer(t *testing.T) {
+	var buf strings.Builder
+	a := New(Options{Format: FormatJSONL, In: strings.NewReader("{\"session\":\"a\",\"text\":\"1\"}\n{\"session\":\"b\",\"text\":\"2\"}\n"), Out: &buf})
+	inbox := make(chan adapters.Inbound)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx, inbox) }()
+	first := <-inbox
+	select {
+	case in := <-inbox:
+		t.Fatalf("second line %q read before the first was answered", in.Text)
+	case <-time.After(50 * time.Millisecond):
+	}
+	_ = a.Send(ctx, adapters.Outbound{Kind: adapters.KindNotice, SessionKey: first.SessionKey, Text: "↪️ n"})
+	select {
+	case in := <-inbox:
+		t.Fatalf("a notice is not the answer; second line %q read early", in.Text)
+	case <-time.After(50 * time.Millisecond):
+	}
+	_ = a.Send(ctx, adapters.Outbound{Kind: adapters.KindReply, SessionKey: first.SessionKey, Text: "r1"})
+	second := <-inbox
+	if second.SessionKey != "console:b" {
+		t.Fatalf("second inbound %+v", second)
+	}
+	_ = a.Send(ctx, adapters.Outbound{Kind: adapters.KindError, SessionKey: second.SessionKey, Text: "e2"})
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestText_Inbound(t *testing.T) {
