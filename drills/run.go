@@ -39,9 +39,6 @@ type Options struct {
 	// Fast scales the idle, attempt and run timeouts and the engine's sleeps by
 	// FastScale (with floors), so a drill takes seconds.
 	Fast bool
-	// MapConfig maps the configuration onto the router's, as the bot does
-	// (cmd/bot passes its own mapping); nil uses SessionsConfig.
-	MapConfig func(*config.Config) sessions.Config
 	// Log receives the bot's logs; nil discards them.
 	Log *slog.Logger
 	// TempDir holds each scenario's SQLite database ("" = the system temp dir);
@@ -254,11 +251,7 @@ func (w *world) start(ctx context.Context) (cleanup func(), err error) {
 		Guard:  failover.NewGuard(w.cfg.Limits.MaxPaidAttemptsPerMinute, w.clock),
 		Log:    log,
 	}
-	mapCfg := w.opts.MapConfig
-	if mapCfg == nil {
-		mapCfg = SessionsConfig
-	}
-	scfg := mapCfg(w.cfg)
+	scfg := SessionsConfig(w.cfg)
 	scfg.AdminChannel = adminTarget // reports go to the recorder
 	// The timeouts in effect (scaled in fast mode) win over the mapping's source.
 	scfg.IdleTimeout = w.cfg.Agents.Defaults.Timeouts.Idle
@@ -435,8 +428,8 @@ func (w *world) step(ctx context.Context, n int, st Step, t0 time.Time) (Turn, [
 	return turn, calls, nil
 }
 
-// SessionsConfig maps a configuration onto the router's the way the bot does.
-// cmd/bot passes its own mapping in Options.MapConfig; this one serves tests.
+// SessionsConfig maps a configuration onto the router's. It is the one mapping:
+// the bot's run command uses it too, so a drill runs exactly what the bot runs.
 func SessionsConfig(cfg *config.Config) sessions.Config {
 	d := cfg.Agents.Defaults
 	sc := sessions.Config{

@@ -71,7 +71,7 @@ func runDrill(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	start := time.Now()
 	fmt.Fprintf(stderr, "bot drill: %d scenario(s) on %s%s\n", len(scs), name, map[bool]string{true: " (--fast)"}[*fast])
-	reports := drills.Run(ctx, cfg, scs, drills.Options{Fast: *fast, MapConfig: sessionsConfig, Log: log})
+	reports := drills.Run(ctx, cfg, scs, drills.Options{Fast: *fast, Log: log})
 	if err := drills.Write(stdout, *format, reports); err != nil {
 		fmt.Fprintf(stderr, "bot drill: %v\n", err)
 		return exitFailed

@@ -19,6 +19,7 @@ import (
 	"github.com/detourbot/detour/adapters"
 	"github.com/detourbot/detour/adapters/console"
 	"github.com/detourbot/detour/config"
+	"github.com/detourbot/detour/drills"
 	"github.com/detourbot/detour/failover"
 	"github.com/detourbot/detour/internal/store"
 	"github.com/detourbot/detour/internal/testkit/fakellm"
@@ -186,7 +187,7 @@ func newBot(ctx context.Context, cfg *config.Config, std ioSet, log *slog.Logger
 		Log:    log,
 	}
 	b.clients = newClientCache(cfg, log)
-	b.router, err = sessions.NewRouter(sessionsConfig(cfg), sessions.Options{
+	b.router, err = sessions.NewRouter(drills.SessionsConfig(cfg), sessions.Options{
 		DB: b.db, Engine: engine, Clock: clock, Clients: b.clients.get, Log: log,
 	})
 	if err != nil {
@@ -332,41 +333,6 @@ func buildAdapters(cfg *config.Config, std ioSet, log *slog.Logger) ([]adapters.
 		out = append(out, a)
 	}
 	return out, nil
-}
-
-// sessionsConfig maps the configuration onto the router's.
-func sessionsConfig(cfg *config.Config) sessions.Config {
-	d := cfg.Agents.Defaults
-	sc := sessions.Config{
-		Primary:         d.Model.Primary,
-		Fallbacks:       append([]failover.ModelRef(nil), d.Model.Fallbacks...),
-		SystemPrompt:    d.SystemPrompt,
-		Models:          map[failover.ModelRef]sessions.ModelInfo{},
-		Profiles:        cfg.EngineProfiles(),
-		Order:           cfg.Auth.Order,
-		Providers:       append([]string(nil), cfg.ProviderIDs...),
-		Notices:         cfg.Notices.Users,
-		AdminChannel:    cfg.Admin.Channel,
-		AdminUsers:      append([]string(nil), cfg.Admin.Users...),
-		ProbeInterval:   d.Failover.PrimaryProbeInterval,
-		MaxMessageBytes: cfg.Limits.MaxMessageBytes,
-		IdleTimeout:     d.Timeouts.Idle,
-		AttemptTimeout:  d.Timeouts.Attempt,
-		RunTimeout:      d.Timeouts.Run,
-		MaxTokens:       d.MaxTokens,
-	}
-	for ref, m := range cfg.Models {
-		sc.Models[ref] = sessions.ModelInfo{
-			ContextWindow: m.ContextWindow,
-			Price:         failover.Price{InPerMTok: m.USDPerMTokIn, OutPerMTok: m.USDPerMTokOut},
-		}
-	}
-	for _, a := range cfg.Agents.List {
-		sc.Agents = append(sc.Agents, sessions.Agent{
-			ID: a.ID, Model: a.Model, Fallbacks: a.Fallbacks, SystemPrompt: a.SystemPrompt, Match: a.Channels,
-		})
-	}
-	return sc
 }
 
 // clientCache builds one LLM client per provider and profile, on first use.
