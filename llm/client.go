@@ -15,6 +15,11 @@
 //     failover.ErrEmptyOutput (R13); Progress means non-empty text or a completed
 //     tool call (R8), never output tokens alone.
 //   - The API key never appears in errors, Failure fields or logs (P4).
+//
+// go-openai builds and sends the request, reports HTTP errors and frames the
+// SSE stream (RecvRaw); each chunk's JSON is decoded by chunkDecoder, a strict
+// allocation-free fast path that hands anything unusual to encoding/json with
+// go-openai's own types, so results and errors are what Recv would give.
 package llm
 
 import (
@@ -77,6 +82,8 @@ type Client struct {
 	now    func() time.Time
 	// classify is failover.Classify; tests swap it to see the Response fed to it.
 	classify func(failover.Response, time.Time) failover.Failure
+	// onChunk, when set by a test, sees each raw stream payload.
+	onChunk func(raw []byte)
 }
 
 // New builds a client.
@@ -224,9 +231,19 @@ func (c *Client) Chat(ctx context.Context, req Request, onDelta func(string)) (f
 		text     strings.Builder
 		finish   string
 		sawTools bool
+		dec      chunkDecoder
 	)
 	for {
-		resp, rerr := stream.Recv()
+		// RecvRaw keeps go-openai's SSE framing, [DONE] and error-event
+		// handling; only the per-chunk JSON decoding is ours (see chunkDecoder).
+		raw, rerr := stream.RecvRaw()
+		var ck *chunkView
+		if rerr == nil {
+			if c.onChunk != nil {
+				c.onChunk(raw)
+			}
+			ck, rerr = dec.decode(raw)
+		}
 		if rerr != nil {
 			if errors.Is(rerr, errEOF) && wctx.Err() == nil {
 				break
@@ -238,22 +255,26 @@ func (c *Client) Chat(ctx context.Context, req Request, onDelta func(string)) (f
 			return out, c.fail(ctx, wctx, req.Model, holder, rerr, true, start)
 		}
 		wd.kick()
-		if resp.Usage != nil {
-			out.InputTokens = resp.Usage.PromptTokens
-			out.OutputTokens = resp.Usage.CompletionTokens
+		if ck.hasUsage {
+			out.InputTokens = ck.promptTokens
+			out.OutputTokens = ck.completionTokens
 		}
-		for _, ch := range resp.Choices {
-			if ch.Delta.Content != "" {
-				text.WriteString(ch.Delta.Content)
+		for i := range ck.choices {
+			ch := &ck.choices[i]
+			if len(ch.content) > 0 {
+				// The delta handed to onDelta is a view of the builder's bytes,
+				// which are never rewritten: no copy per chunk.
+				at := text.Len()
+				text.Write(ch.content)
 				if onDelta != nil {
-					onDelta(ch.Delta.Content)
+					onDelta(text.String()[at:])
 				}
 			}
-			if len(ch.Delta.ToolCalls) > 0 || ch.Delta.FunctionCall != nil {
+			if ch.tools {
 				sawTools = true
 			}
-			if ch.FinishReason != "" && ch.FinishReason != openai.FinishReasonNull {
-				finish = string(ch.FinishReason)
+			if ch.finish != "" && ch.finish != string(openai.FinishReasonNull) {
+				finish = ch.finish
 			}
 		}
 	}
