@@ -125,9 +125,14 @@ func clip(s string) string {
 // scrub masks words that look like secrets: "sk-…" keys, bearer tokens and long
 // opaque runs of letters and digits.
 func scrub(s string) string {
-	if s == "" {
+	if s == "" || plainText(s) {
 		return s
 	}
+	return scrubWords(s)
+}
+
+// scrubWords is scrub's full path.
+func scrubWords(s string) string {
 	var b strings.Builder
 	words := strings.Fields(s)
 	for i, w := range words {
@@ -141,6 +146,51 @@ func scrub(s string) string {
 		b.WriteString(w)
 	}
 	return b.String()
+}
+
+// plainText reports, cheaply and conservatively, that scrub would return s
+// unchanged: ASCII, words separated by single spaces (no other whitespace, none
+// leading or trailing), every word shorter than 32 bytes, and no "sk-", "sk_",
+// "xox", "ghp_" or "bearer" anywhere (case-insensitive). Anything else takes
+// the full path.
+func plainText(s string) bool {
+	word := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 0x7f, c < ' ':
+			return false
+		case c == ' ':
+			if word == 0 { // leading or double space
+				return false
+			}
+			word = 0
+			continue
+		}
+		word++
+		if word >= 32 {
+			return false
+		}
+		switch c | 0x20 { // ASCII lower case for letters
+		case 's':
+			if i+2 < len(s) && s[i+1]|0x20 == 'k' && (s[i+2] == '-' || s[i+2] == '_') {
+				return false
+			}
+		case 'x':
+			if i+2 < len(s) && s[i+1]|0x20 == 'o' && s[i+2]|0x20 == 'x' {
+				return false
+			}
+		case 'g':
+			if i+3 < len(s) && s[i+1]|0x20 == 'h' && s[i+2]|0x20 == 'p' && s[i+3] == '_' {
+				return false
+			}
+		case 'b':
+			if i+5 < len(s) && strings.EqualFold(s[i:i+6], "bearer") {
+				return false
+			}
+		}
+	}
+	return word > 0 // no trailing space
 }
 
 func secretLike(w string) bool {
@@ -265,6 +315,84 @@ func applySuccess(st *ProfileState, ref string, now time.Time) {
 	}
 	st.CooldownUntil, st.CooldownReason, st.CooldownModel = time.Time{}, "", ""
 	st.RecoveryAt = time.Time{}
+}
+
+// lastUsedPersist bounds how stale the STORED LastUsed of a clean profile may get.
+//
+// A success on a profile whose stored state is already clean (no cooldown, no
+// disable, no error counts) only moves LastUsed. Writing that every time costs a
+// durable write transaction per answer (on SQLite ~40 µs: lock, WAL append,
+// commit). applySuccessLazy skips it while the stored LastUsed is younger than
+// lastUsedPersist, which turns such a success into a no-op Update (no lock, no
+// write). The engine keeps every success in an in-process map (Engine.used) that
+// P1 ordering and CandidateStatus consult together with the stored value, so
+// within one process least-recently-used rotation stays exact, even for profiles
+// used milliseconds apart.
+//
+// Trade-off: another replica sharing the store, or this process after a restart,
+// sees a clean profile's LastUsed up to lastUsedPersist old, so its P1 order among
+// equally usable profiles is only that precise (a load-spreading hint, never a
+// correctness rule) and its /status may show an older "last used". Failures,
+// cooldowns, disables and the clearing of any of them are always written at once
+// (D6): only the timestamp of an uneventful success is deferred.
+const lastUsedPersist = time.Minute
+
+// applySuccessLazy is applySuccess that leaves a recent LastUsed as stored when
+// nothing else would change (see lastUsedPersist).
+func applySuccessLazy(st *ProfileState, ref string, now time.Time) {
+	prev := *st
+	applySuccess(st, ref, now)
+	if prev.LastUsed.IsZero() {
+		return
+	}
+	if d := now.Sub(prev.LastUsed); d < 0 || d >= lastUsedPersist {
+		return
+	}
+	st.LastUsed = prev.LastUsed
+	if *st != prev {
+		st.LastUsed = now // something else changed: a real write, LastUsed included
+	}
+}
+
+// maxUsed bounds Engine.used; past it, entries older than lastUsedPersist (whose
+// stored value is then at most that much older) are dropped.
+const maxUsed = 4096
+
+// noteUsed records a success on state key in this process (P1).
+func (e *Engine) noteUsed(key string, now time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.used == nil {
+		e.used = make(map[string]time.Time)
+	}
+	if _, ok := e.used[key]; !ok && len(e.used) >= maxUsed {
+		for k, t := range e.used {
+			if now.Sub(t) >= lastUsedPersist {
+				delete(e.used, k)
+			}
+		}
+		if len(e.used) >= maxUsed {
+			clear(e.used)
+		}
+	}
+	if now.After(e.used[key]) {
+		e.used[key] = now
+	}
+}
+
+// freshenLastUsed raises states[i].LastUsed to this process's last success on
+// keys[i] when that is later than the stored value (see lastUsedPersist).
+func (e *Engine) freshenLastUsed(keys []string, states []ProfileState) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.used) == 0 {
+		return
+	}
+	for i, k := range keys {
+		if u, ok := e.used[k]; ok && u.After(states[i].LastUsed) {
+			states[i].LastUsed = u
+		}
+	}
 }
 
 // applyModelFailure counts a transient failure of a model across turns and marks

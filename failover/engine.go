@@ -58,6 +58,23 @@ type StateStore interface {
 	Update(ctx context.Context, key string, fn func(*ProfileState)) (ProfileState, error)
 }
 
+// BatchUpdater is an optional StateStore extension: UpdateMany applies fn(i, st)
+// to the current state of keys[i], atomically for all keys (one transaction), and
+// returns the stored states in keys' order. fn follows Update's rules (it may run
+// more than once). The engine detects it on Engine.Store to record a profile's and
+// its model's failure (R7) in one step; stores without it get one Update per key.
+type BatchUpdater interface {
+	UpdateMany(ctx context.Context, keys []string, fn func(i int, st *ProfileState)) ([]ProfileState, error)
+}
+
+// BatchGetter is an optional StateStore extension: GetMany returns the states of
+// keys in order (zero state with Key set for absent keys), read as of one moment.
+// The engine detects it on Engine.Store to read a candidate's model key and
+// profile keys together; stores without it get one Get per key.
+type BatchGetter interface {
+	GetMany(ctx context.Context, keys []string) ([]ProfileState, error)
+}
+
 // ModelRef is "provider/model", split on the first "/" (SPEC section 0).
 type ModelRef string
 
@@ -174,5 +191,6 @@ type Engine struct {
 	mu      sync.Mutex
 	probeAt map[string]time.Time // provider (or provider+"#billing") -> last contact
 	skips   map[string]time.Time // sessionKey + "\x00" + ref -> skip until
+	used    map[string]time.Time // state key -> last success in this process (P1, lazy LastUsed)
 	mem     *MemStore
 }

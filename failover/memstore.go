@@ -13,7 +13,11 @@ type MemStore struct {
 	m  map[string]ProfileState
 }
 
-var _ StateStore = (*MemStore)(nil)
+var (
+	_ StateStore   = (*MemStore)(nil)
+	_ BatchUpdater = (*MemStore)(nil)
+	_ BatchGetter  = (*MemStore)(nil)
+)
 
 // NewMemStore returns an empty store.
 func NewMemStore() *MemStore { return &MemStore{m: make(map[string]ProfileState)} }
@@ -50,6 +54,50 @@ func (s *MemStore) Update(ctx context.Context, key string, fn func(*ProfileState
 	st.Key = key
 	s.m[key] = st
 	return st, nil
+}
+
+// GetMany returns the states of keys in order, under one lock.
+func (s *MemStore) GetMany(ctx context.Context, keys []string) ([]ProfileState, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	out := make([]ProfileState, len(keys))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, key := range keys {
+		st, ok := s.m[key]
+		if !ok {
+			st = ProfileState{Key: key}
+		}
+		out[i] = st
+	}
+	return out, nil
+}
+
+// UpdateMany applies fn(i, st) to the current state of keys[i] and stores the
+// results, all under one lock; a repeated key sees the earlier result. It returns
+// the stored states in keys' order.
+func (s *MemStore) UpdateMany(ctx context.Context, keys []string, fn func(i int, st *ProfileState)) ([]ProfileState, error) {
+	if fn == nil {
+		return nil, errors.New("failover: memstore update: nil function")
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	out := make([]ProfileState, len(keys))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, key := range keys {
+		st, ok := s.m[key]
+		if !ok {
+			st = ProfileState{Key: key}
+		}
+		fn(i, &st)
+		st.Key = key
+		s.m[key] = st
+		out[i] = st
+	}
+	return out, nil
 }
 
 // Len returns the number of stored keys (for tests).

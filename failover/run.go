@@ -78,6 +78,73 @@ func (e *Engine) store() StateStore {
 	return e.mem
 }
 
+// getStates reads keys, in one GetMany when the store has it (BatchGetter), else
+// one Get per key. A key that could not be read gets the zero state with Key set
+// and its error in errs (errs is nil when every read succeeded; a failed GetMany
+// fails every key with the same error).
+func (e *Engine) getStates(ctx context.Context, keys []string) (out []ProfileState, errs []error) {
+	st := e.store()
+	if bg, ok := st.(BatchGetter); ok {
+		got, err := bg.GetMany(ctx, keys)
+		if err == nil && len(got) == len(keys) {
+			return got, nil
+		}
+		if err == nil {
+			err = fmt.Errorf("failover: GetMany returned %d states for %d keys", len(got), len(keys))
+		}
+		out, errs = make([]ProfileState, len(keys)), make([]error, len(keys))
+		for i, k := range keys {
+			out[i], errs[i] = ProfileState{Key: k}, err
+		}
+		return out, errs
+	}
+	out = make([]ProfileState, len(keys))
+	for i, k := range keys {
+		ps, err := st.Get(ctx, k)
+		if err != nil {
+			if errs == nil {
+				errs = make([]error, len(keys))
+			}
+			ps, errs[i] = ProfileState{Key: k}, err
+		}
+		out[i] = ps
+	}
+	return out, errs
+}
+
+// updateStates applies fn(i, st) to keys[i]: in one UpdateMany (one transaction)
+// when the store has it (BatchUpdater) and there are several keys, else one
+// Update per key (every key is tried; the errors are joined). out[i] is the
+// stored state of keys[i], the zero state with Key set when its update failed.
+func (e *Engine) updateStates(ctx context.Context, keys []string, fn func(i int, st *ProfileState)) (out []ProfileState, err error) {
+	st := e.store()
+	if bu, ok := st.(BatchUpdater); ok && len(keys) > 1 {
+		got, err := bu.UpdateMany(ctx, keys, fn)
+		if err == nil && len(got) == len(keys) {
+			return got, nil
+		}
+		if err == nil {
+			err = fmt.Errorf("failover: UpdateMany returned %d states for %d keys", len(got), len(keys))
+		}
+		out = make([]ProfileState, len(keys))
+		for i, k := range keys {
+			out[i] = ProfileState{Key: k}
+		}
+		return out, err
+	}
+	out = make([]ProfileState, len(keys))
+	var errs []error
+	for i, k := range keys {
+		ps, uerr := st.Update(ctx, k, func(s *ProfileState) { fn(i, s) })
+		if uerr != nil {
+			ps = ProfileState{Key: k}
+			errs = append(errs, uerr)
+		}
+		out[i] = ps
+	}
+	return out, errors.Join(errs...)
+}
+
 // throttle reports whether key was not contacted within interval, and stamps it
 // when so (R11).
 func (e *Engine) throttle(key string, interval time.Duration, now time.Time) bool {
@@ -245,25 +312,23 @@ func (r *runner) evaluate(i int) plan {
 		pl.skip = ReasonAuth // every profile expired or the user-pinned one is unknown
 		return pl
 	}
-	st := r.e.store()
-	ms, err := st.Get(r.ctx, ModelKey(ref))
-	if err != nil {
-		r.warnStore(err)
+	// The model's own key (R7) and every profile's key, read together.
+	keys := make([]string, 1+len(profs))
+	keys[0] = ModelKey(ref)
+	for j, pr := range profs {
+		keys[1+j] = stateKey(pr.ID, ref)
 	}
+	states, errs := r.e.getStates(r.ctx, keys)
+	r.warnStoreErrs(errs)
+	r.e.freshenLastUsed(keys[1:], states[1:]) // P1 sees this process's own successes
+	ms := states[0]
 	pl.mstate = ms
 	pl.mblocked = ms.CooldownUntil.After(now)
 	pl.slots = make([]slot, len(profs))
 	for j, pr := range profs {
-		key := pr.ID
-		if key == "" {
-			key = noAuthKey(string(ref))
-		}
-		ps, err := st.Get(r.ctx, key)
-		if err != nil {
-			r.warnStore(err)
-		}
+		ps := states[1+j]
 		until, why := blockedUntil(&ps, string(ref), now)
-		pl.slots[j] = slot{prof: pr, key: key, st: ps, until: until, why: why,
+		pl.slots[j] = slot{prof: pr, key: keys[1+j], st: ps, until: until, why: why,
 			scoped: !until.IsZero() && ps.CooldownModel != "" && !ps.DisabledUntil.After(now)}
 	}
 	pl.usable = orderSlots(pl.slots, len(r.req.Order[prov]) > 0, r.req.PinnedProfile)
@@ -742,6 +807,17 @@ func (r *runner) warnStore(err error) {
 	r.log.LogAttrs(r.ctx, slog.LevelWarn, "failover state store error", slog.String("error", err.Error()))
 }
 
+// warnStoreErrs logs the first read error of getStates (a failed GetMany fails
+// every key with the same error; the states of failed keys are zero).
+func (r *runner) warnStoreErrs(errs []error) {
+	for _, err := range errs {
+		if err != nil {
+			r.warnStore(err)
+			return
+		}
+	}
+}
+
 func slotKey(c Candidate) string {
 	if c.Profile == "" {
 		return noAuthKey(c.Ref())
@@ -749,16 +825,42 @@ func slotKey(c Candidate) string {
 	return c.Profile
 }
 
-func (r *runner) onSuccess(pl *plan, c Candidate, now time.Time) {
-	st := r.e.store()
-	ref := c.Ref()
-	if _, err := st.Update(r.ctx, slotKey(c), func(s *ProfileState) { applySuccess(s, ref, now) }); err != nil {
-		r.warnStore(err)
+// stateKey is the state key of profile id used for model ref: the id, or the
+// per-model key of a provider without credentials.
+func stateKey(id string, ref ModelRef) string {
+	if id == "" {
+		return noAuthKey(string(ref))
 	}
+	return id
+}
+
+// onSuccess clears the failure state of the profile that answered and, when the
+// model had any (R7), of the model, in one store call. A success on an already
+// clean profile is a no-op for the store (applySuccessLazy, lastUsedPersist).
+func (r *runner) onSuccess(pl *plan, c Candidate, now time.Time) {
+	ref := c.Ref()
+	var keys [2]string
+	keys[0] = slotKey(c)
+	n := 1
+	r.e.noteUsed(keys[0], now)
 	if ms := pl.mstate; ms.Consecutive > 0 || ms.ErrorCount > 0 || !ms.CooldownUntil.IsZero() || r.touchedModel(ref) {
-		if _, err := st.Update(r.ctx, ModelKey(pl.ref), func(s *ProfileState) { applySuccess(s, ref, now) }); err != nil {
+		keys[1] = ModelKey(pl.ref)
+		n = 2
+	}
+	if n == 1 {
+		if _, err := r.e.store().Update(r.ctx, keys[0], func(s *ProfileState) { applySuccessLazy(s, ref, now) }); err != nil {
 			r.warnStore(err)
 		}
+		return
+	}
+	if _, err := r.e.updateStates(r.ctx, keys[:], func(i int, s *ProfileState) {
+		if i == 0 {
+			applySuccessLazy(s, ref, now)
+			return
+		}
+		applySuccess(s, ref, now)
+	}); err != nil {
+		r.warnStore(err)
 	}
 }
 
@@ -775,20 +877,11 @@ func (r *runner) touchedModel(ref string) bool {
 // onFailure records f durably and reports whether it made the model unavailable
 // (R7: timeout_switch_threshold consecutive transient failures).
 func (r *runner) onFailure(pl *plan, c Candidate, f *Failure, now time.Time) (modelDown bool) {
-	st := r.e.store()
-	ref := c.Ref()
-	if cooldownReason(f.Reason) || f.Reason == ReasonBilling || f.Reason == ReasonAuthPermanent {
-		jr := r.e.rand()
-		if _, err := st.Update(r.ctx, slotKey(c), func(s *ProfileState) { applyFailure(s, f, ref, now, r.p, jr) }); err != nil {
-			r.warnStore(err)
-		}
+	ms, err := r.e.recordFailure(r.ctx, c, pl.ref, f, now, r.p)
+	if err != nil {
+		r.warnStore(err)
 	}
 	if transientFailure(f) {
-		jr := r.e.rand()
-		ms, err := st.Update(r.ctx, ModelKey(pl.ref), func(s *ProfileState) { applyModelFailure(s, f, now, r.p, jr) })
-		if err != nil {
-			r.warnStore(err)
-		}
 		modelDown = r.p.TimeoutSwitchThreshold > 0 && ms.Consecutive >= r.p.TimeoutSwitchThreshold
 	}
 	if f.Reason != ReasonContextOverflow && f.Reason != ReasonFormat && f.Reason != ReasonContentFilter && f.Reason != ReasonAborted {
@@ -846,25 +939,63 @@ func (r *runner) earliest(now time.Time) time.Time {
 	return best
 }
 
+// recordFailure records failure f of candidate c (model ref) durably: the
+// profile's cooldown or disable (D1-D5) and the model's consecutive transient
+// count (R7), in one store call (one transaction with a BatchUpdater). It returns
+// the model's stored state (the zero state when the model key was not touched).
+// The jitter draws happen before any store call, profile first, since fn may run
+// more than once.
+func (e *Engine) recordFailure(ctx context.Context, c Candidate, ref ModelRef, f *Failure, now time.Time, p *Policy) (ProfileState, error) {
+	cref := c.Ref()
+	var keys [2]string
+	var jr [2]float64
+	var kind [2]bool // true = the model key
+	n := 0
+	if cooldownReason(f.Reason) || f.Reason == ReasonBilling || f.Reason == ReasonAuthPermanent {
+		keys[n], jr[n] = slotKey(c), e.rand()
+		n++
+	}
+	if transientFailure(f) {
+		keys[n], jr[n], kind[n] = ModelKey(ref), e.rand(), true
+		n++
+	}
+	if n == 0 {
+		return ProfileState{}, nil
+	}
+	out, err := e.updateStates(ctx, keys[:n], func(i int, s *ProfileState) {
+		if kind[i] {
+			applyModelFailure(s, f, now, p, jr[i])
+			return
+		}
+		applyFailure(s, f, cref, now, p, jr[i])
+	})
+	if kind[n-1] {
+		return out[n-1], err
+	}
+	return ProfileState{}, err
+}
+
 // candidateUntil returns when ref is usable again, zero when it is usable now.
 func (e *Engine) candidateUntil(ctx context.Context, req *Request, ref ModelRef, now time.Time) time.Time {
 	prov, _ := ref.Split()
-	st := e.store()
+	profs, _, _ := profilesFor(req, prov, now)
+	keys := make([]string, 1+len(profs))
+	keys[0] = ModelKey(ref)
+	for j, p := range profs {
+		keys[1+j] = stateKey(p.ID, ref)
+	}
+	states, errs := e.getStates(ctx, keys)
+	failed := func(i int) bool { return errs != nil && errs[i] != nil }
 	var until time.Time
-	if ms, err := st.Get(ctx, ModelKey(ref)); err == nil && ms.CooldownUntil.After(now) {
+	if ms := states[0]; !failed(0) && ms.CooldownUntil.After(now) {
 		until = ms.CooldownUntil
 	}
-	profs, _, _ := profilesFor(req, prov, now)
 	var pmin time.Time
-	for _, p := range profs {
-		key := p.ID
-		if key == "" {
-			key = noAuthKey(string(ref))
-		}
-		ps, err := st.Get(ctx, key)
-		if err != nil {
+	for j := range profs {
+		if failed(1 + j) {
 			continue
 		}
+		ps := states[1+j]
 		u, _ := blockedUntil(&ps, string(ref), now)
 		if u.IsZero() {
 			pmin = time.Time{}
@@ -885,6 +1016,9 @@ func (r *runner) logStep(from Candidate, f *Failure, to, outcome string) {
 	level := slog.LevelInfo
 	if outcome == "exhausted" || outcome == "stopped" || outcome == "surfaced" {
 		level = slog.LevelWarn
+	}
+	if !r.log.Enabled(r.ctx, level) {
+		return // the detail's scrub is the costly part; nothing would be written
 	}
 	var reason Reason
 	detail := ""

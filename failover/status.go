@@ -45,13 +45,7 @@ type CandidateState struct {
 func (e *Engine) CandidateStatus(ctx context.Context, ref ModelRef, profiles []Profile) (CandidateState, error) {
 	now := e.now()
 	prov, _ := ref.Split()
-	st := e.store()
 	cs := CandidateState{Ref: ref}
-	ms, err := st.Get(ctx, ModelKey(ref))
-	if err != nil {
-		return cs, fmt.Errorf("failover: status of %s: %w", ref, err)
-	}
-	cs.Model = statusOf(ms, ModelKey(ref), string(ref), now)
 	var own []Profile
 	for _, p := range profiles {
 		if p.Provider == prov || (p.Provider == "" && strings.HasPrefix(p.ID, prov+":")) {
@@ -61,19 +55,25 @@ func (e *Engine) CandidateStatus(ctx context.Context, ref ModelRef, profiles []P
 	if len(own) == 0 {
 		own = []Profile{{Provider: prov}}
 	}
+	// The model's own key (R7) and the profiles' keys, read together.
+	keys := make([]string, 1+len(own))
+	keys[0] = ModelKey(ref)
+	for j, p := range own {
+		keys[1+j] = stateKey(p.ID, ref)
+	}
+	states, errs := e.getStates(ctx, keys)
+	for i, err := range errs {
+		if err != nil {
+			return cs, fmt.Errorf("failover: status of %s: %w", keys[i], err)
+		}
+	}
+	e.freshenLastUsed(keys[1:], states[1:]) // this process's successes (lastUsedPersist)
+	cs.Model = statusOf(states[0], ModelKey(ref), string(ref), now)
 	var soonest time.Time
 	var why Reason
 	anyOK := false
-	for _, p := range own {
-		key := p.ID
-		if key == "" {
-			key = noAuthKey(string(ref))
-		}
-		ps, err := st.Get(ctx, key)
-		if err != nil {
-			return cs, fmt.Errorf("failover: status of %s: %w", key, err)
-		}
-		s := statusOf(ps, p.ID, string(ref), now)
+	for j, p := range own {
+		s := statusOf(states[1+j], p.ID, string(ref), now)
 		if !p.ExpiresAt.IsZero() && !p.ExpiresAt.After(now) {
 			s.State, s.Reason = StateExpired, ReasonAuth
 		}
@@ -173,10 +173,9 @@ func (e *Engine) ClearModel(ctx context.Context, ref ModelRef, profiles []Profil
 // the profile's and the model's failure state are cleared (D1, R7).
 func (e *Engine) RecordSuccess(ctx context.Context, c Candidate) error {
 	now, ref := e.now(), c.Ref()
-	if _, err := e.store().Update(ctx, slotKey(c), func(s *ProfileState) { applySuccess(s, ref, now) }); err != nil {
-		return fmt.Errorf("failover: record success: %w", err)
-	}
-	if _, err := e.store().Update(ctx, ModelKey(ModelRef(ref)), func(s *ProfileState) { applySuccess(s, ref, now) }); err != nil {
+	e.noteUsed(slotKey(c), now)
+	keys := []string{slotKey(c), ModelKey(ModelRef(ref))}
+	if _, err := e.updateStates(ctx, keys, func(_ int, s *ProfileState) { applySuccess(s, ref, now) }); err != nil {
 		return fmt.Errorf("failover: record success: %w", err)
 	}
 	return nil
@@ -185,18 +184,8 @@ func (e *Engine) RecordSuccess(ctx context.Context, c Candidate) error {
 // RecordFailure applies failure f of c outside Run: cooldowns and disables (D1-D5)
 // and the model's consecutive count (R7).
 func (e *Engine) RecordFailure(ctx context.Context, c Candidate, f Failure) error {
-	now, ref, p := e.now(), c.Ref(), e.policy()
-	if cooldownReason(f.Reason) || f.Reason == ReasonBilling || f.Reason == ReasonAuthPermanent {
-		jr := e.rand()
-		if _, err := e.store().Update(ctx, slotKey(c), func(s *ProfileState) { applyFailure(s, &f, ref, now, p, jr) }); err != nil {
-			return fmt.Errorf("failover: record failure: %w", err)
-		}
-	}
-	if transientFailure(&f) {
-		jr := e.rand()
-		if _, err := e.store().Update(ctx, ModelKey(ModelRef(ref)), func(s *ProfileState) { applyModelFailure(s, &f, now, p, jr) }); err != nil {
-			return fmt.Errorf("failover: record failure: %w", err)
-		}
+	if _, err := e.recordFailure(ctx, c, ModelRef(c.Ref()), &f, e.now(), e.policy()); err != nil {
+		return fmt.Errorf("failover: record failure: %w", err)
 	}
 	return nil
 }

@@ -250,12 +250,17 @@ func TestEngine_D6_ConcurrentRunsSQLite(t *testing.T) {
 }
 
 // benchRun measures whole fallback runs: the primary fails rate_limit, the
-// fallback answers (two attempts per run).
-func benchRun(b *testing.B, store failover.StateStore) {
+// fallback answers (two attempts per run). Runs are step apart on the fake clock;
+// a non-nil ladder replaces the cooldown ladder (it must end before step so the
+// primary is attempted on every run).
+func benchRun(b *testing.B, store failover.StateStore, step time.Duration, ladder []time.Duration) {
 	ctx := context.Background()
 	clock := failovertest.NewClock(t0)
 	eng := &failover.Engine{Store: store, Clock: clock, Policy: failover.DefaultPolicy(),
 		Log: slog.New(slog.DiscardHandler), Rand: func() float64 { return 0.5 }}
+	if ladder != nil {
+		eng.Policy.CooldownLadder = ladder
+	}
 	req := engineReq("bench", "openai:default")
 	attempts := 0
 	attempt := func(ctx context.Context, a failover.Attempt) (failover.Output, error) {
@@ -268,7 +273,7 @@ func benchRun(b *testing.B, store failover.StateStore) {
 	b.ReportAllocs()
 	start := time.Now()
 	for b.Loop() {
-		clock.Advance(10 * time.Minute) // the last run's cooldown (<= 5 min) is over
+		clock.Advance(step) // the last run's cooldown is over
 		res, err := eng.Run(ctx, req, attempt)
 		if err != nil || !res.FellBack {
 			b.Fatalf("run = %+v, %v", res, err)
@@ -282,12 +287,97 @@ func benchRun(b *testing.B, store failover.StateStore) {
 }
 
 // BenchmarkRunSQLite: engine overhead per attempt over the SQLite state store.
+// Runs are 10 minutes apart (the default ladder's 5 min cap is over), so the
+// fallback profile's stored LastUsed is always older than the engine's lazy
+// LastUsed window and every success is written: 2 GetMany, 1 UpdateMany (the
+// primary's profile + model key), 1 written Update per run.
 func BenchmarkRunSQLite(b *testing.B) {
-	benchRun(b, newStoreT(b, openT(b, filepath.Join(b.TempDir(), "bench.db"))))
+	benchRun(b, newStoreT(b, openT(b, filepath.Join(b.TempDir(), "bench.db"))), 10*time.Minute, nil)
+}
+
+// BenchmarkRunSQLiteBusy: the same run on a busy bot, runs 2 s apart. A 1 s
+// cooldown ladder keeps the rate-limited primary attempted on every run (with
+// the default ladder a busy bot would skip it). The fallback's clean profile was
+// used 2 s before, so its success is a no-op for the store (lazy LastUsed):
+// 2 GetMany, 1 UpdateMany, 1 no-op Update per run.
+func BenchmarkRunSQLiteBusy(b *testing.B) {
+	benchRun(b, newStoreT(b, openT(b, filepath.Join(b.TempDir(), "bench.db"))), 2*time.Second, []time.Duration{time.Second})
 }
 
 // BenchmarkRunMemStore is the same run over failover.MemStore, to separate the
 // engine's own cost from the database's.
 func BenchmarkRunMemStore(b *testing.B) {
-	benchRun(b, failover.NewMemStore())
+	benchRun(b, failover.NewMemStore(), 10*time.Minute, nil)
+}
+
+// TestEngine_StoreWorkPerRun pins the SQLite work of a steady fallback run (the
+// primary fails rate_limit, the fallback answers): the primary's profile and
+// model failure (D1, R7) are ONE write transaction (UpdateMany), and a success on
+// the fallback's clean profile used 2 s before is a no-op (lazy LastUsed: no lock,
+// no write). Runs 10 minutes apart write the fallback's LastUsed again.
+// covers D1, R7, P1
+func TestEngine_StoreWorkPerRun(t *testing.T) {
+	tests := []struct {
+		name                   string
+		step                   time.Duration
+		ladder                 []time.Duration
+		locks, writes          int
+		wantFallbackLastUsedAt func(now time.Time, first time.Time) time.Time
+	}{
+		{name: "busy: runs 2 s apart", step: 2 * time.Second, ladder: []time.Duration{time.Second},
+			locks: 1, writes: 2,
+			wantFallbackLastUsedAt: func(_, first time.Time) time.Time { return first }},
+		{name: "idle: runs 10 min apart", step: 10 * time.Minute,
+			locks: 2, writes: 3,
+			wantFallbackLastUsedAt: func(now, _ time.Time) time.Time { return now }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			clock := failovertest.NewClock(t0)
+			eng, st, logs := newEngine(t, filepath.Join(t.TempDir(), "detour.db"), clock)
+			if tc.ladder != nil {
+				eng.Policy.CooldownLadder = tc.ladder
+			}
+			attempt := func(ctx context.Context, a failover.Attempt) (failover.Output, error) {
+				if a.Candidate.Provider == "openai" {
+					return failover.Output{}, rateLimited(a, time.Time{})
+				}
+				return failover.Output{Text: "ok", FinishReason: "stop"}, nil
+			}
+			req := engineReq("s", "openai:default")
+			run := func() {
+				t.Helper()
+				res, err := eng.Run(ctx, req, attempt)
+				if err != nil || !res.FellBack || len(res.Attempts) != 2 {
+					t.Fatalf("run = %+v, %v; want 2 attempts and the fallback's answer", res, err)
+				}
+			}
+			run() // first use: every row written
+			first := clock.Now()
+			for range 2 {
+				clock.Advance(tc.step)
+				_, w0, l0, _ := counters(st)
+				run()
+				_, w, l, _ := counters(st)
+				if l-l0 != tc.locks || w-w0 != tc.writes {
+					t.Errorf("one run: %d write transactions, %d rows written; want %d, %d",
+						l-l0, w-w0, tc.locks, tc.writes)
+				}
+			}
+			ps, err := st.Get(ctx, "anthropic:default")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := tc.wantFallbackLastUsedAt(clock.Now(), first); !ps.LastUsed.Equal(want) {
+				t.Errorf("stored fallback LastUsed = %v, want %v", ps.LastUsed, want)
+			}
+			if ms, _ := st.Get(ctx, failover.ModelKey(primaryRef)); ms.Consecutive != 3 {
+				t.Errorf("primary model Consecutive = %d, want 3 (one per run)", ms.Consecutive)
+			}
+			if s := logs.String(); strings.Contains(s, "store error") {
+				t.Errorf("store errors:\n%s", s)
+			}
+		})
+	}
 }
