@@ -130,6 +130,10 @@ type Hooks struct {
 	AfterFailedFallback func(ctx context.Context, c Candidate, f Failure)
 	// OnAttempt observes every finished attempt record (V1).
 	OnAttempt func(AttemptRecord)
+	// Compact shrinks the prompt after a timeout on a prompt above
+	// TimeoutCompactRatio of the model's context window (R15) and returns the new
+	// estimate; ok=false when nothing could be dropped. At most two per run.
+	Compact func(ctx context.Context) (promptTokens int, ok bool)
 }
 
 // Request is one run: one user turn through the chain.

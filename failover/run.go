@@ -208,14 +208,15 @@ func (e *Engine) addSkip(session string, ref ModelRef, until time.Time) {
 }
 
 type runner struct {
-	jump    int // O6: index of the candidate a live switch named; 0 = none
-	e       *Engine
-	p       *Policy
-	req     *Request
-	attempt AttemptFunc
-	ctx     context.Context // run context (R10)
-	parent  context.Context // the caller's context
-	log     *slog.Logger
+	jump      int // O6: index of the candidate a live switch named; 0 = none
+	compacted int // R15: compactions after timeouts in this run
+	e         *Engine
+	p         *Policy
+	req       *Request
+	attempt   AttemptFunc
+	ctx       context.Context // run context (R10)
+	parent    context.Context // the caller's context
+	log       *slog.Logger
 
 	records []AttemptRecord
 	paid    int
@@ -603,6 +604,10 @@ func (r *runner) walk(i int, pl *plan) (Result, error, bool) {
 		}
 		r.lastCand, r.lastFail = cand, f
 		rs.ModelUnavailable = r.onFailure(pl, cand, f, end)
+		if r.compactAfterTimeout(pl, f) {
+			kind = AttemptRetry // R15: the same candidate with the smaller prompt
+			continue
+		}
 
 		rs.Now = end
 		rs.Breaker = r.breaker
@@ -1037,4 +1042,32 @@ func (r *runner) logStep(from Candidate, f *Failure, to, outcome string) {
 		slog.String("fallbackStepFinalOutcome", outcome),
 		slog.Int("paidCalls", r.paid),
 	)
+}
+
+// maxTimeoutCompactions bounds R15's compact-and-retry after timeouts per run.
+const maxTimeoutCompactions = 2
+
+// compactAfterTimeout applies R15: a timeout whose prompt used more than
+// TimeoutCompactRatio of the candidate's context window asks the caller to
+// compact, and reports whether the same candidate should be tried again.
+func (r *runner) compactAfterTimeout(pl *plan, f *Failure) bool {
+	h := r.req.Hooks.Compact
+	if h == nil || f.Reason != ReasonTimeout || r.compacted >= maxTimeoutCompactions {
+		return false
+	}
+	if f.Idle && r.p.BreakerTrip > 0 && r.breaker >= r.p.BreakerTrip {
+		return false // R8 wins: no further paid call
+	}
+	window := r.req.ContextWindow[pl.ref]
+	ratio := r.p.TimeoutCompactRatio
+	if window <= 0 || ratio <= 0 || float64(r.req.PromptTokens) <= ratio*float64(window) {
+		return false
+	}
+	tokens, ok := h(r.ctx)
+	if !ok || tokens >= r.req.PromptTokens {
+		return false
+	}
+	r.compacted++
+	r.req.PromptTokens = tokens
+	return true
 }

@@ -865,3 +865,50 @@ func TestRun_O6_LiveSwitchJumps(t *testing.T) {
 		t.Fatalf("err %v after %d calls, want the live switch surfaced after 1 call", err, sc.count())
 	}
 }
+
+// covers R15: a timeout on a prompt above 65% of the candidate's context window
+// asks the caller to compact and retries the same candidate with the smaller
+// prompt, a bounded number of times; below the ratio nothing is compacted.
+func TestRun_R15_TimeoutCompactsLargePrompt(t *testing.T) {
+	timeout := step{err: &Failure{Reason: ReasonTimeout, Class: ClassTransient, Message: "attempt timeout"}}
+	for _, tc := range []struct {
+		name          string
+		prompt        int
+		shrink        int // tokens each compaction drops
+		primaryFails  int
+		wantCompacts  int
+		wantAnswerRef string
+	}{
+		{"large prompt compacts and the same model answers", 7000, 3000, 1, 1, "openai/gpt-4o"},
+		{"bounded: two compactions, then the chain goes on", 9500, 100, 10, 2, "anthropic/claude"},
+		{"one compaction below the ratio is enough", 9500, 5000, 10, 1, "anthropic/claude"},
+		{"small prompt is not compacted", 5000, 1000, 10, 0, "anthropic/claude"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.e.Policy.TimeoutSwitchThreshold = 0 // isolate R15 from R7
+			req := baseReq("openai/gpt-4o", "anthropic/claude")
+			req.Profiles["openai"] = req.Profiles["openai"][:1]
+			req.ContextWindow = map[ModelRef]int{"openai/gpt-4o": 10000}
+			req.PromptTokens = tc.prompt
+			compacts := 0
+			req.Hooks.Compact = func(context.Context) (int, bool) {
+				compacts++
+				return tc.prompt - tc.shrink*compacts, true
+			}
+			steps := make([]step, tc.primaryFails)
+			for i := range steps {
+				steps[i] = timeout
+			}
+			sc := newScript(h.clk, ok("answer")).on("openai/gpt-4o", steps...)
+			res, err := h.e.Run(bg, req, sc.fn)
+			if err != nil {
+				t.Fatalf("%v after %v", err, sc.keys())
+			}
+			if compacts != tc.wantCompacts || res.Candidate.Ref() != tc.wantAnswerRef {
+				t.Fatalf("compactions %d (want %d), answered by %s (want %s); calls %v",
+					compacts, tc.wantCompacts, res.Candidate.Ref(), tc.wantAnswerRef, sc.keys())
+			}
+		})
+	}
+}

@@ -126,3 +126,42 @@ func TestRouter_R15_HistoryDroppedEntirely(t *testing.T) {
 		t.Fatalf("history = %d, want the last exchange only", n)
 	}
 }
+
+// covers R15: a timeout on a prompt that uses more than 65% of the model's window
+// compacts the history and retries the same model, instead of falling back.
+func TestRouter_R15_TimeoutOnLargePromptCompacts(t *testing.T) {
+	mem := map[string]*memLLM{}
+	h := newHarness(t, withMem(mem), func(cfg *Config, _ *harness) {
+		cfg.Models = map[failover.ModelRef]ModelInfo{mPrimary: {ContextWindow: 1000}}
+	})
+	long := strings.Repeat("word ", 100) // ≈ 150 tokens a message
+	for i := 0; i < 2; i++ {
+		expect(t, h.say(key1, long), "reply")
+	}
+	// The next prompt (history + message) is well above 65% of 1000 tokens: the
+	// provider times out on it and answers once it is smaller.
+	mem["p1"].mu.Lock()
+	mem["p1"].fail = func(req llm.Request) error {
+		if estimate(req.Messages) > 650 {
+			return &failover.Failure{Reason: failover.ReasonTimeout, Class: failover.ClassTransient,
+				Message: "attempt timeout", Provider: "p1", Model: req.Model, Profile: "p1:main"}
+		}
+		return nil
+	}
+	mem["p1"].mu.Unlock()
+	before := len(mem["p1"].requests())
+	out := expect(t, h.say(key1, long), "reply")
+	if out[0].Model != mPrimary {
+		t.Fatalf("answered by %s, want the primary after compaction", out[0].Model)
+	}
+	reqs := mem["p1"].requests()[before:]
+	if len(reqs) != 2 || estimate(reqs[0].Messages) <= 650 || estimate(reqs[1].Messages) > 650 {
+		t.Fatalf("want one timeout on the large prompt then one smaller retry; got %d requests", len(reqs))
+	}
+	if len(mem["p2"].requests()) != 0 {
+		t.Fatal("R15: the timeout on a large prompt fell back instead of compacting")
+	}
+	if e := h.entry(key1); e.CompactionCount == 0 {
+		t.Fatal("R15: compaction count did not grow")
+	}
+}

@@ -163,6 +163,8 @@ type turnState struct {
 	attempts []failover.AttemptRecord
 	prompt   []llm.Message
 	switched failover.ModelRef // O6: the live switch already handed to the engine
+	hist     []Message         // the history in ts.prompt (R15 compaction drops from it)
+	system   string
 }
 
 const (
@@ -279,28 +281,12 @@ func (r *Router) turnOnce(ctx context.Context, in adapters.Inbound, mayRestart b
 		}
 		hist = hist[dropped:]
 	}
-	ts.prompt = msgs
+	ts.prompt, ts.hist, ts.system = msgs, hist, system
 
 	res, err := r.run(ctx, ts)
 	if err != nil && isOverflow(err) {
 		// R15: compact and retry once; with nothing left to drop, tell the user.
-		if len(hist) >= 2 {
-			keep := len(hist) / 2
-			for keep < len(hist) && hist[keep].Role != "user" {
-				keep++
-			}
-			if keep < len(hist) {
-				if cerr := r.compact(ctx, e, hist[keep].ID); cerr != nil {
-					r.log.Warn("compact", "session", e.Key, "err", cerr)
-				}
-				hist = hist[keep:]
-			} else {
-				if cerr := r.compact(ctx, e, 0); cerr != nil {
-					r.log.Warn("compact", "session", e.Key, "err", cerr)
-				}
-				hist = nil
-			}
-			ts.prompt, _ = buildPrompt(system, hist, in.Text, 0)
+		if r.compactHalf(ctx, ts) {
 			res, err = r.run(ctx, ts)
 		}
 	}
@@ -335,6 +321,29 @@ func (r *Router) liveSwitch(ctx context.Context, ts *turnState) (failover.ModelR
 	}
 	ts.switched = to
 	return to, true
+}
+
+// compactHalf drops the oldest half of the turn's history (at a user message) and
+// rebuilds the prompt; false when there is nothing left to drop (R15).
+func (r *Router) compactHalf(ctx context.Context, ts *turnState) bool {
+	hist, e := ts.hist, ts.entry
+	if len(hist) < 2 {
+		return false
+	}
+	keep := len(hist) / 2
+	for keep < len(hist) && hist[keep].Role != "user" {
+		keep++
+	}
+	var below uint64 // 0 = drop all
+	if keep < len(hist) {
+		below = hist[keep].ID
+	}
+	if err := r.compact(ctx, e, below); err != nil {
+		r.log.Warn("compact", "session", e.Key, "err", err)
+	}
+	ts.hist = hist[keep:]
+	ts.prompt, _ = buildPrompt(ts.system, ts.hist, ts.in.Text, 0)
+	return true
 }
 
 func isOverflow(err error) bool {
@@ -404,6 +413,13 @@ func (r *Router) run(ctx context.Context, ts *turnState) (failover.Result, error
 		},
 		AfterFailedFallback: func(ctx context.Context, c failover.Candidate, f failover.Failure) { r.afterFailedFallback(ctx, ts, c) },
 		OnAttempt:           func(a failover.AttemptRecord) { ts.attempts = append(ts.attempts, a) },
+		// R15: a timeout on a prompt above 65% of the window compacts and retries.
+		Compact: func(ctx context.Context) (int, bool) {
+			if !r.compactHalf(ctx, ts) {
+				return 0, false
+			}
+			return estimate(ts.prompt), true
+		},
 	}
 	attempt := func(ctx context.Context, a failover.Attempt) (failover.Output, error) {
 		c, err := r.clients(a.Candidate.Provider, a.Candidate.Profile)
