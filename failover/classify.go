@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unsafe"
 )
 
 // Classify turns one failed response into a Failure (SPEC C1-C12). It is pure and
@@ -102,18 +103,20 @@ func gather(r Response) evidence {
 	for _, p := range parts {
 		total += len(p) + 3
 	}
-	var b strings.Builder
-	b.Grow(total)
+	buf := make([]byte, 0, total)
 	for i, p := range parts {
 		if i > 0 {
-			b.WriteString(" | ")
+			buf = append(buf, " | "...)
 		}
-		b.WriteString(p)
-		if b.Len() > maxScanText {
+		buf = appendLower(buf, p)
+		if len(buf) > maxScanText {
 			break
 		}
 	}
-	ev.text = stripURLs(strings.ToLower(b.String()))
+	buf = stripURLsInPlace(buf)
+	// buf is never written again, so it can back the string without a copy (as
+	// strings.Builder does).
+	ev.text = unsafe.String(unsafe.SliceData(buf), len(buf))
 	ev.mask = phrases.mask(ev.text)
 	if ev.embStatus == 0 && (r.Status < 400) && ev.text != "" &&
 		(ev.text[0] >= '0' && ev.text[0] <= '9' || hit(ev.mask, catStatusWords)) {
@@ -126,6 +129,24 @@ func gather(r Response) evidence {
 		}
 	}
 	return ev
+}
+
+// appendLower appends strings.ToLower(p) to buf. Lower-casing each part equals
+// lower-casing the joined text: the mapping is per rune and the separators are
+// ASCII. ASCII parts are lowered in place, without a temporary string.
+func appendLower(buf []byte, p string) []byte {
+	start := len(buf)
+	buf = append(buf, p...)
+	tail := buf[start:]
+	for i, c := range tail {
+		if c >= 0x80 {
+			return append(buf[:start], strings.ToLower(p)...)
+		}
+		if c-'A' < 26 {
+			tail[i] = c + ('a' - 'A')
+		}
+	}
+	return buf
 }
 
 // reTextStatus finds a status stated in prose: "429 Too Many Requests",

@@ -14,6 +14,9 @@ import (
 type phraseIndex struct {
 	start   []uint32 // 65537 offsets into entries, by hashed 3-byte key
 	entries []phraseEntry
+	// used has bit k set when bucket k is not empty: an 8 KB bitmap stays in
+	// cache, where the 256 KB start table would not.
+	used [65536 / 64]uint64
 }
 
 type phraseEntry struct {
@@ -39,7 +42,9 @@ func buildPhraseIndex(table [][]string) *phraseIndex {
 	sort.SliceStable(es, func(i, j int) bool { return key3(es[i].s, 0) < key3(es[j].s, 0) })
 	ix := &phraseIndex{start: make([]uint32, 65537), entries: es}
 	for _, e := range es {
-		ix.start[key3(e.s, 0)+1]++
+		k := key3(e.s, 0)
+		ix.start[k+1]++
+		ix.used[k>>6] |= 1 << (k & 63)
 	}
 	for k := 1; k <= 65536; k++ {
 		ix.start[k] += ix.start[k-1]
@@ -52,6 +57,9 @@ func (ix *phraseIndex) mask(t string) uint64 {
 	var m uint64
 	for i := 0; i+2 < len(t); i++ {
 		k := key3(t, i)
+		if ix.used[k>>6]&(1<<(k&63)) == 0 {
+			continue
+		}
 		lo, hi := ix.start[k], ix.start[k+1]
 		for j := lo; j < hi; j++ {
 			e := &ix.entries[j]

@@ -175,7 +175,7 @@ func isBilling(t string, m uint64) bool {
 	if hit(m, lBilling) {
 		return true
 	}
-	if hasWord(t, "top up", "top-up", "topup") {
+	if hit(m, lTopUp) && hasWord(t, wTopUp...) {
 		return true
 	}
 	if hit(m, lCNCredit) && !reCNWindow.MatchString(t) {
@@ -191,11 +191,11 @@ func isUsageWindow(t string, m uint64) bool {
 	if hit(m, lUsageWindow) {
 		return true
 	}
-	if followedBy(t, []string{"daily", "weekly", "monthly", "hourly", "yearly", "annual"}, 40,
+	if hit(m, lPeriodWords) && followedBy(t, wPeriodWords, 40,
 		"limit", "quota", "allocation", "allowance", "budget", "cap ", "caps") {
 		return true
 	}
-	if followedBy(t, []string{"limit", "quota"}, 40, "reset", "refresh", "renew", "regain") {
+	if hit(m, lResetWords) && followedBy(t, []string{"limit", "quota"}, 40, wResetWords...) {
 		return true
 	}
 	if hit(m, lWindowUnits) && hit(m, lWindowObjects) &&
@@ -296,7 +296,7 @@ func isRateLimit(t string, m uint64) bool {
 	if hit(m, lRateLimit) {
 		return true
 	}
-	if hasWord(t, "rpm", "tpm", "rpd", "tpd", "ipm", "itpm", "otpm", "429") {
+	if hit(m, lRateWords) && hasWord(t, "rpm", "tpm", "rpd", "tpd", "ipm", "itpm", "otpm", "429") {
 		return true
 	}
 	return hit(m, lLimitVerbs) && regexpLimitHit.MatchString(t)
@@ -314,13 +314,13 @@ func isAuth(t string, m uint64) bool {
 	if hit(m, lAuth) {
 		return true
 	}
-	if hasWord(t, "forbidden") {
+	if hit(m, lAuthWords) && hasWord(t, "forbidden") {
 		return true
 	}
 	if strings.Contains(t, "无效") && hit(m, lCNKeyWords) {
 		return true
 	}
-	return hasWord(t, "401", "403")
+	return hit(m, lAuthWords) && hasWord(t, "401", "403")
 }
 
 func isModelNotFound(t string, m uint64) bool {
@@ -336,14 +336,14 @@ func isModelNotFound(t string, m uint64) bool {
 	if strings.Contains(t, "模型") && hit(m, lCNModelMissing) {
 		return true
 	}
-	if followedBy(t, []string{"model"}, 100, "not found", "not exist", "does not exist", "doesn't exist",
+	if hit(m, lModelWord) && followedBy(t, []string{"model"}, 100, "not found", "not exist", "does not exist", "doesn't exist",
 		"do not exist", "could not be found", "cannot be found", "can't be found", "is not available",
 		"not available", "unavailable", "is not supported", "not supported", "deprecated", "decommissioned",
 		"retired", "no longer", "not enabled", "not loaded", "not served", "not accessible", "has been disabled",
 		"is disabled", "not allowed", "not permitted", "not a valid") {
 		return true
 	}
-	return followedBy(t, []string{"deployment", "engine", "endpoint"}, 60, "not found", "does not exist", "not exist")
+	return hit(m, lDeployWords) && followedBy(t, []string{"deployment", "engine", "endpoint"}, 60, "not found", "does not exist", "not exist")
 }
 
 func isFormat(t string, m uint64) bool {
@@ -354,7 +354,7 @@ func isTimeoutText(t string, m uint64, ev *evidence) bool {
 	if hit(m, lTimeout) {
 		return true
 	}
-	if hasWord(t, "terminated", "internal", "unavailable", "eof") {
+	if hit(m, lTimeoutWords) && hasWord(t, wTimeoutWords...) {
 		return true
 	}
 	if strings.Contains(t, "reason") && reStopReason.MatchString(t) {
@@ -410,6 +410,23 @@ const (
 	catStatusWords
 	catRecoveryWords
 	lBillingHints
+	// gates: a rule that needs one of these words skips its scan when none occurs
+	lTopUp
+	lPeriodWords
+	lResetWords
+	lRateWords
+	lAuthWords
+	lModelWord
+	lDeployWords
+	lTimeoutWords
+)
+
+// Word lists shared by a gate and the rule it guards.
+var (
+	wTopUp        = []string{"top up", "top-up", "topup"}
+	wPeriodWords  = []string{"daily", "weekly", "monthly", "hourly", "yearly", "annual"}
+	wResetWords   = []string{"reset", "refresh", "renew", "regain"}
+	wTimeoutWords = []string{"terminated", "internal", "unavailable", "eof"}
 )
 
 var phraseTable = [][]string{
@@ -618,4 +635,13 @@ var phraseTable = [][]string{
 	lBillingHints: {
 		"billing", "quota", "balance", "credit", "payment", "overdue", "欠费", "余额",
 	},
+	lTopUp:       wTopUp,
+	lPeriodWords: wPeriodWords,
+	lResetWords:  wResetWords,
+	// "itpm" and "otpm" contain "tpm"
+	lRateWords:    {"rpm", "tpm", "rpd", "tpd", "ipm", "429"},
+	lAuthWords:    {"forbidden", "401", "403"},
+	lModelWord:    {"model"},
+	lDeployWords:  {"deployment", "engine", "endpoint"},
+	lTimeoutWords: wTimeoutWords,
 }
