@@ -237,7 +237,8 @@ type runner struct {
 type slot struct {
 	prof   Profile
 	key    string
-	st     ProfileState
+	st     ProfileState // as read, LastUsed raised to this process's last success (P1)
+	stored ProfileState // as read from the store
 	until  time.Time
 	why    Reason
 	scoped bool // the blocking cooldown is model-scoped (D2)
@@ -321,6 +322,10 @@ func (r *runner) evaluate(i int) plan {
 	}
 	states, errs := r.e.getStates(r.ctx, keys)
 	r.warnStoreErrs(errs)
+	storedUsed := make([]time.Time, len(profs))
+	for j := range profs {
+		storedUsed[j] = states[1+j].LastUsed
+	}
 	r.e.freshenLastUsed(keys[1:], states[1:]) // P1 sees this process's own successes
 	ms := states[0]
 	pl.mstate = ms
@@ -329,7 +334,9 @@ func (r *runner) evaluate(i int) plan {
 	for j, pr := range profs {
 		ps := states[1+j]
 		until, why := blockedUntil(&ps, string(ref), now)
-		pl.slots[j] = slot{prof: pr, key: keys[1+j], st: ps, until: until, why: why,
+		stored := ps
+		stored.LastUsed = storedUsed[j]
+		pl.slots[j] = slot{prof: pr, key: keys[1+j], st: ps, stored: stored, until: until, why: why,
 			scoped: !until.IsZero() && ps.CooldownModel != "" && !ps.DisabledUntil.After(now)}
 	}
 	pl.usable = orderSlots(pl.slots, len(r.req.Order[prov]) > 0, r.req.PinnedProfile)
@@ -853,6 +860,14 @@ func (r *runner) onSuccess(pl *plan, c Candidate, now time.Time) {
 		n = 2
 	}
 	if n == 1 {
+		if st, ok := pl.planned(keys[0]); ok {
+			if next := st; applySuccessLazyOn(&next, ref, now) == st {
+				// Clean and recently used when the run planned it: nothing to
+				// write. A cooldown another run wrote during this attempt stays;
+				// it ends on its own or with the next success that sees it.
+				return
+			}
+		}
 		if _, err := r.e.store().Update(r.ctx, keys[0], func(s *ProfileState) { applySuccessLazy(s, ref, now) }); err != nil {
 			r.warnStore(err)
 		}
@@ -867,6 +882,22 @@ func (r *runner) onSuccess(pl *plan, c Candidate, now time.Time) {
 	}); err != nil {
 		r.warnStore(err)
 	}
+}
+
+// planned returns the state of profile key as read when the candidate was planned.
+func (pl *plan) planned(key string) (ProfileState, bool) {
+	for i := range pl.slots {
+		if pl.slots[i].key == key {
+			return pl.slots[i].stored, true
+		}
+	}
+	return ProfileState{}, false
+}
+
+// applySuccessLazyOn applies applySuccessLazy to st and returns the result.
+func applySuccessLazyOn(st *ProfileState, ref string, now time.Time) ProfileState {
+	applySuccessLazy(st, ref, now)
+	return *st
 }
 
 // touchedModel reports whether this run recorded a transient failure of ref.
