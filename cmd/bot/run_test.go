@@ -278,19 +278,16 @@ func TestDemoConfig(t *testing.T) {
 	}
 }
 
-// buildBot builds the binary once per test run.
-var buildBot = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "detour-bot-test")
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "bot")
+// buildBot builds the binary into the test's temp dir (the build cache makes
+// repeats cheap, and -count=N runs each get their own copy).
+func buildBot(t *testing.T) (string, error) {
+	bin := filepath.Join(t.TempDir(), "bot")
 	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("go build: %v\n%s", err, out)
 	}
 	return bin, nil
-})
+}
 
 // TestBinary_Demo builds the real binary and drives the embedded demo over
 // stdin/stdout in a fresh folder: a typed message is answered, /status works, a
@@ -299,11 +296,10 @@ func TestBinary_Demo(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	bin, err := buildBot()
+	bin, err := buildBot(t)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = os.RemoveAll(filepath.Dir(bin)) })
 	dir := t.TempDir()
 	cmd := exec.Command(bin)
 	cmd.Dir = dir
