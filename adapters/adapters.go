@@ -2,7 +2,10 @@
 // the Adapter interface the router drives. It imports nothing of the project.
 package adapters
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Kind is what an outbound message is; channels render each kind differently.
 type Kind string
@@ -51,4 +54,20 @@ type Adapter interface {
 // Typer is an optional capability: show a typing indicator while a turn runs.
 type Typer interface {
 	Typing(ctx context.Context, in Inbound) error
+}
+
+// Sleep waits for d or until ctx ends, returning ctx.Err() when cut short.
+// Adapters use it for the waits platforms ask for (rate limits, reconnects).
+func Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

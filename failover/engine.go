@@ -198,3 +198,24 @@ type Engine struct {
 	used    map[string]time.Time // state key -> last success in this process (P1, lazy LastUsed)
 	mem     *MemStore
 }
+
+// WallClock is the real Clock.
+type WallClock struct{}
+
+// Now returns time.Now().
+func (WallClock) Now() time.Time { return time.Now() }
+
+// Sleep waits for d or until ctx ends.
+func (WallClock) Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

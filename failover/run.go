@@ -710,19 +710,11 @@ func (r *runner) sleep(d time.Duration) (Result, error, bool) {
 	if d <= 0 {
 		return Result{}, nil, false
 	}
-	var err error
+	var clock Clock = WallClock{}
 	if r.e.Clock != nil {
-		err = r.e.Clock.Sleep(r.ctx, d)
-	} else {
-		t := time.NewTimer(d)
-		select {
-		case <-t.C:
-		case <-r.ctx.Done():
-			t.Stop()
-			err = r.ctx.Err()
-		}
+		clock = r.e.Clock
 	}
-	if err != nil {
+	if err := clock.Sleep(r.ctx, d); err != nil {
 		return r.checkCtx()
 	}
 	return Result{}, nil, false

@@ -106,20 +106,6 @@ type queue struct {
 	items []adapters.Inbound
 }
 
-type wallClock struct{}
-
-func (wallClock) Now() time.Time { return time.Now() }
-func (wallClock) Sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // NewRouter checks the configuration and migrates the session tables.
 func NewRouter(cfg Config, opts Options) (*Router, error) {
 	if opts.DB == nil {
@@ -145,7 +131,7 @@ func NewRouter(cfg Config, opts Options) (*Router, error) {
 		clock = opts.Engine.Clock
 	}
 	if clock == nil {
-		clock = wallClock{}
+		clock = failover.WallClock{}
 	}
 	log := opts.Log
 	if log == nil {

@@ -124,7 +124,7 @@ func New(cfg Config) (*Adapter, error) {
 		cfg.Profiles = func() []string { return nil }
 	}
 	if cfg.Sleep == nil {
-		cfg.Sleep = sleepCtx
+		cfg.Sleep = adapters.Sleep
 	}
 	if cfg.MaxRateLimitRetries <= 0 {
 		cfg.MaxRateLimitRetries = 3
@@ -223,7 +223,7 @@ func (a *Adapter) Run(ctx context.Context, inbox chan<- adapters.Inbound) error 
 				return fmt.Errorf("discord: gateway refused the bot token: %w", err)
 			}
 			a.log.Warn("discord gateway connect failed", "err", err, "retry_in", backoff)
-			if sleepCtx(ctx, backoff) != nil {
+			if adapters.Sleep(ctx, backoff) != nil {
 				return nil
 			}
 			backoff = min(backoff*2, 30*time.Second)
@@ -373,20 +373,6 @@ func scrub(err error, secret string) error {
 		return err
 	}
 	return &scrubbed{err: err, secret: secret}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // rewriteTransport sends requests for https://discord.com to target (a fake or proxy).

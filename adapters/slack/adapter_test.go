@@ -242,7 +242,7 @@ func TestRateLimitRetriesAreBoundedAndCapped(t *testing.T) {
 		}
 	}
 	// A cancelled context stops the wait.
-	h2 := start(t, func(c *Config) { c.Sleep = sleepCtx })
+	h2 := start(t, func(c *Config) { c.Sleep = adapters.Sleep })
 	h2.srv.RateLimitNext("chat.postMessage", 30)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()

@@ -111,7 +111,7 @@ func New(cfg Config) (*Adapter, error) {
 		cfg.Now = time.Now
 	}
 	if cfg.Sleep == nil {
-		cfg.Sleep = sleepCtx
+		cfg.Sleep = adapters.Sleep
 	}
 	if cfg.MaxRateLimitRetries <= 0 {
 		cfg.MaxRateLimitRetries = 3
@@ -146,17 +146,6 @@ func New(cfg Config) (*Adapter, error) {
 
 // Name returns "slack".
 func (a *Adapter) Name() string { return Name }
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
 
 // identity returns what auth.test told us.
 func (a *Adapter) identity() (botUser, botID, team string, mention *regexp.Regexp) {

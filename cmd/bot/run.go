@@ -178,7 +178,7 @@ func newBot(ctx context.Context, cfg *config.Config, std ioSet, log *slog.Logger
 	if err != nil {
 		return nil, fmt.Errorf("state store: %w", err)
 	}
-	clock := realClock{}
+	clock := failover.WallClock{}
 	engine := &failover.Engine{
 		Store:  states,
 		Clock:  clock,
@@ -387,25 +387,6 @@ func (c *clientCache) closeIdle() {
 	defer c.mu.Unlock()
 	for _, cl := range c.m {
 		cl.CloseIdleConnections()
-	}
-}
-
-// realClock is the wall clock.
-type realClock struct{}
-
-func (realClock) Now() time.Time { return time.Now() }
-
-func (realClock) Sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
 
