@@ -21,6 +21,23 @@ func counters(s *StateStore) (selects, writes, locks, hits int) {
 	return f.selects, f.writes, f.locks, f.hits
 }
 
+// writeBehind returns the fast path's LastUsed write-behind counters of s and
+// the number of values pending.
+func writeBehind(s *StateStore) (deferred, flushed, pending int) {
+	f := s.fast
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.deferred, f.flushed, len(f.pending)
+}
+
+// setFlushEvery changes the flusher period of s's handle (for flushers started later).
+func setFlushEvery(s *StateStore, d time.Duration) {
+	f := s.fast
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.flushEvery = d
+}
+
 func mustUpdate(t *testing.T, s *StateStore, key string, fn func(*failover.ProfileState)) failover.ProfileState {
 	t.Helper()
 	got, err := s.Update(context.Background(), key, fn)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,6 +34,23 @@ import (
 // current cached row returns without taking the write lock at all (linearised at
 // the stamp read). A cached row may be newer than its stamp (read after it), never
 // older, so a stale read is impossible.
+//
+// Write-behind of LastUsed. An Update whose fn changes nothing but LastUsed
+// (moving it forward, on a row that already exists) on current cached rows takes
+// no lock and writes nothing: the new LastUsed goes into the cache (so this
+// process reads it at once) and into f.pending. Pending values are written
+// (a) inside the next write transaction of this handle, whatever keys it is for,
+// and (b) by a flusher goroutine owned by the fast path, which runs at most once
+// per flushEvery (1 s) while something is pending and is stopped, after a last
+// flush, by Close. Costs of this trade: a crash (not a Close) loses the LastUsed
+// values of up to the last ~1 s, and other replicas (and other handles of this
+// process) see a LastUsed up to ~1 s late; LastUsed only orders equally usable
+// profiles (P1), it decides nothing. Cooldowns, disables, counters, errors and
+// any change other than a forward LastUsed are NEVER deferred: they are written in
+// the Update's own transaction (D6). A reload of a row overlays its pending
+// LastUsed when that is later than the stored one (and forgets it otherwise), and
+// a flush only writes a LastUsed later than the stored one, so LastUsed never
+// moves backwards through the write-behind.
 
 // Statements of the fast path, prepared once per connection.
 const (
@@ -42,6 +60,7 @@ const (
 	stStamp
 	stSelect
 	stUpsert
+	stTouch
 	numStmts
 )
 
@@ -52,7 +71,17 @@ var fastQueries = [numStmts]string{
 	stStamp:    "SELECT data_version, total_changes() FROM pragma_data_version",
 	stSelect:   selectSQL,
 	stUpsert:   upsertSQL,
+	stTouch:    touchSQL,
 }
+
+// touchSQL writes a pending LastUsed (args: last_used, updated_at, key, last_used)
+// unless the stored one is already as late (a text value from an old file is
+// always replaced).
+const touchSQL = "UPDATE profile_states SET last_used = ?, updated_at = ? WHERE key = ? AND " +
+	"(last_used IS NULL OR typeof(last_used) <> 'integer' OR last_used < ?)"
+
+// flushEvery is how often, at most, the flusher writes pending LastUsed values.
+const flushEvery = time.Second
 
 // maxCached bounds the cache; past it the cache is dropped and refilled.
 const maxCached = 4096
@@ -72,12 +101,24 @@ type fastPath struct {
 	args  [15]driver.NamedValue // upsert arguments, reused under mu
 	dest  [13]driver.Value      // scan buffer, reused under mu
 
-	// Counters for tests and benchmarks, read under mu.
-	selects, writes, locks, hits int
+	// Write-behind of LastUsed (see above), under mu.
+	pending    map[string]time.Time // key -> LastUsed not yet in the table
+	flushEvery time.Duration        // flusher period (tests may lengthen it)
+	flushing   bool                 // a flusher goroutine is running
+	closed     bool                 // release has begun: start no flusher
+	flushers   sync.WaitGroup       // the flusher goroutine, waited for by release
+	ctx        context.Context      // canceled by release: stops the flusher
+	cancel     context.CancelFunc
+
+	// Counters for tests and benchmarks, read under mu. deferred counts LastUsed
+	// updates written behind, flushed the pending values written (also in writes).
+	selects, writes, locks, hits, deferred, flushed int
 }
 
 func newFastPath(db *sql.DB) *fastPath {
-	f := &fastPath{db: db, rows: make(map[string]failover.ProfileState)}
+	f := &fastPath{db: db, rows: make(map[string]failover.ProfileState),
+		pending: make(map[string]time.Time), flushEvery: flushEvery}
+	f.ctx, f.cancel = context.WithCancel(context.Background())
 	for i := range f.args {
 		f.args[i].Ordinal = i + 1
 	}
@@ -250,6 +291,13 @@ func (f *fastPath) load(key string) (failover.ProfileState, error) {
 			return failover.ProfileState{Key: key}, err
 		}
 	}
+	if lu, ok := f.pending[key]; ok {
+		if lu.After(st.LastUsed) {
+			st.LastUsed = lu // written behind, not in the table yet
+		} else {
+			delete(f.pending, key) // the table is already as late
+		}
+	}
 	f.put(key, st)
 	return st, nil
 }
@@ -303,14 +351,25 @@ func (f *fastPath) update(ctx context.Context, key string, fn func(*failover.Pro
 // cached rows; otherwise it runs one BEGIN IMMEDIATE transaction for all keys.
 func (f *fastPath) updateMany(ctx context.Context, keys []string, fn func(int, *failover.ProfileState), out []failover.ProfileState) error {
 	return f.do(ctx, func() error {
-		// The stamp is only read here when fn would change nothing on the cached
-		// copies; otherwise the transaction reads it anyway.
-		if f.noOpCached(keys, fn, out) {
+		// The stamp is only read here when fn would change nothing (or only
+		// LastUsed) on the cached copies; otherwise the transaction reads it anyway.
+		if deferred, ok := f.noOpCached(keys, fn, out); ok {
 			if err := f.stamp(); err != nil {
 				return err
 			}
 			if f.allCached(keys) { // still current
-				f.hits++
+				if !deferred {
+					f.hits++
+					return nil
+				}
+				for i, key := range keys {
+					if out[i] != f.rows[key] {
+						f.rows[key] = out[i]
+						f.pending[key] = out[i].LastUsed
+						f.deferred++
+					}
+				}
+				f.startFlusher()
 				return nil
 			}
 		}
@@ -318,26 +377,52 @@ func (f *fastPath) updateMany(ctx context.Context, keys []string, fn func(int, *
 	})
 }
 
-// noOpCached reports whether every key is cached and fn changes none of them,
-// filling out with the cached states.
-func (f *fastPath) noOpCached(keys []string, fn func(int, *failover.ProfileState), out []failover.ProfileState) bool {
+// noOpCached reports whether every key is cached and fn changes none of them or
+// only moves LastUsed forward on an existing row (deferred is then set), filling
+// out with the resulting states.
+func (f *fastPath) noOpCached(keys []string, fn func(int, *failover.ProfileState), out []failover.ProfileState) (deferred, ok bool) {
 	if !f.valid {
-		return false
+		return false, false
 	}
 	for i, key := range keys {
 		cur, ok := f.rows[key]
 		if !ok {
-			return false
+			return false, false
 		}
 		next := cur
 		fn(i, &next)
 		next.Key = key
 		if next != cur {
-			return false
+			if !lastUsedOnly(cur, next) || repeats(keys, i) {
+				return false, false
+			}
+			deferred = true
 		}
-		out[i] = cur
+		out[i] = next
 	}
-	return true
+	return deferred, true
+}
+
+// lastUsedOnly reports whether next differs from cur only by a later LastUsed,
+// on a row that exists (a first write is never deferred).
+func lastUsedOnly(cur, next failover.ProfileState) bool {
+	if cur == (failover.ProfileState{Key: cur.Key}) || !next.LastUsed.After(cur.LastUsed) {
+		return false
+	}
+	masked := next
+	masked.LastUsed = cur.LastUsed
+	return masked == cur
+}
+
+// repeats reports whether keys[i] appears elsewhere in keys (fn would then have
+// to see an earlier deferred result: left to the transaction).
+func repeats(keys []string, i int) bool {
+	for j, k := range keys {
+		if j != i && k == keys[i] {
+			return true
+		}
+	}
+	return false
 }
 
 func (f *fastPath) allCached(keys []string) bool {
@@ -398,12 +483,100 @@ func (f *fastPath) writeTx(ctx context.Context, keys []string, fn func(int, *fai
 		f.put(key, stored)
 		out[i] = stored
 		f.writes++
+		delete(f.pending, key) // written (or replaced by fn's own LastUsed)
+	}
+	if err := f.flushPending(); err != nil {
+		return err
 	}
 	if _, err := f.exec(context.Background(), stCommit, nil); err != nil {
 		return err
 	}
 	done = true
 	return nil
+}
+
+// flushPending writes the pending LastUsed values inside writeTx's transaction
+// (mu held, write lock held, stamp read). A value is only forgotten once written:
+// on an error the transaction is rolled back and the values stay pending.
+func (f *fastPath) flushPending() error {
+	if len(f.pending) == 0 {
+		return nil
+	}
+	now := time.Now().UnixNano()
+	var args [4]driver.NamedValue
+	for key, lu := range f.pending {
+		n := nanos(lu)
+		args = [4]driver.NamedValue{{Ordinal: 1, Value: n}, {Ordinal: 2, Value: now},
+			{Ordinal: 3, Value: key}, {Ordinal: 4, Value: n}}
+		res, err := f.exec(context.Background(), stTouch, args[:])
+		if err != nil {
+			return err
+		}
+		c, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		f.tc += c // as in writeTx: only our own changes move total_changes()
+		f.writes += int(c)
+		f.flushed += int(c)
+	}
+	clear(f.pending)
+	return nil
+}
+
+// startFlusher starts the flusher goroutine unless it runs or release began. mu held.
+func (f *fastPath) startFlusher() {
+	if f.flushing || f.closed || len(f.pending) == 0 {
+		return
+	}
+	f.flushing = true
+	f.flushers.Add(1)
+	go f.flushLoop(f.flushEvery)
+}
+
+// flushLoop is the flusher: every period it writes the pending LastUsed values
+// in one write transaction, and it exits when nothing is pending, when a flush
+// fails other than with SQLITE_BUSY (the values stay pending for the next write
+// transaction or the next flusher), or when release cancels f.ctx.
+func (f *fastPath) flushLoop(period time.Duration) {
+	defer f.flushers.Done()
+	t := time.NewTimer(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-f.ctx.Done():
+			f.stopFlusher()
+			return
+		case <-t.C:
+		}
+		more := false
+		err := f.do(f.ctx, func() error {
+			if len(f.pending) > 0 {
+				if err := f.writeTx(f.ctx, nil, nil, nil); err != nil {
+					return err
+				}
+			}
+			more = len(f.pending) > 0
+			if !more {
+				f.flushing = false // under mu: a later deferral starts a new flusher
+			}
+			return nil
+		})
+		if err != nil && !IsBusy(err) {
+			f.stopFlusher()
+			return
+		}
+		if err == nil && !more {
+			return
+		}
+		t.Reset(period)
+	}
+}
+
+func (f *fastPath) stopFlusher() {
+	f.mu.Lock()
+	f.flushing = false
+	f.mu.Unlock()
 }
 
 // upsert writes next (cur is the row's current state) and returns the stored
@@ -420,12 +593,12 @@ func (f *fastPath) upsert(cur, next failover.ProfileState) (failover.ProfileStat
 	}
 	a := &f.args
 	a[0].Value = r.Key
-	a[1].Value, a[2].Value = dbTime(r.LastUsed), dbTime(r.LastFailure)
+	a[1].Value, a[2].Value = dbNanos(r.LastUsed), dbNanos(r.LastFailure)
 	a[3].Value, a[4].Value = int64(r.ErrorCount), int64(r.Consecutive)
-	a[5].Value, a[6].Value, a[7].Value = dbTime(r.CooldownUntil), r.CooldownReason, r.CooldownModel
-	a[8].Value, a[9].Value, a[10].Value = dbTime(r.DisabledUntil), r.DisabledReason, int64(r.DisableCount)
-	a[11].Value, a[12].Value, a[13].Value = dbTime(r.RecoveryAt), r.LastError, dbTime(r.LastProbe)
-	a[14].Value = time.Now().UTC()
+	a[5].Value, a[6].Value, a[7].Value = dbNanos(r.CooldownUntil), r.CooldownReason, r.CooldownModel
+	a[8].Value, a[9].Value, a[10].Value = dbNanos(r.DisabledUntil), r.DisabledReason, int64(r.DisableCount)
+	a[11].Value, a[12].Value, a[13].Value = dbNanos(r.RecoveryAt), r.LastError, dbNanos(r.LastProbe)
+	a[14].Value = time.Now().UnixNano()
 	res, err := f.exec(context.Background(), stUpsert, a[:])
 	clear(a[:]) // keep no strings alive
 	for i := range a {
@@ -441,29 +614,71 @@ func (f *fastPath) upsert(cur, next failover.ProfileState) (failover.ProfileStat
 	return r.state(), n, nil
 }
 
-func dbTime(t *time.Time) driver.Value {
-	if t == nil {
+func dbNanos(n *int64) driver.Value {
+	if n == nil {
 		return nil
 	}
-	return *t
+	return *n
+}
+
+// textTimeFormats are the layouts of DATETIME text an older file may hold (what
+// mattn/go-sqlite3 writes and parses).
+var textTimeFormats = []string{
+	"2006-01-02 15:04:05.999999999-07:00",
+	"2006-01-02T15:04:05.999999999-07:00",
+	"2006-01-02 15:04:05.999999999",
+	"2006-01-02T15:04:05.999999999",
+	"2006-01-02 15:04:05",
+	"2006-01-02T15:04:05",
+	"2006-01-02 15:04",
+	"2006-01-02T15:04",
+	"2006-01-02",
+}
+
+// decodeTime turns a time column's driver value into a UTC time: an integer is
+// Unix nanoseconds, NULL the zero time; DATETIME text (or a time the driver
+// parsed from it) comes from a file written before times were integers.
+func decodeTime(v driver.Value) (time.Time, error) {
+	switch x := v.(type) {
+	case nil:
+		return time.Time{}, nil
+	case int64:
+		return time.Unix(0, x).UTC(), nil
+	case time.Time:
+		if x.IsZero() {
+			return time.Time{}, nil
+		}
+		return x.UTC(), nil
+	case string:
+		return parseTextTime(x)
+	case []byte:
+		return parseTextTime(string(x))
+	}
+	return time.Time{}, fmt.Errorf("unexpected %T", v)
+}
+
+func parseTextTime(s string) (time.Time, error) {
+	s = strings.TrimSuffix(strings.TrimSpace(s), "Z")
+	for _, layout := range textTimeFormats {
+		if t, err := time.ParseInLocation(layout, s, time.UTC); err == nil {
+			if t.IsZero() {
+				return time.Time{}, nil
+			}
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("unreadable time text %q", s)
 }
 
 // decodeRow turns a selectSQL row (driver values) into a state.
 func decodeRow(key string, v []driver.Value) (failover.ProfileState, error) {
-	var (
-		r   = stateRow{Key: key}
-		bad error
-	)
-	tm := func(i int) *time.Time {
-		switch x := v[i].(type) {
-		case nil:
-			return nil
-		case time.Time:
-			return &x
-		default:
-			bad = fmt.Errorf("column %s: unexpected %T", stateColumns[i], v[i])
-			return nil
+	var bad error
+	tm := func(i int) time.Time {
+		t, err := decodeTime(v[i])
+		if err != nil && bad == nil {
+			bad = fmt.Errorf("column %s: %w", stateColumns[i], err)
 		}
+		return t
 	}
 	num := func(i int) int {
 		switch x := v[i].(type) {
@@ -489,15 +704,26 @@ func decodeRow(key string, v []driver.Value) (failover.ProfileState, error) {
 			return ""
 		}
 	}
-	r.LastUsed, r.LastFailure = tm(0), tm(1)
-	r.ErrorCount, r.Consecutive = num(2), num(3)
-	r.CooldownUntil, r.CooldownReason, r.CooldownModel = tm(4), str(5), str(6)
-	r.DisabledUntil, r.DisabledReason, r.DisableCount = tm(7), str(8), num(9)
-	r.RecoveryAt, r.LastError, r.LastProbe = tm(10), str(11), tm(12)
+	st := failover.ProfileState{
+		Key:            key,
+		LastUsed:       tm(0),
+		LastFailure:    tm(1),
+		ErrorCount:     num(2),
+		Consecutive:    num(3),
+		CooldownUntil:  tm(4),
+		CooldownReason: failover.Reason(str(5)),
+		CooldownModel:  str(6),
+		DisabledUntil:  tm(7),
+		DisabledReason: failover.Reason(str(8)),
+		DisableCount:   num(9),
+		RecoveryAt:     tm(10),
+		LastError:      str(11),
+		LastProbe:      tm(12),
+	}
 	if bad != nil {
 		return failover.ProfileState{Key: key}, bad
 	}
-	return r.state(), nil
+	return st, nil
 }
 
 // shared holds the fast path of every SQLite handle that has a StateStore, so
@@ -522,33 +748,52 @@ func fastPathFor(db *sql.DB) *fastPath {
 	return f
 }
 
-// releaseFastPath finalizes the statements of db's fast path, if any, so closing
-// the connection frees it at once. It gives up after a few seconds when the
-// connection is held elsewhere (the statements are then freed with it later).
-func releaseFastPath(db *sql.DB) {
+// releaseFastPath stops db's flusher, writes the LastUsed values still pending
+// and finalizes the statements of db's fast path, if any, so closing the
+// connection frees it at once. It gives up after a few seconds when the
+// connection is held elsewhere (the statements are then freed with it later, and
+// pending values are lost). It returns the error of the last flush.
+func releaseFastPath(db *sql.DB) error {
 	shared.mu.Lock()
 	f, ok := shared.m[db]
 	delete(shared.m, db)
 	shared.mu.Unlock()
 	if !ok {
-		return
+		return nil
 	}
+	f.mu.Lock()
+	f.closed = true
+	f.mu.Unlock()
+	f.cancel()
+	f.flushers.Wait() // no goroutine outlives Close
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	conn, err := db.Conn(ctx)
 	if err != nil {
-		return
+		return nil // already closed: nothing can be written
 	}
 	defer conn.Close()
+	var flushErr error
 	_ = conn.Raw(func(dc any) error {
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		if c, ok := dc.(driver.Conn); ok && c == f.conn {
+		c, ok := dc.(driver.Conn)
+		switch {
+		case ok && (c == f.conn || len(f.pending) > 0):
+			if len(f.pending) > 0 {
+				if flushErr = f.attach(c); flushErr == nil {
+					flushErr = f.writeTx(ctx, nil, nil, nil)
+				}
+			}
 			f.detach()
-		} else {
+		default:
 			f.conn, f.stmts, f.valid = nil, [numStmts]driver.Stmt{}, false
 			clear(f.rows)
 		}
 		return nil
 	})
+	if flushErr != nil {
+		return fmt.Errorf("write pending LastUsed: %w", flushErr)
+	}
+	return nil
 }

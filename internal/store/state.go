@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"strings"
 	"time"
@@ -17,23 +18,28 @@ import (
 )
 
 // stateRow is one row of profile_states: ids and state only, never a secret.
-// Zero times are stored as NULL, others in UTC.
+// Times are INTEGER Unix nanoseconds in UTC (NULL for a zero time): binding and
+// reading an integer is far cheaper than the DATETIME text the SQLite driver
+// formats and parses, and it keeps nanoseconds exactly. Times outside the int64
+// nanosecond range (before 1678, after 2262) are clamped to its ends. A file
+// written before this change holds DATETIME text in these columns: the SQLite
+// fast path still decodes it (decodeTime), and the next write of a row replaces it.
 type stateRow struct {
 	Key            string `gorm:"column:key;primaryKey;size:300"`
-	LastUsed       *time.Time
-	LastFailure    *time.Time
+	LastUsed       *int64
+	LastFailure    *int64
 	ErrorCount     int `gorm:"not null;default:0"`
 	Consecutive    int `gorm:"not null;default:0"`
-	CooldownUntil  *time.Time
+	CooldownUntil  *int64
 	CooldownReason string `gorm:"size:40"`
 	CooldownModel  string `gorm:"size:300"`
-	DisabledUntil  *time.Time
+	DisabledUntil  *int64
 	DisabledReason string `gorm:"size:40"`
 	DisableCount   int    `gorm:"not null;default:0"`
-	RecoveryAt     *time.Time
+	RecoveryAt     *int64
 	LastError      string `gorm:"size:600"`
-	LastProbe      *time.Time
-	UpdatedAt      time.Time
+	LastProbe      *int64
+	UpdatedAt      int64 `gorm:"autoUpdateTime:nano"` // Unix nanoseconds of the last write
 }
 
 // TableName names the table.
@@ -62,19 +68,36 @@ func scrub(s string) string {
 	return s
 }
 
-func toDB(t time.Time) *time.Time {
+// minNano and maxNano are the times int64 Unix nanoseconds can hold.
+var (
+	minNano = time.Unix(0, math.MinInt64)
+	maxNano = time.Unix(0, math.MaxInt64)
+)
+
+// nanos returns t as Unix nanoseconds, clamped to the int64 range.
+func nanos(t time.Time) int64 {
+	switch {
+	case t.Before(minNano):
+		return math.MinInt64
+	case t.After(maxNano):
+		return math.MaxInt64
+	}
+	return t.UnixNano()
+}
+
+func toDB(t time.Time) *int64 {
 	if t.IsZero() {
 		return nil
 	}
-	u := t.UTC().Round(0) // drop the monotonic reading; keep nanoseconds
-	return &u
+	n := nanos(t)
+	return &n
 }
 
-func fromDB(t *time.Time) time.Time {
-	if t == nil || t.IsZero() {
+func fromDB(n *int64) time.Time {
+	if n == nil {
 		return time.Time{}
 	}
-	return t.UTC()
+	return time.Unix(0, *n).UTC()
 }
 
 func rowFromState(s failover.ProfileState) stateRow {
@@ -124,8 +147,12 @@ func (r stateRow) state() failover.ProfileState {
 // another connection commits) and total_changes() (which moves when this
 // connection writes any row), see fastpath.go: a Get is one cheap statement when
 // nothing changed, and an Update is one BEGIN IMMEDIATE transaction with a single
-// UPSERT, or nothing at all when fn changes nothing. All stores on one handle
-// share one cache. On other databases it goes through gorm with a row lock
+// UPSERT, or nothing at all when fn changes nothing. An Update that only moves
+// LastUsed forward on an existing row is written behind: visible at once to this
+// handle, written within about a second (or with the handle's next write
+// transaction, or by Close), so other replicas see it up to ~1 s late and a crash
+// may lose the last second of LastUsed values; nothing else is ever deferred.
+// All stores on one handle share one cache. On other databases it goes through gorm with a row lock
 // (SELECT ... FOR UPDATE) and caches nothing.
 type StateStore struct {
 	db    *gorm.DB

@@ -226,7 +226,8 @@ func Migrate(db *gorm.DB, models ...any) error {
 	return nil
 }
 
-// Close closes the database handle returned by Open.
+// Close closes the database handle returned by Open. It first stops the state
+// store's LastUsed flusher and writes the values still pending (see StateStore).
 func Close(db *gorm.DB) error {
 	if db == nil {
 		return nil
@@ -235,9 +236,14 @@ func Close(db *gorm.DB) error {
 	if err != nil {
 		return fmt.Errorf("store: close: %w", err)
 	}
-	releaseFastPath(sqlDB) // finalize the state store's statements first
+	// Stop the state store's flusher, write its pending LastUsed values and
+	// finalize its statements first.
+	ferr := releaseFastPath(sqlDB)
 	if err := sqlDB.Close(); err != nil {
-		return fmt.Errorf("store: close: %w", err)
+		return fmt.Errorf("store: close: %w", errors.Join(ferr, err))
+	}
+	if ferr != nil {
+		return fmt.Errorf("store: close: %w", ferr)
 	}
 	return nil
 }

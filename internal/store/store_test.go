@@ -330,13 +330,16 @@ func testRestartMidCooldown(t *testing.T, mode string) {
 			t.Errorf("CooldownUntil %v != %v", got.CooldownUntil, st.CooldownUntil)
 		}
 	}
-	// Stored as UTC text.
-	var raw string
-	if err := db2.Raw("SELECT CAST(cooldown_until AS TEXT) FROM profile_states WHERE key = ?", "openai:default").Scan(&raw).Error; err != nil {
+	// Stored as INTEGER Unix nanoseconds.
+	var raw struct {
+		Typ string
+		N   int64
+	}
+	if err := db2.Raw("SELECT typeof(cooldown_until) AS typ, cooldown_until AS n FROM profile_states WHERE key = ?", "openai:default").Scan(&raw).Error; err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasSuffix(raw, "+00:00") {
-		t.Errorf("cooldown_until stored as %q, want UTC", raw)
+	if want := states[0].CooldownUntil.UnixNano(); raw.Typ != "integer" || raw.N != want {
+		t.Errorf("cooldown_until stored as %s %d, want integer %d", raw.Typ, raw.N, want)
 	}
 }
 
@@ -625,7 +628,7 @@ func TestStateStore_NoOpUpdateWritesNothing(t *testing.T) {
 	if _, err := s.Update(ctx, "k", func(p *failover.ProfileState) { p.ErrorCount = 1 }); err != nil {
 		t.Fatal(err)
 	}
-	var before time.Time
+	var before int64
 	if err := db.Raw("SELECT updated_at FROM profile_states WHERE key = ?", "k").Scan(&before).Error; err != nil {
 		t.Fatal(err)
 	}
@@ -633,11 +636,11 @@ func TestStateStore_NoOpUpdateWritesNothing(t *testing.T) {
 	if err != nil || got.ErrorCount != 1 || got.Key != "k" {
 		t.Fatalf("no-op Update = %+v, %v", got, err)
 	}
-	var after time.Time
+	var after int64
 	if err := db.Raw("SELECT updated_at FROM profile_states WHERE key = ?", "k").Scan(&after).Error; err != nil {
 		t.Fatal(err)
 	}
-	if !after.Equal(before) {
+	if after != before || before == 0 {
 		t.Errorf("no-op Update rewrote the row: updated_at %v -> %v", before, after)
 	}
 	// A missing key with a no-op fn creates no row.
