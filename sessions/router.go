@@ -137,9 +137,12 @@ func NewRouter(cfg Config, opts Options) (*Router, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	// Prepared statements and no implicit transaction around single statements:
-	// the turn's hot path is a handful of small statements on one connection.
-	db := opts.DB.Session(&gorm.Session{PrepareStmt: true, SkipDefaultTransaction: true})
+	// No implicit transaction around single statements: the turn's hot path is a
+	// handful of small statements on one connection. No gorm PrepareStmt either:
+	// its statement cache holds a lock while it waits for the pool's only
+	// connection, and a transaction holding that connection waits for the same
+	// lock to prepare its next statement, which deadlocked bursts of sessions.
+	db := opts.DB.Session(&gorm.Session{SkipDefaultTransaction: true})
 	r := &Router{
 		cfg: cfg, db: db, st: sessionStore{db: db}, engine: opts.Engine, clock: clock,
 		clients: opts.Clients, log: log.With("component", "sessions"),
