@@ -150,8 +150,15 @@ func NewRouter(cfg Config, opts Options) (*Router, error) {
 	}
 	r.base, r.cancel = context.WithCancel(context.Background())
 	if err := r.st.migrate(); err != nil {
+		r.cancel()
 		return nil, err
 	}
+	open, err := r.st.incidentOpen(r.base)
+	if err != nil {
+		r.cancel()
+		return nil, fmt.Errorf("sessions: load incident: %w", err)
+	}
+	r.incidentOpen = open // V4: an incident reported before a restart stays reported
 	return r, nil
 }
 

@@ -517,3 +517,27 @@ func TestRouter_O6_LiveSwitchRestartsOnUserModel(t *testing.T) {
 		}
 	}
 }
+
+// covers V4: the incident is durable. A router restarted on the same database
+// during an incident does not report it again; the first success after the
+// restart ends it, and the next outage is reported.
+func TestRouter_V4_IncidentSurvivesRestart(t *testing.T) {
+	h := newHarness(t)
+	h.fake.Script(fakellm.Rule{Mode: fakellm.ModeModelNotFound404})
+	expect(t, h.say(key1, "hello"), "error")
+	if rep := h.admin.take(); len(rep) != 1 {
+		t.Fatalf("V4: want one report, got:\n%s", dump(rep))
+	}
+	h.open(baseConfig()) // a restart: new router, same database
+	expect(t, h.say("test:s2", "still down?"), "error")
+	if rep := h.admin.take(); len(rep) != 0 {
+		t.Fatalf("V4: the restarted router reported the same incident again:\n%s", dump(rep))
+	}
+	h.fake.Reset()
+	expect(t, h.say("test:s3", "back?"), "reply")
+	h.fake.Script(fakellm.Rule{Mode: fakellm.ModeModelNotFound404})
+	expect(t, h.say("test:s4", "down again"), "error")
+	if rep := h.admin.take(); len(rep) != 1 {
+		t.Fatalf("V4: the next incident after a success was not reported:\n%s", dump(rep))
+	}
+}

@@ -111,11 +111,49 @@ func (e *Entry) source() failover.Source {
 	}
 }
 
+// incidentRow is the one row saying whether an all-models-unavailable incident
+// is open (V4): its report was sent and no turn has succeeded since. It is in
+// the database so a restart, or another replica, does not report it again.
+type incidentRow struct {
+	ID       uint `gorm:"primaryKey"`
+	Open     bool `gorm:"not null;default:false"`
+	OpenedAt *time.Time
+}
+
+// TableName names the incidents table.
+func (incidentRow) TableName() string { return "incidents" }
+
+// incidentOpen reports whether an incident is open.
+func (s sessionStore) incidentOpen(ctx context.Context) (bool, error) {
+	var row incidentRow
+	err := s.db.WithContext(ctx).Where("id = 1").Limit(1).Find(&row).Error
+	return row.Open, err
+}
+
+// openIncident claims the incident; false when one is already open, so exactly
+// one caller (across replicas) sends the report.
+func (s sessionStore) openIncident(ctx context.Context, now time.Time) (bool, error) {
+	db := s.db.WithContext(ctx)
+	if err := db.Clauses(clause.OnConflict{DoNothing: true}).Create(&incidentRow{ID: 1}).Error; err != nil {
+		return false, fmt.Errorf("sessions: incident: %w", err)
+	}
+	res := db.Model(&incidentRow{}).Where("id = 1 AND open = ?", false).Updates(map[string]any{"open": true, "opened_at": now.UTC()})
+	if res.Error != nil {
+		return false, fmt.Errorf("sessions: incident: %w", res.Error)
+	}
+	return res.RowsAffected == 1, nil
+}
+
+// closeIncident ends an open incident.
+func (s sessionStore) closeIncident(ctx context.Context) error {
+	return s.db.WithContext(ctx).Model(&incidentRow{}).Where("id = 1 AND open = ?", true).Update("open", false).Error
+}
+
 // sessionStore is the router's session persistence.
 type sessionStore struct{ db *gorm.DB }
 
 func (s sessionStore) migrate() error {
-	if err := s.db.AutoMigrate(&Entry{}, &Message{}, &AttemptRow{}); err != nil {
+	if err := s.db.AutoMigrate(&Entry{}, &Message{}, &AttemptRow{}, &incidentRow{}); err != nil {
 		return fmt.Errorf("sessions: migrate: %w", err)
 	}
 	return nil

@@ -632,10 +632,19 @@ func (r *Router) fail(ctx context.Context, ts *turnState, err error) {
 	r.send(ctx, reply(ts.in, adapters.KindError, text))
 }
 
+// closeIncident ends the V4 incident after a success. The in-memory flag keeps
+// the common case (no incident) free of writes.
 func (r *Router) closeIncident() {
 	r.incidentMu.Lock()
+	defer r.incidentMu.Unlock()
+	if !r.incidentOpen {
+		return
+	}
+	if err := r.st.closeIncident(r.base); err != nil {
+		r.log.Warn("close incident", "err", err)
+		return
+	}
 	r.incidentOpen = false
-	r.incidentMu.Unlock()
 }
 
 // report posts the V4 admin report once per incident (until a turn succeeds).
@@ -645,12 +654,16 @@ func (r *Router) report(ctx context.Context, ts *turnState, s *failover.SummaryE
 		return
 	}
 	r.incidentMu.Lock()
-	if r.incidentOpen {
-		r.incidentMu.Unlock()
-		return
+	claimed, err := r.st.openIncident(ctx, now)
+	if err != nil {
+		r.log.Warn("open incident", "err", err)
+		claimed = !r.incidentOpen // the database is unwell: fall back to this process's view
 	}
 	r.incidentOpen = true
 	r.incidentMu.Unlock()
+	if !claimed {
+		return // this incident was already reported (here, before a restart, or by a replica)
+	}
 	lines := notices.LinesFromSummary(s)
 	for i := range lines {
 		if !lines[i].Recovery.IsZero() {
