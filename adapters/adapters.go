@@ -56,6 +56,14 @@ type Typer interface {
 	Typing(ctx context.Context, in Inbound) error
 }
 
+// SessionLookup is an optional capability: an adapter that decides from its own
+// memory whether a message continues a conversation (a Slack thread reply without
+// a mention) is also told how to ask whether a session exists, so conversations
+// carry on after a restart.
+type SessionLookup interface {
+	SetSessionLookup(known func(ctx context.Context, sessionKey string) bool)
+}
+
 // Sleep waits for d or until ctx ends, returning ctx.Err() when cut short.
 // Adapters use it for the waits platforms ask for (rate limits, reconnects).
 func Sleep(ctx context.Context, d time.Duration) error {

@@ -439,3 +439,14 @@ func (r *Router) Recover(ctx context.Context, target string) (string, error) {
 	}
 	return b.String(), nil
 }
+
+// Known reports whether a session exists (adapters.SessionLookup): channels use
+// it to recognise a conversation they took part in before a restart.
+func (r *Router) Known(ctx context.Context, sessionKey string) bool {
+	var n int64
+	if err := r.db.WithContext(ctx).Model(&Entry{}).Where("key = ?", sessionKey).Limit(1).Count(&n).Error; err != nil {
+		r.log.Warn("session lookup", "session", sessionKey, "err", err)
+		return false
+	}
+	return n > 0
+}

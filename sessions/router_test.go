@@ -541,3 +541,15 @@ func TestRouter_V4_IncidentSurvivesRestart(t *testing.T) {
 		t.Fatalf("V4: the next incident after a success was not reported:\n%s", dump(rep))
 	}
 }
+
+// Known tells channels which conversations exist (adapters.SessionLookup).
+func TestRouter_Known(t *testing.T) {
+	h := newHarness(t)
+	if h.r.Known(context.Background(), key1) {
+		t.Fatal("a session nobody wrote to is known")
+	}
+	expect(t, h.say(key1, "hello"), "reply")
+	if !h.r.Known(context.Background(), key1) || h.r.Known(context.Background(), "test:other") {
+		t.Fatal("Known does not follow the stored sessions")
+	}
+}

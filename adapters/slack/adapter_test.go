@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -553,5 +554,31 @@ func TestCaches(t *testing.T) {
 	l.Add("z") // evicts y
 	if !l.Has("x") || l.Has("y") || !l.Has("z") || l.Len() != 2 {
 		t.Fatal("lruSet eviction wrong")
+	}
+}
+
+// A reply in a thread the bot answered before a restart (so it is in no memory of
+// this process) reaches the bot when the router knows the thread's session.
+func TestThreadFollowUp_KnownSessionAfterRestart(t *testing.T) {
+	h := start(t, nil)
+	known := "slack:T1:C5:1700000000.000100"
+	var asked []string
+	var mu sync.Mutex
+	h.a.SetSessionLookup(func(_ context.Context, key string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		asked = append(asked, key)
+		return key == known
+	})
+	h.srv.ThreadMessage("C5", "U1", "still there?", "1700000000.000100")
+	if in := h.recv(); in.SessionKey != known || in.Text != "still there?" {
+		t.Fatalf("inbound = %+v", in)
+	}
+	h.srv.ThreadMessage("C5", "U1", "unrelated thread", "1700000000.000999")
+	h.expectNothingBefore("marker-known")
+	mu.Lock()
+	defer mu.Unlock()
+	if len(asked) != 2 {
+		t.Fatalf("lookups %v, want one per unknown thread", asked)
 	}
 }

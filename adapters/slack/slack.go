@@ -21,6 +21,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -79,6 +80,9 @@ type Adapter struct {
 	seen    *ttlSet // event ids, trigger ids
 	seenMsg *ttlSet // channel/ts of handled messages (app_mention + message twins)
 	threads *lruSet // channel/thread_ts where the bot takes part
+	// known asks whether a session exists (adapters.SessionLookup); it finds the
+	// threads the bot took part in before a restart.
+	known atomic.Pointer[func(ctx context.Context, sessionKey string) bool]
 }
 
 // New builds the adapter; it does not connect (Run does).
@@ -360,6 +364,31 @@ var personSubtypes = map[string]bool{"": true, "thread_broadcast": true, "file_s
 
 func threadKey(channel, ts string) string { return channel + "/" + ts }
 
+// SetSessionLookup implements adapters.SessionLookup.
+func (a *Adapter) SetSessionLookup(known func(ctx context.Context, sessionKey string) bool) {
+	a.known.Store(&known)
+}
+
+// inThread reports whether a thread reply belongs to a conversation of the bot:
+// a thread it answered in (remembered, or found as a session after a restart) or
+// one it started.
+func (a *Adapter) inThread(ev innerEvent, team, botUser string) bool {
+	if a.threads.Has(threadKey(ev.Channel, ev.ThreadTS)) || ev.ParentUserID == botUser {
+		return true
+	}
+	known := a.known.Load()
+	if known == nil || *known == nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if !(*known)(ctx, "slack:"+team+":"+ev.Channel+":"+ev.ThreadTS) {
+		return false
+	}
+	a.threads.Add(threadKey(ev.Channel, ev.ThreadTS))
+	return true
+}
+
 // fromEvent maps one events_api envelope to an Inbound, or nil when it is not for the bot.
 func (a *Adapter) fromEvent(req *socketmode.Request) *adapters.Inbound {
 	if req == nil {
@@ -405,8 +434,7 @@ func (a *Adapter) fromEvent(req *socketmode.Request) *adapters.Inbound {
 		root = ev.TS
 	}
 	addressed := direct || ev.Type == "app_mention" || mentioned
-	if !addressed && (ev.ThreadTS == "" ||
-		!(a.threads.Has(threadKey(ev.Channel, ev.ThreadTS)) || ev.ParentUserID == botUser)) {
+	if !addressed && (ev.ThreadTS == "" || !a.inThread(ev, team, botUser)) {
 		return nil // channel chatter not addressed to the bot
 	}
 	// An app_mention and its message.channels twin share channel and ts: handle one.

@@ -195,6 +195,9 @@ func newBot(ctx context.Context, cfg *config.Config, std ioSet, log *slog.Logger
 	}
 	for _, a := range b.adapters {
 		b.router.AddAdapter(a)
+		if l, ok := a.(adapters.SessionLookup); ok {
+			l.SetSessionLookup(b.router.Known)
+		}
 	}
 	return b, nil
 }
