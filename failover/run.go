@@ -853,7 +853,8 @@ func (r *runner) onSuccess(pl *plan, c Candidate, now time.Time) {
 	}
 	if n == 1 {
 		if st, ok := pl.planned(keys[0]); ok {
-			if next := st; applySuccessLazyOn(&next, ref, now) == st {
+			next := st
+			if applySuccessLazy(&next, ref, now); next == st {
 				// Clean and recently used when the run planned it: nothing to
 				// write. A cooldown another run wrote during this attempt stays;
 				// it ends on its own or with the next success that sees it.
@@ -884,12 +885,6 @@ func (pl *plan) planned(key string) (ProfileState, bool) {
 		}
 	}
 	return ProfileState{}, false
-}
-
-// applySuccessLazyOn applies applySuccessLazy to st and returns the result.
-func applySuccessLazyOn(st *ProfileState, ref string, now time.Time) ProfileState {
-	applySuccessLazy(st, ref, now)
-	return *st
 }
 
 // touchedModel reports whether this run recorded a transient failure of ref.
