@@ -335,7 +335,19 @@ func (a *Adapter) deliver(in adapters.Inbound) {
 // MaxRateLimitRetries times and never for longer than MaxRateLimitWait per wait.
 // secret (an interaction token) is scrubbed from the returned error.
 func (a *Adapter) call(ctx context.Context, what, secret string, f func(opts ...discordgo.RequestOption) error) error {
+	return a.callBucket(ctx, what, secret, "", f)
+}
+
+// callBucket is call for a request whose discordgo rate-limit bucket is known:
+// when Discord said the bucket is empty, the wait happens here, logged and
+// ctx-aware, instead of as a silent sleep inside discordgo.
+func (a *Adapter) callBucket(ctx context.Context, what, secret, bucket string, f func(opts ...discordgo.RequestOption) error) error {
 	for attempt := 0; ; attempt++ {
+		if attempt == 0 { // a retry has just waited the 429's own retry_after
+			if err := a.waitBucket(ctx, what, bucket); err != nil {
+				return err
+			}
+		}
 		err := f(discordgo.WithContext(ctx))
 		if err == nil {
 			return nil
@@ -354,6 +366,29 @@ func (a *Adapter) call(ctx context.Context, what, secret string, f func(opts ...
 			return fmt.Errorf("discord: %s: waiting out rate limit: %w", what, err)
 		}
 	}
+}
+
+// waitBucket waits until discordgo's limiter would let a request on bucket go
+// without sleeping itself (X-RateLimit-Remaining 0 until the reset).
+func (a *Adapter) waitBucket(ctx context.Context, what, bucket string) error {
+	if bucket == "" || a.s == nil || a.s.Ratelimiter == nil {
+		return nil
+	}
+	b := a.s.Ratelimiter.GetBucket(bucket)
+	b.Lock() // held by discordgo while a request on this bucket is in flight
+	wait := a.s.Ratelimiter.GetWaitTime(b, 1)
+	b.Unlock()
+	if wait <= 0 {
+		return nil
+	}
+	if wait > a.cfg.MaxRateLimitWait {
+		return fmt.Errorf("discord: %s: rate-limit bucket empty for %v: %w", what, wait, errRateLimited)
+	}
+	a.log.Info("discord rate-limit bucket empty, waiting", "op", what, "wait", wait)
+	if err := a.cfg.Sleep(ctx, wait); err != nil {
+		return fmt.Errorf("discord: %s: waiting for the rate-limit bucket: %w", what, err)
+	}
+	return nil
 }
 
 // errRateLimited marks a call that stayed rate limited.

@@ -89,7 +89,7 @@ func smallText(s string) string {
 func (a *Adapter) postChannel(ctx context.Context, channelID string, chunks []string, flags discordgo.MessageFlags) error {
 	for _, c := range chunks {
 		msg := &discordgo.MessageSend{Content: c, Flags: flags, AllowedMentions: noMentions()}
-		err := a.call(ctx, "post message", "", func(opts ...discordgo.RequestOption) error {
+		err := a.callBucket(ctx, "post message", "", discordgo.EndpointChannelMessages(channelID), func(opts ...discordgo.RequestOption) error {
 			_, err := a.s.ChannelMessageSendComplex(channelID, msg, opts...)
 			return err
 		})

@@ -120,6 +120,7 @@ type rateLimit struct {
 	method     string
 	segs       []string
 	retryAfter time.Duration
+	drain      bool // answer normally, with headers saying the bucket is now empty
 }
 
 type gwConn struct {
@@ -255,7 +256,13 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 				writeJSON(w, http.StatusUnauthorized, map[string]any{"code": 0, "message": "401: Unauthorized"})
 				return
 			}
-			if rl, ok := s.takeRateLimit(r); ok {
+			if rl, ok := s.takeRateLimit(r); ok && rl.drain {
+				h := w.Header()
+				h.Set("X-RateLimit-Limit", "5")
+				h.Set("X-RateLimit-Remaining", "0")
+				h.Set("X-RateLimit-Reset-After", strconv.FormatFloat(rl.retryAfter.Seconds(), 'f', 3, 64))
+				h.Set("X-RateLimit-Bucket", "fake-bucket")
+			} else if ok {
 				secs := rl.retryAfter.Seconds()
 				f := strconv.FormatFloat(secs, 'f', 3, 64)
 				h := w.Header()
@@ -296,7 +303,9 @@ func (s *Server) takeRateLimit(r *http.Request) (rateLimit, bool) {
 		}
 		if match {
 			s.rateLimits = append(s.rateLimits[:i], s.rateLimits[i+1:]...)
-			s.limited++
+			if !rl.drain {
+				s.limited++
+			}
 			return rl, true
 		}
 	}
@@ -311,6 +320,16 @@ func (s *Server) RateLimitNext(route string, retryAfter time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.rateLimits = append(s.rateLimits, rateLimit{method: method, segs: splitRoute(path), retryAfter: retryAfter})
+}
+
+// DrainBucketNext makes the next request matching route succeed with headers
+// saying its bucket is empty for resetAfter, as Discord does on the last request
+// a bucket allows; the client should wait before its next request on that route.
+func (s *Server) DrainBucketNext(route string, resetAfter time.Duration) {
+	method, path, _ := strings.Cut(route, " ")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rateLimits = append(s.rateLimits, rateLimit{method: method, segs: splitRoute(path), retryAfter: resetAfter, drain: true})
 }
 
 // RateLimited is how many requests were answered with an injected 429.
