@@ -264,7 +264,7 @@ func ModelText(m ModelChoice) string {
 		fmt.Fprintf(&b, ", profile %s", m.Profile)
 	}
 	if m.Active != "" && m.Active != m.Selected {
-		fmt.Fprintf(&b, "\nactive fallback: %s", m.Active)
+		fmt.Fprintf(&b, "\nactive fallback: %s (source auto)", m.Active)
 	}
 	if len(m.Configured) > 0 {
 		fmt.Fprintf(&b, "\nchoose with /model provider/model: %s", strings.Join(m.Configured, ", "))
@@ -317,7 +317,7 @@ func StatusText(s StatusInfo) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "selected model: %s (source %s)\n", s.Selected, s.Source)
 	if s.Active != "" && s.Active != s.Selected {
-		fmt.Fprintf(&b, "active fallback: %s (reason: %s)\n", s.Active, s.FallbackReason)
+		fmt.Fprintf(&b, "active fallback: %s (source auto; reason: %s)\n", s.Active, s.FallbackReason)
 	}
 	prof := s.Profile
 	if prof == "" {

@@ -103,8 +103,8 @@ func TestHelpText_NamesEveryCommand(t *testing.T) {
 }
 
 func TestModelText(t *testing.T) {
-	got := ModelText(ModelChoice{Selected: "openai/a", Source: "auto", Active: "anthropic/b", Configured: []string{"openai/a", "anthropic/b"}})
-	for _, want := range []string{"model: openai/a (source auto)", "active fallback: anthropic/b", "openai/a, anthropic/b", "/model default"} {
+	got := ModelText(ModelChoice{Selected: "openai/a", Source: "default", Active: "anthropic/b", Configured: []string{"openai/a", "anthropic/b"}})
+	for _, want := range []string{"model: openai/a (source default)", "active fallback: anthropic/b (source auto)", "openai/a, anthropic/b", "/model default"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("missing %q in %q", want, got)
 		}
@@ -115,7 +115,7 @@ func TestModelText(t *testing.T) {
 func TestStatusText_N5(t *testing.T) {
 	now := time.Date(2026, 3, 1, 14, 0, 0, 0, time.UTC)
 	got := StatusText(StatusInfo{
-		Selected: "openai/a", Source: "auto", Active: "anthropic/b", FallbackReason: "billing",
+		Selected: "openai/a", Source: "default", Active: "anthropic/b", FallbackReason: "billing",
 		Profile: "anthropic:main", ProfileSource: "auto",
 		Candidates: []CandidateState{
 			{Model: "anthropic/b", Profile: "anthropic:main", State: "ok"},
@@ -125,8 +125,8 @@ func TestStatusText_N5(t *testing.T) {
 		PaidCalls: 3, InputTokens: 100, OutputTokens: 20, Now: now,
 	})
 	for _, want := range []string{
-		"selected model: openai/a (source auto)",
-		"active fallback: anthropic/b (reason: billing)",
+		"selected model: openai/a (source default)",
+		"active fallback: anthropic/b (source auto; reason: billing)",
 		"profile: anthropic:main (auto)",
 		"anthropic/b [anthropic:main]: ok",
 		"openai/a [openai:main]: disabled until 19:00:00 UTC (billing), provider says recovery at 16:00:00 UTC",

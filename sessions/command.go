@@ -268,7 +268,7 @@ func (r *Router) Reset(ctx context.Context, sessionKey string) error {
 
 func (r *Router) modelChoice(e *Entry, channel string) commands.ModelChoice {
 	sel := r.selectionFor(e, channel)
-	mc := commands.ModelChoice{Selected: string(sel.selected), Source: string(sel.source), Configured: r.configuredModels(), Profile: e.AuthProfileOverride}
+	mc := commands.ModelChoice{Selected: string(sel.selected), Source: string(sel.selectedSource()), Configured: r.configuredModels(), Profile: e.AuthProfileOverride}
 	if sel.source == failover.SourceAuto {
 		mc.Active = string(sel.requested)
 	}
@@ -284,7 +284,7 @@ func (r *Router) Status(ctx context.Context, sessionKey, channel string) (comman
 	now := r.clock.Now()
 	sel := r.selectionFor(e, channel)
 	info := commands.StatusInfo{
-		Session: sessionKey, Selected: string(sel.selected), Source: string(sel.source),
+		Session: sessionKey, Selected: string(sel.selected), Source: string(sel.selectedSource()),
 		Profile: e.AuthProfileOverride, ProfileSource: e.AuthProfileOverrideSource,
 		PaidCalls: e.PaidCalls, InputTokens: e.InputTokens, OutputTokens: e.OutputTokens,
 		Compactions: e.CompactionCount, Now: now,

@@ -284,8 +284,10 @@ func TestRouter_N5_StatusAndB3_Recover(t *testing.T) {
 	out := expect(t, h.say(key1, "/status"), "reply")
 	st := out[0].Text
 	for _, want := range []string{
-		"selected model: p1/alpha (source auto)",
-		"active fallback: p2/beta (reason: billing)",
+		// N5: the selection is still the configured model; the auto override is
+		// the active fallback.
+		"selected model: p1/alpha (source default)",
+		"active fallback: p2/beta (source auto; reason: billing)",
 		"profile: p2:main (auto)",
 		"p2/beta [p2:main]: ok",
 		"p1/alpha [p1:main]: disabled until",

@@ -94,6 +94,19 @@ func (r *Router) selectionFor(e *Entry, channel string) selection {
 	return s
 }
 
+// selectedSource is why the selected model is selected. On an auto override the
+// session answers from a fallback (source auto) but its selection is still the
+// configured model (default or agent).
+func (s selection) selectedSource() failover.Source {
+	if s.source != failover.SourceAuto {
+		return s.source
+	}
+	if s.selected == s.base {
+		return s.baseSource
+	}
+	return failover.SourceDefault
+}
+
 func (r *Router) systemPrompt(key, channel string) string {
 	if a := r.agentFor(key, channel); a != nil && a.SystemPrompt != "" {
 		return a.SystemPrompt
@@ -252,10 +265,7 @@ func (r *Router) turnOnce(ctx context.Context, in adapters.Inbound, mayRestart b
 		// S3: re-try the origin first with the real request; persist the probe time
 		// first so a crash cannot make every restart probe again.
 		ts.sel.probe = true
-		ts.sel.requested, ts.sel.source = ts.sel.selected, ts.sel.baseSource
-		if ts.sel.selected != ts.sel.base {
-			ts.sel.source = failover.SourceDefault
-		}
+		ts.sel.requested, ts.sel.source = ts.sel.selected, ts.sel.selectedSource()
 		t := now.UTC()
 		e.LastProbeAt = &t
 		if err := r.st.patch(ctx, e.Key, map[string]any{"last_probe_at": t}); err != nil {
