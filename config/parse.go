@@ -170,36 +170,14 @@ func kindName(n *yaml.Node) string {
 
 // fields walks a mapping with a fixed set of keys; unknown keys are errors.
 func (d *decoder) fields(n *yaml.Node, path string, fs map[string]func(v *yaml.Node, key string)) {
-	n = resolve(n)
-	if isNull(n) {
-		return
-	}
-	if n.Kind != yaml.MappingNode {
-		d.errorf(n, path, "must be a mapping, not %s", kindName(n))
-		return
-	}
-	seen := map[string]int{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := resolve(n.Content[i]), n.Content[i+1]
-		if k == nil || k.Kind != yaml.ScalarNode {
-			d.errorf(n.Content[i], path, "keys must be plain words")
-			continue
-		}
-		name := d.restore(k.Value)
-		key := join(path, name)
-		if prev, dup := seen[name]; dup {
-			d.errorf(k, key, "duplicate key (first at line %d)", prev)
-			continue
-		}
-		seen[name] = k.Line
+	d.entries(n, path, func(name string, k, v *yaml.Node, key string) {
 		fn, ok := fs[name]
 		if !ok {
 			d.errorf(k, key, "unknown key (known: %s)", knownKeys(fs))
-			continue
+			return
 		}
-		d.lines[key] = k.Line
 		fn(v, key)
-	}
+	})
 }
 
 // entries walks a mapping with free-form keys (provider ids, profile ids, models).

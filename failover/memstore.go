@@ -24,16 +24,11 @@ func NewMemStore() *MemStore { return &MemStore{m: make(map[string]ProfileState)
 
 // Get returns the state of key, or the zero state with Key set when absent.
 func (s *MemStore) Get(ctx context.Context, key string) (ProfileState, error) {
-	if err := ctx.Err(); err != nil {
+	st, err := s.GetMany(ctx, []string{key})
+	if err != nil {
 		return ProfileState{Key: key}, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	st, ok := s.m[key]
-	if !ok {
-		return ProfileState{Key: key}, nil
-	}
-	return st, nil
+	return st[0], nil
 }
 
 // Update applies fn to the current state of key and stores the result.
@@ -41,19 +36,11 @@ func (s *MemStore) Update(ctx context.Context, key string, fn func(*ProfileState
 	if fn == nil {
 		return ProfileState{Key: key}, errors.New("failover: memstore update: nil function")
 	}
-	if err := ctx.Err(); err != nil {
+	st, err := s.UpdateMany(ctx, []string{key}, func(_ int, st *ProfileState) { fn(st) })
+	if err != nil {
 		return ProfileState{Key: key}, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	st, ok := s.m[key]
-	if !ok {
-		st = ProfileState{Key: key}
-	}
-	fn(&st)
-	st.Key = key
-	s.m[key] = st
-	return st, nil
+	return st[0], nil
 }
 
 // GetMany returns the states of keys in order, under one lock.
