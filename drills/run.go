@@ -16,7 +16,7 @@ import (
 	"github.com/detourbot/detour/config"
 	"github.com/detourbot/detour/failover"
 	"github.com/detourbot/detour/internal/store"
-	"github.com/detourbot/detour/internal/testkit/fakellm"
+	"github.com/detourbot/detour/internal/fakeprovider"
 	"github.com/detourbot/detour/llm"
 	"github.com/detourbot/detour/sessions"
 )
@@ -151,7 +151,7 @@ type world struct {
 	opts Options
 
 	clock  *Clock
-	fake   *fakellm.Server
+	fake   *fakeprovider.Server
 	rec    *Recorder
 	router *sessions.Router
 	keyIDs map[string]string // fake KeyID -> profile id
@@ -224,7 +224,7 @@ func (w *world) start(ctx context.Context) (cleanup func(), err error) {
 		sc = FastScale
 	}
 	w.clock = NewClock(sc)
-	w.fake = fakellm.New(fakellm.WithNow(w.clock.Now))
+	w.fake = fakeprovider.New(fakeprovider.WithNow(w.clock.Now))
 	if err := w.fake.Start("127.0.0.1:0"); err != nil {
 		return cleanup, err
 	}
@@ -260,7 +260,7 @@ func (w *world) start(ctx context.Context) (cleanup func(), err error) {
 
 	w.keyIDs = map[string]string{}
 	for _, id := range w.cfg.Auth.ProfileIDs {
-		w.keyIDs[fakellm.KeyID(DummyKey(id))] = id
+		w.keyIDs[fakeprovider.KeyID(DummyKey(id))] = id
 	}
 	cc := &clients{fake: w.fake, idle: w.cfg.Agents.Defaults.Timeouts.Idle, now: w.clock.Now, log: log, m: map[string]*llm.Client{}}
 	undo = append(undo, cc.closeIdle)
@@ -287,7 +287,7 @@ func DummyKey(profileID string) string { return "drill-key-" + profileID }
 // clients builds one llm client per provider and profile, every one pointed at
 // the fake with a dummy key.
 type clients struct {
-	fake *fakellm.Server
+	fake *fakeprovider.Server
 	idle time.Duration
 	now  func() time.Time
 	log  *slog.Logger
@@ -404,7 +404,7 @@ func (w *world) step(ctx context.Context, n int, st Step, t0 time.Time) (Turn, [
 		}
 		if m, ok := w.cfg.Models[failover.ModelRef(call.Ref())]; ok {
 			out := 0
-			if c.Mode == fakellm.ModeOK && c.Stream {
+			if c.Mode == fakeprovider.ModeOK && c.Stream {
 				out = replyTokens
 			}
 			call.CostUSD = (float64(inTokens)*m.USDPerMTokIn + float64(out)*m.USDPerMTokOut) / 1e6

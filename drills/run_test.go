@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/detourbot/detour/internal/testkit/fakellm"
+	"github.com/detourbot/detour/internal/fakeprovider"
 )
 
 func demoConfig(t *testing.T) []byte {
@@ -64,12 +64,12 @@ func TestStep_CallsMatchFakeLog(t *testing.T) {
 	}
 	for _, g := range rep.ByModelProfile() {
 		p, m := splitRef(g.Model)
-		want := w.fake.CallCount(fakellm.Filter{Provider: p, Model: m, KeyID: fakellm.KeyID(DummyKey(g.Profile))})
+		want := w.fake.CallCount(fakeprovider.Filter{Provider: p, Model: m, KeyID: fakeprovider.KeyID(DummyKey(g.Profile))})
 		if g.Profile == "" || g.Calls != want {
 			t.Errorf("%s@%s: report %d calls, fake %d", g.Model, g.Profile, g.Calls, want)
 		}
 	}
-	if n := rep.CallsTo(1, w.primary); n != w.fake.CallCount(fakellm.Filter{Provider: "demo", Model: "primary", Mode: fakellm.ModeServer500}) {
+	if n := rep.CallsTo(1, w.primary); n != w.fake.CallCount(fakeprovider.Filter{Provider: "demo", Model: "primary", Mode: fakeprovider.ModeServer500}) {
 		t.Errorf("step 1 primary calls %d do not match the fake's 500s", n)
 	}
 	if rep.CallsTo(2, w.primary) != 0 {
@@ -108,7 +108,7 @@ func TestRunScenario_NoSecretsRead(t *testing.T) {
 	if err := WriteText(&buf, []Report{rep}); err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(buf.String(), canary) || strings.Contains(buf.String(), fakellm.KeyID(canary)) {
+	if strings.Contains(buf.String(), canary) || strings.Contains(buf.String(), fakeprovider.KeyID(canary)) {
 		t.Error("the canary key leaked into the output")
 	}
 }
@@ -217,15 +217,15 @@ func TestTable_Declarative(t *testing.T) {
 
 func TestRules_ResolveAgainstChain(t *testing.T) {
 	got := rules([]Fault{
-		{On: OnPrimary, Mode: fakellm.ModeServer500, Times: 2},
-		{On: OnEvery, Modes: []fakellm.Mode{fakellm.ModeRateLimit, fakellm.ModeOverloaded529}, RetryAfter: time.Minute},
-		{On: OnPrimaryProvider, Mode: fakellm.ModeRevoked403},
+		{On: OnPrimary, Mode: fakeprovider.ModeServer500, Times: 2},
+		{On: OnEvery, Modes: []fakeprovider.Mode{fakeprovider.ModeRateLimit, fakeprovider.ModeOverloaded529}, RetryAfter: time.Minute},
+		{On: OnPrimaryProvider, Mode: fakeprovider.ModeRevoked403},
 	}, "a/m1", []string{"b/x/y", "a/m1"})
-	want := []fakellm.Rule{
-		{Provider: "a", Model: "m1", Mode: fakellm.ModeServer500, Times: 2},
-		{Provider: "a", Model: "m1", Mode: fakellm.ModeRateLimit, RetryAfter: time.Minute},
-		{Provider: "b", Model: "x/y", Mode: fakellm.ModeOverloaded529, RetryAfter: time.Minute},
-		{Provider: "a", Mode: fakellm.ModeRevoked403},
+	want := []fakeprovider.Rule{
+		{Provider: "a", Model: "m1", Mode: fakeprovider.ModeServer500, Times: 2},
+		{Provider: "a", Model: "m1", Mode: fakeprovider.ModeRateLimit, RetryAfter: time.Minute},
+		{Provider: "b", Model: "x/y", Mode: fakeprovider.ModeOverloaded529, RetryAfter: time.Minute},
+		{Provider: "a", Mode: fakeprovider.ModeRevoked403},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("rules = %+v", got)

@@ -3,7 +3,7 @@ package drills
 import (
 	"time"
 
-	"github.com/detourbot/detour/internal/testkit/fakellm"
+	"github.com/detourbot/detour/internal/fakeprovider"
 )
 
 // Scenario is one drill, declared as data: which faults the fake provider
@@ -51,8 +51,8 @@ type Fault struct {
 	On Target
 	// Mode is the failure; with Modes set, the i-th matched model gets
 	// Modes[i%len(Modes)] instead ("every model fails differently").
-	Mode  fakellm.Mode
-	Modes []fakellm.Mode
+	Mode  fakeprovider.Mode
+	Modes []fakeprovider.Mode
 	// Times > 0: the fault answers that many calls of each matched model, then
 	// the model heals.
 	Times      int
@@ -68,8 +68,8 @@ type Check struct {
 }
 
 // rules resolves faults against the chain (refs are "provider/model").
-func rules(faults []Fault, primary string, fallbacks []string) []fakellm.Rule {
-	var out []fakellm.Rule
+func rules(faults []Fault, primary string, fallbacks []string) []fakeprovider.Rule {
+	var out []fakeprovider.Rule
 	for _, f := range faults {
 		var refs []string
 		switch f.On {
@@ -81,18 +81,18 @@ func rules(faults []Fault, primary string, fallbacks []string) []fakellm.Rule {
 			refs = append([]string{primary}, fallbacks...)
 		case OnPrimaryProvider:
 			p, _ := splitRef(primary)
-			out = append(out, fakellm.Rule{Provider: p, Mode: f.mode(0), Times: f.Times, RetryAfter: f.RetryAfter, Delay: f.Delay})
+			out = append(out, fakeprovider.Rule{Provider: p, Mode: f.mode(0), Times: f.Times, RetryAfter: f.RetryAfter, Delay: f.Delay})
 			continue
 		}
 		for i, ref := range dedupe(refs) {
 			p, m := splitRef(ref)
-			out = append(out, fakellm.Rule{Provider: p, Model: m, Mode: f.mode(i), Times: f.Times, RetryAfter: f.RetryAfter, Delay: f.Delay})
+			out = append(out, fakeprovider.Rule{Provider: p, Model: m, Mode: f.mode(i), Times: f.Times, RetryAfter: f.RetryAfter, Delay: f.Delay})
 		}
 	}
 	return out
 }
 
-func (f Fault) mode(i int) fakellm.Mode {
+func (f Fault) mode(i int) fakeprovider.Mode {
 	if len(f.Modes) > 0 {
 		return f.Modes[i%len(f.Modes)]
 	}

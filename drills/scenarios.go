@@ -3,7 +3,7 @@ package drills
 import (
 	"time"
 
-	"github.com/detourbot/detour/internal/testkit/fakellm"
+	"github.com/detourbot/detour/internal/fakeprovider"
 )
 
 // stallWords are what a user told about stalls may read.
@@ -27,7 +27,7 @@ var table = []Scenario{
 	{
 		Name: "stall-storm", Doc: "every model streams one chunk then stalls: the idle-timeout breaker stops the turn (R8)",
 		OpenClaw: "every model stalling: 19 calls, 290 s",
-		Steps:    []Step{{Faults: []Fault{{On: OnEvery, Mode: fakellm.ModeStallAfterFirstChunk}}}},
+		Steps:    []Step{{Faults: []Fault{{On: OnEvery, Mode: fakeprovider.ModeStallAfterFirstChunk}}}},
 		Checks: []Check{
 			paidCalls(1, n(1), breakerTrip, "at most breaker_trip paid calls"),
 			toldWhy(1, stallWords...),
@@ -36,7 +36,7 @@ var table = []Scenario{
 	{
 		Name: "hang-before-headers", Doc: "the primary never sends headers; healthy fallbacks must answer the same turn",
 		OpenClaw: "A hanging: 5 calls, then its breaker stopped the run without trying healthy B and C",
-		Steps:    []Step{{Faults: []Fault{{On: OnPrimary, Mode: fakellm.ModeHangBeforeHeaders}}}},
+		Steps:    []Step{{Faults: []Fault{{On: OnPrimary, Mode: fakeprovider.ModeHangBeforeHeaders}}}},
 		Checks: []Check{
 			answeredBy(1, fallbackModel),
 			primaryCalls(1, n(1), switchThreshold, "the primary is left after at most timeout_switch_threshold calls"),
@@ -46,7 +46,7 @@ var table = []Scenario{
 	{
 		Name: "stealth-billing", Doc: "the primary only ever times out (a silent quota proxy): switch after 3 timeouts, stay off it until the probe",
 		Steps: []Step{
-			{Faults: []Fault{{On: OnPrimary, Mode: fakellm.ModeHangBeforeHeaders}}},
+			{Faults: []Fault{{On: OnPrimary, Mode: fakeprovider.ModeHangBeforeHeaders}}},
 			{},
 			{},
 			{AdvanceProbe: true},
@@ -67,7 +67,7 @@ var table = []Scenario{
 		Name: "quota-exhausted", Doc: "the primary answers 429 insufficient_quota with the reset time in the text: park it, fall back at once",
 		OpenClaw: "'1-week quota exhausted' 429: read as a rate limit, 12 calls, 144 s",
 		Steps: []Step{
-			{Faults: []Fault{{On: OnPrimary, Mode: fakellm.ModeQuotaResetText, RetryAfter: 5 * 24 * time.Hour}}},
+			{Faults: []Fault{{On: OnPrimary, Mode: fakeprovider.ModeQuotaResetText, RetryAfter: 5 * 24 * time.Hour}}},
 			{},
 		},
 		Checks: []Check{
@@ -81,7 +81,7 @@ var table = []Scenario{
 	{
 		Name: "long-reset-429", Doc: "the primary answers 429 with Retry-After two days away: fallback at once, primary untouched until the reset",
 		Steps: []Step{
-			{Faults: []Fault{{On: OnPrimary, Mode: fakellm.ModeRateLimit, RetryAfter: 48 * time.Hour}}},
+			{Faults: []Fault{{On: OnPrimary, Mode: fakeprovider.ModeRateLimit, RetryAfter: 48 * time.Hour}}},
 			{},
 			{Advance: 24 * time.Hour, AdvanceProbe: true},
 			{Advance: 25 * time.Hour, Faults: []Fault{}},
@@ -100,7 +100,7 @@ var table = []Scenario{
 	{
 		Name: "overload-burst", Doc: "the primary answers 529 overloaded for its next 2 calls, then recovers: fall back, then come back at the probe",
 		Steps: []Step{
-			{Faults: []Fault{{On: OnPrimary, Mode: fakellm.ModeOverloaded529, Times: 2}}},
+			{Faults: []Fault{{On: OnPrimary, Mode: fakeprovider.ModeOverloaded529, Times: 2}}},
 			{},
 			{AdvanceProbe: true},
 		},
@@ -114,7 +114,7 @@ var table = []Scenario{
 	{
 		Name: "auth-revoked", Doc: "every key of the primary's provider is revoked (403): disable the keys, use another provider",
 		Steps: []Step{
-			{Faults: []Fault{{On: OnPrimaryProvider, Mode: fakellm.ModeRevoked403}}},
+			{Faults: []Fault{{On: OnPrimaryProvider, Mode: fakeprovider.ModeRevoked403}}},
 			{},
 		},
 		Checks: []Check{
@@ -127,9 +127,9 @@ var table = []Scenario{
 	{
 		Name: "all-down", Doc: "every model fails differently (500, long 429, 529, 401, stall, 502): one clear error and one admin report",
 		Steps: []Step{
-			{Faults: []Fault{{On: OnEvery, RetryAfter: 90 * time.Second, Modes: []fakellm.Mode{
-				fakellm.ModeServer500, fakellm.ModeRateLimit, fakellm.ModeOverloaded529,
-				fakellm.ModeUnauthorized401, fakellm.ModeStallAfterFirstChunk, fakellm.ModeBadGateway502HTML,
+			{Faults: []Fault{{On: OnEvery, RetryAfter: 90 * time.Second, Modes: []fakeprovider.Mode{
+				fakeprovider.ModeServer500, fakeprovider.ModeRateLimit, fakeprovider.ModeOverloaded529,
+				fakeprovider.ModeUnauthorized401, fakeprovider.ModeStallAfterFirstChunk, fakeprovider.ModeBadGateway502HTML,
 			}}}},
 			{},
 		},
@@ -145,8 +145,8 @@ var table = []Scenario{
 		Steps: []Step{
 			{},
 			{},
-			{Faults: []Fault{{On: OnPrimary, Mode: fakellm.ModeContextOverflow400, Times: 1}}},
-			{Faults: []Fault{{On: OnEvery, Mode: fakellm.ModeContextOverflow400}}},
+			{Faults: []Fault{{On: OnPrimary, Mode: fakeprovider.ModeContextOverflow400, Times: 1}}},
+			{Faults: []Fault{{On: OnEvery, Mode: fakeprovider.ModeContextOverflow400}}},
 		},
 		Checks: []Check{
 			answeredBy(3, anyModel),
@@ -157,10 +157,10 @@ var table = []Scenario{
 	{
 		Name: "flapping-primary", Doc: "the primary fails, recovers, fails again: notices once per change and the 5-minute probe (S3, N1-N3)",
 		Steps: []Step{
-			{Faults: []Fault{{On: OnPrimary, Mode: fakellm.ModeServer500}}},
+			{Faults: []Fault{{On: OnPrimary, Mode: fakeprovider.ModeServer500}}},
 			{},
 			{AdvanceProbe: true, Faults: []Fault{}},
-			{Faults: []Fault{{On: OnPrimary, Mode: fakellm.ModeServer500}}},
+			{Faults: []Fault{{On: OnPrimary, Mode: fakeprovider.ModeServer500}}},
 		},
 		Checks: []Check{
 			answeredBy(1, fallbackModel),
@@ -176,7 +176,7 @@ var table = []Scenario{
 	},
 	{
 		Name: "many-sessions", Doc: "200 sessions hit the stalled primary at once: the process-wide paid-call guard holds (B2)",
-		Steps: []Step{{Sessions: 200, Faults: []Fault{{On: OnPrimary, Mode: fakellm.ModeStallAfterFirstChunk}}}},
+		Steps: []Step{{Sessions: 200, Faults: []Fault{{On: OnPrimary, Mode: fakeprovider.ModeStallAfterFirstChunk}}}},
 		Checks: []Check{
 			guardHolds(1),
 		},
@@ -185,7 +185,7 @@ var table = []Scenario{
 	{
 		Name: "a429-retry-after-2s", Doc: "the primary answers 429 with Retry-After 2 s on every call",
 		OpenClaw: "A 429 Retry-After 2 s: 12 calls, 153 s",
-		Steps:    []Step{{Faults: []Fault{{On: OnPrimary, Mode: fakellm.ModeRateLimit, RetryAfter: 2 * time.Second}}}},
+		Steps:    []Step{{Faults: []Fault{{On: OnPrimary, Mode: fakeprovider.ModeRateLimit, RetryAfter: 2 * time.Second}}}},
 		Checks: []Check{
 			answeredBy(1, fallbackModel),
 			primaryCalls(1, n(1), twicePrimaryKeys, "at most one wait-and-retry per key (R6)"),
@@ -194,7 +194,7 @@ var table = []Scenario{
 	{
 		Name: "a500", Doc: "the primary answers 500 on every call",
 		OpenClaw: "A 500: 10 calls, 90 s",
-		Steps:    []Step{{Faults: []Fault{{On: OnPrimary, Mode: fakellm.ModeServer500}}}},
+		Steps:    []Step{{Faults: []Fault{{On: OnPrimary, Mode: fakeprovider.ModeServer500}}}},
 		Checks: []Check{
 			answeredBy(1, fallbackModel),
 			primaryCalls(1, n(1), twicePrimaryKeys, "the primary is left quickly"),
@@ -203,7 +203,7 @@ var table = []Scenario{
 	{
 		Name: "a-stall", Doc: "the primary streams one chunk then stalls on every call",
 		OpenClaw: "A stalling, 10 s timeouts: 8 calls, 107 s",
-		Steps:    []Step{{Faults: []Fault{{On: OnPrimary, Mode: fakellm.ModeStallAfterFirstChunk}}}},
+		Steps:    []Step{{Faults: []Fault{{On: OnPrimary, Mode: fakeprovider.ModeStallAfterFirstChunk}}}},
 		Checks: []Check{
 			answeredBy(1, fallbackModel),
 			primaryCalls(1, n(1), switchThreshold, "the primary is left after at most timeout_switch_threshold calls"),
@@ -212,7 +212,7 @@ var table = []Scenario{
 	{
 		Name: "every-429", Doc: "every model answers 429 with Retry-After 2 s",
 		OpenClaw: "every model 429: 31 calls, 417 s",
-		Steps:    []Step{{Faults: []Fault{{On: OnEvery, Mode: fakellm.ModeRateLimit, RetryAfter: 2 * time.Second}}}},
+		Steps:    []Step{{Faults: []Fault{{On: OnEvery, Mode: fakeprovider.ModeRateLimit, RetryAfter: 2 * time.Second}}}},
 		Checks: []Check{
 			toldWhy(1, "rate", "limit", "retry"),
 		},
@@ -220,7 +220,7 @@ var table = []Scenario{
 	{
 		Name: "every-500", Doc: "every model answers 500",
 		OpenClaw: "every model 500: 24 calls, 238 s",
-		Steps:    []Step{{Faults: []Fault{{On: OnEvery, Mode: fakellm.ModeServer500}}}},
+		Steps:    []Step{{Faults: []Fault{{On: OnEvery, Mode: fakeprovider.ModeServer500}}}},
 		Checks: []Check{
 			toldWhy(1),
 		},

@@ -12,15 +12,15 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
-	"github.com/detourbot/detour/internal/testkit/fakellm"
+	"github.com/detourbot/detour/internal/fakeprovider"
 )
 
 // benchReply is 200 words, so the fake streams 200 content chunks.
 var benchReply = strings.Repeat("word ", 200)
 
-func benchFake(b *testing.B) *fakellm.Server {
+func benchFake(b *testing.B) *fakeprovider.Server {
 	b.Helper()
-	fake := fakellm.New(fakellm.WithRules(fakellm.Rule{Reply: benchReply}))
+	fake := fakeprovider.New(fakeprovider.WithRules(fakeprovider.Rule{Reply: benchReply}))
 	if err := fake.Start("127.0.0.1:0"); err != nil {
 		b.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func BenchmarkClientOverhead200(b *testing.B) {
 	b.ReportMetric(float64((chat-raw).Nanoseconds())/n, "client-ns/op")
 }
 
-// benchChunk is the shape of a fakellm (and OpenAI) content chunk.
+// benchChunk is the shape of a fakeprovider (and OpenAI) content chunk.
 var benchChunk = []byte(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"gpt-bench","choices":[{"index":0,"delta":{"content":"word "},"finish_reason":null}]}`)
 
 // BenchmarkDecodeChunk is the client's per-chunk decode (fast path).

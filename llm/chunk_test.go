@@ -11,7 +11,7 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
-	"github.com/detourbot/detour/internal/testkit/fakellm"
+	"github.com/detourbot/detour/internal/fakeprovider"
 )
 
 // oracleView decodes raw the way ChatCompletionStream.Recv does and returns
@@ -80,10 +80,10 @@ func TestDecodeChunk(t *testing.T) {
 		fast bool   // the fast path must take it
 		want string // viewString of the result; "" = compare with the oracle only
 	}{
-		{name: "fakellm role chunk", fast: true,
+		{name: "fakeprovider role chunk", fast: true,
 			raw:  `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"gpt-4o","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}`,
 			want: `usage=false/0/0 ["" tools=false finish=""]`},
-		{name: "fakellm word chunk", fast: true,
+		{name: "fakeprovider word chunk", fast: true,
 			raw:  `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"gpt-4o","choices":[{"index":0,"delta":{"content":"word "},"finish_reason":null}]}`,
 			want: `usage=false/0/0 ["word " tools=false finish=""]`},
 		{name: "finish chunk", fast: true,
@@ -183,10 +183,10 @@ func FuzzDecodeChunk(f *testing.F) {
 	})
 }
 
-// TestChat_FastPathOnFakeStream checks that every chunk fakellm streams takes
+// TestChat_FastPathOnFakeStream checks that every chunk fakeprovider streams takes
 // the fast path (otherwise the benchmark measures the fallback).
 func TestChat_FastPathOnFakeStream(t *testing.T) {
-	r := newRig(t, 5*time.Second, fakellm.Rule{Reply: "tiny reply"})
+	r := newRig(t, 5*time.Second, fakeprovider.Rule{Reply: "tiny reply"})
 	var raws [][]byte
 	r.client.onChunk = func(raw []byte) { raws = append(raws, bytes.Clone(raw)) }
 	if _, err := r.client.Chat(context.Background(), userReq("gpt-4o", "hi"), nil); err != nil {
@@ -197,7 +197,7 @@ func TestChat_FastPathOnFakeStream(t *testing.T) {
 	}
 	for _, raw := range raws {
 		if !checkAgainstOracle(t, raw) {
-			t.Errorf("fast path refused a fakellm chunk: %s", raw)
+			t.Errorf("fast path refused a fakeprovider chunk: %s", raw)
 		}
 	}
 }
@@ -210,7 +210,7 @@ func TestChat_DeltasStayValid(t *testing.T) {
 		words = append(words, fmt.Sprintf("w%03d", i))
 	}
 	reply := strings.Join(words, " ")
-	r := newRig(t, 5*time.Second, fakellm.Rule{Reply: reply})
+	r := newRig(t, 5*time.Second, fakeprovider.Rule{Reply: reply})
 	var deltas []string
 	out, err := r.client.Chat(context.Background(), userReq("gpt-4o", "hi"), func(s string) { deltas = append(deltas, s) })
 	if err != nil {

@@ -19,7 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/detourbot/detour/failover"
-	"github.com/detourbot/detour/internal/testkit/fakellm"
+	"github.com/detourbot/detour/internal/fakeprovider"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -28,16 +28,16 @@ const canary = "sk-CANARY-7f3a9c2e51d84b06a1e2"
 
 // rig is a fake server plus a client pointed at it, recording what Classify saw.
 type rig struct {
-	fake   *fakellm.Server
+	fake   *fakeprovider.Server
 	client *Client
 	logs   *bytes.Buffer
 	mu     sync.Mutex
 	seen   []failover.Response
 }
 
-func newRig(t *testing.T, idle time.Duration, rules ...fakellm.Rule) *rig {
+func newRig(t *testing.T, idle time.Duration, rules ...fakeprovider.Rule) *rig {
 	t.Helper()
-	fake := fakellm.New(fakellm.WithRules(rules...))
+	fake := fakeprovider.New(fakeprovider.WithRules(rules...))
 	if err := fake.Start("127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}
@@ -112,8 +112,8 @@ func asFailure(t *testing.T, err error) *failover.Failure {
 
 // modeCase is one fake mode and what the engine must receive.
 type modeCase struct {
-	mode   fakellm.Mode
-	rule   fakellm.Rule
+	mode   fakeprovider.Mode
+	rule   fakeprovider.Rule
 	reason failover.Reason // "" = success
 	// what the client must feed Classify
 	status  int
@@ -127,35 +127,35 @@ type modeCase struct {
 
 func modeCases() []modeCase {
 	return []modeCase{
-		{mode: fakellm.ModeOK},
-		{mode: fakellm.ModeSlowStream, rule: fakellm.Rule{Delay: 20 * time.Millisecond}},
+		{mode: fakeprovider.ModeOK},
+		{mode: fakeprovider.ModeSlowStream, rule: fakeprovider.Rule{Delay: 20 * time.Millisecond}},
 		// covers C11: Retry-After and x-ratelimit-reset-* are captured although go-openai drops them.
-		{mode: fakellm.ModeRateLimit, rule: fakellm.Rule{RetryAfter: 45 * time.Second}, reason: failover.ReasonRateLimit,
+		{mode: fakeprovider.ModeRateLimit, rule: fakeprovider.Rule{RetryAfter: 45 * time.Second}, reason: failover.ReasonRateLimit,
 			status: 429, bodyHas: "rate_limit_exceeded", retry: 45 * time.Second,
 			headers: map[string]string{"retry-after": "45", "retry-after-ms": "45000", "x-ratelimit-reset-requests": "45s"}},
-		{mode: fakellm.ModeInsufficientQuota, reason: failover.ReasonBilling, status: 429, bodyHas: "insufficient_quota"},
-		{mode: fakellm.ModeBilling402, reason: failover.ReasonBilling, status: 402, bodyHas: "Insufficient credits"},
-		{mode: fakellm.ModeUnauthorized401, reason: failover.ReasonAuth, status: 401, bodyHas: "invalid_api_key"},
-		{mode: fakellm.ModeRevoked403, reason: failover.ReasonAuthPermanent, status: 403, bodyHas: "revoked"},
-		{mode: fakellm.ModeModelNotFound404, reason: failover.ReasonModelNotFound, status: 404, bodyHas: "model_not_found"},
-		{mode: fakellm.ModeContextOverflow400, reason: failover.ReasonContextOverflow, status: 400, bodyHas: "context_length_exceeded"},
-		{mode: fakellm.ModeFormat400, reason: failover.ReasonFormat, status: 400, bodyHas: "invalid_request_error"},
-		{mode: fakellm.ModeServer500, reason: failover.ReasonTimeout, status: 500, bodyHas: "server_error"},
+		{mode: fakeprovider.ModeInsufficientQuota, reason: failover.ReasonBilling, status: 429, bodyHas: "insufficient_quota"},
+		{mode: fakeprovider.ModeBilling402, reason: failover.ReasonBilling, status: 402, bodyHas: "Insufficient credits"},
+		{mode: fakeprovider.ModeUnauthorized401, reason: failover.ReasonAuth, status: 401, bodyHas: "invalid_api_key"},
+		{mode: fakeprovider.ModeRevoked403, reason: failover.ReasonAuthPermanent, status: 403, bodyHas: "revoked"},
+		{mode: fakeprovider.ModeModelNotFound404, reason: failover.ReasonModelNotFound, status: 404, bodyHas: "model_not_found"},
+		{mode: fakeprovider.ModeContextOverflow400, reason: failover.ReasonContextOverflow, status: 400, bodyHas: "context_length_exceeded"},
+		{mode: fakeprovider.ModeFormat400, reason: failover.ReasonFormat, status: 400, bodyHas: "invalid_request_error"},
+		{mode: fakeprovider.ModeServer500, reason: failover.ReasonTimeout, status: 500, bodyHas: "server_error"},
 		// a non-JSON proxy page reaches Classify verbatim (go-openai's *RequestError).
-		{mode: fakellm.ModeBadGateway502HTML, reason: failover.ReasonTimeout, status: 502, bodyHas: "<h1>502 Bad Gateway</h1>"},
-		{mode: fakellm.ModeUnavailable503, reason: failover.ReasonTimeout, status: 503, bodyHas: "Service Unavailable"},
-		{mode: fakellm.ModeOverloaded529, reason: failover.ReasonOverloaded, status: 529, bodyHas: "overloaded_error"},
-		{mode: fakellm.ModeStallAfterFirstChunk, reason: failover.ReasonTimeout, status: 200, stream: true, errIs: failover.ErrIdleTimeout, idle: true},
-		{mode: fakellm.ModeHangBeforeHeaders, reason: failover.ReasonTimeout, status: 0, errIs: failover.ErrIdleTimeout, idle: true},
+		{mode: fakeprovider.ModeBadGateway502HTML, reason: failover.ReasonTimeout, status: 502, bodyHas: "<h1>502 Bad Gateway</h1>"},
+		{mode: fakeprovider.ModeUnavailable503, reason: failover.ReasonTimeout, status: 503, bodyHas: "Service Unavailable"},
+		{mode: fakeprovider.ModeOverloaded529, reason: failover.ReasonOverloaded, status: 529, bodyHas: "overloaded_error"},
+		{mode: fakeprovider.ModeStallAfterFirstChunk, reason: failover.ReasonTimeout, status: 200, stream: true, errIs: failover.ErrIdleTimeout, idle: true},
+		{mode: fakeprovider.ModeHangBeforeHeaders, reason: failover.ReasonTimeout, status: 0, errIs: failover.ErrIdleTimeout, idle: true},
 		// covers R13: an empty 200 is an error carrying ErrEmptyOutput.
-		{mode: fakellm.ModeEmptyReply, reason: failover.ReasonEmptyResponse, status: 200, errIs: failover.ErrEmptyOutput},
+		{mode: fakeprovider.ModeEmptyReply, reason: failover.ReasonEmptyResponse, status: 200, errIs: failover.ErrEmptyOutput},
 		// covers R14: an unknown stop reason is an error before any decision.
-		{mode: fakellm.ModeUnknownFinishReason, reason: failover.ReasonUnclassified, status: 200, stream: true, bodyHas: "Unhandled stop reason: weird_reason"},
+		{mode: fakeprovider.ModeUnknownFinishReason, reason: failover.ReasonUnclassified, status: 200, stream: true, bodyHas: "Unhandled stop reason: weird_reason"},
 		// an SSE error event mid-stream: APIError with status 0, rebuilt as the event JSON.
-		{mode: fakellm.ModeMidstreamError, reason: failover.ReasonTimeout, status: 200, stream: true, bodyHas: `"type":"server_error"`},
-		{mode: fakellm.ModeConnectionReset, reason: failover.ReasonTimeout, status: 200, stream: true},
+		{mode: fakeprovider.ModeMidstreamError, reason: failover.ReasonTimeout, status: 200, stream: true, bodyHas: `"type":"server_error"`},
+		{mode: fakeprovider.ModeConnectionReset, reason: failover.ReasonTimeout, status: 200, stream: true},
 		// covers C11 / B6: a year-less reset time in the body.
-		{mode: fakellm.ModeQuotaResetText, rule: fakellm.Rule{ResetText: "08-25 01:37:00 UTC"}, reason: failover.ReasonBilling, status: 429, bodyHas: "will reset at 08-25 01:37:00 UTC"},
+		{mode: fakeprovider.ModeQuotaResetText, rule: fakeprovider.Rule{ResetText: "08-25 01:37:00 UTC"}, reason: failover.ReasonBilling, status: 429, bodyHas: "will reset at 08-25 01:37:00 UTC"},
 	}
 }
 
@@ -163,7 +163,7 @@ func modeCases() []modeCase {
 // mode: what Classify receives (always checked), exactly one HTTP call (no
 // hidden retries), and the reason the engine gets (once Classify has landed).
 func TestChat_EveryMode(t *testing.T) {
-	covered := map[fakellm.Mode]bool{}
+	covered := map[fakeprovider.Mode]bool{}
 	landed := classifyLanded()
 	for _, tc := range modeCases() {
 		covered[tc.mode] = true
@@ -177,7 +177,7 @@ func TestChat_EveryMode(t *testing.T) {
 			r := newRig(t, idle, rule)
 			var deltas strings.Builder
 			out, err := r.client.Chat(context.Background(), userReq("gpt-test", "hello"), func(s string) { deltas.WriteString(s) })
-			if n := r.fake.CallCount(fakellm.Filter{}); n != 1 {
+			if n := r.fake.CallCount(fakeprovider.Filter{}); n != 1 {
 				t.Fatalf("%d HTTP calls, want exactly 1 (no hidden retries)", n)
 			}
 			if tc.reason == "" {
@@ -229,7 +229,7 @@ func TestChat_EveryMode(t *testing.T) {
 			if tc.retry != 0 && f.RetryAfter != tc.retry {
 				t.Fatalf("RetryAfter %v, want %v", f.RetryAfter, tc.retry)
 			}
-			if tc.mode == fakellm.ModeQuotaResetText {
+			if tc.mode == fakeprovider.ModeQuotaResetText {
 				if f.RecoveryAt.IsZero() || f.RecoveryAt.Month() != time.August || f.RecoveryAt.Day() != 25 ||
 					f.RecoveryAt.Hour() != 1 || f.RecoveryAt.Minute() != 37 || f.RecoveryAt.Year() < time.Now().UTC().Year() {
 					t.Fatalf("RecoveryAt %v", f.RecoveryAt)
@@ -237,7 +237,7 @@ func TestChat_EveryMode(t *testing.T) {
 			}
 		})
 	}
-	for _, m := range fakellm.AllModes {
+	for _, m := range fakeprovider.AllModes {
 		if !covered[m] {
 			t.Errorf("mode %s has no client test", m)
 		}
@@ -248,7 +248,7 @@ func TestChat_EveryMode(t *testing.T) {
 // last chunk, and reported as an idle timeout with the partial text.
 func TestChat_R8_IdleStallDetected(t *testing.T) {
 	const idle = time.Second // 10% = 100 ms of slack for a loaded -race run
-	r := newRig(t, idle, fakellm.Rule{Mode: fakellm.ModeStallAfterFirstChunk, Reply: "partial answer"})
+	r := newRig(t, idle, fakeprovider.Rule{Mode: fakeprovider.ModeStallAfterFirstChunk, Reply: "partial answer"})
 	var last time.Time
 	out, err := r.client.Chat(context.Background(), userReq("m", "x"), func(string) { last = time.Now() })
 	elapsed := time.Since(last)
@@ -269,7 +269,7 @@ func TestChat_R8_IdleStallDetected(t *testing.T) {
 // covers R5: no response headers at all is also an idle timeout.
 func TestChat_R5_HangBeforeHeadersDetected(t *testing.T) {
 	const idle = time.Second
-	r := newRig(t, idle, fakellm.Rule{Mode: fakellm.ModeHangBeforeHeaders})
+	r := newRig(t, idle, fakeprovider.Rule{Mode: fakeprovider.ModeHangBeforeHeaders})
 	t0 := time.Now()
 	_, err := r.client.Chat(context.Background(), userReq("m", "x"), nil)
 	elapsed := time.Since(t0)
@@ -284,7 +284,7 @@ func TestChat_R5_HangBeforeHeadersDetected(t *testing.T) {
 
 // The attempt timeout comes from the caller's deadline (R10) and is not idle.
 func TestChat_R10_AttemptTimeoutFromCaller(t *testing.T) {
-	r := newRig(t, 5*time.Second, fakellm.Rule{Mode: fakellm.ModeSlowStream, Delay: time.Second})
+	r := newRig(t, 5*time.Second, fakeprovider.Rule{Mode: fakeprovider.ModeSlowStream, Delay: time.Second})
 	ctx, cancel := context.WithTimeoutCause(context.Background(), 150*time.Millisecond, failover.ErrAttemptTimeout)
 	defer cancel()
 	_, err := r.client.Chat(ctx, userReq("m", "x"), nil)
@@ -300,9 +300,9 @@ func TestChat_R10_AttemptTimeoutFromCaller(t *testing.T) {
 
 // A caller cancellation is aborted, never a provider failure; nothing leaks.
 func TestChat_CallerCancelIsAborted(t *testing.T) {
-	for _, mode := range []fakellm.Mode{fakellm.ModeStallAfterFirstChunk, fakellm.ModeHangBeforeHeaders} {
+	for _, mode := range []fakeprovider.Mode{fakeprovider.ModeStallAfterFirstChunk, fakeprovider.ModeHangBeforeHeaders} {
 		t.Run(string(mode), func(t *testing.T) {
-			fake := fakellm.New(fakellm.WithRules(fakellm.Rule{Mode: mode}))
+			fake := fakeprovider.New(fakeprovider.WithRules(fakeprovider.Rule{Mode: mode}))
 			if err := fake.Start("127.0.0.1:0"); err != nil {
 				t.Fatal(err)
 			}
@@ -328,7 +328,7 @@ func TestChat_CallerCancelIsAborted(t *testing.T) {
 
 // No goroutine or connection is left after an idle timeout.
 func TestChat_NoLeakAfterIdleTimeout(t *testing.T) {
-	fake := fakellm.New(fakellm.WithRules(fakellm.Rule{Mode: fakellm.ModeStallAfterFirstChunk}))
+	fake := fakeprovider.New(fakeprovider.WithRules(fakeprovider.Rule{Mode: fakeprovider.ModeStallAfterFirstChunk}))
 	if err := fake.Start("127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}
@@ -366,7 +366,7 @@ func TestChat_P4_CanaryKeyNeverLeaks(t *testing.T) {
 	errs = append(errs, c.Probe(context.Background(), "m"))
 
 	// and through the fake: 401 (masked echo) and a transport failure.
-	rg := newRig(t, time.Second, fakellm.Rule{Mode: fakellm.ModeUnauthorized401})
+	rg := newRig(t, time.Second, fakeprovider.Rule{Mode: fakeprovider.ModeUnauthorized401})
 	_, err = rg.client.Chat(context.Background(), userReq("m", "x"), nil)
 	errs = append(errs, err)
 
@@ -389,7 +389,7 @@ func TestChat_P4_CanaryKeyNeverLeaks(t *testing.T) {
 		}
 	}
 	for _, call := range rg.fake.Calls() {
-		if call.KeyID != fakellm.KeyID(canary) {
+		if call.KeyID != fakeprovider.KeyID(canary) {
 			t.Fatalf("fake logged key id %q", call.KeyID)
 		}
 	}
@@ -397,7 +397,7 @@ func TestChat_P4_CanaryKeyNeverLeaks(t *testing.T) {
 
 // covers V5: Probe is the smallest request (max_tokens 1, not streamed).
 func TestProbe_V5(t *testing.T) {
-	fake := fakellm.New()
+	fake := fakeprovider.New()
 	var mu sync.Mutex
 	var bodies []map[string]any
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
@@ -428,15 +428,15 @@ func TestProbe_V5(t *testing.T) {
 	if bodies[1]["max_completion_tokens"] != float64(1) {
 		t.Fatalf("reasoning probe body %v", bodies[1])
 	}
-	fake.Script(fakellm.Rule{Mode: fakellm.ModeRateLimit, RetryAfter: 2 * time.Minute})
+	fake.Script(fakeprovider.Rule{Mode: fakeprovider.ModeRateLimit, RetryAfter: 2 * time.Minute})
 	f := asFailure(t, c.Probe(context.Background(), "gpt-4o-mini"))
 	resp := r.lastResponse(t)
 	if resp.Status != 429 || resp.Stream || resp.Headers["retry-after"] != "120" || f.Model != "gpt-4o-mini" {
 		t.Fatalf("probe failure %+v response %+v", f, resp)
 	}
-	fake.Script(fakellm.Rule{Mode: fakellm.ModeHangBeforeHeaders})
+	fake.Script(fakeprovider.Rule{Mode: fakeprovider.ModeHangBeforeHeaders})
 	fake.Reset()
-	fake.Script(fakellm.Rule{Mode: fakellm.ModeHangBeforeHeaders})
+	fake.Script(fakeprovider.Rule{Mode: fakeprovider.ModeHangBeforeHeaders})
 	if f := asFailure(t, c.Probe(context.Background(), "gpt-4o-mini")); !f.Idle {
 		t.Fatalf("hanging probe %+v", f)
 	}
@@ -570,7 +570,7 @@ func TestCaptureTransport_Headers(t *testing.T) {
 // covers C11: stated waits become recovery times on the injected clock, so a
 // fake clock in the engine and the client agree.
 func TestChat_C11_InjectedClock(t *testing.T) {
-	fake := fakellm.New(fakellm.WithRules(fakellm.Rule{Mode: fakellm.ModeRateLimit, RetryAfter: 45 * time.Second}))
+	fake := fakeprovider.New(fakeprovider.WithRules(fakeprovider.Rule{Mode: fakeprovider.ModeRateLimit, RetryAfter: 45 * time.Second}))
 	srv := httptest.NewServer(fake.Handler())
 	defer srv.Close()
 	defer fake.Close()

@@ -9,7 +9,7 @@ import (
 
 	"github.com/detourbot/detour/adapters"
 	"github.com/detourbot/detour/failover"
-	"github.com/detourbot/detour/internal/testkit/fakellm"
+	"github.com/detourbot/detour/internal/fakeprovider"
 	"github.com/detourbot/detour/notices"
 )
 
@@ -26,7 +26,7 @@ func withAgents(cfg *Config, _ *harness) {
 // covers S2, K5
 func TestRouter_S2_AgentModelStrictUnlessOwnFallbacks(t *testing.T) {
 	h := newHarness(t, withAgents)
-	h.fake.Script(fakellm.Rule{Provider: "p3", Mode: fakellm.ModeUnavailable503})
+	h.fake.Script(fakeprovider.Rule{Provider: "p3", Mode: fakeprovider.ModeUnavailable503})
 	for _, key := range []string{"test:agent-strict:1", "test:agent-empty:1"} {
 		out := expect(t, h.say(key, "hi"), "error")
 		if !strings.Contains(out[0].Text, mThird) {
@@ -53,11 +53,11 @@ func TestRouter_S2_AgentModelStrictUnlessOwnFallbacks(t *testing.T) {
 // lands back on the configured primary, which clears the override.
 func TestRouter_K4_ExhaustedChainLandsOnPrimary(t *testing.T) {
 	h := newHarness(t)
-	h.fake.Script(fakellm.Rule{Provider: "p1", Mode: fakellm.ModeUnavailable503, Times: 1})
+	h.fake.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeUnavailable503, Times: 1})
 	expect(t, h.say(key1, "hello"), "notice,reply")
 	h.clock.Advance(time.Minute) // the primary's 30 s cooldown is over; no probe due yet
-	h.fake.Script(fakellm.Rule{Provider: "p2", Mode: fakellm.ModeModelNotFound404})
-	h.fake.Script(fakellm.Rule{Provider: "p3", Mode: fakellm.ModeModelNotFound404})
+	h.fake.Script(fakeprovider.Rule{Provider: "p2", Mode: fakeprovider.ModeModelNotFound404})
+	h.fake.Script(fakeprovider.Rule{Provider: "p3", Mode: fakeprovider.ModeModelNotFound404})
 	out := expect(t, h.say(key1, "again"), "notice,reply")
 	if want := notices.Cleared(mPrimary, mFallback); out[0].Text != want {
 		t.Fatalf("notice = %q, want %q", out[0].Text, want)

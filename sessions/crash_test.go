@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/detourbot/detour/failover/failovertest"
-	"github.com/detourbot/detour/internal/testkit/fakellm"
+	"github.com/detourbot/detour/internal/fakeprovider"
 )
 
 const (
@@ -94,8 +94,8 @@ func TestRouter_O2_CrashDuringFallbackKeepsOverrideAndHistory(t *testing.T) {
 		t.Fatalf("turn 1: %q", l)
 	}
 	// Turn 2: the primary fails, the fallback call hangs; kill -9 the process then.
-	h.fake.Script(fakellm.Rule{Provider: "p1", Mode: fakellm.ModeUnavailable503})
-	h.fake.Script(fakellm.Rule{Provider: "p2", Mode: fakellm.ModeHangBeforeHeaders, Times: 1})
+	h.fake.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeUnavailable503})
+	h.fake.Script(fakeprovider.Rule{Provider: "p2", Mode: fakeprovider.ModeHangBeforeHeaders, Times: 1})
 	fmt.Fprintln(stdin, "two")
 	waitFor(t, "the fallback call to hang", func() bool { return h.calls.count("p2") >= 1 })
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {

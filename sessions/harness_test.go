@@ -19,7 +19,7 @@ import (
 	"github.com/detourbot/detour/failover"
 	"github.com/detourbot/detour/failover/failovertest"
 	"github.com/detourbot/detour/internal/store"
-	"github.com/detourbot/detour/internal/testkit/fakellm"
+	"github.com/detourbot/detour/internal/fakeprovider"
 	"github.com/detourbot/detour/llm"
 )
 
@@ -110,7 +110,7 @@ func (f *inflight) count(provider string) int64 {
 
 type harness struct {
 	t      testing.TB
-	fake   *fakellm.Server
+	fake   *fakeprovider.Server
 	url    string
 	calls  *inflight
 	clock  *failovertest.Clock
@@ -131,10 +131,10 @@ type harness struct {
 
 type harnessOpt func(*Config, *harness)
 
-// serveFake starts fakellm behind the in-flight counter on 127.0.0.1.
-func serveFake(t testing.TB, now func() time.Time) (*fakellm.Server, string, *inflight) {
+// serveFake starts fakeprovider behind the in-flight counter on 127.0.0.1.
+func serveFake(t testing.TB, now func() time.Time) (*fakeprovider.Server, string, *inflight) {
 	t.Helper()
-	fake := fakellm.New(fakellm.WithNow(now))
+	fake := fakeprovider.New(fakeprovider.WithNow(now))
 	calls := &inflight{h: fake.Handler()}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

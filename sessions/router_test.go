@@ -8,7 +8,7 @@ import (
 
 	"github.com/detourbot/detour/adapters"
 	"github.com/detourbot/detour/failover"
-	"github.com/detourbot/detour/internal/testkit/fakellm"
+	"github.com/detourbot/detour/internal/fakeprovider"
 	"github.com/detourbot/detour/notices"
 )
 
@@ -17,7 +17,7 @@ const key1 = "test:s1"
 // covers S1, O1, O2, N1, N3, N4, S3, N2, K1
 func TestRouter_N1_N2_N3_S3_FallbackStaysThenProbeClears(t *testing.T) {
 	h := newHarness(t)
-	h.fake.Script(fakellm.Rule{Provider: "p1", Mode: fakellm.ModeUnavailable503})
+	h.fake.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeUnavailable503})
 
 	// Turn 1: the primary fails, the fallback answers; one N1 notice, then the reply.
 	out := expect(t, h.say(key1, "hello"), "notice,reply")
@@ -97,7 +97,7 @@ func TestRouter_N1_N2_N3_S3_FallbackStaysThenProbeClears(t *testing.T) {
 // covers N1 (reason text), V1
 func TestRouter_N1_BillingReasonAndAttemptsRecorded(t *testing.T) {
 	h := newHarness(t)
-	h.fake.Script(fakellm.Rule{Provider: "p1", Mode: fakellm.ModeBilling402})
+	h.fake.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeBilling402})
 	out := expect(t, h.say(key1, "hi"), "notice,reply")
 	if want := notices.Fallback(mFallback, mPrimary, failover.ReasonBilling); out[0].Text != want {
 		t.Fatalf("N1 = %q, want %q", out[0].Text, want)
@@ -124,7 +124,7 @@ func TestRouter_B4_NoticeAudience(t *testing.T) {
 	}{{"off", true, "reply"}, {"direct_only", false, "reply"}, {"direct_only", true, "notice,reply"}, {"all", false, "notice,reply"}} {
 		t.Run(c.audience, func(t *testing.T) {
 			h := newHarness(t, func(cfg *Config, _ *harness) { cfg.Notices = c.audience })
-			h.fake.Script(fakellm.Rule{Provider: "p1", Mode: fakellm.ModeBilling402})
+			h.fake.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeBilling402})
 			h.sayAs(adapters.Inbound{Channel: "test", SessionKey: key1, Text: "hi", Direct: c.direct})
 			expect(t, h.rec.take(), c.want)
 		})
@@ -138,7 +138,7 @@ func TestRouter_S4_UserModelIsStrict(t *testing.T) {
 	if !strings.Contains(out[0].Text, "model set to "+mPrimary) {
 		t.Fatalf("answer = %q", out[0].Text)
 	}
-	h.fake.Script(fakellm.Rule{Provider: "p1", Mode: fakellm.ModeBilling402})
+	h.fake.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeBilling402})
 	out = expect(t, h.say(key1, "hi"), "error")
 	if !strings.Contains(out[0].Text, mPrimary) || !strings.Contains(out[0].Text, "billing") {
 		t.Fatalf("S4 error = %q", out[0].Text)
@@ -180,8 +180,8 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // covers O3, O2, O4, O5
 func TestRouter_O3_RollbackSparesConcurrentSetModel(t *testing.T) {
 	h := newHarness(t, func(_ *Config, h *harness) { h.idle = 300 * time.Millisecond })
-	h.fake.Script(fakellm.Rule{Provider: "p1", Mode: fakellm.ModeUnavailable503})
-	h.fake.Script(fakellm.Rule{Provider: "p2", Mode: fakellm.ModeHangBeforeHeaders})
+	h.fake.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeUnavailable503})
+	h.fake.Script(fakeprovider.Rule{Provider: "p2", Mode: fakeprovider.ModeHangBeforeHeaders})
 	h.r.Handle(context.Background(), adapters.Inbound{Channel: "test", SessionKey: key1, Text: "hello"})
 
 	// O2: the override is persisted before the fallback attempt starts.
@@ -220,9 +220,9 @@ func TestRouter_O3_RollbackSparesConcurrentSetModel(t *testing.T) {
 // covers O3: without interference the failed fallback's fields are rolled back.
 func TestRouter_O3_RollbackWhenEveryFallbackFails(t *testing.T) {
 	h := newHarness(t)
-	h.fake.Script(fakellm.Rule{Provider: "p1", Mode: fakellm.ModeBilling402})
-	h.fake.Script(fakellm.Rule{Provider: "p2", Mode: fakellm.ModeModelNotFound404})
-	h.fake.Script(fakellm.Rule{Provider: "p3", Mode: fakellm.ModeModelNotFound404})
+	h.fake.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeBilling402})
+	h.fake.Script(fakeprovider.Rule{Provider: "p2", Mode: fakeprovider.ModeModelNotFound404})
+	h.fake.Script(fakeprovider.Rule{Provider: "p3", Mode: fakeprovider.ModeModelNotFound404})
 	expect(t, h.say(key1, "hello"), "error")
 	e := h.entry(key1)
 	if e.ModelOverride != "" || e.ModelOverrideSource != "" || e.AuthProfileOverride != "" || e.FallbackOrigin != "" {
@@ -236,7 +236,7 @@ func TestRouter_O3_RollbackWhenEveryFallbackFails(t *testing.T) {
 // covers O7, P2
 func TestRouter_O7_NewVersusReset(t *testing.T) {
 	h := newHarness(t)
-	h.fake.Script(fakellm.Rule{Provider: "p1", Mode: fakellm.ModeBilling402})
+	h.fake.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeBilling402})
 	expect(t, h.say(key1, "hello"), "notice,reply")
 	if h.entry(key1).ModelOverrideSource != "auto" {
 		t.Fatal("setup: no auto override")
@@ -279,7 +279,7 @@ func TestRouter_O7_NewVersusReset(t *testing.T) {
 // covers N5, B3
 func TestRouter_N5_StatusAndB3_Recover(t *testing.T) {
 	h := newHarness(t)
-	h.fake.Script(fakellm.Rule{Provider: "p1", Mode: fakellm.ModeBilling402})
+	h.fake.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeBilling402})
 	expect(t, h.say(key1, "hello"), "notice,reply")
 	out := expect(t, h.say(key1, "/status"), "reply")
 	st := out[0].Text
@@ -320,12 +320,12 @@ func TestRouter_N5_StatusAndB3_Recover(t *testing.T) {
 		t.Fatal("B3: a failed probe must not clear the disable")
 	}
 	h.fake.Reset() // the account was topped up
-	probes := h.fake.CallCount(fakellm.Filter{Provider: "p1"})
+	probes := h.fake.CallCount(fakeprovider.Filter{Provider: "p1"})
 	out = expect(t, admin("/recover p1/alpha"), "reply")
 	if !strings.Contains(out[0].Text, "recovered p1/alpha") {
 		t.Fatalf("recover: %q", out[0].Text)
 	}
-	if n := h.fake.CallCount(fakellm.Filter{Provider: "p1"}) - probes; n != 1 {
+	if n := h.fake.CallCount(fakeprovider.Filter{Provider: "p1"}) - probes; n != 1 {
 		t.Fatalf("B3: want one probe call, got %d", n)
 	}
 	if st, _ := h.states.Get(context.Background(), "p1:main"); !st.DisabledUntil.IsZero() || st.ErrorCount != 0 {
@@ -350,9 +350,9 @@ func TestRouter_V4_AdminReportOncePerIncident(t *testing.T) {
 	h := newHarness(t)
 	// (No rate_limit mode here: the llm client resolves relative reset headers
 	// against the wall clock, not the test's fake clock.)
-	h.fake.Script(fakellm.Rule{Provider: "p1", Mode: fakellm.ModeOverloaded529})
-	h.fake.Script(fakellm.Rule{Provider: "p2", Mode: fakellm.ModeBilling402})
-	h.fake.Script(fakellm.Rule{Provider: "p3", Mode: fakellm.ModeRevoked403})
+	h.fake.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeOverloaded529})
+	h.fake.Script(fakeprovider.Rule{Provider: "p2", Mode: fakeprovider.ModeBilling402})
+	h.fake.Script(fakeprovider.Rule{Provider: "p3", Mode: fakeprovider.ModeRevoked403})
 	out := expect(t, h.say(key1, "hello"), "error")
 	for _, want := range []string{mPrimary, mFallback, mThird} {
 		if !strings.Contains(out[0].Text, want) {
@@ -382,7 +382,7 @@ func TestRouter_V4_AdminReportOncePerIncident(t *testing.T) {
 	h.fake.Reset()
 	h.clock.Advance(24 * time.Hour)
 	expect(t, h.say("test:s3", "fine?"), "reply")
-	h.fake.Script(fakellm.Rule{Mode: fakellm.ModeModelNotFound404})
+	h.fake.Script(fakeprovider.Rule{Mode: fakeprovider.ModeModelNotFound404})
 	expect(t, h.say("test:s4", "down again"), "error")
 	if rep := h.admin.take(); len(rep) != 1 {
 		t.Fatalf("V4: new incident not reported:\n%s", dump(rep))
@@ -393,7 +393,7 @@ func TestRouter_V4_AdminReportOncePerIncident(t *testing.T) {
 // with ReplyTo the part after the colon.
 func TestRouter_V4_AdminChannelRouting(t *testing.T) {
 	h := newHarness(t, func(cfg *Config, _ *harness) { cfg.AdminChannel = "test:C0ADMIN" })
-	h.fake.Script(fakellm.Rule{Mode: fakellm.ModeModelNotFound404})
+	h.fake.Script(fakeprovider.Rule{Mode: fakeprovider.ModeModelNotFound404})
 	out := h.say(key1, "hello")
 	var rep []adapters.Outbound
 	for _, o := range out {
@@ -444,8 +444,8 @@ func TestRouter_OversizedMessageRefused(t *testing.T) {
 // covers P4: no secret in the database, logs or anything sent.
 func TestRouter_P4_CanaryNeverStoredOrLogged(t *testing.T) {
 	h := newHarness(t)
-	h.fake.Script(fakellm.Rule{Provider: "p1", Mode: fakellm.ModeUnauthorized401})
-	h.fake.Script(fakellm.Rule{Provider: "p2", Mode: fakellm.ModeRevoked403})
+	h.fake.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeUnauthorized401})
+	h.fake.Script(fakeprovider.Rule{Provider: "p2", Mode: fakeprovider.ModeRevoked403})
 	h.say(key1, "hello")
 	h.say(key1, "/status")
 	h.clock.Advance(time.Hour)
@@ -497,8 +497,8 @@ func TestRouter_P4_CanaryNeverStoredOrLogged(t *testing.T) {
 // the chain, the turn starts again on it and the candidates between are never called.
 func TestRouter_O6_LiveSwitchRestartsOnUserModel(t *testing.T) {
 	h := newHarness(t, func(_ *Config, h *harness) { h.idle = 300 * time.Millisecond })
-	h.fake.Script(fakellm.Rule{Provider: "p1", Mode: fakellm.ModeUnavailable503})
-	h.fake.Script(fakellm.Rule{Provider: "p2", Mode: fakellm.ModeHangBeforeHeaders})
+	h.fake.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeUnavailable503})
+	h.fake.Script(fakeprovider.Rule{Provider: "p2", Mode: fakeprovider.ModeHangBeforeHeaders})
 	h.r.Handle(context.Background(), adapters.Inbound{Channel: "test", SessionKey: key1, Text: "hello"})
 	waitFor(t, "the fallback attempt to hang in the fake", func() bool { return h.calls.count("p2") >= 1 })
 	const userModel = "p3/delta"
@@ -525,7 +525,7 @@ func TestRouter_O6_LiveSwitchRestartsOnUserModel(t *testing.T) {
 // restart ends it, and the next outage is reported.
 func TestRouter_V4_IncidentSurvivesRestart(t *testing.T) {
 	h := newHarness(t)
-	h.fake.Script(fakellm.Rule{Mode: fakellm.ModeModelNotFound404})
+	h.fake.Script(fakeprovider.Rule{Mode: fakeprovider.ModeModelNotFound404})
 	expect(t, h.say(key1, "hello"), "error")
 	if rep := h.admin.take(); len(rep) != 1 {
 		t.Fatalf("V4: want one report, got:\n%s", dump(rep))
@@ -537,7 +537,7 @@ func TestRouter_V4_IncidentSurvivesRestart(t *testing.T) {
 	}
 	h.fake.Reset()
 	expect(t, h.say("test:s3", "back?"), "reply")
-	h.fake.Script(fakellm.Rule{Mode: fakellm.ModeModelNotFound404})
+	h.fake.Script(fakeprovider.Rule{Mode: fakeprovider.ModeModelNotFound404})
 	expect(t, h.say("test:s4", "down again"), "error")
 	if rep := h.admin.take(); len(rep) != 1 {
 		t.Fatalf("V4: the next incident after a success was not reported:\n%s", dump(rep))

@@ -1,7 +1,7 @@
 package discord
 
 // End-to-end: real discordgo against fakediscord, the real sessions router and
-// failover engine on SQLite, the real llm client against fakellm, a fake clock.
+// failover engine on SQLite, the real llm client against fakeprovider, a fake clock.
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 	"github.com/detourbot/detour/failover/failovertest"
 	"github.com/detourbot/detour/internal/store"
 	"github.com/detourbot/detour/internal/testkit/fakediscord"
-	"github.com/detourbot/detour/internal/testkit/fakellm"
+	"github.com/detourbot/detour/internal/fakeprovider"
 	"github.com/detourbot/detour/llm"
 	"github.com/detourbot/detour/notices"
 	"github.com/detourbot/detour/sessions"
@@ -38,7 +38,7 @@ var e2eKeys = map[string]string{
 type e2e struct {
 	t      *testing.T
 	clock  *failovertest.Clock
-	llm    *fakellm.Server
+	llm    *fakeprovider.Server
 	fake   *fakediscord.Server
 	a      *Adapter
 	logs   *syncBuffer
@@ -51,7 +51,7 @@ func newE2E(t *testing.T) *e2e {
 		logs: &syncBuffer{}, sleeps: &sleepRecorder{}}
 	log := slogTo(e.logs)
 
-	e.llm = fakellm.New(fakellm.WithNow(e.clock.Now))
+	e.llm = fakeprovider.New(fakeprovider.WithNow(e.clock.Now))
 	llmSrv := httptest.NewServer(e.llm.Handler())
 	t.Cleanup(func() { e.llm.Close(); llmSrv.Close() })
 
@@ -200,7 +200,7 @@ func TestE2E_MentionThreadDM(t *testing.T) {
 func TestE2E_OverloadedPrimaryNoticeThenFallbackThenCleared(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t)
-	e.llm.Script(fakellm.Rule{Provider: "p1", Mode: fakellm.ModeOverloaded529})
+	e.llm.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeOverloaded529})
 
 	e.fake.SendMention("G1", "C1", "U1", "hello")
 	m := e.posts("C1", 2)

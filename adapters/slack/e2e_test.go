@@ -16,7 +16,7 @@ import (
 	"github.com/detourbot/detour/failover"
 	"github.com/detourbot/detour/failover/failovertest"
 	"github.com/detourbot/detour/internal/store"
-	"github.com/detourbot/detour/internal/testkit/fakellm"
+	"github.com/detourbot/detour/internal/fakeprovider"
 	"github.com/detourbot/detour/internal/testkit/fakeslack"
 	"github.com/detourbot/detour/llm"
 	"github.com/detourbot/detour/sessions"
@@ -30,11 +30,11 @@ var e2eKeys = map[string]string{
 
 // e2e wires the real slack-go Socket Mode client (through the adapter) against
 // fakeslack, and the real router, failover engine, SQLite store and llm client against
-// fakellm.
+// fakeprovider.
 type e2e struct {
 	t      *testing.T
 	slack  *fakeslack.Server
-	llm    *fakellm.Server
+	llm    *fakeprovider.Server
 	clock  *failovertest.Clock
 	router *sessions.Router
 	db     *gorm.DB
@@ -52,7 +52,7 @@ func startE2E(t *testing.T) *e2e {
 	e := &e2e{t: t, logs: &syncBuffer{}, clock: failovertest.NewClock(time.Date(2026, 3, 1, 14, 0, 0, 0, time.UTC))}
 	log := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 
-	e.llm = fakellm.New(fakellm.WithNow(e.clock.Now))
+	e.llm = fakeprovider.New(fakeprovider.WithNow(e.clock.Now))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -219,7 +219,7 @@ func isNotice(p fakeslack.Post) bool {
 // covers N1, N3, N4, N5, S3, S4, V4 through Slack
 func TestE2E_SlackThreadFallbackCommandsAndReliability(t *testing.T) {
 	e := startE2E(t)
-	e.llm.Script(fakellm.Rule{Provider: "p1", Mode: fakellm.ModeInsufficientQuota})
+	e.llm.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeInsufficientQuota})
 
 	// 1. Mention: answered in the mention's thread; the fallback notice is its own
 	//    (context block) message, posted before the reply (N1, N4).
@@ -328,8 +328,8 @@ func TestE2E_SlackThreadFallbackCommandsAndReliability(t *testing.T) {
 
 	// 8. Every model down: the user gets an error in the thread, the admin channel
 	//    one report; a second failing turn sends no second report (V4).
-	e.llm.Script(fakellm.Rule{Provider: "p2", Mode: fakellm.ModeBilling402})
-	e.llm.Script(fakellm.Rule{Provider: "p3", Mode: fakellm.ModeRevoked403})
+	e.llm.Script(fakeprovider.Rule{Provider: "p2", Mode: fakeprovider.ModeBilling402})
+	e.llm.Script(fakeprovider.Rule{Provider: "p3", Mode: fakeprovider.ModeRevoked403})
 	m6 := e.slack.Mention("C6", "U1", "anyone there?", "")
 	ps = e.waitThread("C6", m6.TS, 1)
 	last := ps[len(ps)-1]

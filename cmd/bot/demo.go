@@ -6,7 +6,7 @@ import (
 	"io"
 
 	"github.com/detourbot/detour/config"
-	"github.com/detourbot/detour/internal/testkit/fakellm"
+	"github.com/detourbot/detour/internal/fakeprovider"
 )
 
 //go:embed demo.yaml
@@ -38,8 +38,8 @@ func demoConfig(root string) (*config.Config, error) {
 }
 
 // startDemoLLM starts the built-in fake provider on a loopback port.
-func startDemoLLM() (*fakellm.Server, error) {
-	srv := fakellm.New(fakellm.WithModels(demoProvider, "primary"), fakellm.WithModels(backupProvider, "fallback-1", "fallback-2"))
+func startDemoLLM() (*fakeprovider.Server, error) {
+	srv := fakeprovider.New(fakeprovider.WithModels(demoProvider, "primary"), fakeprovider.WithModels(backupProvider, "fallback-1", "fallback-2"))
 	if err := srv.Start("127.0.0.1:0"); err != nil {
 		return nil, err
 	}

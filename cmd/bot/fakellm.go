@@ -7,12 +7,12 @@ import (
 	"io"
 	"os"
 
-	"github.com/detourbot/detour/internal/testkit/fakellm"
+	"github.com/detourbot/detour/internal/fakeprovider"
 )
 
 // runFakeLLM serves the fault-injecting OpenAI-compatible server (`bot fake-llm`)
 // until ctx ends. Flags: --listen ADDR (default 127.0.0.1:8089) and --script FILE
-// (JSON lines of fakellm.Rule). It prints the base URL to stderr and returns the
+// (JSON lines of fakeprovider.Rule). It prints the base URL to stderr and returns the
 // process exit code.
 func runFakeLLM(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("fake-llm", flag.ContinueOnError)
@@ -26,21 +26,21 @@ func runFakeLLM(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "fake-llm: unexpected arguments: %v\n", fs.Args())
 		return 2
 	}
-	var rules []fakellm.Rule
+	var rules []fakeprovider.Rule
 	if *script != "" {
 		f, err := os.Open(*script)
 		if err != nil {
 			fmt.Fprintf(stderr, "fake-llm: %v\n", err)
 			return 1
 		}
-		rules, err = fakellm.ParseRules(f)
+		rules, err = fakeprovider.ParseRules(f)
 		_ = f.Close()
 		if err != nil {
 			fmt.Fprintf(stderr, "fake-llm: %s: %v\n", *script, err)
 			return 1
 		}
 	}
-	srv := fakellm.New(fakellm.WithRules(rules...))
+	srv := fakeprovider.New(fakeprovider.WithRules(rules...))
 	if err := srv.Start(*listen); err != nil {
 		fmt.Fprintf(stderr, "fake-llm: %v\n", err)
 		return 1

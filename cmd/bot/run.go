@@ -22,7 +22,7 @@ import (
 	"github.com/detourbot/detour/drills"
 	"github.com/detourbot/detour/failover"
 	"github.com/detourbot/detour/internal/store"
-	"github.com/detourbot/detour/internal/testkit/fakellm"
+	"github.com/detourbot/detour/internal/fakeprovider"
 	"github.com/detourbot/detour/llm"
 	"github.com/detourbot/detour/sessions"
 )
@@ -65,7 +65,7 @@ func runBot(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		fmt.Fprintf(stderr, "bot: %v\n", err)
 		return exitUsage
 	}
-	var demo *fakellm.Server
+	var demo *fakeprovider.Server
 	if src.demo {
 		demo, err = startDemoLLM()
 		if err != nil {

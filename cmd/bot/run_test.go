@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/detourbot/detour/internal/testkit/fakellm"
+	"github.com/detourbot/detour/internal/fakeprovider"
 )
 
 // lockedBuffer is a bytes.Buffer safe for concurrent writers and readers.
@@ -38,9 +38,9 @@ func (s *lockedBuffer) String() string {
 }
 
 // startFake starts a fake LLM server on 127.0.0.1 for one test.
-func startFake(t *testing.T, opts ...fakellm.Option) *fakellm.Server {
+func startFake(t *testing.T, opts ...fakeprovider.Option) *fakeprovider.Server {
 	t.Helper()
-	srv := fakellm.New(opts...)
+	srv := fakeprovider.New(opts...)
 	if err := srv.Start("127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func startFake(t *testing.T, opts ...fakellm.Option) *fakellm.Server {
 
 // testConfig writes a config with the primary on provider p1 and two fallbacks
 // on provider p2 (so a billing disable of p1's profile leaves p2 usable, D2).
-func testConfig(t *testing.T, srv *fakellm.Server, extra string) string {
+func testConfig(t *testing.T, srv *fakeprovider.Server, extra string) string {
 	t.Helper()
 	dir := t.TempDir()
 	cfg := fmt.Sprintf(`storage: {driver: sqlite, dsn: %q}
@@ -105,7 +105,7 @@ func parseLines(t *testing.T, s string) []outLine {
 // covers N1, N3, N4, B5, O2, D2
 func TestRun_JSONL_N1_FallbackNoticeThenReply(t *testing.T) {
 	srv := startFake(t)
-	srv.Script(fakellm.Rule{Provider: "p1", Model: "primary", Mode: fakellm.ModeInsufficientQuota})
+	srv.Script(fakeprovider.Rule{Provider: "p1", Model: "primary", Mode: fakeprovider.ModeInsufficientQuota})
 	path := testConfig(t, srv, "")
 	in := `{"session": "s1", "user": "u1", "text": "hello"}` + "\n" + `{"session": "s1", "text": "and again"}` + "\n"
 	var stdout, stderr lockedBuffer
@@ -133,7 +133,7 @@ func TestRun_JSONL_N1_FallbackNoticeThenReply(t *testing.T) {
 	if s := stdout.String() + stderr.String(); strings.Contains(s, "CANARY") {
 		t.Errorf("a secret leaked (P4):\n%s", s)
 	}
-	if n := srv.CallCount(fakellm.Filter{Provider: "p2"}); n != 2 {
+	if n := srv.CallCount(fakeprovider.Filter{Provider: "p2"}); n != 2 {
 		t.Errorf("fallback calls = %d, want 2", n)
 	}
 }
@@ -175,7 +175,7 @@ func TestRun_JSONL_SessionsAndErrors(t *testing.T) {
 // lets the in-flight turn finish and be delivered, and the exit code is 0.
 func TestRun_SignalDrainsInFlight(t *testing.T) {
 	srv := startFake(t)
-	srv.Script(fakellm.Rule{Provider: "p1", Mode: fakellm.ModeOK, Delay: 400 * time.Millisecond, Reply: "slow answer"})
+	srv.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeOK, Delay: 400 * time.Millisecond, Reply: "slow answer"})
 	path := testConfig(t, srv, "")
 	pr, pw := io.Pipe()
 	defer pw.Close()
@@ -188,7 +188,7 @@ func TestRun_SignalDrainsInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for srv.CallCount(fakellm.Filter{Provider: "p1"}) == 0 {
+	for srv.CallCount(fakeprovider.Filter{Provider: "p1"}) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("the turn never reached the provider; stderr:\n%s", stderr.String())
 		}
@@ -384,7 +384,7 @@ func startOnce(t testing.TB, cfgPath, db string) time.Duration {
 
 // BenchmarkStartup measures start-up to ready on a fresh SQLite database.
 func BenchmarkStartup(b *testing.B) {
-	srv := fakellm.New()
+	srv := fakeprovider.New()
 	if err := srv.Start("127.0.0.1:0"); err != nil {
 		b.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-// Package fakellm is a fault-injecting OpenAI-compatible server for tests, drills
+// Package fakeprovider is a fault-injecting OpenAI-compatible server for tests, drills
 // and the demo bot. The real go-openai client talks to it over 127.0.0.1.
 //
 // # URLs
@@ -42,7 +42,7 @@
 // server's Close.
 //
 // The fake never logs or stores a bearer key, only its KeyID.
-package fakellm
+package fakeprovider
 
 import (
 	"context"
@@ -316,7 +316,7 @@ func (s *Server) Handler() http.Handler {
 func (s *Server) Start(addr string) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("fakellm: listen %s: %w", addr, err)
+		return fmt.Errorf("fakeprovider: listen %s: %w", addr, err)
 	}
 	s.listener = ln
 	s.httpSrv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
@@ -552,7 +552,7 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 		Data   []model `json:"data"`
 	}{Object: "list", Data: []model{}}
 	for _, id := range ids {
-		out.Data = append(out.Data, model{ID: id, Object: "model", Created: 1700000000, OwnedBy: "fakellm"})
+		out.Data = append(out.Data, model{ID: id, Object: "model", Created: 1700000000, OwnedBy: "fakeprovider"})
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -1,4 +1,4 @@
-package fakellm
+package fakeprovider
 
 import (
 	"bufio"
