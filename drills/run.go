@@ -15,8 +15,8 @@ import (
 	"github.com/detourbot/detour/adapters"
 	"github.com/detourbot/detour/config"
 	"github.com/detourbot/detour/failover"
-	"github.com/detourbot/detour/internal/store"
 	"github.com/detourbot/detour/internal/fakeprovider"
+	"github.com/detourbot/detour/internal/store"
 	"github.com/detourbot/detour/llm"
 	"github.com/detourbot/detour/sessions"
 )
