@@ -9,15 +9,13 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/detourbot/detour/adapters"
 	"github.com/detourbot/detour/config"
 	"github.com/detourbot/detour/failover"
+	"github.com/detourbot/detour/internal/app"
 	"github.com/detourbot/detour/internal/fakeprovider"
-	"github.com/detourbot/detour/internal/store"
-	"github.com/detourbot/detour/llm"
 	"github.com/detourbot/detour/sessions"
 )
 
@@ -235,95 +233,47 @@ func (w *world) start(ctx context.Context) (cleanup func(), err error) {
 		return cleanup, fmt.Errorf("drills: temp dir: %w", err)
 	}
 	undo = append(undo, func() { _ = os.RemoveAll(dir) })
-	db, err := store.Open(ctx, filepath.Join(dir, "drill.db"), log)
-	if err != nil {
-		return cleanup, fmt.Errorf("drills: open database: %w", err)
-	}
-	undo = append(undo, func() { _ = store.Close(db) })
-	states, err := store.NewStateStore(db)
-	if err != nil {
-		return cleanup, fmt.Errorf("drills: state store: %w", err)
-	}
-	engine := &failover.Engine{
-		Store:  states,
-		Clock:  w.clock,
-		Policy: w.cfg.Policy(),
-		Guard:  failover.NewGuard(w.cfg.Limits.MaxPaidAttemptsPerMinute, w.clock),
-		Log:    log,
-	}
-	scfg := SessionsConfig(w.cfg)
-	scfg.AdminChannel = adminTarget // reports go to the recorder
-	// The timeouts in effect (scaled in fast mode) win over the mapping's source.
-	scfg.IdleTimeout = w.cfg.Agents.Defaults.Timeouts.Idle
-	scfg.AttemptTimeout = w.cfg.Agents.Defaults.Timeouts.Attempt
-	scfg.RunTimeout = w.cfg.Agents.Defaults.Timeouts.Run
 
 	w.keyIDs = map[string]string{}
 	for _, id := range w.cfg.Auth.ProfileIDs {
 		w.keyIDs[fakeprovider.KeyID(DummyKey(id))] = id
 	}
-	cc := &clients{fake: w.fake, idle: w.cfg.Agents.Defaults.Timeouts.Idle, now: w.clock.Now, log: log, m: map[string]*llm.Client{}}
-	undo = append(undo, cc.closeIdle)
-
 	w.rec = &Recorder{}
-	w.router, err = sessions.NewRouter(scfg, sessions.Options{DB: db, Engine: engine, Clock: w.clock, Clients: cc.get, Log: log})
-	if err != nil {
-		return cleanup, fmt.Errorf("drills: router: %w", err)
-	}
-	w.router.AddAdapter(w.rec)
-	r := w.router
-	undo = append(undo, func() {
-		r.Close()
-		dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_ = r.Drain(dctx)
-		cancel()
+	sys, err := app.New(ctx, w.pointAtFake(filepath.Join(dir, "drill.db")), app.Options{
+		Log: log, Clock: w.clock, Adapters: []adapters.Adapter{w.rec},
 	})
+	if err != nil {
+		return cleanup, fmt.Errorf("drills: %w", err)
+	}
+	undo = append(undo, sys.Close)
+	w.router = sys.Router
 	return cleanup, nil
+}
+
+// pointAtFake returns a copy of the drill's configuration that runs against the
+// fake: every provider's base URL is the fake's, every profile sends a dummy key,
+// the configured channels are off (the recorder is the only one), admin reports
+// go to the recorder, and the state lives in db.
+func (w *world) pointAtFake(db string) *config.Config {
+	c := *w.cfg
+	c.Storage = config.Storage{Driver: "sqlite", DSN: db}
+	c.Channels = config.Channels{}
+	c.Admin.Channel = adminTarget
+	c.Providers = make(map[string]config.Provider, len(w.cfg.Providers))
+	for id, p := range w.cfg.Providers {
+		p.BaseURL = w.fake.BaseURL(id)
+		c.Providers[id] = p
+	}
+	c.Auth.Profiles = make(map[string]config.Profile, len(w.cfg.Auth.Profiles))
+	for id, p := range w.cfg.Auth.Profiles {
+		p.Key = config.Secret(DummyKey(id))
+		c.Auth.Profiles[id] = p
+	}
+	return &c
 }
 
 // DummyKey is the API key a drill sends for a profile: never the real secret.
 func DummyKey(profileID string) string { return "drill-key-" + profileID }
-
-// clients builds one llm client per provider and profile, every one pointed at
-// the fake with a dummy key.
-type clients struct {
-	fake *fakeprovider.Server
-	idle time.Duration
-	now  func() time.Time
-	log  *slog.Logger
-	mu   sync.Mutex
-	m    map[string]*llm.Client
-}
-
-func (c *clients) get(provider, profileID string) (sessions.LLM, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	key := provider + "\x00" + profileID
-	if cl, ok := c.m[key]; ok {
-		return cl, nil
-	}
-	apiKey := ""
-	if profileID != "" {
-		apiKey = DummyKey(profileID)
-	}
-	cl, err := llm.New(llm.Config{
-		Provider: provider, BaseURL: c.fake.BaseURL(provider), ProfileID: profileID,
-		APIKey: apiKey, IdleTimeout: c.idle, Logger: c.log, Now: c.now,
-	})
-	if err != nil {
-		return nil, err
-	}
-	c.m[key] = cl
-	return cl, nil
-}
-
-func (c *clients) closeIdle() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, cl := range c.m {
-		cl.CloseIdleConnections()
-	}
-}
 
 func sessionKey(i int) string { return fmt.Sprintf("%s:s%03d", channelName, i) }
 
@@ -426,40 +376,4 @@ func (w *world) step(ctx context.Context, n int, st Step, t0 time.Time) (Turn, [
 		return turn, calls, fmt.Errorf("step %d did not finish within %s", n, limit)
 	}
 	return turn, calls, nil
-}
-
-// SessionsConfig maps a configuration onto the router's. It is the one mapping:
-// the bot's run command uses it too, so a drill runs exactly what the bot runs.
-func SessionsConfig(cfg *config.Config) sessions.Config {
-	d := cfg.Agents.Defaults
-	sc := sessions.Config{
-		Primary:         d.Model.Primary,
-		Fallbacks:       append([]failover.ModelRef(nil), d.Model.Fallbacks...),
-		SystemPrompt:    d.SystemPrompt,
-		Models:          map[failover.ModelRef]sessions.ModelInfo{},
-		Profiles:        cfg.EngineProfiles(),
-		Order:           cfg.Auth.Order,
-		Providers:       append([]string(nil), cfg.ProviderIDs...),
-		Notices:         cfg.Notices.Users,
-		AdminChannel:    cfg.Admin.Channel,
-		AdminUsers:      append([]string(nil), cfg.Admin.Users...),
-		ProbeInterval:   d.Failover.PrimaryProbeInterval,
-		MaxMessageBytes: cfg.Limits.MaxMessageBytes,
-		IdleTimeout:     d.Timeouts.Idle,
-		AttemptTimeout:  d.Timeouts.Attempt,
-		RunTimeout:      d.Timeouts.Run,
-		MaxTokens:       d.MaxTokens,
-	}
-	for ref, m := range cfg.Models {
-		sc.Models[ref] = sessions.ModelInfo{
-			ContextWindow: m.ContextWindow,
-			Price:         failover.Price{InPerMTok: m.USDPerMTokIn, OutPerMTok: m.USDPerMTokOut},
-		}
-	}
-	for _, a := range cfg.Agents.List {
-		sc.Agents = append(sc.Agents, sessions.Agent{
-			ID: a.ID, Model: a.Model, Fallbacks: a.Fallbacks, SystemPrompt: a.SystemPrompt, Match: a.Channels,
-		})
-	}
-	return sc
 }

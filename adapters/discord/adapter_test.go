@@ -439,7 +439,7 @@ func TestSend_RateLimitRetriedOnce(t *testing.T) {
 	if h.fake.RateLimited() != 1 {
 		t.Fatalf("rate limited %d times, want 1", h.fake.RateLimited())
 	}
-	if got := h.sleeps.All(); !slices.Equal(got, []time.Duration{40 * time.Millisecond}) {
+	if got := h.sleeps.Sleeps(); !slices.Equal(got, []time.Duration{40 * time.Millisecond}) {
 		t.Fatalf("sleeps = %v, want [40ms] from retry_after", got)
 	}
 	if !strings.Contains(h.logs.String(), "discord rate limited") {
@@ -457,7 +457,7 @@ func TestSend_RateLimitBounded(t *testing.T) {
 	if !errors.Is(err, errRateLimited) {
 		t.Fatalf("err = %v, want rate limited after retries", err)
 	}
-	if n := len(h.sleeps.All()); n != 2 {
+	if n := len(h.sleeps.Sleeps()); n != 2 {
 		t.Fatalf("slept %d times, want 2", n)
 	}
 	// A wait longer than MaxRateLimitWait fails at once. (The recorder does not
@@ -468,9 +468,9 @@ func TestSend_RateLimitBounded(t *testing.T) {
 	if !errors.Is(err, errRateLimited) {
 		t.Fatalf("err = %v; want rate limited at once", err)
 	}
-	for _, d := range h.sleeps.All()[2:] {
+	for _, d := range h.sleeps.Sleeps()[2:] {
 		if d > 10*time.Millisecond {
-			t.Fatalf("sleeps %v: waited for the over-long rate limit", h.sleeps.All())
+			t.Fatalf("sleeps %v: waited for the over-long rate limit", h.sleeps.Sleeps())
 		}
 	}
 	if n := len(h.fake.Messages()); n != 0 {
@@ -620,11 +620,11 @@ func TestSend_EmptyBucketWaitIsOurs(t *testing.T) {
 	// keep the reset short.
 	h.fake.DrainBucketNext("POST /channels/{id}/messages", 300*time.Millisecond)
 	h.send(adapters.Outbound{Kind: adapters.KindReply, ReplyTo: "C1", Text: "first"})
-	if got := h.sleeps.All(); len(got) != 0 {
+	if got := h.sleeps.Sleeps(); len(got) != 0 {
 		t.Fatalf("sleeps before the bucket ran out: %v", got)
 	}
 	h.send(adapters.Outbound{Kind: adapters.KindReply, ReplyTo: "C1", Text: "second"})
-	got := h.sleeps.All()
+	got := h.sleeps.Sleeps()
 	if len(got) != 1 || got[0] < 100*time.Millisecond || got[0] > 300*time.Millisecond {
 		t.Fatalf("sleeps = %v, want one wait of up to 300ms for the empty bucket", got)
 	}

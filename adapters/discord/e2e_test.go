@@ -1,27 +1,22 @@
-package discord
+package discord_test
 
 // End-to-end: real discordgo against fakediscord, the real sessions router and
 // failover engine on SQLite, the real llm client against fakeprovider, a fake clock.
 
 import (
-	"context"
 	"maps"
-	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/detourbot/detour/adapters"
+	"github.com/detourbot/detour/adapters/discord"
 	"github.com/detourbot/detour/failover"
 	"github.com/detourbot/detour/failover/failovertest"
 	"github.com/detourbot/detour/internal/fakeprovider"
-	"github.com/detourbot/detour/internal/store"
+	"github.com/detourbot/detour/internal/testkit/e2e"
 	"github.com/detourbot/detour/internal/testkit/fakediscord"
-	"github.com/detourbot/detour/llm"
 	"github.com/detourbot/detour/notices"
-	"github.com/detourbot/detour/sessions"
 )
 
 const (
@@ -35,115 +30,40 @@ var e2eKeys = map[string]string{
 	"p2:main":   "sk-CANARY-e2e-p2main-3333",
 }
 
-type e2e struct {
+// e2eToken is the bot token; it must never reach a log or a message (P4).
+const e2eToken = "CANARY-discord-bot-token-e2e-7f3a9c"
+
+const wait = e2e.Wait
+
+// world is a whole detour started through internal/app (the real router, failover
+// engine, SQLite store and llm client against the fake provider) with the real
+// discordgo client, through the adapter, against fakediscord.
+type world struct {
+	*e2e.World
 	t      *testing.T
 	clock  *failovertest.Clock
 	llm    *fakeprovider.Server
 	fake   *fakediscord.Server
-	a      *Adapter
-	logs   *syncBuffer
-	sleeps *sleepRecorder
+	sleeps *failovertest.Clock
 }
 
-func newE2E(t *testing.T) *e2e {
+func newE2E(t *testing.T) *world {
 	t.Helper()
-	e := &e2e{t: t, clock: failovertest.NewClock(time.Date(2026, 3, 1, 14, 0, 0, 0, time.UTC)),
-		logs: &syncBuffer{}, sleeps: &sleepRecorder{}}
-	log := slogTo(e.logs)
-
-	e.llm = fakeprovider.New(fakeprovider.WithNow(e.clock.Now))
-	llmSrv := httptest.NewServer(e.llm.Handler())
-	t.Cleanup(func() { e.llm.Close(); llmSrv.Close() })
-
-	ctx := context.Background()
-	db, err := store.Open(ctx, t.TempDir()+"/detour.db", log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close(db) })
-	states, err := store.NewStateStore(db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pol := failover.DefaultPolicy()
-	pol.Jitter = 0
-	engine := &failover.Engine{Store: states, Clock: e.clock, Policy: pol, Log: log}
-
-	var mu sync.Mutex
-	clients := map[string]*llm.Client{}
-	cfg := sessions.Config{
-		Primary:   e2ePrimary,
-		Fallbacks: []failover.ModelRef{e2eFallback},
-		Profiles: map[string][]failover.Profile{
-			"p1": {{ID: "p1:main", Provider: "p1", Type: failover.ProfileAPIKey}, {ID: "p1:backup", Provider: "p1", Type: failover.ProfileAPIKey}},
-			"p2": {{ID: "p2:main", Provider: "p2", Type: failover.ProfileAPIKey}},
-		},
-		Order:           map[string][]string{"p1": {"p1:main", "p1:backup"}},
-		Providers:       []string{"p1", "p2"},
-		Notices:         "all",
-		AdminChannel:    "discord:ADMIN",
-		AdminUsers:      []string{"discord:UADMIN"},
-		ProbeInterval:   5 * time.Minute,
-		MaxMessageBytes: 65536,
-	}
-	router, err := sessions.NewRouter(cfg, sessions.Options{DB: db, Engine: engine, Clock: e.clock, Log: log,
-		Clients: func(provider, profile string) (sessions.LLM, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			if c, ok := clients[profile]; ok {
-				return c, nil
-			}
-			c, err := llm.New(llm.Config{Provider: provider, BaseURL: llmSrv.URL + "/" + provider + "/v1",
-				ProfileID: profile, APIKey: e2eKeys[profile], IdleTimeout: 5 * time.Second, Logger: log})
-			if err != nil {
-				return nil, err
-			}
-			clients[profile] = c
-			return c, nil
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-
+	e := &world{t: t, sleeps: failovertest.NewClock(e2e.T0)}
 	e.fake = fakediscord.New()
-	e.fake.Token = canaryToken
+	e.fake.Token = e2eToken
 	e.fake.Start()
-	t.Cleanup(e.fake.Close)
-	e.a, err = New(Config{Token: canaryToken, GuildID: "G1", APIURL: e.fake.URL(), Log: log,
+	logs := &e2e.SyncBuffer{}
+	a, err := discord.New(discord.Config{Token: e2eToken, GuildID: "G1", APIURL: e.fake.URL(), Log: e2e.Logger(logs),
 		Models:   func() []string { return []string{e2ePrimary, e2eFallback} },
 		Profiles: func() []string { return []string{"p1:main", "p1:backup", "p2:main"} },
 		Sleep:    e.sleeps.Sleep})
 	if err != nil {
 		t.Fatal(err)
 	}
-	router.AddAdapter(e.a)
-
-	runCtx, cancel := context.WithCancel(ctx)
-	inbox := make(chan adapters.Inbound, 16)
-	adapterDone := make(chan error, 1)
-	routerDone := make(chan error, 1)
-	go func() { adapterDone <- e.a.Run(runCtx, inbox) }()
-	go func() { routerDone <- router.Run(runCtx, inbox) }()
 	t.Cleanup(func() {
-		cancel()
-		for _, ch := range []chan error{adapterDone, routerDone} {
-			select {
-			case <-ch:
-			case <-time.After(10 * time.Second):
-				t.Error("Run did not return after cancel")
-			}
-		}
-		router.Close()
-		dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
-		defer dcancel()
-		if err := router.Drain(dctx); err != nil {
-			t.Error(err)
-		}
-		got := e.logs.String()
-		for _, secret := range append(slices.Collect(maps.Values(e2eKeys)), canaryToken) {
-			if strings.Contains(got, secret) {
-				t.Errorf("secret leaked into logs")
-			}
+		e.fake.Close()
+		for _, secret := range append(slices.Collect(maps.Values(e2eKeys)), e2eToken) {
 			for _, m := range e.fake.Messages() {
 				if strings.Contains(m.Content, secret) {
 					t.Errorf("secret leaked into a Discord message: %q", m.Content)
@@ -151,6 +71,14 @@ func newE2E(t *testing.T) *e2e {
 			}
 		}
 	})
+	e.World = e2e.Start(t, e2e.Spec{
+		Primary: e2ePrimary, Fallbacks: []string{e2eFallback},
+		Keys:         e2eKeys,
+		Order:        map[string][]string{"p1": {"p1:main", "p1:backup"}},
+		AdminChannel: "discord:ADMIN", AdminUsers: []string{"discord:UADMIN"},
+		Adapter: a, Secrets: []string{e2eToken}, Logs: logs,
+	})
+	e.clock, e.llm = e.Clock, e.LLM
 	if err := e.fake.WaitConnected(wait, 1, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +89,7 @@ func newE2E(t *testing.T) *e2e {
 }
 
 // posts waits until channel ch has n messages in all and returns them.
-func (e *e2e) posts(ch string, n int) []fakediscord.Message {
+func (e *world) posts(ch string, n int) []fakediscord.Message {
 	e.t.Helper()
 	msgs, err := e.fake.WaitMessages(10*time.Second, n, fakediscord.InChannel(ch))
 	if err != nil {
@@ -327,7 +255,7 @@ func TestE2E_RateLimitedReplyDeliveredOnce(t *testing.T) {
 	if m := e.posts("C1", 2); strings.Contains(m[1].Content, "you said: limited") {
 		t.Fatalf("limited reply posted twice: %+v", m)
 	}
-	if e.fake.RateLimited() != 1 || !slices.Equal(e.sleeps.All(), []time.Duration{50 * time.Millisecond}) {
-		t.Fatalf("429s %d, sleeps %v", e.fake.RateLimited(), e.sleeps.All())
+	if e.fake.RateLimited() != 1 || !slices.Equal(e.sleeps.Sleeps(), []time.Duration{50 * time.Millisecond}) {
+		t.Fatalf("429s %d, sleeps %v", e.fake.RateLimited(), e.sleeps.Sleeps())
 	}
 }

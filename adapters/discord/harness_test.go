@@ -11,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/detourbot/detour/adapters"
+	"github.com/detourbot/detour/failover/failovertest"
 	"github.com/detourbot/detour/internal/testkit/fakediscord"
 )
 
@@ -40,32 +41,13 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// sleepRecorder is an injected Sleep that returns at once and remembers the waits.
-type sleepRecorder struct {
-	mu     sync.Mutex
-	sleeps []time.Duration
-}
-
-func (r *sleepRecorder) Sleep(ctx context.Context, d time.Duration) error {
-	r.mu.Lock()
-	r.sleeps = append(r.sleeps, d)
-	r.mu.Unlock()
-	return ctx.Err()
-}
-
-func (r *sleepRecorder) All() []time.Duration {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]time.Duration(nil), r.sleeps...)
-}
-
 type harness struct {
 	t      *testing.T
 	fake   *fakediscord.Server
 	a      *Adapter
 	inbox  chan adapters.Inbound
 	logs   *syncBuffer
-	sleeps *sleepRecorder
+	sleeps *failovertest.Clock
 	ctx    context.Context
 	stop   func() error
 }
@@ -80,7 +62,7 @@ func start(t *testing.T, mod func(*Config)) *harness {
 	fake := fakediscord.New()
 	fake.Token = canaryToken
 	fake.Start()
-	h := &harness{t: t, fake: fake, inbox: make(chan adapters.Inbound, 16), logs: &syncBuffer{}, sleeps: &sleepRecorder{}}
+	h := &harness{t: t, fake: fake, inbox: make(chan adapters.Inbound, 16), logs: &syncBuffer{}, sleeps: failovertest.NewClock(time.Time{})}
 	cfg := Config{
 		Token:       canaryToken,
 		GuildID:     "G1",

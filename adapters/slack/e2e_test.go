@@ -1,25 +1,22 @@
-package slack
+package slack_test
 
 import (
-	"context"
-	"log/slog"
-	"net"
-	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"gorm.io/gorm"
-
-	"github.com/detourbot/detour/adapters"
-	"github.com/detourbot/detour/failover"
+	"github.com/detourbot/detour/adapters/slack"
 	"github.com/detourbot/detour/failover/failovertest"
 	"github.com/detourbot/detour/internal/fakeprovider"
-	"github.com/detourbot/detour/internal/store"
+	"github.com/detourbot/detour/internal/testkit/e2e"
 	"github.com/detourbot/detour/internal/testkit/fakeslack"
-	"github.com/detourbot/detour/llm"
 	"github.com/detourbot/detour/sessions"
+)
+
+// Canary secrets: they must never show up in logs, posts or errors (covers P4).
+const (
+	e2eApp = "xapp-CANARY-app-e2e-7f3a9"
+	e2eBot = "xoxb-CANARY-bot-e2e-51c2e"
 )
 
 var e2eKeys = map[string]string{
@@ -28,145 +25,62 @@ var e2eKeys = map[string]string{
 	"p3:main": "sk-CANARY-p3main-e2e-000000",
 }
 
-// e2e wires the real slack-go Socket Mode client (through the adapter) against
-// fakeslack, and the real router, failover engine, SQLite store and llm client against
-// fakeprovider.
-type e2e struct {
-	t      *testing.T
-	slack  *fakeslack.Server
-	llm    *fakeprovider.Server
-	clock  *failovertest.Clock
-	router *sessions.Router
-	db     *gorm.DB
-	a      *Adapter
-	logs   *syncBuffer
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+const wait = e2e.Wait
 
-	mu     sync.Mutex
-	sleeps []time.Duration
+// world is a whole detour started through internal/app (the real router, failover
+// engine, SQLite store and llm client against the fake provider) with the real
+// slack-go Socket Mode client, through the adapter, against fakeslack.
+type world struct {
+	*e2e.World
+	t     *testing.T
+	slack *fakeslack.Server
+	llm   *fakeprovider.Server
+	clock *failovertest.Clock
+	// sleeps records the waits the adapter asks for, without waiting.
+	sleeps *failovertest.Clock
 }
 
-func startE2E(t *testing.T) *e2e {
+func startE2E(t *testing.T) *world {
 	t.Helper()
-	e := &e2e{t: t, logs: &syncBuffer{}, clock: failovertest.NewClock(time.Date(2026, 3, 1, 14, 0, 0, 0, time.UTC))}
-	log := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-
-	e.llm = fakeprovider.New(fakeprovider.WithNow(e.clock.Now))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := &http.Server{Handler: e.llm.Handler()}
-	go func() { _ = hs.Serve(ln) }()
-	llmURL := "http://" + ln.Addr().String()
-
+	e := &world{t: t, sleeps: failovertest.NewClock(e2e.T0)}
 	e.slack = fakeslack.New()
-	e.slack.AppToken, e.slack.BotToken = canaryApp, canaryBot
+	e.slack.AppToken, e.slack.BotToken = e2eApp, e2eBot
 	e.slack.EchoPosts = true // Slack echoes the bot's own posts; they must be ignored
 	e.slack.Start()
-
-	db, err := store.Open(context.Background(), t.TempDir()+"/detour.db", log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.db = db
-	states, err := store.NewStateStore(db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pol := failover.DefaultPolicy()
-	pol.Jitter = 0
-	engine := &failover.Engine{Store: states, Clock: e.clock, Policy: pol, Log: log}
-	var cmu sync.Mutex
-	cache := map[string]*llm.Client{}
-	clients := func(provider, profile string) (sessions.LLM, error) {
-		cmu.Lock()
-		defer cmu.Unlock()
-		if c, ok := cache[provider+"/"+profile]; ok {
-			return c, nil
-		}
-		c, err := llm.New(llm.Config{Provider: provider, BaseURL: llmURL + "/" + provider + "/v1", ProfileID: profile,
-			APIKey: e2eKeys[profile], IdleTimeout: 2 * time.Second, Logger: log})
-		if err != nil {
-			return nil, err
-		}
-		cache[provider+"/"+profile] = c
-		return c, nil
-	}
-	cfg := sessions.Config{
-		Primary:   "p1/alpha",
-		Fallbacks: []failover.ModelRef{"p2/beta", "p3/gamma"},
-		Profiles: map[string][]failover.Profile{
-			"p1": {{ID: "p1:main", Provider: "p1", Type: failover.ProfileAPIKey}},
-			"p2": {{ID: "p2:main", Provider: "p2", Type: failover.ProfileAPIKey}},
-			"p3": {{ID: "p3:main", Provider: "p3", Type: failover.ProfileAPIKey}},
-		},
-		Providers:       []string{"p1", "p2", "p3"},
-		Notices:         "all",
-		AdminChannel:    "slack:C0ADMIN",
-		ProbeInterval:   5 * time.Minute,
-		MaxMessageBytes: 65536,
-	}
-	e.router, err = sessions.NewRouter(cfg, sessions.Options{DB: db, Engine: engine, Clock: e.clock, Clients: clients, Log: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.a, err = New(Config{
-		AppToken: canaryApp, BotToken: canaryBot, APIURL: e.slack.URL(), HTTPTimeout: 3 * time.Second,
-		PingInterval: 2 * time.Second, Log: log,
-		Sleep: func(ctx context.Context, d time.Duration) error {
-			e.mu.Lock()
-			e.sleeps = append(e.sleeps, d)
-			e.mu.Unlock()
-			return ctx.Err()
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.router.AddAdapter(e.a)
-
-	ctx, cancel := context.WithCancel(context.Background())
-	e.cancel = cancel
-	inbox := make(chan adapters.Inbound, 16)
-	e.wg.Go(func() {
-		if err := e.a.Run(ctx, inbox); err != nil {
-			t.Errorf("adapter Run: %v", err)
-		}
-	})
-	e.wg.Go(func() { _ = e.router.Run(ctx, inbox) })
 	t.Cleanup(func() {
-		cancel()
-		e.wg.Wait()
-		e.router.Close()
-		dctx, dcancel := context.WithTimeout(context.Background(), wait)
-		defer dcancel()
-		_ = e.router.Drain(dctx)
 		e.slack.Close()
-		e.llm.Close()
-		_ = hs.Close()
-		_ = store.Close(db)
-		if strings.Contains(e.logs.String(), "CANARY") {
-			t.Error("P4: a secret reached the logs")
-		}
 		for _, p := range e.slack.Posts() {
 			if strings.Contains(p.Text+string(p.Blocks), "CANARY") {
 				t.Errorf("P4: a secret reached Slack: %+v", p)
 			}
 		}
 	})
+	logs := &e2e.SyncBuffer{}
+	a, err := slack.New(slack.Config{
+		AppToken: e2eApp, BotToken: e2eBot, APIURL: e.slack.URL(), HTTPTimeout: 3 * time.Second,
+		PingInterval: 2 * time.Second, Log: e2e.Logger(logs),
+		Sleep: e.sleeps.Sleep,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.World = e2e.Start(t, e2e.Spec{
+		Primary: "p1/alpha", Fallbacks: []string{"p2/beta", "p3/gamma"},
+		Keys: e2eKeys, AdminChannel: "slack:C0ADMIN", Idle: 2 * time.Second,
+		Adapter: a, Secrets: []string{e2eApp, e2eBot}, Logs: logs,
+	})
+	e.llm, e.clock = e.LLM, e.Clock
 	if err := e.slack.WaitConnected(1, wait); err != nil {
 		t.Fatal(err)
 	}
 	return e
 }
 
-func (e *e2e) thread(channel, ts string) []fakeslack.Post { return e.slack.Thread(channel, ts) }
+func (e *world) thread(channel, ts string) []fakeslack.Post { return e.slack.Thread(channel, ts) }
 
 // waitThread waits until channel/thread has n posts, then until the router is idle,
 // and returns the thread's posts.
-func (e *e2e) waitThread(channel, ts string, n int) []fakeslack.Post {
+func (e *world) waitThread(channel, ts string, n int) []fakeslack.Post {
 	e.t.Helper()
 	ps, err := e.slack.WaitThread(channel, ts, n, wait)
 	if err != nil {
@@ -176,23 +90,9 @@ func (e *e2e) waitThread(channel, ts string, n int) []fakeslack.Post {
 	return e.thread(channel, ts)
 }
 
-func (e *e2e) drain() {
-	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
-	if err := e.router.Drain(ctx); err != nil {
-		e.t.Fatal(err)
-	}
-}
+func (e *world) drain() { e.Drain() }
 
-func (e *e2e) entry(key string) sessions.Entry {
-	e.t.Helper()
-	var got sessions.Entry
-	if err := e.db.Where("key = ?", key).Take(&got).Error; err != nil {
-		e.t.Fatalf("entry %s: %v", key, err)
-	}
-	return got
-}
+func (e *world) entry(key string) sessions.Entry { return e.Entry(key) }
 
 func describe(ps []fakeslack.Post) string {
 	var b strings.Builder
@@ -319,9 +219,7 @@ func TestE2E_SlackThreadFallbackCommandsAndReliability(t *testing.T) {
 	if got := e.slack.Calls("chat.postMessage") - calls; got != len(ps)+1 {
 		t.Fatalf("chat.postMessage calls = %d for %d posts, want one extra (the 429)", got, len(ps))
 	}
-	e.mu.Lock()
-	sleeps := append([]time.Duration(nil), e.sleeps...)
-	e.mu.Unlock()
+	sleeps := e.sleeps.Sleeps()
 	if len(sleeps) != 1 || sleeps[0] != 2*time.Second {
 		t.Fatalf("rate-limit waits = %v, want [2s]", sleeps)
 	}

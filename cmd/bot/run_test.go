@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/detourbot/detour/internal/app"
 	"github.com/detourbot/detour/internal/fakeprovider"
 )
 
@@ -347,24 +347,6 @@ func TestBinary_Demo(t *testing.T) {
 
 // TestStartup_Ready measures start-up to ready (config parsed, SQLite opened and
 // migrated, engine, router and adapters wired) on a fresh database.
-func TestStartup_Ready(t *testing.T) {
-	srv := startFake(t)
-	cfgPath := testConfig(t, srv, "")
-	best := time.Hour
-	for i := 0; i < 3; i++ {
-		d := startOnce(t, cfgPath, filepath.Join(t.TempDir(), "fresh.db"))
-		best = min(best, d)
-	}
-	t.Logf("start-up to ready (fresh SQLite database): best of 3 = %v", best)
-	limit := 100 * time.Millisecond
-	if raceEnabled {
-		limit *= 5 // the race detector slows everything several times
-	}
-	if best > limit {
-		t.Errorf("start-up took %v, want under %v", best, limit)
-	}
-}
-
 func startOnce(t testing.TB, cfgPath, db string) time.Duration {
 	start := time.Now()
 	src := configSource{path: cfgPath}
@@ -373,12 +355,12 @@ func startOnce(t testing.TB, cfgPath, db string) time.Duration {
 		t.Fatal(err)
 	}
 	cfg.Storage.DSN = db
-	b, err := newBot(context.Background(), cfg, ioSet{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard}, slog.New(slog.DiscardHandler))
+	sys, err := app.New(context.Background(), cfg, app.Options{Stdin: strings.NewReader(""), Stdout: io.Discard})
 	if err != nil {
 		t.Fatal(err)
 	}
 	d := time.Since(start)
-	b.close()
+	sys.Close()
 	return d
 }
 

@@ -1,0 +1,318 @@
+// Package app is the one place that turns a loaded configuration into a running
+// detour: store → failover engine → LLM clients → session router → chat adapters,
+// and closes them again in the reverse order. The bot, the drills and the
+// end-to-end tests all start the system through it, so what a drill or a test
+// exercises is exactly what the bot runs.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/detourbot/detour/adapters"
+	"github.com/detourbot/detour/adapters/console"
+	"github.com/detourbot/detour/adapters/discord"
+	"github.com/detourbot/detour/adapters/slack"
+	"github.com/detourbot/detour/config"
+	"github.com/detourbot/detour/failover"
+	"github.com/detourbot/detour/internal/store"
+	"github.com/detourbot/detour/llm"
+	"github.com/detourbot/detour/sessions"
+)
+
+// Options are what a caller adds to the configuration. Every field is optional.
+type Options struct {
+	// Log receives the system's logs; nil discards them.
+	Log *slog.Logger
+	// Clock drives the engine, the router and the LLM clients' reading of stated
+	// waits; nil = the wall clock. Tests and drills pass a fake one.
+	Clock failover.Clock
+	// Stdin and Stdout are the console channel's streams (when it is enabled).
+	Stdin  io.Reader
+	Stdout io.Writer
+	// Adapters are extra channels beside the configured ones (a drill's recorder,
+	// a test's probe); each receives the Outbound messages addressed to its Name.
+	Adapters []adapters.Adapter
+	// Clients replaces the LLM client factory (tests with an in-process model);
+	// nil = one go-openai client per provider and profile, from the configuration.
+	Clients func(provider, profileID string) (sessions.LLM, error)
+	// Policy adjusts the engine's policy after it is taken from the configuration
+	// (a test turning jitter off).
+	Policy func(*failover.Policy)
+}
+
+// closeGrace bounds how long Close waits for turns it has cancelled.
+const closeGrace = 5 * time.Second
+
+// ConfigError is a start-up failure caused by the configuration (the bot exits 2).
+type ConfigError struct{ Msg string }
+
+func (e *ConfigError) Error() string { return e.Msg }
+
+// System is one wired detour. Build it with New, run it with Serve, finish with
+// Drain and Close.
+type System struct {
+	Config   *config.Config
+	DB       *gorm.DB
+	Engine   *failover.Engine
+	Router   *sessions.Router
+	Adapters []adapters.Adapter
+
+	log     *slog.Logger
+	clients *clientCache
+}
+
+// New opens the store and wires the engine, the LLM clients, the router and the
+// adapters. Nothing runs until Serve. On error everything opened so far is closed.
+func New(ctx context.Context, cfg *config.Config, opts Options) (_ *System, err error) {
+	log := opts.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	clock := opts.Clock
+	if clock == nil {
+		clock = failover.WallClock{}
+	}
+	s := &System{Config: cfg, log: log}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+
+	s.Adapters, err = buildAdapters(cfg, opts, log)
+	if err != nil {
+		return nil, err
+	}
+	s.Adapters = append(s.Adapters, opts.Adapters...)
+	if len(s.Adapters) == 0 {
+		return nil, &ConfigError{"no channel is enabled: enable channels.console, channels.slack or channels.discord"}
+	}
+
+	if s.DB, err = store.Open(ctx, cfg.Storage.DSN, log); err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	states, err := store.NewStateStore(s.DB)
+	if err != nil {
+		return nil, fmt.Errorf("state store: %w", err)
+	}
+	policy := cfg.Policy()
+	if opts.Policy != nil {
+		opts.Policy(&policy)
+	}
+	s.Engine = &failover.Engine{
+		Store:  states,
+		Clock:  clock,
+		Policy: policy,
+		Guard:  failover.NewGuard(cfg.Limits.MaxPaidAttemptsPerMinute, clock),
+		Log:    log,
+	}
+
+	clients := opts.Clients
+	if clients == nil {
+		s.clients = &clientCache{cfg: cfg, log: log, now: clock.Now, m: map[string]*llm.Client{}}
+		clients = s.clients.get
+	}
+	s.Router, err = sessions.NewRouter(SessionsConfig(cfg), sessions.Options{
+		DB: s.DB, Engine: s.Engine, Clock: clock, Clients: clients, Log: log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("router: %w", err)
+	}
+	for _, a := range s.Adapters {
+		s.Router.AddAdapter(a)
+		if l, ok := a.(adapters.SessionLookup); ok {
+			l.SetSessionLookup(s.Router.Known)
+		}
+	}
+	return s, nil
+}
+
+// ChannelNames lists the running channels, comma-separated.
+func (s *System) ChannelNames() string {
+	names := make([]string, len(s.Adapters))
+	for i, a := range s.Adapters {
+		names[i] = a.Name()
+	}
+	return strings.Join(names, ",")
+}
+
+// Serve runs every adapter and the router until every adapter has ended (the
+// console ends at end of input) or ctx ends. Turns already handed to the router
+// keep running after ctx ends: call Drain to wait for them. An adapter that fails
+// stops the others, and its error is returned.
+func (s *System) Serve(ctx context.Context) error {
+	inbox := make(chan adapters.Inbound)
+	actx, cancelAdapters := context.WithCancel(ctx)
+	defer cancelAdapters()
+
+	var wg sync.WaitGroup
+	errs := make(chan error, len(s.Adapters))
+	for _, a := range s.Adapters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := a.Run(actx, inbox)
+			if err != nil && actx.Err() == nil {
+				errs <- fmt.Errorf("%s: %w", a.Name(), err)
+				cancelAdapters() // one channel failing stops the bot
+			}
+		}()
+	}
+	routerDone := make(chan error, 1)
+	go func() { routerDone <- s.Router.Run(context.WithoutCancel(ctx), inbox) }()
+
+	wg.Wait()
+	close(inbox) // every sender has returned; the router handles what was sent
+	<-routerDone
+	select {
+	case err := <-errs:
+		return err
+	default:
+		return nil
+	}
+}
+
+// Drain waits until every queued and running turn has finished, or ctx ends (then
+// the running turns are cancelled and ctx's error is returned).
+func (s *System) Drain(ctx context.Context) error { return s.Router.Drain(ctx) }
+
+// Close cancels whatever still runs and releases the clients and the database, in
+// that order. It is safe to call more than once and on a partly built System.
+func (s *System) Close() {
+	if s.Router != nil {
+		s.Router.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
+		_ = s.Router.Drain(ctx)
+		cancel()
+		s.Router = nil
+	}
+	if s.clients != nil {
+		s.clients.closeIdle()
+	}
+	if s.DB != nil {
+		if err := store.Close(s.DB); err != nil {
+			s.log.Warn("closing the database", "err", err)
+		}
+		s.DB = nil
+	}
+}
+
+// buildAdapters returns the configured channels.
+func buildAdapters(cfg *config.Config, opts Options, log *slog.Logger) ([]adapters.Adapter, error) {
+	var out []adapters.Adapter
+	if c := cfg.Channels.Console; c.Enabled {
+		out = append(out, console.New(console.Options{
+			Format:          c.Format,
+			In:              opts.Stdin,
+			Out:             opts.Stdout,
+			Reports:         cfg.Admin.Channel == "console",
+			MaxMessageBytes: cfg.Limits.MaxMessageBytes,
+		}))
+	}
+	models := modelStrings(cfg.ModelRefs())
+	if s := cfg.Channels.Slack; s.Enabled {
+		a, err := slack.New(slack.Config{
+			AppToken: s.AppToken.Reveal(),
+			BotToken: s.BotToken.Reveal(),
+			APIURL:   s.APIURL,
+			Log:      log,
+			Models:   func() []string { return models },
+		})
+		if err != nil {
+			return nil, &ConfigError{fmt.Sprintf("channels.slack: %v", err)}
+		}
+		out = append(out, a)
+	}
+	if d := cfg.Channels.Discord; d.Enabled {
+		profiles := cfg.ProfileIDs()
+		a, err := discord.New(discord.Config{
+			Token:    d.Token.Reveal(),
+			GuildID:  d.GuildID,
+			APIURL:   d.APIURL,
+			Log:      log,
+			Models:   func() []string { return models },
+			Profiles: func() []string { return profiles },
+		})
+		if err != nil {
+			return nil, &ConfigError{fmt.Sprintf("channels.discord: %v", err)}
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+func modelStrings(refs []failover.ModelRef) []string {
+	out := make([]string, len(refs))
+	for i, r := range refs {
+		out[i] = string(r)
+	}
+	return out
+}
+
+// clientCache builds one LLM client per provider and profile, on first use.
+type clientCache struct {
+	cfg *config.Config
+	log *slog.Logger
+	now func() time.Time
+	mu  sync.Mutex
+	m   map[string]*llm.Client
+}
+
+// get returns the client of provider with profileID ("" = no credential).
+func (c *clientCache) get(provider, profileID string) (sessions.LLM, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := provider + "\x00" + profileID
+	if cl, ok := c.m[key]; ok {
+		return cl, nil
+	}
+	p, ok := c.cfg.Providers[provider]
+	if !ok {
+		return nil, fmt.Errorf("provider %q is not configured", provider)
+	}
+	var apiKey string
+	if profileID != "" {
+		prof, ok := c.cfg.Auth.Profiles[profileID]
+		if !ok || prof.Provider != provider {
+			return nil, fmt.Errorf("profile %q of provider %q is not configured", profileID, provider)
+		}
+		apiKey = prof.Key.Reveal()
+	}
+	cl, err := llm.New(llm.Config{
+		Provider:    provider,
+		BaseURL:     p.BaseURL,
+		ProfileID:   profileID,
+		APIKey:      apiKey,
+		IdleTimeout: c.cfg.Agents.Defaults.Timeouts.Idle,
+		Logger:      c.log,
+		Now:         c.now,
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.m[key] = cl
+	return cl, nil
+}
+
+func (c *clientCache) closeIdle() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, cl := range c.m {
+		cl.CloseIdleConnections()
+	}
+}
+
+// IsConfigError reports whether err was caused by the configuration.
+func IsConfigError(err error) bool {
+	var ce *ConfigError
+	return errors.As(err, &ce)
+}

@@ -1,0 +1,43 @@
+package app
+
+import (
+	"github.com/detourbot/detour/config"
+	"github.com/detourbot/detour/failover"
+	"github.com/detourbot/detour/sessions"
+)
+
+// SessionsConfig maps a configuration onto the router's: the one mapping, so a
+// drill runs exactly what the bot runs.
+func SessionsConfig(cfg *config.Config) sessions.Config {
+	d := cfg.Agents.Defaults
+	sc := sessions.Config{
+		Primary:         d.Model.Primary,
+		Fallbacks:       append([]failover.ModelRef(nil), d.Model.Fallbacks...),
+		SystemPrompt:    d.SystemPrompt,
+		Models:          map[failover.ModelRef]sessions.ModelInfo{},
+		Profiles:        cfg.EngineProfiles(),
+		Order:           cfg.Auth.Order,
+		Providers:       append([]string(nil), cfg.ProviderIDs...),
+		Notices:         cfg.Notices.Users,
+		AdminChannel:    cfg.Admin.Channel,
+		AdminUsers:      append([]string(nil), cfg.Admin.Users...),
+		ProbeInterval:   d.Failover.PrimaryProbeInterval,
+		MaxMessageBytes: cfg.Limits.MaxMessageBytes,
+		IdleTimeout:     d.Timeouts.Idle,
+		AttemptTimeout:  d.Timeouts.Attempt,
+		RunTimeout:      d.Timeouts.Run,
+		MaxTokens:       d.MaxTokens,
+	}
+	for ref, m := range cfg.Models {
+		sc.Models[ref] = sessions.ModelInfo{
+			ContextWindow: m.ContextWindow,
+			Price:         failover.Price{InPerMTok: m.USDPerMTokIn, OutPerMTok: m.USDPerMTokOut},
+		}
+	}
+	for _, a := range cfg.Agents.List {
+		sc.Agents = append(sc.Agents, sessions.Agent{
+			ID: a.ID, Model: a.Model, Fallbacks: a.Fallbacks, SystemPrompt: a.SystemPrompt, Match: a.Channels,
+		})
+	}
+	return sc
+}
