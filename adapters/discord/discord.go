@@ -89,9 +89,9 @@ type Adapter struct {
 
 	typingEvery time.Duration
 
-	threads      *boundedSet // thread ids the bot takes part in
-	notThreads   *boundedSet // channel ids known not to be threads
-	seen         *boundedSet // message ids already delivered (resume replays)
+	threads      *adapters.Recent // thread ids the bot takes part in
+	notThreads   *adapters.Recent // channel ids known not to be threads
+	seen         *adapters.Recent // message ids already delivered (resume replays)
 	interactions *interactionStore
 
 	disconnected chan struct{}
@@ -155,9 +155,9 @@ func New(cfg Config) (*Adapter, error) {
 		s:            s,
 		transport:    base,
 		gw:           &gatewayDialer{timeout: cfg.OpenTimeout},
-		threads:      newBoundedSet(4096),
-		notThreads:   newBoundedSet(4096),
-		seen:         newBoundedSet(2048),
+		threads:      adapters.NewRecent(4096, 0, nil),
+		notThreads:   adapters.NewRecent(4096, 0, nil),
+		seen:         adapters.NewRecent(2048, 0, nil),
 		interactions: newInteractionStore(512),
 		disconnected: make(chan struct{}, 1),
 		typers:       map[string]chan struct{}{},

@@ -59,10 +59,10 @@ func (a *Adapter) onMessage(_ *discordgo.Session, mc *discordgo.MessageCreate) {
 	switch {
 	case direct:
 	case mentioned:
-		if !a.threads.has(m.ChannelID) && a.isThread(ctx, m.ChannelID) {
-			a.threads.add(m.ChannelID) // mentioned in a thread: take part in it from now on
+		if !a.threads.Has(m.ChannelID) && a.isThread(ctx, m.ChannelID) {
+			a.threads.Add(m.ChannelID) // mentioned in a thread: take part in it from now on
 		}
-	case a.threads.has(m.ChannelID):
+	case a.threads.Has(m.ChannelID):
 	default:
 		return
 	}
@@ -70,7 +70,7 @@ func (a *Adapter) onMessage(_ *discordgo.Session, mc *discordgo.MessageCreate) {
 	if text == "" {
 		return
 	}
-	if !a.seen.add(m.ID) {
+	if a.seen.Seen(m.ID) {
 		return // already delivered (replayed on resume)
 	}
 	a.deliver(adapters.Inbound{
@@ -85,7 +85,7 @@ func (a *Adapter) onMessage(_ *discordgo.Session, mc *discordgo.MessageCreate) {
 
 // isThread looks a channel's type up once (cached either way, bounded).
 func (a *Adapter) isThread(ctx context.Context, channelID string) bool {
-	if a.notThreads.has(channelID) {
+	if a.notThreads.Has(channelID) {
 		return false
 	}
 	var ch *discordgo.Channel
@@ -101,7 +101,7 @@ func (a *Adapter) isThread(ctx context.Context, channelID string) bool {
 	if ch.IsThread() {
 		return true
 	}
-	a.notThreads.add(channelID)
+	a.notThreads.Add(channelID)
 	return false
 }
 
@@ -110,7 +110,7 @@ func (a *Adapter) onThreadCreate(_ *discordgo.Session, tc *discordgo.ThreadCreat
 		return
 	}
 	if bot := a.bot(); bot != "" && tc.OwnerID == bot {
-		a.threads.add(tc.ID)
+		a.threads.Add(tc.ID)
 	}
 }
 
@@ -367,52 +367,6 @@ func completeRecover(models, profiles []string, partial string) []string {
 		}
 	}
 	return c.out
-}
-
-// ---- bounded memory ----
-
-// boundedSet remembers up to n keys, forgetting the oldest first.
-type boundedSet struct {
-	mu    sync.Mutex
-	n     int
-	keys  map[string]struct{}
-	order []string
-	next  int
-}
-
-func newBoundedSet(n int) *boundedSet {
-	return &boundedSet{n: n, keys: make(map[string]struct{}, n), order: make([]string, 0, n)}
-}
-
-func (b *boundedSet) has(k string) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	_, ok := b.keys[k]
-	return ok
-}
-
-// add inserts k; it reports false when k was already there.
-func (b *boundedSet) add(k string) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if _, ok := b.keys[k]; ok {
-		return false
-	}
-	if len(b.order) < b.n {
-		b.order = append(b.order, k)
-	} else {
-		delete(b.keys, b.order[b.next])
-		b.order[b.next] = k
-		b.next = (b.next + 1) % b.n
-	}
-	b.keys[k] = struct{}{}
-	return true
-}
-
-func (b *boundedSet) len() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.keys)
 }
 
 // interactionTTL is how long an interaction token stays usable (Discord: 15 min).

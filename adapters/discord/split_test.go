@@ -94,16 +94,3 @@ func TestCompleteModel_Limits(t *testing.T) {
 		}
 	}
 }
-
-func TestBoundedSet(t *testing.T) {
-	t.Parallel()
-	b := newBoundedSet(3)
-	for _, k := range []string{"a", "b", "c", "d"} {
-		if !b.add(k) {
-			t.Fatalf("add %s reported duplicate", k)
-		}
-	}
-	if b.add("d") || b.has("a") || !b.has("b") || b.len() != 3 {
-		t.Fatalf("set state wrong: has(a)=%v has(b)=%v len=%d", b.has("a"), b.has("b"), b.len())
-	}
-}

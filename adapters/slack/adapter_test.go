@@ -531,32 +531,6 @@ func TestSlashText(t *testing.T) {
 	}
 }
 
-func TestCaches(t *testing.T) {
-	now := time.Unix(0, 0)
-	s := newTTLSet(time.Minute, 3, func() time.Time { return now })
-	if s.Seen("a") || !s.Seen("a") {
-		t.Fatal("ttlSet must report the second sighting")
-	}
-	now = now.Add(2 * time.Minute)
-	if s.Seen("a") {
-		t.Fatal("expired key reported as seen")
-	}
-	for _, k := range []string{"b", "c", "d", "e"} {
-		s.Seen(k)
-	}
-	if s.Len() > 4 {
-		t.Fatalf("ttlSet not bounded: %d", s.Len())
-	}
-	l := newLRUSet(2)
-	l.Add("x")
-	l.Add("y")
-	l.Has("x")
-	l.Add("z") // evicts y
-	if !l.Has("x") || l.Has("y") || !l.Has("z") || l.Len() != 2 {
-		t.Fatal("lruSet eviction wrong")
-	}
-}
-
 // A reply in a thread the bot answered before a restart (so it is in no memory of
 // this process) reaches the bot when the router knows the thread's session.
 func TestThreadFollowUp_KnownSessionAfterRestart(t *testing.T) {

@@ -77,9 +77,9 @@ type Adapter struct {
 	team    string
 	mention *regexp.Regexp
 
-	seen    *ttlSet // event ids, trigger ids
-	seenMsg *ttlSet // channel/ts of handled messages (app_mention + message twins)
-	threads *lruSet // channel/thread_ts where the bot takes part
+	seen    *adapters.Recent // event ids, trigger ids
+	seenMsg *adapters.Recent // channel/ts of handled messages (app_mention + message twins)
+	threads *adapters.Recent // channel/thread_ts where the bot takes part
 	// known asks whether a session exists (adapters.SessionLookup); it finds the
 	// threads the bot took part in before a restart.
 	known atomic.Pointer[func(ctx context.Context, sessionKey string) bool]
@@ -142,9 +142,9 @@ func New(cfg Config) (*Adapter, error) {
 		cfg:     cfg,
 		api:     slackgo.New(cfg.BotToken, opts...),
 		log:     log,
-		seen:    newTTLSet(cfg.DedupeTTL, 50000, cfg.Now),
-		seenMsg: newTTLSet(cfg.DedupeTTL, 50000, cfg.Now),
-		threads: newLRUSet(cfg.ThreadMemory),
+		seen:    adapters.NewRecent(50000, cfg.DedupeTTL, cfg.Now),
+		seenMsg: adapters.NewRecent(50000, cfg.DedupeTTL, cfg.Now),
+		threads: adapters.NewRecent(cfg.ThreadMemory, 0, nil),
 	}, nil
 }
 

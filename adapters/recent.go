@@ -1,0 +1,74 @@
+package adapters
+
+import (
+	"sync"
+	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+)
+
+// Recent remembers up to a fixed number of keys (event ids, threads the bot takes
+// part in), forgetting the least recently used first; with a TTL a key is also
+// forgotten once it is older than the TTL. It is the one bounded memory the
+// adapters use, so a chatty workspace cannot grow the process without bound.
+type Recent struct {
+	mu    sync.Mutex // makes Seen's look-then-add atomic
+	cache *lru.Cache[string, time.Time]
+	ttl   time.Duration
+	now   func() time.Time
+}
+
+// NewRecent returns a Recent holding at most size keys. ttl 0 = no expiry; now nil
+// = time.Now.
+func NewRecent(size int, ttl time.Duration, now func() time.Time) *Recent {
+	if size < 1 {
+		size = 1
+	}
+	if now == nil {
+		now = time.Now
+	}
+	c, _ := lru.New[string, time.Time](size) // only a size < 1 errs
+	return &Recent{cache: c, ttl: ttl, now: now}
+}
+
+// Add records key as just seen.
+func (r *Recent) Add(key string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cache.Add(key, r.now())
+}
+
+// Has reports whether key is held (and not expired), refreshing its recency.
+func (r *Recent) Has(key string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.has(key)
+}
+
+func (r *Recent) has(key string) bool {
+	at, ok := r.cache.Get(key)
+	if ok && r.ttl > 0 && r.now().Sub(at) >= r.ttl {
+		r.cache.Remove(key)
+		return false
+	}
+	return ok
+}
+
+// Seen reports whether key was already held; if not, it records it. An empty key
+// is never held.
+func (r *Recent) Seen(key string) bool {
+	if key == "" {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.has(key) {
+		return true
+	}
+	r.cache.Add(key, r.now())
+	return false
+}
+
+// Len is the number of keys held (expired ones included until they are looked up
+// or pushed out).
+func (r *Recent) Len() int { return r.cache.Len() }
