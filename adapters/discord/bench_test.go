@@ -23,7 +23,7 @@ func BenchmarkSplitMessage10KB(b *testing.B) {
 	s := benchText()
 	b.SetBytes(int64(len(s)))
 	for b.Loop() {
-		if len(splitMessage(s, MaxMessageLen)) < 5 {
+		if len(adapters.Split(s, MaxMessageLen, textLen)) < 5 {
 			b.Fatal("too few chunks")
 		}
 	}

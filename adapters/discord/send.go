@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 	"unicode/utf16"
-	"unicode/utf8"
 
 	"github.com/bwmarrin/discordgo"
 
@@ -41,7 +40,7 @@ func (a *Adapter) Send(ctx context.Context, out adapters.Outbound) error {
 		flags = discordgo.MessageFlagsSuppressNotifications
 		text = smallText(text)
 	}
-	chunks := splitMessage(text, MaxMessageLen)
+	chunks := adapters.Split(text, MaxMessageLen, textLen)
 
 	if out.Kind == adapters.KindReport {
 		ch := strings.TrimPrefix(out.ReplyTo, Name+":")
@@ -223,114 +222,4 @@ func textLen(s string) int {
 		n += utf16.RuneLen(r)
 	}
 	return n
-}
-
-// fenceClose is what closes an open code block at the end of a chunk.
-const fenceClose = "\n```"
-
-// splitMessage cuts s into chunks of at most limit characters, at line ends where it
-// can, at a space inside an over-long line, and mid-word only as a last resort. A chunk
-// that ends inside a ``` code block is closed with ``` and the next chunk reopens it
-// with the same fence line (language tag included), so every chunk renders alone.
-// limit must be at least 16.
-func splitMessage(s string, limit int) []string {
-	if textLen(s) <= limit {
-		return []string{s}
-	}
-	var (
-		chunks []string
-		cur    strings.Builder
-		curLen int
-		body   bool   // cur holds more than a reopened fence line
-		fence  string // the open fence line while inside a code block
-	)
-	flush := func() {
-		out := cur.String()
-		if fence != "" {
-			out = strings.TrimRight(out, "\n") + fenceClose
-		}
-		if strings.TrimSpace(out) != "" {
-			chunks = append(chunks, strings.TrimRight(out, "\n"))
-		}
-		cur.Reset()
-		curLen, body = 0, false
-		if fence != "" {
-			reopen := fence
-			if textLen(reopen)+1+len(fenceClose) > limit/2 {
-				reopen = "```" // a fence line too long to repeat
-			}
-			cur.WriteString(reopen + "\n")
-			curLen = textLen(reopen) + 1
-		}
-	}
-	// room is what a line may take: an open (or opening) block keeps space for its close.
-	room := func(line string) int {
-		if fence != "" || strings.HasPrefix(strings.TrimSpace(line), "```") {
-			return limit - curLen - len(fenceClose)
-		}
-		return limit - curLen
-	}
-
-	for _, line := range strings.SplitAfter(s, "\n") {
-		for line != "" {
-			n := textLen(line)
-			if n <= room(line) {
-				cur.WriteString(line)
-				curLen += n
-				body = true
-				if t := strings.TrimSpace(line); strings.HasPrefix(t, "```") {
-					if fence == "" {
-						fence = t
-					} else {
-						fence = ""
-					}
-				}
-				break
-			}
-			if body {
-				flush()
-				continue
-			}
-			// One line longer than a whole chunk: cut it.
-			head := cutAt(line, room(line))
-			cur.WriteString(head)
-			curLen += textLen(head)
-			body = true
-			line = line[len(head):]
-			flush()
-		}
-	}
-	if body {
-		fence = "" // an unbalanced block stays as written
-		flush()
-	}
-	return chunks
-}
-
-// cutAt returns the longest prefix of s within max characters, preferring to end
-// after a space in its second half; it never splits a rune.
-func cutAt(s string, max int) string {
-	if max < 1 {
-		max = 1
-	}
-	n, end, lastSpace := 0, 0, -1
-	for i, r := range s {
-		w := utf16.RuneLen(r)
-		if n+w > max {
-			break
-		}
-		n += w
-		end = i + utf8.RuneLen(r)
-		if r == ' ' {
-			lastSpace = end
-		}
-	}
-	if end == 0 { // a single rune wider than max: take it anyway
-		_, size := utf8.DecodeRuneInString(s)
-		return s[:size]
-	}
-	if lastSpace > end/2 && end < len(s) {
-		return s[:lastSpace]
-	}
-	return s[:end]
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/detourbot/detour/adapters"
 )
@@ -31,7 +32,7 @@ func BenchmarkSplitMessage40KB(b *testing.B) {
 	b.SetBytes(int64(len(s)))
 	b.ReportAllocs()
 	for b.Loop() {
-		_ = SplitMessage(s, maxChunk)
+		_ = adapters.Split(s, maxChunk, utf8.RuneCountInString)
 	}
 }
 

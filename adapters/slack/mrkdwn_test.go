@@ -1,9 +1,10 @@
 package slack
 
 import (
-	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/detourbot/detour/adapters"
 )
 
 func TestToMrkdwn(t *testing.T) {
@@ -46,66 +47,12 @@ func TestToMrkdwn(t *testing.T) {
 	}
 }
 
-func TestSplitMessage(t *testing.T) {
-	para := strings.Repeat("x", 30)
-	cases := []struct {
-		name  string
-		in    string
-		limit int
-		want  []string
-	}{
-		{"short", "hello", 50, []string{"hello"}},
-		{"empty", "  \n", 50, nil},
-		{"paragraphs", para + "\n\n" + para + "\n\n" + para, 70, []string{para + "\n\n" + para, para}},
-		{"lines", "aaaaaaa\nbbbbbbb\nccccccc", 16, []string{"aaaaaaa\nbbbbbbb", "ccccccc"}},
-		{"long word line", strings.Repeat("ab ", 10), 24, []string{"ab ab ab ab ab", "ab ab ab ab ab"}},
-		{"fence reopened", "```\nl1\nl2\nl3\nl4\n```", 18, []string{"```\nl1\nl2\nl3\n```", "```\nl4\n```"}},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			got := SplitMessage(c.in, c.limit)
-			if strings.Join(got, "¶") != strings.Join(c.want, "¶") || len(got) != len(c.want) {
-				t.Fatalf("SplitMessage(%q, %d)\n got %q\nwant %q", c.in, c.limit, got, c.want)
-			}
-		})
-	}
-}
-
-func TestSplitMessage_Properties(t *testing.T) {
-	inputs := []string{
-		strings.Repeat("word ", 5000),
-		strings.Repeat("line of text\n", 2000),
-		"intro\n\n```python\n" + strings.Repeat("print('hello world')\n", 800) + "```\n\noutro " + strings.Repeat("é", 9000),
-		strings.Repeat("x", 20000),
-	}
-	for i, in := range inputs {
-		chunks := SplitMessage(in, maxChunk)
-		if len(chunks) < 2 {
-			t.Fatalf("input %d not split", i)
-		}
-		total := 0
-		for j, c := range chunks {
-			n := utf8.RuneCountInString(c)
-			if n > maxChunk || n == 0 {
-				t.Fatalf("input %d chunk %d has %d runes", i, j, n)
-			}
-			if strings.Count(c, "```")%2 != 0 {
-				t.Fatalf("input %d chunk %d has an unbalanced fence", i, j)
-			}
-			total += strings.Count(c, "print('hello world')") + strings.Count(c, "é")
-		}
-		if i == 2 && total != 800+9000 {
-			t.Fatalf("content lost: %d", total)
-		}
-	}
-}
-
 func FuzzToMrkdwnAndSplit(f *testing.F) {
 	f.Add("**a** [b](http://c) `d` ```\ne\n```")
 	f.Add("# h\n* i\n> q\n~~s~~")
 	f.Fuzz(func(t *testing.T, s string) {
 		out := ToMrkdwn(s)
-		for _, c := range SplitMessage(out, 64) {
+		for _, c := range adapters.Split(out, 64, utf8.RuneCountInString) {
 			if utf8.RuneCountInString(c) > 64 {
 				t.Fatalf("chunk too long: %q", c)
 			}

@@ -45,7 +45,7 @@ func (a *Adapter) Send(ctx context.Context, out adapters.Outbound) error {
 
 // postChunks posts text in order, one message per chunk.
 func (a *Adapter) postChunks(ctx context.Context, t target, text string) error {
-	for i, chunk := range SplitMessage(text, maxChunk) {
+	for i, chunk := range adapters.Split(text, maxChunk, utf8.RuneCountInString) {
 		opts := []slackgo.MsgOption{slackgo.MsgOptionText(chunk, false)}
 		if t.ThreadTS != "" {
 			opts = append(opts, slackgo.MsgOptionTS(t.ThreadTS))
@@ -86,7 +86,7 @@ func (a *Adapter) postNotice(ctx context.Context, t target, text string) error {
 // ephemeral answers a slash command: chat.postEphemeral where it was typed, falling
 // back to the command's response_url when the bot cannot post there (not a member).
 func (a *Adapter) ephemeral(ctx context.Context, t target, out adapters.Outbound) error {
-	for _, chunk := range SplitMessage(ToMrkdwn(out.Text), maxChunk) {
+	for _, chunk := range adapters.Split(ToMrkdwn(out.Text), maxChunk, utf8.RuneCountInString) {
 		opts := []slackgo.MsgOption{slackgo.MsgOptionText(chunk, false)}
 		if t.ThreadTS != "" {
 			opts = append(opts, slackgo.MsgOptionTS(t.ThreadTS))
