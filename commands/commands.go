@@ -17,16 +17,16 @@ type Name string
 
 // Known commands.
 const (
-	Model   Name = "model"
-	New     Name = "new"
-	Reset   Name = "reset"
-	Status  Name = "status"
-	Recover Name = "recover"
-	Help    Name = "help"
+	CmdModel   Name = "model"
+	CmdNew     Name = "new"
+	CmdReset   Name = "reset"
+	CmdStatus  Name = "status"
+	CmdRecover Name = "recover"
+	CmdHelp    Name = "help"
 )
 
 // Names lists the known commands in help order.
-var Names = []Name{Model, New, Reset, Status, Recover, Help}
+var Names = []Name{CmdModel, CmdNew, CmdReset, CmdStatus, CmdRecover, CmdHelp}
 
 // Known reports whether n is a known command name.
 func Known(n Name) bool {
@@ -144,12 +144,12 @@ func stripMention(s string) string {
 
 // Usage is the one-line usage of each command.
 var Usage = map[Name]string{
-	Model:   "/model [provider/model[@profile] | default]",
-	New:     "/new [provider/model]",
-	Reset:   "/reset",
-	Status:  "/status",
-	Recover: "/recover <provider/model | profile-id>",
-	Help:    "/help",
+	CmdModel:   "/model [provider/model[@profile] | default]",
+	CmdNew:     "/new [provider/model]",
+	CmdReset:   "/reset",
+	CmdStatus:  "/status",
+	CmdRecover: "/recover <provider/model | profile-id>",
+	CmdHelp:    "/help",
 }
 
 // ValidRef reports whether ref looks like "provider/model" (split on the first '/').
@@ -167,7 +167,7 @@ func ValidProfileID(id string) bool {
 func (c *Command) validate() string {
 	usage := "usage: " + Usage[c.Name]
 	switch c.Name {
-	case Model:
+	case CmdModel:
 		switch len(c.Args) {
 		case 0:
 			return ""
@@ -203,7 +203,7 @@ func (c *Command) validate() string {
 			return fmt.Sprintf("profile %s does not belong to provider %s", c.Profile, ref[:strings.IndexByte(ref, '/')])
 		}
 		c.Ref = ref
-	case New:
+	case CmdNew:
 		switch len(c.Args) {
 		case 0:
 		case 1:
@@ -214,11 +214,11 @@ func (c *Command) validate() string {
 		default:
 			return usage
 		}
-	case Reset, Status:
+	case CmdReset, CmdStatus:
 		if len(c.Args) != 0 {
 			return usage
 		}
-	case Recover:
+	case CmdRecover:
 		if len(c.Args) != 1 {
 			return usage
 		}
@@ -238,12 +238,12 @@ func (c *Command) validate() string {
 func HelpText() string {
 	return strings.Join([]string{
 		"commands (start with / or !; in Slack threads use !):",
-		Usage[Model] + " — show or choose this conversation's model; default goes back to the configured one",
-		Usage[New] + " — start a new conversation, optionally on a model",
-		Usage[Reset] + " — start over: clear the conversation and every model choice",
-		Usage[Status] + " — selected and active model, fallback reason, model states, usage",
-		Usage[Recover] + " — admins: probe now and mark it available again on success",
-		Usage[Help] + " — this text",
+		Usage[CmdModel] + " — show or choose this conversation's model; default goes back to the configured one",
+		Usage[CmdNew] + " — start a new conversation, optionally on a model",
+		Usage[CmdReset] + " — start over: clear the conversation and every model choice",
+		Usage[CmdStatus] + " — selected and active model, fallback reason, model states, usage",
+		Usage[CmdRecover] + " — admins: probe now and mark it available again on success",
+		Usage[CmdHelp] + " — this text",
 	}, "\n")
 }
 
@@ -273,8 +273,8 @@ func ModelText(m ModelChoice) string {
 	return b.String()
 }
 
-// CandidateState is one model's line in /status.
-type CandidateState struct {
+// StatusLine is one model's line in /status.
+type StatusLine struct {
 	Model   string
 	Profile string // profile id ("" for providers without credentials)
 	// State is "ok", "cooldown" or "disabled".
@@ -293,7 +293,7 @@ type StatusInfo struct {
 	FallbackReason string
 	Profile        string // profile in use
 	ProfileSource  string
-	Candidates     []CandidateState
+	Candidates     []StatusLine
 	LastProbe      time.Time // last probe of the selected model (S3)
 	NextProbe      time.Time // next probe, when on an auto fallback
 	PaidCalls      int

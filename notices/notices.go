@@ -81,11 +81,11 @@ type State struct {
 // OnFallback reports whether the state says the session is answered by a fallback.
 func (s State) OnFallback() bool { return s.Active != "" && s.Selected != "" && s.Active != s.Selected }
 
-// Decide returns the notice to post when the notice state moves from prev to next,
+// ForChange returns the notice to post when the notice state moves from prev to next,
 // or "" when nothing changed worth announcing (N3). It is a pure function: a turn
 // that stays on the same fallback announces nothing; a move to a different fallback
 // announces the new one; a return to the selected model announces the clear.
-func Decide(prev, next State) string {
+func ForChange(prev, next State) string {
 	switch {
 	case next.OnFallback():
 		if prev.OnFallback() && prev.Selected == next.Selected && prev.Active == next.Active {

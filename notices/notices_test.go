@@ -61,11 +61,11 @@ func TestDecide_N3_OncePerStateChange(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if got := Decide(c.prev, c.next); got != c.want {
+			if got := ForChange(c.prev, c.next); got != c.want {
 				t.Fatalf("Decide = %q, want %q", got, c.want)
 			}
 			// Pure: the same input gives the same answer again.
-			if again := Decide(c.prev, c.next); again != c.want {
+			if again := ForChange(c.prev, c.next); again != c.want {
 				t.Fatalf("not pure: %q then %q", c.want, again)
 			}
 		})

@@ -36,9 +36,9 @@ func (r *Router) runCommand(ctx context.Context, in adapters.Inbound, c commands
 	}
 	var err error
 	switch c.Name {
-	case commands.Help:
+	case commands.CmdHelp:
 		answer(commands.HelpText())
-	case commands.Model:
+	case commands.CmdModel:
 		switch {
 		case c.Default:
 			if err = r.ClearModel(ctx, in.SessionKey); err == nil {
@@ -58,7 +58,7 @@ func (r *Router) runCommand(ctx context.Context, in adapters.Inbound, c commands
 				answer(commands.ModelText(r.modelChoice(e, in.Channel)))
 			}
 		}
-	case commands.New:
+	case commands.CmdNew:
 		if err = r.NewSession(ctx, in.SessionKey, c.Ref); err == nil {
 			msg := "new conversation started"
 			if c.Ref != "" {
@@ -66,16 +66,16 @@ func (r *Router) runCommand(ctx context.Context, in adapters.Inbound, c commands
 			}
 			answer(msg)
 		}
-	case commands.Reset:
+	case commands.CmdReset:
 		if err = r.Reset(ctx, in.SessionKey); err == nil {
 			answer(fmt.Sprintf("conversation reset; model back to %s", r.baseFor(in)))
 		}
-	case commands.Status:
+	case commands.CmdStatus:
 		var info commands.StatusInfo
 		if info, err = r.Status(ctx, in.SessionKey, in.Channel); err == nil {
 			answer(commands.StatusText(info))
 		}
-	case commands.Recover:
+	case commands.CmdRecover:
 		if !r.isAdmin(in) {
 			refuse("/recover is for admins (admin.users in the config)")
 			return
@@ -327,16 +327,16 @@ func dedupe(refs []failover.ModelRef) []failover.ModelRef {
 
 // candidateStates returns one /status line per profile of ref, from the engine's
 // durable state (cooldowns, disables, model-scoped limits, R7 model state).
-func (r *Router) candidateStates(ctx context.Context, ref failover.ModelRef) []commands.CandidateState {
+func (r *Router) candidateStates(ctx context.Context, ref failover.ModelRef) []commands.StatusLine {
 	p, _ := ref.Split()
 	cs, err := r.engine.CandidateStatus(ctx, ref, r.cfg.Profiles[p])
 	if err != nil {
 		r.log.Warn("candidate status", "model", ref, "err", err)
-		return []commands.CandidateState{{Model: string(ref), State: "unknown"}}
+		return []commands.StatusLine{{Model: string(ref), State: "unknown"}}
 	}
-	out := make([]commands.CandidateState, 0, len(cs.Profiles))
+	out := make([]commands.StatusLine, 0, len(cs.Profiles))
 	for _, ps := range cs.Profiles {
-		line := commands.CandidateState{Model: string(ref), Profile: ps.ID, State: ps.State}
+		line := commands.StatusLine{Model: string(ref), Profile: ps.ID, State: ps.State}
 		if ps.State != failover.StateOK {
 			line.Until, line.Reason, line.Recovery = ps.Until, notices.Reason(ps.Reason), ps.RecoveryAt
 		} else if cs.Model.State != failover.StateOK {

@@ -557,7 +557,7 @@ func (r *Router) succeed(ctx context.Context, ts *turnState, res failover.Result
 			next.Reason = res.Cause.Reason
 		}
 	}
-	text := notices.Decide(prevNotice, next)
+	text := notices.ForChange(prevNotice, next)
 	returned := answered == sel.selected && ts.cur.Source == string(failover.SourceAuto)
 
 	err := r.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
