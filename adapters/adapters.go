@@ -28,6 +28,9 @@ type Inbound struct {
 	Direct     bool   // a direct message (notices.users: direct_only)
 	Native     bool   // arrived as a platform slash command / interaction
 	Admin      bool   // the channel itself vouches the user is an admin (console)
+	// EventID is the platform's own id of this event or message ("slack:Ev123",
+	// "discord:msg:987"), so a replica or a restart answers it once (M3); "" = none.
+	EventID string
 }
 
 // Outbound is one message to post.
