@@ -57,6 +57,7 @@ type RunState struct {
 
 	MoreProfiles       bool // another usable profile of this provider remains for this candidate
 	MoreCandidates     bool // a later candidate exists in the chain
+	UsableLater        bool // a later candidate can be tried at once (R6); set for short rate limits
 	UserStrict         bool // the profile is user-pinned: never rotate (P3)
 	LargerContextLater bool // a later candidate declares a larger context window (B7)
 	// ModelUnavailable: this failure took the model to timeout_switch_threshold
@@ -72,7 +73,8 @@ const (
 	WhyTerminal         = "terminal failure: no rotation, no fallback (C9)"
 	WhyBreaker          = "idle-timeout breaker tripped (R8)"
 	WhyIdleRetry        = "idle timeout: one retry on the same model (R5)"
-	WhyShortWait        = "short rate-limit window: wait and retry the same profile (R6)"
+	WhyShortWait        = "short rate-limit window and nothing else usable: wait and retry the same profile (R6)"
+	WhyUsableLater      = "rate limit: a later candidate is usable now, so nothing waits (R6)"
 	WhyRotate           = "rotate to the next profile of the provider (R1, R3)"
 	WhyRotateOverloaded = "overloaded: rotate after the overload backoff (R3)"
 	WhyFallback         = "fall back to the next model (R2)"
@@ -110,11 +112,17 @@ func Decide(s RunState, f Failure) Decision {
 	case ReasonFormat, ReasonContentFilter:
 		return Decision{Action: SurfaceError, Why: WhyTerminal} // C9
 	case ReasonRateLimit:
-		if w := statedWait(&f, s.Now); w > 0 && w <= p.RetryAfterMaxWait && s.ShortWaitRetries < 1 {
-			return Decision{Action: RetrySame, Delay: w, Why: WhyShortWait} // R6
-		}
+		// R6: another usable profile or candidate is used at once; the limited
+		// profile cools down until the provider's time. Only with nothing else
+		// usable is a short stated wait slept through, once.
 		if s.MoreProfiles && !s.UserStrict && s.RateLimitRotations < p.RateLimitedProfileRotations {
 			return Decision{Action: RotateProfile, Why: WhyRotate} // R3, B6
+		}
+		if s.UsableLater && s.MoreCandidates {
+			return Decision{Action: FallbackModel, Why: WhyUsableLater}
+		}
+		if w := statedWait(&f, s.Now); w > 0 && w <= p.RetryAfterMaxWait && s.ShortWaitRetries < 1 {
+			return Decision{Action: RetrySame, Delay: w, Why: WhyShortWait}
 		}
 		return fallback(s)
 	case ReasonOverloaded:

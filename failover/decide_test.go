@@ -52,9 +52,12 @@ func TestDecide_R4_Table(t *testing.T) {
 		{"R5 idle retried on same model once", base, Failure{Reason: ReasonTimeout, Idle: true}, RetrySame, 0},
 		{"R5 second idle moves on", with(func(s *RunState) { s.IdleRetries = 1 }), Failure{Reason: ReasonTimeout, Idle: true}, RotateProfile, 0},
 		// R6 / B6.
-		{"R6 short Retry-After waits and retries", base, Failure{Reason: ReasonRateLimit, RetryAfter: 20 * time.Second}, RetrySame, 20 * time.Second},
-		{"R6 short RecoveryAt waits", base, Failure{Reason: ReasonRateLimit, RecoveryAt: now.Add(45 * time.Second)}, RetrySame, 45 * time.Second},
-		{"R6 only once", with(func(s *RunState) { s.ShortWaitRetries = 1 }), Failure{Reason: ReasonRateLimit, RetryAfter: 20 * time.Second}, RotateProfile, 0},
+		{"R6 a usable sibling profile beats a short wait", base, Failure{Reason: ReasonRateLimit, RetryAfter: 2 * time.Second}, RotateProfile, 0},
+		{"R6 a usable later candidate beats a short wait", with(func(s *RunState) { s.MoreProfiles, s.UsableLater = false, true }), Failure{Reason: ReasonRateLimit, RetryAfter: 2 * time.Second}, FallbackModel, 0},
+		{"R6 nothing else usable: short Retry-After waits and retries", with(func(s *RunState) { s.MoreProfiles = false }), Failure{Reason: ReasonRateLimit, RetryAfter: 20 * time.Second}, RetrySame, 20 * time.Second},
+		{"R6 nothing else usable: short RecoveryAt waits", with(func(s *RunState) { s.MoreProfiles = false }), Failure{Reason: ReasonRateLimit, RecoveryAt: now.Add(45 * time.Second)}, RetrySame, 45 * time.Second},
+		{"R6 rotations used up: waits", with(func(s *RunState) { s.RateLimitRotations = 1 }), Failure{Reason: ReasonRateLimit, RetryAfter: 20 * time.Second}, RetrySame, 20 * time.Second},
+		{"R6 only once", with(func(s *RunState) { s.MoreProfiles, s.ShortWaitRetries = false, 1 }), Failure{Reason: ReasonRateLimit, RetryAfter: 20 * time.Second}, FallbackModel, 0},
 		{"B6 long wait rotates at once", base, Failure{Reason: ReasonRateLimit, RetryAfter: 2 * time.Hour}, RotateProfile, 0},
 		{"B6 reset in two days falls back at once", with(func(s *RunState) { s.MoreProfiles = false }), Failure{Reason: ReasonRateLimit, RecoveryAt: now.Add(48 * time.Hour)}, FallbackModel, 0},
 		// P3 strict user pin.

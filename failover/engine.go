@@ -130,6 +130,9 @@ type Hooks struct {
 	AfterFailedFallback func(ctx context.Context, c Candidate, f Failure)
 	// OnAttempt observes every finished attempt record (V1).
 	OnAttempt func(AttemptRecord)
+	// OnWait is told before the run sleeps through a provider's stated wait
+	// because nothing else is usable (R6), so the user can see why (L1).
+	OnWait func(c Candidate, wait time.Duration, cause Failure)
 	// Compact shrinks the prompt after a timeout on a prompt above
 	// TimeoutCompactRatio of the model's context window (R15) and returns the new
 	// estimate; ok=false when nothing could be dropped. At most two per run.

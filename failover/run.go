@@ -145,36 +145,50 @@ func (e *Engine) updateStates(ctx context.Context, keys []string, fn func(i int,
 	return out, errors.Join(errs...)
 }
 
-// throttle reports whether key was not contacted within interval, and stamps it
-// when so (R11).
-func (e *Engine) throttle(key string, interval time.Duration, now time.Time) bool {
+// probeKey is the state key of a provider's probe throttle (R11).
+func probeKey(key string) string { return "probe:" + key }
+
+// claimProbe claims the right to probe key (a provider, or provider+"#billing")
+// now: at most one probe per interval, counted from the later of the last probe
+// and since (the billing failure, R11). Only probes count, never the failures
+// that started a cooldown. The claim is stored, so new sessions, restarts and
+// replicas share it; when the store fails, this process's own memory decides.
+func (e *Engine) claimProbe(ctx context.Context, key string, interval time.Duration, since, now time.Time) bool {
+	won := false
+	_, err := e.store().Update(ctx, probeKey(key), func(s *ProfileState) {
+		won = false // Update may run fn more than once
+		last := s.LastProbe
+		if since.After(last) {
+			last = since
+		}
+		if !last.IsZero() && now.Sub(last) < interval {
+			return
+		}
+		s.LastProbe = now
+		won = true
+	})
+	if err != nil {
+		return e.throttle(key, interval, since, now)
+	}
+	return won
+}
+
+// throttle is claimProbe's process-local fallback for a store that fails.
+func (e *Engine) throttle(key string, interval time.Duration, since, now time.Time) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.probeAt == nil {
 		e.probeAt = make(map[string]time.Time)
 	}
-	if last, ok := e.probeAt[key]; ok && now.Sub(last) < interval {
+	last := e.probeAt[key]
+	if since.After(last) {
+		last = since
+	}
+	if !last.IsZero() && now.Sub(last) < interval {
 		return false
 	}
 	e.probeAt[key] = now
 	return true
-}
-
-// contact stamps the probe throttle of a provider after a failed call.
-func (e *Engine) contact(key string, now time.Time) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.probeAt == nil {
-		e.probeAt = make(map[string]time.Time)
-	}
-	if len(e.probeAt) > 4096 {
-		for k, t := range e.probeAt {
-			if now.Sub(t) > 24*time.Hour {
-				delete(e.probeAt, k)
-			}
-		}
-	}
-	e.probeAt[key] = now
 }
 
 func skipTTL(p *Policy) time.Duration {
@@ -255,6 +269,8 @@ type plan struct {
 	usable   int    // number of usable slots at the head
 	kind     AttemptKind
 	skip     Reason
+	until    time.Time // when a skipped candidate is usable again
+	index    int       // the candidate's place in the chain
 	mstate   ProfileState
 	mblocked bool
 }
@@ -263,9 +279,14 @@ func (r *runner) now() time.Time { return r.e.now() }
 
 func (r *runner) run() (Result, error) {
 	chain := r.req.Chain
+	var cooling []plan // candidates skipped for a transient cooldown
 	for i := 0; i < len(chain); i++ {
 		pl := r.evaluate(i)
 		if pl.skip != "" {
+			if transientCooldown(pl.skip) && pl.skip != ReasonContextWindow && !pl.until.IsZero() {
+				pl.index = i
+				cooling = append(cooling, pl)
+			}
 			c := Candidate{Provider: pl.prov, Model: pl.model}
 			if len(pl.slots) > 0 {
 				c.Profile = pl.slots[0].prof.ID
@@ -287,12 +308,62 @@ func (r *runner) run() (Result, error) {
 			i, r.jump = r.jump-1, 0
 		}
 	}
+	if res, err, done := r.probeSoonest(cooling); done {
+		return res, err
+	}
 	return r.summary(nil)
 }
+
+// probeSoonest applies R11's last step: when the run could try no candidate
+// and some are cooling down, the one whose cooldown ends soonest is probed
+// before the turn is refused, at most once per provider per ProbeInterval, so a
+// recovered provider is found within that interval of its recovery.
+func (r *runner) probeSoonest(cooling []plan) (Result, error, bool) {
+	if len(cooling) == 0 || r.paid > 0 {
+		return Result{}, nil, false
+	}
+	sort.SliceStable(cooling, func(a, b int) bool { return cooling[a].until.Before(cooling[b].until) })
+	now := r.now()
+	for _, c := range cooling {
+		if r.probed[c.prov] || !r.e.claimProbe(r.ctx, c.prov, r.p.ProbeInterval, time.Time{}, now) {
+			continue
+		}
+		pl := c
+		pl.skip, pl.kind = "", AttemptProbe
+		if r.probed == nil {
+			r.probed = make(map[string]bool)
+		}
+		r.probed[c.prov] = true
+		res, err, done := r.walk(c.index, &pl)
+		if done {
+			return res, err, true
+		}
+		return Result{}, nil, false // one such probe per run
+	}
+	return Result{}, nil, false
+}
+
 
 // evaluate decides, before any call, whether candidate i is attempted, probed or
 // skipped (R11, R12, B7, R7) and in which profile order (P1-P3).
 func (r *runner) evaluate(i int) plan {
+	pl := r.inspect(i)
+	if pl.skip != "" || (pl.usable > 0 && !pl.mblocked) {
+		return pl
+	}
+	return r.probeOrSkip(pl)
+}
+
+// usableNow reports whether candidate i could be tried at once, without a probe
+// (R6: then nothing waits for a provider's Retry-After).
+func (r *runner) usableNow(i int) bool {
+	pl := r.inspect(i)
+	return pl.skip == "" && pl.usable > 0 && !pl.mblocked
+}
+
+// inspect reads candidate i's state and orders its profiles (P1-P3); skip is set
+// when the candidate cannot be tried at all (R12, B7, no usable profile id).
+func (r *runner) inspect(i int) plan {
 	ref := r.req.Chain[i]
 	prov, model := ref.Split()
 	now := r.now()
@@ -340,10 +411,13 @@ func (r *runner) evaluate(i int) plan {
 			scoped: !until.IsZero() && ps.CooldownModel != "" && !ps.DisabledUntil.After(now)}
 	}
 	pl.usable = orderSlots(pl.slots, len(r.req.Order[prov]) > 0, r.req.PinnedProfile)
-	if pl.usable > 0 && !pl.mblocked {
-		return pl
-	}
-	// Nothing usable: skip, or probe (R11).
+	return pl
+}
+
+// probeOrSkip decides for a candidate with nothing usable whether it is skipped
+// or probed (R11).
+func (r *runner) probeOrSkip(pl plan) plan {
+	now, prov, ms := r.now(), pl.prov, pl.mstate
 	until, why := time.Time{}, Reason("")
 	if pl.usable == 0 {
 		until, why = pl.slots[0].until, pl.slots[0].why
@@ -358,12 +432,12 @@ func (r *runner) evaluate(i int) plan {
 			why = ReasonConsecutiveTimeout
 		}
 	}
-	pl.skip = why
+	pl.skip, pl.until = why, until
 	switch why {
 	case ReasonAuth, ReasonAuthPermanent:
 		return pl // a persistent auth failure skips the provider
 	case ReasonBilling:
-		if pl.primary && r.e.throttle(prov+"#billing", r.p.BillingProbeInterval, now) {
+		if pl.primary && r.e.claimProbe(r.ctx, prov+"#billing", r.p.BillingProbeInterval, billingSince(pl.slots), now) {
 			pl.skip, pl.kind = "", AttemptProbe
 		}
 		return pl
@@ -373,7 +447,7 @@ func (r *runner) evaluate(i int) plan {
 	}
 	switch {
 	case pl.primary:
-		if until.Sub(now) <= r.p.ProbeWindow && r.e.throttle(prov, r.p.ProbeInterval, now) {
+		if until.Sub(now) <= r.p.ProbeWindow && r.e.claimProbe(r.ctx, prov, r.p.ProbeInterval, time.Time{}, now) {
 			pl.skip, pl.kind = "", AttemptProbe
 		}
 	case !pl.mblocked && pl.usable == 0 && !pl.slots[0].scoped && siblingReason(why):
@@ -387,6 +461,18 @@ func (r *runner) evaluate(i int) plan {
 		r.probed[prov] = true
 	}
 	return pl
+}
+
+// billingSince is when the latest billing failure among slots happened: the
+// billing probe throttle counts from there (R11).
+func billingSince(slots []slot) time.Time {
+	var t time.Time
+	for _, sl := range slots {
+		if sl.why == ReasonBilling && sl.st.LastFailure.After(t) {
+			t = sl.st.LastFailure
+		}
+	}
+	return t
 }
 
 func transientCooldown(r Reason) bool {
@@ -619,6 +705,10 @@ func (r *runner) walk(i int, pl *plan) (Result, error, bool) {
 		rs.Now = end
 		rs.Breaker = r.breaker
 		rs.MoreProfiles = kind != AttemptProbe && r.nextSlot(pl) >= 0
+		rs.UsableLater = false
+		if f.Reason == ReasonRateLimit && rs.MoreCandidates && statedWait(f, end) > 0 {
+			rs.UsableLater = r.usableAfter(i) // R6: only worth a read when a wait is on the table
+		}
 		d := Decide(rs, *f)
 		switch d.Action {
 		case RetrySame:
@@ -632,6 +722,9 @@ func (r *runner) walk(i int, pl *plan) (Result, error, bool) {
 			default:
 				rs.ShortWaitRetries++
 				kind = AttemptRetry
+			}
+			if d.Delay > 0 {
+				r.waiting(cand, d.Delay, f)
 			}
 			if res, err, done := r.sleep(d.Delay); done {
 				return res, err, true
@@ -677,6 +770,28 @@ func (r *runner) walk(i int, pl *plan) (Result, error, bool) {
 			return Result{Attempts: r.records, CostUSD: r.cost}, f, true
 		}
 		return Result{}, nil, false // chain exhausted: the summary follows
+	}
+}
+
+// usableAfter reports whether a candidate after i can be tried at once (R6).
+func (r *runner) usableAfter(i int) bool {
+	for j := i + 1; j < len(r.req.Chain); j++ {
+		if r.req.Chain[j] != r.req.Chain[i] && r.usableNow(j) {
+			return true
+		}
+	}
+	return false
+}
+
+// waiting says that the run sleeps through a provider's stated wait because
+// nothing else is usable (R6): a log line, and the caller's progress hook (L1).
+func (r *runner) waiting(c Candidate, d time.Duration, f *Failure) {
+	r.log.LogAttrs(r.ctx, slog.LevelInfo, "waiting for the provider before retrying",
+		slog.String("sessionKey", r.req.SessionKey), slog.String("model", c.Ref()),
+		slog.String("profile", c.Profile), slog.String("reason", string(f.Reason)),
+		slog.Duration("wait", d))
+	if h := r.req.Hooks.OnWait; h != nil {
+		h(c, d, *f)
 	}
 }
 
@@ -906,9 +1021,6 @@ func (r *runner) onFailure(pl *plan, c Candidate, f *Failure, now time.Time) (mo
 	}
 	if transientFailure(f) {
 		modelDown = r.p.TimeoutSwitchThreshold > 0 && ms.Consecutive >= r.p.TimeoutSwitchThreshold
-	}
-	if f.Reason != ReasonContextOverflow && f.Reason != ReasonFormat && f.Reason != ReasonContentFilter && f.Reason != ReasonAborted {
-		r.e.contact(c.Provider, now) // R11 throttle: a failed call counts as contact
 	}
 	if (f.Reason == ReasonAuth || f.Reason == ReasonAuthPermanent) && !pl.primary {
 		if ttl := skipTTL(r.p); ttl > 0 {

@@ -122,10 +122,19 @@ func TestRun_R5_IdleRetryOnce(t *testing.T) {
 	}
 }
 
-// covers R6: short Retry-After waits (virtually) and retries the same profile once.
-func TestRun_R6_ShortRetryAfterWaits(t *testing.T) {
+// covers R6: with nothing else usable (one key, the fallback cooling down), a
+// short Retry-After is waited out (virtually) and the same profile retried once;
+// the wait is logged and handed to the OnWait hook.
+func TestRun_R6_ShortRetryAfterWaitsWhenNothingElseIsUsable(t *testing.T) {
 	h := newHarness(t)
 	req := baseReq("openai/gpt-4o", "anthropic/claude")
+	req.Profiles["openai"] = req.Profiles["openai"][:1]
+	if err := h.e.RecordFailure(bg, Candidate{Provider: "anthropic", Model: "claude", Profile: "anthropic:main"},
+		Failure{Reason: ReasonOverloaded, Class: ClassTransient}); err != nil {
+		t.Fatal(err)
+	}
+	var waits []time.Duration
+	req.Hooks.OnWait = func(c Candidate, d time.Duration, f Failure) { waits = append(waits, d) }
 	sc := newScript(h.clk, ok("x")).on("openai/gpt-4o", fail(Failure{Reason: ReasonRateLimit, RetryAfter: 20 * time.Second}))
 	res, err := h.e.Run(bg, req, sc.fn)
 	if err != nil {
@@ -137,8 +146,57 @@ func TestRun_R6_ShortRetryAfterWaits(t *testing.T) {
 	if s := h.clk.Sleeps(); len(s) != 1 || s[0] != 20*time.Second {
 		t.Fatalf("sleeps %v", s)
 	}
+	if len(waits) != 1 || waits[0] != 20*time.Second {
+		t.Fatalf("OnWait saw %v", waits)
+	}
+	if !strings.Contains(h.log.String(), "waiting for the provider before retrying") {
+		t.Fatalf("no log line says the run waits:\n%s", h.log.String())
+	}
 	if res.FellBack {
 		t.Fatal("fell back after a short wait")
+	}
+}
+
+// covers R6: a 429 with Retry-After 2 s on key 1 while key 2 is healthy: key 2
+// answers at once, nothing sleeps, and key 1 cools down.
+func TestRun_R6_HealthySecondKeyAnswersAtOnce(t *testing.T) {
+	h := newHarness(t)
+	req := baseReq("openai/gpt-4o", "anthropic/claude")
+	sc := newScript(h.clk, ok("x")).on("openai/gpt-4o@openai:a", fail(Failure{Reason: ReasonRateLimit, RetryAfter: 2 * time.Second}))
+	res, err := h.e.Run(bg, req, sc.fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sc.keys(); !eqStrings(got, []string{"openai/gpt-4o@openai:a", "openai/gpt-4o@openai:b"}) {
+		t.Fatalf("calls %v", got)
+	}
+	if s := h.clk.Sleeps(); len(s) != 0 {
+		t.Fatalf("slept %v with a healthy key available", s)
+	}
+	if res.Candidate.Profile != "openai:b" || res.FellBack {
+		t.Fatalf("answered by %+v", res.Candidate)
+	}
+	if st, _ := h.st.Get(bg, "openai:a"); !st.CooldownUntil.After(t0) {
+		t.Fatalf("the limited key does not cool down: %+v", st)
+	}
+}
+
+// covers R6: one key rate-limited with a short wait and a usable fallback: the
+// fallback answers at once, nothing sleeps.
+func TestRun_R6_UsableFallbackAnswersAtOnce(t *testing.T) {
+	h := newHarness(t)
+	req := baseReq("openai/gpt-4o", "anthropic/claude")
+	req.Profiles["openai"] = req.Profiles["openai"][:1]
+	sc := newScript(h.clk, ok("x")).on("openai/gpt-4o", fail(Failure{Reason: ReasonRateLimit, RetryAfter: 2 * time.Second}))
+	res, err := h.e.Run(bg, req, sc.fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sc.keys(); !eqStrings(got, []string{"openai/gpt-4o@openai:a", "anthropic/claude@anthropic:main"}) {
+		t.Fatalf("calls %v", got)
+	}
+	if s := h.clk.Sleeps(); len(s) != 0 || !res.FellBack {
+		t.Fatalf("sleeps %v, fell back %v", s, res.FellBack)
 	}
 }
 

@@ -140,6 +140,11 @@ func (e *Engine) Clear(ctx context.Context, key string) error {
 	} else if i := strings.IndexByte(key, ':'); i >= 0 {
 		prov = key[:i]
 	}
+	for _, k := range []string{prov, prov + "#billing"} {
+		if _, err := e.store().Update(ctx, probeKey(k), func(s *ProfileState) { s.LastProbe = time.Time{} }); err != nil {
+			return fmt.Errorf("failover: clear the probe throttle of %s: %w", prov, err)
+		}
+	}
 	e.mu.Lock()
 	delete(e.probeAt, prov)
 	delete(e.probeAt, prov+"#billing")

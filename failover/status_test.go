@@ -86,13 +86,14 @@ func TestEngine_V5_StatusAndClear(t *testing.T) {
 // covers R11 + V5: Clear resets the probe throttle so a probe can follow at once.
 func TestEngine_B3_ClearResetsProbeThrottle(t *testing.T) {
 	h := newHarness(t)
-	if !h.e.throttle("openai", time.Hour, t0) || h.e.throttle("openai", time.Hour, t0) {
+	ctx := context.Background()
+	if !h.e.claimProbe(ctx, "openai", time.Hour, time.Time{}, t0) || h.e.claimProbe(ctx, "openai", time.Hour, time.Time{}, t0) {
 		t.Fatal("throttle")
 	}
 	if err := h.e.Clear(context.Background(), "openai:a"); err != nil {
 		t.Fatal(err)
 	}
-	if !h.e.throttle("openai", time.Hour, t0) {
+	if !h.e.claimProbe(ctx, "openai", time.Hour, time.Time{}, t0) {
 		t.Fatal("Clear did not reset the throttle")
 	}
 }

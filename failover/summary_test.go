@@ -2,6 +2,7 @@ package failover
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -125,7 +126,7 @@ func TestRun_V3_EarliestRetryModelAware(t *testing.T) {
 	req := baseReq("openai/gpt-4o", "anthropic/claude")
 	req.Profiles["openai"] = req.Profiles["openai"][:1]
 	h.e.Policy.BillingProbeInterval = time.Hour
-	h.e.throttle("openai#billing", time.Hour, t0) // the billing probe was just used
+	h.e.claimProbe(context.Background(), "openai#billing", time.Hour, time.Time{}, t0) // the billing probe was just used
 	sc := newScript(h.clk, failR(ReasonModelNotFound))
 	_, err := h.e.Run(bg, req, sc.fn)
 	se := mustSummary(t, err)
