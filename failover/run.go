@@ -451,8 +451,11 @@ func (r *runner) probeOrSkip(pl plan) plan {
 			pl.skip, pl.kind = "", AttemptProbe
 		}
 	case !pl.mblocked && pl.usable == 0 && !pl.slots[0].scoped && siblingReason(why):
-		// a profile-wide transient cooldown: a same-provider sibling is still tried
-		pl.skip, pl.kind = "", AttemptProbe
+		// a profile-wide transient cooldown: a same-provider sibling is still
+		// tried, within the provider's probe throttle like every probe
+		if r.e.claimProbe(r.ctx, prov, r.p.ProbeInterval, time.Time{}, now) {
+			pl.skip, pl.kind = "", AttemptProbe
+		}
 	}
 	if pl.kind == AttemptProbe {
 		if r.probed == nil {
@@ -1037,7 +1040,7 @@ func (r *runner) summary(stop error) (Result, error) {
 		PaidCalls: r.paid, MaxPaidCalls: r.p.MaxPaidAttemptsPerTurn,
 		CostUSD: r.cost, MaxCostUSD: r.p.MaxTurnCostUSD,
 	}
-	se.EarliestRetry = r.earliest(now)
+	se.Until, se.EarliestRetry = r.earliest(now)
 	outcome := "exhausted"
 	if stop != nil {
 		outcome = "stopped"
@@ -1053,25 +1056,27 @@ func (r *runner) summary(stop error) (Result, error) {
 	return Result{Attempts: r.records, CostUSD: r.cost}, se
 }
 
-// earliest returns the model-aware earliest moment a candidate the run visited is
-// usable again (V3): model-scoped cooldowns of other models are ignored; for each
-// profile the latest matching expiry counts; a candidate is usable when one of its
-// profiles is; the model's own state (R7) blocks too.
-func (r *runner) earliest(now time.Time) time.Time {
+// earliest returns when each candidate the run visited is usable again (zero =
+// usable now) and the model-aware earliest of those moments (V3): model-scoped
+// cooldowns of other models are ignored; for each profile the latest matching
+// expiry counts; a candidate is usable when one of its profiles is; the model's
+// own state (R7) blocks too. Both the user's message and the admin report read
+// these times, so they agree, and none is in the past.
+func (r *runner) earliest(now time.Time) (map[ModelRef]time.Time, time.Time) {
 	var best time.Time
-	seen := map[string]bool{}
+	until := map[ModelRef]time.Time{}
 	for _, a := range r.records {
-		ref := a.Candidate.Ref()
-		if seen[ref] {
+		ref := ModelRef(a.Candidate.Ref())
+		if _, seen := until[ref]; seen {
 			continue
 		}
-		seen[ref] = true
-		u := r.e.candidateUntil(r.ctx, r.req, ModelRef(ref), now)
+		u := r.e.candidateUntil(r.ctx, r.req, ref, now)
+		until[ref] = u
 		if !u.IsZero() && (best.IsZero() || u.Before(best)) {
 			best = u
 		}
 	}
-	return best
+	return until, best
 }
 
 // recordFailure records failure f of candidate c (model ref) durably: the

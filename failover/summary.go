@@ -12,6 +12,9 @@ import (
 type SummaryError struct {
 	Attempts      []AttemptRecord
 	EarliestRetry time.Time // model-aware earliest expiry; zero = unknown
+	// Until is when each visited candidate is usable again, as the engine will
+	// use it (zero = now or unknown); EarliestRetry is the earliest of them.
+	Until map[ModelRef]time.Time
 	Stop          error     // why the run stopped early, if it did (ErrBreakerTripped, ErrTurnBudget, ...)
 
 	At           time.Time // when the run ended (engine clock)

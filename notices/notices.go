@@ -318,12 +318,11 @@ func LinesFromSummary(s *failover.SummaryError) []ReportLine {
 			if f.Status != 0 && !strings.Contains(l.Error, fmt.Sprint(f.Status)) {
 				l.Error = strings.TrimSpace(fmt.Sprintf("HTTP %d %s", f.Status, l.Error))
 			}
-			switch {
-			case !f.RecoveryAt.IsZero():
-				l.Recovery = f.RecoveryAt
-			case f.RetryAfter > 0:
-				l.Recovery = a.Started.Add(a.Duration).Add(f.RetryAfter)
-			}
+		}
+		// The engine's own answer to "when is it tried again": the same times the
+		// user's message uses, never in the past.
+		if u := s.Until[failover.ModelRef(ref)]; u.After(s.At) {
+			l.Recovery = u
 		}
 		lines = append(lines, l)
 	}
@@ -366,14 +365,19 @@ func AdminReport(lines []ReportLine, session string, now time.Time) string {
 	fmt.Fprintf(&b, "⚠️ all models unavailable (session %s, %s)\n", session, now.UTC().Format("2006-01-02 15:04:05 UTC"))
 	var earliest time.Time
 	for _, l := range lines {
-		rec := "unknown, needs a human"
-		if !l.Recovery.IsZero() {
+		var rec string
+		switch {
+		case NeedsHuman(l.Reason) && !l.Recovery.IsZero():
+			rec = "unknown, needs a human (next automatic try " + FormatTime(l.Recovery, now) + ")"
+		case NeedsHuman(l.Reason):
+			rec = "unknown, needs a human"
+		case !l.Recovery.IsZero():
 			rec = "estimated " + FormatTime(l.Recovery, now)
-			if earliest.IsZero() || l.Recovery.Before(earliest) {
-				earliest = l.Recovery
-			}
-		} else if !NeedsHuman(l.Reason) {
+		default:
 			rec = "unknown (transient; retried automatically)"
+		}
+		if !l.Recovery.IsZero() && (earliest.IsZero() || l.Recovery.Before(earliest)) {
+			earliest = l.Recovery
 		}
 		errText := Redact(l.Error)
 		if errText == "" {

@@ -122,6 +122,8 @@ func summary(now time.Time) *failover.SummaryError {
 				Failure: &failover.Failure{Reason: failover.ReasonBilling, Status: 400, Message: "Your credit balance is too low"}},
 		},
 		EarliestRetry: now.Add(5 * time.Minute),
+		At:            now,
+		Until:         map[failover.ModelRef]time.Time{"openai/gpt-4o-mini": now.Add(5 * time.Minute)},
 	}
 }
 
@@ -175,6 +177,15 @@ func TestAdminReport_V4(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("report missing %q\n%s", want, got)
 		}
+	}
+	// The report's times are the engine's (the user's message reads the same
+	// ones): a provider's stated time already in the past never shows (V3, V4).
+	past := summary(now)
+	past.Attempts[0].Failure.RecoveryAt = now.Add(-time.Minute)
+	past.Until = map[failover.ModelRef]time.Time{"openai/gpt-4o-mini": now.Add(-time.Second), "anthropic/claude-haiku-4-5": now.Add(5 * time.Hour)}
+	r := AdminReport(LinesFromSummary(past), "s", now)
+	if strings.Contains(r, "13:59") || !strings.Contains(r, "unknown, needs a human (next automatic try 19:00 UTC") {
+		t.Errorf("report with a past provider time:\n%s", r)
 	}
 	if strings.Contains(got, "CANARY") {
 		t.Fatal("secret in report")

@@ -427,6 +427,15 @@ func (r *Router) Recover(ctx context.Context, target string) (string, error) {
 			return "", err
 		}
 		r.closeIncident()
+		// B3: sessions pushed off this model (or, for a profile, off this
+		// provider) go back to it on their next turn, with the cleared notice.
+		back := model
+		if commands.ValidProfileID(target) {
+			back = ""
+		}
+		if _, err := r.st.probeOriginsNow(ctx, provider, back); err != nil {
+			r.log.Warn("recover: schedule the return of fallen-back sessions", "err", err)
+		}
 	}
 	var b strings.Builder
 	if len(ok) > 0 {

@@ -9,10 +9,14 @@ import (
 	"github.com/detourbot/detour/adapters"
 	"github.com/detourbot/detour/failover"
 	"github.com/detourbot/detour/internal/fakeprovider"
+	"github.com/detourbot/detour/llm"
 	"github.com/detourbot/detour/notices"
 )
 
-const key1 = "test:s1"
+const (
+	key1 = "test:s1"
+	key2 = "test:s2"
+)
 
 // covers S1, O1, O2, N1, N3, N4, S3, N2, K1
 func TestRouter_N1_N2_N3_S3_FallbackStaysThenProbeClears(t *testing.T) {
@@ -266,8 +270,11 @@ func TestRouter_O7_NewVersusReset(t *testing.T) {
 	if e := h.entry(key1); e.ModelOverride != "" || e.ModelOverrideSource != "" || len(h.history(key1)) != 0 {
 		t.Fatalf("/reset left %+v", e)
 	}
-	if out := expect(t, h.say(key1, "after"), "reply"); out[0].Model != mPrimary {
-		t.Fatalf("after /reset answered by %s", out[0].Model)
+	// The primary's keys are still billing-disabled: no call to them until the
+	// billing probe interval has passed since the billing failure (R11), so the
+	// fallback answers, and says so.
+	if out := expect(t, h.say(key1, "after"), "notice,reply"); out[1].Model != mFallback {
+		t.Fatalf("after /reset answered by %s", out[1].Model)
 	}
 	// /new with a model selects it as the user's choice.
 	expect(t, h.say(key1, "/new "+mFallback), "reply")
@@ -553,5 +560,62 @@ func TestRouter_Known(t *testing.T) {
 	expect(t, h.say(key1, "hello"), "reply")
 	if !h.r.Known(context.Background(), key1) || h.r.Known(context.Background(), "test:other") {
 		t.Fatal("Known does not follow the stored sessions")
+	}
+}
+
+// covers B3, N2: after a successful /recover, sessions whose automatic fallback
+// was forced by the recovered model go back to it on their very next turn (not at
+// their next 5-minute probe), each with the cleared notice; a session on a user
+// choice is left alone.
+func TestRouter_B3_RecoverBringsFallenBackSessionsBack(t *testing.T) {
+	h := newHarness(t)
+	h.fake.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeBilling402})
+	for _, k := range []string{key1, key2} {
+		expect(t, h.say(k, "hello"), "notice,reply")
+		if e := h.entry(k); e.ModelOverrideSource != "auto" || e.FallbackOrigin != string(mPrimary) {
+			t.Fatalf("setup %s: %+v", k, e)
+		}
+	}
+	expect(t, h.say("test:user-choice", "/model "+mFallback), "reply")
+	h.clock.Advance(time.Minute) // far from the 5-minute probe
+	h.fake.Reset()               // topped up
+	h.sayAs(adapters.Inbound{Channel: "test", SessionKey: key1, Admin: true, Text: "/recover " + string(mPrimary)})
+	if out := expect(t, h.rec.take(), "reply"); !strings.Contains(out[0].Text, "recovered") {
+		t.Fatalf("recover: %q", out[0].Text)
+	}
+	for _, k := range []string{key1, key2} {
+		out := expect(t, h.say(k, "are you back?"), "notice,reply")
+		if want := notices.Cleared(string(mPrimary), string(mFallback)); out[0].Text != want || out[1].Model != string(mPrimary) {
+			t.Fatalf("%s after /recover:%s", k, dump(out))
+		}
+		if e := h.entry(k); e.ModelOverride != "" || e.ModelOverrideSource != "" {
+			t.Fatalf("%s: the auto override stayed: %+v", k, e)
+		}
+	}
+	if out := expect(t, h.say("test:user-choice", "still mine?"), "reply"); out[0].Model != string(mFallback) {
+		t.Fatalf("a user's choice moved: %s", out[0].Model)
+	}
+}
+
+// covers R8, V4: when the idle-timeout breaker stops a turn because every model
+// stalls, the admin gets the all-models-unavailable report like any all-down
+// incident, and the user is told why.
+func TestRouter_R8_BreakerStopSendsTheAdminReport(t *testing.T) {
+	stall := func(llm.Request) error {
+		return &failover.Failure{Reason: failover.ReasonTimeout, Class: failover.ClassTransient, Idle: true, Message: "stream idle timeout"}
+	}
+	mem := map[string]*memLLM{}
+	for _, p := range []string{"p1", "p2", "p3"} {
+		mem[p] = &memLLM{provider: p, fail: stall}
+	}
+	h := newHarness(t, withMem(mem))
+	out := h.say(key1, "hello?")
+	last := out[len(out)-1]
+	if last.Kind != adapters.KindError || !strings.Contains(last.Text, "stalling") {
+		t.Fatalf("user answer:%s", dump(out))
+	}
+	reports := h.admin.take()
+	if len(reports) != 1 || reports[0].Kind != adapters.KindReport || !strings.Contains(reports[0].Text, "all models unavailable") {
+		t.Fatalf("admin reports after a breaker stop:%s", dump(reports))
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -221,6 +222,25 @@ func (s sessionStore) dropHistory(ctx context.Context, tx *gorm.DB, key string, 
 }
 
 // clearedOverride is the patch that removes every O1 field.
+// probeOriginsNow makes every session whose automatic fallback was forced by a
+// model of provider (model "" = any of its models) re-try that model on its next
+// turn instead of at its next S3 probe (B3: after a successful /recover).
+func (s sessionStore) probeOriginsNow(ctx context.Context, provider, model string) (int64, error) {
+	q := s.db.WithContext(ctx).Model(&Entry{}).Where("model_override_source = ?", string(failover.SourceAuto))
+	if model != "" {
+		q = q.Where("fallback_origin = ?", provider+"/"+model)
+	} else {
+		q = q.Where("fallback_origin LIKE ? ESCAPE '\\'", likePrefix(provider+"/"))
+	}
+	res := q.Update("last_probe_at", nil)
+	return res.RowsAffected, res.Error
+}
+
+// likePrefix escapes s for a LIKE pattern that matches what starts with s.
+func likePrefix(s string) string {
+	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s) + "%"
+}
+
 func clearedOverride() map[string]any {
 	return map[string]any{
 		"provider_override": "", "model_override": "", "model_override_source": "",

@@ -628,7 +628,10 @@ func (r *Router) fail(ctx context.Context, ts *turnState, err error) {
 		text = notices.FailureText(&failover.Failure{Reason: failover.ReasonContextOverflow})
 	case errors.As(err, &s):
 		text = notices.UserFailure(s, now)
-		if s.Stop == nil && ts.sel.source != failover.SourceUser && ts.sel.source != failover.SourceLegacy {
+		// V4: every model down, or the idle breaker stopping a turn that found
+		// nothing healthy, is an incident for the admin.
+		allDown := s.Stop == nil || errors.Is(s.Stop, failover.ErrBreakerTripped)
+		if allDown && ts.sel.source != failover.SourceUser && ts.sel.source != failover.SourceLegacy {
 			r.report(ctx, ts, s, now)
 		}
 	case errors.As(err, &f):
@@ -675,29 +678,6 @@ func (r *Router) report(ctx context.Context, ts *turnState, s *failover.SummaryE
 		return // this incident was already reported (here, before a restart, or by a replica)
 	}
 	lines := notices.LinesFromSummary(s)
-	for i := range lines {
-		if !lines[i].Recovery.IsZero() {
-			continue
-		}
-		// Fill the estimate from durable state: a stated recovery time, else the end
-		// of a transient cooldown (a disable is not a recovery estimate).
-		ref := failover.ModelRef(lines[i].Model)
-		cs, err := r.engine.CandidateStatus(ctx, ref, r.cfg.Profiles[lines[i].Provider])
-		if err != nil {
-			continue
-		}
-		for _, ps := range cs.Profiles {
-			if ps.ID != lines[i].Profile {
-				continue
-			}
-			switch {
-			case ps.RecoveryAt.After(now):
-				lines[i].Recovery = ps.RecoveryAt
-			case ps.State == failover.StateCooldown && !notices.NeedsHuman(lines[i].Reason):
-				lines[i].Recovery = ps.Until
-			}
-		}
-	}
 	r.send(ctx, adapters.Outbound{Kind: adapters.KindReport, Channel: channel, ReplyTo: replyTo, SessionKey: ts.entry.Key,
 		Text: notices.AdminReport(lines, ts.entry.Key, now)})
 }
