@@ -343,7 +343,6 @@ func (r *runner) probeSoonest(cooling []plan) (Result, error, bool) {
 	return Result{}, nil, false
 }
 
-
 // evaluate decides, before any call, whether candidate i is attempted, probed or
 // skipped (R11, R12, B7, R7) and in which profile order (P1-P3).
 func (r *runner) evaluate(i int) plan {

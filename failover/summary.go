@@ -15,7 +15,7 @@ type SummaryError struct {
 	// Until is when each visited candidate is usable again, as the engine will
 	// use it (zero = now or unknown); EarliestRetry is the earliest of them.
 	Until map[ModelRef]time.Time
-	Stop          error     // why the run stopped early, if it did (ErrBreakerTripped, ErrTurnBudget, ...)
+	Stop  error // why the run stopped early, if it did (ErrBreakerTripped, ErrTurnBudget, ...)
 
 	At           time.Time // when the run ended (engine clock)
 	Stalls       int       // idle-timeout breaker count at the end (R8)
