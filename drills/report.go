@@ -90,6 +90,7 @@ type Budgets struct {
 	BreakerTrip            int           `json:"breaker_trip"`
 	TimeoutSwitchThreshold int           `json:"timeout_switch_threshold"`
 	IdleTimeout            time.Duration `json:"idle_timeout_ns"`
+	CooldownProbeInterval  time.Duration `json:"cooldown_probe_interval_ns"`
 }
 
 // Step returns turn i (1-based), or nil.

@@ -89,6 +89,7 @@ func BudgetsFrom(cfg *config.Config) Budgets {
 		BreakerTrip:            d.Failover.BreakerTrip,
 		TimeoutSwitchThreshold: d.Failover.TimeoutSwitchThreshold,
 		IdleTimeout:            d.Timeouts.Idle,
+		CooldownProbeInterval:  d.Failover.CooldownProbeInterval,
 	}
 }
 

@@ -1,6 +1,7 @@
 package drills
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/detourbot/detour/internal/fakeprovider"
@@ -181,6 +182,7 @@ var table = []Scenario{
 			guardHolds(1),
 		},
 	},
+	outageAndRecovery(),
 	// The shapes of the OpenClaw figures in BENCHMARKS.md.
 	{
 		Name: "a429-retry-after-2s", Doc: "the primary answers 429 with Retry-After 2 s on every call",
@@ -225,6 +227,100 @@ var table = []Scenario{
 			toldWhy(1),
 		},
 	},
+}
+
+// The outage-and-recovery drill: every provider down for outageFor with a turn
+// every outageSpacing, then healthy with a turn every recoverySpacing.
+const (
+	outageFor       = 6 * time.Minute
+	outageSpacing   = 20 * time.Second
+	recoverySpacing = 5 * time.Second
+	recoverySteps   = 12
+)
+
+// outageAndRecovery is every provider down for several minutes (every profile
+// climbs the cooldown ladder to its cap), then healthy: how many calls the
+// outage costs, and how soon after recovery the first answer comes (R11).
+func outageAndRecovery() Scenario {
+	down := []Fault{{On: OnEvery, Mode: fakeprovider.ModeUnavailable503}}
+	steps := []Step{{Faults: down}}
+	for t := outageSpacing; t < outageFor; t += outageSpacing {
+		steps = append(steps, Step{Advance: outageSpacing})
+	}
+	healed := len(steps) + 1
+	steps = append(steps, Step{Advance: outageSpacing, Faults: []Fault{}})
+	for range recoverySteps - 1 {
+		steps = append(steps, Step{Advance: recoverySpacing})
+	}
+	return Scenario{
+		Name: "outage-and-recovery",
+		Doc:  "every provider answers 503 for six minutes, then recovers: calls during the outage, seconds from recovery to the first answer (R11)",
+		Steps: steps,
+		Checks: []Check{
+			toldWhy(1),
+			probedOncePerInterval(healed - 1),
+			recoveredWithin(healed),
+		},
+	}
+}
+
+// probedOncePerInterval bounds the calls of the first steps (the outage): after
+// the first turn tries the chain, each provider gets at most one probe per
+// cooldown_probe_interval, plus the attempt that follows a cooldown's natural
+// end, so at most two calls per provider in any such interval.
+func probedOncePerInterval(steps int) Check {
+	return Check{fmt.Sprintf("steps 2-%d (the outage): at most one probe per provider per cooldown_probe_interval (R11)", steps),
+		func(r *Report, b Budgets) (bool, string) {
+			interval := b.CooldownProbeInterval
+			if interval <= 0 {
+				return true, "no probe interval"
+			}
+			at := map[string][]time.Duration{} // provider -> drill time of each call
+			now, total := time.Duration(0), 0
+			for _, t := range r.Turns[:min(steps, len(r.Turns))] {
+				now += t.Advanced
+				for _, c := range r.Calls {
+					if c.Step != t.Step {
+						continue
+					}
+					total++
+					if t.Step > 1 {
+						at[c.Provider] = append(at[c.Provider], now)
+					}
+				}
+			}
+			for prov, ts := range at {
+				for i := 2; i < len(ts); i++ {
+					if ts[i]-ts[i-2] < interval {
+						return false, fmt.Sprintf("%s: 3 calls within %s", prov, ts[i]-ts[i-2])
+					}
+				}
+			}
+			return true, fmt.Sprintf("%d paid call(s) in %s of outage", total, now)
+		}}
+}
+
+// recoveredWithin: the first answer after the providers healed (at step healed)
+// comes within cooldown_probe_interval of the recovery.
+func recoveredWithin(healed int) Check {
+	return Check{fmt.Sprintf("step %d on: answered within cooldown_probe_interval of the recovery (R11)", healed),
+		func(r *Report, b Budgets) (bool, string) {
+			since := time.Duration(0)
+			for _, t := range r.Turns {
+				if t.Step < healed {
+					continue
+				}
+				if t.Step > healed {
+					since += t.Advanced
+				}
+				for _, a := range t.Answers {
+					if a.Kind == "reply" {
+						return since <= b.CooldownProbeInterval, fmt.Sprintf("first answer %s after the recovery (step %d), limit %s", since, t.Step, b.CooldownProbeInterval)
+					}
+				}
+			}
+			return false, "no answer after the recovery"
+		}}
 }
 
 // Scenarios returns every scenario, in run order.
