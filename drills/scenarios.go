@@ -253,8 +253,8 @@ func outageAndRecovery() Scenario {
 		steps = append(steps, Step{Advance: recoverySpacing})
 	}
 	return Scenario{
-		Name: "outage-and-recovery",
-		Doc:  "every provider answers 503 for six minutes, then recovers: calls during the outage, seconds from recovery to the first answer (R11)",
+		Name:  "outage-and-recovery",
+		Doc:   "every provider answers 503 for six minutes, then recovers: calls during the outage, seconds from recovery to the first answer (R11)",
 		Steps: steps,
 		Checks: []Check{
 			toldWhy(1),
