@@ -59,6 +59,14 @@ type Typer interface {
 	Typing(ctx context.Context, in Inbound) error
 }
 
+// Connector is an optional capability of an adapter that holds a connection to
+// its platform (a Slack socket, a Discord gateway): Connected reports whether it
+// is up now. The bot logs "ready" only once every such adapter is connected, and
+// a readiness probe fails while one is not.
+type Connector interface {
+	Connected() bool
+}
+
 // SessionLookup is an optional capability: an adapter that decides from its own
 // memory whether a message continues a conversation (a Slack thread reply without
 // a mention) is also told how to ask whether a session exists, so conversations

@@ -2,6 +2,7 @@ package sessions
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -618,4 +619,22 @@ func TestRouter_R8_BreakerStopSendsTheAdminReport(t *testing.T) {
 	if len(reports) != 1 || reports[0].Kind != adapters.KindReport || !strings.Contains(reports[0].Text, "all models unavailable") {
 		t.Fatalf("admin reports after a breaker stop:%s", dump(reports))
 	}
+}
+
+// covers B1: a call already paid for is counted even when its turn is cancelled
+// (a second SIGTERM cuts the drain short).
+func TestRouter_B1_CancelledTurnStillCountsItsPaidCall(t *testing.T) {
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	block := func(llm.Request) error {
+		started <- struct{}{}
+		<-release // the provider answers only after the turn was cancelled
+		return errors.New("connection reset")
+	}
+	mem := map[string]*memLLM{"p1": {provider: "p1", fail: block}}
+	h := newHarness(t, withMem(mem))
+	h.r.Handle(context.Background(), adapters.Inbound{Channel: "test", SessionKey: key1, Text: "hello"})
+	<-started
+	h.r.Close() // the drain grace ended: running turns are cancelled
+	close(release)
+	waitFor(t, "the cancelled turn to be recorded", func() bool { return h.entry(key1).PaidCalls == 1 })
 }

@@ -308,7 +308,8 @@ func (r *Router) turnOnce(ctx context.Context, in adapters.Inbound, mayRestart b
 		return
 	}
 	if err != nil {
-		r.recordAttempts(ctx, r.db, ts)
+		// A cancelled turn still paid for its calls: record them regardless.
+		r.recordAttempts(context.WithoutCancel(ctx), r.db, ts)
 		r.fail(ctx, ts, err)
 		return
 	}
@@ -618,7 +619,11 @@ func (r *Router) succeed(ctx context.Context, ts *turnState, res failover.Result
 func (r *Router) fail(ctx context.Context, ts *turnState, err error) {
 	now := r.clock.Now()
 	if n := paidCalls(ts.attempts); n > 0 {
-		_ = r.st.patch(ctx, ts.entry.Key, map[string]any{"paid_calls": gorm.Expr("paid_calls + ?", n)})
+		// Counted even when the turn was cancelled (a second SIGTERM): the
+		// provider was paid either way.
+		if err := r.st.patch(context.WithoutCancel(ctx), ts.entry.Key, map[string]any{"paid_calls": gorm.Expr("paid_calls + ?", n)}); err != nil {
+			r.log.Warn("record paid calls", "session", ts.entry.Key, "err", err)
+		}
 	}
 	var s *failover.SummaryError
 	var f *failover.Failure

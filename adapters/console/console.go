@@ -46,6 +46,9 @@ type Options struct {
 	Reports bool
 	// MaxMessageBytes rejects longer messages with an error line (0 = 65536).
 	MaxMessageBytes int
+	// Interactive: a person types at a terminal (text format): a "> " prompt
+	// shows when the bot waits for input.
+	Interactive bool
 }
 
 // Adapter is the console channel. It is safe for concurrent Send calls.
@@ -102,6 +105,7 @@ func (a *Adapter) Run(ctx context.Context, inbox chan<- adapters.Inbound) error 
 	go a.read(lines, done)
 	n := 0
 	for {
+		a.prompt()
 		var l line
 		var ok bool
 		select {
@@ -118,6 +122,9 @@ func (a *Adapter) Run(ctx context.Context, inbox chan<- adapters.Inbound) error 
 		n++
 		in, skip, errText, session := a.parse(l, n)
 		if skip {
+			if a.opts.Format == FormatText {
+				a.note("(empty line: nothing was sent)") // every line gets an answer
+			}
 			continue
 		}
 		if errText != "" {
@@ -140,6 +147,25 @@ func (a *Adapter) Run(ctx context.Context, inbox chan<- adapters.Inbound) error 
 		case <-a.answered:
 		}
 	}
+}
+
+// prompt shows "> " when a person waits at a terminal.
+func (a *Adapter) prompt() {
+	if !a.opts.Interactive || a.opts.Format != FormatText {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	_, _ = a.bw.WriteString("> ")
+	_ = a.bw.Flush()
+}
+
+// note prints a line of the console's own (text format only).
+func (a *Adapter) note(text string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	_, _ = a.bw.WriteString(text + "\n")
+	_ = a.bw.Flush()
 }
 
 // read sends every input line to lines and closes it at the end of input.
@@ -318,9 +344,10 @@ func (a *Adapter) answer() {
 	}
 }
 
-// textLine renders one outbound message for the text format.
+// textLine renders one outbound message for the text format, with terminal
+// control sequences removed (T4).
 func textLine(out adapters.Outbound) string {
-	text := strings.TrimRight(out.Text, "\n")
+	text := Sanitize(strings.TrimRight(out.Text, "\n"))
 	switch out.Kind {
 	case adapters.KindNotice:
 		if !strings.HasPrefix(text, "↪️") {

@@ -88,8 +88,28 @@ func TestText_Inbound(t *testing.T) {
 	if got[2].Text != "/status" {
 		t.Errorf("last line without newline lost: %+v", got[2])
 	}
-	if out.Len() != 0 {
+	// Every line gets an answer: the two blank lines a short note each.
+	if out.String() != "(empty line: nothing was sent)\n(empty line: nothing was sent)\n" {
 		t.Errorf("unexpected output %q", out.String())
+	}
+}
+
+// A person at a terminal sees a prompt whenever the bot waits for input, and
+// model output never reaches the terminal with its control sequences (T4).
+func TestText_PromptAndSanitizedOutput(t *testing.T) {
+	var out strings.Builder
+	a := New(Options{Format: FormatText, In: strings.NewReader("hi\n"), Out: &out, Interactive: true})
+	inbox := make(chan adapters.Inbound)
+	done := make(chan error, 1)
+	ctx := context.Background()
+	go func() { done <- a.Run(ctx, inbox) }()
+	in := <-inbox
+	_ = a.Send(ctx, adapters.Outbound{Kind: adapters.KindReply, SessionKey: in.SessionKey, Text: "\x1b]0;pwned\x07\x1b[2Jclean\u202e"})
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); got != "> clean\n> " {
+		t.Fatalf("terminal got %q", got)
 	}
 }
 

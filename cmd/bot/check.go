@@ -17,10 +17,9 @@ import (
 // candidate chains, limits). Exit 2 with file:line: key: errors on a bad one.
 func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	path := fs.String("config", "", "configuration file (default ./config.yaml if it exists, else the embedded demo)")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "bot check: unexpected arguments: %v\n", fs.Args())

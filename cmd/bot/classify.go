@@ -46,10 +46,9 @@ type classifyError struct {
 // Processing always goes on; lines up to 10 MiB are accepted.
 func runClassify(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("classify", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	nowFlag := fs.String("now", "", "reference time (RFC 3339) for year-less reset texts and waits; default: the current time")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage: bot classify [--now RFC3339] < errors.jsonl
+		fmt.Fprint(fs.Output(), `Usage: bot classify [--now RFC3339] < errors.jsonl
 
 Reads one JSON object per line: {"provider": "...", "http_status": 429 or null,
 "headers": {"retry-after": "2"}, "body": "...", "stream": false}
@@ -60,11 +59,8 @@ A line that cannot be read gets {"error": "..."} and processing goes on.
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "bot classify: unexpected argument %q\n", fs.Arg(0))

@@ -47,9 +47,13 @@ func startDemoLLM() (*fakeprovider.Server, error) {
 }
 
 // demoBanner tells a newcomer what they are looking at (stderr only).
-func demoBanner(w io.Writer, cfg *config.Config) {
+func demoBanner(w io.Writer, cfg *config.Config, logFile string) {
+	logs := "stderr"
+	if logFile != "" {
+		logs = logFile
+	}
 	fmt.Fprintf(w, `detour demo: a console chat against a built-in fake provider (no account needed).
-  models: demo/primary, falling back to backup/fallback-1 then backup/fallback-2; state in %s
+  models: demo/primary, falling back to backup/fallback-1 then backup/fallback-2; state in %s, logs in %s
   Type a message and press Enter. Add a marker to make the primary fail:
     hello #fail:rate_limit              429 with Retry-After: rotate key, then fall back
     hello #fail:insufficient_quota      out of credit: the key is parked, fall back at once
@@ -62,5 +66,5 @@ func demoBanner(w io.Writer, cfg *config.Config) {
     /help                               every command
   Real providers: cp config.example.yaml config.yaml, set your API keys, run again.
   Ctrl-D (end of input) quits.
-`, cfg.Storage.DSN)
+`, cfg.Storage.DSN, logs)
 }

@@ -20,7 +20,6 @@ import (
 // bad arguments or a bad configuration.
 func runDrill(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("drill", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", "", "configuration file (default ./config.yaml if it exists, else the embedded demo)")
 	scenario := fs.String("scenario", "all", "scenario name, comma-separated names, or all")
 	format := fs.String("format", drills.FormatText, "output: text, json or markdown")
@@ -28,11 +27,11 @@ func runDrill(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	list := fs.Bool("list", false, "list the scenarios and exit")
 	logLevel := fs.String("log-level", "", "show the bot's logs on stderr at this level (debug, info, warn, error); default none")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: bot drill [--config PATH] [--scenario NAME|all] [--format text|json|markdown] [--fast] [--list]")
+		fmt.Fprintln(fs.Output(), "Usage: bot drill [--config PATH] [--scenario NAME|all] [--format text|json|markdown] [--fast] [--list]")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "bot drill: unexpected arguments: %v\n", fs.Args())

@@ -16,11 +16,10 @@ import (
 // process exit code.
 func runFakeLLM(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("fake-llm", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	listen := fs.String("listen", "127.0.0.1:8089", "address to listen on")
 	script := fs.String("script", "", "file of JSON-lines rules to script at start")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "fake-llm: unexpected arguments: %v\n", fs.Args())

@@ -16,6 +16,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -33,10 +35,15 @@ func main() {
 
 // realMain runs one subcommand with signal handling and returns the exit code.
 func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), stopSignals...)
 	defer stop()
 	return dispatch(ctx, args, stdin, stdout, stderr)
 }
+
+// stopSignals end the bot gracefully: in-flight turns get drainGrace to finish. A
+// SIGHUP (a closed terminal, or a supervisor's reload) drains the same way, so a
+// supervisor restarts the bot on the new configuration without a lost turn.
+var stopSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
 
 // Exit codes.
 const (
@@ -54,6 +61,9 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			cmd, args = args[0], args[1:]
 		case "help", "-h", "-help", "--help":
 			usage(stdout)
+			return exitOK
+		case "--version", "-version", "-v":
+			fmt.Fprintln(stdout, "detour", versionString())
 			return exitOK
 		default:
 			if len(args[0]) == 0 || args[0][0] != '-' {
@@ -85,15 +95,42 @@ func usage(w io.Writer) {
 
 Usage:
   bot [run] [--config PATH] [--format text|jsonl] [--db PATH] [--log-level debug|info|warn|error]
+            [--log-format text|json] [--log-file PATH]
   bot check [--config PATH]     validate a configuration and print the resolved chains
   bot classify ...              classify provider error bodies
   bot fake-llm ...              serve the fault-injecting OpenAI-compatible server
   bot drill ...                 run failure drills against a fake provider
-  bot version
+  bot version                   (also: bot --version)
+  bot <command> --help          the flags of one command
 
 Without --config, ./config.yaml is used when it exists; otherwise the embedded
 demo starts (a console chat against a built-in fake provider, no account needed).
+
+Exit codes: 0 clean stop (end of input, SIGINT, SIGTERM or SIGHUP after the
+in-flight turns finished), 1 runtime failure (database, a channel that cannot
+connect, a failing subcommand), 2 bad arguments or a bad configuration.
 `)
+}
+
+// parseFlags parses args into fs. --help prints the usage on stdout and ends the
+// command with exit 0; a bad flag prints the error and the usage on stderr and
+// ends it with exit 2. ok is true when the command should go on.
+func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (exit int, ok bool) {
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	switch {
+	case err == nil:
+		fs.SetOutput(stderr)
+		return exitOK, true
+	case errors.Is(err, flag.ErrHelp):
+		fs.SetOutput(stdout)
+		fs.Usage()
+		return exitOK, false
+	}
+	fs.SetOutput(stderr)
+	fmt.Fprintf(stderr, "bot %s: %v\n", fs.Name(), err)
+	fs.Usage()
+	return exitUsage, false
 }
 
 // versionString is the -ldflags version, else the module version or VCS revision.

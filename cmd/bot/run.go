@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/detourbot/detour/adapters/console"
@@ -24,10 +23,12 @@ const drainGrace = 30 * time.Second
 
 // runFlags are the flags of `bot run`.
 type runFlags struct {
-	config   string
-	format   string
-	db       string
-	logLevel string
+	config    string
+	format    string
+	db        string
+	logLevel  string
+	logFormat string
+	logFile   string
 }
 
 // runBot is `bot run`: it loads the configuration (or the embedded demo), wires
@@ -37,13 +38,14 @@ type runFlags struct {
 func runBot(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var f runFlags
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	fs.StringVar(&f.config, "config", "", "configuration file (default ./config.yaml if it exists, else the embedded demo)")
 	fs.StringVar(&f.format, "format", "", "console format: text or jsonl (overrides channels.console.format)")
 	fs.StringVar(&f.db, "db", "", "SQLite database file (overrides storage.dsn)")
 	fs.StringVar(&f.logLevel, "log-level", "", "log level: debug, info, warn or error (default info; warn in the demo)")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json (one JSON object per line)")
+	fs.StringVar(&f.logFile, "log-file", "", `write logs to this file instead of stderr (default: stderr; "detour.log" when chatting in the terminal, "detour-demo.log" in the demo)`)
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "bot run: unexpected arguments: %v\n", fs.Args())
@@ -75,19 +77,23 @@ func runBot(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		fmt.Fprintf(stderr, "bot: %v\n", err)
 		return exitUsage
 	}
-	level := slog.LevelInfo
-	if src.demo {
-		level = slog.LevelWarn
-	}
-	if f.logLevel != "" {
-		if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
-			fmt.Fprintf(stderr, "bot: bad --log-level %q: want debug, info, warn or error\n", f.logLevel)
-			return exitUsage
+	// A person chatting in the terminal should not see log lines in the chat:
+	// when stdin and stderr are one terminal, logs go to a file.
+	interactive := cfg.Channels.Console.Enabled && cfg.Channels.Console.Format != console.FormatJSONL && isTerminal(stdin)
+	if f.logFile == "" && interactive && isTerminal(stderr) {
+		f.logFile = "detour.log"
+		if src.demo {
+			f.logFile = "detour-demo.log"
 		}
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	log, closeLog, err := newLogger(f, src.demo, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "bot: %v\n", err)
+		return exitUsage
+	}
+	defer closeLog()
 
-	sys, err := app.New(ctx, cfg, app.Options{Log: log, Stdin: stdin, Stdout: stdout})
+	sys, err := app.New(ctx, cfg, app.Options{Log: log, Stdin: stdin, Stdout: stdout, Interactive: interactive})
 	if err != nil {
 		if app.IsConfigError(err) {
 			fmt.Fprintf(stderr, "bot: %v\n", err)
@@ -98,10 +104,17 @@ func runBot(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	}
 	defer sys.Close()
 	if src.demo {
-		demoBanner(stderr, cfg)
+		demoBanner(stderr, cfg, f.logFile)
+	} else if interactive && f.logFile != "" {
+		fmt.Fprintf(stderr, "detour: chatting in the terminal; logs go to %s. Ctrl-D quits.\n", f.logFile)
 	}
-	log.Info("ready", "config", src.name(), "channels", sys.ChannelNames(), "startup", time.Since(start).Round(time.Microsecond))
-	if err := serve(ctx, sys, log); err != nil {
+	go func() {
+		// "ready" means every channel that holds a connection is connected.
+		if sys.WaitConnected(ctx) == nil {
+			log.Info("ready", "config", src.name(), "channels", sys.ChannelNames(), "startup", time.Since(start).Round(time.Microsecond))
+		}
+	}()
+	if err := serve(ctx, sys, log, interactive, stderr); err != nil {
 		log.Error("stopped with an error", "err", err)
 		return exitFailed
 	}
@@ -113,7 +126,7 @@ func runBot(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 // everything that was typed, however long it takes; after a signal in-flight turns
 // get drainGrace to finish (a second signal cuts it short) before they are
 // cancelled.
-func serve(ctx context.Context, sys *app.System, log *slog.Logger) error {
+func serve(ctx context.Context, sys *app.System, log *slog.Logger, interactive bool, stderr io.Writer) error {
 	runErr := sys.Serve(ctx)
 	if ctx.Err() == nil {
 		if err := sys.Drain(context.Background()); err != nil {
@@ -121,11 +134,14 @@ func serve(ctx context.Context, sys *app.System, log *slog.Logger) error {
 		}
 		return runErr
 	}
+	if interactive {
+		fmt.Fprintf(stderr, "\nfinishing the current turn… (Ctrl-C again stops at once)\n")
+	}
 	log.Info("signal received: finishing in-flight turns", "grace", drainGrace)
 	dctx, cancel := context.WithTimeout(context.Background(), drainGrace)
 	defer cancel()
 	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	signal.Notify(sig, stopSignals...)
 	defer signal.Stop(sig)
 	go func() {
 		select {
@@ -138,6 +154,47 @@ func serve(ctx context.Context, sys *app.System, log *slog.Logger) error {
 		log.Warn("in-flight turns did not finish in time; cancelling them", "err", err)
 	}
 	return runErr
+}
+
+// newLogger builds the process's logger from the flags: level (info, warn in the
+// demo), text or JSON, stderr or a file. close flushes and closes the file.
+func newLogger(f runFlags, demo bool, stderr io.Writer) (_ *slog.Logger, close func(), err error) {
+	level := slog.LevelInfo
+	if demo {
+		level = slog.LevelWarn
+	}
+	if f.logLevel != "" {
+		if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+			return nil, nil, fmt.Errorf("bad --log-level %q: want debug, info, warn or error", f.logLevel)
+		}
+	}
+	w, close := stderr, func() {}
+	if f.logFile != "" {
+		file, err := os.OpenFile(f.logFile, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--log-file: %w", err)
+		}
+		w, close = file, func() { _ = file.Close() }
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch f.logFormat {
+	case "", "text":
+		return slog.New(slog.NewTextHandler(w, opts)), close, nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), close, nil
+	}
+	close()
+	return nil, nil, fmt.Errorf("bad --log-format %q: want text or json", f.logFormat)
+}
+
+// isTerminal reports whether v is a character device (a terminal).
+func isTerminal(v any) bool {
+	f, ok := v.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 // applyRunFlags applies command-line overrides to the configuration.

@@ -35,9 +35,11 @@ type Options struct {
 	// Clock drives the engine, the router and the LLM clients' reading of stated
 	// waits; nil = the wall clock. Tests and drills pass a fake one.
 	Clock failover.Clock
-	// Stdin and Stdout are the console channel's streams (when it is enabled).
-	Stdin  io.Reader
-	Stdout io.Writer
+	// Stdin and Stdout are the console channel's streams (when it is enabled);
+	// Interactive says a person types at a terminal (a prompt is shown).
+	Stdin       io.Reader
+	Stdout      io.Writer
+	Interactive bool
 	// Adapters are extra channels beside the configured ones (a drill's recorder,
 	// a test's probe); each receives the Outbound messages addressed to its Name.
 	Adapters []adapters.Adapter
@@ -181,6 +183,31 @@ func (s *System) Serve(ctx context.Context) error {
 	}
 }
 
+// Connected reports whether every channel that holds a connection to its
+// platform (adapters.Connector) is connected now.
+func (s *System) Connected() bool {
+	for _, a := range s.Adapters {
+		if c, ok := a.(adapters.Connector); ok && !c.Connected() {
+			return false
+		}
+	}
+	return true
+}
+
+// WaitConnected waits until Connected, or ctx ends (its error is returned).
+func (s *System) WaitConnected(ctx context.Context) error {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for !s.Connected() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
 // Drain waits until every queued and running turn has finished, or ctx ends (then
 // the running turns are cancelled and ctx's error is returned).
 func (s *System) Drain(ctx context.Context) error { return s.Router.Drain(ctx) }
@@ -216,6 +243,7 @@ func buildAdapters(cfg *config.Config, opts Options, log *slog.Logger) ([]adapte
 			Out:             opts.Stdout,
 			Reports:         cfg.Admin.Channel == "console",
 			MaxMessageBytes: cfg.Limits.MaxMessageBytes,
+			Interactive:     opts.Interactive,
 		}))
 	}
 	models := modelStrings(cfg.ModelRefs())
