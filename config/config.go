@@ -107,6 +107,8 @@ type Config struct {
 	Limits      Limits
 	Notices     Notices
 	Admin       Admin
+	Access      Access
+	Server      Server
 }
 
 // Storage says where durable state lives.
@@ -272,6 +274,19 @@ type Notices struct {
 	Users string // "all" | "direct_only" | "off"
 }
 
+// Access says who may talk to the bot and where (T5). Empty lists mean everyone,
+// everywhere; admin.users may always talk to the bot.
+type Access struct {
+	Users          []string // "slack:U123", "discord:456", "console:alice"
+	Channels       []string // channel names ("slack") or session-key prefixes ("slack:T1:C9")
+	DirectMessages bool     // direct messages allowed (true)
+}
+
+// Server is the opt-in operations endpoint (M5).
+type Server struct {
+	Listen string // "127.0.0.1:9464" serves /healthz, /readyz, /metrics; "" = off
+}
+
 // Admin says where admin reports go and who may run /recover (V4, B3).
 type Admin struct {
 	Channel string   // "" | "console" | "slack:C0123" | "discord:123"
@@ -284,6 +299,7 @@ func Default() *Config {
 	p := failover.DefaultPolicy()
 	return &Config{
 		Storage: Storage{Driver: "sqlite", DSN: "detour.db"},
+		Access:  Access{DirectMessages: true},
 		Channels: Channels{
 			Console: Console{Enabled: true, Format: "text"},
 		},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"net/url"
 	"regexp"
 	"slices"
@@ -485,6 +486,18 @@ func (d *decoder) root(n *yaml.Node) {
 				"users":   d.strings(&c.Admin.Users),
 			})
 		},
+		"access": func(v *yaml.Node, key string) {
+			d.fields(v, key, map[string]func(*yaml.Node, string){
+				"users":           d.strings(&c.Access.Users),
+				"channels":        d.strings(&c.Access.Channels),
+				"direct_messages": d.boolean(&c.Access.DirectMessages),
+			})
+		},
+		"server": func(v *yaml.Node, key string) {
+			d.fields(v, key, map[string]func(*yaml.Node, string){
+				"listen": d.str(&c.Server.Listen),
+			})
+		},
 	})
 }
 
@@ -845,7 +858,27 @@ func (d *decoder) validate() {
 			bad(fmt.Sprintf("admin.users[%d]", i), "bad user %q: want slack:<user id> or discord:<user id> (console users are always admins)", u)
 		}
 	}
+	for i, u := range c.Access.Users {
+		if !accessUser.MatchString(u) {
+			bad(fmt.Sprintf("access.users[%d]", i), "bad user %q: want slack:<user id>, discord:<user id> or console:<name>", u)
+		}
+	}
+	for i, ch := range c.Access.Channels {
+		if !accessChannel.MatchString(ch) {
+			bad(fmt.Sprintf("access.channels[%d]", i), "bad channel %q: want a channel name (slack, discord, console) or a session-key prefix such as slack:T0123:C0456", ch)
+		}
+	}
+	if l := c.Server.Listen; l != "" {
+		if _, port, err := net.SplitHostPort(l); err != nil || port == "" {
+			bad("server.listen", "bad address %q: want host:port, for example 127.0.0.1:9464", l)
+		}
+	}
 }
+
+var (
+	accessUser    = regexp.MustCompile(`^(slack|discord|console):[^\s:]+$`)
+	accessChannel = regexp.MustCompile(`^(slack|discord|console)(:[^\s]+)?$`)
+)
 
 func (d *decoder) checkRef(key string, r failover.ModelRef, line func(string) int) {
 	prov, model := r.Split()

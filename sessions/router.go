@@ -60,6 +60,7 @@ type Config struct {
 	Notices         string                        // "all" | "direct_only" | "off" (B4)
 	AdminChannel    string                        // "slack:C0123", "discord:123", "console", "" = none
 	AdminUsers      []string                      // "slack:U123", "discord:456"
+	Access          Access                        // who may talk to the bot and where (T5)
 	ProbeInterval   time.Duration                 // S3: 5m
 	MaxMessageBytes int                           // limits.max_message_bytes (65536)
 	IdleTimeout     time.Duration
@@ -97,6 +98,8 @@ type Router struct {
 	drained  chan struct{}     // closed when pending drops to 0
 	adapters map[string]adapters.Adapter
 	closed   bool
+
+	refused *adapters.Recent // T5: refusals already answered (user, session)
 
 	incidentMu   sync.Mutex
 	incidentOpen bool // V4: a report was sent and no turn has succeeded since
@@ -147,6 +150,7 @@ func NewRouter(cfg Config, opts Options) (*Router, error) {
 		cfg: cfg, db: db, st: sessionStore{db: db}, engine: opts.Engine, clock: clock,
 		clients: opts.Clients, log: log.With("component", "sessions"),
 		queues: map[string]*queue{}, adapters: map[string]adapters.Adapter{},
+		refused: adapters.NewRecent(10000, time.Hour, clock.Now),
 	}
 	r.base, r.cancel = context.WithCancel(context.Background())
 	if err := r.st.migrate(); err != nil {
@@ -290,15 +294,12 @@ func reply(in adapters.Inbound, kind adapters.Kind, text string) adapters.Outbou
 
 // isAdmin reports whether the sender may run admin commands (B3).
 func (r *Router) isAdmin(in adapters.Inbound) bool {
-	if in.Admin {
-		return true
-	}
-	for _, u := range r.cfg.AdminUsers {
-		if u != "" && u == in.User {
-			return true
-		}
-	}
-	return false
+	return in.Admin || r.isConfiguredAdmin(in.User)
+}
+
+// isConfiguredAdmin reports whether user is listed in admin.users.
+func (r *Router) isConfiguredAdmin(user string) bool {
+	return user != "" && contains(r.cfg.AdminUsers, user)
 }
 
 // adminTarget splits AdminChannel into adapter name and ReplyTo.

@@ -638,3 +638,50 @@ func TestRouter_B1_CancelledTurnStillCountsItsPaidCall(t *testing.T) {
 	close(release)
 	waitFor(t, "the cancelled turn to be recorded", func() bool { return h.entry(key1).PaidCalls == 1 })
 }
+
+// covers T5: only listed users, in listed channels, and direct messages only when
+// allowed, reach a command or a model; anyone else gets one short refusal (once
+// per conversation and hour) and causes no paid call. Admins always pass.
+func TestRouter_T5_Access(t *testing.T) {
+	h := newHarness(t, func(c *Config, _ *harness) {
+		c.Access = Access{Users: []string{"test:friend"}, Channels: []string{"test:team"}, RefuseDirect: true}
+		c.AdminUsers = []string{"test:admin"}
+	})
+	say := func(user, key, text string, direct bool) []adapters.Outbound {
+		h.sayAs(adapters.Inbound{Channel: "test", SessionKey: key, User: user, Text: text, ReplyTo: key, Direct: direct})
+		return h.rec.take()
+	}
+	calls := func() int { return len(h.fake.Calls()) }
+	for _, tc := range []struct {
+		name, user, key string
+		direct          bool
+		allowed         bool
+	}{
+		{"listed user in a listed channel", "test:friend", "test:team:t1", false, true},
+		{"stranger", "test:stranger", "test:team:t1", false, false},
+		{"listed user elsewhere", "test:friend", "test:other:t1", false, false},
+		{"listed user in a DM", "test:friend", "test:team:dm", true, false},
+		{"admin anywhere", "test:admin", "test:other:t9", true, true},
+	} {
+		before := calls()
+		out := say(tc.user, tc.key, "hello", tc.direct)
+		if tc.allowed {
+			if len(out) == 0 || out[len(out)-1].Kind != adapters.KindReply || calls() == before {
+				t.Errorf("%s: not answered:%s", tc.name, dump(out))
+			}
+			continue
+		}
+		if len(out) != 1 || out[0].Kind != adapters.KindError || !strings.Contains(out[0].Text, "access.users") {
+			t.Errorf("%s: want one refusal:%s", tc.name, dump(out))
+		}
+		if calls() != before {
+			t.Errorf("%s: a refused message made %d paid call(s)", tc.name, calls()-before)
+		}
+		// Commands are refused too; in a shared channel the refusal is not
+		// repeated, in a direct conversation every message is answered.
+		out = say(tc.user, tc.key, "/model "+mThird, tc.direct)
+		if want := map[bool]int{false: 0, true: 1}[tc.direct]; len(out) != want {
+			t.Errorf("%s: %d answers to a second refused message, want %d:%s", tc.name, len(out), want, dump(out))
+		}
+	}
+}

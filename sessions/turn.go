@@ -25,6 +25,10 @@ func (r *Router) process(ctx context.Context, in adapters.Inbound) {
 			r.send(ctx, reply(in, adapters.KindError, "internal error; the message was not processed"))
 		}
 	}()
+	if !r.allowed(in) {
+		r.refuse(in) // T5: before any command or model, so no paid call
+		return
+	}
 	if n := len(in.Text); n > r.cfg.MaxMessageBytes {
 		r.send(ctx, reply(in, adapters.KindError, fmt.Sprintf(
 			"message too large (%d bytes; the limit is %d): nothing was stored or sent to a model; please shorten or split it", n, r.cfg.MaxMessageBytes)))

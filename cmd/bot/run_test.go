@@ -383,3 +383,29 @@ func BenchmarkStartup(b *testing.B) {
 	// ns/op includes closing (the WAL checkpoint); ready-ms is start-up alone.
 	b.ReportMetric(float64(ready.Microseconds())/1000/float64(n), "ready-ms")
 }
+
+// covers T5 through the console jsonl channel: a user not in access.users gets
+// one short refusal per line and causes no provider call; a listed user is
+// answered.
+func TestRun_JSONL_T5_AccessRefusesStrangers(t *testing.T) {
+	srv := startFake(t)
+	path := testConfig(t, srv, "access: {users: [console:alice]}\n")
+	in := `{"session": "s1", "user": "mallory", "text": "spend your keys"}
+{"session": "s1", "user": "mallory", "text": "/model p2/fallback-1"}
+{"session": "s2", "user": "alice", "text": "hello"}
+`
+	var stdout, stderr lockedBuffer
+	if code := dispatch(context.Background(), []string{"--config", path}, strings.NewReader(in), &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	lines := parseLines(t, stdout.String())
+	if len(lines) != 3 || lines[0].Type != "error" || lines[1].Type != "error" || lines[2].Type != "reply" {
+		t.Fatalf("output: %q", stdout.String())
+	}
+	if !strings.Contains(lines[0].Text, "access.users") {
+		t.Errorf("refusal: %q", lines[0].Text)
+	}
+	if n := len(srv.Calls()); n != 1 {
+		t.Errorf("%d provider calls, want 1 (alice's only)", n)
+	}
+}

@@ -1,0 +1,70 @@
+package sessions
+
+import (
+	"strings"
+
+	"github.com/detourbot/detour/adapters"
+)
+
+// Access is who may talk to the bot and where (T5). Empty lists mean everyone,
+// everywhere. Admin users may always talk to the bot.
+type Access struct {
+	Users    []string // "slack:U123", "discord:456", "console:alice"
+	Channels []string // channel names ("slack") or session-key prefixes ("slack:T1:C9")
+	// RefuseDirect refuses direct messages (access.direct_messages: false).
+	RefuseDirect bool
+}
+
+// refusal is the one short answer a refused person gets.
+const refusal = "sorry, this bot is not open to you here; ask an admin to add you (access.users, access.channels)"
+
+// allowed reports whether in may reach a command or a model (T5). It is checked
+// before anything else, so a refused message costs no paid call.
+func (r *Router) allowed(in adapters.Inbound) bool {
+	if r.isConfiguredAdmin(in.User) {
+		return true
+	}
+	a := r.cfg.Access
+	if in.Direct && a.RefuseDirect && in.Channel != "console" {
+		return false
+	}
+	if len(a.Users) > 0 && !contains(a.Users, in.User) {
+		return false
+	}
+	if len(a.Channels) > 0 {
+		ok := false
+		for _, c := range a.Channels {
+			if c == in.Channel || in.SessionKey == c || strings.HasPrefix(in.SessionKey, c+":") {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// refuse answers a refused message. In a shared channel only once per person and
+// conversation an hour, so a stranger cannot make the bot spam it; a direct
+// conversation (and the console, which answers every line) gets every answer.
+func (r *Router) refuse(in adapters.Inbound) {
+	if !in.Direct && r.refused.Seen(in.User+"\x00"+in.SessionKey) {
+		r.log.Debug("refused again, not answered", "user", in.User, "session", in.SessionKey)
+		return
+	}
+	r.log.Info("refused: not allowed by access", "user", in.User, "session", in.SessionKey)
+	out := reply(in, adapters.KindError, refusal)
+	out.Ephemeral = true
+	r.send(r.base, out)
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
