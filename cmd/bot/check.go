@@ -10,6 +10,7 @@ import (
 
 	"github.com/detourbot/detour/config"
 	"github.com/detourbot/detour/failover"
+	"github.com/detourbot/detour/redact"
 )
 
 // runCheck is `bot check`: it validates a configuration and prints what it
@@ -67,7 +68,7 @@ func printConfig(w io.Writer, src configSource, cfg *config.Config) {
 	fmt.Fprintln(tw, "providers:")
 	for _, id := range cfg.ProviderIDs {
 		p := cfg.Providers[id]
-		base := p.BaseURL
+		base := redact.URL(p.BaseURL) // T8: credentials inside a URL are never printed
 		if src.demo {
 			base = "(the built-in fake, on a loopback port chosen at start)"
 		}

@@ -95,3 +95,19 @@ func TestCheck_DemoAndExample(t *testing.T) {
 		t.Errorf("check printed a secret (P4):\n%s", stdout.String())
 	}
 }
+
+// covers T8: credentials inside a base_url never show in bot check.
+func TestCheck_T8_CredentialsInURLsRedacted(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	src := "channels: {console: {format: jsonl}}\nproviders:\n  p: {base_url: \"https://user:CANARY-pass@proxy.example/v1\"}\nagents: {defaults: {model: {primary: p/m}}}\n"
+	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := dispatch(context.Background(), []string{"check", "--config", path}, nil, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if out := stdout.String() + stderr.String(); strings.Contains(out, "CANARY") || !strings.Contains(out, "https://[redacted]@proxy.example/v1") {
+		t.Fatalf("check output:\n%s", out)
+	}
+}
