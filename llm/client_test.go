@@ -120,6 +120,7 @@ type modeCase struct {
 	stream  bool
 	bodyHas string
 	errIs   error
+	errHas  string // in the text of the Err fed to Classify
 	headers map[string]string
 	idle    bool
 	retry   time.Duration
@@ -150,7 +151,7 @@ func modeCases() []modeCase {
 		// covers R13: an empty 200 is an error carrying ErrEmptyOutput.
 		{mode: fakeprovider.ModeEmptyReply, reason: failover.ReasonEmptyResponse, status: 200, errIs: failover.ErrEmptyOutput},
 		// covers R14: an unknown stop reason is an error before any decision.
-		{mode: fakeprovider.ModeUnknownFinishReason, reason: failover.ReasonUnclassified, status: 200, stream: true, bodyHas: "Unhandled stop reason: weird_reason"},
+		{mode: fakeprovider.ModeUnknownFinishReason, reason: failover.ReasonUnclassified, status: 200, stream: true, errHas: "unknown stop reason: weird_reason"},
 		// an SSE error event mid-stream: APIError with status 0, rebuilt as the event JSON.
 		{mode: fakeprovider.ModeMidstreamError, reason: failover.ReasonTimeout, status: 200, stream: true, bodyHas: `"type":"server_error"`},
 		{mode: fakeprovider.ModeConnectionReset, reason: failover.ReasonTimeout, status: 200, stream: true},
@@ -207,6 +208,9 @@ func TestChat_EveryMode(t *testing.T) {
 			}
 			if tc.errIs != nil && !errors.Is(resp.Err, tc.errIs) {
 				t.Fatalf("Err %v, want %v", resp.Err, tc.errIs)
+			}
+			if tc.errHas != "" && (resp.Err == nil || !strings.Contains(resp.Err.Error(), tc.errHas)) {
+				t.Fatalf("Err %v, want it to say %q", resp.Err, tc.errHas)
 			}
 			if tc.errIs == nil && tc.bodyHas == "" && resp.Err == nil {
 				t.Fatal("transport failure without Err")
@@ -587,5 +591,32 @@ func TestChat_C11_InjectedClock(t *testing.T) {
 	}
 	if want := at.Add(45 * time.Second); !f.RecoveryAt.Equal(want) {
 		t.Fatalf("RecoveryAt %v, want %v (from the injected clock)", f.RecoveryAt, want)
+	}
+}
+
+// TestChat_DeltasMatchText: onDelta sees each chunk's text once, in order, and
+// together they are the answer.
+func TestChat_DeltasMatchText(t *testing.T) {
+	var words []string
+	for i := range 300 {
+		words = append(words, fmt.Sprintf("w%03d", i))
+	}
+	reply := strings.Join(words, " ")
+	r := newRig(t, 5*time.Second, fakeprovider.Rule{Reply: reply})
+	var deltas []string
+	out, err := r.client.Chat(context.Background(), userReq("gpt-4o", "hi"), func(s string) { deltas = append(deltas, s) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(deltas, ""); got != out.Text || out.Text != reply {
+		t.Fatalf("deltas joined = %q, text = %q", got, out.Text)
+	}
+	if len(deltas) != len(words) {
+		t.Fatalf("%d deltas, want %d", len(deltas), len(words))
+	}
+	for i, d := range deltas {
+		if strings.TrimSpace(d) != words[i] {
+			t.Fatalf("delta %d = %q, want %q", i, d, words[i])
+		}
 	}
 }
