@@ -157,6 +157,16 @@ func modeCases() []modeCase {
 		{mode: fakeprovider.ModeConnectionReset, reason: failover.ReasonTimeout, status: 200, stream: true},
 		// covers C11 / B6: a year-less reset time in the body.
 		{mode: fakeprovider.ModeQuotaResetText, rule: fakeprovider.Rule{ResetText: "08-25 01:37:00 UTC"}, reason: failover.ReasonBilling, status: 429, bodyHas: "will reset at 08-25 01:37:00 UTC"},
+		// covers T1: hostile bodies are cut at a cap and fail as format errors naming it.
+		{mode: fakeprovider.ModeGzipBomb, reason: failover.ReasonFormat, errIs: ErrRefused, errHas: `Content-Encoding "gzip"`},
+		{mode: fakeprovider.ModeEndlessStream, reason: failover.ReasonFormat, status: 200, stream: true, errIs: ErrRefused, errHas: "limits.max_response_bytes (8388608 bytes)"},
+		{mode: fakeprovider.ModeHugeLine, reason: failover.ReasonFormat, status: 200, stream: true, errIs: ErrRefused, errHas: "stream line longer than 2162688 bytes"},
+		{mode: fakeprovider.ModeHugeChunk, reason: failover.ReasonFormat, status: 200, stream: true, errIs: ErrRefused, errHas: "stream line longer than 2162688 bytes"},
+		// an error body is read up to 64 KiB for classification: the status decides.
+		{mode: fakeprovider.ModeHugeErrorBody, reason: failover.ReasonTimeout, status: 500, bodyHas: `"type":"server_error"`},
+		// covers T2: a redirect is a failed attempt naming it; nothing is sent to the new location.
+		{mode: fakeprovider.ModeRedirectOtherPort, reason: failover.ReasonFormat, errIs: ErrRefused, errHas: "HTTP 307 redirect to http://127.0.0.1:"},
+		{mode: fakeprovider.ModeRedirectLoop, reason: failover.ReasonFormat, errIs: ErrRefused, errHas: "HTTP 307 redirect to /openai/v1/chat/completions"},
 	}
 }
 
@@ -179,7 +189,10 @@ func TestChat_EveryMode(t *testing.T) {
 			var deltas strings.Builder
 			out, err := r.client.Chat(context.Background(), userReq("gpt-test", "hello"), func(s string) { deltas.WriteString(s) })
 			if n := r.fake.CallCount(fakeprovider.Filter{}); n != 1 {
-				t.Fatalf("%d HTTP calls, want exactly 1 (no hidden retries)", n)
+				t.Fatalf("%d HTTP calls, want exactly 1 (no hidden retries, no redirect followed)", n)
+			}
+			if hits := r.fake.TrapHits(); len(hits) != 0 {
+				t.Fatalf("T2: the redirect target was reached: %+v", hits)
 			}
 			if tc.reason == "" {
 				if err != nil {
@@ -200,6 +213,9 @@ func TestChat_EveryMode(t *testing.T) {
 				t.Fatalf("Idle = %v, want %v", f.Idle, tc.idle)
 			}
 			resp := r.lastResponse(t)
+			if len(resp.Body) > maxErrorBody || len(f.Message) > 1024 {
+				t.Fatalf("T1: body of %d bytes, message of %d bytes fed on", len(resp.Body), len(f.Message))
+			}
 			if resp.Provider != "openai" || resp.Status != tc.status || resp.Stream != tc.stream {
 				t.Fatalf("response fed to Classify: status %d stream %v, want %d %v (%+v)", resp.Status, resp.Stream, tc.status, tc.stream, resp)
 			}
