@@ -377,6 +377,9 @@ func (c *clientCache) get(provider, profileID string) (sessions.LLM, error) {
 		APIKey:      apiKey,
 		IdleTimeout: c.cfg.Agents.Defaults.Timeouts.Idle,
 		Logger:      c.log,
+
+		MaxResponseBytes: c.cfg.Limits.MaxResponseBytes, // T1
+		MaxAnswerBytes:   c.cfg.Limits.MaxAnswerBytes,
 	})
 	if err != nil {
 		return nil, err
