@@ -19,21 +19,23 @@ import (
 )
 
 // rssChildEnv switches the test binary into a child of TestT1_PeakRSS; its value
-// is the fake's base URL, and rssModeEnv the mode (the model name) to call.
+// is the fake's base URL, rssModeEnv the mode (the model name) to call and
+// rssOpEnv the call: chat or probe.
 const (
 	rssChildEnv = "DETOUR_LLM_RSS_CHILD"
 	rssModeEnv  = "DETOUR_LLM_RSS_MODE"
+	rssOpEnv    = "DETOUR_LLM_RSS_OP"
 )
 
-// rssReport is what a child prints: how each call ended and its peak RSS.
+// rssReport is what a child prints: how its call ended and its peak RSS.
 type rssReport struct {
-	Chat, Probe             string // "" = success, else the failure
-	ChatReason, ProbeReason string
-	ChatText                int // bytes of answer text returned
-	VmHWMKiB                int64
+	Err      string // "" = success, else the failure
+	Reason   string
+	Text     int // bytes of answer text returned
+	VmHWMKiB int64
 }
 
-// rssChild runs one Chat and one Probe against the parent's fake and prints an
+// rssChild runs one Chat or one Probe against the parent's fake and prints an
 // rssReport on stdout.
 func rssChild() int {
 	mode := os.Getenv(rssModeEnv)
@@ -56,10 +58,13 @@ func rssChild() int {
 		}
 		return "", ""
 	}
-	out, err := c.Chat(ctx, Request{Model: mode, Messages: []Message{{Role: "user", Content: "hello"}}}, nil)
-	rep.Chat, rep.ChatReason = explain(err)
-	rep.ChatText = len(out.Text)
-	rep.Probe, rep.ProbeReason = explain(c.Probe(ctx, mode))
+	if os.Getenv(rssOpEnv) == "probe" {
+		rep.Err, rep.Reason = explain(c.Probe(ctx, mode))
+	} else {
+		out, err := c.Chat(ctx, Request{Model: mode, Messages: []Message{{Role: "user", Content: "hello"}}}, nil)
+		rep.Err, rep.Reason = explain(err)
+		rep.Text = len(out.Text)
+	}
 	c.CloseIdleConnections()
 	rep.VmHWMKiB, err = vmHWM()
 	if err != nil {
@@ -121,46 +126,57 @@ func TestT1_PeakRSS(t *testing.T) {
 	}
 	defer fake.Close()
 	for _, tc := range cases {
-		t.Run(string(tc.mode), func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), rssChildEnv+"="+fake.BaseURL("openai"), rssModeEnv+"="+string(tc.mode))
-			var stderr strings.Builder
-			cmd.Stderr = &stderr
-			stdout, err := cmd.Output()
-			if err != nil {
-				t.Fatalf("child: %v\n%s", err, stderr.String())
+		for _, op := range []string{"chat", "probe"} {
+			want := tc.chatSays
+			if op == "probe" {
+				want = tc.probeSays
 			}
-			var rep rssReport
-			if err := json.Unmarshal(stdout, &rep); err != nil {
-				t.Fatalf("child said %q: %v", stdout, err)
-			}
-			t.Logf("peak RSS %.1f MiB; chat: %s; probe: %s", float64(rep.VmHWMKiB)/1024, orOK(rep.Chat), orOK(rep.Probe))
-			if raceEnabled {
-				t.Log("T1 peak RSS not checked: the race detector's shadow memory inflates it")
-			} else if rep.VmHWMKiB >= limitKiB {
-				t.Errorf("T1: peak RSS %d KiB, want under 100 MB", rep.VmHWMKiB)
-			}
-			for _, c := range []struct{ got, reason, want string }{{rep.Chat, rep.ChatReason, tc.chatSays}, {rep.Probe, rep.ProbeReason, tc.probeSays}} {
-				if (c.want == "") != (c.got == "") || !strings.Contains(c.got, c.want) {
-					t.Errorf("call ended %q, want %q", c.got, c.want)
+			t.Run(string(tc.mode)+"/"+op, func(t *testing.T) {
+				rep := runRSSChild(t, fake.BaseURL("openai"), tc.mode, op)
+				t.Logf("peak RSS %.1f MiB; %s", float64(rep.VmHWMKiB)/1024, orOK(rep.Err))
+				if raceEnabled {
+					t.Log("T1 peak RSS not checked: the race detector's shadow memory inflates it")
+				} else if rep.VmHWMKiB >= limitKiB {
+					t.Errorf("T1: peak RSS %d KiB, want under 100 MB", rep.VmHWMKiB)
 				}
-				if c.want != "" && c.want != "HTTP 500" && c.reason != string(failover.ReasonFormat) {
-					t.Errorf("reason %q, want format", c.reason)
+				if (want == "") != (rep.Err == "") || !strings.Contains(rep.Err, want) {
+					t.Errorf("call ended %q, want %q", rep.Err, want)
 				}
-				if strings.Contains(c.got, "CANARY") {
-					t.Errorf("key in %q", c.got)
+				if want != "" && want != "HTTP 500" && rep.Reason != string(failover.ReasonFormat) {
+					t.Errorf("reason %q, want format", rep.Reason)
 				}
-			}
-			if rep.ChatText > DefaultMaxAnswerBytes {
-				t.Errorf("T1: %d bytes of answer returned", rep.ChatText)
-			}
-		})
+				if strings.Contains(rep.Err, "CANARY") {
+					t.Errorf("key in %q", rep.Err)
+				}
+				if rep.Text > DefaultMaxAnswerBytes {
+					t.Errorf("T1: %d bytes of answer returned", rep.Text)
+				}
+			})
+		}
 	}
 	if hits := fake.TrapHits(); len(hits) != 0 {
 		t.Errorf("T2: the redirect target was reached: %+v", hits)
 	}
+}
+
+// runRSSChild re-executes the test binary as a child that makes one call.
+func runRSSChild(t *testing.T, baseURL string, mode fakeprovider.Mode, op string) rssReport {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), rssChildEnv+"="+baseURL, rssModeEnv+"="+string(mode), rssOpEnv+"="+op)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	stdout, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, stderr.String())
+	}
+	var rep rssReport
+	if err := json.Unmarshal(stdout, &rep); err != nil {
+		t.Fatalf("child said %q: %v", stdout, err)
+	}
+	return rep
 }
 
 func orOK(s string) string {
