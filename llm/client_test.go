@@ -212,6 +212,9 @@ func TestChat_EveryMode(t *testing.T) {
 				return
 			}
 			f := asFailure(t, err)
+			if dump := fmt.Sprintf("%v %+v %s", err, *f, r.logs.String()); strings.Contains(dump, "CANARY") { // P4
+				t.Fatalf("key in failure or logs: %s", dump)
+			}
 			if f.Provider != "openai" || f.Model != "gpt-test" || f.Profile != "openai:main" {
 				t.Fatalf("failure identity %+v", f)
 			}
