@@ -130,7 +130,9 @@ func TestHostileModes_T1_Shapes(t *testing.T) {
 		}},
 		{ModeHugeChunk, false, 200, nonStreamContent("content")},
 		{ModeHugeErrorBody, true, 500, func(t *testing.T, _ *http.Response, body []byte) {
-			var e struct{ Error struct{ Type, Message string } }
+			var e struct {
+				Error struct{ Type, Message string }
+			}
 			if err := json.Unmarshal(body, &e); err != nil || e.Error.Type != "server_error" || len(e.Error.Message) != size {
 				t.Fatalf("error body: %v %q %d", err, e.Error.Type, len(e.Error.Message))
 			}
