@@ -123,7 +123,7 @@ func New(cfg Config) (*Client, error) {
 		hc = *cfg.HTTPClient
 	}
 	hc.Timeout = 0
-	hc.CheckRedirect = refuseRedirect
+	hc.CheckRedirect = refuseRedirect(cfg.APIKey)
 	base := hc.Transport
 	if base == nil {
 		base = defaultTransport()

@@ -58,19 +58,26 @@ func streamLineCap(maxResponse int64, maxAnswer int) int64 {
 	return min(maxResponse, 2*int64(maxAnswer)+64<<10)
 }
 
-// refuseRedirect is the http.Client's CheckRedirect: a provider's redirect is a
-// failed attempt (T2). The redirected request is never sent, so neither the key
-// nor the prompt leaves for the new location.
-func refuseRedirect(req *http.Request, _ []*http.Request) error {
-	status, loc := 0, req.URL.String()
-	if req.Response != nil {
-		status = req.Response.StatusCode
-		if l := req.Response.Header.Get("Location"); l != "" {
-			loc = l
-		}
+// refuseRedirect returns the http.Client's CheckRedirect: a provider's redirect
+// is a failed attempt (T2). The redirected request is never sent, so neither the
+// key nor the prompt leaves for the new location. The location is shown with
+// its secrets, and the client's own key, hidden before it is shortened.
+func refuseRedirect(apiKey string) func(*http.Request, []*http.Request) error {
+	if len(apiKey) < 4 {
+		apiKey = "" // as scrub: a tiny test key would hide ordinary letters
 	}
-	return &RefusedError{Rule: "redirect", Status: status,
-		Detail: fmt.Sprintf("response refused: HTTP %d redirect to %s (redirects are never followed)", status, truncate(redact.URL(loc), 200))}
+	return func(req *http.Request, _ []*http.Request) error {
+		status, loc := 0, req.URL.String()
+		if req.Response != nil {
+			status = req.Response.StatusCode
+			if l := req.Response.Header.Get("Location"); l != "" {
+				loc = l
+			}
+		}
+		loc = truncate(redact.Known(redact.URL(loc), apiKey), 200)
+		return &RefusedError{Rule: "redirect", Status: status,
+			Detail: fmt.Sprintf("response refused: HTTP %d redirect to %s (redirects are never followed)", status, loc)}
+	}
 }
 
 // boundTransport keeps every response within the client's caps (T1). It asks for

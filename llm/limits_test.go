@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -226,5 +227,29 @@ func TestNew_T1_Caps(t *testing.T) {
 	}
 	if got := streamLineCap(1<<20, DefaultMaxAnswerBytes); got != 1<<20 {
 		t.Fatalf("line cap %d above the body cap", got)
+	}
+}
+
+// covers T2, P4: a key of no known shape, echoed in a long Location, is hidden
+// before the location is shortened, so no part of it shows.
+func TestChat_T2_RedirectHidesKeyBeforeShortening(t *testing.T) {
+	const key = "plainkey1234xyz"
+	src := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		key := strings.TrimPrefix(req.Header.Get("Authorization"), "Bearer ")
+		pad := strings.Repeat("p", 190-len("http://127.0.0.1:1/"))
+		http.Redirect(w, req, "http://127.0.0.1:1/"+pad+"/"+key+"/more", http.StatusFound)
+	}))
+	defer src.Close()
+	logs := &bytes.Buffer{}
+	c, err := New(Config{Provider: "p", BaseURL: src.URL + "/v1", APIKey: key,
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseIdleConnections()
+	_, err = c.Chat(context.Background(), userReq("m", "x"), nil)
+	f := asFailure(t, err)
+	if dump := fmt.Sprintf("%v %+v %s", err, *f, logs); strings.Contains(dump, "plainke") || !strings.Contains(f.Message, "/[redacted") {
+		t.Fatalf("key (or part of it) shown: %s", dump)
 	}
 }
