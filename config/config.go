@@ -263,10 +263,12 @@ type Model struct {
 	USDPerMTokOut float64
 }
 
-// Limits are process-wide limits (B2).
+// Limits are process-wide limits (B2) and caps on what a provider may send (T1).
 type Limits struct {
 	MaxPaidAttemptsPerMinute int // 120
 	MaxMessageBytes          int // 65536
+	MaxResponseBytes         int // 8388608: one provider response body, streams included (T1)
+	MaxAnswerBytes           int // 1048576: one answer's text (T1)
 }
 
 // Notices says who gets fallback notices (B4).
@@ -339,8 +341,9 @@ func Default() *Config {
 				TimeoutCompactRatio:    p.TimeoutCompactRatio,
 			},
 		}},
-		Models:  map[failover.ModelRef]Model{},
-		Limits:  Limits{MaxPaidAttemptsPerMinute: 120, MaxMessageBytes: 65536},
+		Models: map[failover.ModelRef]Model{},
+		Limits: Limits{MaxPaidAttemptsPerMinute: 120, MaxMessageBytes: 65536,
+			MaxResponseBytes: 8 << 20, MaxAnswerBytes: 1 << 20},
 		Notices: Notices{Users: "all"},
 	}
 }

@@ -137,7 +137,7 @@ func TestParse_Minimal_Defaults(t *testing.T) {
 	if cfg.Notices.Users != "all" || cfg.Admin.Channel != "" {
 		t.Errorf("notices/admin = %+v %+v", cfg.Notices, cfg.Admin)
 	}
-	if cfg.Limits != (Limits{MaxPaidAttemptsPerMinute: 120, MaxMessageBytes: 65536}) {
+	if cfg.Limits != (Limits{MaxPaidAttemptsPerMinute: 120, MaxMessageBytes: 65536, MaxResponseBytes: 8388608, MaxAnswerBytes: 1048576}) { // T1
 		t.Errorf("limits = %+v", cfg.Limits)
 	}
 	if got := cfg.Agents.Defaults.Timeouts; got != (Timeouts{Idle: 60 * time.Second, Attempt: 300 * time.Second, Run: 1800 * time.Second}) {
@@ -233,6 +233,8 @@ func TestParse_Full(t *testing.T) {
 		{"idle", cfg.Agents.Defaults.Timeouts.Idle, 30 * time.Second},
 		{"primary probe", cfg.Agents.Defaults.Failover.PrimaryProbeInterval, 10 * time.Minute},
 		{"per minute", cfg.Limits.MaxPaidAttemptsPerMinute, 60},
+		{"response cap", cfg.Limits.MaxResponseBytes, 4 << 20}, // T1
+		{"answer cap", cfg.Limits.MaxAnswerBytes, 512 << 10},   // T1
 		{"notices", cfg.Notices.Users, "direct_only"},
 		{"admin users", fmt.Sprint(cfg.Admin.Users), "[slack:U123 discord:456]"},
 	}
@@ -329,6 +331,11 @@ func TestParse_ValueErrors(t *testing.T) {
 		{"storage: {driver: mysql}\n", "c.yaml:4: storage.driver: unknown driver"},
 		{"channels: {console: {format: xml}}\n", "c.yaml:4: channels.console.format: unknown format"},
 		{"limits: {max_message_bytes: -3}\n", "c.yaml:4: limits.max_message_bytes: bad number -3"},
+		// covers T1: the response caps are validated.
+		{"limits: {max_response_bytes: 1000}\n", "c.yaml:4: limits.max_response_bytes: bad number 1000: must be at least 65536"},
+		{"limits: {max_answer_bytes: 0}\n", "c.yaml:4: limits.max_answer_bytes: bad number 0: must be at least 1024"},
+		{"limits: {max_answer_bytes: 16777216}\n", "c.yaml:4: limits.max_answer_bytes: 16777216 is more than limits.max_response_bytes (8388608)"},
+		{"limits: {max_response_bytes: 8MB}\n", "limits.max_response_bytes: bad number \"8MB\""},
 		{"auth: {cooldowns: {billing_backoff_hours: many}}\n", "c.yaml:4: auth.cooldowns.billing_backoff_hours: bad number"},
 		{"auth: {cooldowns: {ladder: [30s, never]}}\n", "c.yaml:4: auth.cooldowns.ladder[1]: bad duration"},
 		{"auth: {cooldowns: {jitter: 2}}\n", "auth.cooldowns.jitter: bad number 2"},

@@ -473,6 +473,8 @@ func (d *decoder) root(n *yaml.Node) {
 			d.fields(v, key, map[string]func(*yaml.Node, string){
 				"max_paid_attempts_per_minute": d.integer(&c.Limits.MaxPaidAttemptsPerMinute, 0),
 				"max_message_bytes":            d.integer(&c.Limits.MaxMessageBytes, 1),
+				"max_response_bytes":           d.integer(&c.Limits.MaxResponseBytes, minResponseBytes),
+				"max_answer_bytes":             d.integer(&c.Limits.MaxAnswerBytes, minAnswerBytes),
 			})
 		},
 		"notices": func(v *yaml.Node, key string) {
@@ -692,6 +694,13 @@ var (
 )
 
 // validate checks values and cross references once everything is decoded.
+// The smallest caps on provider responses (T1) that still leave room for a
+// provider's error JSON and a short answer.
+const (
+	minResponseBytes = 64 << 10
+	minAnswerBytes   = 1 << 10
+)
+
 func (d *decoder) validate() {
 	c := d.cfg
 	line := func(key string) int {
@@ -718,6 +727,10 @@ func (d *decoder) validate() {
 		bad("storage.driver", "postgres is not supported by this build yet; use sqlite")
 	default:
 		bad("storage.driver", "unknown driver %q: want sqlite", c.Storage.Driver)
+	}
+
+	if l := c.Limits; l.MaxAnswerBytes > l.MaxResponseBytes {
+		bad("limits.max_answer_bytes", "%d is more than limits.max_response_bytes (%d): the answer is part of the response", l.MaxAnswerBytes, l.MaxResponseBytes)
 	}
 
 	if f := c.Channels.Console.Format; f != "text" && f != "jsonl" {

@@ -854,7 +854,7 @@ func (r *runner) checkCtx() (Result, error, bool) {
 func (r *runner) failureOf(out *Output, err error, attemptTimedOut bool, c Candidate, now time.Time) *Failure {
 	var f Failure
 	if err == nil {
-		fr, ff := normalizeFinish(out.FinishReason)
+		fr, ff := NormalizeFinish(out.FinishReason)
 		out.FinishReason = fr
 		switch {
 		case ff != nil:
@@ -897,9 +897,13 @@ func (r *runner) failureOf(out *Output, err error, attemptTimedOut bool, c Candi
 	return &f
 }
 
-// normalizeFinish maps provider stop reasons to the known set (R14); unknown ones
-// and error stops become failures before any decision.
-func normalizeFinish(fr string) (string, *Failure) {
+// NormalizeFinish maps a provider's stop reason to the known set (R14): "stop",
+// "length", "tool_calls", "function_call". Filtered, error and unknown stops come
+// back with the failure they are, so no decision is made on them. It is the one
+// list of stop reasons: the LLM client uses it too. An empty reason is "stop"
+// here; a streaming client that saw no reason at all has a truncated stream and
+// must say so before calling this.
+func NormalizeFinish(fr string) (string, *Failure) {
 	switch fr {
 	case "", "stop", "end_turn", "stop_sequence", "eos":
 		return "stop", nil

@@ -11,21 +11,28 @@
 //     headers at all, cancels the call with failover.ErrIdleTimeout; the Failure
 //     has Idle set. The attempt timeout is the caller's ctx deadline (cause
 //     failover.ErrAttemptTimeout); a caller cancellation is reason aborted.
-//   - Unknown finish reasons are errors (R14); empty answers carry
-//     failover.ErrEmptyOutput (R13); Progress means non-empty text or a completed
-//     tool call (R8), never output tokens alone.
+//   - Stop reasons go through failover.NormalizeFinish, the one list of them:
+//     unknown ones are errors (R14); empty answers carry failover.ErrEmptyOutput
+//     (R13); Progress means non-empty text or a completed tool call (R8), never
+//     output tokens alone.
+//   - Bounded input (T1): the body (MaxResponseBytes), one stream line, and the
+//     answer text (MaxAnswerBytes) are capped, compressed responses are refused
+//     (none is asked for), so memory stays bounded whatever a provider sends;
+//     past a cap the attempt fails as a format error naming the cap. Probe obeys
+//     the same caps.
+//   - Redirects are never followed (T2): a redirect is a failed attempt, and the
+//     redirected request (key and prompt) is never sent.
 //   - The API key never appears in errors, Failure fields or logs (P4).
 //
-// go-openai builds and sends the request, reports HTTP errors and frames the
-// SSE stream (RecvRaw); each chunk's JSON is decoded by chunkDecoder, a strict
-// allocation-free fast path that hands anything unusual to encoding/json with
-// go-openai's own types, so results and errors are what Recv would give.
+// go-openai builds and sends the request, reports HTTP errors, frames the SSE
+// stream and decodes each chunk (Recv).
 package llm
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -47,9 +54,16 @@ type Config struct {
 	ProfileID   string // "provider:name"; never a secret
 	APIKey      string // the secret; empty for providers without credentials
 	IdleTimeout time.Duration
-	// HTTPClient is optional. Its Transport is wrapped (never replaced) to capture
-	// error headers and bodies; its Timeout is ignored, since a whole-body timeout
-	// kills long streams (deadlines come from ctx and the idle watchdog).
+	// MaxResponseBytes caps a response body, streams included (T1); 0 =
+	// DefaultMaxResponseBytes. One stream line may hold twice MaxAnswerBytes
+	// plus 64 KiB, and never more than this.
+	MaxResponseBytes int
+	// MaxAnswerBytes caps the answer text (T1); 0 = DefaultMaxAnswerBytes.
+	MaxAnswerBytes int
+	// HTTPClient is optional. Its Transport is wrapped (never replaced) to bound
+	// and capture responses; its Timeout is ignored, since a whole-body timeout
+	// kills long streams (deadlines come from ctx and the idle watchdog), and its
+	// CheckRedirect is replaced: redirects are never followed (T2).
 	HTTPClient *http.Client
 	Logger     *slog.Logger
 	// Now is the clock used to turn stated waits (Retry-After, reset headers and
@@ -82,8 +96,6 @@ type Client struct {
 	now    func() time.Time
 	// classify is failover.Classify; tests swap it to see the Response fed to it.
 	classify func(failover.Response, time.Time) failover.Failure
-	// onChunk, when set by a test, sees each raw stream payload.
-	onChunk func(raw []byte)
 }
 
 // New builds a client.
@@ -97,16 +109,29 @@ func New(cfg Config) (*Client, error) {
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = DefaultIdleTimeout
 	}
+	if cfg.MaxResponseBytes < 0 || cfg.MaxAnswerBytes < 0 {
+		return nil, fmt.Errorf("llm: provider %s: negative response or answer cap", cfg.Provider)
+	}
+	if cfg.MaxResponseBytes == 0 {
+		cfg.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	if cfg.MaxAnswerBytes == 0 {
+		cfg.MaxAnswerBytes = DefaultMaxAnswerBytes
+	}
 	var hc http.Client
 	if cfg.HTTPClient != nil {
 		hc = *cfg.HTTPClient
 	}
 	hc.Timeout = 0
+	hc.CheckRedirect = refuseRedirect(cfg.APIKey)
 	base := hc.Transport
 	if base == nil {
 		base = defaultTransport()
 	}
-	hc.Transport = &captureTransport{base: base}
+	maxBody := int64(cfg.MaxResponseBytes)
+	hc.Transport = &captureTransport{base: &boundTransport{
+		base: base, max: maxBody, maxLine: streamLineCap(maxBody, cfg.MaxAnswerBytes),
+	}}
 
 	oc := openai.DefaultConfig(cfg.APIKey)
 	oc.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
@@ -137,14 +162,16 @@ func New(cfg Config) (*Client, error) {
 
 func defaultTransport() *http.Transport {
 	return &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		ForceAttemptHTTP2:     true,
-		TLSHandshakeTimeout:   10 * time.Second,
-		MaxIdleConns:          64,
-		MaxIdleConnsPerHost:   16,
-		IdleConnTimeout:       90 * time.Second,
-		ExpectContinueTimeout: time.Second,
+		Proxy:                  http.ProxyFromEnvironment,
+		DialContext:            (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		ForceAttemptHTTP2:      true,
+		TLSHandshakeTimeout:    10 * time.Second,
+		MaxIdleConns:           64,
+		MaxIdleConnsPerHost:    16,
+		IdleConnTimeout:        90 * time.Second,
+		ExpectContinueTimeout:  time.Second,
+		MaxResponseHeaderBytes: maxHeaderBytes,
+		DisableCompression:     true, // T1: no inflated size to bound
 	}
 }
 
@@ -156,11 +183,6 @@ func (c *Client) ProfileID() string { return c.cfg.ProfileID }
 
 // CloseIdleConnections closes kept-alive connections (shutdown, tests).
 func (c *Client) CloseIdleConnections() { c.http.CloseIdleConnections() }
-
-// knownFinish are the stop reasons the engine understands; others are R14 errors.
-var knownFinish = map[string]bool{
-	"stop": true, "length": true, "tool_calls": true, "function_call": true, "content_filter": true,
-}
 
 // errTruncated: the stream ended without [DONE] and without a finish_reason.
 var errTruncated = errors.New("stream closed before a finish_reason was received")
@@ -231,21 +253,11 @@ func (c *Client) Chat(ctx context.Context, req Request, onDelta func(string)) (f
 		text     strings.Builder
 		finish   string
 		sawTools bool
-		dec      chunkDecoder
 	)
 	for {
-		// RecvRaw keeps go-openai's SSE framing, [DONE] and error-event
-		// handling; only the per-chunk JSON decoding is ours (see chunkDecoder).
-		raw, rerr := stream.RecvRaw()
-		var ck *chunkView
-		if rerr == nil {
-			if c.onChunk != nil {
-				c.onChunk(raw)
-			}
-			ck, rerr = dec.decode(raw)
-		}
+		ck, rerr := stream.Recv()
 		if rerr != nil {
-			if errors.Is(rerr, errEOF) && wctx.Err() == nil {
+			if errors.Is(rerr, io.EOF) && wctx.Err() == nil {
 				break
 			}
 			// Partial text of a broken stream is never delivered, so it is not
@@ -255,46 +267,49 @@ func (c *Client) Chat(ctx context.Context, req Request, onDelta func(string)) (f
 			return out, c.fail(ctx, wctx, req.Model, holder, rerr, true, start)
 		}
 		wd.kick()
-		if ck.hasUsage {
-			out.InputTokens = ck.promptTokens
-			out.OutputTokens = ck.completionTokens
+		if ck.Usage != nil {
+			out.InputTokens = ck.Usage.PromptTokens
+			out.OutputTokens = ck.Usage.CompletionTokens
 		}
-		for i := range ck.choices {
-			ch := &ck.choices[i]
-			if len(ch.content) > 0 {
-				// The delta handed to onDelta is a view of the builder's bytes,
-				// which are never rewritten: no copy per chunk.
-				at := text.Len()
-				text.Write(ch.content)
+		for _, ch := range ck.Choices {
+			if d := ch.Delta.Content; d != "" {
+				if text.Len()+len(d) > c.cfg.MaxAnswerBytes {
+					// T1: nothing past the cap is kept, shown or returned.
+					out.Text = text.String()
+					return out, c.fail(ctx, wctx, req.Model, holder, answerTooLarge(c.cfg.MaxAnswerBytes), true, start)
+				}
+				text.WriteString(d)
 				if onDelta != nil {
-					onDelta(text.String()[at:])
+					onDelta(d)
 				}
 			}
-			if ch.tools {
+			if len(ch.Delta.ToolCalls) > 0 || ch.Delta.FunctionCall != nil {
 				sawTools = true
 			}
-			if ch.finish != "" && ch.finish != string(openai.FinishReasonNull) {
-				finish = ch.finish
+			if f := string(ch.FinishReason); f != "" && f != string(openai.FinishReasonNull) {
+				finish = f
 			}
 		}
 	}
 	wd.stop()
 	out.Text = text.String()
-	out.FinishReason = finish
-	toolDone := sawTools && (finish == "tool_calls" || finish == "function_call")
-	out.Progress = out.Text != "" || toolDone // R8: text or a completed tool call, not tokens
-
-	switch {
-	case finish == "":
+	if finish == "" {
 		// covers C6: EOF without [DONE]/finish_reason is a truncated stream.
 		return out, c.failResponse(ctx, req.Model, failover.Response{
 			Status: holder.statusCode(), Headers: holder.headers(), Stream: true, Err: errTruncated,
 		}, start)
-	case !knownFinish[finish]:
-		// covers R14: an unknown stop reason is an error before any decision.
+	}
+	fr, stopFailure := failover.NormalizeFinish(finish)
+	out.FinishReason = fr
+	toolDone := sawTools && (fr == "tool_calls" || fr == "function_call")
+	out.Progress = out.Text != "" || toolDone // R8: text or a completed tool call, not tokens
+
+	switch {
+	case stopFailure != nil:
+		// covers R14: a filtered, error or unknown stop is an error before any
+		// decision; the failure says which.
 		return out, c.failResponse(ctx, req.Model, failover.Response{
-			Status: holder.statusCode(), Headers: holder.headers(), Stream: true,
-			Body: "Unhandled stop reason: " + finish,
+			Status: holder.statusCode(), Headers: holder.headers(), Stream: true, Err: stopFailure,
 		}, start)
 	case out.Text == "" && !toolDone:
 		// covers R13: an empty answer is an error the engine may retry once.
@@ -316,9 +331,16 @@ func (c *Client) Probe(ctx context.Context, model string) error {
 	defer cancel(context.Canceled)
 	defer wd.stop()
 	msgs := []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: "ping"}}
-	_, err := c.api.CreateChatCompletion(wctx, buildRequest(model, msgs, 1, nil))
+	resp, err := c.api.CreateChatCompletion(wctx, buildRequest(model, msgs, 1, nil))
 	if err != nil {
 		return c.fail(ctx, wctx, model, holder, err, false, start)
+	}
+	n := 0
+	for _, ch := range resp.Choices {
+		n += len(ch.Message.Content) + len(ch.Message.ReasoningContent)
+	}
+	if n > c.cfg.MaxAnswerBytes {
+		return c.fail(ctx, wctx, model, holder, answerTooLarge(c.cfg.MaxAnswerBytes), false, start)
 	}
 	c.log.Debug("llm probe ok", "model", model, "dur", c.now().Sub(start))
 	return nil

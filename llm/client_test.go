@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -22,7 +23,12 @@ import (
 	"github.com/detourbot/detour/internal/fakeprovider"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(rssChildEnv) != "" {
+		os.Exit(rssChild()) // a child of TestT1_PeakRSS: run one call, report, exit
+	}
+	goleak.VerifyTestMain(m)
+}
 
 const canary = "sk-CANARY-7f3a9c2e51d84b06a1e2"
 
@@ -120,6 +126,7 @@ type modeCase struct {
 	stream  bool
 	bodyHas string
 	errIs   error
+	errHas  string // in the text of the Err fed to Classify
 	headers map[string]string
 	idle    bool
 	retry   time.Duration
@@ -150,12 +157,22 @@ func modeCases() []modeCase {
 		// covers R13: an empty 200 is an error carrying ErrEmptyOutput.
 		{mode: fakeprovider.ModeEmptyReply, reason: failover.ReasonEmptyResponse, status: 200, errIs: failover.ErrEmptyOutput},
 		// covers R14: an unknown stop reason is an error before any decision.
-		{mode: fakeprovider.ModeUnknownFinishReason, reason: failover.ReasonUnclassified, status: 200, stream: true, bodyHas: "Unhandled stop reason: weird_reason"},
+		{mode: fakeprovider.ModeUnknownFinishReason, reason: failover.ReasonUnclassified, status: 200, stream: true, errHas: "unknown stop reason: weird_reason"},
 		// an SSE error event mid-stream: APIError with status 0, rebuilt as the event JSON.
 		{mode: fakeprovider.ModeMidstreamError, reason: failover.ReasonTimeout, status: 200, stream: true, bodyHas: `"type":"server_error"`},
 		{mode: fakeprovider.ModeConnectionReset, reason: failover.ReasonTimeout, status: 200, stream: true},
 		// covers C11 / B6: a year-less reset time in the body.
 		{mode: fakeprovider.ModeQuotaResetText, rule: fakeprovider.Rule{ResetText: "08-25 01:37:00 UTC"}, reason: failover.ReasonBilling, status: 429, bodyHas: "will reset at 08-25 01:37:00 UTC"},
+		// covers T1: hostile bodies are cut at a cap and fail as format errors naming it.
+		{mode: fakeprovider.ModeGzipBomb, reason: failover.ReasonFormat, errIs: ErrRefused, errHas: `Content-Encoding "gzip"`},
+		{mode: fakeprovider.ModeEndlessStream, reason: failover.ReasonFormat, status: 200, stream: true, errIs: ErrRefused, errHas: "limits.max_response_bytes (8388608 bytes)"},
+		{mode: fakeprovider.ModeHugeLine, reason: failover.ReasonFormat, status: 200, stream: true, errIs: ErrRefused, errHas: "stream line longer than 2162688 bytes"},
+		{mode: fakeprovider.ModeHugeChunk, reason: failover.ReasonFormat, status: 200, stream: true, errIs: ErrRefused, errHas: "stream line longer than 2162688 bytes"},
+		// an error body is read up to 64 KiB for classification: the status decides.
+		{mode: fakeprovider.ModeHugeErrorBody, reason: failover.ReasonTimeout, status: 500, bodyHas: `"type":"server_error"`},
+		// covers T2: a redirect is a failed attempt naming it; nothing is sent to the new location.
+		{mode: fakeprovider.ModeRedirectOtherPort, reason: failover.ReasonFormat, errIs: ErrRefused, errHas: "HTTP 307 redirect to http://127.0.0.1:"},
+		{mode: fakeprovider.ModeRedirectLoop, reason: failover.ReasonFormat, errIs: ErrRefused, errHas: "HTTP 307 redirect to /openai/v1/chat/completions"},
 	}
 }
 
@@ -178,7 +195,10 @@ func TestChat_EveryMode(t *testing.T) {
 			var deltas strings.Builder
 			out, err := r.client.Chat(context.Background(), userReq("gpt-test", "hello"), func(s string) { deltas.WriteString(s) })
 			if n := r.fake.CallCount(fakeprovider.Filter{}); n != 1 {
-				t.Fatalf("%d HTTP calls, want exactly 1 (no hidden retries)", n)
+				t.Fatalf("%d HTTP calls, want exactly 1 (no hidden retries, no redirect followed)", n)
+			}
+			if hits := r.fake.TrapHits(); len(hits) != 0 {
+				t.Fatalf("T2: the redirect target was reached: %+v", hits)
 			}
 			if tc.reason == "" {
 				if err != nil {
@@ -192,6 +212,9 @@ func TestChat_EveryMode(t *testing.T) {
 				return
 			}
 			f := asFailure(t, err)
+			if dump := fmt.Sprintf("%v %+v %s", err, *f, r.logs.String()); strings.Contains(dump, "CANARY") { // P4
+				t.Fatalf("key in failure or logs: %s", dump)
+			}
 			if f.Provider != "openai" || f.Model != "gpt-test" || f.Profile != "openai:main" {
 				t.Fatalf("failure identity %+v", f)
 			}
@@ -199,6 +222,9 @@ func TestChat_EveryMode(t *testing.T) {
 				t.Fatalf("Idle = %v, want %v", f.Idle, tc.idle)
 			}
 			resp := r.lastResponse(t)
+			if len(resp.Body) > maxErrorBody || len(f.Message) > 1024 {
+				t.Fatalf("T1: body of %d bytes, message of %d bytes fed on", len(resp.Body), len(f.Message))
+			}
 			if resp.Provider != "openai" || resp.Status != tc.status || resp.Stream != tc.stream {
 				t.Fatalf("response fed to Classify: status %d stream %v, want %d %v (%+v)", resp.Status, resp.Stream, tc.status, tc.stream, resp)
 			}
@@ -207,6 +233,9 @@ func TestChat_EveryMode(t *testing.T) {
 			}
 			if tc.errIs != nil && !errors.Is(resp.Err, tc.errIs) {
 				t.Fatalf("Err %v, want %v", resp.Err, tc.errIs)
+			}
+			if tc.errHas != "" && (resp.Err == nil || !strings.Contains(resp.Err.Error(), tc.errHas)) {
+				t.Fatalf("Err %v, want it to say %q", resp.Err, tc.errHas)
 			}
 			if tc.errIs == nil && tc.bodyHas == "" && resp.Err == nil {
 				t.Fatal("transport failure without Err")
@@ -587,5 +616,32 @@ func TestChat_C11_InjectedClock(t *testing.T) {
 	}
 	if want := at.Add(45 * time.Second); !f.RecoveryAt.Equal(want) {
 		t.Fatalf("RecoveryAt %v, want %v (from the injected clock)", f.RecoveryAt, want)
+	}
+}
+
+// TestChat_DeltasMatchText: onDelta sees each chunk's text once, in order, and
+// together they are the answer.
+func TestChat_DeltasMatchText(t *testing.T) {
+	var words []string
+	for i := range 300 {
+		words = append(words, fmt.Sprintf("w%03d", i))
+	}
+	reply := strings.Join(words, " ")
+	r := newRig(t, 5*time.Second, fakeprovider.Rule{Reply: reply})
+	var deltas []string
+	out, err := r.client.Chat(context.Background(), userReq("gpt-4o", "hi"), func(s string) { deltas = append(deltas, s) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(deltas, ""); got != out.Text || out.Text != reply {
+		t.Fatalf("deltas joined = %q, text = %q", got, out.Text)
+	}
+	if len(deltas) != len(words) {
+		t.Fatalf("%d deltas, want %d", len(deltas), len(words))
+	}
+	for i, d := range deltas {
+		if strings.TrimSpace(d) != words[i] {
+			t.Fatalf("delta %d = %q, want %q", i, d, words[i])
+		}
 	}
 }

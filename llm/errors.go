@@ -18,8 +18,6 @@ import (
 	"github.com/detourbot/detour/failover"
 )
 
-var errEOF = io.EOF
-
 // maxErrorBody bounds how much of a non-2xx body is kept.
 const maxErrorBody = 64 << 10
 
@@ -184,6 +182,7 @@ func (c *Client) failResponse(caller context.Context, model string, r failover.R
 		r.Err = &scrubbedError{msg: c.scrub(r.Err.Error()), err: r.Err}
 	}
 	f := c.classify(r, c.now())
+	keepVerdict(&f, r.Err)
 	f.Provider, f.Model, f.Profile = c.cfg.Provider, model, c.cfg.ProfileID
 	if errors.Is(r.Err, failover.ErrIdleTimeout) {
 		f.Idle = true

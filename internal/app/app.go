@@ -316,13 +316,15 @@ func (c *clientCache) get(provider, profileID string) (sessions.LLM, error) {
 		apiKey = prof.Key.Reveal()
 	}
 	cl, err := llm.New(llm.Config{
-		Provider:    provider,
-		BaseURL:     p.BaseURL,
-		ProfileID:   profileID,
-		APIKey:      apiKey,
-		IdleTimeout: c.cfg.Agents.Defaults.Timeouts.Idle,
-		Logger:      c.log,
-		Now:         c.now,
+		Provider:         provider,
+		BaseURL:          p.BaseURL,
+		ProfileID:        profileID,
+		APIKey:           apiKey,
+		IdleTimeout:      c.cfg.Agents.Defaults.Timeouts.Idle,
+		MaxResponseBytes: c.cfg.Limits.MaxResponseBytes,
+		MaxAnswerBytes:   c.cfg.Limits.MaxAnswerBytes,
+		Logger:           c.log,
+		Now:              c.now,
 	})
 	if err != nil {
 		return nil, err

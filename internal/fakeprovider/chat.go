@@ -197,6 +197,9 @@ func words(text string) []string {
 func (a *answer) run(mode Mode) int {
 	a.id = "chatcmpl-fake-" + strconv.FormatInt(chatSeq.Add(1), 10)
 	a.created = a.s.now().Unix()
+	if status, ok := a.hostile(mode); ok {
+		return status
+	}
 	model := a.req.Model
 	switch mode {
 	case ModeRateLimit:

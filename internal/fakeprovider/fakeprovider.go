@@ -23,7 +23,8 @@
 // The same is reachable over HTTP so another process (the demo bot, drills) can
 // script it: POST /_fake/script with one Rule or an array of rules as JSON
 // (durations as "30s" strings or numbers of seconds), POST /_fake/reset, and
-// GET /_fake/calls (the call log as JSON).
+// GET /_fake/calls (the call log as JSON), GET /_fake/trap (what reached the
+// redirect trap, as JSON).
 //
 // # Markers
 //
@@ -38,6 +39,16 @@
 // See the Mode constants. Modes that wait (hang_before_headers,
 // stall_after_first_chunk, slow_stream, Delay) end when the client goes away or
 // Close is called; Close waits for every handler, so no goroutine is left behind.
+//
+// The hostile modes test a client's bounds (SPEC T1, T2): gzip_bomb (a few MB
+// sent with Content-Encoding: gzip that inflate to GBs, streaming or not),
+// endless_stream (a fast stream that never ends), huge_line (one 100 MiB SSE
+// line), huge_chunk (one 100 MiB content delta in a single chunk), huge_error_body
+// (a 100 MiB error body), redirect_other_port (a 307 to another port of 127.0.0.1,
+// where a trap records whatever reaches it: TrapHits, GET /_fake/trap) and
+// redirect_loop (a 307 to the same URL). Rule.Size sets the sizes. Every byte is
+// made as it is sent: the fake never holds a huge body, and stops when the client
+// goes away.
 // When serving through Handler with httptest, call Close before the httptest
 // server's Close.
 //
@@ -86,6 +97,17 @@ const (
 	ModeMidstreamError       Mode = "midstream_error"         // one chunk, then an SSE error event
 	ModeConnectionReset      Mode = "connection_reset"        // TCP reset (after one chunk when streaming)
 	ModeQuotaResetText       Mode = "quota_reset_text"        // 429 "quota ... exhausted ... will reset at <time>"
+
+	// Hostile providers (T1, T2). Sizes are Rule.Size (default 100 MiB; the gzip
+	// bomb inflates to 4 GiB); the bytes are made as they are sent, so the fake
+	// never holds them.
+	ModeGzipBomb          Mode = "gzip_bomb"           // Content-Encoding: gzip, ~1000x: a few MB that inflate to GBs of chunks (or of one answer)
+	ModeEndlessStream     Mode = "endless_stream"      // content chunks as fast as possible, never ending (non-stream: a body that never ends)
+	ModeHugeLine          Mode = "huge_line"           // one SSE line of Size bytes that is no JSON (non-stream: a JSON body of one Size-byte line)
+	ModeHugeChunk         Mode = "huge_chunk"          // one chunk whose content delta is Size bytes (non-stream: a Size-byte answer)
+	ModeHugeErrorBody     Mode = "huge_error_body"     // 500 whose JSON error message is Size bytes
+	ModeRedirectOtherPort Mode = "redirect_other_port" // 307 to another port of 127.0.0.1 that records what reaches it (TrapHits)
+	ModeRedirectLoop      Mode = "redirect_loop"       // 307 to the same URL, forever
 )
 
 // AllModes lists every mode, ModeOK first.
@@ -95,6 +117,8 @@ var AllModes = []Mode{
 	ModeServer500, ModeBadGateway502HTML, ModeUnavailable503, ModeOverloaded529,
 	ModeStallAfterFirstChunk, ModeHangBeforeHeaders, ModeSlowStream, ModeEmptyReply,
 	ModeUnknownFinishReason, ModeMidstreamError, ModeConnectionReset, ModeQuotaResetText,
+	ModeGzipBomb, ModeEndlessStream, ModeHugeLine, ModeHugeChunk, ModeHugeErrorBody,
+	ModeRedirectOtherPort, ModeRedirectLoop,
 }
 
 // Valid reports whether m is a known mode.
@@ -120,6 +144,10 @@ type Rule struct {
 	// Reply replaces the default answer text of ok-like modes. Streams send it
 	// word by word (one chunk per space-separated word).
 	Reply string `json:"reply,omitempty"`
+	// Size is the byte count of the huge modes (huge_line, huge_chunk,
+	// huge_error_body: default 100 MiB) and the inflated size of gzip_bomb
+	// (default 4 GiB).
+	Size int64 `json:"size,omitempty"`
 	// HonourMarkers lets "#fail:<mode>" markers act on calls this rule matches.
 	HonourMarkers bool `json:"honour_markers,omitempty"`
 }
@@ -272,6 +300,8 @@ type Server struct {
 	listener net.Listener
 	serveErr chan error
 	mux      *http.ServeMux
+
+	trap trap // the redirect target of redirect_other_port, started on first use
 }
 
 // New returns a server; call Start to listen, or mount Handler in httptest.
@@ -292,6 +322,7 @@ func New(opts ...Option) *Server {
 	mux.HandleFunc("POST /_fake/script", s.handleScript)
 	mux.HandleFunc("POST /_fake/reset", s.handleReset)
 	mux.HandleFunc("GET /_fake/calls", s.handleCalls)
+	mux.HandleFunc("GET /_fake/trap", s.handleTrap)
 	s.mux = mux
 	return s
 }
@@ -354,6 +385,7 @@ func (s *Server) Close() {
 			<-s.serveErr
 		}
 		s.handlers.Wait()
+		s.trap.close() // after the handlers: none can start it any more
 	})
 }
 
@@ -397,6 +429,7 @@ func (s *Server) Reset() {
 	defer s.mu.Unlock()
 	s.rules = nil
 	s.calls = nil
+	s.trap.reset()
 }
 
 // Calls returns a copy of the call log, oldest first.

@@ -1,0 +1,193 @@
+package llm
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/detourbot/detour/failover"
+	"github.com/detourbot/detour/redact"
+)
+
+// Default caps on what a provider may send (T1); config limits.* overrides them.
+const (
+	DefaultMaxResponseBytes = 8 << 20 // limits.max_response_bytes
+	DefaultMaxAnswerBytes   = 1 << 20 // limits.max_answer_bytes
+)
+
+// maxHeaderBytes bounds a response's headers (Go's default is 10 MB).
+const maxHeaderBytes = 1 << 20
+
+// ErrRefused is matched (errors.Is) by every *RefusedError.
+var ErrRefused = errors.New("provider response refused")
+
+// RefusedError is a provider response the client would not take: larger than a
+// cap (T1), compressed although it asked for no compression (T1), or a redirect
+// (T2). The attempt fails as a format error: the same request would get the same
+// answer, so it is neither retried nor a reason to fall back.
+type RefusedError struct {
+	Rule   string // what was broken: a config key such as "limits.max_response_bytes", "content-encoding" or "redirect"
+	Status int    // the HTTP status of a refused redirect, else 0
+	Detail string // the whole message, secrets redacted
+}
+
+func (e *RefusedError) Error() string        { return e.Detail }
+func (e *RefusedError) Is(target error) bool { return target == ErrRefused }
+
+func bodyTooLarge(limit int64) *RefusedError {
+	return &RefusedError{Rule: "limits.max_response_bytes",
+		Detail: fmt.Sprintf("response refused: body larger than limits.max_response_bytes (%d bytes)", limit)}
+}
+
+func lineTooLong(limit int64) *RefusedError {
+	return &RefusedError{Rule: "stream line",
+		Detail: fmt.Sprintf("response refused: stream line longer than %d bytes (twice limits.max_answer_bytes plus 64 KiB)", limit)}
+}
+
+func answerTooLarge(limit int) *RefusedError {
+	return &RefusedError{Rule: "limits.max_answer_bytes",
+		Detail: fmt.Sprintf("response refused: answer longer than limits.max_answer_bytes (%d bytes)", limit)}
+}
+
+// streamLineCap bounds one SSE line: room for a whole answer in one chunk, even
+// with JSON escaping of part of it, and never more than the body may hold.
+func streamLineCap(maxResponse int64, maxAnswer int) int64 {
+	return min(maxResponse, 2*int64(maxAnswer)+64<<10)
+}
+
+// refuseRedirect returns the http.Client's CheckRedirect: a provider's redirect
+// is a failed attempt (T2). The redirected request is never sent, so neither the
+// key nor the prompt leaves for the new location. The location is shown with
+// its secrets, and the client's own key, hidden before it is shortened.
+func refuseRedirect(apiKey string) func(*http.Request, []*http.Request) error {
+	if len(apiKey) < 4 {
+		apiKey = "" // as scrub: a tiny test key would hide ordinary letters
+	}
+	return func(req *http.Request, _ []*http.Request) error {
+		status, loc := 0, req.URL.String()
+		if req.Response != nil {
+			status = req.Response.StatusCode
+			if l := req.Response.Header.Get("Location"); l != "" {
+				loc = l
+			}
+		}
+		loc = truncate(redact.Known(redact.URL(loc), apiKey), 200)
+		return &RefusedError{Rule: "redirect", Status: status,
+			Detail: fmt.Sprintf("response refused: HTTP %d redirect to %s (redirects are never followed)", status, loc)}
+	}
+}
+
+// boundTransport keeps every response within the client's caps (T1). It asks for
+// no compression and refuses a Content-Encoding anyway (so there is no inflated
+// size to bound), and wraps the body so that reading past max bytes, or past
+// maxLine bytes without a newline in a stream, fails with a *RefusedError.
+type boundTransport struct {
+	base    http.RoundTripper
+	max     int64 // whole body
+	maxLine int64 // one line of an event stream
+}
+
+func (t *boundTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	// An explicit Accept-Encoding also stops Go's transport from adding gzip and
+	// inflating on its own, whatever transport the caller gave us.
+	req.Header.Set("Accept-Encoding", "identity")
+	resp, err := t.base.RoundTrip(req)
+	if err != nil {
+		return resp, err
+	}
+	if ce := resp.Header.Get("Content-Encoding"); resp.Uncompressed || (ce != "" && !strings.EqualFold(ce, "identity")) {
+		_ = resp.Body.Close()
+		if ce == "" {
+			ce = "gzip"
+		}
+		return nil, &RefusedError{Rule: "content-encoding",
+			Detail: fmt.Sprintf("response refused: HTTP %d with Content-Encoding %q, which was not asked for (compressed responses are refused)", resp.StatusCode, truncate(ce, 40))}
+	}
+	b := &boundedBody{rc: resp.Body, max: t.max}
+	if req.Header.Get("Accept") == "text/event-stream" {
+		b.maxLine = t.maxLine
+	}
+	resp.Body = b
+	return resp, nil
+}
+
+// boundedBody reads at most max bytes, and lines of at most maxLine bytes (0 =
+// no line cap); past either it returns a *RefusedError, and keeps returning it.
+type boundedBody struct {
+	rc      io.ReadCloser
+	max     int64
+	maxLine int64
+	n       int64 // bytes read
+	line    int64 // bytes since the last newline
+	err     error
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
+	// Read at most one byte past the cap: enough to know it was passed.
+	if rest := b.max - b.n + 1; int64(len(p)) > rest {
+		p = p[:rest]
+	}
+	n, err := b.rc.Read(p)
+	var refused error
+	if over := b.n + int64(n) - b.max; over > 0 {
+		n, refused = n-int(over), bodyTooLarge(b.max)
+	}
+	if b.maxLine > 0 {
+		if cut, ok := b.scanLines(p[:n]); !ok {
+			n, refused = cut, lineTooLong(b.maxLine)
+		}
+	}
+	b.n += int64(n)
+	if refused != nil {
+		b.err = refused
+		return n, refused
+	}
+	return n, err
+}
+
+// scanLines advances the current line length over p; when a line passes
+// maxLine it reports how many bytes of p are within the cap.
+func (b *boundedBody) scanLines(p []byte) (int, bool) {
+	off := 0
+	for {
+		i := bytes.IndexByte(p[off:], '\n')
+		if i < 0 {
+			if b.line+int64(len(p)-off) > b.maxLine {
+				return off + int(b.maxLine-b.line), false
+			}
+			b.line += int64(len(p) - off)
+			return len(p), true
+		}
+		if b.line+int64(i) > b.maxLine {
+			return off + int(b.maxLine-b.line), false
+		}
+		b.line = 0
+		off += i + 1
+	}
+}
+
+func (b *boundedBody) Close() error { return b.rc.Close() }
+
+// keepVerdict overrides the classifier where the client already knows the
+// verdict: a refused response is a format error naming the broken cap (T1, T2),
+// and a Failure passed as the error (an unknown stop reason, R14) stays what it is.
+func keepVerdict(f *failover.Failure, err error) {
+	var re *RefusedError
+	var own *failover.Failure
+	switch {
+	case errors.As(err, &re):
+		f.Reason, f.Class, f.Message = failover.ReasonFormat, failover.ClassDeterministic, re.Detail
+		if re.Status != 0 {
+			f.Status = re.Status
+		}
+	case errors.As(err, &own):
+		f.Reason, f.Class, f.Message, f.Code = own.Reason, own.Class, own.Message, own.Code
+	}
+}

@@ -1,0 +1,188 @@
+package llm
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/detourbot/detour/failover"
+	"github.com/detourbot/detour/internal/fakeprovider"
+)
+
+// rssChildEnv switches the test binary into a child of TestT1_PeakRSS; its value
+// is the fake's base URL, rssModeEnv the mode (the model name) to call and
+// rssOpEnv the call: chat or probe.
+const (
+	rssChildEnv = "DETOUR_LLM_RSS_CHILD"
+	rssModeEnv  = "DETOUR_LLM_RSS_MODE"
+	rssOpEnv    = "DETOUR_LLM_RSS_OP"
+)
+
+// rssReport is what a child prints: how its call ended and its peak RSS.
+type rssReport struct {
+	Err      string // "" = success, else the failure
+	Reason   string
+	Text     int // bytes of answer text returned
+	VmHWMKiB int64
+}
+
+// rssChild runs one Chat or one Probe against the parent's fake and prints an
+// rssReport on stdout.
+func rssChild() int {
+	mode := os.Getenv(rssModeEnv)
+	c, err := New(Config{Provider: "openai", BaseURL: os.Getenv(rssChildEnv), ProfileID: "openai:main",
+		APIKey: canary, IdleTimeout: 10 * time.Second})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var rep rssReport
+	explain := func(err error) (string, string) {
+		var f *failover.Failure
+		if errors.As(err, &f) {
+			return f.Error(), string(f.Reason)
+		}
+		if err != nil {
+			return err.Error(), ""
+		}
+		return "", ""
+	}
+	if os.Getenv(rssOpEnv) == "probe" {
+		rep.Err, rep.Reason = explain(c.Probe(ctx, mode))
+	} else {
+		out, err := c.Chat(ctx, Request{Model: mode, Messages: []Message{{Role: "user", Content: "hello"}}}, nil)
+		rep.Err, rep.Reason = explain(err)
+		rep.Text = len(out.Text)
+	}
+	c.CloseIdleConnections()
+	rep.VmHWMKiB, err = vmHWM()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	if err := json.NewEncoder(os.Stdout).Encode(rep); err != nil {
+		return 2
+	}
+	return 0
+}
+
+// vmHWM reads the process's peak resident set size from /proc/self/status.
+func vmHWM() (int64, error) {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		}
+	}
+	return 0, errors.New("no VmHWM in /proc/self/status")
+}
+
+// TestT1_PeakRSS runs the real client in a child process against every hostile
+// mode of the fake (served here, in the parent) and checks the child's peak RSS
+// stays under 100 MB while each call fails or is cut at its cap. covers T1, T2
+func TestT1_PeakRSS(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("T1 peak RSS is read from /proc/self/status (VmHWM), which only Linux has")
+	}
+	if raceEnabled {
+		t.Skip("T1 peak RSS: not measured under the race detector, whose shadow memory inflates RSS several times")
+	}
+	if _, err := vmHWM(); err != nil {
+		t.Skipf("T1 peak RSS: cannot read VmHWM here: %v", err)
+	}
+	const limitKiB = 100_000_000 / 1024 // 100 MB
+	cases := []struct {
+		mode                fakeprovider.Mode
+		chatSays, probeSays string // "" = success
+	}{
+		{fakeprovider.ModeOK, "", ""}, // the baseline
+		{fakeprovider.ModeGzipBomb, `Content-Encoding "gzip"`, `Content-Encoding "gzip"`},
+		{fakeprovider.ModeEndlessStream, "limits.max_response_bytes", "limits.max_response_bytes"},
+		{fakeprovider.ModeHugeLine, "stream line longer than", "limits.max_response_bytes"},
+		{fakeprovider.ModeHugeChunk, "stream line longer than", "limits.max_response_bytes"},
+		{fakeprovider.ModeHugeErrorBody, "HTTP 500", "HTTP 500"},
+		{fakeprovider.ModeRedirectOtherPort, "redirect", "redirect"},
+		{fakeprovider.ModeRedirectLoop, "redirect", "redirect"},
+	}
+	fake := fakeprovider.New()
+	for _, tc := range cases {
+		fake.Script(fakeprovider.Rule{Model: string(tc.mode), Mode: tc.mode})
+	}
+	if err := fake.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	defer fake.Close()
+	for _, tc := range cases {
+		for _, op := range []string{"chat", "probe"} {
+			want := tc.chatSays
+			if op == "probe" {
+				want = tc.probeSays
+			}
+			t.Run(string(tc.mode)+"/"+op, func(t *testing.T) {
+				rep := runRSSChild(t, fake.BaseURL("openai"), tc.mode, op)
+				t.Logf("peak RSS %.1f MiB; %s", float64(rep.VmHWMKiB)/1024, orOK(rep.Err))
+				if rep.VmHWMKiB >= limitKiB {
+					t.Errorf("T1: peak RSS %d KiB, want under 100 MB", rep.VmHWMKiB)
+				}
+				if (want == "") != (rep.Err == "") || !strings.Contains(rep.Err, want) {
+					t.Errorf("call ended %q, want %q", rep.Err, want)
+				}
+				if want != "" && want != "HTTP 500" && rep.Reason != string(failover.ReasonFormat) {
+					t.Errorf("reason %q, want format", rep.Reason)
+				}
+				if strings.Contains(rep.Err, "CANARY") {
+					t.Errorf("key in %q", rep.Err)
+				}
+				if rep.Text > DefaultMaxAnswerBytes {
+					t.Errorf("T1: %d bytes of answer returned", rep.Text)
+				}
+			})
+		}
+	}
+	if hits := fake.TrapHits(); len(hits) != 0 {
+		t.Errorf("T2: the redirect target was reached: %+v", hits)
+	}
+}
+
+// runRSSChild re-executes the test binary as a child that makes one call.
+func runRSSChild(t *testing.T, baseURL string, mode fakeprovider.Mode, op string) rssReport {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), rssChildEnv+"="+baseURL, rssModeEnv+"="+string(mode), rssOpEnv+"="+op)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	stdout, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, stderr.String())
+	}
+	var rep rssReport
+	if err := json.Unmarshal(stdout, &rep); err != nil {
+		t.Fatalf("child said %q: %v", stdout, err)
+	}
+	return rep
+}
+
+func orOK(s string) string {
+	if s == "" {
+		return "ok"
+	}
+	return s
+}
