@@ -42,6 +42,16 @@ type Outbound struct {
 	Text       string
 	Model      string // on replies: the "provider/model" that answered
 	Ephemeral  bool   // visible only to the user where the platform allows (command answers)
+	// Choices offers a pick (L4: /model without an argument). An adapter that
+	// can show a select menu shows one beside Text and sends the person's pick
+	// back as an Inbound whose Text is the choice's Command; others show Text.
+	Choices []Choice
+}
+
+// Choice is one option of a picker.
+type Choice struct {
+	Label   string // what the person sees: "anthropic/claude-haiku-4-5"
+	Command string // what choosing it says: "/model anthropic/claude-haiku-4-5"
 }
 
 // Adapter is one chat channel.
@@ -65,6 +75,51 @@ type Typer interface {
 // a readiness probe fails while one is not.
 type Connector interface {
 	Connected() bool
+}
+
+// Progress is an optional capability: show that the bot is working on a message
+// (L1): Slack's assistant thread status, Discord's typing indicator, a console
+// status line. The router starts it when a turn starts and stops it before the
+// answer; the adapter refreshes it as its platform needs. Progress is
+// fire-and-forget: StartProgress and every Indicator method return at once and
+// never fail the turn; the adapter does its network calls on its own goroutine
+// and drops them under rate limits.
+type Progress interface {
+	StartProgress(ctx context.Context, in Inbound) Indicator
+}
+
+// Indicator is one running progress display.
+type Indicator interface {
+	// Status replaces the status text ("is thinking…", "waiting 20 s for
+	// openai: rate limit").
+	Status(text string)
+	// Stop clears the display. It is safe to call more than once.
+	Stop()
+}
+
+// Streamer is an optional capability: post a reply that grows as the model
+// writes it (L2), and that can be replaced in place when the attempt that wrote
+// it fails and another model answers (L3). Without it the router posts the
+// whole answer once.
+type Streamer interface {
+	// StartStream prepares a growing reply to in. Nothing needs to show until
+	// the first Update.
+	StartStream(ctx context.Context, in Inbound) (Stream, error)
+}
+
+// Stream is one growing reply.
+type Stream interface {
+	// Update shows text as the reply so far. text is the whole current text,
+	// not a delta: when it does not extend what was shown (a failed attempt's
+	// partial text replaced by a fallback's), the shown text is replaced. The
+	// adapter throttles and may show it later or partly; it must not block on
+	// the platform's rate limits.
+	Update(ctx context.Context, text string) error
+	// Finish replaces what was shown with the final message (the complete
+	// answer, or an error) and ends the stream; no text may be left that is
+	// not part of final. When the platform refused to stream, Finish posts
+	// final as one message.
+	Finish(ctx context.Context, final Outbound) error
 }
 
 // SessionLookup is an optional capability: an adapter that decides from its own
