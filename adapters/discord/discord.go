@@ -113,11 +113,11 @@ type Adapter struct {
 	inbox       chan<- adapters.Inbound
 	started     bool
 	stopping    bool
-	typers      map[string]*typer        // channel id -> its typing refresher
-	workers     map[string]*chanWorker   // channel id -> its inbound worker
-	answering   int                      // interaction goroutines running
-	mentionOnly bool                     // identify without MESSAGE_CONTENT
-	wg          sync.WaitGroup           // every goroutine the adapter starts
+	typers      map[string]*typer      // channel id -> its typing refresher
+	workers     map[string]*chanWorker // channel id -> its inbound worker
+	answering   int                    // interaction goroutines running
+	mentionOnly bool                   // identify without MESSAGE_CONTENT
+	wg          sync.WaitGroup         // every goroutine the adapter starts
 
 	typingEvery time.Duration
 

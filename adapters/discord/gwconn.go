@@ -2,6 +2,7 @@ package discord
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -362,17 +363,29 @@ func keepResumable(p []byte) []byte {
 // frameScan follows the client's frames across Write calls (gorilla may split a
 // frame over several) and reports the gateway opcode of each small text frame.
 type frameScan struct {
-	hdr     []byte
-	need    int // header bytes still missing; 0 = reading payload
-	left    int64
-	capture bool
-	payload []byte
-	key     [4]byte
+	upgraded bool   // past the HTTP upgrade request
+	tail     []byte // the request's last bytes, to find its end across writes
+	hdr      []byte
+	need     int // header bytes still missing; 0 = reading payload
+	left     int64
+	capture  bool
+	payload  []byte
+	key      [4]byte
 }
 
-func (s *frameScan) atBoundary() bool { return s.left == 0 && s.need == 0 }
+func (s *frameScan) atBoundary() bool { return s.upgraded && s.left == 0 && s.need == 0 }
 
 func (s *frameScan) feed(p []byte, onOp func(op int)) {
+	if !s.upgraded { // the HTTP upgrade request comes first
+		s.tail = append(s.tail, p...)
+		i := bytes.Index(s.tail, []byte("\r\n\r\n"))
+		if i < 0 {
+			s.tail = s.tail[max(0, len(s.tail)-3):]
+			return
+		}
+		p = s.tail[i+4:]
+		s.upgraded, s.tail = true, nil
+	}
 	for len(p) > 0 {
 		if s.left == 0 && s.need == 0 { // a new frame starts
 			s.hdr, s.need, s.payload = s.hdr[:0], 2, s.payload[:0]

@@ -231,6 +231,7 @@ func (l *limiter) waitGlobal(ctx context.Context) error {
 		if p.sleeping {
 			wake := p.wake
 			l.mu.Unlock()
+			l.log.Debug("discord request waits for the global rate limit", "left", d)
 			select {
 			case <-wake:
 				continue

@@ -283,7 +283,8 @@ type Server struct {
 	invalid      []time.Time
 	channels     map[string]channelInfo
 	nextID       int64
-	zombie       bool
+	held         int
+	slowed       int
 	wg           sync.WaitGroup
 	closed       bool
 }
@@ -442,6 +443,15 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, path string, n
 	}
 	f, ok := s.takeFault(r, path, inter)
 	if ok && f.kind == faultSlow {
+		s.mu.Lock()
+		s.held++
+		s.slowed++
+		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			s.held--
+			s.mu.Unlock()
+		}()
 		t := time.NewTimer(f.d)
 		select {
 		case <-t.C:
@@ -606,6 +616,20 @@ func (s *Server) ReleaseSlow() {
 	default:
 		close(s.release)
 	}
+}
+
+// Held is how many requests SlowNext is holding right now.
+func (s *Server) Held() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.held
+}
+
+// SlowStarted is how many requests SlowNext has started holding.
+func (s *Server) SlowStarted() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.slowed
 }
 
 // RateLimited is how many requests were answered with a 429.

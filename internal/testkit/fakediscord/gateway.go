@@ -161,7 +161,7 @@ func (s *Server) handshake(c *gwConn) bool {
 
 func (s *Server) identify(c *gwConn, f gwFrame) bool {
 	var id struct {
-		Token   string `json:"token"`
+		Token   string  `json:"token"`
 		Intents int     `json:"intents"`
 		Shard   *[2]int `json:"shard"`
 	}
