@@ -260,6 +260,7 @@ type Server struct {
 	sessionID    string
 	sessions     int
 	identifies   []int // intents of each Identify
+	lastShard    *[2]int
 	resumes      int
 	resumePaths  []string
 	closes       []int
@@ -1058,6 +1059,13 @@ func (s *Server) Identifies() []int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]int(nil), s.identifies...)
+}
+
+// LastShard is the shard of the last Identify (nil = none sent).
+func (s *Server) LastShard() *[2]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastShard
 }
 
 // OverIdentifies is how many identifies came with no budget left (each would have

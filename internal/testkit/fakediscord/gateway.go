@@ -173,6 +173,7 @@ func (s *Server) identify(c *gwConn, f gwFrame) bool {
 	s.mu.Lock()
 	now := s.Now()
 	s.identifies = append(s.identifies, id.Intents)
+	s.lastShard = id.Shard
 	s.rollBudgetLocked(now)
 	if s.budgetStart.IsZero() {
 		s.budgetStart = now
