@@ -410,3 +410,57 @@ func TestE2E_T3_NoLiveMentionFromHostileModelOutput(t *testing.T) {
 		t.Fatalf("reply %q: the hostile text was not posted, so the test proves nothing", c1[0].Content)
 	}
 }
+
+// BenchmarkE2E_SlowCallIsolation: one reply post held for the whole run (as a
+// slow or rate-limited REST call would be) must not delay another channel's reply
+// nor any interaction. Each op is a mention in one of four other channels plus a
+// /status; the metrics are the worst latencies seen, next to a run with nothing
+// held.
+func BenchmarkE2E_SlowCallIsolation(b *testing.B) {
+	for _, v := range []struct{ name, route string }{
+		{"nothing held", ""},
+		{"one reply post held", "POST /channels/CSLOW/messages"},
+		{"one channel lookup held", "GET /channels/CSLOW"},
+	} {
+		held := v.route != ""
+		b.Run(v.name, func(b *testing.B) {
+			e := newE2E(b)
+			defer e.fake.ReleaseSlow()
+			channels := []string{"C1", "C2", "C3", "C4"}
+			for _, ch := range channels { // warm up: channel lookups done
+				e.fake.SendMention("G1", ch, "U1", "warm up")
+				e.posts(ch, 1)
+			}
+			if held {
+				e.fake.SlowNext(v.route, time.Minute)
+				e.fake.SendMention("G1", "CSLOW", "U1", "held")
+				e.waitFor("the held call", func() bool { return e.fake.SlowStarted() == 1 })
+			}
+			count := map[string]int{"C1": 1, "C2": 1, "C3": 1, "C4": 1}
+			var worstReply, worstDefer, worstStatus time.Duration
+			for i := 0; b.Loop(); i++ {
+				ch := channels[i%len(channels)]
+				began := time.Now()
+				e.fake.SendMention("G1", ch, "U1", "hello")
+				id, tok := e.fake.SendCommand(fakediscord.Command{GuildID: "G1", ChannelID: channels[(i+1)%len(channels)], UserID: "U2", Name: "status"})
+				count[ch]++
+				e.posts(ch, count[ch])
+				worstReply = max(worstReply, time.Since(began))
+				worstDefer = max(worstDefer, e.response(id).Latency)
+				if _, err := e.fake.WaitMessages(wait, 1, fakediscord.ForInteraction(tok)); err != nil {
+					b.Fatal(err)
+				}
+				worstStatus = max(worstStatus, time.Since(began))
+			}
+			b.ReportMetric(float64(worstReply.Microseconds())/1000, "reply-max-ms")
+			b.ReportMetric(float64(worstDefer.Microseconds())/1000, "deferral-max-ms")
+			b.ReportMetric(float64(worstStatus.Microseconds())/1000, "status-max-ms")
+			if held && e.fake.Held() != 1 {
+				b.Fatal("the held call ended during the run: the benchmark proved nothing")
+			}
+			if worstReply >= deadline || worstDefer >= deadline || worstStatus >= deadline {
+				b.Fatalf("a reply or interaction took past 3 s: reply %v, deferral %v, status %v", worstReply, worstDefer, worstStatus)
+			}
+		})
+	}
+}

@@ -40,7 +40,7 @@ const wait = e2e.Wait
 // discordgo client, through the adapter, against fakediscord.
 type world struct {
 	*e2e.World
-	t      *testing.T
+	t      testing.TB
 	clock  *failovertest.Clock
 	llm    *fakeprovider.Server
 	fake   *fakediscord.Server
@@ -56,7 +56,7 @@ type e2eOpts struct {
 	noWait bool
 }
 
-func newE2E(t *testing.T, opts ...e2eOpts) *world {
+func newE2E(t testing.TB, opts ...e2eOpts) *world {
 	t.Helper()
 	e := &world{t: t, sleeps: failovertest.NewClock(e2e.T0)}
 	e.fake = fakediscord.New()
