@@ -235,6 +235,10 @@ func TestE2E_GlobalRateLimitPausesEveryRouteOnce(t *testing.T) {
 		e.posts(ch, 1)
 	}
 	e.Drain()
+	// Answers take a moment, so the typing indicator's call is the only one in
+	// flight when the global 429 comes (a call already on its way would get one
+	// too, on Discord as here).
+	e.llm.Script(fakeprovider.Rule{Provider: "p1", Delay: 300 * time.Millisecond})
 	e.fake.GlobalRateLimitNext(5 * time.Second)
 	e.fake.SendMention("G1", "C1", "U1", "one")
 	e.waitFor("the global 429 and its pause", func() bool { return len(g.waiting()) == 1 })
@@ -260,7 +264,7 @@ func TestE2E_GlobalRateLimitPausesEveryRouteOnce(t *testing.T) {
 		}
 	}
 	if n := e.fake.RateLimited(); n != 1 {
-		t.Errorf("%d 429s, want the one global 429 only", n)
+		t.Errorf("%d 429s, want the one global 429 only: %+v\n%s", n, e.fake.Requests(), e.logs.String())
 	}
 	if n := e.fake.InvalidRequests(); n != 1 {
 		t.Errorf("%d invalid requests, want 1", n)

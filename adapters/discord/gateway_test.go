@@ -3,6 +3,8 @@ package discord
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/binary"
 	"errors"
 	"net/http"
@@ -225,6 +227,17 @@ func TestFrameScan_SplitWrites(t *testing.T) {
 	stream = append(stream, masked(`{"op":1,"d":5}`)...)
 	stream = append(stream, masked(`{"op":6,"d":{"pad":"`+strings.Repeat("x", 300)+`"}}`)...)
 	stream = append(stream, masked(`{"op":1,"d":6}`)...)
+	// One whole frame is recognised for the Identify-to-Resume swap; anything
+	// else is left alone.
+	if op := clientOp(masked(`{"op":2,"d":{}}`)); op != 2 {
+		t.Errorf("clientOp(identify) = %d", op)
+	}
+	if op := clientOp(maskedFrame(opText, []byte(`{"op":6,"d":{"pad":"`+strings.Repeat("y", 200)+`"}}`))); op != 6 {
+		t.Errorf("clientOp(long resume) = %d", op)
+	}
+	if op := clientOp(stream[:20]); op != -1 {
+		t.Errorf("clientOp(part of a frame) = %d", op)
+	}
 	for _, size := range []int{1, 2, 3, 7, 64, len(stream)} {
 		var s frameScan
 		var ops []int
@@ -309,5 +322,58 @@ func TestLimiter_GlobalPauseSingleSleeper(t *testing.T) {
 	}
 	if got := clock.Now().Sub(t0); got != time.Second {
 		t.Fatalf("paused %v in all, want 1s (the 429 named no wait)", got)
+	}
+}
+
+// Over TLS (wss, as with Discord itself) the tap sits above TLS: frames are read,
+// a zombie connection is closed with 4000 and resumed.
+func TestGateway_TLSZombieResumes(t *testing.T) {
+	t.Parallel()
+	fake := fakediscord.New()
+	fake.Token = canaryToken
+	clock := failovertest.NewClock(t0)
+	fake.Now = clock.Now
+	fake.HeartbeatInterval = 100 * time.Millisecond
+	fake.StartTLS()
+	defer fake.Close()
+	pool := x509.NewCertPool()
+	pool.AddCert(fake.Certificate())
+	logs := &syncBuffer{}
+	a, err := New(Config{Token: canaryToken, APIURL: fake.URL(), Log: slogTo(logs), Sleep: clock.Sleep, Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.transport.TLSClientConfig = &tls.Config{RootCAs: pool}
+	a.dialer.tls = &tls.Config{RootCAs: pool}
+	ctx, cancel := context.WithCancel(context.Background())
+	inbox := make(chan adapters.Inbound, 4)
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx, inbox) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	if err := fake.WaitConnected(wait, 1, 0); err != nil {
+		t.Fatalf("%v\n%s", err, logs.String())
+	}
+	if err := fake.StopAcking(); err != nil {
+		t.Fatal(err)
+	}
+	fake.SendDM("D1", "U1", "during")
+	if err := fake.WaitConnected(wait, 1, 1); err != nil {
+		t.Fatalf("no resume over TLS: %v\n%s", err, logs.String())
+	}
+	select {
+	case in := <-inbox:
+		if in.Text != "during" {
+			t.Fatalf("got %+v", in)
+		}
+	case <-time.After(wait):
+		t.Fatal("the event sent during the zombie gap was lost")
+	}
+	if got := fake.Closes(); !slices.Equal(got, []int{4000}) {
+		t.Errorf("close codes = %v, want [4000]\n%s", got, logs.String())
 	}
 }

@@ -28,8 +28,13 @@ import (
 //     identify again at once, ignoring whether the session is resumable, the
 //     1-5 s wait and the identify budget) and the connection is cut without a close
 //     frame; the supervisor resumes or identifies;
+//   - when the supervisor resumes, discordgo (a fresh discordgo.Session for every
+//     connection, so a stale goroutine of an old one can never close a new
+//     connection) sends an Identify, which goes out as the Resume of the session
+//     (op 6 with its id and last sequence); Discord answers with the missed events
+//     and RESUMED, which discordgo takes as it would after its own resume;
 //   - the close code the server sent, op 7, op 10's heartbeat interval, and whether
-//     the connection identified or resumed are recorded for the supervisor.
+//     the connection identified are recorded for the supervisor.
 //
 // Every other frame passes unchanged. After the cut, writes fail (so discordgo's
 // own close, code 1000, never reaches Discord) and reads fail.
@@ -73,15 +78,15 @@ type gwConn struct {
 	resumable   bool // op 9's d
 	zombie      bool
 	reconnect   bool // op 7 received
-	identified  bool // the client sent op 2 on this connection
-	resumed     bool // the client sent op 6 on this connection
-	final       bool // the bot is stopping: a 1000 close may pass
+	identified  bool   // an Identify went out on this connection
+	resume      []byte // when set, the Resume (op 6 payload) sent instead of discordgo's Identify
+	final       bool   // the bot is stopping: a 1000 close may pass
 	dead        error
 	done        chan struct{}
 }
 
-func newGWConn(c net.Conn, hard time.Time) *gwConn {
-	g := &gwConn{Conn: c, opened: time.Now(), br: bufio.NewReaderSize(c, 32<<10), done: make(chan struct{})}
+func newGWConn(c net.Conn, hard time.Time, resume []byte) *gwConn {
+	g := &gwConn{Conn: c, opened: time.Now(), br: bufio.NewReaderSize(c, 32<<10), done: make(chan struct{}), resume: resume}
 	g.setHard(hard)
 	return g
 }
@@ -283,11 +288,25 @@ func (c *gwConn) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	c.mu.Lock()
-	final := c.final
+	final, resume := c.final, c.resume
 	c.mu.Unlock()
 	out := p
-	if !final && c.ws.atBoundary() {
-		out = keepResumable(p)
+	if c.ws.atBoundary() {
+		if !final {
+			out = keepResumable(p)
+		}
+		if resume != nil && clientOp(p) == 2 {
+			out = maskedFrame(opText, resume)
+			c.mu.Lock()
+			c.resume = nil
+			c.mu.Unlock()
+			// The Identify is not sent: feed the scanner what went out instead.
+			if _, err := c.Conn.Write(out); err != nil {
+				return 0, err
+			}
+			c.ws.feed(out, func(int) {})
+			return len(p), nil
+		}
 	}
 	n, err := c.Conn.Write(out)
 	n = min(n, len(p))
@@ -307,8 +326,6 @@ func (c *gwConn) Write(p []byte) (int, error) {
 			}
 		case 2:
 			c.identified = true
-		case 6:
-			c.resumed = true
 		}
 	})
 	if zombie {
@@ -328,15 +345,61 @@ func (c *gwConn) Write(p []byte) (int, error) {
 // maskedClose builds a client close frame (clients must mask).
 func maskedClose(code int, reason string) []byte {
 	payload := binary.BigEndian.AppendUint16(nil, uint16(code))
-	payload = append(payload, reason...)
+	return maskedFrame(opClose, append(payload, reason...))
+}
+
+// maskedFrame builds one final client frame of opcode op.
+func maskedFrame(op byte, payload []byte) []byte {
 	var key [4]byte
 	_, _ = rand.Read(key[:])
-	f := []byte{0x80 | opClose, 0x80 | byte(len(payload))}
+	f := []byte{0x80 | op}
+	switch n := len(payload); {
+	case n < 126:
+		f = append(f, 0x80|byte(n))
+	case n <= 0xffff:
+		f = append(f, 0x80|126)
+		f = binary.BigEndian.AppendUint16(f, uint16(n))
+	default:
+		f = append(f, 0x80|127)
+		f = binary.BigEndian.AppendUint64(f, uint64(n))
+	}
 	f = append(f, key[:]...)
 	for i, b := range payload {
 		f = append(f, b^key[i%4])
 	}
 	return f
+}
+
+// clientOp is the gateway opcode of p when p is exactly one complete, masked,
+// final text frame; -1 otherwise.
+func clientOp(p []byte) int {
+	if len(p) < 6 || p[0] != 0x80|opText || p[1]&0x80 == 0 {
+		return -1
+	}
+	n, at := int(p[1]&0x7f), 2
+	switch n {
+	case 126:
+		if len(p) < 8 {
+			return -1
+		}
+		n, at = int(binary.BigEndian.Uint16(p[2:4])), 4
+	case 127:
+		return -1
+	}
+	if len(p) != at+4+n {
+		return -1
+	}
+	key, payload := p[at:at+4], append([]byte(nil), p[at+4:]...)
+	for i := range payload {
+		payload[i] ^= key[i%4]
+	}
+	var f struct {
+		Op int `json:"op"`
+	}
+	if json.Unmarshal(payload, &f) != nil {
+		return -1
+	}
+	return f.Op
 }
 
 // keepResumable returns p with a leading client close frame's code 1000 or 1001
@@ -506,22 +569,18 @@ func (c *gwConn) SetWriteDeadline(t time.Time) error {
 
 // gwDialer dials gateway connections for gorilla/websocket (plain and TLS, so the
 // tap sits above TLS). Each handshake runs armed: its connections carry a hard
-// deadline until Open returns. It can refuse one dial, which makes discordgo
-// forget its cached gateway URL and look it up again (answered with the
-// session's resume_gateway_url).
+// deadline until Open returns, and, when the handshake resumes, the Resume to
+// send in place of discordgo's Identify.
 type gwDialer struct {
 	timeout time.Duration
 	tls     *tls.Config
 
 	mu      sync.Mutex
 	armed   bool
-	refuse  bool
-	refused bool
+	resume  []byte
 	pending []*gwConn
 	last    *gwConn
 }
-
-var errRefetch = errors.New("discord gateway: switching to resume_gateway_url")
 
 func (g *gwDialer) dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	return g.connect(ctx, network, addr, false)
@@ -533,12 +592,7 @@ func (g *gwDialer) dialTLS(ctx context.Context, network, addr string) (net.Conn,
 
 func (g *gwDialer) connect(ctx context.Context, network, addr string, secure bool) (net.Conn, error) {
 	g.mu.Lock()
-	if g.refuse {
-		g.refuse, g.refused = false, true
-		g.mu.Unlock()
-		return nil, errRefetch
-	}
-	armed := g.armed
+	armed, resume := g.armed, g.resume
 	g.mu.Unlock()
 	if !armed {
 		return nil, errors.New("discord gateway: dial outside a handshake")
@@ -567,7 +621,7 @@ func (g *gwDialer) connect(ctx context.Context, network, addr string, secure boo
 		}
 		conn = tc
 	}
-	c := newGWConn(conn, deadline)
+	c := newGWConn(conn, deadline, resume)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if !g.armed {
@@ -579,9 +633,11 @@ func (g *gwDialer) connect(ctx context.Context, network, addr string, secure boo
 	return c, nil
 }
 
-func (g *gwDialer) arm() {
+// arm starts a handshake; resume, when not nil, is the Resume payload to send
+// instead of discordgo's Identify.
+func (g *gwDialer) arm(resume []byte) {
 	g.mu.Lock()
-	g.armed, g.pending, g.last, g.refused = true, nil, nil, false
+	g.armed, g.resume, g.pending, g.last = true, resume, nil, nil
 	g.mu.Unlock()
 }
 
@@ -596,9 +652,8 @@ func (g *gwDialer) expire() {
 }
 
 // disarm ends the handshake; on success the live connection loses its deadline.
-// It returns the handshake's connection (nil when none was dialled) and whether a
-// dial was refused to switch URLs.
-func (g *gwDialer) disarm(ok bool) (last *gwConn, refused bool) {
+// It returns the handshake's connection (nil when none was dialled).
+func (g *gwDialer) disarm(ok bool) *gwConn {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if ok {
@@ -606,14 +661,7 @@ func (g *gwDialer) disarm(ok bool) (last *gwConn, refused bool) {
 			c.setHard(time.Time{})
 		}
 	}
-	last, refused = g.last, g.refused
-	g.armed, g.pending, g.refused = false, nil, false
-	return last, refused
-}
-
-// refuseNext makes the next dial fail with errRefetch.
-func (g *gwDialer) refuseNext() {
-	g.mu.Lock()
-	g.refuse = true
-	g.mu.Unlock()
+	last := g.last
+	g.armed, g.resume, g.pending = false, nil, nil
+	return last
 }

@@ -23,30 +23,51 @@ const (
 	lowIdentifies = 10
 )
 
-// gwSession is one discordgo gateway session: made fresh for each identify and
-// resumed until Discord invalidates it.
+// gwSession is one Discord gateway session: it starts with an identify and spans
+// every connection that resumes it. Each connection is a fresh discordgo.Session
+// (see gwconn.go), so the session's state lives here, fed by the handlers.
 type gwSession struct {
-	s       *discordgo.Session
 	intents discordgo.Intent
-	cached  string // the gateway URL discordgo has cached; "" = none
-	disc    chan struct{}
+	url     string // the gateway URL from GET /gateway/bot
 
 	mu     sync.Mutex
-	ready  bool   // READY arrived: there is a session to resume
+	id     string // session_id from READY; "" = not (or no longer) resumable
+	seq    int64  // the last dispatch's sequence number
 	resume string // READY's resume_gateway_url
+}
+
+// resumePayload is the Resume to send for this session, nil when there is none.
+func (g *gwSession) resumePayload(token string) []byte {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.id == "" {
+		return nil
+	}
+	b, _ := json.Marshal(map[string]any{"op": 6, "d": map[string]any{"token": token, "session_id": g.id, "seq": g.seq}})
+	return b
+}
+
+// resumeURL is where to resume: resume_gateway_url, else the gateway URL.
+func (g *gwSession) resumeURL() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.resume != "" {
+		return g.resume
+	}
+	return g.url
 }
 
 // forget marks the session as not resumable: the next connection identifies.
 func (g *gwSession) forget() {
 	g.mu.Lock()
-	g.ready = false
+	g.id = ""
 	g.mu.Unlock()
 }
 
-func (g *gwSession) state() (ready bool, resume string) {
+func (g *gwSession) resumable() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.ready, g.resume
+	return g.id != ""
 }
 
 // intents is what the next identify asks for.
@@ -59,15 +80,17 @@ func (a *Adapter) intents() discordgo.Intent {
 	return Intents
 }
 
-func (a *Adapter) newGateway() *gwSession {
-	s, _ := discordgo.New("Bot " + a.token) // cannot fail: the token is not empty
+// newConnection makes the discordgo session of one connection of g; disc is
+// signalled when discordgo has torn the connection down.
+func (a *Adapter) newConnection(g *gwSession) (s *discordgo.Session, disc chan struct{}) {
+	s, _ = discordgo.New("Bot " + a.token) // cannot fail: the token is not empty
 	s.Client = a.rest.Client
 	s.Dialer = &websocket.Dialer{
 		HandshakeTimeout:  a.cfg.OpenTimeout,
 		NetDialContext:    a.dialer.dial,
 		NetDialTLSContext: a.dialer.dialTLS,
 	}
-	s.Identify.Intents = a.intents()
+	s.Identify.Intents = g.intents
 	if a.cfg.ShardCount > 1 {
 		s.Identify.Shard = &[2]int{a.cfg.ShardID, a.cfg.ShardCount}
 	}
@@ -78,7 +101,7 @@ func (a *Adapter) newGateway() *gwSession {
 	s.StateEnabled = false // bounded memory: we track only what we need
 	s.SyncEvents = true    // handlers run in order on the reader; they never block
 	s.LogLevel = -1
-	g := &gwSession{s: s, intents: s.Identify.Intents, disc: make(chan struct{}, 1)}
+	disc = make(chan struct{}, 1)
 	s.AddHandler(func(_ *discordgo.Session, r *discordgo.Ready) {
 		bot, app := "", ""
 		if r.User != nil {
@@ -89,11 +112,16 @@ func (a *Adapter) newGateway() *gwSession {
 		}
 		a.setIDs(bot, app)
 		g.mu.Lock()
-		g.ready = true
+		g.id = r.SessionID
 		g.mu.Unlock()
 		a.log.Info("discord gateway ready", "bot_user", bot, "mention_only", g.intents&discordgo.IntentsMessageContent == 0)
 	})
 	s.AddHandler(func(_ *discordgo.Session, e *discordgo.Event) {
+		g.mu.Lock()
+		if e.Sequence > g.seq {
+			g.seq = e.Sequence
+		}
+		g.mu.Unlock()
 		if e.Type != "READY" {
 			return
 		}
@@ -109,14 +137,14 @@ func (a *Adapter) newGateway() *gwSession {
 	s.AddHandler(func(_ *discordgo.Session, _ *discordgo.Resumed) { a.log.Info("discord gateway resumed") })
 	s.AddHandler(func(_ *discordgo.Session, _ *discordgo.Disconnect) {
 		select {
-		case g.disc <- struct{}{}:
+		case disc <- struct{}{}:
 		default:
 		}
 	})
 	s.AddHandler(a.onMessage)
 	s.AddHandler(a.onThreadCreate)
 	s.AddHandler(a.onInteraction)
-	return g
+	return s, disc
 }
 
 // fatalError is a refusal retrying cannot fix.
@@ -133,16 +161,18 @@ func (a *Adapter) supervise(ctx context.Context) error {
 		invalidated  bool      // the last session ended with op 9: wait 1-5 s before identifying
 		lastIdentify time.Time // a.cfg.Now() of the last identify
 		registered   bool
+		old          []*discordgo.Session // connections that ended (their teardown may still run)
 	)
+	defer func() {
+		for _, s := range old { // wait for discordgo's teardown of each (its close sleeps a second)
+			_ = s.Close()
+		}
+	}()
 	for {
 		if ctx.Err() != nil {
 			return nil
 		}
-		ready, resumeURL := false, ""
-		if g != nil {
-			ready, resumeURL = g.state()
-		}
-		identify := !ready
+		identify := g == nil || !g.resumable()
 
 		wait := a.backoff(losses)
 		if identify {
@@ -160,6 +190,7 @@ func (a *Adapter) supervise(ctx context.Context) error {
 			}
 		}
 
+		var resume []byte
 		if identify {
 			url, err := a.identifyBudget(ctx)
 			if err != nil {
@@ -173,37 +204,18 @@ func (a *Adapter) supervise(ctx context.Context) error {
 				a.log.Warn("discord gateway: GET /gateway/bot failed", "err", err)
 				continue
 			}
-			if g != nil {
-				_ = g.s.Close() // the old session's connection is gone; this waits for discordgo's teardown
-			}
-			g = a.newGateway()
+			g = &gwSession{intents: a.intents(), url: url}
 			a.setGatewayAnswer(url)
-			g.cached = url
 			lastIdentify, invalidated = a.cfg.Now(), false
-		} else if resumeURL != "" && resumeURL != g.cached {
-			// discordgo resumes on the URL it cached at identify; make it look the
-			// gateway up again and answer with resume_gateway_url.
-			a.setGatewayAnswer(resumeURL)
-			a.dialer.refuseNext()
-			g.cached = resumeURL
+		} else {
+			a.setGatewayAnswer(g.resumeURL())
+			resume = g.resumePayload("Bot " + a.token)
 		}
 
-		conn, err := a.open(ctx, g)
-		for errors.Is(err, discordgo.ErrWSAlreadyOpen) {
-			// discordgo is still tearing the last connection down (its close
-			// waits a second): wait for its Disconnect, then try again.
-			t := time.NewTimer(2 * time.Second)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return nil
-			case <-g.disc:
-			case <-t.C:
-			}
-			t.Stop()
-			conn, err = a.open(ctx, g)
-		}
+		s, disc := a.newConnection(g)
+		conn, err := a.open(ctx, s, resume)
 		if err != nil {
+			old = append(old, s)
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -228,22 +240,24 @@ func (a *Adapter) supervise(ctx context.Context) error {
 			}
 		}
 
-		// Connected: wait until this connection ends (or the bot stops).
-		for conn != nil && conn.deadErr() == nil {
+		// Connected: wait until discordgo has torn this connection down (or the
+		// bot stops).
+		for conn.deadErr() == nil {
 			select {
 			case <-ctx.Done():
 				conn.stopping()
-				if err := g.s.Close(); err != nil {
+				if err := s.Close(); err != nil {
 					a.log.Warn("discord close", "err", err)
 				}
 				return nil
-			case <-g.disc:
+			case <-disc:
 			}
 		}
-		var o outcome
-		if conn != nil {
-			o = conn.outcome()
+		old = append(old, s)
+		if len(old) > 8 { // long gone: their teardown has finished
+			old = old[len(old)-8:]
 		}
+		o := conn.outcome()
 		if o.lived >= stableAfter {
 			losses = 0
 		}
@@ -273,7 +287,7 @@ func (a *Adapter) afterLoss(o outcome, g *gwSession) (identify bool, err error) 
 	case 4012, 4013:
 		return false, &fatalError{fmt.Errorf("discord: the gateway refused the connection (close %d)", o.serverClose)}
 	case 4014:
-		if g != nil && g.intents&discordgo.IntentsMessageContent != 0 {
+		if g.intents&discordgo.IntentsMessageContent != 0 {
 			a.mu.Lock()
 			a.mentionOnly = true
 			a.mu.Unlock()
@@ -290,11 +304,7 @@ func (a *Adapter) afterLoss(o outcome, g *gwSession) (identify bool, err error) 
 	if o.invalid {
 		return !o.resumable, nil
 	}
-	if g == nil {
-		return true, nil
-	}
-	ready, _ := g.state()
-	return !ready, nil
+	return !g.resumable(), nil
 }
 
 // backoff is the wait before the next connection after losses consecutive
@@ -348,20 +358,18 @@ func (a *Adapter) identifyBudget(ctx context.Context) (string, error) {
 
 // open runs one gateway handshake under OpenTimeout and ctx: discordgo's Open has
 // no read deadline of its own, so the dialled connection carries one until Open
-// returns. A dial refused to switch to resume_gateway_url is retried at once.
-func (a *Adapter) open(ctx context.Context, g *gwSession) (*gwConn, error) {
-	for range 2 {
-		a.dialer.arm()
-		stop := context.AfterFunc(ctx, a.dialer.expire)
-		err := g.s.Open()
-		stop()
-		conn, refused := a.dialer.disarm(err == nil)
-		if err != nil && refused {
-			continue
-		}
-		return conn, err
+// returns. resume, when set, is sent in place of discordgo's Identify. It returns
+// the connection dialled, if any.
+func (a *Adapter) open(ctx context.Context, s *discordgo.Session, resume []byte) (*gwConn, error) {
+	a.dialer.arm(resume)
+	stop := context.AfterFunc(ctx, a.dialer.expire)
+	err := s.Open()
+	stop()
+	conn := a.dialer.disarm(err == nil)
+	if err == nil && conn == nil {
+		return nil, errors.New("discord: gateway connected without a dial")
 	}
-	return nil, errors.New("discord: gateway lookup kept failing")
+	return conn, err
 }
 
 // fatalREST reports REST errors that retrying cannot fix: a refused token.

@@ -65,6 +65,7 @@
 package fakediscord
 
 import (
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -315,7 +316,15 @@ func New() *Server {
 }
 
 // Start listens on 127.0.0.1 on a free port.
-func (s *Server) Start() {
+func (s *Server) Start() { s.start(false) }
+
+// StartTLS is Start with HTTPS and wss (a test certificate: see Certificate).
+func (s *Server) StartTLS() { s.start(true) }
+
+// Certificate is the TLS certificate of a server started with StartTLS.
+func (s *Server) Certificate() *x509.Certificate { return s.srv.Certificate() }
+
+func (s *Server) start(secure bool) {
 	mux := http.NewServeMux()
 	p := "/api/v9"
 	mux.HandleFunc("GET "+p+"/gateway", s.handleGateway)
@@ -334,12 +343,18 @@ func (s *Server) Start() {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		discordError(w, http.StatusNotFound, 0, "404: Not Found")
 	})
-	s.srv = httptest.NewServer(s.middleware(mux))
+	s.srv = httptest.NewUnstartedServer(s.middleware(mux))
+	if secure {
+		s.srv.StartTLS()
+	} else {
+		s.srv.Start()
+	}
 }
 
-// URL is the base URL (http://127.0.0.1:P) to give the adapter as its API URL.
+// URL is the base URL (http://127.0.0.1:P, or https://) to give the adapter as its API URL.
 func (s *Server) URL() string { return s.srv.URL }
 
+// wsBase is ws://127.0.0.1:P (wss:// under TLS).
 func (s *Server) wsBase() string { return "ws" + strings.TrimPrefix(s.srv.URL, "http") }
 
 // Close stops the server and drops every gateway connection.
