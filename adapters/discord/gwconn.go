@@ -77,7 +77,7 @@ type gwConn struct {
 	invalid     bool // op 9 received
 	resumable   bool // op 9's d
 	zombie      bool
-	reconnect   bool // op 7 received
+	reconnect   bool   // op 7 received
 	identified  bool   // an Identify went out on this connection
 	resume      []byte // when set, the Resume (op 6 payload) sent instead of discordgo's Identify
 	final       bool   // the bot is stopping: a 1000 close may pass
