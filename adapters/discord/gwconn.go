@@ -33,8 +33,7 @@ import (
 //     connection) sends an Identify, which goes out as the Resume of the session
 //     (op 6 with its id and last sequence); Discord answers with the missed events
 //     and RESUMED, which discordgo takes as it would after its own resume;
-//   - the close code the server sent, op 7, op 10's heartbeat interval, and whether
-//     the connection identified are recorded for the supervisor.
+//   - the close code the server sent and op 7 are recorded for the supervisor.
 //
 // Every other frame passes unchanged. After the cut, writes fail (so discordgo's
 // own close, code 1000, never reaches Discord) and reads fail.
@@ -70,23 +69,20 @@ type gwConn struct {
 
 	mu          sync.Mutex
 	hard        time.Time // handshake deadline; zero = none
-	interval    time.Duration
-	outstanding bool // a heartbeat has had no ACK yet
-	asked       bool // the server asked for a heartbeat (op 1): the next one is an answer
-	serverClose int  // close code the server sent; 0 = none
-	invalid     bool // op 9 received
-	resumable   bool // op 9's d
+	outstanding bool      // a heartbeat has had no ACK yet
+	asked       bool      // the server asked for a heartbeat (op 1): the next one is an answer
+	serverClose int       // close code the server sent; 0 = none
+	invalid     bool      // op 9 received
+	resumable   bool      // op 9's d
 	zombie      bool
 	reconnect   bool   // op 7 received
-	identified  bool   // an Identify went out on this connection
 	resume      []byte // when set, the Resume (op 6 payload) sent instead of discordgo's Identify
 	final       bool   // the bot is stopping: a 1000 close may pass
 	dead        error
-	done        chan struct{}
 }
 
 func newGWConn(c net.Conn, hard time.Time, resume []byte) *gwConn {
-	g := &gwConn{Conn: c, opened: time.Now(), br: bufio.NewReaderSize(c, 32<<10), done: make(chan struct{}), resume: resume}
+	g := &gwConn{Conn: c, opened: time.Now(), br: bufio.NewReaderSize(c, 32<<10), resume: resume}
 	g.setHard(hard)
 	return g
 }
@@ -98,7 +94,6 @@ type outcome struct {
 	resumable   bool
 	zombie      bool
 	reconnect   bool
-	identified  bool
 	lived       time.Duration
 }
 
@@ -106,13 +101,7 @@ func (c *gwConn) outcome() outcome {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return outcome{serverClose: c.serverClose, invalid: c.invalid, resumable: c.resumable,
-		zombie: c.zombie, reconnect: c.reconnect, identified: c.identified, lived: time.Since(c.opened)}
-}
-
-func (c *gwConn) heartbeatInterval() time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.interval
+		zombie: c.zombie, reconnect: c.reconnect, lived: time.Since(c.opened)}
 }
 
 func (c *gwConn) deadErr() error {
@@ -129,7 +118,6 @@ func (c *gwConn) kill(err error) {
 		return
 	}
 	c.dead = err
-	close(c.done)
 	c.mu.Unlock()
 	_ = c.Conn.Close()
 }
@@ -236,8 +224,8 @@ const (
 	opClose = 8
 )
 
-// serverFrame notes one server payload; it reports true for an op 9, which must
-// not reach discordgo.
+// serverFrame notes one server payload (heartbeat requests and ACKs, op 7, op 9);
+// it reports true for an op 9, which must not reach discordgo.
 func (c *gwConn) serverFrame(payload []byte) (drop bool) {
 	var f struct {
 		Op int             `json:"op"`
@@ -256,13 +244,6 @@ func (c *gwConn) serverFrame(payload []byte) (drop bool) {
 	case 9:
 		c.invalid, c.resumable = true, string(f.D) == "true"
 		return true
-	case 10:
-		var h struct {
-			Interval float64 `json:"heartbeat_interval"`
-		}
-		if json.Unmarshal(f.D, &h) == nil && h.Interval > 0 {
-			c.interval = time.Duration(h.Interval * float64(time.Millisecond))
-		}
 	case 11:
 		c.outstanding = false
 	}
@@ -324,8 +305,6 @@ func (c *gwConn) Write(p []byte) (int, error) {
 			default:
 				c.outstanding = true
 			}
-		case 2:
-			c.identified = true
 		}
 	})
 	if zombie {
