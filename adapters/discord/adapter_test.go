@@ -20,6 +20,7 @@ import (
 	"github.com/detourbot/detour/internal/testkit/fakediscord"
 )
 
+// covers T5 (/recover registered for administrators only)
 func TestRun_IdentifiesAndRegistersCommands(t *testing.T) {
 	t.Parallel()
 	h := start(t, nil)
@@ -61,6 +62,7 @@ func TestRun_GlobalCommandsWithoutGuild(t *testing.T) {
 	}
 }
 
+// covers M3 (EventID on every inbound)
 func TestInbound_Routing(t *testing.T) {
 	t.Parallel()
 	h := start(t, nil)
