@@ -36,6 +36,9 @@
 //     https://discord.com/developers/docs/events/gateway#session-start-limit-object
 //   - Disallowed intents: an Identify asking for an intent in RefuseIntents is
 //     closed with 4014. https://discord.com/developers/docs/topics/opcodes-and-status-codes#gateway-gateway-close-event-codes
+//   - Message content: a session identified without MESSAGE_CONTENT gets guild
+//     messages that do not mention the bot with empty content (DMs and mentions keep
+//     theirs). https://discord.com/developers/docs/events/gateway#message-content-intent
 //   - Interaction deadline: the initial response must arrive within 3 s of the
 //     dispatch (InteractionDeadline, real time); a late one, or one for an unknown
 //     interaction, gets 404 with code 10062 "Unknown interaction"; a second one gets
