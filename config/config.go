@@ -144,6 +144,11 @@ type Discord struct {
 	Token   Secret
 	GuildID string
 	APIURL  string // "" = discord.com; a fake's URL in tests
+	// MessageContent asks for the privileged MESSAGE_CONTENT intent (default
+	// true); false is mention-only mode.
+	MessageContent bool
+	// ShardID and ShardCount split the guilds between replicas (defaults 0 and 1).
+	ShardID, ShardCount int
 }
 
 // Provider is one OpenAI-compatible endpoint family.
@@ -304,6 +309,7 @@ func Default() *Config {
 		Access:  Access{DirectMessages: true},
 		Channels: Channels{
 			Console: Console{Enabled: true, Format: "text"},
+			Discord: Discord{MessageContent: true, ShardCount: 1},
 		},
 		Providers: map[string]Provider{},
 		Auth: Auth{

@@ -134,6 +134,9 @@ func TestParse_Minimal_Defaults(t *testing.T) {
 	if !cfg.Channels.Console.Enabled || cfg.Channels.Console.Format != "text" || cfg.Channels.Slack.Enabled || cfg.Channels.Discord.Enabled {
 		t.Errorf("channels = %+v", cfg.Channels)
 	}
+	if d := cfg.Channels.Discord; !d.MessageContent || d.ShardID != 0 || d.ShardCount != 1 {
+		t.Errorf("discord defaults = message_content %v, shard %d/%d; want true, 0/1", d.MessageContent, d.ShardID, d.ShardCount)
+	}
 	if cfg.Notices.Users != "all" || cfg.Admin.Channel != "" {
 		t.Errorf("notices/admin = %+v %+v", cfg.Notices, cfg.Admin)
 	}
@@ -237,6 +240,8 @@ func TestParse_Full(t *testing.T) {
 		{"answer cap", cfg.Limits.MaxAnswerBytes, 512 << 10},   // T1
 		{"notices", cfg.Notices.Users, "direct_only"},
 		{"admin users", fmt.Sprint(cfg.Admin.Users), "[slack:U123 discord:456]"},
+		{"discord message content", cfg.Channels.Discord.MessageContent, false},
+		{"discord shard", fmt.Sprint(cfg.Channels.Discord.ShardID, "/", cfg.Channels.Discord.ShardCount), "1/3"},
 	}
 	for _, c := range checks {
 		if c.got != c.want {
@@ -345,6 +350,9 @@ func TestParse_ValueErrors(t *testing.T) {
 		{"agents2: 1\n", "c.yaml:4: agents2: unknown key"},
 		{"notices: [all]\n", "c.yaml:4: notices: must be a mapping"},
 		{"channels: {console: {enabled: maybe}}\n", "channels.console.enabled: bad boolean"},
+		{"channels: {discord: {shard_id: 2, shard_count: 2}}\n", "c.yaml:4: channels.discord.shard_id: shard 2 does not exist"},
+		{"channels: {discord: {shard_count: 0}}\n", "channels.discord.shard_count: bad number 0"},
+		{"channels: {discord: {message_content: sometimes}}\n", "channels.discord.message_content: bad boolean"},
 	}
 	for _, tt := range tests {
 		_, err := Parse("c.yaml", []byte(base+tt.extra), nil)

@@ -534,9 +534,12 @@ func (d *decoder) channels(v *yaml.Node, key string) {
 		},
 		"discord": func(v *yaml.Node, key string) {
 			d.channelSection(v, key, &ch.Discord.Enabled, map[string]func(*yaml.Node, string){
-				"token":    d.secret(&ch.Discord.Token),
-				"guild_id": d.str(&ch.Discord.GuildID),
-				"api_url":  d.str(&ch.Discord.APIURL),
+				"token":           d.secret(&ch.Discord.Token),
+				"guild_id":        d.str(&ch.Discord.GuildID),
+				"api_url":         d.str(&ch.Discord.APIURL),
+				"message_content": d.boolean(&ch.Discord.MessageContent),
+				"shard_id":        d.integer(&ch.Discord.ShardID, 0),
+				"shard_count":     d.integer(&ch.Discord.ShardCount, 1),
 			})
 		},
 	})
@@ -746,6 +749,9 @@ func (d *decoder) validate() {
 	}
 	if dc := c.Channels.Discord; dc.Enabled && dc.Token == "" {
 		bad("channels.discord.token", "is required when discord is enabled")
+	}
+	if dc := c.Channels.Discord; dc.ShardID >= dc.ShardCount {
+		bad("channels.discord.shard_id", "shard %d does not exist: want 0 <= shard_id < shard_count (%d)", dc.ShardID, dc.ShardCount)
 	}
 	for key, u := range map[string]string{"channels.slack.api_url": c.Channels.Slack.APIURL, "channels.discord.api_url": c.Channels.Discord.APIURL} {
 		if u != "" && !httpURL(u) {

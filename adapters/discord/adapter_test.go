@@ -16,9 +16,11 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/detourbot/detour/adapters"
+	"github.com/detourbot/detour/failover/failovertest"
 	"github.com/detourbot/detour/internal/testkit/fakediscord"
 )
 
+// covers T5 (/recover registered for administrators only)
 func TestRun_IdentifiesAndRegistersCommands(t *testing.T) {
 	t.Parallel()
 	h := start(t, nil)
@@ -39,6 +41,13 @@ func TestRun_IdentifiesAndRegistersCommands(t *testing.T) {
 	if want := []string{"model", "new", "reset", "status", "recover", "help"}; !slices.Equal(names, want) {
 		t.Fatalf("commands = %v, want %v", names, want)
 	}
+	// T5: /recover is hidden from everyone but administrators by default.
+	for _, c := range sets[0].Commands {
+		admin := c.DefaultMemberPermissions != nil && *c.DefaultMemberPermissions == 0
+		if admin != (c.Name == "recover") {
+			t.Errorf("/%s default_member_permissions = %v, want \"0\" only on /recover", c.Name, c.DefaultMemberPermissions)
+		}
+	}
 	model := sets[0].Commands[0]
 	if len(model.Options) != 1 || model.Options[0].Name != "model" || !model.Options[0].Autocomplete || model.Options[0].Required {
 		t.Fatalf("/model option = %+v, want optional autocompleted string 'model'", model.Options)
@@ -53,6 +62,7 @@ func TestRun_GlobalCommandsWithoutGuild(t *testing.T) {
 	}
 }
 
+// covers M3 (EventID on every inbound)
 func TestInbound_Routing(t *testing.T) {
 	t.Parallel()
 	h := start(t, nil)
@@ -60,36 +70,45 @@ func TestInbound_Routing(t *testing.T) {
 
 	tests := []struct {
 		name string
-		send func()
+		send func() string // returns the message id
 		want adapters.Inbound
+		ch   string
 	}{
 		{
 			name: "mention in channel, mention stripped",
-			send: func() { h.fake.SendMention("G1", "C1", "U1", "what is 2+2?") },
-			want: adapters.Inbound{SessionKey: "discord:G1:C1", User: "discord:U1", Text: "what is 2+2?", ReplyTo: "C1"},
+			send: func() string { return h.fake.SendMention("G1", "C1", "U1", "what is 2+2?") },
+			want: adapters.Inbound{SessionKey: "discord:G1:C1", User: "discord:U1", Text: "what is 2+2?"},
+			ch:   "C1",
 		},
 		{
 			name: "legacy nick mention in the middle",
-			send: func() {
-				h.fake.SendMessage(fakediscord.Msg{GuildID: "G1", ChannelID: "C2", AuthorID: "U2", Content: "hey <@!" + bot + "> there", MentionBot: true})
+			send: func() string {
+				return h.fake.SendMessage(fakediscord.Msg{GuildID: "G1", ChannelID: "C2", AuthorID: "U2", Content: "hey <@!" + bot + "> there", MentionBot: true})
 			},
-			want: adapters.Inbound{SessionKey: "discord:G1:C2", User: "discord:U2", Text: "hey  there", ReplyTo: "C2"},
+			want: adapters.Inbound{SessionKey: "discord:G1:C2", User: "discord:U2", Text: "hey  there"},
+			ch:   "C2",
 		},
 		{
 			name: "direct message without mention",
-			send: func() { h.fake.SendDM("D1", "U3", "hello in private") },
-			want: adapters.Inbound{SessionKey: "discord:dm:D1", User: "discord:U3", Text: "hello in private", ReplyTo: "D1", Direct: true},
+			send: func() string { return h.fake.SendDM("D1", "U3", "hello in private") },
+			want: adapters.Inbound{SessionKey: "discord:dm:D1", User: "discord:U3", Text: "hello in private", Direct: true},
+			ch:   "D1",
 		},
 		{
 			name: "text command passes through for the router's parser",
-			send: func() { h.fake.SendMention("G1", "C1", "U1", "!model openai/gpt-4.1") },
-			want: adapters.Inbound{SessionKey: "discord:G1:C1", User: "discord:U1", Text: "!model openai/gpt-4.1", ReplyTo: "C1"},
+			send: func() string { return h.fake.SendMention("G1", "C1", "U1", "!model openai/gpt-4.1") },
+			want: adapters.Inbound{SessionKey: "discord:G1:C1", User: "discord:U1", Text: "!model openai/gpt-4.1"},
+			ch:   "C1",
 		},
 	}
 	for _, tc := range tests {
-		tc.send()
+		id := tc.send()
 		got := h.recv()
 		tc.want.Channel = Name
+		// ReplyTo names the asking message (replies reference it); EventID is the
+		// message id, for de-duplication across replicas (M3).
+		tc.want.ReplyTo = tc.ch + "/" + id
+		tc.want.EventID = "discord:msg:" + id
 		if got != tc.want {
 			t.Errorf("%s: got %+v, want %+v", tc.name, got, tc.want)
 		}
@@ -123,7 +142,7 @@ func TestThreads_AnsweredInThread(t *testing.T) {
 	h.fake.SendMessage(fakediscord.Msg{GuildID: "G1", ChannelID: "T1", AuthorID: "U1", Content: "before"})
 	h.fake.SendMention("G1", "T1", "U1", "join us")
 	in := h.recv()
-	if in.SessionKey != "discord:G1:T1" || in.Text != "join us" || in.ReplyTo != "T1" {
+	if in.SessionKey != "discord:G1:T1" || in.Text != "join us" || !strings.HasPrefix(in.ReplyTo, "T1/") {
 		t.Fatalf("thread mention = %+v", in)
 	}
 	// Taking part now: later messages need no mention.
@@ -238,7 +257,8 @@ func TestInteraction_ModelDeferredThenEdited(t *testing.T) {
 		Options: []fakediscord.Option{{Name: "model", Value: "openai/gpt-4.1@openai:backup"}}})
 	in := h.recv()
 	want := adapters.Inbound{Channel: Name, SessionKey: "discord:G1:C1", User: "discord:U1",
-		Text: "/model openai/gpt-4.1@openai:backup", ReplyTo: "interaction:" + id + ":C1", Native: true}
+		Text: "/model openai/gpt-4.1@openai:backup", ReplyTo: "interaction:" + id + ":C1", Native: true,
+		EventID: "discord:interaction:" + id}
 	if in != want {
 		t.Fatalf("inbound = %+v, want %+v", in, want)
 	}
@@ -287,13 +307,25 @@ func TestInteraction_StatusIsEphemeralAndDMs(t *testing.T) {
 	}
 }
 
-func TestInteraction_UnknownFallsBackToChannel(t *testing.T) {
+// An answer for an interaction this process cannot answer privately (unknown
+// after a restart, or never acknowledged) is dropped with a log line: it was meant
+// for the asker alone, so it is never posted in the channel.
+func TestInteraction_UnknownAnswerNeverPublic(t *testing.T) {
 	t.Parallel()
 	h := start(t, nil)
-	// An interaction this process never saw (for example after a restart).
-	h.send(adapters.Outbound{Kind: adapters.KindReply, ReplyTo: "interaction:999:C3", Text: "late answer"})
-	if msgs, err := h.fake.WaitMessages(wait, 1, fakediscord.InChannel("C3")); err != nil || msgs[0].Content != "late answer" {
-		t.Fatalf("fallback = %+v, %v", msgs, err)
+	for _, kind := range []adapters.Kind{adapters.KindReply, adapters.KindError, adapters.KindNotice} {
+		h.send(adapters.Outbound{Kind: kind, ReplyTo: "interaction:999:C3", Text: "private status", Ephemeral: kind == adapters.KindReply})
+	}
+	h.send(adapters.Outbound{Kind: adapters.KindReply, ReplyTo: "C3", Text: "a public sentinel"})
+	msgs, err := h.fake.WaitMessages(wait, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != 1 || msgs[0].Content != "a public sentinel" {
+		t.Fatalf("messages = %+v, want only the sentinel", msgs)
+	}
+	if n := strings.Count(h.logs.String(), "interaction answer dropped"); n != 3 {
+		t.Errorf("%d drop log lines, want 3", n)
 	}
 }
 
@@ -544,7 +576,7 @@ func TestRun_HandshakeDeadline(t *testing.T) {
 	var srv *httptest.Server
 	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
-		case r.URL.Path == "/api/v9/gateway":
+		case r.URL.Path == "/api/v9/gateway" || r.URL.Path == "/api/v9/gateway/bot":
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write([]byte(`{"url":"ws` + strings.TrimPrefix(srv.URL, "http") + `/gw"}`))
 		case strings.HasPrefix(r.URL.Path, "/gw"):
@@ -566,7 +598,9 @@ func TestRun_HandshakeDeadline(t *testing.T) {
 	defer srv.Close()
 	defer close(hold)
 	logs := &syncBuffer{}
-	a, err := New(Config{Token: "t", APIURL: srv.URL, OpenTimeout: 150 * time.Millisecond, ReconnectBackoff: 10 * time.Millisecond, Log: slogTo(logs)})
+	clock := failovertest.NewClock(t0)
+	a, err := New(Config{Token: "t", APIURL: srv.URL, OpenTimeout: 150 * time.Millisecond, ReconnectBackoff: 10 * time.Millisecond,
+		Log: slogTo(logs), Sleep: clock.Sleep, Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -612,21 +646,22 @@ func TestRun_StopsEveryGoroutine(t *testing.T) {
 
 // A post that empties its rate-limit bucket (X-RateLimit-Remaining: 0) makes the
 // next post on that route wait in our code, through the injectable Sleep and
-// logged, instead of sleeping silently inside discordgo.
+// logged, instead of sleeping silently inside discordgo; the strict fake would
+// refuse a post before the reset.
 func TestSend_EmptyBucketWaitIsOurs(t *testing.T) {
 	t.Parallel()
 	h := start(t, nil)
-	// The harness's Sleep only records, so discordgo then waits out the rest:
-	// keep the reset short.
 	h.fake.DrainBucketNext("POST /channels/{id}/messages", 300*time.Millisecond)
 	h.send(adapters.Outbound{Kind: adapters.KindReply, ReplyTo: "C1", Text: "first"})
 	if got := h.sleeps.Sleeps(); len(got) != 0 {
 		t.Fatalf("sleeps before the bucket ran out: %v", got)
 	}
 	h.send(adapters.Outbound{Kind: adapters.KindReply, ReplyTo: "C1", Text: "second"})
-	got := h.sleeps.Sleeps()
-	if len(got) != 1 || got[0] < 100*time.Millisecond || got[0] > 300*time.Millisecond {
-		t.Fatalf("sleeps = %v, want one wait of up to 300ms for the empty bucket", got)
+	if got := h.sleeps.Sleeps(); !slices.Equal(got, []time.Duration{300 * time.Millisecond}) {
+		t.Fatalf("sleeps = %v, want one wait of 300ms for the empty bucket", got)
+	}
+	if h.fake.RateLimited() != 0 || len(h.fake.Messages()) != 2 {
+		t.Fatalf("429s %d, messages %d: want 0 and 2", h.fake.RateLimited(), len(h.fake.Messages()))
 	}
 	if !strings.Contains(h.logs.String(), "rate-limit bucket empty") {
 		t.Error("the bucket wait is not logged")

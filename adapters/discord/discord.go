@@ -2,11 +2,22 @@
 // mentions, thread messages, DMs and application commands into adapters.Inbound, and
 // posts adapters.Outbound back as channel messages or interaction answers.
 //
-// Reliability choices: discordgo's own reconnect loop and rate-limit sleeps are
-// switched off. Run owns reconnection (discordgo resumes with op 6 on the next Open,
-// since the session id and sequence survive Close), every gateway handshake has a
-// deadline, and every REST call goes through one ctx-aware retry that honours a 429's
-// retry_after with an injectable sleep.
+// What runs where:
+//   - discordgo's gateway reader runs the event handlers and makes no network call:
+//     it filters each event and hands it on. An interaction gets its own goroutine,
+//     which defers it (or answers an autocomplete) at once, within Discord's
+//     3-second deadline; a message goes to its channel's worker (one goroutine per
+//     active channel, in order, bounded), which may look the channel up and then
+//     delivers it to the router.
+//   - Every REST call passes through one transport (ratelimit.go) that waits out
+//     per-route buckets and one process-wide pause on a global 429, so discordgo's
+//     own uncancellable sleeps never happen.
+//   - Run supervises the gateway (supervise.go): discordgo's connection is watched
+//     through a tapped connection (gwconn.go) that closes a zombie connection with
+//     4000 and turns an op 9 into a resume or a budgeted identify; Run backs off with
+//     jitter, checks the identify budget of GET /gateway/bot before each identify,
+//     resumes on resume_gateway_url, and falls back to mention-only mode when
+//     Discord refuses the MESSAGE_CONTENT intent (close 4014).
 package discord
 
 import (
@@ -14,7 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strings"
@@ -22,7 +33,6 @@ import (
 	"time"
 
 	"github.com/bwmarrin/discordgo"
-	"github.com/gorilla/websocket"
 
 	"github.com/detourbot/detour/adapters"
 )
@@ -43,9 +53,17 @@ type Config struct {
 	// (instant propagation); otherwise they are registered globally.
 	GuildID string
 	// APIURL overrides https://discord.com (for example http://127.0.0.1:P for a
-	// fake); the gateway URL then comes from that server's GET /api/v9/gateway.
+	// fake); the gateway URL then comes from that server's GET /api/v9/gateway/bot.
 	APIURL string
-	// HTTPTimeout bounds each REST call (default 10s).
+	// NoMessageContent identifies without the privileged MESSAGE_CONTENT intent:
+	// mention-only mode (config channels.discord.message_content: false). The bot
+	// also falls back to it when Discord refuses the intent (close code 4014).
+	NoMessageContent bool
+	// ShardID and ShardCount are sent in Identify when ShardCount > 1 (replicas
+	// that split the guilds between them).
+	ShardID, ShardCount int
+	// HTTPTimeout bounds each REST request once it is sent (default 10s); waiting
+	// out a rate limit before it does not count.
 	HTTPTimeout time.Duration
 	// OpenTimeout bounds one gateway handshake: dial, Hello, Identify/Resume and
 	// READY/RESUMED (default 20s).
@@ -56,45 +74,57 @@ type Config struct {
 	Models func() []string
 	// Profiles lists the auth profile ids, for "model@profile" completion.
 	Profiles func() []string
-	// Sleep waits d or until ctx ends; used before retrying a rate-limited call
-	// (default: a timer). Tests inject a fast one.
+	// Sleep waits d or until ctx ends; Now tells the time. Rate-limit waits, the
+	// reconnect backoff and the identify budget use them (default: timers and
+	// time.Now). Tests inject a virtual clock: give both, from the same clock.
 	Sleep func(ctx context.Context, d time.Duration) error
+	Now   func() time.Time
+	// Rand returns a number in [0, 1) for the jitter of waits (default math/rand).
+	Rand func() float64
 	// MaxRateLimitRetries is how many times one call is retried after a 429 (default 3).
 	MaxRateLimitRetries int
-	// MaxRateLimitWait is the longest retry_after honoured; a longer one fails the
-	// call at once (default 60s).
+	// MaxRateLimitWait is the longest rate-limit wait honoured; a longer one fails
+	// the call at once (default 60s).
 	MaxRateLimitWait time.Duration
-	// ReconnectBackoff is the first wait after a failed gateway open, doubled up to
-	// 30s (default 1s).
-	ReconnectBackoff time.Duration
+	// ReconnectBackoff is the first wait when the gateway connection keeps failing
+	// or dropping, doubled (with jitter) up to MaxReconnectBackoff (defaults 1s
+	// and 2m). A single drop of a connection that was up resumes at once.
+	ReconnectBackoff    time.Duration
+	MaxReconnectBackoff time.Duration
 }
 
 // Adapter is the Discord channel. It implements adapters.Adapter and adapters.Typer.
 type Adapter struct {
 	cfg       Config
+	token     string
 	log       *slog.Logger
-	s         *discordgo.Session
+	rest      *discordgo.Session // REST only, never opened; gateway sessions are made per identify
 	transport *http.Transport
-	gw        *gatewayDialer
+	lim       *limiter
+	dialer    *gwDialer
 
-	mu       sync.Mutex
-	botID    string
-	appID    string
-	ctx      context.Context
-	inbox    chan<- adapters.Inbound
-	started  bool
-	stopping bool
-	typers   map[string]chan struct{} // channel id -> typing refresher's stop
-	wg       sync.WaitGroup           // typing refreshers
+	gwMu  sync.Mutex
+	gwURL string // how discordgo's next gateway lookup is answered; "" = ask Discord
+
+	mu          sync.Mutex
+	botID       string
+	appID       string
+	ctx         context.Context
+	inbox       chan<- adapters.Inbound
+	started     bool
+	stopping    bool
+	typers      map[string]*typer      // channel id -> its typing refresher
+	workers     map[string]*chanWorker // channel id -> its inbound worker
+	answering   int                    // interaction goroutines running
+	mentionOnly bool                   // identify without MESSAGE_CONTENT
+	wg          sync.WaitGroup         // every goroutine the adapter starts
 
 	typingEvery time.Duration
 
 	threads      *adapters.Recent // thread ids the bot takes part in
 	notThreads   *adapters.Recent // channel ids known not to be threads
-	seen         *adapters.Recent // message ids already delivered (resume replays)
+	seen         *adapters.Recent // event ids already delivered (resume replays)
 	interactions *interactionStore
-
-	disconnected chan struct{}
 }
 
 var (
@@ -107,6 +137,9 @@ func New(cfg Config) (*Adapter, error) {
 	tok := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(cfg.Token), "Bot "))
 	if tok == "" {
 		return nil, errors.New("discord: token is empty")
+	}
+	if cfg.ShardCount < 0 || cfg.ShardID < 0 || (cfg.ShardCount > 0 && cfg.ShardID >= cfg.ShardCount) || (cfg.ShardCount == 0 && cfg.ShardID > 0) {
+		return nil, fmt.Errorf("discord: shard %d of %d: want 0 <= shard_id < shard_count", cfg.ShardID, cfg.ShardCount)
 	}
 	if cfg.HTTPTimeout <= 0 {
 		cfg.HTTPTimeout = 10 * time.Second
@@ -126,6 +159,12 @@ func New(cfg Config) (*Adapter, error) {
 	if cfg.Sleep == nil {
 		cfg.Sleep = adapters.Sleep
 	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Rand == nil {
+		cfg.Rand = rand.Float64
+	}
 	if cfg.MaxRateLimitRetries <= 0 {
 		cfg.MaxRateLimitRetries = 3
 	}
@@ -134,6 +173,9 @@ func New(cfg Config) (*Adapter, error) {
 	}
 	if cfg.ReconnectBackoff <= 0 {
 		cfg.ReconnectBackoff = time.Second
+	}
+	if cfg.MaxReconnectBackoff <= 0 {
+		cfg.MaxReconnectBackoff = 2 * time.Minute
 	}
 	var target *url.URL
 	if cfg.APIURL != "" {
@@ -144,45 +186,36 @@ func New(cfg Config) (*Adapter, error) {
 		target = u
 	}
 
-	s, err := discordgo.New("Bot " + tok)
+	rest, err := discordgo.New("Bot " + tok)
 	if err != nil {
 		return nil, fmt.Errorf("discord: new session: %w", err)
 	}
+	log := cfg.Log.With("channel", Name)
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	a := &Adapter{
 		cfg:          cfg,
-		log:          cfg.Log.With("channel", Name),
-		s:            s,
+		token:        tok,
+		log:          log,
+		rest:         rest,
 		transport:    base,
-		gw:           &gatewayDialer{timeout: cfg.OpenTimeout},
+		lim:          newLimiter(cfg.Now, cfg.Sleep, cfg.MaxRateLimitWait, log),
+		dialer:       &gwDialer{timeout: cfg.OpenTimeout},
 		threads:      adapters.NewRecent(4096, 0, nil),
 		notThreads:   adapters.NewRecent(4096, 0, nil),
 		seen:         adapters.NewRecent(2048, 0, nil),
 		interactions: newInteractionStore(512),
-		disconnected: make(chan struct{}, 1),
-		typers:       map[string]chan struct{}{},
+		typers:       map[string]*typer{},
+		workers:      map[string]*chanWorker{},
+		mentionOnly:  cfg.NoMessageContent,
 		typingEvery:  typingEvery,
 	}
-	s.Client = &http.Client{Timeout: cfg.HTTPTimeout, Transport: &rewriteTransport{base: base, target: target}}
-	s.Dialer = &websocket.Dialer{
-		Proxy:            http.ProxyFromEnvironment,
-		HandshakeTimeout: cfg.OpenTimeout,
-		NetDialContext:   a.gw.dial,
-	}
-	s.Identify.Intents = Intents
-	s.ShouldReconnectOnError = false // Run owns reconnection
-	s.ShouldRetryOnRateLimit = false // call() owns 429 retries
-	s.MaxRestRetries = 0             // a 502 on message create may have posted: never repeat
-	s.StateEnabled = false           // bounded memory: we track only what we need
-	s.SyncEvents = true              // handlers run in order on the gateway reader
-	s.LogLevel = -1                  // discordgo's logger is process-global; we log ourselves
-
-	s.AddHandler(a.onReady)
-	s.AddHandler(a.onResumed)
-	s.AddHandler(a.onDisconnect)
-	s.AddHandler(a.onMessage)
-	s.AddHandler(a.onThreadCreate)
-	s.AddHandler(a.onInteraction)
+	// No http.Client timeout: it would count rate-limit waits; the transport
+	// times each request once it is sent.
+	rest.Client = &http.Client{Transport: &transport{base: base, target: target, timeout: cfg.HTTPTimeout, lim: a.lim, gateway: a.gatewayAnswer}}
+	rest.ShouldRetryOnRateLimit = false // call() retries, the transport waits
+	rest.MaxRestRetries = 0             // a 502 on message create may have posted: never repeat
+	rest.StateEnabled = false
+	rest.LogLevel = -1 // discordgo's logger is process-global; we log ourselves
 	return a, nil
 }
 
@@ -190,8 +223,9 @@ func New(cfg Config) (*Adapter, error) {
 func (a *Adapter) Name() string { return Name }
 
 // Run connects to the gateway, registers the application commands and delivers
-// messages to inbox until ctx ends; it reconnects (resuming the session) whenever the
-// connection drops. It returns nil when ctx ends, an error when the token is refused.
+// messages to inbox until ctx ends; it reconnects (resuming the session where
+// Discord allows) whenever the connection drops. It returns nil when ctx ends, an
+// error when Discord refuses the token, the shard or the intents for good.
 func (a *Adapter) Run(ctx context.Context, inbox chan<- adapters.Inbound) error {
 	a.mu.Lock()
 	if a.started {
@@ -204,97 +238,36 @@ func (a *Adapter) Run(ctx context.Context, inbox chan<- adapters.Inbound) error 
 	defer func() {
 		a.mu.Lock()
 		a.stopping = true
+		for ch, t := range a.typers {
+			t.cancel()
+			delete(a.typers, ch)
+		}
 		a.mu.Unlock()
 		a.wg.Wait()
 	}()
-
-	backoff := a.cfg.ReconnectBackoff
-	registered := false
-	for {
-		err := a.open(ctx)
-		if errors.Is(err, discordgo.ErrWSAlreadyOpen) {
-			err = nil // a stale disconnect signal: the session is up
-		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			if fatalOpenError(err) {
-				return fmt.Errorf("discord: gateway refused the bot token: %w", err)
-			}
-			a.log.Warn("discord gateway connect failed", "err", err, "retry_in", backoff)
-			if adapters.Sleep(ctx, backoff) != nil {
-				return nil
-			}
-			backoff = min(backoff*2, 30*time.Second)
-			continue
-		}
-		backoff = a.cfg.ReconnectBackoff
-		if !registered {
-			registered = true
-			if err := a.registerCommands(ctx); err != nil {
-				a.log.Error("discord command registration failed", "err", err)
-			}
-		}
-		select {
-		case <-ctx.Done():
-			if err := a.s.Close(); err != nil {
-				a.log.Warn("discord close", "err", err)
-			}
-			return nil
-		case <-a.disconnected:
-			a.log.Warn("discord gateway disconnected; reconnecting")
-		}
-	}
+	return a.supervise(ctx)
 }
 
-// open runs one gateway handshake under OpenTimeout and ctx: discordgo's Open has no
-// read deadline of its own, so the dialled connection carries one until Open returns.
-func (a *Adapter) open(ctx context.Context) error {
-	a.gw.arm()
-	stop := context.AfterFunc(ctx, a.gw.expire)
-	err := a.s.Open()
-	stop()
-	a.gw.disarm(err == nil)
-	return err
+func (a *Adapter) gatewayAnswer() string {
+	a.gwMu.Lock()
+	defer a.gwMu.Unlock()
+	return a.gwURL
 }
 
-// fatalOpenError reports errors that retrying cannot fix: a refused token.
-func fatalOpenError(err error) bool {
-	var ce *websocket.CloseError
-	if errors.As(err, &ce) {
-		switch ce.Code {
-		case 4004, 4010, 4011, 4012, 4013, 4014: // auth failed, bad shard, bad version, bad/disallowed intents
-			return true
-		}
-	}
-	var re *discordgo.RESTError
-	if errors.As(err, &re) && re.Response != nil && re.Response.StatusCode == http.StatusUnauthorized {
-		return true
-	}
-	return errors.Is(err, discordgo.ErrUnauthorized)
+func (a *Adapter) setGatewayAnswer(u string) {
+	a.gwMu.Lock()
+	a.gwURL = u
+	a.gwMu.Unlock()
 }
 
-func (a *Adapter) onReady(_ *discordgo.Session, r *discordgo.Ready) {
+func (a *Adapter) setIDs(bot, app string) {
 	a.mu.Lock()
-	if r.User != nil {
-		a.botID = r.User.ID
+	defer a.mu.Unlock()
+	if bot != "" {
+		a.botID = bot
 	}
-	if r.Application != nil {
-		a.appID = r.Application.ID
-	}
-	a.mu.Unlock()
-	a.log.Info("discord gateway ready", "bot_user", a.bot())
-}
-
-func (a *Adapter) onResumed(_ *discordgo.Session, _ *discordgo.Resumed) {
-	a.log.Info("discord gateway resumed")
-}
-
-func (a *Adapter) onDisconnect(_ *discordgo.Session, _ *discordgo.Disconnect) {
-	select {
-	case a.disconnected <- struct{}{}:
-	default:
+	if app != "" {
+		a.appID = app
 	}
 }
 
@@ -320,8 +293,26 @@ func (a *Adapter) runCtx() (context.Context, chan<- adapters.Inbound) {
 	return a.ctx, a.inbox
 }
 
-func (a *Adapter) deliver(in adapters.Inbound) {
-	ctx, inbox := a.runCtx()
+// goOwned starts f on a goroutine Run waits for, unless Run is ending; it reports
+// whether f was started.
+func (a *Adapter) goOwned(f func(ctx context.Context)) bool {
+	a.mu.Lock()
+	if a.ctx == nil || a.stopping {
+		a.mu.Unlock()
+		return false
+	}
+	ctx := a.ctx
+	a.wg.Add(1)
+	a.mu.Unlock()
+	go func() {
+		defer a.wg.Done()
+		f(ctx)
+	}()
+	return true
+}
+
+func (a *Adapter) deliver(ctx context.Context, in adapters.Inbound) {
+	_, inbox := a.runCtx()
 	if inbox == nil {
 		return
 	}
@@ -331,23 +322,11 @@ func (a *Adapter) deliver(in adapters.Inbound) {
 	}
 }
 
-// call runs one REST call, retrying after a 429 as the server asks, at most
-// MaxRateLimitRetries times and never for longer than MaxRateLimitWait per wait.
-// secret (an interaction token) is scrubbed from the returned error.
+// call runs one REST call, retrying after a 429 at most MaxRateLimitRetries times;
+// the transport waits the 429's retry_after (or the global pause) before the
+// retry goes out. secret (an interaction token) is scrubbed from the error.
 func (a *Adapter) call(ctx context.Context, what, secret string, f func(opts ...discordgo.RequestOption) error) error {
-	return a.callBucket(ctx, what, secret, "", f)
-}
-
-// callBucket is call for a request whose discordgo rate-limit bucket is known:
-// when Discord said the bucket is empty, the wait happens here, logged and
-// ctx-aware, instead of as a silent sleep inside discordgo.
-func (a *Adapter) callBucket(ctx context.Context, what, secret, bucket string, f func(opts ...discordgo.RequestOption) error) error {
 	for attempt := 0; ; attempt++ {
-		if attempt == 0 { // a retry has just waited the 429's own retry_after
-			if err := a.waitBucket(ctx, what, bucket); err != nil {
-				return err
-			}
-		}
 		err := f(discordgo.WithContext(ctx))
 		if err == nil {
 			return nil
@@ -356,43 +335,13 @@ func (a *Adapter) callBucket(ctx context.Context, what, secret, bucket string, f
 		if !errors.As(err, &rl) || rl.RateLimit == nil || rl.TooManyRequests == nil {
 			return scrub(fmt.Errorf("discord: %s: %w", what, err), secret)
 		}
-		wait := rl.RetryAfter
-		if attempt >= a.cfg.MaxRateLimitRetries || wait > a.cfg.MaxRateLimitWait {
+		if attempt >= a.cfg.MaxRateLimitRetries {
 			return fmt.Errorf("discord: %s: rate limited, retry after %v (gave up after %d retries): %w",
-				what, wait, attempt, errRateLimited)
+				what, rl.RetryAfter, attempt, errRateLimited)
 		}
-		a.log.Warn("discord rate limited", "op", what, "retry_after", wait, "attempt", attempt+1)
-		if err := a.cfg.Sleep(ctx, wait); err != nil {
-			return fmt.Errorf("discord: %s: waiting out rate limit: %w", what, err)
-		}
+		a.log.Warn("discord rate limited", "op", what, "retry_after", rl.RetryAfter, "attempt", attempt+1)
 	}
 }
-
-// waitBucket waits until discordgo's limiter would let a request on bucket go
-// without sleeping itself (X-RateLimit-Remaining 0 until the reset).
-func (a *Adapter) waitBucket(ctx context.Context, what, bucket string) error {
-	if bucket == "" || a.s == nil || a.s.Ratelimiter == nil {
-		return nil
-	}
-	b := a.s.Ratelimiter.GetBucket(bucket)
-	b.Lock() // held by discordgo while a request on this bucket is in flight
-	wait := a.s.Ratelimiter.GetWaitTime(b, 1)
-	b.Unlock()
-	if wait <= 0 {
-		return nil
-	}
-	if wait > a.cfg.MaxRateLimitWait {
-		return fmt.Errorf("discord: %s: rate-limit bucket empty for %v: %w", what, wait, errRateLimited)
-	}
-	a.log.Info("discord rate-limit bucket empty, waiting", "op", what, "wait", wait)
-	if err := a.cfg.Sleep(ctx, wait); err != nil {
-		return fmt.Errorf("discord: %s: waiting for the rate-limit bucket: %w", what, err)
-	}
-	return nil
-}
-
-// errRateLimited marks a call that stayed rate limited.
-var errRateLimited = errors.New("rate limited")
 
 // scrubbed hides one secret from an error's text while keeping it unwrappable.
 type scrubbed struct {
@@ -408,126 +357,4 @@ func scrub(err error, secret string) error {
 		return err
 	}
 	return &scrubbed{err: err, secret: secret}
-}
-
-// rewriteTransport sends requests for https://discord.com to target (a fake or proxy).
-type rewriteTransport struct {
-	base   http.RoundTripper
-	target *url.URL
-}
-
-func (t *rewriteTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if t.target == nil || !strings.EqualFold(req.URL.Host, "discord.com") {
-		return t.base.RoundTrip(req)
-	}
-	r := req.Clone(req.Context())
-	r.URL.Scheme = t.target.Scheme
-	r.URL.Host = t.target.Host
-	if p := strings.TrimRight(t.target.Path, "/"); p != "" {
-		r.URL.Path = p + r.URL.Path
-		if r.URL.RawPath != "" {
-			r.URL.RawPath = p + r.URL.RawPath
-		}
-	}
-	r.Host = t.target.Host
-	return t.base.RoundTrip(r)
-}
-
-// gatewayDialer dials gateway connections that carry a hard deadline for the length
-// of the handshake. gorilla/websocket clears connection deadlines after its HTTP
-// upgrade, so the deadline lives in a wrapper that clamps every later Set*Deadline.
-type gatewayDialer struct {
-	timeout time.Duration
-
-	mu      sync.Mutex
-	armed   bool
-	pending []*deadlineConn
-}
-
-func (g *gatewayDialer) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	d := net.Dialer{Timeout: g.timeout}
-	c, err := d.DialContext(ctx, network, addr)
-	if err != nil {
-		return nil, err
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if !g.armed {
-		_ = c.Close()
-		return nil, errors.New("gateway dial outside a handshake")
-	}
-	dc := &deadlineConn{Conn: c}
-	dc.setHard(time.Now().Add(g.timeout))
-	g.pending = append(g.pending, dc)
-	return dc, nil
-}
-
-func (g *gatewayDialer) arm() {
-	g.mu.Lock()
-	g.armed, g.pending = true, nil
-	g.mu.Unlock()
-}
-
-// expire makes the handshake in progress fail now (ctx ended).
-func (g *gatewayDialer) expire() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.armed = false
-	for _, c := range g.pending {
-		c.setHard(time.Now())
-	}
-}
-
-// disarm ends the handshake; on success the live connection loses its deadline.
-func (g *gatewayDialer) disarm(ok bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if ok {
-		for _, c := range g.pending {
-			c.setHard(time.Time{})
-		}
-	}
-	g.armed, g.pending = false, nil
-}
-
-// deadlineConn is a net.Conn whose deadlines never pass its hard deadline, if set.
-type deadlineConn struct {
-	net.Conn
-	mu   sync.Mutex
-	hard time.Time
-}
-
-func (c *deadlineConn) clamp(t time.Time) time.Time {
-	if !c.hard.IsZero() && (t.IsZero() || t.After(c.hard)) {
-		return c.hard
-	}
-	return t
-}
-
-func (c *deadlineConn) setHard(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.hard = t
-	_ = c.Conn.SetDeadline(t)
-}
-
-// SetDeadline sets both deadlines, clamped to the hard deadline.
-func (c *deadlineConn) SetDeadline(t time.Time) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.Conn.SetDeadline(c.clamp(t))
-}
-
-// SetReadDeadline sets the read deadline, clamped to the hard deadline.
-func (c *deadlineConn) SetReadDeadline(t time.Time) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.Conn.SetReadDeadline(c.clamp(t))
-}
-
-// SetWriteDeadline sets the write deadline, clamped to the hard deadline.
-func (c *deadlineConn) SetWriteDeadline(t time.Time) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.Conn.SetWriteDeadline(c.clamp(t))
 }

@@ -40,24 +40,45 @@ const wait = e2e.Wait
 // discordgo client, through the adapter, against fakediscord.
 type world struct {
 	*e2e.World
-	t      *testing.T
+	t      testing.TB
 	clock  *failovertest.Clock
 	llm    *fakeprovider.Server
 	fake   *fakediscord.Server
 	sleeps *failovertest.Clock
+	logs   *e2e.SyncBuffer
 }
 
-func newE2E(t *testing.T) *world {
+// e2eOpts adjusts a world before it starts.
+type e2eOpts struct {
+	fake    func(*fakediscord.Server)
+	adapter func(*discord.Config)
+	// noWait skips waiting for the first connection and command registration.
+	noWait bool
+}
+
+func newE2E(t testing.TB, opts ...e2eOpts) *world {
 	t.Helper()
 	e := &world{t: t, sleeps: failovertest.NewClock(e2e.T0)}
 	e.fake = fakediscord.New()
 	e.fake.Token = e2eToken
+	e.fake.Now = e.sleeps.Now // one virtual clock for the adapter's waits and the fake's windows
+	for _, o := range opts {
+		if o.fake != nil {
+			o.fake(e.fake)
+		}
+	}
 	e.fake.Start()
-	logs := &e2e.SyncBuffer{}
-	a, err := discord.New(discord.Config{Token: e2eToken, GuildID: "G1", APIURL: e.fake.URL(), Log: e2e.Logger(logs),
+	e.logs = &e2e.SyncBuffer{}
+	cfg := discord.Config{Token: e2eToken, GuildID: "G1", APIURL: e.fake.URL(), Log: e2e.Logger(e.logs),
 		Models:   func() []string { return []string{e2ePrimary, e2eFallback} },
 		Profiles: func() []string { return []string{"p1:main", "p1:backup", "p2:main"} },
-		Sleep:    e.sleeps.Sleep})
+		Sleep:    e.sleeps.Sleep, Now: e.sleeps.Now, Rand: func() float64 { return 0.5 }}
+	for _, o := range opts {
+		if o.adapter != nil {
+			o.adapter(&cfg)
+		}
+	}
+	a, err := discord.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,9 +97,14 @@ func newE2E(t *testing.T) *world {
 		Keys:         e2eKeys,
 		Order:        map[string][]string{"p1": {"p1:main", "p1:backup"}},
 		AdminChannel: "discord:ADMIN", AdminUsers: []string{"discord:UADMIN"},
-		Adapter: a, Secrets: []string{e2eToken}, Logs: logs,
+		Adapter: a, Secrets: []string{e2eToken}, Logs: e.logs,
 	})
 	e.clock, e.llm = e.Clock, e.LLM
+	for _, o := range opts {
+		if o.noWait {
+			return e
+		}
+	}
 	if err := e.fake.WaitConnected(wait, 1, 0); err != nil {
 		t.Fatal(err)
 	}

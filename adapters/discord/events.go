@@ -41,6 +41,8 @@ func stripMention(text, botID string) string {
 	return strings.TrimSpace(text)
 }
 
+// onMessage runs on discordgo's gateway reader: it filters and hands the message
+// to its channel's worker, with no network call.
 func (a *Adapter) onMessage(_ *discordgo.Session, mc *discordgo.MessageCreate) {
 	if mc == nil || mc.Message == nil || mc.Author == nil {
 		return
@@ -53,56 +55,44 @@ func (a *Adapter) onMessage(_ *discordgo.Session, mc *discordgo.MessageCreate) {
 	if m.Type != discordgo.MessageTypeDefault && m.Type != discordgo.MessageTypeReply {
 		return // joins, pins, thread-created notices...
 	}
-	ctx, _ := a.runCtx()
 	direct := m.GuildID == ""
 	mentioned := mentions(m, botID)
+	lookup := false
 	switch {
 	case direct:
 	case mentioned:
-		if !a.threads.Has(m.ChannelID) && a.isThread(ctx, m.ChannelID) {
-			a.threads.Add(m.ChannelID) // mentioned in a thread: take part in it from now on
-		}
+		// Mentioned in a channel not known yet: the worker looks up whether it
+		// is a thread (the bot then takes part in it from now on).
+		lookup = !a.threads.Has(m.ChannelID) && !a.notThreads.Has(m.ChannelID)
 	case a.threads.Has(m.ChannelID):
 	default:
 		return
 	}
 	text := stripMention(m.Content, botID)
 	if text == "" {
-		return
+		return // nothing to answer (or, in mention-only mode, no content for us)
 	}
-	if a.seen.Seen(m.ID) {
+	if a.seen.Seen("msg:" + m.ID) {
 		return // already delivered (replayed on resume)
 	}
-	a.deliver(adapters.Inbound{
+	in := adapters.Inbound{
 		Channel:    Name,
 		SessionKey: sessionKey(m.GuildID, m.ChannelID),
 		User:       "discord:" + m.Author.ID,
 		Text:       text,
-		ReplyTo:    m.ChannelID,
+		ReplyTo:    m.ChannelID + replySep + m.ID,
 		Direct:     direct,
-	})
+		EventID:    "discord:msg:" + m.ID,
+	}
+	a.enqueue(m.ChannelID, job{in: in, lookup: lookup})
 }
 
-// isThread looks a channel's type up once (cached either way, bounded).
-func (a *Adapter) isThread(ctx context.Context, channelID string) bool {
-	if a.notThreads.Has(channelID) {
-		return false
+// handle is a channel worker's step for one job.
+func (a *Adapter) handle(ctx context.Context, j job) {
+	if j.lookup && a.isThread(ctx, j.channel()) {
+		a.threads.Add(j.channel())
 	}
-	var ch *discordgo.Channel
-	err := a.call(ctx, "get channel", "", func(opts ...discordgo.RequestOption) error {
-		var err error
-		ch, err = a.s.Channel(channelID, opts...)
-		return err
-	})
-	if err != nil {
-		a.log.Warn("discord channel lookup failed", "channel_id", channelID, "err", err)
-		return false
-	}
-	if ch.IsThread() {
-		return true
-	}
-	a.notThreads.Add(channelID)
-	return false
+	a.deliver(ctx, j.in)
 }
 
 func (a *Adapter) onThreadCreate(_ *discordgo.Session, tc *discordgo.ThreadCreate) {
@@ -140,11 +130,17 @@ func commandDefs() []*discordgo.ApplicationCommand {
 			Options: opt("model", "provider/model, optionally @profile", false)},
 		{Name: "reset", Description: "Clear this conversation and its automatic model override"},
 		{Name: "status", Description: "Show the selected model and the active fallback, if any"},
+		// T5: hidden from everyone but server admins until they grant it
+		// (Server Settings > Integrations); detour still checks admin.users.
 		{Name: "recover", Description: "Admin: probe a model or profile now and clear its cooldown",
-			Options: opt("target", "provider/model or profile id", true)},
+			Options: opt("target", "provider/model or profile id", true), DefaultMemberPermissions: &adminsOnly},
 		{Name: "help", Description: "List the commands"},
 	}
 }
+
+// adminsOnly is default_member_permissions "0": only members with the
+// Administrator permission see the command until a server admin grants it.
+var adminsOnly int64
 
 func (a *Adapter) registerCommands(ctx context.Context) error {
 	app := a.app()
@@ -153,7 +149,7 @@ func (a *Adapter) registerCommands(ctx context.Context) error {
 	}
 	cmds := commandDefs()
 	err := a.call(ctx, "register commands", "", func(opts ...discordgo.RequestOption) error {
-		_, err := a.s.ApplicationCommandBulkOverwrite(app, a.cfg.GuildID, cmds, opts...)
+		_, err := a.rest.ApplicationCommandBulkOverwrite(app, a.cfg.GuildID, cmds, opts...)
 		return err
 	})
 	if err == nil {
@@ -198,20 +194,64 @@ func interactionUser(i *discordgo.Interaction) string {
 	return ""
 }
 
+// onInteraction runs on discordgo's gateway reader: each interaction gets its own
+// goroutine, which answers Discord first (deferral or autocomplete choices) within
+// the 3-second deadline, whatever else is waiting.
 func (a *Adapter) onInteraction(_ *discordgo.Session, ic *discordgo.InteractionCreate) {
 	if ic == nil || ic.Interaction == nil {
 		return
 	}
-	ctx, _ := a.runCtx()
-	switch ic.Type {
+	i := ic.Interaction
+	if a.seen.Seen("interaction:" + i.ID) {
+		return // replayed on resume: answered already
+	}
+	received := time.Now()
+	var f func(ctx context.Context)
+	switch i.Type {
 	case discordgo.InteractionApplicationCommandAutocomplete:
-		a.autocomplete(ctx, ic.Interaction)
+		f = func(ctx context.Context) { a.autocomplete(ctx, i, received) }
 	case discordgo.InteractionApplicationCommand:
-		a.command(ctx, ic.Interaction)
+		f = func(ctx context.Context) { a.command(ctx, i, received) }
+	default:
+		return
+	}
+	a.mu.Lock()
+	full := a.answering >= maxAnswering
+	if !full {
+		a.answering++
+	}
+	a.mu.Unlock()
+	if full {
+		a.log.Warn("discord interaction dropped: too many interactions being answered", "interaction_id", i.ID, "limit", maxAnswering)
+		return
+	}
+	started := a.goOwned(func(ctx context.Context) {
+		defer func() {
+			a.mu.Lock()
+			a.answering--
+			a.mu.Unlock()
+		}()
+		f(ctx)
+	})
+	if !started {
+		a.mu.Lock()
+		a.answering--
+		a.mu.Unlock()
 	}
 }
 
-func (a *Adapter) command(ctx context.Context, i *discordgo.Interaction) {
+// Interaction answering limits.
+const (
+	// interactionDeadline is Discord's: the first response must arrive within 3 s.
+	interactionDeadline = 3 * time.Second
+	// maxAnswering bounds the interaction goroutines (each lives at most
+	// interactionDeadline before it hands the command on).
+	maxAnswering = 256
+	// lookupTimeout bounds a channel lookup on a channel's worker.
+	lookupTimeout = 5 * time.Second
+)
+
+func (a *Adapter) command(ctx context.Context, i *discordgo.Interaction, received time.Time) {
 	d, ok := commandData(i)
 	if !ok {
 		return
@@ -231,32 +271,37 @@ func (a *Adapter) command(ctx context.Context, i *discordgo.Interaction) {
 	// Command answers are for the person who asked (the router marks them
 	// Ephemeral); the deferral fixes the visibility of the edited answer.
 	p := &pending{i: i, created: time.Now(), ephemeral: true}
-	flags := discordgo.MessageFlagsEphemeral
-	err := a.call(ctx, "defer interaction", i.Token, func(opts ...discordgo.RequestOption) error {
-		return a.s.InteractionRespond(i, &discordgo.InteractionResponse{
+	dctx, cancel := context.WithDeadline(ctx, received.Add(interactionDeadline))
+	err := a.call(dctx, "defer interaction", i.Token, func(opts ...discordgo.RequestOption) error {
+		return a.rest.InteractionRespond(i, &discordgo.InteractionResponse{
 			Type: discordgo.InteractionResponseDeferredChannelMessageWithSource,
-			Data: &discordgo.InteractionResponseData{Flags: flags},
+			Data: &discordgo.InteractionResponseData{Flags: discordgo.MessageFlagsEphemeral},
 		}, opts...)
 	})
+	cancel()
 	if err != nil {
-		a.log.Warn("discord interaction defer failed; answering in the channel", "command", d.Name, "err", err)
+		// Its answer will be dropped, never posted in the channel (Send).
+		a.log.Warn("discord interaction defer failed; its answer cannot be shown", "command", d.Name,
+			"interaction_id", i.ID, "after", time.Since(received).Round(time.Millisecond), "err", err)
 	} else {
 		p.deferred = true
 	}
 	a.interactions.put(i.ID, p)
-	user := interactionUser(i)
-	a.deliver(adapters.Inbound{
+	in := adapters.Inbound{
 		Channel:    Name,
 		SessionKey: sessionKey(i.GuildID, i.ChannelID),
-		User:       "discord:" + user,
+		User:       "discord:" + interactionUser(i),
 		Text:       text,
 		ReplyTo:    interactionPrefix + i.ID + ":" + i.ChannelID,
 		Direct:     i.GuildID == "",
 		Native:     true,
-	})
+		EventID:    "discord:interaction:" + i.ID,
+	}
+	// In its channel's order, behind messages that arrived before it.
+	a.enqueue(i.ChannelID, job{in: in})
 }
 
-func (a *Adapter) autocomplete(ctx context.Context, i *discordgo.Interaction) {
+func (a *Adapter) autocomplete(ctx context.Context, i *discordgo.Interaction, received time.Time) {
 	d, ok := commandData(i)
 	if !ok {
 		return
@@ -274,8 +319,10 @@ func (a *Adapter) autocomplete(ctx context.Context, i *discordgo.Interaction) {
 	for _, c := range choices {
 		out = append(out, &discordgo.ApplicationCommandOptionChoice{Name: c, Value: c})
 	}
+	ctx, cancel := context.WithDeadline(ctx, received.Add(interactionDeadline))
+	defer cancel()
 	err := a.call(ctx, "autocomplete", i.Token, func(opts ...discordgo.RequestOption) error {
-		return a.s.InteractionRespond(i, &discordgo.InteractionResponse{
+		return a.rest.InteractionRespond(i, &discordgo.InteractionResponse{
 			Type: discordgo.InteractionApplicationCommandAutocompleteResult,
 			Data: &discordgo.InteractionResponseData{Choices: out},
 		}, opts...)

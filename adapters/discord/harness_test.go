@@ -55,14 +55,24 @@ type harness struct {
 var testModels = []string{"openai/gpt-4o-mini", "openai/gpt-4.1", "anthropic/claude-haiku-4-5"}
 var testProfiles = []string{"openai:main", "openai:backup", "anthropic:main"}
 
-// start runs a fake Discord and the adapter against it; cleanup stops both and checks
-// the token never reached the logs.
-func start(t *testing.T, mod func(*Config)) *harness {
+// t0 is when every harness's virtual clock starts.
+var t0 = time.Date(2026, 3, 1, 14, 0, 0, 0, time.UTC)
+
+// start runs a fake Discord and the adapter against it, both on one virtual clock
+// (the adapter's waits advance it at once, and the fake's rate-limit windows and
+// identify budget follow it); cleanup stops both and checks the token never
+// reached the logs. fakeMod, when given, adjusts the fake before it starts.
+func start(t *testing.T, mod func(*Config), fakeMod ...func(*fakediscord.Server)) *harness {
 	t.Helper()
 	fake := fakediscord.New()
 	fake.Token = canaryToken
+	clock := failovertest.NewClock(t0)
+	fake.Now = clock.Now
+	for _, f := range fakeMod {
+		f(fake)
+	}
 	fake.Start()
-	h := &harness{t: t, fake: fake, inbox: make(chan adapters.Inbound, 16), logs: &syncBuffer{}, sleeps: failovertest.NewClock(time.Time{})}
+	h := &harness{t: t, fake: fake, inbox: make(chan adapters.Inbound, 16), logs: &syncBuffer{}, sleeps: clock}
 	cfg := Config{
 		Token:       canaryToken,
 		GuildID:     "G1",
@@ -72,6 +82,8 @@ func start(t *testing.T, mod func(*Config)) *harness {
 		Models:      func() []string { return testModels },
 		Profiles:    func() []string { return testProfiles },
 		Sleep:       h.sleeps.Sleep,
+		Now:         h.sleeps.Now,
+		Rand:        func() float64 { return 0.5 },
 	}
 	if mod != nil {
 		mod(&cfg)

@@ -21,15 +21,18 @@ const (
 	typingMax   = 5 * time.Minute
 )
 
-// noMentions lets nothing in a posted message ping anyone (@everyone, roles, users).
+// noMentions lets nothing in a posted message ping anyone (@everyone, @here, roles,
+// users, nor the author of the message replied to): T3.
 func noMentions() *discordgo.MessageAllowedMentions {
-	return &discordgo.MessageAllowedMentions{Parse: []discordgo.AllowedMentionType{}}
+	return &discordgo.MessageAllowedMentions{Parse: []discordgo.AllowedMentionType{}, RepliedUser: false}
 }
 
 // Send posts one outbound message: replies and errors in the conversation's channel
-// or thread, notices as their own quiet message (suppress-notifications flag), reports
-// to the admin channel named in ReplyTo. Answers to an application command replace the
-// deferred "thinking" response, then continue as follow-ups.
+// or thread, the first part referencing the message it answers (without a ping),
+// notices as their own quiet message (suppress-notifications flag), reports to the
+// admin channel named in ReplyTo. Answers to an application command replace the
+// deferred "thinking" response, then continue as follow-ups; they are never posted
+// in the channel, even when the deferral failed.
 func (a *Adapter) Send(ctx context.Context, out adapters.Outbound) error {
 	text := out.Text
 	if strings.TrimSpace(text) == "" {
@@ -47,23 +50,32 @@ func (a *Adapter) Send(ctx context.Context, out adapters.Outbound) error {
 		if ch == "" {
 			return errors.New("discord: report without an admin channel id")
 		}
-		return a.postChannel(ctx, ch, chunks, flags)
+		return a.postChannel(ctx, ch, "", chunks, flags)
 	}
 	if rest, ok := strings.CutPrefix(out.ReplyTo, interactionPrefix); ok {
-		id, ch, _ := strings.Cut(rest, ":")
-		return a.sendInteraction(ctx, id, ch, chunks, flags, out.Ephemeral)
+		id, _, _ := strings.Cut(rest, ":")
+		return a.sendInteraction(ctx, id, out.Kind, chunks, flags, out.Ephemeral)
 	}
-	ch := out.ReplyTo
-	if ch == "" {
-		ch = channelFromKey(out.SessionKey)
-	}
+	ch, msg := target(out.ReplyTo, out.SessionKey)
 	if ch == "" {
 		return errors.New("discord: outbound message without a channel")
 	}
+	ref := ""
 	if out.Kind == adapters.KindReply || out.Kind == adapters.KindError {
 		defer a.stopTyping(ch, nil) // the turn has answered
+		ref = msg
 	}
-	return a.postChannel(ctx, ch, chunks, flags)
+	return a.postChannel(ctx, ch, ref, chunks, flags)
+}
+
+// target splits a ReplyTo ("<channel>" or "<channel>/<message>") into the channel
+// and the message to reference, falling back to the session key's channel.
+func target(replyTo, sessionKey string) (channel, message string) {
+	channel, message, _ = strings.Cut(replyTo, replySep)
+	if channel == "" {
+		channel = channelFromKey(sessionKey)
+	}
+	return channel, message
 }
 
 // channelFromKey is the channel id at the end of a session key.
@@ -85,11 +97,17 @@ func smallText(s string) string {
 	return strings.Join(lines, "\n")
 }
 
-func (a *Adapter) postChannel(ctx context.Context, channelID string, chunks []string, flags discordgo.MessageFlags) error {
-	for _, c := range chunks {
+// failIfNotExists false: a reply to a message deleted meanwhile is still posted.
+var failIfNotExists = false
+
+func (a *Adapter) postChannel(ctx context.Context, channelID, reference string, chunks []string, flags discordgo.MessageFlags) error {
+	for i, c := range chunks {
 		msg := &discordgo.MessageSend{Content: c, Flags: flags, AllowedMentions: noMentions()}
-		err := a.callBucket(ctx, "post message", "", discordgo.EndpointChannelMessages(channelID), func(opts ...discordgo.RequestOption) error {
-			_, err := a.s.ChannelMessageSendComplex(channelID, msg, opts...)
+		if i == 0 && reference != "" {
+			msg.Reference = &discordgo.MessageReference{MessageID: reference, ChannelID: channelID, FailIfNotExists: &failIfNotExists}
+		}
+		err := a.call(ctx, "post message", "", func(opts ...discordgo.RequestOption) error {
+			_, err := a.rest.ChannelMessageSendComplex(channelID, msg, opts...)
 			return err
 		})
 		if err != nil {
@@ -99,14 +117,19 @@ func (a *Adapter) postChannel(ctx context.Context, channelID string, chunks []st
 	return nil
 }
 
-func (a *Adapter) sendInteraction(ctx context.Context, id, channelID string, chunks []string, flags discordgo.MessageFlags, ephemeral bool) error {
+func (a *Adapter) sendInteraction(ctx context.Context, id string, kind adapters.Kind, chunks []string, flags discordgo.MessageFlags, ephemeral bool) error {
 	p := a.interactions.get(id)
 	if p == nil || !p.deferred {
-		// Unknown (restart), expired or never deferred: answer in the channel.
-		if channelID == "" {
-			return errors.New("discord: interaction answer without a channel")
+		// Unknown (a restart), expired, or never acknowledged: the answer was meant
+		// for the asker alone and there is nowhere private to put it. It is never
+		// posted in the channel.
+		reason := "the interaction was not acknowledged"
+		if p == nil {
+			reason = "the interaction is unknown or expired"
 		}
-		return a.postChannel(ctx, channelID, chunks, flags)
+		a.log.Warn("discord interaction answer dropped, not posted in the channel: "+reason,
+			"interaction_id", id, "kind", kind, "chars", len(strings.Join(chunks, "")))
+		return nil
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -115,7 +138,7 @@ func (a *Adapter) sendInteraction(ctx context.Context, id, channelID string, chu
 		var err error
 		if !p.edited {
 			err = a.call(ctx, "edit interaction response", p.i.Token, func(opts ...discordgo.RequestOption) error {
-				_, err := a.s.InteractionResponseEdit(p.i, &discordgo.WebhookEdit{Content: &content, AllowedMentions: noMentions()}, opts...)
+				_, err := a.rest.InteractionResponseEdit(p.i, &discordgo.WebhookEdit{Content: &content, AllowedMentions: noMentions()}, opts...)
 				return err
 			})
 			if err == nil {
@@ -127,7 +150,7 @@ func (a *Adapter) sendInteraction(ctx context.Context, id, channelID string, chu
 				f |= discordgo.MessageFlagsEphemeral
 			}
 			err = a.call(ctx, "interaction follow-up", p.i.Token, func(opts ...discordgo.RequestOption) error {
-				_, err := a.s.FollowupMessageCreate(p.i, true, &discordgo.WebhookParams{Content: content, Flags: f, AllowedMentions: noMentions()}, opts...)
+				_, err := a.rest.FollowupMessageCreate(p.i, true, &discordgo.WebhookParams{Content: content, Flags: f, AllowedMentions: noMentions()}, opts...)
 				return err
 			})
 		}
@@ -140,21 +163,17 @@ func (a *Adapter) sendInteraction(ctx context.Context, id, channelID string, chu
 
 // Typing shows the typing indicator in the conversation's channel and keeps it up
 // (Discord shows it for about 10 seconds) until a reply or error is posted there, the
-// turn has run for typingMax, or Run ends. Commands answered through an interaction
-// already show "thinking", so they get none.
-func (a *Adapter) Typing(ctx context.Context, in adapters.Inbound) error {
+// turn has run for typingMax, or Run ends. It returns at once: the indicator is
+// posted by its own goroutine, so a slow or rate-limited typing call never delays
+// the turn. Commands answered through an interaction already show "thinking", so
+// they get none.
+func (a *Adapter) Typing(_ context.Context, in adapters.Inbound) error {
 	if in.Native || strings.HasPrefix(in.ReplyTo, interactionPrefix) {
 		return nil
 	}
-	ch := in.ReplyTo
-	if ch == "" {
-		ch = channelFromKey(in.SessionKey)
-	}
+	ch, _ := target(in.ReplyTo, in.SessionKey)
 	if ch == "" {
 		return nil
-	}
-	if err := a.typeOnce(ctx, ch); err != nil {
-		return err
 	}
 	a.keepTyping(ch)
 	return nil
@@ -162,9 +181,12 @@ func (a *Adapter) Typing(ctx context.Context, in adapters.Inbound) error {
 
 func (a *Adapter) typeOnce(ctx context.Context, ch string) error {
 	return a.call(ctx, "typing", "", func(opts ...discordgo.RequestOption) error {
-		return a.s.ChannelTyping(ch, opts...)
+		return a.rest.ChannelTyping(ch, opts...)
 	})
 }
+
+// typer is one channel's typing refresher.
+type typer struct{ cancel context.CancelFunc }
 
 // keepTyping starts the channel's refresher unless one runs; it belongs to Run.
 func (a *Adapter) keepTyping(ch string) {
@@ -173,46 +195,47 @@ func (a *Adapter) keepTyping(ch string) {
 	if a.ctx == nil || a.stopping || a.typers[ch] != nil {
 		return
 	}
-	stop := make(chan struct{})
-	a.typers[ch] = stop
-	ctx := a.ctx
+	ctx, cancel := context.WithCancel(a.ctx)
+	t := &typer{cancel: cancel}
+	a.typers[ch] = t
+	every := a.typingEvery
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
-		defer a.stopTyping(ch, stop)
-		t := time.NewTicker(a.typingEvery)
-		defer t.Stop()
+		defer a.stopTyping(ch, t)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
 		limit := time.NewTimer(typingMax)
 		defer limit.Stop()
 		for {
+			if err := a.typeOnce(ctx, ch); err != nil && ctx.Err() == nil {
+				a.log.Debug("discord typing failed", "channel_id", ch, "err", err)
+			}
 			select {
-			case <-stop:
-				return
 			case <-ctx.Done():
 				return
 			case <-limit.C:
 				return
-			case <-t.C:
-				if err := a.typeOnce(ctx, ch); err != nil {
-					a.log.Debug("discord typing refresh failed", "channel_id", ch, "err", err)
-				}
+			case <-tick.C:
 			}
 		}
 	}()
 }
 
-// stopTyping ends the channel's refresher (only the one given, when stop is non-nil).
-func (a *Adapter) stopTyping(ch string, stop chan struct{}) {
+// stopTyping ends the channel's refresher (only t, when t is non-nil), cutting a
+// typing call in flight short.
+func (a *Adapter) stopTyping(ch string, t *typer) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	cur := a.typers[ch]
-	if cur == nil || (stop != nil && cur != stop) {
+	if cur == nil || (t != nil && cur != t) {
+		if t != nil {
+			t.cancel()
+		}
 		return
 	}
 	delete(a.typers, ch)
-	if stop == nil {
-		close(cur)
-	}
+	cur.cancel()
 }
 
 // textLen counts like Discord's limit, in UTF-16 code units (never fewer than runes).

@@ -263,12 +263,15 @@ func buildAdapters(cfg *config.Config, opts Options, log *slog.Logger) ([]adapte
 	if d := cfg.Channels.Discord; d.Enabled {
 		profiles := cfg.ProfileIDs()
 		a, err := discord.New(discord.Config{
-			Token:    d.Token.Reveal(),
-			GuildID:  d.GuildID,
-			APIURL:   d.APIURL,
-			Log:      log,
-			Models:   func() []string { return models },
-			Profiles: func() []string { return profiles },
+			Token:            d.Token.Reveal(),
+			GuildID:          d.GuildID,
+			APIURL:           d.APIURL,
+			NoMessageContent: !d.MessageContent,
+			ShardID:          d.ShardID,
+			ShardCount:       d.ShardCount,
+			Log:              log,
+			Models:           func() []string { return models },
+			Profiles:         func() []string { return profiles },
 		})
 		if err != nil {
 			return nil, &ConfigError{fmt.Sprintf("channels.discord: %v", err)}

@@ -1,17 +1,75 @@
-// Package fakediscord is a local fake of the Discord REST API and gateway, good enough
-// to drive the real discordgo client end to end on 127.0.0.1.
+// Package fakediscord is a local fake of the Discord REST API and gateway, strict
+// enough that a client passing against it behaves in a real guild: the real
+// discordgo client runs against it end to end on 127.0.0.1.
 //
-// It serves the REST routes a bot uses (gateway discovery, messages, typing, webhooks
-// for interaction answers, interaction callbacks, command registration, channel lookup)
-// under /api/v9, and a gateway websocket that speaks Hello, Identify, READY, heartbeat
-// ACKs, dispatches, Reconnect (op 7) and Resume (op 6 → RESUMED, with replay of missed
-// events). Everything the client posts is recorded for assertions, and faults can be
-// injected: a 429 on the next matching request, a forced reconnect or a dropped socket.
+// It serves the REST routes a bot uses (gateway discovery, messages, typing,
+// interaction callbacks and their webhooks, command registration, channel lookup)
+// under /api/v9, and a gateway websocket (Hello, Identify, READY, heartbeats,
+// dispatches, Reconnect, Resume with replay, Invalid Session). Everything the
+// client sends is recorded for assertions, and faults can be injected.
+//
+// Each rule below is Discord's, enforced as documented; a client that breaks one
+// gets what Discord would answer.
+//
+//   - Heartbeat interval: Hello says 41.25 s (HeartbeatInterval), as Discord does;
+//     a test shortens it only by setting the field.
+//     https://discord.com/developers/docs/events/gateway#sending-heartbeats
+//   - Close codes: a client close with 1000 or 1001 invalidates the session (a
+//     later Resume gets op 9, not resumable); any other code, or a connection that
+//     ends without a close frame, leaves it resumable. Closes() records each code.
+//     https://discord.com/developers/docs/events/gateway#disconnecting
+//   - Resume: only a session that is still valid resumes (missed events are
+//     replayed, then RESUMED); READY names resume_gateway_url (a path of its own
+//     here, /gw-resume), and ResumePaths() records where each Resume arrived.
+//     https://discord.com/developers/docs/events/gateway#resuming
+//   - Zombie connections: StopAcking stops the heartbeat ACKs and the dispatches on
+//     the current connection, as a dead network path would; events wait for a
+//     Resume. https://discord.com/developers/docs/events/gateway#heartbeat-interval-example-heartbeat-ack
+//   - Invalid Session (op 9): sent for a Resume that cannot be honoured, by
+//     SendInvalidSession, and after READY while InvalidateAfterReady > 0.
+//     https://discord.com/developers/docs/events/gateway-events#invalid-session
+//   - Identify budget: GET /gateway/bot reports session_start_limit (total,
+//     remaining, reset_after) from the identifies counted in the current window
+//     (SessionStartTotal per SessionStartReset, on the Now clock). An identify with
+//     nothing remaining resets the token, as Discord does: the connection closes
+//     with 4004 and every later call is refused. OverIdentifies() counts them.
+//     https://discord.com/developers/docs/events/gateway#session-start-limit-object
+//   - Disallowed intents: an Identify asking for an intent in RefuseIntents is
+//     closed with 4014. https://discord.com/developers/docs/topics/opcodes-and-status-codes#gateway-gateway-close-event-codes
+//   - Message content: a session identified without MESSAGE_CONTENT gets guild
+//     messages that do not mention the bot with empty content (DMs and mentions keep
+//     theirs). https://discord.com/developers/docs/events/gateway#message-content-intent
+//   - Interaction deadline: the initial response must arrive within 3 s of the
+//     dispatch (InteractionDeadline, real time); a late one, or one for an unknown
+//     interaction, gets 404 with code 10062 "Unknown interaction"; a second one gets
+//     400 with code 40060; the original response and follow-ups of an interaction
+//     never acknowledged get 404 with code 10015 "Unknown Webhook". The token lives
+//     15 minutes. https://discord.com/developers/docs/interactions/receiving-and-responding#responding-to-an-interaction
+//   - Rate limits: RateLimitNext answers a route with a per-route 429
+//     (X-RateLimit-Scope: user, "global": false, bucket headers); GlobalRateLimitNext
+//     with a global one (X-RateLimit-Global: true, X-RateLimit-Scope: global,
+//     "global": true, no bucket headers). Either opens a window on the Now clock in
+//     which every further request on that bucket (for the global limit: on every
+//     route but the interaction endpoints, which Discord exempts) gets a 429 again;
+//     DrainBucketNext answers normally with X-RateLimit-Remaining: 0 and opens the
+//     same window. https://discord.com/developers/docs/topics/rate-limits
+//   - Invalid requests: every 401, 403 and 429 (but scope shared) counts toward
+//     InvalidRequests(); past InvalidRequestLimit in 10 minutes every request gets a
+//     403, like Discord's temporary ban.
+//     https://discord.com/developers/docs/topics/rate-limits#invalid-request-limit-aka-cloudflare-bans
+//   - Mentions: each posted text is scanned for @everyone, @here, <@user>,
+//     <@!user>, <@&role>, and the reply's author; Message.LiveMentions lists those
+//     that would ping under the request's allowed_mentions (none given: all do; the
+//     replied-to author unless replied_user is false).
+//     https://discord.com/developers/docs/resources/message#allowed-mentions-object
+//   - Replies: a message_reference to a message the fake does not know is refused
+//     (400, code 50035) unless fail_if_not_exists is false; content past 2,000
+//     characters is refused. https://discord.com/developers/docs/resources/message#create-message
 package fakediscord
 
 import (
+	"crypto/x509"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -25,10 +83,14 @@ import (
 	"github.com/gorilla/websocket"
 )
 
-// Defaults for the identities the fake hands out.
+// Defaults for the identities and limits the fake hands out.
 const (
 	DefaultBotID = "900000000000000001"
 	DefaultAppID = "900000000000000002"
+	// DefaultHeartbeatInterval is what Discord's Hello says.
+	DefaultHeartbeatInterval = 41250 * time.Millisecond
+	// DefaultInteractionDeadline is Discord's limit for an interaction's first response.
+	DefaultInteractionDeadline = 3 * time.Second
 )
 
 // ReconnectMode says how ForceReconnect breaks the gateway connection.
@@ -50,9 +112,18 @@ type Message struct {
 	// AllowedMentionsParse is nil when the request had no allowed_mentions, else its
 	// parse list (empty = no mention may ping).
 	AllowedMentionsParse *[]string
-	Via                  string // "channel", "edit-original", "followup"
-	InteractionToken     string // webhook posts only
-	At                   time.Time
+	// RepliedUser is allowed_mentions.replied_user (false when absent).
+	RepliedUser bool
+	// Reference is the message_reference's message id ("" = not a reply), and
+	// FailIfNotExists its flag (nil = absent, which Discord takes as true).
+	Reference       string
+	FailIfNotExists *bool
+	// LiveMentions lists the mentions that would ping ("@everyone", "@here",
+	// "user:123", "role:456", "replied:789"); empty means nobody is pinged.
+	LiveMentions     []string
+	Via              string // "channel", "edit-original", "edit-followup", "followup", "callback"
+	InteractionToken string // webhook posts only
+	At               time.Time
 }
 
 // Choice is one autocomplete choice in an interaction response.
@@ -61,7 +132,7 @@ type Choice struct {
 	Value string
 }
 
-// InteractionResponse is one POST /interactions/{id}/{token}/callback.
+// InteractionResponse is one accepted POST /interactions/{id}/{token}/callback.
 type InteractionResponse struct {
 	InteractionID string
 	Token         string
@@ -70,6 +141,17 @@ type InteractionResponse struct {
 	Content       string
 	Choices       []Choice
 	At            time.Time
+	// Latency is how long after the interaction's dispatch the response arrived.
+	Latency time.Duration
+}
+
+// Request is one REST request the fake received, with the status it answered.
+type Request struct {
+	Method string
+	Path   string // without /api/v9
+	Status int
+	Code   int // Discord's JSON error code, 0 = none
+	At     time.Time
 }
 
 // CommandSet is one bulk overwrite of application commands.
@@ -111,33 +193,31 @@ type channelInfo struct {
 	parentID string
 }
 
-type event struct {
-	seq  int64
-	data []byte
+type interaction struct {
+	id, token  string
+	dispatched time.Time // real time
+	issued     time.Time // Now clock, for the 15-minute token
+	acked      bool
 }
 
-type rateLimit struct {
-	method     string
-	segs       []string
-	retryAfter time.Duration
-	drain      bool // answer normally, with headers saying the bucket is now empty
+type fault struct {
+	method string
+	segs   []string
+	d      time.Duration
+	kind   faultKind
+	status int
+	code   int
 }
 
-type gwConn struct {
-	ws  *websocket.Conn
-	wmu sync.Mutex
-}
+type faultKind int
 
-func (c *gwConn) write(v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	_ = c.ws.SetWriteDeadline(time.Now().Add(2 * time.Second))
-	return c.ws.WriteMessage(websocket.TextMessage, b)
-}
+const (
+	faultRateLimit faultKind = iota
+	faultGlobal
+	faultDrain
+	faultSlow
+	faultFail
+)
 
 // Server is the fake. Set the exported fields before Start.
 type Server struct {
@@ -145,55 +225,109 @@ type Server struct {
 	AppID   string
 	BotName string
 	// Token, when set, is required as "Authorization: Bot <Token>" on every REST call
-	// and in Identify/Resume.
+	// (interaction endpoints excepted, as on Discord) and in Identify/Resume.
 	Token string
-	// HeartbeatInterval sent in Hello (default 250ms).
+	// HeartbeatInterval sent in Hello (default 41.25 s, Discord's).
 	HeartbeatInterval time.Duration
+	// InteractionDeadline is how long after its dispatch an interaction may get its
+	// first response (default 3 s, real time).
+	InteractionDeadline time.Duration
 	// EchoOwnMessages dispatches MESSAGE_CREATE for every message the bot posts to a
 	// channel, as Discord does (default true from New).
 	EchoOwnMessages bool
+	// Now is the clock of rate-limit windows, the identify budget and interaction
+	// tokens (default time.Now); share a virtual one with the client under test.
+	Now func() time.Time
+	// SessionStartTotal identifies are allowed per SessionStartReset (defaults
+	// 1000 per 24 h).
+	SessionStartTotal int
+	SessionStartReset time.Duration
+	// InvalidRequestLimit 401/403/429 answers in 10 minutes trigger the ban
+	// (default 10,000).
+	InvalidRequestLimit int
+	// RefuseIntents lists intents the application is not allowed (Identify closes
+	// with 4014).
+	RefuseIntents int
+	// InvalidateAfterReady sends op 9 (not resumable) right after READY for that
+	// many sessions, counting down.
+	InvalidateAfterReady int
 
 	srv      *httptest.Server
 	upgrader websocket.Upgrader
+	release  chan struct{} // closed by ReleaseSlow / Close
 
-	mu         sync.Mutex
-	seq        int64
-	events     []event
-	conn       *gwConn
-	conns      map[*gwConn]struct{}
-	sessionID  string
-	sessions   int
-	identifies []int // intents of each Identify
-	resumes    int
-	authFails  int
-	messages   []Message
-	responses  []InteractionResponse
-	commands   []CommandSet
-	typings    []string
-	rateLimits []rateLimit
-	limited    int
-	channels   map[string]channelInfo
-	nextID     int64
-	wg         sync.WaitGroup
-	closed     bool
+	mu           sync.Mutex
+	seq          int64
+	events       []event
+	conn         *gwConn
+	conns        map[*gwConn]struct{}
+	sessionID    string
+	sessions     int
+	identifies   []int // intents of each Identify
+	lastShard    *[2]int
+	resumes      int
+	resumePaths  []string
+	closes       []int
+	authFails    int
+	tokenReset   bool
+	overIdentify int
+	budgetStart  time.Time
+	budgetUsed   int
+	messages     []Message
+	known        map[string]string // message id -> author id
+	responses    []InteractionResponse
+	interactions map[string]*interaction
+	tokens       map[string]*interaction
+	commands     []CommandSet
+	typings      []string
+	requests     []Request
+	faults       []fault
+	windows      map[string]time.Time // METHOD path -> bucket empty until (Now)
+	globalUntil  time.Time
+	limited      int
+	invalid      []time.Time
+	channels     map[string]channelInfo
+	nextID       int64
+	held         int
+	slowed       int
+	wg           sync.WaitGroup
+	closed       bool
 }
 
 // New returns a fake with default identities; call Start.
 func New() *Server {
 	return &Server{
-		BotID:             DefaultBotID,
-		AppID:             DefaultAppID,
-		BotName:           "detour",
-		HeartbeatInterval: 250 * time.Millisecond,
-		EchoOwnMessages:   true,
-		channels:          map[string]channelInfo{},
-		conns:             map[*gwConn]struct{}{},
-		nextID:            1_000_000_000_000_000_000,
+		BotID:               DefaultBotID,
+		AppID:               DefaultAppID,
+		BotName:             "detour",
+		HeartbeatInterval:   DefaultHeartbeatInterval,
+		InteractionDeadline: DefaultInteractionDeadline,
+		EchoOwnMessages:     true,
+		Now:                 time.Now,
+		SessionStartTotal:   1000,
+		SessionStartReset:   24 * time.Hour,
+		InvalidRequestLimit: 10_000,
+		release:             make(chan struct{}),
+		channels:            map[string]channelInfo{},
+		conns:               map[*gwConn]struct{}{},
+		known:               map[string]string{},
+		interactions:        map[string]*interaction{},
+		tokens:              map[string]*interaction{},
+		windows:             map[string]time.Time{},
+		nextID:              1_000_000_000_000_000_000,
 	}
 }
 
 // Start listens on 127.0.0.1 on a free port.
-func (s *Server) Start() {
+func (s *Server) Start() { s.start(false) }
+
+// StartTLS is Start with HTTPS and wss (a test certificate: see Certificate).
+func (s *Server) StartTLS() { s.start(true) }
+
+// Certificate is the TLS certificate of a server started with StartTLS.
+func (s *Server) Certificate() *x509.Certificate { return s.srv.Certificate() }
+
+func (s *Server) start(secure bool) {
 	mux := http.NewServeMux()
 	p := "/api/v9"
 	mux.HandleFunc("GET "+p+"/gateway", s.handleGateway)
@@ -208,17 +342,27 @@ func (s *Server) Start() {
 	mux.HandleFunc("PUT "+p+"/applications/{app}/commands", s.handleCommands)
 	mux.HandleFunc("PUT "+p+"/applications/{app}/guilds/{guild}/commands", s.handleCommands)
 	mux.HandleFunc("GET /gw/", s.handleWS)
+	mux.HandleFunc("GET /gw-resume/", s.handleWS)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusNotFound, map[string]any{"code": 0, "message": "404: Not Found"})
+		discordError(w, http.StatusNotFound, 0, "404: Not Found")
 	})
-	s.srv = httptest.NewServer(s.middleware(mux))
+	s.srv = httptest.NewUnstartedServer(s.middleware(mux))
+	if secure {
+		s.srv.StartTLS()
+	} else {
+		s.srv.Start()
+	}
 }
 
-// URL is the base URL (http://127.0.0.1:P) to give the adapter as its API URL.
+// URL is the base URL (http://127.0.0.1:P, or https://) to give the adapter as its API URL.
 func (s *Server) URL() string { return s.srv.URL }
+
+// wsBase is ws://127.0.0.1:P (wss:// under TLS).
+func (s *Server) wsBase() string { return "ws" + strings.TrimPrefix(s.srv.URL, "http") }
 
 // Close stops the server and drops every gateway connection.
 func (s *Server) Close() {
+	s.ReleaseSlow()
 	s.mu.Lock()
 	s.closed = true
 	for c := range s.conns {
@@ -242,109 +386,315 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+// discordError answers with Discord's JSON error body.
+func discordError(w http.ResponseWriter, status, code int, msg string) {
+	writeJSON(w, status, map[string]any{"code": code, "message": msg})
+}
+
 func splitRoute(path string) []string {
 	return strings.Split(strings.Trim(path, "/"), "/")
 }
 
+// interactionRoute reports the endpoints Discord exempts from the global limit
+// (and from the bot token).
+func interactionRoute(path string) bool {
+	return strings.HasPrefix(path, "/interactions/") || strings.HasPrefix(path, "/webhooks/")
+}
+
+// recorder keeps the status written, for the request log.
+type recorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.ResponseWriter.Write(b)
+}
+
 func (s *Server) middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, "/api/") {
-			if s.Token != "" && r.Header.Get("Authorization") != "Bot "+s.Token {
-				s.mu.Lock()
-				s.authFails++
-				s.mu.Unlock()
-				writeJSON(w, http.StatusUnauthorized, map[string]any{"code": 0, "message": "401: Unauthorized"})
-				return
-			}
-			if rl, ok := s.takeRateLimit(r); ok && rl.drain {
-				h := w.Header()
-				h.Set("X-RateLimit-Limit", "5")
-				h.Set("X-RateLimit-Remaining", "0")
-				h.Set("X-RateLimit-Reset-After", strconv.FormatFloat(rl.retryAfter.Seconds(), 'f', 3, 64))
-				h.Set("X-RateLimit-Bucket", "fake-bucket")
-			} else if ok {
-				secs := rl.retryAfter.Seconds()
-				f := strconv.FormatFloat(secs, 'f', 3, 64)
-				h := w.Header()
-				h.Set("Retry-After", strconv.Itoa(int(secs+0.999)))
-				h.Set("X-RateLimit-Limit", "5")
-				h.Set("X-RateLimit-Remaining", "0")
-				h.Set("X-RateLimit-Reset-After", f)
-				h.Set("X-RateLimit-Bucket", "fake-bucket")
-				h.Set("X-RateLimit-Scope", "user")
-				writeJSON(w, http.StatusTooManyRequests, map[string]any{
-					"message": "You are being rate limited.", "retry_after": secs, "global": false,
-				})
-				return
-			}
+		if !strings.HasPrefix(r.URL.Path, "/api/") {
+			next.ServeHTTP(w, r)
+			return
 		}
-		next.ServeHTTP(w, r)
+		path := strings.TrimPrefix(r.URL.Path, "/api/v9")
+		rec := &recorder{ResponseWriter: w}
+		code := s.serveAPI(rec, r, path, next)
+		s.mu.Lock()
+		s.requests = append(s.requests, Request{Method: r.Method, Path: path, Status: rec.status, Code: code, At: time.Now()})
+		if rec.status == http.StatusUnauthorized || rec.status == http.StatusForbidden ||
+			(rec.status == http.StatusTooManyRequests && rec.Header().Get("X-RateLimit-Scope") != "shared") {
+			s.invalid = append(s.invalid, s.Now())
+		}
+		s.mu.Unlock()
 	})
 }
 
-func (s *Server) takeRateLimit(r *http.Request) (rateLimit, bool) {
-	path := strings.TrimPrefix(r.URL.Path, "/api/v9")
+// serveAPI applies bans, auth, rate limits and faults, then the route; it returns
+// the Discord error code it answered with, if any.
+func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, path string, next http.Handler) int {
+	inter := interactionRoute(path)
+	s.mu.Lock()
+	now := s.Now()
+	banned := s.bannedLocked(now)
+	reset := s.tokenReset
+	s.mu.Unlock()
+	if banned {
+		discordError(w, http.StatusForbidden, 0, "You are being blocked from accessing our API temporarily due to exceeding our rate limits frequently.")
+		return 0
+	}
+	if !inter && s.Token != "" && (reset || r.Header.Get("Authorization") != "Bot "+s.Token) {
+		s.mu.Lock()
+		s.authFails++
+		s.mu.Unlock()
+		discordError(w, http.StatusUnauthorized, 0, "401: Unauthorized")
+		return 0
+	}
+	f, ok := s.takeFault(r, path, inter)
+	if ok && f.kind == faultSlow {
+		s.mu.Lock()
+		s.held++
+		s.slowed++
+		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			s.held--
+			s.mu.Unlock()
+		}()
+		t := time.NewTimer(f.d)
+		select {
+		case <-t.C:
+		case <-s.release:
+		case <-r.Context().Done():
+		}
+		t.Stop()
+		ok = false
+	}
+	key := r.Method + " " + path
+	s.mu.Lock()
+	now = s.Now()
+	if ok {
+		switch f.kind {
+		case faultGlobal:
+			s.globalUntil = now.Add(f.d)
+		case faultRateLimit, faultDrain:
+			s.windows[key] = now.Add(f.d)
+		}
+	}
+	globalLeft := s.globalUntil.Sub(now)
+	routeLeft := s.windows[key].Sub(now)
+	s.mu.Unlock()
+
+	switch {
+	case ok && f.kind == faultFail:
+		discordError(w, f.status, f.code, "injected failure")
+		return f.code
+	case !inter && globalLeft > 0:
+		s.countLimited()
+		secs := globalLeft.Seconds()
+		h := w.Header()
+		h.Set("Retry-After", strconv.Itoa(int(secs+0.999)))
+		h.Set("X-RateLimit-Global", "true")
+		h.Set("X-RateLimit-Scope", "global")
+		writeJSON(w, http.StatusTooManyRequests, map[string]any{"message": "You are being rate limited.", "retry_after": secs, "global": true})
+		return 0
+	case routeLeft > 0 && !(ok && f.kind == faultDrain):
+		s.countLimited()
+		secs := routeLeft.Seconds()
+		h := w.Header()
+		h.Set("Retry-After", strconv.Itoa(int(secs+0.999)))
+		h.Set("X-RateLimit-Limit", "5")
+		h.Set("X-RateLimit-Remaining", "0")
+		h.Set("X-RateLimit-Reset", strconv.FormatFloat(float64(s.Now().Add(routeLeft).UnixMilli())/1000, 'f', 3, 64))
+		h.Set("X-RateLimit-Reset-After", strconv.FormatFloat(secs, 'f', 3, 64))
+		h.Set("X-RateLimit-Bucket", "fake-"+strings.ReplaceAll(strings.Trim(path, "/"), "/", "-"))
+		h.Set("X-RateLimit-Scope", "user")
+		writeJSON(w, http.StatusTooManyRequests, map[string]any{"message": "You are being rate limited.", "retry_after": secs, "global": false})
+		return 0
+	case ok && f.kind == faultDrain:
+		h := w.Header()
+		h.Set("X-RateLimit-Limit", "5")
+		h.Set("X-RateLimit-Remaining", "0")
+		h.Set("X-RateLimit-Reset-After", strconv.FormatFloat(routeLeft.Seconds(), 'f', 3, 64))
+		h.Set("X-RateLimit-Bucket", "fake-"+strings.ReplaceAll(strings.Trim(path, "/"), "/", "-"))
+	}
+	next.ServeHTTP(w, r)
+	return 0
+}
+
+func (s *Server) countLimited() {
+	s.mu.Lock()
+	s.limited++
+	s.mu.Unlock()
+}
+
+func (s *Server) bannedLocked(now time.Time) bool {
+	cut := now.Add(-10 * time.Minute)
+	n := 0
+	for _, t := range s.invalid {
+		if t.After(cut) {
+			n++
+		}
+	}
+	return s.InvalidRequestLimit > 0 && n >= s.InvalidRequestLimit
+}
+
+func (s *Server) takeFault(r *http.Request, path string, inter bool) (fault, bool) {
 	segs := splitRoute(path)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for i, rl := range s.rateLimits {
-		if rl.method != r.Method || len(rl.segs) != len(segs) {
-			continue
-		}
-		match := true
-		for j, p := range rl.segs {
-			if p == "*" || (strings.HasPrefix(p, "{") && strings.HasSuffix(p, "}")) {
+	for i, f := range s.faults {
+		if f.kind == faultGlobal {
+			if inter {
 				continue
 			}
-			if p != segs[j] {
-				match = false
-				break
-			}
+		} else if !matchRoute(f, r.Method, segs) {
+			continue
 		}
-		if match {
-			s.rateLimits = append(s.rateLimits[:i], s.rateLimits[i+1:]...)
-			if !rl.drain {
-				s.limited++
-			}
-			return rl, true
-		}
+		s.faults = append(s.faults[:i:i], s.faults[i+1:]...)
+		return f, true
 	}
-	return rateLimit{}, false
+	return fault{}, false
 }
 
-// RateLimitNext makes the next request matching route answer 429 with Discord's body
-// and headers. route is "METHOD /path" without the /api/v9 prefix; a segment in braces
-// or "*" matches anything, e.g. "POST /channels/{id}/messages".
-func (s *Server) RateLimitNext(route string, retryAfter time.Duration) {
+func matchRoute(f fault, method string, segs []string) bool {
+	if f.method != method || len(f.segs) != len(segs) {
+		return false
+	}
+	for j, p := range f.segs {
+		if p == "*" || (strings.HasPrefix(p, "{") && strings.HasSuffix(p, "}")) {
+			continue
+		}
+		if p != segs[j] {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Server) addFault(route string, f fault) {
 	method, path, _ := strings.Cut(route, " ")
+	f.method, f.segs = method, splitRoute(path)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.rateLimits = append(s.rateLimits, rateLimit{method: method, segs: splitRoute(path), retryAfter: retryAfter})
+	s.faults = append(s.faults, f)
+}
+
+// RateLimitNext makes the next request matching route answer a per-route 429
+// with Discord's body and headers, and keeps that path's bucket empty for
+// retryAfter (on the Now clock). route is "METHOD /path" without the /api/v9
+// prefix; a segment in braces or "*" matches anything, e.g.
+// "POST /channels/{id}/messages".
+func (s *Server) RateLimitNext(route string, retryAfter time.Duration) {
+	s.addFault(route, fault{kind: faultRateLimit, d: retryAfter})
+}
+
+// GlobalRateLimitNext makes the next request on any route but the interaction
+// endpoints answer a global 429, and every such request for retryAfter after it.
+func (s *Server) GlobalRateLimitNext(retryAfter time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = append(s.faults, fault{kind: faultGlobal, d: retryAfter})
 }
 
 // DrainBucketNext makes the next request matching route succeed with headers
 // saying its bucket is empty for resetAfter, as Discord does on the last request
-// a bucket allows; the client should wait before its next request on that route.
+// a bucket allows; a request on that path before then gets a 429.
 func (s *Server) DrainBucketNext(route string, resetAfter time.Duration) {
-	method, path, _ := strings.Cut(route, " ")
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.rateLimits = append(s.rateLimits, rateLimit{method: method, segs: splitRoute(path), retryAfter: resetAfter, drain: true})
+	s.addFault(route, fault{kind: faultDrain, d: resetAfter})
 }
 
-// RateLimited is how many requests were answered with an injected 429.
+// SlowNext holds the next request matching route for d (real time) before
+// answering it, or until ReleaseSlow or Close.
+func (s *Server) SlowNext(route string, d time.Duration) {
+	s.addFault(route, fault{kind: faultSlow, d: d})
+}
+
+// FailNext answers the next request matching route with status and Discord error
+// code.
+func (s *Server) FailNext(route string, status, code int) {
+	s.addFault(route, fault{kind: faultFail, status: status, code: code})
+}
+
+// ReleaseSlow lets every held request go now.
+func (s *Server) ReleaseSlow() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-s.release:
+	default:
+		close(s.release)
+	}
+}
+
+// Held is how many requests SlowNext is holding right now.
+func (s *Server) Held() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.held
+}
+
+// SlowStarted is how many requests SlowNext has started holding.
+func (s *Server) SlowStarted() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.slowed
+}
+
+// RateLimited is how many requests were answered with a 429.
 func (s *Server) RateLimited() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.limited
 }
 
+// InvalidRequests is how many requests counted toward Discord's invalid-request
+// limit (401, 403, and 429 but scope shared).
+func (s *Server) InvalidRequests() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.invalid)
+}
+
+// Requests returns every REST request received so far, in order.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.requests...)
+}
+
 func (s *Server) handleGateway(w http.ResponseWriter, r *http.Request) {
-	url := "ws" + strings.TrimPrefix(s.srv.URL, "http") + "/gw"
+	s.mu.Lock()
+	now := s.Now()
+	s.rollBudgetLocked(now)
+	remaining := max(s.SessionStartTotal-s.budgetUsed, 0)
+	resetAfter := s.SessionStartReset
+	if !s.budgetStart.IsZero() {
+		resetAfter = s.budgetStart.Add(s.SessionStartReset).Sub(now)
+	}
+	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, map[string]any{
-		"url": url, "shards": 1,
-		"session_start_limit": map[string]int{"total": 1000, "remaining": 999, "reset_after": 0, "max_concurrency": 1},
+		"url": s.wsBase() + "/gw", "shards": 1,
+		"session_start_limit": map[string]any{"total": s.SessionStartTotal, "remaining": remaining,
+			"reset_after": resetAfter.Milliseconds(), "max_concurrency": 1},
 	})
+}
+
+// rollBudgetLocked starts a new identify window once the last one has passed.
+func (s *Server) rollBudgetLocked(now time.Time) {
+	if !s.budgetStart.IsZero() && !now.Before(s.budgetStart.Add(s.SessionStartReset)) {
+		s.budgetStart, s.budgetUsed = time.Time{}, 0
+	}
 }
 
 func (s *Server) botUser() map[string]any {
@@ -373,37 +723,50 @@ func (s *Server) handleChannel(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, body)
 }
 
-type postBody struct {
-	Content         string `json:"content"`
-	Flags           int    `json:"flags"`
-	AllowedMentions *struct {
-		Parse []string `json:"parse"`
-	} `json:"allowed_mentions"`
+type allowedMentions struct {
+	Parse       []string `json:"parse"`
+	Users       []string `json:"users"`
+	Roles       []string `json:"roles"`
+	RepliedUser bool     `json:"replied_user"`
 }
 
-func readPost(r *http.Request) (postBody, error) {
-	var b postBody
+type postBody struct {
+	Content          string           `json:"content"`
+	Flags            int              `json:"flags"`
+	AllowedMentions  *allowedMentions `json:"allowed_mentions"`
+	MessageReference *struct {
+		MessageID       string `json:"message_id"`
+		FailIfNotExists *bool  `json:"fail_if_not_exists"`
+	} `json:"message_reference"`
+}
+
+func readBody(r *http.Request, v any) error {
 	data, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 	if err != nil {
-		return b, err
+		return err
 	}
-	if err := json.Unmarshal(data, &b); err != nil {
-		return b, err
-	}
-	return b, nil
+	return json.Unmarshal(data, v)
 }
 
-func (b postBody) record(id, channel, via, token string) Message {
-	m := Message{ID: id, ChannelID: channel, Content: b.Content, Flags: b.Flags, Via: via, InteractionToken: token, At: time.Now()}
+// record turns a post into a Message; s.mu must be held.
+func (s *Server) recordLocked(b postBody, channel, via, token string) Message {
+	m := Message{ID: s.newID(), ChannelID: channel, Content: b.Content, Flags: b.Flags, Via: via, InteractionToken: token, At: time.Now()}
 	if b.AllowedMentions != nil {
 		p := append([]string{}, b.AllowedMentions.Parse...)
 		m.AllowedMentionsParse = &p
+		m.RepliedUser = b.AllowedMentions.RepliedUser
 	}
+	replied := ""
+	if b.MessageReference != nil {
+		m.Reference, m.FailIfNotExists = b.MessageReference.MessageID, b.MessageReference.FailIfNotExists
+		replied = s.known[m.Reference]
+	}
+	m.LiveMentions = liveMentions(b.Content, b.AllowedMentions, m.Reference != "", replied)
 	return m
 }
 
 func badRequest(w http.ResponseWriter, err error) {
-	writeJSON(w, http.StatusBadRequest, map[string]any{"code": 50109, "message": "The request body contains invalid JSON. " + err.Error()})
+	discordError(w, http.StatusBadRequest, 50109, "The request body contains invalid JSON. "+err.Error())
 }
 
 func (s *Server) messageJSON(m Message) map[string]any {
@@ -414,19 +777,25 @@ func (s *Server) messageJSON(m Message) map[string]any {
 }
 
 func (s *Server) handleChannelMessage(w http.ResponseWriter, r *http.Request) {
-	b, err := readPost(r)
-	if err != nil {
+	var b postBody
+	if err := readBody(r, &b); err != nil {
 		badRequest(w, err)
 		return
 	}
 	if len([]rune(b.Content)) > 2000 {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"code": 50035, "message": "Invalid Form Body: content must be 2000 or fewer in length."})
+		discordError(w, http.StatusBadRequest, 50035, "Invalid Form Body: content must be 2000 or fewer in length.")
 		return
 	}
 	ch := r.PathValue("id")
 	s.mu.Lock()
-	m := b.record(s.newID(), ch, "channel", "")
+	if ref := b.MessageReference; ref != nil && s.known[ref.MessageID] == "" && (ref.FailIfNotExists == nil || *ref.FailIfNotExists) {
+		s.mu.Unlock()
+		discordError(w, http.StatusBadRequest, 50035, "Invalid Form Body: message_reference: Unknown message")
+		return
+	}
+	m := s.recordLocked(b, ch, "channel", "")
 	s.messages = append(s.messages, m)
+	s.known[m.ID] = s.BotID
 	echo := s.EchoOwnMessages
 	guild := s.channels[ch].guildID
 	s.mu.Unlock()
@@ -447,9 +816,24 @@ func (s *Server) handleTyping(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// webhookInteraction finds the acknowledged interaction behind a webhook token.
+func (s *Server) webhookInteraction(w http.ResponseWriter, r *http.Request) (*interaction, bool) {
+	s.mu.Lock()
+	in := s.tokens[r.PathValue("token")]
+	ok := r.PathValue("app") == s.AppID && in != nil && in.acked && s.Now().Sub(in.issued) < 15*time.Minute
+	s.mu.Unlock()
+	if !ok {
+		discordError(w, http.StatusNotFound, 10015, "Unknown Webhook")
+	}
+	return in, ok
+}
+
 func (s *Server) handleWebhookEdit(w http.ResponseWriter, r *http.Request) {
-	b, err := readPost(r)
-	if err != nil {
+	if _, ok := s.webhookInteraction(w, r); !ok {
+		return
+	}
+	var b postBody
+	if err := readBody(r, &b); err != nil {
 		badRequest(w, err)
 		return
 	}
@@ -458,20 +842,23 @@ func (s *Server) handleWebhookEdit(w http.ResponseWriter, r *http.Request) {
 		via = "edit-original"
 	}
 	s.mu.Lock()
-	m := b.record(s.newID(), "", via, r.PathValue("token"))
+	m := s.recordLocked(b, "", via, r.PathValue("token"))
 	s.messages = append(s.messages, m)
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, s.messageJSON(m))
 }
 
 func (s *Server) handleFollowup(w http.ResponseWriter, r *http.Request) {
-	b, err := readPost(r)
-	if err != nil {
+	if _, ok := s.webhookInteraction(w, r); !ok {
+		return
+	}
+	var b postBody
+	if err := readBody(r, &b); err != nil {
 		badRequest(w, err)
 		return
 	}
 	s.mu.Lock()
-	m := b.record(s.newID(), "", "followup", r.PathValue("token"))
+	m := s.recordLocked(b, "", "followup", r.PathValue("token"))
 	s.messages = append(s.messages, m)
 	s.mu.Unlock()
 	if r.URL.Query().Get("wait") == "true" {
@@ -485,30 +872,41 @@ func (s *Server) handleCallback(w http.ResponseWriter, r *http.Request) {
 	var b struct {
 		Type int `json:"type"`
 		Data *struct {
-			Content string `json:"content"`
-			Flags   int    `json:"flags"`
+			postBody
 			Choices []struct {
 				Name  string `json:"name"`
 				Value any    `json:"value"`
 			} `json:"choices"`
 		} `json:"data"`
 	}
-	data, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-	if err == nil {
-		err = json.Unmarshal(data, &b)
-	}
-	if err != nil {
+	if err := readBody(r, &b); err != nil {
 		badRequest(w, err)
 		return
 	}
-	rec := InteractionResponse{InteractionID: r.PathValue("id"), Token: r.PathValue("token"), Type: b.Type, At: time.Now()}
+	now := time.Now()
+	s.mu.Lock()
+	in := s.interactions[r.PathValue("id")]
+	switch {
+	case in == nil || in.token != r.PathValue("token") || now.Sub(in.dispatched) > s.InteractionDeadline:
+		s.mu.Unlock()
+		discordError(w, http.StatusNotFound, 10062, "Unknown interaction")
+		return
+	case in.acked:
+		s.mu.Unlock()
+		discordError(w, http.StatusBadRequest, 40060, "Interaction has already been acknowledged.")
+		return
+	}
+	in.acked = true
+	rec := InteractionResponse{InteractionID: in.id, Token: in.token, Type: b.Type, At: now, Latency: now.Sub(in.dispatched)}
 	if b.Data != nil {
 		rec.Content, rec.Flags = b.Data.Content, b.Data.Flags
 		for _, c := range b.Data.Choices {
 			rec.Choices = append(rec.Choices, Choice{Name: c.Name, Value: fmt.Sprint(c.Value)})
 		}
+		if b.Type == 4 {
+			s.messages = append(s.messages, s.recordLocked(b.Data.postBody, "", "callback", in.token))
+		}
 	}
-	s.mu.Lock()
 	s.responses = append(s.responses, rec)
 	s.mu.Unlock()
 	w.WriteHeader(http.StatusNoContent)
@@ -516,11 +914,7 @@ func (s *Server) handleCallback(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleCommands(w http.ResponseWriter, r *http.Request) {
 	var cmds []*discordgo.ApplicationCommand
-	data, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-	if err == nil {
-		err = json.Unmarshal(data, &cmds)
-	}
-	if err != nil {
+	if err := readBody(r, &cmds); err != nil {
 		badRequest(w, err)
 		return
 	}
@@ -534,216 +928,13 @@ func (s *Server) handleCommands(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, cmds)
 }
 
-// ---- gateway ----
-
-type gwFrame struct {
-	Op int             `json:"op"`
-	D  json.RawMessage `json:"d"`
-	S  *int64          `json:"s,omitempty"`
-	T  string          `json:"t,omitempty"`
-}
-
-func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Query().Get("v") != "9" || r.URL.Query().Get("encoding") != "json" {
-		http.Error(w, "want v=9&encoding=json", http.StatusBadRequest)
-		return
-	}
-	ws, err := s.upgrader.Upgrade(w, r, nil)
-	if err != nil {
-		return
-	}
-	c := &gwConn{ws: ws}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		_ = ws.Close()
-		return
-	}
-	s.conns[c] = struct{}{}
-	s.wg.Add(1)
-	s.mu.Unlock()
-	defer s.wg.Done()
-	defer func() {
-		s.mu.Lock()
-		delete(s.conns, c)
-		if s.conn == c {
-			s.conn = nil
-		}
-		s.mu.Unlock()
-		_ = ws.Close()
-	}()
-	s.serveConn(c)
-}
-
-func (s *Server) serveConn(c *gwConn) {
-	ms := s.HeartbeatInterval.Milliseconds()
-	if ms <= 0 {
-		ms = 250
-	}
-	if err := c.write(map[string]any{"op": 10, "d": map[string]any{"heartbeat_interval": ms}}); err != nil {
-		return
-	}
-	// Handshake: Identify, or Resume; a Resume that cannot be honoured gets op 9
-	// (invalid session) and the client identifies on the same socket.
-	_ = c.ws.SetReadDeadline(time.Now().Add(5 * time.Second))
-handshake:
-	for {
-		var f gwFrame
-		if err := c.ws.ReadJSON(&f); err != nil {
-			return
-		}
-		switch f.Op {
-		case 2:
-			var id struct {
-				Token   string `json:"token"`
-				Intents int    `json:"intents"`
-			}
-			if json.Unmarshal(f.D, &id) != nil || !s.tokenOK(id.Token) {
-				_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(4004, "Authentication failed."), time.Now().Add(time.Second))
-				return
-			}
-			s.mu.Lock()
-			s.sessions++
-			s.sessionID = fmt.Sprintf("fake-session-%d", s.sessions)
-			s.identifies = append(s.identifies, id.Intents)
-			s.events = nil
-			s.seq = 0
-			ready := map[string]any{
-				"v": 9, "session_id": s.sessionID, "user": s.botUser(),
-				"resume_gateway_url": "ws" + strings.TrimPrefix(s.srv.URL, "http") + "/gw",
-				"application":        map[string]any{"id": s.AppID, "flags": 0},
-				"guilds":             []any{}, "private_channels": []any{},
-			}
-			err := s.dispatchLocked(c, "READY", ready)
-			if err == nil {
-				s.conn = c
-			}
-			s.mu.Unlock()
-			if err != nil {
-				return
-			}
-			break handshake
-		case 6:
-			var rs struct {
-				Token     string `json:"token"`
-				SessionID string `json:"session_id"`
-				Seq       int64  `json:"seq"`
-			}
-			s.mu.Lock()
-			ok := json.Unmarshal(f.D, &rs) == nil && s.tokenOK(rs.Token) && rs.SessionID != "" && rs.SessionID == s.sessionID
-			if !ok {
-				s.mu.Unlock()
-				if c.write(map[string]any{"op": 9, "d": false}) != nil {
-					return
-				}
-				continue
-			}
-			s.resumes++
-			var err error
-			for _, e := range s.events {
-				if e.seq > rs.Seq && err == nil {
-					err = c.writeRaw(e.data)
-				}
-			}
-			if err == nil {
-				err = s.dispatchLocked(c, "RESUMED", map[string]any{})
-			}
-			if err == nil {
-				s.conn = c
-			}
-			s.mu.Unlock()
-			if err != nil {
-				return
-			}
-			break handshake
-		default:
-			return
-		}
-	}
-	_ = c.ws.SetReadDeadline(time.Time{})
-	for {
-		var f gwFrame
-		if err := c.ws.ReadJSON(&f); err != nil {
-			return
-		}
-		if f.Op == 1 {
-			if err := c.write(map[string]any{"op": 11}); err != nil {
-				return
-			}
-		}
-	}
-}
-
-func (c *gwConn) writeRaw(b []byte) error {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	_ = c.ws.SetWriteDeadline(time.Now().Add(2 * time.Second))
-	return c.ws.WriteMessage(websocket.TextMessage, b)
-}
-
-func (s *Server) tokenOK(tok string) bool {
-	return s.Token == "" || tok == "Bot "+s.Token
-}
-
-// dispatchLocked numbers, logs and writes one dispatch to c (or only logs it when c
-// is nil, for replay on resume). s.mu must be held.
-func (s *Server) dispatchLocked(c *gwConn, t string, d any) error {
-	data, err := json.Marshal(d)
-	if err != nil {
-		return err
-	}
-	s.seq++
-	frame, err := json.Marshal(gwFrame{Op: 0, D: data, S: &s.seq, T: t})
-	if err != nil {
-		return err
-	}
-	s.events = append(s.events, event{seq: s.seq, data: frame})
-	if c == nil {
-		return nil
-	}
-	return c.writeRaw(frame)
-}
-
-// Dispatch sends one gateway event to the connected client; while no client is
-// connected the event is kept and replayed on resume, as Discord does.
-func (s *Server) Dispatch(t string, d any) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c := s.conn
-	if err := s.dispatchLocked(c, t, d); err != nil && s.conn == c {
-		s.conn = nil
-	}
-}
-
-// ForceReconnect makes the connected client reconnect: op 7, or a dropped socket.
-func (s *Server) ForceReconnect(mode ReconnectMode) error {
-	s.mu.Lock()
-	c := s.conn
-	s.conn = nil
-	s.mu.Unlock()
-	if c == nil {
-		return errors.New("fakediscord: no gateway connection")
-	}
-	if mode == ReconnectOp7 {
-		return c.write(map[string]any{"op": 7, "d": nil})
-	}
-	return c.ws.UnderlyingConn().Close()
-}
-
-// InvalidateSession forgets the gateway session, so the next Resume is answered with
-// op 9 (invalid session) and the client must identify again.
-func (s *Server) InvalidateSession() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.sessionID = ""
-}
-
 // ---- dispatch helpers ----
 
 // SendMessage dispatches MESSAGE_CREATE and returns the message id.
 func (s *Server) SendMessage(m Msg) string {
 	s.mu.Lock()
 	id := s.newID()
+	s.known[id] = m.AuthorID
 	if m.GuildID == "" {
 		if _, ok := s.channels[m.ChannelID]; !ok {
 			s.channels[m.ChannelID] = channelInfo{typ: 1}
@@ -767,8 +958,23 @@ func (s *Server) SendMessage(m Msg) string {
 	if m.GuildID != "" {
 		body["guild_id"] = m.GuildID
 	}
+	if s.contentWithheld(m) {
+		body["content"] = "" // no MESSAGE_CONTENT intent, no mention of the bot, not a DM
+	}
 	s.Dispatch("MESSAGE_CREATE", body)
 	return id
+}
+
+// contentWithheld reports whether Discord would send m without its content: the
+// session lacks MESSAGE_CONTENT and m is a guild message that does not mention the
+// bot. https://discord.com/developers/docs/events/gateway#message-content-intent
+func (s *Server) contentWithheld(m Msg) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.identifies) == 0 || m.GuildID == "" || m.MentionBot {
+		return false
+	}
+	return s.identifies[len(s.identifies)-1]&int(discordgo.IntentsMessageContent) == 0
 }
 
 // SendMention dispatches a guild message "<@bot> text" from user in channel.
@@ -801,6 +1007,8 @@ func (s *Server) interaction(typ int, c Command) (id, token string) {
 	s.mu.Lock()
 	id = s.newID()
 	token = "itok-" + id
+	in := &interaction{id: id, token: token, dispatched: time.Now(), issued: s.Now()}
+	s.interactions[id], s.tokens[token] = in, in
 	s.mu.Unlock()
 	opts := []map[string]any{}
 	for _, o := range c.Options {
@@ -827,7 +1035,7 @@ func (s *Server) interaction(typ int, c Command) (id, token string) {
 }
 
 // SendCommand dispatches an application command interaction; it returns the
-// interaction id and token.
+// interaction id and token. The deadline for its first response starts now.
 func (s *Server) SendCommand(c Command) (id, token string) { return s.interaction(2, c) }
 
 // SendAutocomplete dispatches an autocomplete interaction (mark the option being typed
@@ -843,7 +1051,7 @@ func (s *Server) Messages() []Message {
 	return append([]Message(nil), s.messages...)
 }
 
-// InteractionResponses returns every interaction callback so far.
+// InteractionResponses returns every accepted interaction callback so far.
 func (s *Server) InteractionResponses() []InteractionResponse {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -864,11 +1072,26 @@ func (s *Server) Typings() []string {
 	return append([]string(nil), s.typings...)
 }
 
-// Identifies returns the intents of every Identify received.
+// Identifies returns the intents of every Identify received (refused ones too).
 func (s *Server) Identifies() []int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]int(nil), s.identifies...)
+}
+
+// LastShard is the shard of the last Identify (nil = none sent).
+func (s *Server) LastShard() *[2]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastShard
+}
+
+// OverIdentifies is how many identifies came with no budget left (each would have
+// made Discord reset the token).
+func (s *Server) OverIdentifies() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.overIdentify
 }
 
 // Resumes is how many op 6 Resume were accepted.
@@ -876,6 +1099,20 @@ func (s *Server) Resumes() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.resumes
+}
+
+// ResumePaths returns the path ("/gw/" or "/gw-resume/") of every Resume received.
+func (s *Server) ResumePaths() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.resumePaths...)
+}
+
+// Closes returns the close code of every close frame the client sent.
+func (s *Server) Closes() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]int(nil), s.closes...)
 }
 
 // Connected reports whether a client is connected (after READY or RESUMED).
