@@ -30,6 +30,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bwmarrin/discordgo"
@@ -125,12 +126,18 @@ type Adapter struct {
 	notThreads   *adapters.Recent // channel ids known not to be threads
 	seen         *adapters.Recent // event ids already delivered (resume replays)
 	interactions *interactionStore
+
+	connected atomic.Bool // a gateway connection is up (adapters.Connector)
 }
 
 var (
-	_ adapters.Adapter = (*Adapter)(nil)
-	_ adapters.Typer   = (*Adapter)(nil)
+	_ adapters.Adapter   = (*Adapter)(nil)
+	_ adapters.Typer     = (*Adapter)(nil)
+	_ adapters.Connector = (*Adapter)(nil)
 )
+
+// Connected reports whether a gateway connection is up now.
+func (a *Adapter) Connected() bool { return a.connected.Load() }
 
 // New builds the adapter; nothing connects until Run.
 func New(cfg Config) (*Adapter, error) {

@@ -108,6 +108,12 @@ func newE2E(t testing.TB, opts ...e2eOpts) *world {
 	if err := e.fake.WaitConnected(wait, 1, 0); err != nil {
 		t.Fatal(err)
 	}
+	// The bot reports itself connected (the "ready" line and /readyz wait for it).
+	cctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if err := e.Sys.WaitConnected(cctx); err != nil {
+		t.Fatalf("the system never reported the Discord gateway connected: %v", err)
+	}
 	if err := fakediscord.WaitFor(wait, func() bool { return len(e.fake.Commands()) > 0 }); err != nil {
 		t.Fatal(err)
 	}

@@ -242,9 +242,11 @@ func (a *Adapter) supervise(ctx context.Context) error {
 
 		// Connected: wait until discordgo has torn this connection down (or the
 		// bot stops).
+		a.connected.Store(true)
 		for conn.deadErr() == nil {
 			select {
 			case <-ctx.Done():
+				a.connected.Store(false)
 				conn.stopping()
 				if err := s.Close(); err != nil {
 					a.log.Warn("discord close", "err", err)
@@ -253,6 +255,7 @@ func (a *Adapter) supervise(ctx context.Context) error {
 			case <-disc:
 			}
 		}
+		a.connected.Store(false)
 		old = append(old, s)
 		if len(old) > 8 { // long gone: their teardown has finished
 			old = old[len(old)-8:]
