@@ -4,6 +4,7 @@ package discord_test
 // failover engine on SQLite, the real llm client against fakeprovider, a fake clock.
 
 import (
+	"context"
 	"maps"
 	"slices"
 	"strings"
