@@ -229,7 +229,7 @@ func (h *harness) clientsFunc(log *slog.Logger) func(provider, profile string) (
 			return c, nil
 		}
 		c, err := llm.New(llm.Config{Provider: provider, BaseURL: h.url + "/" + provider + "/v1", ProfileID: profile,
-			APIKey: canaryKeys[profile], IdleTimeout: h.idle, Logger: log})
+			APIKey: canaryKeys[profile], IdleTimeout: h.idle, Logger: log, Now: h.clock.Now})
 		if err != nil {
 			return nil, err
 		}

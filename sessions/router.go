@@ -49,20 +49,24 @@ type ModelInfo struct {
 
 // Config is everything the router needs, mapped from config.Config by cmd/bot.
 type Config struct {
-	Primary         failover.ModelRef
-	Fallbacks       []failover.ModelRef
-	SystemPrompt    string
-	Agents          []Agent
-	Models          map[failover.ModelRef]ModelInfo
-	Profiles        map[string][]failover.Profile // by provider
-	Order           map[string][]string           // auth.order
-	Providers       []string                      // configured provider ids
-	Notices         string                        // "all" | "direct_only" | "off" (B4)
-	AdminChannel    string                        // "slack:C0123", "discord:123", "console", "" = none
-	AdminUsers      []string                      // "slack:U123", "discord:456"
-	Access          Access                        // who may talk to the bot and where (T5)
-	ProbeInterval   time.Duration                 // S3: 5m
-	MaxMessageBytes int                           // limits.max_message_bytes (65536)
+	Primary      failover.ModelRef
+	Fallbacks    []failover.ModelRef
+	SystemPrompt string
+	Agents       []Agent
+	Models       map[failover.ModelRef]ModelInfo
+	Profiles     map[string][]failover.Profile // by provider
+	Order        map[string][]string           // auth.order
+	Providers    []string                      // configured provider ids
+	Notices      string                        // "all" | "direct_only" | "off" (B4)
+	AdminChannel string                        // "slack:C0123", "discord:123", "console", "" = none
+	AdminUsers   []string                      // "slack:U123", "discord:456"
+	Access       Access                        // who may talk to the bot and where (T5)
+	// NoProgress and NoStream turn live replies off per channel name
+	// (channels.<name>.progress / stream: false; L1, L2).
+	NoProgress      map[string]bool
+	NoStream        map[string]bool
+	ProbeInterval   time.Duration // S3: 5m
+	MaxMessageBytes int           // limits.max_message_bytes (65536)
 	IdleTimeout     time.Duration
 	AttemptTimeout  time.Duration
 	RunTimeout      time.Duration

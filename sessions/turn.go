@@ -42,13 +42,9 @@ func (r *Router) process(ctx context.Context, in adapters.Inbound) {
 		r.send(ctx, reply(in, adapters.KindError, "empty message; nothing to answer"))
 		return
 	}
-	r.mu.Lock()
-	a := r.adapters[in.Channel]
-	r.mu.Unlock()
-	if t, ok := a.(adapters.Typer); ok {
-		_ = t.Typing(ctx, in)
-	}
-	r.turn(ctx, in)
+	lv := r.startLive(ctx, in) // L1: progress within a second, before any call
+	defer lv.stop()
+	r.turn(ctx, in, lv)
 }
 
 // selection is which model a session uses and why.
@@ -182,6 +178,7 @@ type turnState struct {
 	switched failover.ModelRef // O6: the live switch already handed to the engine
 	hist     []Message         // the history in ts.prompt (R15 compaction drops from it)
 	system   string
+	live     *live // progress and the growing reply (L1-L3)
 }
 
 const (
@@ -247,13 +244,13 @@ func buildPrompt(system string, hist []Message, user string, window int) (msgs [
 func (r *Router) window(ref failover.ModelRef) int { return r.cfg.Models[ref].ContextWindow }
 
 // turn answers one user message through the failover engine.
-func (r *Router) turn(ctx context.Context, in adapters.Inbound) {
-	r.turnOnce(ctx, in, true)
+func (r *Router) turn(ctx context.Context, in adapters.Inbound, lv *live) {
+	r.turnOnce(ctx, in, lv, true)
 }
 
 // turnOnce runs one turn; mayRestart allows one restart when the user switched
 // models while it ran and the engine could not jump to that model (O6).
-func (r *Router) turnOnce(ctx context.Context, in adapters.Inbound, mayRestart bool) {
+func (r *Router) turnOnce(ctx context.Context, in adapters.Inbound, lv *live, mayRestart bool) {
 	e, err := r.st.load(ctx, in.SessionKey)
 	if err != nil {
 		r.log.Error("load session", "session", in.SessionKey, "err", err)
@@ -264,7 +261,7 @@ func (r *Router) turnOnce(ctx context.Context, in adapters.Inbound, mayRestart b
 		_ = r.st.patch(ctx, e.Key, map[string]any{"live_switch": false})
 	}
 	now := r.clock.Now()
-	ts := &turnState{in: in, entry: e, sel: r.selectionFor(e, in.Channel), cur: snapshot(e)}
+	ts := &turnState{in: in, entry: e, sel: r.selectionFor(e, in.Channel), cur: snapshot(e), live: lv}
 	if ts.sel.source == failover.SourceAuto && (e.LastProbeAt == nil || !now.Before(e.LastProbeAt.Add(r.cfg.ProbeInterval))) {
 		// S3: re-try the origin first with the real request; persist the probe time
 		// first so a crash cannot make every restart probe again.
@@ -308,7 +305,7 @@ func (r *Router) turnOnce(ctx context.Context, in adapters.Inbound, mayRestart b
 		// O6: the user's new model is not in this chain; start the turn again
 		// on it. Nothing was stored for the abandoned run but its attempts.
 		r.recordAttempts(ctx, r.db, ts)
-		r.turnOnce(ctx, in, false)
+		r.turnOnce(ctx, in, lv, false)
 		return
 	}
 	if err != nil {
@@ -428,6 +425,7 @@ func (r *Router) run(ctx context.Context, ts *turnState) (failover.Result, error
 		},
 		AfterFailedFallback: func(ctx context.Context, c failover.Candidate, f failover.Failure) { r.afterFailedFallback(ctx, ts, c) },
 		OnAttempt:           func(a failover.AttemptRecord) { ts.attempts = append(ts.attempts, a) },
+		OnWait:              ts.live.waiting, // R6, L1: say what the turn waits for
 		// R15: a timeout on a prompt above 65% of the window compacts and retries.
 		Compact: func(ctx context.Context) (int, bool) {
 			if !r.compactHalf(ctx, ts) {
@@ -454,7 +452,8 @@ func (r *Router) run(ctx context.Context, ts *turnState) (failover.Result, error
 		if a.Kind == failover.AttemptNudged { // R13
 			msgs = append(append([]llm.Message{}, msgs...), llm.Message{Role: "system", Content: "Your previous reply was empty. Answer the user's last message."})
 		}
-		return c.Chat(ctx, llm.Request{Model: a.Candidate.Model, Messages: msgs, MaxTokens: r.cfg.MaxTokens}, nil)
+		ts.live.beginAttempt()
+		return c.Chat(ctx, llm.Request{Model: a.Candidate.Model, Messages: msgs, MaxTokens: r.cfg.MaxTokens}, ts.live.delta(ctx))
 	}
 	return r.engine.Run(ctx, req, attempt)
 }
@@ -607,7 +606,7 @@ func (r *Router) succeed(ctx context.Context, ts *turnState, res failover.Result
 	})
 	if err != nil {
 		r.log.Error("store turn", "session", e.Key, "err", err)
-		r.send(ctx, reply(ts.in, adapters.KindError, "internal error: the answer could not be stored; please try again"))
+		r.answer(ctx, ts, reply(ts.in, adapters.KindError, "internal error: the answer could not be stored; please try again"))
 		return
 	}
 	r.closeIncident()
@@ -616,7 +615,15 @@ func (r *Router) succeed(ctx context.Context, ts *turnState, res failover.Result
 	}
 	out := reply(ts.in, adapters.KindReply, res.Output.Text)
 	out.Model = string(answered)
-	r.send(ctx, out)
+	r.answer(ctx, ts, out)
+}
+
+// answer posts a turn's final message: into the growing reply when one was
+// streamed (replacing any partial text, L3), else as one message.
+func (r *Router) answer(ctx context.Context, ts *turnState, out adapters.Outbound) {
+	if !ts.live.finish(ctx, out) {
+		r.send(ctx, out)
+	}
 }
 
 // fail tells the user why no answer came, and the admin when every model is down.
@@ -651,7 +658,7 @@ func (r *Router) fail(ctx context.Context, ts *turnState, err error) {
 		r.log.Warn("turn failed", "session", ts.entry.Key, "err", notices.Redact(err.Error()))
 		text = "the request failed; please try again"
 	}
-	r.send(ctx, reply(ts.in, adapters.KindError, text))
+	r.answer(ctx, ts, reply(ts.in, adapters.KindError, text))
 }
 
 // closeIncident ends the V4 incident after a success. The in-memory flag keeps

@@ -1,0 +1,136 @@
+package sessions
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/detourbot/detour/adapters"
+	"github.com/detourbot/detour/failover"
+)
+
+// live is one turn's live reply: the progress indicator (L1) and the reply that
+// grows as the model writes it (L2), replaced in place when the attempt that wrote
+// it fails and another answers (L3). Adapters without the capabilities get none
+// of it, and the router posts the whole answer once.
+type live struct {
+	in       adapters.Inbound
+	log      *slog.Logger
+	ind      adapters.Indicator // nil: no progress shown
+	streamer adapters.Streamer  // nil: no streaming
+
+	mu     sync.Mutex
+	stream adapters.Stream // started at the first text of any attempt
+	text   strings.Builder // the current attempt's text so far
+	broken bool            // the stream failed: the answer is posted whole
+}
+
+// startLive starts the progress display of a turn and prepares its stream, as the
+// channel's adapter and the configuration allow.
+func (r *Router) startLive(ctx context.Context, in adapters.Inbound) *live {
+	l := &live{in: in, log: r.log}
+	r.mu.Lock()
+	a := r.adapters[in.Channel]
+	r.mu.Unlock()
+	if p, ok := a.(adapters.Progress); ok && !r.cfg.NoProgress[in.Channel] {
+		l.ind = p.StartProgress(ctx, in)
+	} else if t, ok := a.(adapters.Typer); ok && !r.cfg.NoProgress[in.Channel] {
+		_ = t.Typing(ctx, in)
+	}
+	if s, ok := a.(adapters.Streamer); ok && !r.cfg.NoStream[in.Channel] {
+		l.streamer = s
+	}
+	return l
+}
+
+// waiting shows what the turn waits for during a provider's stated wait (R6, L1).
+func (l *live) waiting(c failover.Candidate, d time.Duration, f failover.Failure) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	ind := l.ind
+	l.mu.Unlock()
+	if ind != nil {
+		ind.Status(fmt.Sprintf("waiting %s for %s: %s", d.Round(time.Second), c.Provider, f.Reason))
+	}
+}
+
+// beginAttempt starts a new attempt's text: what an earlier attempt showed is
+// replaced by this one's first words (L3).
+func (l *live) beginAttempt() {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	l.text.Reset()
+	l.mu.Unlock()
+}
+
+// delta adds the model's next words (called from the LLM client's stream).
+func (l *live) delta(ctx context.Context) func(string) {
+	if l == nil || l.streamer == nil {
+		return nil
+	}
+	return func(d string) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.broken || d == "" {
+			return
+		}
+		l.text.WriteString(d)
+		if l.stream == nil {
+			s, err := l.streamer.StartStream(ctx, l.in)
+			if err != nil {
+				l.log.Warn("streaming refused; the answer is posted whole", "session", l.in.SessionKey, "err", err)
+				l.broken = true
+				return
+			}
+			l.stream = s
+		}
+		if err := l.stream.Update(ctx, l.text.String()); err != nil {
+			l.log.Warn("stream update failed; the answer is posted whole", "session", l.in.SessionKey, "err", err)
+			l.broken = true
+		}
+	}
+}
+
+// finish ends the live reply with out (the answer or an error): the stream, when
+// one was started, is replaced by it; otherwise the caller posts out itself
+// (handled is false). The progress display stops first.
+func (l *live) finish(ctx context.Context, out adapters.Outbound) (handled bool) {
+	if l == nil {
+		return false
+	}
+	l.stop()
+	l.mu.Lock()
+	s := l.stream
+	l.stream = nil
+	l.mu.Unlock()
+	if s == nil {
+		return false
+	}
+	if err := s.Finish(ctx, out); err != nil {
+		// Better shown twice than lost: the caller posts it whole.
+		l.log.Warn("finishing the streamed reply failed; posting it whole", "session", l.in.SessionKey, "err", err)
+		return false
+	}
+	return true
+}
+
+// stop clears the progress display (once).
+func (l *live) stop() {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	ind := l.ind
+	l.ind = nil
+	l.mu.Unlock()
+	if ind != nil {
+		ind.Stop()
+	}
+}
