@@ -178,35 +178,39 @@ type Server struct {
 
 	srv *httptest.Server
 
-	mu          sync.Mutex
-	changed     chan struct{} // closed and replaced on every recorded change
-	posts       []Post
-	acks        []Ack
-	throttles   []Throttle
-	dropped     []Sent
-	opens       int // apps.connections.open calls answered ok
-	connects    int // WebSocket upgrades accepted
-	refused     int // sockets refused with too_many_websockets
-	calls       map[string]int
-	conns       []*wsConn // open sockets, oldest first
-	rr          int       // round-robin cursor over conns
-	byEvent     map[string]map[string]any
-	envs        map[string]*envelope // unacked events_api envelopes by envelope id
-	rateLimit   map[string][]int
-	failNext    map[string][]string
-	slow        map[string]time.Duration
-	lastPost    map[string]time.Time // channel → last accepted chat.postMessage
-	eventTimes  []time.Time          // deliveries within the last hour (events budget)
-	limitedMin  int64                // minute of the last app_rate_limited sent
-	dropAcks    int
-	linkOff     bool
-	seq         int
-	closed      bool
-	connWG      sync.WaitGroup
-	timerWG     sync.WaitGroup
-	connCtx     context.Context
-	connCancel  context.CancelFunc
-	rateLimited int // app_rate_limited envelopes sent
+	mu           sync.Mutex
+	changed      chan struct{} // closed and replaced on every recorded change
+	posts        []Post
+	acks         []Ack
+	throttles    []Throttle
+	dropped      []Sent
+	opens        int // apps.connections.open calls answered ok
+	connects     int // WebSocket upgrades accepted
+	refused      int // sockets refused with too_many_websockets
+	calls        map[string]int
+	conns        []*wsConn // open sockets, oldest first
+	rr           int       // round-robin cursor over conns
+	byEvent      map[string]map[string]any
+	envs         map[string]*envelope // unacked events_api envelopes by envelope id
+	rateLimit    map[string][]int
+	failNext     map[string][]string
+	slow         map[string]*slowGate
+	lastPost     map[string]time.Time // channel → last accepted chat.postMessage
+	eventTimes   []time.Time          // deliveries within the last hour (events budget)
+	limitedMin   int64                // minute of the last app_rate_limited sent
+	dropAcks     int
+	linkOff      bool
+	seq          int
+	closed       bool
+	connWG       sync.WaitGroup
+	timerWG      sync.WaitGroup
+	connCtx      context.Context
+	connCancel   context.CancelFunc
+	rateLimited  int            // app_rate_limited envelopes sent
+	inflight     map[string]int // channel → chat.postMessage calls being answered
+	retried      int            // envelopes sent again after a missed ack
+	retriedAcked int            // of those, acked
+	deliveries   map[int]int    // socket number → envelopes written
 }
 
 // envelope is an events_api delivery waiting for its ack.
@@ -216,7 +220,21 @@ type envelope struct {
 	timer   *time.Timer
 }
 
+// acked records the ack of envelope envID; s.mu must be held.
+func (s *Server) ackedLocked(envID string) {
+	e, ok := s.envs[envID]
+	if !ok {
+		return
+	}
+	e.timer.Stop()
+	delete(s.envs, envID)
+	if e.attempt > 0 {
+		s.retriedAcked++
+	}
+}
+
 type wsConn struct {
+	id   int // socket number, 1 = the first accepted
 	c    *websocket.Conn
 	wmu  sync.Mutex
 	done chan struct{} // closed when the reader ends
@@ -251,7 +269,9 @@ func New() *Server {
 		envs:             map[string]*envelope{},
 		rateLimit:        map[string][]int{},
 		failNext:         map[string][]string{},
-		slow:             map[string]time.Duration{},
+		slow:             map[string]*slowGate{},
+		inflight:         map[string]int{},
+		deliveries:       map[int]int{},
 		lastPost:         map[string]time.Time{},
 		connCtx:          ctx,
 		connCancel:       cancel,
@@ -331,12 +351,67 @@ func (s *Server) FailNext(method, errCode string) {
 	s.failNext[method] = append(s.failNext[method], errCode)
 }
 
+// slowGate delays the posts of one channel until d passes or release closes.
+type slowGate struct {
+	d       time.Duration
+	release chan struct{}
+}
+
 // Slow makes every chat.postMessage to channel take d (real time) before it is
-// answered; d 0 ends it. A client that gives up, or Close, ends the wait.
+// answered. Slow(channel, 0) ends it and releases the posts waiting; a client that
+// gives up, or Close, ends a wait too.
 func (s *Server) Slow(channel string, d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.slow[channel] = d
+	if g := s.slow[channel]; g != nil {
+		close(g.release)
+		delete(s.slow, channel)
+	}
+	if d > 0 {
+		s.slow[channel] = &slowGate{d: d, release: make(chan struct{})}
+	}
+}
+
+// InFlight is how many chat.postMessage calls to channel are being answered now.
+func (s *Server) InFlight(channel string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.inflight[channel]
+}
+
+// WaitInFlight waits until n chat.postMessage calls to channel are in flight.
+func (s *Server) WaitInFlight(channel string, n int, timeout time.Duration) error {
+	if !s.waitFor(timeout, func() bool { return s.inflight[channel] >= n }) {
+		return fmt.Errorf("fakeslack: want %d posts in flight to %s, have %d", n, channel, s.InFlight(channel))
+	}
+	return nil
+}
+
+// Retried is how many envelopes were sent again because their ack did not come.
+func (s *Server) Retried() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.retried
+}
+
+// WaitRetried waits until at least n envelopes were sent again and acked.
+func (s *Server) WaitRetried(n int, timeout time.Duration) error {
+	if !s.waitFor(timeout, func() bool { return s.retriedAcked >= n }) {
+		return fmt.Errorf("fakeslack: want %d retried envelopes acked, have %d (sent %d)", n, s.retriedAcked, s.Retried())
+	}
+	return nil
+}
+
+// Deliveries counts the envelopes written to each socket, by socket number (1 =
+// the first accepted).
+func (s *Server) Deliveries() map[int]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[int]int{}
+	for k, v := range s.deliveries {
+		out[k] = v
+	}
+	return out
 }
 
 // DropAcks makes the fake lose the next n acks, as if they never arrived: their
@@ -642,6 +717,9 @@ func (s *Server) deliver(b []byte) bool {
 	s.mu.Unlock()
 	for _, c := range order {
 		if c.write(b) == nil {
+			s.mu.Lock()
+			s.deliveries[c.id]++
+			s.mu.Unlock()
 			return true
 		}
 	}
@@ -742,6 +820,9 @@ func (s *Server) expire(envID string) {
 	s.mu.Unlock()
 	if retry {
 		defer s.timerWG.Done()
+		s.mu.Lock()
+		s.retried++
+		s.mu.Unlock()
 		s.send(e.eventID, e.attempt+1)
 	}
 }
@@ -996,17 +1077,28 @@ func (s *Server) recordPost(w http.ResponseWriter, r *http.Request, method, toke
 	linkNames := r.Form.Get("link_names") == "1" || r.Form.Get("link_names") == "true" || r.Form.Get("parse") == "full"
 	p.Mentions = append(LiveMentions(p.Text, linkNames), blockMentions(p.Blocks)...)
 
-	s.mu.Lock()
-	d := s.slow[p.Channel]
-	s.mu.Unlock()
-	if d > 0 && method == "chat.postMessage" {
-		t := time.NewTimer(d)
-		select {
-		case <-t.C:
-		case <-r.Context().Done():
-		case <-s.connCtx.Done():
+	if method == "chat.postMessage" {
+		s.mu.Lock()
+		s.inflight[p.Channel]++
+		g := s.slow[p.Channel]
+		s.notifyLocked()
+		s.mu.Unlock()
+		if g != nil {
+			t := time.NewTimer(g.d)
+			select {
+			case <-t.C:
+			case <-g.release:
+			case <-r.Context().Done():
+			case <-s.connCtx.Done():
+			}
+			t.Stop()
 		}
-		t.Stop()
+		defer func() {
+			s.mu.Lock()
+			s.inflight[p.Channel]--
+			s.notifyLocked()
+			s.mu.Unlock()
+		}()
 	}
 
 	s.mu.Lock()
@@ -1178,6 +1270,7 @@ func (s *Server) handleSocket(w http.ResponseWriter, r *http.Request) {
 	}
 	s.conns = append(s.conns, wc)
 	s.connects++
+	wc.id = s.connects
 	open := len(s.conns)
 	s.connWG.Add(2)
 	s.notifyLocked()
@@ -1231,10 +1324,7 @@ func (s *Server) handleSocket(w http.ResponseWriter, r *http.Request) {
 				s.mu.Unlock()
 				continue
 			}
-			if e, ok := s.envs[a.EnvelopeID]; ok {
-				e.timer.Stop()
-				delete(s.envs, a.EnvelopeID)
-			}
+			s.ackedLocked(a.EnvelopeID)
 			s.acks = append(s.acks, Ack(a))
 			s.notifyLocked()
 			s.mu.Unlock()

@@ -343,6 +343,9 @@ func TestSockets_SpreadAndLimit(t *testing.T) {
 	if got[a] != 2 || got[b] != 2 {
 		t.Fatalf("spread a=%d b=%d", got[a], got[b])
 	}
+	if d := s.Deliveries(); d[1] != 2 || d[2] != 2 {
+		t.Fatalf("deliveries = %v", d)
+	}
 	c := dialRaw(t, s)
 	if d := c.next("disconnect"); d["reason"] != "too_many_websockets" {
 		t.Fatalf("third socket got %v", d)
@@ -486,5 +489,35 @@ func TestLiveMentions(t *testing.T) {
 	sort.Strings(got)
 	if fmt.Sprint(got) != "[<@U1> @channel rich_text:broadcast:here rich_text:user:U9]" {
 		t.Fatalf("blockMentions = %v", got)
+	}
+}
+
+// Slow holds the posts of one channel until released; other channels are answered.
+func TestSlow_HoldsOneChannelUntilReleased(t *testing.T) {
+	s := New()
+	s.Start()
+	defer s.Close()
+	api := client(s)
+	done := make(chan error, 1)
+	s.Slow("CSLOW", time.Minute)
+	go func() {
+		_, _, err := api.PostMessageContext(context.Background(), "CSLOW", slack.MsgOptionText("slow", false))
+		done <- err
+	}()
+	if err := s.WaitInFlight("CSLOW", 1, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := api.PostMessageContext(context.Background(), "C2", slack.MsgOptionText("fast", false)); err != nil {
+		t.Fatal(err)
+	}
+	if ps := s.Posts(); len(ps) != 1 || ps[0].Channel != "C2" {
+		t.Fatalf("posts = %+v", ps)
+	}
+	s.Slow("CSLOW", 0)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if s.InFlight("CSLOW") != 0 || len(s.Posts()) != 2 {
+		t.Fatalf("in flight %d, posts %d", s.InFlight("CSLOW"), len(s.Posts()))
 	}
 }
