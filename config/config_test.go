@@ -338,11 +338,20 @@ func TestParse_ValueErrors(t *testing.T) {
 		{"agents2: 1\n", "c.yaml:4: agents2: unknown key"},
 		{"notices: [all]\n", "c.yaml:4: notices: must be a mapping"},
 		{"channels: {console: {enabled: maybe}}\n", "channels.console.enabled: bad boolean"},
+		{"channels: {slack: {events: some}}\n", "c.yaml:4: channels.slack.events: unknown value \"some\": want all or mentions"},
 	}
 	for _, tt := range tests {
 		_, err := Parse("c.yaml", []byte(base+tt.extra), nil)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%q: got %v, want %q", tt.extra, err, tt.want)
+		}
+	}
+	// channels.slack.events: all by default, mentions when asked (a mention-only
+	// workspace; the key works while Slack is off too).
+	for extra, want := range map[string]string{"": "all", "channels: {slack: {events: mentions}}\n": "mentions"} {
+		cfg, err := Parse("c.yaml", []byte(base+extra), nil)
+		if err != nil || cfg.Channels.Slack.Events != want {
+			t.Errorf("%q: events = %v (%v), want %s", extra, cfg, err, want)
 		}
 	}
 	// A duplicate top-level key.
