@@ -174,8 +174,9 @@ func TestE2E_SlackThreadFallbackCommandsAndReliability(t *testing.T) {
 		t.Fatalf("!status:%s", describe(ps))
 	}
 
-	// 4. /model as a native slash command applies to the channel's session and is
-	//    answered ephemerally; "!model" in the thread applies to the thread (S4).
+	// 4. /model as a native slash command sets the channel's default for new
+	//    threads (stored on the channel's session) and is answered ephemerally;
+	//    "!model" in the thread applies to the thread (S4).
 	s := e.slack.Slash("/model", "p3/gamma", "C1", "U1")
 	if _, err := e.slack.WaitAck(s.EnvelopeID, wait); err != nil {
 		t.Fatal(err)

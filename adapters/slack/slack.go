@@ -413,7 +413,8 @@ func (a *Adapter) slashAckPayload(evt socketmode.Event) any {
 	if len(models) == 0 {
 		return nil
 	}
-	text := "Models: " + strings.Join(models, ", ") + "\nUsage: `/model provider/model` (in a thread: `!model provider/model`)"
+	text := escapeMrkdwn("Models: "+strings.Join(models, ", ")) +
+		"\nUsage: `/model provider/model` sets the model new threads here start with (in a thread: `!model provider/model`)"
 	if len(text) > 3000 {
 		text = text[:3000]
 	}
