@@ -35,7 +35,7 @@ func (a *Adapter) Send(ctx context.Context, out adapters.Outbound) error {
 		return a.ephemeral(ctx, t, out)
 	}
 	if t.ThreadTS != "" && !strings.HasPrefix(t.Channel, "D") {
-		a.threads.Add(threadKey(t.Channel, t.ThreadTS))
+		a.mem.threads.Add(threadKey(t.Channel, t.ThreadTS))
 	}
 	switch out.Kind {
 	case adapters.KindNotice:

@@ -127,7 +127,7 @@ type Adapter struct {
 	team    string
 	mention *regexp.Regexp
 
-	*Memory
+	mem  *Memory
 	pace *pacer
 	// known asks whether a session exists (adapters.SessionLookup); it finds the
 	// threads the bot took part in before a restart.
@@ -202,11 +202,11 @@ func New(cfg Config) (*Adapter, error) {
 		mem = NewMemory(cfg.ThreadMemory, cfg.DedupeTTL, cfg.Now)
 	}
 	return &Adapter{
-		cfg:    cfg,
-		api:    slackgo.New(cfg.BotToken, opts...),
-		log:    log,
-		Memory: mem,
-		pace:   newPacer(cfg.PostInterval, cfg.Now, cfg.Sleep),
+		cfg:  cfg,
+		api:  slackgo.New(cfg.BotToken, opts...),
+		log:  log,
+		mem:  mem,
+		pace: newPacer(cfg.PostInterval, cfg.Now, cfg.Sleep),
 	}, nil
 }
 
@@ -497,7 +497,7 @@ func (a *Adapter) SetSessionLookup(known func(ctx context.Context, sessionKey st
 // a thread it answered in (remembered, or found as a session after a restart) or
 // one it started.
 func (a *Adapter) inThread(ev innerEvent, team, botUser string) bool {
-	if a.threads.Has(threadKey(ev.Channel, ev.ThreadTS)) || ev.ParentUserID == botUser {
+	if a.mem.threads.Has(threadKey(ev.Channel, ev.ThreadTS)) || ev.ParentUserID == botUser {
 		return true
 	}
 	known := a.known.Load()
@@ -509,7 +509,7 @@ func (a *Adapter) inThread(ev innerEvent, team, botUser string) bool {
 	if !(*known)(ctx, "slack:"+team+":"+ev.Channel+":"+ev.ThreadTS) {
 		return false
 	}
-	a.threads.Add(threadKey(ev.Channel, ev.ThreadTS))
+	a.mem.threads.Add(threadKey(ev.Channel, ev.ThreadTS))
 	return true
 }
 
@@ -527,7 +527,7 @@ func (a *Adapter) fromEvent(req *socketmode.Request) *adapters.Inbound {
 		a.log.Debug("slack: unreadable event payload", "envelope", req.EnvelopeID)
 		return nil
 	}
-	if a.seen.Seen("ev:" + outer.EventID) {
+	if a.mem.seen.Seen("ev:" + outer.EventID) {
 		a.log.Debug("slack: duplicate event ignored", "event_id", outer.EventID, "retry_attempt", req.RetryAttempt)
 		return nil
 	}
@@ -570,7 +570,7 @@ func (a *Adapter) fromEvent(req *socketmode.Request) *adapters.Inbound {
 		return nil // channel chatter not addressed to the bot
 	}
 	// An app_mention and its message.channels twin share channel and ts: handle one.
-	if a.seenMsg.Seen(threadKey(ev.Channel, ev.TS)) {
+	if a.mem.seenMsg.Seen(threadKey(ev.Channel, ev.TS)) {
 		return nil
 	}
 	text := ev.Text
@@ -587,7 +587,7 @@ func (a *Adapter) fromEvent(req *socketmode.Request) *adapters.Inbound {
 		in.ReplyTo = target{Channel: ev.Channel, ThreadTS: ev.ThreadTS}.encode()
 		return in
 	}
-	a.threads.Add(threadKey(ev.Channel, root))
+	a.mem.threads.Add(threadKey(ev.Channel, root))
 	in.SessionKey = "slack:" + team + ":" + ev.Channel + ":" + root
 	in.ReplyTo = target{Channel: ev.Channel, ThreadTS: root}.encode()
 	return in
@@ -595,7 +595,7 @@ func (a *Adapter) fromEvent(req *socketmode.Request) *adapters.Inbound {
 
 // fromSlash maps a native slash command to an Inbound for the channel's session.
 func (a *Adapter) fromSlash(cmd slackgo.SlashCommand) *adapters.Inbound {
-	if a.seen.Seen("trig:" + cmd.TriggerID) {
+	if a.mem.seen.Seen("trig:" + cmd.TriggerID) {
 		return nil
 	}
 	if cmd.ChannelID == "" || cmd.UserID == "" || cmd.Command == "" {
