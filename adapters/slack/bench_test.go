@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/detourbot/detour/adapters"
+	"github.com/detourbot/detour/internal/testkit/fakeslack"
 )
 
 func benchReply() string {
@@ -38,10 +39,22 @@ func BenchmarkSplitMessage40KB(b *testing.B) {
 	}
 }
 
-// BenchmarkMentionToInbox: fake Slack pushes an app_mention over Socket Mode; time
-// until the Inbound reaches the inbox (parse, ack, de-dupe, map).
+// BenchmarkMentionToInbox: fake Slack pushes an app_mention over Socket Mode, and
+// its message.channels twin as Slack does for an app subscribed to channel
+// messages; time until the Inbound reaches the inbox (parse, ack, de-dupe, map).
 func BenchmarkMentionToInbox(b *testing.B) {
 	h := start(b, nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		h.srv.Mention("C1", "U1", "hello", "")
+		<-h.inbox
+	}
+}
+
+// BenchmarkMentionToInbox_MentionsOnly: the same with the mention-only
+// subscriptions (slack-manifest-mentions.yaml): one event per mention.
+func BenchmarkMentionToInbox_MentionsOnly(b *testing.B) {
+	h := startWith(b, func(s *fakeslack.Server) { s.OnlyMentions = true }, func(c *Config) { c.MentionsOnly = true })
 	b.ReportAllocs()
 	for b.Loop() {
 		h.srv.Mention("C1", "U1", "hello", "")

@@ -64,10 +64,19 @@ type harness struct {
 // start runs the adapter against a fresh fake Slack; mod may adjust the config.
 func start(t testing.TB, mod func(*Config)) *harness {
 	t.Helper()
+	return startWith(t, nil, mod)
+}
+
+// startWith is start with a hook to configure the fake before it starts.
+func startWith(t testing.TB, fake func(*fakeslack.Server), mod func(*Config)) *harness {
+	t.Helper()
 	clock := failovertest.NewClock(time.Date(2026, 3, 1, 14, 0, 0, 0, time.UTC))
 	srv := fakeslack.New()
 	srv.AppToken, srv.BotToken = canaryApp, canaryBot
 	srv.Now = clock.Now
+	if fake != nil {
+		fake(srv)
+	}
 	srv.Start()
 	h := &harness{t: t, srv: srv, inbox: make(chan adapters.Inbound, 64), done: make(chan error, 1), logs: &syncBuffer{},
 		clock: clock}
