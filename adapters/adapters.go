@@ -31,6 +31,11 @@ type Inbound struct {
 	// EventID is the platform's own id of this event or message ("slack:Ev123",
 	// "discord:msg:987"), so a replica or a restart answers it once (M3); "" = none.
 	EventID string
+	// DefaultsFor is set when SessionKey holds no conversation of its own but the
+	// model that new conversations under it start with (a Slack channel, whose
+	// threads are the sessions "<SessionKey>:<thread ts>"); it names them for the
+	// answer, e.g. "new threads in #general".
+	DefaultsFor string
 }
 
 // Outbound is one message to post.

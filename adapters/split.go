@@ -166,7 +166,8 @@ func cutAt(line string, max int, length func(string) int) string {
 			break
 		}
 		n += w
-		end = i + utf8.RuneLen(r)
+		_, size := utf8.DecodeRuneInString(line[i:]) // 1 for a byte of invalid UTF-8
+		end = i + size
 		if r == ' ' {
 			lastSpace = end
 		}

@@ -136,6 +136,11 @@ type Slack struct {
 	AppToken Secret // xapp-...
 	BotToken Secret // xoxb-...
 	APIURL   string // "" = slack.com; a fake's URL in tests
+	// Events is which messages the bot reads: "all" (mentions, thread follow-ups
+	// without a mention, DMs) or "mentions" (mentions and DMs only, for busy
+	// workspaces near Slack's 30,000 events per hour; pair it with
+	// slack-manifest-mentions.yaml).
+	Events string
 }
 
 // Discord is the Discord gateway channel.
@@ -310,6 +315,7 @@ func Default() *Config {
 		Channels: Channels{
 			Console: Console{Enabled: true, Format: "text"},
 			Discord: Discord{MessageContent: true, ShardCount: 1},
+			Slack:   Slack{Events: "all"},
 		},
 		Providers: map[string]Provider{},
 		Auth: Auth{

@@ -353,11 +353,20 @@ func TestParse_ValueErrors(t *testing.T) {
 		{"channels: {discord: {shard_id: 2, shard_count: 2}}\n", "c.yaml:4: channels.discord.shard_id: shard 2 does not exist"},
 		{"channels: {discord: {shard_count: 0}}\n", "channels.discord.shard_count: bad number 0"},
 		{"channels: {discord: {message_content: sometimes}}\n", "channels.discord.message_content: bad boolean"},
+		{"channels: {slack: {events: some}}\n", "c.yaml:4: channels.slack.events: unknown value \"some\": want all or mentions"},
 	}
 	for _, tt := range tests {
 		_, err := Parse("c.yaml", []byte(base+tt.extra), nil)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%q: got %v, want %q", tt.extra, err, tt.want)
+		}
+	}
+	// channels.slack.events: all by default, mentions when asked (a mention-only
+	// workspace; the key works while Slack is off too).
+	for extra, want := range map[string]string{"": "all", "channels: {slack: {events: mentions}}\n": "mentions"} {
+		cfg, err := Parse("c.yaml", []byte(base+extra), nil)
+		if err != nil || cfg.Channels.Slack.Events != want {
+			t.Errorf("%q: events = %v (%v), want %s", extra, cfg, err, want)
 		}
 	}
 	// A duplicate top-level key.

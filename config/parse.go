@@ -530,6 +530,7 @@ func (d *decoder) channels(v *yaml.Node, key string) {
 				"app_token": d.secret(&ch.Slack.AppToken),
 				"bot_token": d.secret(&ch.Slack.BotToken),
 				"api_url":   d.str(&ch.Slack.APIURL),
+				"events":    d.str(&ch.Slack.Events),
 			})
 		},
 		"discord": func(v *yaml.Node, key string) {
@@ -738,6 +739,9 @@ func (d *decoder) validate() {
 
 	if f := c.Channels.Console.Format; f != "text" && f != "jsonl" {
 		bad("channels.console.format", "unknown format %q: want text or jsonl", f)
+	}
+	if e := c.Channels.Slack.Events; e != "all" && e != "mentions" {
+		bad("channels.slack.events", "unknown value %q: want all or mentions", e)
 	}
 	if s := c.Channels.Slack; s.Enabled {
 		if s.AppToken == "" {

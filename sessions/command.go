@@ -34,6 +34,10 @@ func (r *Router) runCommand(ctx context.Context, in adapters.Inbound, c commands
 		refuse(c.Err)
 		return
 	}
+	if in.DefaultsFor != "" && ((c.Name == commands.CmdModel && (c.Ref != "" || c.Default)) || c.Name == commands.CmdNew || c.Name == commands.CmdReset) {
+		r.commandFailed(in, c, r.setDefaults(ctx, in, c, answer), refuse)
+		return
+	}
 	var err error
 	switch c.Name {
 	case commands.CmdHelp:
@@ -89,15 +93,50 @@ func (r *Router) runCommand(ctx context.Context, in adapters.Inbound, c commands
 			answer(text)
 		}
 	}
-	if err != nil {
-		switch {
-		case errors.Is(err, ErrUnknownModel), errors.Is(err, ErrUnknownProfile):
-			refuse(err.Error())
-		default:
-			r.log.Warn("command failed", "session", in.SessionKey, "command", c.Name, "err", err)
-			refuse(fmt.Sprintf("/%s failed: internal error", c.Name))
-		}
+	r.commandFailed(in, c, err, refuse)
+}
+
+// commandFailed tells the user why a command failed (nothing when err is nil).
+func (r *Router) commandFailed(in adapters.Inbound, c commands.Command, err error, refuse func(string)) {
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrUnknownModel), errors.Is(err, ErrUnknownProfile):
+		refuse(err.Error())
+	default:
+		r.log.Warn("command failed", "session", in.SessionKey, "command", c.Name, "err", err)
+		refuse(fmt.Sprintf("/%s failed: internal error", c.Name))
 	}
+}
+
+// setDefaults runs /model <ref>, /model default, /new and /reset on a session that
+// holds the model of new conversations (Inbound.DefaultsFor) and answers in those
+// terms: the stored choice is copied into each new session under it when that is
+// created (sessionStore.inherit).
+func (r *Router) setDefaults(ctx context.Context, in adapters.Inbound, c commands.Command, answer func(string)) error {
+	const keep = "; threads already started keep their model"
+	switch {
+	case c.Ref != "": // /model x, /new x
+		if err := r.SetModel(ctx, in.SessionKey, c.Ref, c.Profile); err != nil {
+			return err
+		}
+		msg := fmt.Sprintf("%s will use %s", in.DefaultsFor, c.Ref)
+		if c.Profile != "" {
+			msg += " with profile " + c.Profile
+		}
+		answer(msg + " (exact: if it fails you will see the failure; /model default goes back)" + keep)
+	case c.Name == commands.CmdNew: // every new thread is already a new conversation
+		e, err := r.st.load(ctx, in.SessionKey)
+		if err != nil {
+			return err
+		}
+		answer(fmt.Sprintf("%s will use %s%s", in.DefaultsFor, r.selectionFor(e, in.Channel).selected, keep))
+	default: // /model default, /reset
+		if err := r.Reset(ctx, in.SessionKey); err != nil {
+			return err
+		}
+		answer(fmt.Sprintf("%s will use the configured model %s%s", in.DefaultsFor, r.baseFor(in), keep))
+	}
+	return nil
 }
 
 func (r *Router) baseFor(in adapters.Inbound) failover.ModelRef {

@@ -4,6 +4,11 @@
 // sessions run in parallel, an idle session costs no goroutine), and the turn
 // itself: commands, context fitting (R15, B7), the failover run with the override
 // hooks (O2, O3), the primary probe (S3), notices (N1-N4, B4) and admin reports (V4).
+//
+// Channel defaults: a session created under another one (the Slack thread
+// "slack:T1:C1:1712.0001" under its channel "slack:T1:C1": the key without its
+// last ":" part) starts with the user's model choice stored on that parent, which
+// a slash command typed in the channel sets (adapters.Inbound.DefaultsFor).
 package sessions
 
 import (

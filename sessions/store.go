@@ -166,6 +166,9 @@ func (s sessionStore) load(ctx context.Context, key string) (*Entry, error) {
 	err := s.db.WithContext(ctx).Where("key = ?", key).Take(&e).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		e = Entry{Key: key}
+		if err := s.inherit(ctx, &e); err != nil {
+			return nil, err
+		}
 		if err := s.db.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(&e).Error; err != nil {
 			return nil, fmt.Errorf("sessions: create %s: %w", key, err)
 		}
@@ -175,6 +178,41 @@ func (s sessionStore) load(ctx context.Context, key string) (*Entry, error) {
 		return nil, fmt.Errorf("sessions: load %s: %w", key, err)
 	}
 	return &e, nil
+}
+
+// parentKey is the session whose model choice a new session of key starts with:
+// key without its last ":"-separated part (the channel "slack:T1:C1" of the thread
+// "slack:T1:C1:1712.0001"), or "" when key has fewer than three parts.
+func parentKey(key string) string {
+	i := strings.LastIndexByte(key, ':')
+	if i <= 0 || strings.Count(key[:i], ":") < 1 {
+		return ""
+	}
+	return key[:i]
+}
+
+// inherit gives a session being created the user's model choice stored on its
+// parent (a channel default set by a slash command in that channel), so new
+// threads of a channel start on it. Only a user's choice is a default: an
+// automatic fallback belongs to the conversation that made it.
+func (s sessionStore) inherit(ctx context.Context, e *Entry) error {
+	parent := parentKey(e.Key)
+	if parent == "" {
+		return nil
+	}
+	var p Entry
+	err := s.db.WithContext(ctx).Where("key = ?", parent).Limit(1).Find(&p).Error
+	if err != nil {
+		return fmt.Errorf("sessions: load defaults %s: %w", parent, err)
+	}
+	if p.Key == "" || p.ModelOverride == "" || p.source() != failover.SourceUser {
+		return nil
+	}
+	e.ProviderOverride, e.ModelOverride, e.ModelOverrideSource = p.ProviderOverride, p.ModelOverride, p.ModelOverrideSource
+	if p.AuthProfileOverrideSource == string(failover.SourceUser) {
+		e.AuthProfileOverride, e.AuthProfileOverrideSource = p.AuthProfileOverride, p.AuthProfileOverrideSource
+	}
+	return nil
 }
 
 // history returns the stored messages of key, oldest first.

@@ -384,13 +384,13 @@ func TestE2E_T3_NoLiveMentionFromHostileModelOutput(t *testing.T) {
 	hostile := "@everyone @here <@&123> <@123> <@!456> look"
 	e.llm.Script(fakeprovider.Rule{Provider: "p1", Reply: hostile, Times: 1})
 	asked := e.fake.SendMention("G1", "C1", "U1", "ping them all")
+	c1 := e.posts("C1", 1) // before the next rule: channels run in parallel
 	e.llm.Script(fakeprovider.Rule{Provider: "p1", Reply: strings.Repeat(hostile+" ", 80)}) // > 2000 chars
 	e.fake.SendMention("G1", "C2", "U1", "long")
 	e.fake.SendDM("D1", "U1", "in private")
 	_, tok := e.fake.SendCommand(fakediscord.Command{GuildID: "G1", ChannelID: "C1", UserID: "U1", Name: "model",
 		Options: []fakediscord.Option{{Name: "model", Value: "@everyone <@&1>"}}})
 
-	c1 := e.posts("C1", 1)
 	if c1[0].Reference != asked || c1[0].FailIfNotExists == nil || *c1[0].FailIfNotExists || c1[0].RepliedUser {
 		t.Errorf("reply = %+v, want a reference to %s with fail_if_not_exists false and no reply ping", c1[0], asked)
 	}

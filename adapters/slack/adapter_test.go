@@ -53,7 +53,7 @@ func TestMention_InboundAndReplyInThread(t *testing.T) {
 	}
 	in := h.recv()
 	want := adapters.Inbound{Channel: "slack", SessionKey: "slack:T1:C1:" + sent.TS, User: "slack:U1",
-		Text: "hello <there>", ReplyTo: "C1|" + sent.TS}
+		Text: "hello <there>", ReplyTo: "C1|" + sent.TS, EventID: "slack:msg:C1:" + sent.TS}
 	if in != want {
 		t.Fatalf("inbound\n got %+v\nwant %+v", in, want)
 	}
@@ -120,9 +120,10 @@ func TestThreadFollowUp_AfterBotRepliedInThread(t *testing.T) {
 
 func TestDirectMessage(t *testing.T) {
 	h := start(t, nil)
-	h.srv.DM("D1", "U1", "hi bot")
+	dm := h.srv.DM("D1", "U1", "hi bot")
 	in := h.recv()
-	want := adapters.Inbound{Channel: "slack", SessionKey: "slack:T1:D1", User: "slack:U1", Text: "hi bot", ReplyTo: "D1", Direct: true}
+	want := adapters.Inbound{Channel: "slack", SessionKey: "slack:T1:D1", User: "slack:U1", Text: "hi bot", ReplyTo: "D1",
+		Direct: true, EventID: "slack:msg:D1:" + dm.TS}
 	if in != want {
 		t.Fatalf("inbound\n got %+v\nwant %+v", in, want)
 	}
@@ -243,7 +244,7 @@ func TestRateLimitRetriesAreBoundedAndCapped(t *testing.T) {
 		}
 	}
 	// A cancelled context stops the wait.
-	h2 := start(t, func(c *Config) { c.Sleep = adapters.Sleep })
+	h2 := start(t, func(c *Config) { c.Sleep, c.Now = adapters.Sleep, time.Now })
 	h2.srv.RateLimitNext("chat.postMessage", 30)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/detourbot/detour/adapters"
 	"github.com/detourbot/detour/adapters/slack"
 	"github.com/detourbot/detour/failover/failovertest"
 	"github.com/detourbot/detour/internal/fakeprovider"
@@ -36,16 +37,36 @@ type world struct {
 	slack *fakeslack.Server
 	llm   *fakeprovider.Server
 	clock *failovertest.Clock
-	// sleeps records the waits the adapter asks for, without waiting.
-	sleeps *failovertest.Clock
+	// sleeps is the adapters' and the fake Slack's clock: the adapters' waits
+	// (posting pace, Retry-After, redial) advance it at once and are recorded. It
+	// is not the engine's clock, so Slack's waits never age a cooldown.
+	sleeps   *failovertest.Clock
+	adapters []*slack.Adapter
+	logs     *e2e.SyncBuffer
 }
 
-func startE2E(t *testing.T) *world {
+// setup is what a test may change before the world starts.
+type setup struct {
+	fake     *fakeslack.Server
+	config   slack.Config // template of every adapter
+	replicas int          // adapters (sockets) on the one app; default 1
+}
+
+func startE2E(t *testing.T, mods ...func(*setup)) *world {
 	t.Helper()
-	e := &world{t: t, sleeps: failovertest.NewClock(e2e.T0)}
+	e := &world{t: t, sleeps: failovertest.NewClock(e2e.T0), logs: &e2e.SyncBuffer{}}
 	e.slack = fakeslack.New()
 	e.slack.AppToken, e.slack.BotToken = e2eApp, e2eBot
 	e.slack.EchoPosts = true // Slack echoes the bot's own posts; they must be ignored
+	e.slack.Now = e.sleeps.Now
+	st := &setup{fake: e.slack, replicas: 1, config: slack.Config{
+		AppToken: e2eApp, BotToken: e2eBot, HTTPTimeout: 3 * time.Second,
+		PingInterval: 2 * time.Second, Log: e2e.Logger(e.logs),
+		Now: e.sleeps.Now, Sleep: e.sleeps.Sleep,
+	}}
+	for _, m := range mods {
+		m(st)
+	}
 	e.slack.Start()
 	t.Cleanup(func() {
 		e.slack.Close()
@@ -53,24 +74,30 @@ func startE2E(t *testing.T) *world {
 			if strings.Contains(p.Text+string(p.Blocks), "CANARY") {
 				t.Errorf("P4: a secret reached Slack: %+v", p)
 			}
+			if len(p.Mentions) > 0 {
+				t.Errorf("T3: a post pings %v: %q", p.Mentions, p.Text)
+			}
 		}
 	})
-	logs := &e2e.SyncBuffer{}
-	a, err := slack.New(slack.Config{
-		AppToken: e2eApp, BotToken: e2eBot, APIURL: e.slack.URL(), HTTPTimeout: 3 * time.Second,
-		PingInterval: 2 * time.Second, Log: e2e.Logger(logs),
-		Sleep: e.sleeps.Sleep,
-	})
-	if err != nil {
-		t.Fatal(err)
+	st.config.APIURL = e.slack.URL()
+	var extra []adapters.Adapter
+	for i := range st.replicas {
+		a, err := slack.New(st.config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.adapters = append(e.adapters, a)
+		if i > 0 {
+			extra = append(extra, a)
+		}
 	}
 	e.World = e2e.Start(t, e2e.Spec{
 		Primary: "p1/alpha", Fallbacks: []string{"p2/beta", "p3/gamma"},
 		Keys: e2eKeys, AdminChannel: "slack:C0ADMIN", Idle: 2 * time.Second,
-		Adapter: a, Secrets: []string{e2eApp, e2eBot}, Logs: logs,
+		Adapter: e.adapters[0], Extra: extra, Secrets: []string{e2eApp, e2eBot}, Logs: e.logs,
 	})
 	e.llm, e.clock = e.LLM, e.Clock
-	if err := e.slack.WaitConnected(1, wait); err != nil {
+	if err := e.slack.WaitOpen(st.replicas, wait); err != nil {
 		t.Fatal(err)
 	}
 	return e
@@ -147,8 +174,9 @@ func TestE2E_SlackThreadFallbackCommandsAndReliability(t *testing.T) {
 		t.Fatalf("!status:%s", describe(ps))
 	}
 
-	// 4. /model as a native slash command applies to the channel's session and is
-	//    answered ephemerally; "!model" in the thread applies to the thread (S4).
+	// 4. /model as a native slash command sets the channel's default for new
+	//    threads (stored on the channel's session) and is answered ephemerally;
+	//    "!model" in the thread applies to the thread (S4).
 	s := e.slack.Slash("/model", "p3/gamma", "C1", "U1")
 	if _, err := e.slack.WaitAck(s.EnvelopeID, wait); err != nil {
 		t.Fatal(err)
@@ -157,7 +185,7 @@ func TestE2E_SlackThreadFallbackCommandsAndReliability(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if eph.Channel != "C1" || eph.User != "U1" || !strings.Contains(eph.Text, "p3/gamma") {
+	if eph.Channel != "C1" || eph.User != "U1" || !strings.HasPrefix(eph.Text, "new threads in #general will use p3/gamma") {
 		t.Fatalf("slash answer = %+v", eph)
 	}
 	e.drain()
@@ -210,6 +238,7 @@ func TestE2E_SlackThreadFallbackCommandsAndReliability(t *testing.T) {
 
 	// 7. chat.postMessage answers 429: retried after Retry-After, delivered once.
 	calls := e.slack.Calls("chat.postMessage")
+	before := len(e.sleeps.Sleeps())
 	e.slack.RateLimitNext("chat.postMessage", 2)
 	m5 := e.slack.Mention("C5", "U1", "despite the rate limit", "")
 	ps = e.waitThread("C5", m5.TS, 1)
@@ -219,9 +248,8 @@ func TestE2E_SlackThreadFallbackCommandsAndReliability(t *testing.T) {
 	if got := e.slack.Calls("chat.postMessage") - calls; got != len(ps)+1 {
 		t.Fatalf("chat.postMessage calls = %d for %d posts, want one extra (the 429)", got, len(ps))
 	}
-	sleeps := e.sleeps.Sleeps()
-	if len(sleeps) != 1 || sleeps[0] != 2*time.Second {
-		t.Fatalf("rate-limit waits = %v, want [2s]", sleeps)
+	if sleeps := e.sleeps.Sleeps()[before:]; len(sleeps) == 0 || sleeps[0] != 2*time.Second {
+		t.Fatalf("waits after the 429 = %v, want the 2s Retry-After first", sleeps)
 	}
 
 	// 8. Every model down: the user gets an error in the thread, the admin channel

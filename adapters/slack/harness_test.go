@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/detourbot/detour/adapters"
+	"github.com/detourbot/detour/failover/failovertest"
 	"github.com/detourbot/detour/internal/testkit/fakeslack"
 )
 
@@ -55,18 +56,30 @@ type harness struct {
 	cancel context.CancelFunc
 	done   chan error
 	logs   *syncBuffer
-
-	mu     sync.Mutex
-	sleeps []time.Duration
+	// clock is the adapter's and the fake's clock: the adapter's waits (pace,
+	// Retry-After) advance it at once and are recorded.
+	clock *failovertest.Clock
 }
 
 // start runs the adapter against a fresh fake Slack; mod may adjust the config.
 func start(t testing.TB, mod func(*Config)) *harness {
 	t.Helper()
+	return startWith(t, nil, mod)
+}
+
+// startWith is start with a hook to configure the fake before it starts.
+func startWith(t testing.TB, fake func(*fakeslack.Server), mod func(*Config)) *harness {
+	t.Helper()
+	clock := failovertest.NewClock(time.Date(2026, 3, 1, 14, 0, 0, 0, time.UTC))
 	srv := fakeslack.New()
 	srv.AppToken, srv.BotToken = canaryApp, canaryBot
+	srv.Now = clock.Now
+	if fake != nil {
+		fake(srv)
+	}
 	srv.Start()
-	h := &harness{t: t, srv: srv, inbox: make(chan adapters.Inbound, 64), done: make(chan error, 1), logs: &syncBuffer{}}
+	h := &harness{t: t, srv: srv, inbox: make(chan adapters.Inbound, 64), done: make(chan error, 1), logs: &syncBuffer{},
+		clock: clock}
 	cfg := Config{
 		AppToken:     canaryApp,
 		BotToken:     canaryBot,
@@ -74,12 +87,8 @@ func start(t testing.TB, mod func(*Config)) *harness {
 		HTTPTimeout:  3 * time.Second,
 		PingInterval: 2 * time.Second,
 		Log:          slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Sleep: func(ctx context.Context, d time.Duration) error {
-			h.mu.Lock()
-			h.sleeps = append(h.sleeps, d)
-			h.mu.Unlock()
-			return ctx.Err()
-		},
+		Now:          clock.Now,
+		Sleep:        clock.Sleep,
 	}
 	if mod != nil {
 		mod(&cfg)
@@ -154,8 +163,4 @@ func (h *harness) send(out adapters.Outbound) {
 	}
 }
 
-func (h *harness) sleepsSoFar() []time.Duration {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]time.Duration(nil), h.sleeps...)
-}
+func (h *harness) sleepsSoFar() []time.Duration { return h.clock.Sleeps() }

@@ -20,7 +20,7 @@ var (
 	reRule     = regexp.MustCompile(`^\s{0,3}(?:(?:-\s*){3,}|(?:\*\s*){3,}|(?:_\s*){3,})$`)
 	reQuote    = regexp.MustCompile(`^(\s*(?:>\s?)+)(.*)$`)
 	reLink     = regexp.MustCompile(`!?\[([^\]\n]+)\]\(\s*(\S+?)(?:\s+"[^"]*")?\s*\)`)
-	reAutoLink = regexp.MustCompile(`&lt;(https?://[^\s&]+)&gt;`)
+	reAutoLink = regexp.MustCompile(`(?i)&lt;((?:https?://|mailto:)[^\s&\x01]+)&gt;`)
 	reBoldStar = regexp.MustCompile(`\*\*(\S(?:.*?\S)?)\*\*`)
 	reBoldUnd  = regexp.MustCompile(`(^|[^\w])__(\S(?:.*?\S)?)__([^\w]|$)`)
 	reItalic   = regexp.MustCompile(`(^|[^\w*])\*(\S(?:[^*]*?\S)?)\*([^\w*]|$)`)
@@ -29,6 +29,9 @@ var (
 )
 
 var (
+	// sentinels strips the bytes ToMrkdwn uses as private markers, so input
+	// cannot forge a link token or a bold marker.
+	sentinels        = strings.NewReplacer("\x01", "", boldOpen, "", boldClose, "")
 	boldReplacer     = strings.NewReplacer(boldOpen, "*", boldClose, "*")
 	boldStripper     = strings.NewReplacer("**", "", "__", "")
 	linkTextReplacer = strings.NewReplacer("**", "", "__", "", "|", "¦")
@@ -82,7 +85,13 @@ func isFence(line string) bool {
 // becomes <url|text>, headings become bold lines, "* item" bullets become "• item",
 // and &, <, > are escaped. Code blocks and inline code keep their content (escaped
 // only); a fence's language tag is dropped because Slack would print it.
+//
+// Nothing it returns can ping (SPEC T3): the only "<" it writes opens a link to an
+// http(s) or mailto URL, so <!channel>, <!here>, <!subteam^…>, <@U…> and <#C…>
+// never appear live, whatever the input. A Markdown link to anything else, such as
+// [x](!channel) or [y](@U123), is written as plain text: "x (!channel)".
 func ToMrkdwn(md string) string {
+	md = sentinels.Replace(strings.ToValidUTF8(md, "\uFFFD"))
 	lines := strings.Split(strings.ReplaceAll(md, "\r\n", "\n"), "\n")
 	out := make([]string, 0, len(lines))
 	inFence := false
@@ -155,19 +164,27 @@ func inlineText(s string) string {
 		return s
 	}
 	s = escapeMrkdwn(s)
-	if !strings.ContainsAny(s, "*_~[") && !strings.Contains(s, "&lt;http") {
+	if !strings.ContainsAny(s, "*_~[") && !strings.Contains(s, "&lt;") {
 		return s
 	}
 	// Links become opaque tokens so emphasis rules cannot touch URLs.
 	var links []string
 	if strings.Contains(s, "](") {
 		s, links = tokenize(s, reLink, links, func(s string, m []int) string {
-			return "<" + s[m[4]:m[5]] + "|" + linkTextReplacer.Replace(s[m[2]:m[3]]) + ">"
+			text, target := linkTextReplacer.Replace(s[m[2]:m[3]]), s[m[4]:m[5]]
+			if u, ok := linkURL(target); ok {
+				return "<" + u + "|" + text + ">"
+			}
+			if text == target {
+				return text
+			}
+			return text + " (" + target + ")"
 		})
 	}
-	if strings.Contains(s, "&lt;http") {
+	if strings.Contains(s, "&lt;") {
 		s, links = tokenize(s, reAutoLink, links, func(s string, m []int) string {
-			return "<" + s[m[2]:m[3]] + ">"
+			u, _ := linkURL(s[m[2]:m[3]])
+			return "<" + u + ">"
 		})
 	}
 	bold := false
@@ -198,4 +215,18 @@ func inlineText(s string) string {
 		})
 	}
 	return s
+}
+
+// linkURL returns the escaped target of a Markdown link as the URL part of a Slack
+// link, and whether it may be one: only http(s) and mailto targets become links
+// (SPEC T3). "|" would end the URL inside Slack's <url|text>, so it is
+// percent-encoded; &, < and > are already escaped in target.
+func linkURL(target string) (string, bool) {
+	raw := strings.ToLower(unescapeSlack(target))
+	for _, scheme := range []string{"http://", "https://", "mailto:"} {
+		if strings.HasPrefix(raw, scheme) && len(raw) > len(scheme) {
+			return strings.ReplaceAll(target, "|", "%7C"), true
+		}
+	}
+	return "", false
 }

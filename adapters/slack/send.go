@@ -17,7 +17,9 @@ import (
 // limits, Markdown converted to mrkdwn); a notice is its own quiet message (a context
 // block) in the same thread; errors go into the thread; reports go to the channel named
 // by ReplyTo. Answers to a native slash command are ephemeral, shown only to the user
-// who typed it. A post refused with HTTP 429 is retried after Retry-After.
+// who typed it. Posts keep Slack's pace (one per second per channel) and wait out
+// HTTP 429s: a reply is held until Slack takes it, never dropped for being rate
+// limited.
 func (a *Adapter) Send(ctx context.Context, out adapters.Outbound) error {
 	t := decodeTarget(out.ReplyTo)
 	if t.Channel == "" {
@@ -33,7 +35,7 @@ func (a *Adapter) Send(ctx context.Context, out adapters.Outbound) error {
 		return a.ephemeral(ctx, t, out)
 	}
 	if t.ThreadTS != "" && !strings.HasPrefix(t.Channel, "D") {
-		a.threads.Add(threadKey(t.Channel, t.ThreadTS))
+		a.mem.threads.Add(threadKey(t.Channel, t.ThreadTS))
 	}
 	switch out.Kind {
 	case adapters.KindNotice:
@@ -50,7 +52,7 @@ func (a *Adapter) postChunks(ctx context.Context, t target, text string) error {
 		if t.ThreadTS != "" {
 			opts = append(opts, slackgo.MsgOptionTS(t.ThreadTS))
 		}
-		err := a.withRetry(ctx, "chat.postMessage", func(ctx context.Context) error {
+		err := a.call(ctx, "chat.postMessage", t.Channel, func(ctx context.Context) error {
 			_, _, err := a.api.PostMessageContext(ctx, t.Channel, opts...)
 			return err
 		})
@@ -62,10 +64,12 @@ func (a *Adapter) postChunks(ctx context.Context, t target, text string) error {
 }
 
 // postNotice posts a status notice as a context block with a plain-text fallback.
+// Both are escaped, and the block is verbatim so Slack does not turn names in it
+// into mentions (T3).
 func (a *Adapter) postNotice(ctx context.Context, t target, text string) error {
-	fallback := truncateRunes(text, maxContextText)
+	fallback := escapeMrkdwn(truncateRunes(text, maxContextText))
 	block := slackgo.NewContextBlock("",
-		slackgo.NewTextBlockObject(slackgo.MarkdownType, truncateRunes(ToMrkdwn(text), maxContextText), false, false))
+		slackgo.NewTextBlockObject(slackgo.MarkdownType, truncateRunes(ToMrkdwn(text), maxContextText), false, true))
 	opts := []slackgo.MsgOption{
 		slackgo.MsgOptionText(fallback, false),
 		slackgo.MsgOptionBlocks(block),
@@ -73,7 +77,7 @@ func (a *Adapter) postNotice(ctx context.Context, t target, text string) error {
 	if t.ThreadTS != "" {
 		opts = append(opts, slackgo.MsgOptionTS(t.ThreadTS))
 	}
-	err := a.withRetry(ctx, "chat.postMessage", func(ctx context.Context) error {
+	err := a.call(ctx, "chat.postMessage", t.Channel, func(ctx context.Context) error {
 		_, _, err := a.api.PostMessageContext(ctx, t.Channel, opts...)
 		return err
 	})
@@ -91,14 +95,14 @@ func (a *Adapter) ephemeral(ctx context.Context, t target, out adapters.Outbound
 		if t.ThreadTS != "" {
 			opts = append(opts, slackgo.MsgOptionTS(t.ThreadTS))
 		}
-		err := a.withRetry(ctx, "chat.postEphemeral", func(ctx context.Context) error {
+		err := a.call(ctx, "chat.postEphemeral", "", func(ctx context.Context) error {
 			_, err := a.api.PostEphemeralContext(ctx, t.Channel, t.User, opts...)
 			return err
 		})
 		var se slackgo.SlackErrorResponse
 		if err != nil && errors.As(err, &se) && t.ResponseURL != "" {
 			a.log.Debug("slack: postEphemeral refused; using response_url", "err", se.Err)
-			err = a.withRetry(ctx, "response_url", func(ctx context.Context) error {
+			err = a.call(ctx, "response_url", "", func(ctx context.Context) error {
 				_, _, err := a.api.PostMessageContext(ctx, t.Channel,
 					slackgo.MsgOptionText(chunk, false),
 					slackgo.MsgOptionResponseURL(t.ResponseURL, slackgo.ResponseTypeEphemeral))
@@ -112,18 +116,33 @@ func (a *Adapter) ephemeral(ctx context.Context, t target, out adapters.Outbound
 	return nil
 }
 
-// withRetry runs one Web API call, waiting out HTTP 429 answers (Retry-After, capped
-// at MaxRetryWait) up to MaxRateLimitRetries times. A 429 means Slack did not act, so
-// the retry cannot post twice; other errors are not retried for the same reason
-// reversed (a timed-out post may have landed).
-func (a *Adapter) withRetry(ctx context.Context, method string, call func(context.Context) error) error {
+// call runs one Web API call within Slack's limits. A chat.postMessage waits for
+// its channel's turn and pace; every call waits while its method is paused
+// workspace-wide. An HTTP 429 means Slack did not act, so the call is tried again
+// after Retry-After (capped at MaxRetryWait) until it goes through, ctx ends, or
+// MaxRateLimitRetries (0 = no limit) is spent; the wait pauses the method for
+// every channel. Other errors are not retried, for the reverse reason: a timed-out
+// post may have landed.
+func (a *Adapter) call(ctx context.Context, method, channel string, fn func(context.Context) error) error {
+	var l *lane
+	if method == "chat.postMessage" && channel != "" {
+		var err error
+		if l, err = a.pace.acquire(ctx, channel); err != nil {
+			return fmt.Errorf("%s: waiting for the channel's turn: %w", method, err)
+		}
+		defer a.pace.release(l)
+	}
 	for attempt := 0; ; attempt++ {
-		err := call(ctx)
+		if err := a.pace.wait(ctx, method, l); err != nil {
+			return fmt.Errorf("%s: waiting to post: %w", method, err)
+		}
+		err := fn(ctx)
+		a.pace.posted(l)
 		if err == nil {
 			return nil
 		}
 		var rl *slackgo.RateLimitedError
-		if !errors.As(err, &rl) || attempt >= a.cfg.MaxRateLimitRetries {
+		if !errors.As(err, &rl) || (a.cfg.MaxRateLimitRetries > 0 && attempt >= a.cfg.MaxRateLimitRetries) {
 			return fmt.Errorf("%s: %w", method, safeErr(err))
 		}
 		wait := rl.RetryAfter
@@ -131,10 +150,9 @@ func (a *Adapter) withRetry(ctx context.Context, method string, call func(contex
 			wait = time.Second
 		}
 		wait = min(wait, a.cfg.MaxRetryWait)
-		a.log.Warn("slack rate limited; waiting", "method", method, "retry_after", wait, "attempt", attempt+1)
-		if err := a.cfg.Sleep(ctx, wait); err != nil {
-			return fmt.Errorf("%s: waiting out rate limit: %w", method, err)
-		}
+		a.pace.pause(method, wait)
+		a.log.Warn("slack rate limited; the message waits its turn", "method", method, "channel", channel,
+			"retry_after", wait, "attempt", attempt+1)
 	}
 }
 

@@ -5,9 +5,20 @@
 // Sessions: a channel thread is one session, "slack:<team>:<channel>:<thread_ts>"
 // (a top-level mention starts a thread under itself); a direct-message conversation is
 // one session, "slack:<team>:<channel>". Slack refuses slash commands inside threads,
-// so /model, /new, /reset, /status typed in a channel apply to the channel's session
-// "slack:<team>:<channel>" and are answered ephemerally; inside a thread the text forms
-// "!model x" or "@bot /model x" reach the router's command parser as plain messages.
+// so /model, /new and /reset typed in a channel set the model new threads of that
+// channel start with: they act on the channel's session "slack:<team>:<channel>",
+// whose user model choice each new thread session copies (Inbound.DefaultsFor), and
+// are answered ephemerally. Inside a thread the text forms "!model x" or
+// "@bot /model x" reach the router's command parser as plain messages and change
+// that thread only.
+//
+// Slack's limits are kept: every envelope is acknowledged before any work; posts
+// keep one per second per channel and wait out 429s (pace.go); app_rate_limited
+// is logged; with MentionsOnly only mentions and direct messages are read, for
+// workspaces near Slack's 30,000 events per hour; a Socket Mode link that keeps
+// closing right after it opens (too_many_websockets, Socket Mode turned off) is
+// redialed with a growing wait. Every Inbound carries EventID, the same for every
+// delivery of one message, so replicas on several sockets can answer it once.
 package slack
 
 import (
@@ -16,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -26,6 +38,7 @@ import (
 
 	"github.com/gorilla/websocket"
 	slackgo "github.com/slack-go/slack"
+	"github.com/slack-go/slack/slackevents"
 	"github.com/slack-go/slack/socketmode"
 
 	"github.com/detourbot/detour/adapters"
@@ -55,14 +68,51 @@ type Config struct {
 	Now func() time.Time
 	// Sleep waits out a Retry-After (default: a timer honouring ctx). Tests inject it.
 	Sleep func(ctx context.Context, d time.Duration) error
-	// MaxRateLimitRetries is how often one post is retried after HTTP 429 (default 3).
+	// MaxRateLimitRetries caps how often one post is tried again after HTTP 429;
+	// 0 (the default) = until Slack takes it or the context ends.
 	MaxRateLimitRetries int
 	// MaxRetryWait caps a single Retry-After wait (default 60s).
 	MaxRetryWait time.Duration
+	// PostInterval is the pace of chat.postMessage per channel (default 1 s,
+	// Slack's documented limit).
+	PostInterval time.Duration
+	// MentionsOnly (channels.slack.events: mentions) reads only app_mention events
+	// and direct messages: thread follow-ups need a mention too. Pair it with
+	// slack-manifest-mentions.yaml, which stops the channel message events.
+	MentionsOnly bool
 	// ThreadMemory bounds how many active threads are remembered (default 10000).
 	ThreadMemory int
 	// DedupeTTL is how long event ids are remembered (default 30m).
 	DedupeTTL time.Duration
+	// Memory, when set, is shared by the adapters of one process that hold sockets
+	// of the same app, so an event Slack hands to any of them is answered once;
+	// nil = the adapter's own.
+	Memory *Memory
+}
+
+// Memory is what an adapter remembers about events and threads: event and
+// trigger ids, handled messages (an app_mention and its message twin share one),
+// and the threads the bot takes part in.
+type Memory struct {
+	seen    *adapters.Recent // event ids, trigger ids
+	seenMsg *adapters.Recent // channel/ts of handled messages (app_mention + message twins)
+	threads *adapters.Recent // channel/thread_ts where the bot takes part
+}
+
+// NewMemory returns a Memory remembering up to threads threads and event ids for
+// ttl (defaults 10000 and 30 minutes), on the clock now (nil = time.Now).
+func NewMemory(threads int, ttl time.Duration, now func() time.Time) *Memory {
+	if threads <= 0 {
+		threads = 10000
+	}
+	if ttl <= 0 {
+		ttl = 30 * time.Minute
+	}
+	return &Memory{
+		seen:    adapters.NewRecent(50000, ttl, now),
+		seenMsg: adapters.NewRecent(50000, ttl, now),
+		threads: adapters.NewRecent(threads, 0, nil),
+	}
 }
 
 // Adapter is the Slack channel. Create it with New; Run it once.
@@ -77,12 +127,18 @@ type Adapter struct {
 	team    string
 	mention *regexp.Regexp
 
-	seen    *adapters.Recent // event ids, trigger ids
-	seenMsg *adapters.Recent // channel/ts of handled messages (app_mention + message twins)
-	threads *adapters.Recent // channel/thread_ts where the bot takes part
+	mem  *Memory
+	pace *pacer
 	// known asks whether a session exists (adapters.SessionLookup); it finds the
 	// threads the bot took part in before a restart.
 	known atomic.Pointer[func(ctx context.Context, sessionKey string) bool]
+
+	dialMu   sync.Mutex
+	lastDial time.Time // when the last Socket Mode dial ended
+	flaps    int       // consecutive links that closed soon after they opened
+
+	warnedMessages atomic.Bool  // MentionsOnly, yet channel message events arrive
+	limitedMinute  atomic.Int64 // minute of the last app_rate_limited logged
 }
 
 // New builds the adapter; it does not connect (Run does).
@@ -117,8 +173,11 @@ func New(cfg Config) (*Adapter, error) {
 	if cfg.Sleep == nil {
 		cfg.Sleep = adapters.Sleep
 	}
-	if cfg.MaxRateLimitRetries <= 0 {
-		cfg.MaxRateLimitRetries = 3
+	if cfg.MaxRateLimitRetries < 0 {
+		cfg.MaxRateLimitRetries = 0
+	}
+	if cfg.PostInterval <= 0 {
+		cfg.PostInterval = time.Second
 	}
 	if cfg.MaxRetryWait <= 0 {
 		cfg.MaxRetryWait = 60 * time.Second
@@ -138,13 +197,16 @@ func New(cfg Config) (*Adapter, error) {
 	if cfg.APIURL != "" {
 		opts = append(opts, slackgo.OptionAPIURL(cfg.APIURL))
 	}
+	mem := cfg.Memory
+	if mem == nil {
+		mem = NewMemory(cfg.ThreadMemory, cfg.DedupeTTL, cfg.Now)
+	}
 	return &Adapter{
-		cfg:     cfg,
-		api:     slackgo.New(cfg.BotToken, opts...),
-		log:     log,
-		seen:    adapters.NewRecent(50000, cfg.DedupeTTL, cfg.Now),
-		seenMsg: adapters.NewRecent(50000, cfg.DedupeTTL, cfg.Now),
-		threads: adapters.NewRecent(cfg.ThreadMemory, 0, nil),
+		cfg:  cfg,
+		api:  slackgo.New(cfg.BotToken, opts...),
+		log:  log,
+		mem:  mem,
+		pace: newPacer(cfg.PostInterval, cfg.Now, cfg.Sleep),
 	}, nil
 }
 
@@ -180,6 +242,7 @@ func (a *Adapter) Run(ctx context.Context, inbox chan<- adapters.Inbound) error 
 			Proxy:            http.ProxyFromEnvironment,
 			HandshakeTimeout: a.cfg.HTTPTimeout,
 			WriteBufferSize:  32 << 10, // acks fit in one frame (Slack drops fragmented ones)
+			NetDialContext:   a.dial,
 		}),
 		socketmode.OptionLog(slog.NewLogLogger(a.log.Handler(), slog.LevelDebug)),
 	)
@@ -219,6 +282,43 @@ loop:
 		return nil
 	}
 	return fmt.Errorf("slack: socket mode: %w", safeErr(err))
+}
+
+// healthyLink is how long a Socket Mode link must last to count as working.
+const healthyLink = 30 * time.Second
+
+// dial opens the TCP connection of a Socket Mode link. slack-go redials at once
+// whenever Slack says "disconnect", whatever the reason; when links keep closing
+// right after they open (too_many_websockets: more than 10 sockets for one app, or
+// Socket Mode turned off) that would hammer Slack, so from the second short-lived
+// link in a row each dial waits longer: 1 s, 2 s, 4 s, ... up to 2 minutes.
+func (a *Adapter) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	a.dialMu.Lock()
+	now := a.cfg.Now()
+	if !a.lastDial.IsZero() && now.Sub(a.lastDial) < healthyLink {
+		a.flaps++
+	} else {
+		a.flaps = 0
+	}
+	var wait time.Duration
+	if a.flaps >= 2 {
+		wait = min(time.Second<<min(a.flaps-2, 10), 2*time.Minute)
+	}
+	a.dialMu.Unlock()
+	if wait > 0 {
+		a.log.Warn("slack socket mode links keep closing right after they open; waiting before the next dial "+
+			"(too many sockets for this app, over 10 replicas, or Socket Mode turned off in the app's settings)",
+			"wait", wait, "short_links", a.flaps)
+		if err := a.cfg.Sleep(ctx, wait); err != nil {
+			return nil, err
+		}
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, network, addr)
+	a.dialMu.Lock()
+	a.lastDial = a.cfg.Now()
+	a.dialMu.Unlock()
+	return conn, err
 }
 
 // fatalAuth lists the auth.test answers that no retry can fix.
@@ -282,6 +382,10 @@ func (a *Adapter) ack(ctx context.Context, sm *socketmode.Client, evt socketmode
 		if c, ok := evt.Data.(*socketmode.ConnectedEvent); ok && c != nil {
 			a.log.Info("slack socket mode connected", "connection", c.ConnectionCount)
 		}
+	case socketmode.EventTypeHello:
+		if evt.Request != nil {
+			a.log.Debug("slack socket mode hello", "open_sockets", evt.Request.NumConnections)
+		}
 	case socketmode.EventTypeConnectionError:
 		if c, ok := evt.Data.(*slackgo.ConnectionErrorEvent); ok && c != nil {
 			a.log.Warn("slack socket mode connection error", "attempt", c.Attempt, "backoff", c.Backoff, "err", safeErr(c.ErrorObj))
@@ -309,7 +413,8 @@ func (a *Adapter) slashAckPayload(evt socketmode.Event) any {
 	if len(models) == 0 {
 		return nil
 	}
-	text := "Models: " + strings.Join(models, ", ") + "\nUsage: `/model provider/model` (in a thread: `!model provider/model`)"
+	text := escapeMrkdwn("Models: "+strings.Join(models, ", ")) +
+		"\nUsage: `/model provider/model` sets the model new threads here start with (in a thread: `!model provider/model`)"
 	if len(text) > 3000 {
 		text = text[:3000]
 	}
@@ -326,6 +431,10 @@ func (a *Adapter) dispatch(ctx context.Context, work <-chan socketmode.Event, in
 			var in *adapters.Inbound
 			switch evt.Type {
 			case socketmode.EventTypeEventsAPI:
+				if ev, ok := evt.Data.(slackevents.EventsAPIEvent); ok && ev.Type == slackevents.AppRateLimited {
+					a.appRateLimited(ev)
+					continue
+				}
 				in = a.fromEvent(evt.Request)
 			case socketmode.EventTypeSlashCommand:
 				if cmd, ok := evt.Data.(slackgo.SlashCommand); ok {
@@ -342,6 +451,21 @@ func (a *Adapter) dispatch(ctx context.Context, work <-chan socketmode.Event, in
 			}
 		}
 	}
+}
+
+// appRateLimited logs Slack's notice that it drops this app's events in a
+// workspace (more than 30,000 in an hour), once per minute Slack names.
+func (a *Adapter) appRateLimited(ev slackevents.EventsAPIEvent) {
+	var minute int64
+	if rl, ok := ev.Data.(*slackevents.EventsAPIAppRateLimited); ok && rl != nil {
+		minute = int64(rl.MinuteRateLimited)
+	}
+	if a.limitedMinute.Swap(minute) == minute && minute != 0 {
+		return
+	}
+	a.log.Error("slack is dropping this app's events in the workspace (over 30,000 events in an hour): mentions go unanswered; "+
+		"set channels.slack.events: mentions and subscribe to app_mention and message.im only (slack-manifest-mentions.yaml)",
+		"team", ev.TeamID, "since", time.Unix(minute, 0).UTC())
 }
 
 // innerEvent is the part of a message / app_mention event the adapter reads.
@@ -373,7 +497,7 @@ func (a *Adapter) SetSessionLookup(known func(ctx context.Context, sessionKey st
 // a thread it answered in (remembered, or found as a session after a restart) or
 // one it started.
 func (a *Adapter) inThread(ev innerEvent, team, botUser string) bool {
-	if a.threads.Has(threadKey(ev.Channel, ev.ThreadTS)) || ev.ParentUserID == botUser {
+	if a.mem.threads.Has(threadKey(ev.Channel, ev.ThreadTS)) || ev.ParentUserID == botUser {
 		return true
 	}
 	known := a.known.Load()
@@ -385,7 +509,7 @@ func (a *Adapter) inThread(ev innerEvent, team, botUser string) bool {
 	if !(*known)(ctx, "slack:"+team+":"+ev.Channel+":"+ev.ThreadTS) {
 		return false
 	}
-	a.threads.Add(threadKey(ev.Channel, ev.ThreadTS))
+	a.mem.threads.Add(threadKey(ev.Channel, ev.ThreadTS))
 	return true
 }
 
@@ -403,7 +527,7 @@ func (a *Adapter) fromEvent(req *socketmode.Request) *adapters.Inbound {
 		a.log.Debug("slack: unreadable event payload", "envelope", req.EnvelopeID)
 		return nil
 	}
-	if a.seen.Seen("ev:" + outer.EventID) {
+	if a.mem.seen.Seen("ev:" + outer.EventID) {
 		a.log.Debug("slack: duplicate event ignored", "event_id", outer.EventID, "retry_attempt", req.RetryAttempt)
 		return nil
 	}
@@ -429,6 +553,14 @@ func (a *Adapter) fromEvent(req *socketmode.Request) *adapters.Inbound {
 		return nil
 	}
 	direct := ev.ChannelType == "im" || (ev.ChannelType == "" && strings.HasPrefix(ev.Channel, "D"))
+	if a.cfg.MentionsOnly && !direct && ev.Type != "app_mention" {
+		if !a.warnedMessages.Swap(true) {
+			a.log.Warn("slack sends channel message events although channels.slack.events is mentions: they are ignored; " +
+				"remove message.channels, message.groups and message.mpim from the app's event subscriptions " +
+				"(slack-manifest-mentions.yaml) to keep them from counting against Slack's 30,000 events per hour")
+		}
+		return nil
+	}
 	root := ev.ThreadTS
 	if root == "" {
 		root = ev.TS
@@ -438,7 +570,7 @@ func (a *Adapter) fromEvent(req *socketmode.Request) *adapters.Inbound {
 		return nil // channel chatter not addressed to the bot
 	}
 	// An app_mention and its message.channels twin share channel and ts: handle one.
-	if a.seenMsg.Seen(threadKey(ev.Channel, ev.TS)) {
+	if a.mem.seenMsg.Seen(threadKey(ev.Channel, ev.TS)) {
 		return nil
 	}
 	text := ev.Text
@@ -446,14 +578,16 @@ func (a *Adapter) fromEvent(req *socketmode.Request) *adapters.Inbound {
 		text = mention.ReplaceAllString(text, "")
 	}
 	text = strings.TrimSpace(unescapeSlack(text))
-	in := &adapters.Inbound{Channel: Name, User: "slack:" + ev.User, Text: text}
+	// One id per message, whichever event (app_mention or message) carried it.
+	in := &adapters.Inbound{Channel: Name, User: "slack:" + ev.User, Text: text,
+		EventID: "slack:msg:" + ev.Channel + ":" + ev.TS}
 	if direct {
 		in.Direct = true
 		in.SessionKey = "slack:" + team + ":" + ev.Channel
 		in.ReplyTo = target{Channel: ev.Channel, ThreadTS: ev.ThreadTS}.encode()
 		return in
 	}
-	a.threads.Add(threadKey(ev.Channel, root))
+	a.mem.threads.Add(threadKey(ev.Channel, root))
 	in.SessionKey = "slack:" + team + ":" + ev.Channel + ":" + root
 	in.ReplyTo = target{Channel: ev.Channel, ThreadTS: root}.encode()
 	return in
@@ -461,7 +595,7 @@ func (a *Adapter) fromEvent(req *socketmode.Request) *adapters.Inbound {
 
 // fromSlash maps a native slash command to an Inbound for the channel's session.
 func (a *Adapter) fromSlash(cmd slackgo.SlashCommand) *adapters.Inbound {
-	if a.seen.Seen("trig:" + cmd.TriggerID) {
+	if a.mem.seen.Seen("trig:" + cmd.TriggerID) {
 		return nil
 	}
 	if cmd.ChannelID == "" || cmd.UserID == "" || cmd.Command == "" {
@@ -472,7 +606,7 @@ func (a *Adapter) fromSlash(cmd slackgo.SlashCommand) *adapters.Inbound {
 		team = cmd.TeamID
 	}
 	text := slashText(cmd.Command, cmd.Text)
-	return &adapters.Inbound{
+	in := &adapters.Inbound{
 		Channel:    Name,
 		SessionKey: "slack:" + team + ":" + cmd.ChannelID,
 		User:       "slack:" + cmd.UserID,
@@ -480,7 +614,22 @@ func (a *Adapter) fromSlash(cmd slackgo.SlashCommand) *adapters.Inbound {
 		ReplyTo:    target{Channel: cmd.ChannelID, User: cmd.UserID, ResponseURL: cmd.ResponseURL}.encode(),
 		Direct:     strings.HasPrefix(cmd.ChannelID, "D") || cmd.ChannelName == "directmessage",
 		Native:     true,
+		EventID:    "slack:cmd:" + cmd.TriggerID,
 	}
+	if !in.Direct {
+		// A channel holds no conversation of its own: its threads do.
+		in.DefaultsFor = "new threads in " + channelLabel(cmd.ChannelName)
+	}
+	return in
+}
+
+// channelLabel names a channel for an answer: "#general", or "this channel" when
+// Slack gives no usable name (private channels may come as "privategroup").
+func channelLabel(name string) string {
+	if name == "" || name == "privategroup" || len(name) > 80 || strings.ContainsAny(name, " \t\n<>&|") {
+		return "this channel"
+	}
+	return "#" + name
 }
 
 // slashText turns a native command into the router's text form. Besides the plain

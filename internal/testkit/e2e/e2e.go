@@ -52,6 +52,8 @@ type Spec struct {
 	// Adapter is the channel under test; Secrets are its own secrets (tokens),
 	// checked like the keys.
 	Adapter adapters.Adapter
+	// Extra are more channels run beside Adapter (a second replica's socket).
+	Extra   []adapters.Adapter
 	Secrets []string
 	// Logs collects the logs (give the adapter Logger(Logs) too); nil = a new one.
 	Logs *SyncBuffer
@@ -93,7 +95,7 @@ func Start(t testing.TB, spec Spec) *World {
 		t.Fatalf("e2e config: %v\n%s", err, yaml)
 	}
 	w.Sys, err = app.New(context.Background(), cfg, app.Options{
-		Log: log, Clock: w.Clock, Adapters: []adapters.Adapter{spec.Adapter},
+		Log: log, Clock: w.Clock, Adapters: append([]adapters.Adapter{spec.Adapter}, spec.Extra...),
 		Policy: func(p *failover.Policy) { p.Jitter = 0 },
 	})
 	if err != nil {

@@ -1,8 +1,8 @@
 // Package fakeslack is a local fake of the parts of Slack that detour uses: the Web API
 // methods (auth.test, apps.connections.open, chat.postMessage, chat.postEphemeral,
-// conversations.info, response_url targets) and the Socket Mode WebSocket (hello, ping
-// frames, events_api and slash_commands envelopes, acks, disconnects). It lets the real
-// slack-go client run end to end on 127.0.0.1.
+// chat.update, conversations.info, response_url targets) and the Socket Mode WebSocket
+// (hello, ping frames, events_api and slash_commands envelopes, acks, disconnects). It
+// lets the real slack-go client run end to end on 127.0.0.1.
 //
 // Usage:
 //
@@ -12,7 +12,62 @@
 //	api := slack.New("xoxb-…", slack.OptionAPIURL(srv.URL()), slack.OptionAppLevelToken("xapp-…"))
 //
 // Every post is recorded (Posts, WaitPost); every ack too (Acks, WaitAck). Faults are
-// injected with RateLimitNext, FailNext, Disconnect and Redeliver.
+// injected with RateLimitNext, FailNext, Slow, DropAcks, Disconnect, SendDisconnect,
+// Redeliver and AppRateLimited.
+//
+// # Strictness
+//
+// The fake holds a client to Slack's documented rules, so code that breaks one of
+// them fails here and not in a customer's workspace:
+//
+//   - Posting pace. chat.postMessage allows about one message per second per
+//     channel (https://docs.slack.dev/apis/web-api/rate-limits/, "Posting messages";
+//     https://docs.slack.dev/reference/methods/chat.postMessage/, "Rate limiting").
+//     A post to a channel sooner than PostInterval (1 s) after the previous accepted
+//     one there is refused with HTTP 429, a Retry-After header (whole seconds) and
+//     {"ok":false,"error":"ratelimited"}, and recorded in Throttles. The fake
+//     grants no burst; Now is its clock (give it the client's clock when the
+//     client's waits are virtual).
+//   - Acknowledgement deadline. Slack expects every Socket Mode envelope to be
+//     acknowledged within 3 seconds and otherwise retries the event
+//     (https://docs.slack.dev/apis/events-api/using-socket-mode/,
+//     https://docs.slack.dev/apis/events-api/#retries). An events_api envelope not
+//     acked within AckTimeout (3 s, real time) is sent again in a new envelope with
+//     retry_attempt n and retry_reason "timeout", up to MaxRetries (3) times, on any
+//     open socket. An envelope pushed while no socket is open is not queued and
+//     flushed on the next connection: it is delivered by that retry, AckTimeout
+//     later. Slash commands are not retried: Slack shows the user a timeout instead.
+//     DropAcks loses acks on the way, to provoke a retry.
+//   - Disconnect reasons (https://docs.slack.dev/apis/events-api/using-socket-mode/,
+//     "Disconnect events"): "warning" and "refresh_requested" leave the socket open
+//     for DisconnectGrace (10 s) and then close it, so a client must reconnect by
+//     itself; "link_disabled" (Socket Mode turned off for the app) closes the socket
+//     and apps.connections.open answers {"ok":false,"error":"link_disabled"} until
+//     EnableLink (Slack does not document that error code; it is the fake's);
+//     "too_many_websockets" is sent, and the socket closed, to a connection beyond
+//     MaxSockets (10) open sockets per app.
+//   - Several sockets per app. Up to MaxSockets connections stay open at once and each
+//     envelope goes to one of them, round robin, as Slack spreads events over an
+//     app's connections (https://docs.slack.dev/apis/events-api/using-socket-mode/,
+//     "Using multiple connections"). Mention, with OnlyMentions false, also sends the
+//     message.channels twin of the app_mention (same channel and ts, its own event
+//     id), which may land on another socket.
+//   - Events budget. Slack delivers at most 30,000 events per hour per workspace to an
+//     app; past it, events are dropped and an app_rate_limited event is sent
+//     (https://docs.slack.dev/reference/events/app_rate_limited/,
+//     https://docs.slack.dev/apis/web-api/rate-limits/, "Events API"). Past
+//     HourlyEventLimit events within an hour of Now, an event is dropped (recorded in
+//     Dropped) and one app_rate_limited envelope per minute is sent. AppRateLimited
+//     sends one at will.
+//   - Mention detection. Whatever Slack would render as a live mention or reference in
+//     posted text is recorded in Post.Mentions (see LiveMentions): "<!…>" (@here,
+//     @channel, @everyone, <!subteam^…> user groups), "<@U…>" users and "<#C…>"
+//     channels in message text, mrkdwn and markdown blocks
+//     (https://docs.slack.dev/messaging/formatting-message-text/); plain @here,
+//     @channel, @everyone and @names when the post asks Slack to link names
+//     (link_names, parse=full) and in mrkdwn text objects without verbatim: true
+//     (https://docs.slack.dev/reference/block-kit/composition-objects/text-object/);
+//     user, usergroup, broadcast and channel elements of rich_text blocks.
 package fakeslack
 
 import (
@@ -20,8 +75,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -50,6 +107,10 @@ type Post struct {
 	Ephemeral bool            // chat.postEphemeral, or response_url with response_type ephemeral
 	User      string          // user of an ephemeral post
 	Token     string          // the token the call carried (for auth checks in tests)
+	At        time.Time       // when the fake accepted it (the fake's clock)
+	// Mentions lists every live mention Slack would render from this post: "<!here>",
+	// "<@U123>", "@channel" (with link_names), "rich_text:user:U1", ...
+	Mentions []string
 }
 
 // Ack is one Socket Mode acknowledgement read from the client.
@@ -65,6 +126,19 @@ type Sent struct {
 	TS          string // ts of the message (events_api only)
 	TriggerID   string // slash commands only
 	ResponseURL string // slash commands only
+	// Twin is the message.channels event sent with a channel mention (Mention only).
+	Twin *Sent
+	// Dropped is true when the event was not delivered: over the hourly events
+	// budget, or not subscribed (OnlyMentions).
+	Dropped bool
+}
+
+// Throttle is one HTTP 429 the fake answered.
+type Throttle struct {
+	Method     string
+	Channel    string
+	RetryAfter int  // seconds
+	Injected   bool // from RateLimitNext rather than the posting pace
 }
 
 // Server is the fake. Configure the exported fields before Start.
@@ -82,31 +156,88 @@ type Server struct {
 	// EchoPosts makes every chat.postMessage come back over the socket as a message
 	// event from the bot, as real Slack does.
 	EchoPosts bool
+	// Now is the clock of the posting pace and the events budget (default time.Now).
+	Now func() time.Time
+	// PostInterval is the per-channel chat.postMessage pace (default 1 s; < 0 = off).
+	PostInterval time.Duration
+	// AckTimeout is how long an events_api envelope may stay unacknowledged before it
+	// is sent again (default 3 s; < 0 = never).
+	AckTimeout time.Duration
+	// MaxRetries is how often an unacknowledged event is sent again (default 3).
+	MaxRetries int
+	// MaxSockets is how many Socket Mode connections may be open at once (default 10).
+	MaxSockets int
+	// DisconnectGrace is how long a socket told "warning" or "refresh_requested"
+	// stays open (default 10 s).
+	DisconnectGrace time.Duration
+	// HourlyEventLimit is the events budget per hour (default 30,000; < 0 = none).
+	HourlyEventLimit int
+	// OnlyMentions models an app subscribed to app_mention and message.im only
+	// (slack-manifest-mentions.yaml): no message.channels/groups/mpim events.
+	OnlyMentions bool
 
 	srv *httptest.Server
 
-	mu         sync.Mutex
-	changed    chan struct{} // closed and replaced on every recorded change
-	posts      []Post
-	acks       []Ack
-	opens      int // apps.connections.open calls answered ok
-	connects   int // WebSocket upgrades
-	calls      map[string]int
-	conn       *wsConn
-	pending    [][]byte // envelopes waiting for a connection
-	byEvent    map[string]map[string]any
-	rateLimit  map[string][]int
-	failNext   map[string][]string
-	seq        int
-	closed     bool
-	connWG     sync.WaitGroup
-	connCtx    context.Context
-	connCancel context.CancelFunc
+	mu           sync.Mutex
+	changed      chan struct{} // closed and replaced on every recorded change
+	posts        []Post
+	acks         []Ack
+	throttles    []Throttle
+	dropped      []Sent
+	opens        int // apps.connections.open calls answered ok
+	connects     int // WebSocket upgrades accepted
+	refused      int // sockets refused with too_many_websockets
+	calls        map[string]int
+	conns        []*wsConn // open sockets, oldest first
+	rr           int       // round-robin cursor over conns
+	byEvent      map[string]map[string]any
+	envs         map[string]*envelope // unacked events_api envelopes by envelope id
+	rateLimit    map[string][]int
+	failNext     map[string][]string
+	slow         map[string]*slowGate
+	lastPost     map[string]time.Time // channel → last accepted chat.postMessage
+	eventTimes   []time.Time          // deliveries within the last hour (events budget)
+	limitedMin   int64                // minute of the last app_rate_limited sent
+	dropAcks     int
+	linkOff      bool
+	seq          int
+	closed       bool
+	connWG       sync.WaitGroup
+	timerWG      sync.WaitGroup
+	connCtx      context.Context
+	connCancel   context.CancelFunc
+	rateLimited  int            // app_rate_limited envelopes sent
+	inflight     map[string]int // channel → chat.postMessage calls being answered
+	retried      int            // envelopes sent again after a missed ack
+	retriedAcked int            // of those, acked
+	deliveries   map[int]int    // socket number → envelopes written
+}
+
+// envelope is an events_api delivery waiting for its ack.
+type envelope struct {
+	eventID string
+	attempt int
+	timer   *time.Timer
+}
+
+// acked records the ack of envelope envID; s.mu must be held.
+func (s *Server) ackedLocked(envID string) {
+	e, ok := s.envs[envID]
+	if !ok {
+		return
+	}
+	e.timer.Stop()
+	delete(s.envs, envID)
+	if e.attempt > 0 {
+		s.retriedAcked++
+	}
 }
 
 type wsConn struct {
-	c   *websocket.Conn
-	wmu sync.Mutex
+	id   int // socket number, 1 = the first accepted
+	c    *websocket.Conn
+	wmu  sync.Mutex
+	done chan struct{} // closed when the reader ends
 }
 
 func (w *wsConn) write(b []byte) error {
@@ -116,27 +247,42 @@ func (w *wsConn) write(b []byte) error {
 	return w.c.WriteMessage(websocket.TextMessage, b)
 }
 
-// New returns an unstarted fake with the default identities.
+// New returns an unstarted fake with the default identities and Slack's limits.
 func New() *Server {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{
-		TeamID:       DefaultTeamID,
-		BotUserID:    DefaultBotUserID,
-		BotID:        DefaultBotID,
-		AppID:        DefaultAppID,
-		PingInterval: 50 * time.Millisecond,
-		changed:      make(chan struct{}),
-		calls:        map[string]int{},
-		byEvent:      map[string]map[string]any{},
-		rateLimit:    map[string][]int{},
-		failNext:     map[string][]string{},
-		connCtx:      ctx,
-		connCancel:   cancel,
+		TeamID:           DefaultTeamID,
+		BotUserID:        DefaultBotUserID,
+		BotID:            DefaultBotID,
+		AppID:            DefaultAppID,
+		PingInterval:     50 * time.Millisecond,
+		Now:              time.Now,
+		PostInterval:     time.Second,
+		AckTimeout:       3 * time.Second,
+		MaxRetries:       3,
+		MaxSockets:       10,
+		DisconnectGrace:  10 * time.Second,
+		HourlyEventLimit: 30000,
+		changed:          make(chan struct{}),
+		calls:            map[string]int{},
+		byEvent:          map[string]map[string]any{},
+		envs:             map[string]*envelope{},
+		rateLimit:        map[string][]int{},
+		failNext:         map[string][]string{},
+		slow:             map[string]*slowGate{},
+		inflight:         map[string]int{},
+		deliveries:       map[int]int{},
+		lastPost:         map[string]time.Time{},
+		connCtx:          ctx,
+		connCancel:       cancel,
 	}
 }
 
 // Start listens on 127.0.0.1 and serves.
 func (s *Server) Start() {
+	if s.Now == nil {
+		s.Now = time.Now
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/api/", s.handleAPI)
 	mux.HandleFunc("/link/", s.handleSocket)
@@ -147,15 +293,18 @@ func (s *Server) Start() {
 // URL is the Web API base for slack.OptionAPIURL: "http://127.0.0.1:P/api/".
 func (s *Server) URL() string { return s.srv.URL + "/api/" }
 
-// Close drops the socket and stops the server.
+// Close drops every socket, stops the retry timers and the server.
 func (s *Server) Close() {
 	s.mu.Lock()
 	s.closed = true
-	c := s.conn
-	s.conn = nil
+	conns := s.conns
+	s.conns = nil
+	for _, e := range s.envs {
+		e.timer.Stop()
+	}
 	s.mu.Unlock()
 	s.connCancel()
-	if c != nil {
+	for _, c := range conns {
 		_ = c.c.Close()
 	}
 	if s.srv != nil {
@@ -163,6 +312,7 @@ func (s *Server) Close() {
 		s.srv.Close()
 	}
 	s.connWG.Wait()
+	s.timerWG.Wait()
 }
 
 // notifyLocked wakes every waiter; s.mu must be held.
@@ -201,6 +351,84 @@ func (s *Server) FailNext(method, errCode string) {
 	s.failNext[method] = append(s.failNext[method], errCode)
 }
 
+// slowGate delays the posts of one channel until d passes or release closes.
+type slowGate struct {
+	d       time.Duration
+	release chan struct{}
+}
+
+// Slow makes every chat.postMessage to channel take d (real time) before it is
+// answered. Slow(channel, 0) ends it and releases the posts waiting; a client that
+// gives up, or Close, ends a wait too.
+func (s *Server) Slow(channel string, d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if g := s.slow[channel]; g != nil {
+		close(g.release)
+		delete(s.slow, channel)
+	}
+	if d > 0 {
+		s.slow[channel] = &slowGate{d: d, release: make(chan struct{})}
+	}
+}
+
+// InFlight is how many chat.postMessage calls to channel are being answered now.
+func (s *Server) InFlight(channel string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.inflight[channel]
+}
+
+// WaitInFlight waits until n chat.postMessage calls to channel are in flight.
+func (s *Server) WaitInFlight(channel string, n int, timeout time.Duration) error {
+	if !s.waitFor(timeout, func() bool { return s.inflight[channel] >= n }) {
+		return fmt.Errorf("fakeslack: want %d posts in flight to %s, have %d", n, channel, s.InFlight(channel))
+	}
+	return nil
+}
+
+// Retried is how many envelopes were sent again because their ack did not come.
+func (s *Server) Retried() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.retried
+}
+
+// WaitRetried waits until at least n envelopes were sent again and acked.
+func (s *Server) WaitRetried(n int, timeout time.Duration) error {
+	if !s.waitFor(timeout, func() bool { return s.retriedAcked >= n }) {
+		return fmt.Errorf("fakeslack: want %d retried envelopes acked, have %d (sent %d)", n, s.retriedAcked, s.Retried())
+	}
+	return nil
+}
+
+// Deliveries counts the envelopes written to each socket, by socket number (1 =
+// the first accepted).
+func (s *Server) Deliveries() map[int]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[int]int{}
+	for k, v := range s.deliveries {
+		out[k] = v
+	}
+	return out
+}
+
+// DropAcks makes the fake lose the next n acks, as if they never arrived: their
+// envelopes are retried after AckTimeout.
+func (s *Server) DropAcks(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dropAcks += n
+}
+
+// EnableLink turns Socket Mode back on after a link_disabled disconnect.
+func (s *Server) EnableLink() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.linkOff = false
+}
+
 // Calls reports how many times method was called (including rate-limited and failed calls).
 func (s *Server) Calls(method string) int {
 	s.mu.Lock()
@@ -213,6 +441,31 @@ func (s *Server) Posts() []Post {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]Post(nil), s.posts...)
+}
+
+// Mentions returns every live mention found in the recorded posts.
+func (s *Server) Mentions() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, p := range s.posts {
+		out = append(out, p.Mentions...)
+	}
+	return out
+}
+
+// Throttles returns every HTTP 429 answered, in order.
+func (s *Server) Throttles() []Throttle {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Throttle(nil), s.throttles...)
+}
+
+// Dropped returns the events that were not delivered (events budget, subscriptions).
+func (s *Server) Dropped() []Sent {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Sent(nil), s.dropped...)
 }
 
 // Acks returns a copy of every ack read from the client, in order.
@@ -234,6 +487,20 @@ func (s *Server) Connects() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.connects
+}
+
+// Refused is how many sockets were turned away with too_many_websockets.
+func (s *Server) Refused() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refused
+}
+
+// OpenSockets is how many Socket Mode connections are open now.
+func (s *Server) OpenSockets() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
 }
 
 // waitFor polls cond (under the lock) whenever the state changes, until it holds or
@@ -334,54 +601,163 @@ func (s *Server) WaitAck(envelopeID string, timeout time.Duration) (Ack, error) 
 
 // WaitConnected waits until at least n WebSockets were accepted and one is open.
 func (s *Server) WaitConnected(n int, timeout time.Duration) error {
-	if !s.waitFor(timeout, func() bool { return s.connects >= n && s.conn != nil }) {
+	if !s.waitFor(timeout, func() bool { return s.connects >= n && len(s.conns) > 0 }) {
 		return fmt.Errorf("fakeslack: want %d connections, have %d after %s", n, s.Connects(), timeout)
 	}
 	return nil
 }
 
-// Disconnect drops the current WebSocket without a goodbye (a network failure);
-// the client must call apps.connections.open again and redial.
-func (s *Server) Disconnect() {
-	s.mu.Lock()
-	c := s.conn
-	s.conn = nil
-	s.notifyLocked()
-	s.mu.Unlock()
-	if c != nil {
-		_ = c.c.Close()
-	}
-}
-
-// RequestDisconnect sends Slack's {"type":"disconnect"} message (refresh_requested).
-func (s *Server) RequestDisconnect() error {
-	b, _ := json.Marshal(map[string]any{"type": "disconnect", "reason": "refresh_requested",
-		"debug_info": map[string]any{"host": "fakeslack"}})
-	return s.push(b)
-}
-
-// push writes one frame to the current connection, or queues it until the next one.
-func (s *Server) push(b []byte) error {
-	s.mu.Lock()
-	c := s.conn
-	if c == nil {
-		s.pending = append(s.pending, b)
-		s.mu.Unlock()
-		return nil
-	}
-	s.mu.Unlock()
-	if err := c.write(b); err != nil {
-		s.mu.Lock()
-		s.pending = append(s.pending, b)
-		s.mu.Unlock()
-		return nil
+// WaitOpen waits until n sockets are open at once.
+func (s *Server) WaitOpen(n int, timeout time.Duration) error {
+	if !s.waitFor(timeout, func() bool { return len(s.conns) >= n }) {
+		return fmt.Errorf("fakeslack: want %d open sockets, have %d after %s", n, s.OpenSockets(), timeout)
 	}
 	return nil
 }
 
+// Disconnect drops every WebSocket without a goodbye (a network failure); the
+// clients must call apps.connections.open again and redial.
+func (s *Server) Disconnect() {
+	s.mu.Lock()
+	conns := s.conns
+	s.conns = nil
+	s.notifyLocked()
+	s.mu.Unlock()
+	for _, c := range conns {
+		_ = c.c.Close()
+	}
+}
+
+// RequestDisconnect sends Slack's {"type":"disconnect","reason":"refresh_requested"}.
+func (s *Server) RequestDisconnect() error { return s.SendDisconnect("refresh_requested") }
+
+// SendDisconnect sends {"type":"disconnect","reason":reason} on every open socket
+// and applies the reason's consequence (see the package doc): "warning" and
+// "refresh_requested" close the sockets DisconnectGrace later, "link_disabled"
+// closes them now and refuses new ones until EnableLink.
+func (s *Server) SendDisconnect(reason string) error {
+	s.mu.Lock()
+	conns := append([]*wsConn(nil), s.conns...)
+	if reason == "link_disabled" {
+		s.linkOff = true
+	}
+	s.mu.Unlock()
+	b := disconnectFrame(reason)
+	var errs []error
+	for _, c := range conns {
+		if err := c.write(b); err != nil {
+			errs = append(errs, err)
+		}
+		switch reason {
+		case "link_disabled", "too_many_websockets":
+			s.drop(c)
+		default:
+			s.closeAfter(c, s.DisconnectGrace)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func disconnectFrame(reason string) []byte {
+	b, _ := json.Marshal(map[string]any{"type": "disconnect", "reason": reason,
+		"debug_info": map[string]any{"host": "fakeslack"}})
+	return b
+}
+
+// closeAfter closes c after d unless it ends first.
+func (s *Server) closeAfter(c *wsConn, d time.Duration) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.timerWG.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.timerWG.Done()
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			s.drop(c)
+		case <-c.done:
+		case <-s.connCtx.Done():
+		}
+	}()
+}
+
+// drop forgets c and closes it.
+func (s *Server) drop(c *wsConn) {
+	s.mu.Lock()
+	s.removeLocked(c)
+	s.mu.Unlock()
+	_ = c.c.Close()
+}
+
+func (s *Server) removeLocked(c *wsConn) {
+	for i, x := range s.conns {
+		if x == c {
+			s.conns = append(s.conns[:i], s.conns[i+1:]...)
+			s.notifyLocked()
+			return
+		}
+	}
+}
+
+// deliver writes one frame to one open socket, round robin; false when none is
+// open (or every write failed).
+func (s *Server) deliver(b []byte) bool {
+	s.mu.Lock()
+	n := len(s.conns)
+	order := make([]*wsConn, 0, n)
+	for i := range n {
+		order = append(order, s.conns[(s.rr+i)%n])
+	}
+	s.rr++
+	s.mu.Unlock()
+	for _, c := range order {
+		if c.write(b) == nil {
+			s.mu.Lock()
+			s.deliveries[c.id]++
+			s.mu.Unlock()
+			return true
+		}
+	}
+	return false
+}
+
+// budgetLocked reports whether one more event fits the hourly budget, and
+// records it when it does; when it does not, it reports whether an
+// app_rate_limited event is due (once per minute).
+func (s *Server) budgetLocked() (ok, notify bool, minute int64) {
+	if s.HourlyEventLimit < 0 {
+		return true, false, 0
+	}
+	now := s.Now()
+	keep := s.eventTimes[:0]
+	for _, t := range s.eventTimes {
+		if now.Sub(t) < time.Hour {
+			keep = append(keep, t)
+		}
+	}
+	s.eventTimes = keep
+	if len(s.eventTimes) < s.HourlyEventLimit {
+		s.eventTimes = append(s.eventTimes, now)
+		return true, false, 0
+	}
+	minute = now.Unix() / 60 * 60
+	if minute != s.limitedMin {
+		s.limitedMin = minute
+		return false, true, minute
+	}
+	return false, false, minute
+}
+
 // PushEvent sends an events_api envelope carrying the given inner event; it fills
-// event_id, team_id and envelope_id and returns them.
+// event_id, team_id and envelope_id and returns them. Past the events budget the
+// event is dropped (Sent.Dropped).
 func (s *Server) PushEvent(event map[string]any) Sent {
+	ts, _ := event["ts"].(string)
 	s.mu.Lock()
 	n := s.nextLocked()
 	eventID := fmt.Sprintf("Ev%06d", n)
@@ -390,15 +766,65 @@ func (s *Server) PushEvent(event map[string]any) Sent {
 		"event_id": eventID, "event_time": 1700000000 + n, "event": event,
 	}
 	s.byEvent[eventID] = outer
-	envID := fmt.Sprintf("env-%06d", s.nextLocked())
+	ok, notify, minute := s.budgetLocked()
+	if !ok {
+		sent := Sent{EventID: eventID, TS: ts, Dropped: true}
+		s.dropped = append(s.dropped, sent)
+		s.notifyLocked()
+		s.mu.Unlock()
+		if notify {
+			s.pushRateLimited(minute)
+		}
+		return sent
+	}
 	s.mu.Unlock()
-	b, _ := json.Marshal(map[string]any{
-		"envelope_id": envID, "type": "events_api", "accepts_response_payload": false,
-		"retry_attempt": 0, "payload": outer,
-	})
-	_ = s.push(b)
-	ts, _ := event["ts"].(string)
+	envID := s.send(eventID, 0)
 	return Sent{EnvelopeID: envID, EventID: eventID, TS: ts}
+}
+
+// send delivers event eventID in a new envelope (attempt 0 = first delivery) and
+// arms its ack deadline. It returns the envelope id.
+func (s *Server) send(eventID string, attempt int) string {
+	s.mu.Lock()
+	outer := s.byEvent[eventID]
+	envID := fmt.Sprintf("env-%06d", s.nextLocked())
+	env := map[string]any{"envelope_id": envID, "type": "events_api", "accepts_response_payload": false,
+		"retry_attempt": attempt, "payload": outer}
+	if attempt > 0 {
+		env["retry_reason"] = "timeout"
+	}
+	if s.AckTimeout >= 0 && !s.closed {
+		e := &envelope{eventID: eventID, attempt: attempt}
+		e.timer = time.AfterFunc(s.AckTimeout, func() { s.expire(envID) })
+		s.envs[envID] = e
+	}
+	s.mu.Unlock()
+	b, _ := json.Marshal(env)
+	s.deliver(b) // undelivered: the ack deadline passes and Slack retries
+	return envID
+}
+
+// expire retries an envelope whose ack did not come in time.
+func (s *Server) expire(envID string) {
+	s.mu.Lock()
+	e, ok := s.envs[envID]
+	if !ok || s.closed {
+		s.mu.Unlock()
+		return
+	}
+	delete(s.envs, envID)
+	retry := e.attempt < s.MaxRetries
+	if retry {
+		s.timerWG.Add(1)
+	}
+	s.mu.Unlock()
+	if retry {
+		defer s.timerWG.Done()
+		s.mu.Lock()
+		s.retried++
+		s.mu.Unlock()
+		s.send(e.eventID, e.attempt+1)
+	}
 }
 
 // Redeliver sends the event with eventID again in a new envelope with retry_attempt 1,
@@ -406,22 +832,37 @@ func (s *Server) PushEvent(event map[string]any) Sent {
 func (s *Server) Redeliver(eventID string) (Sent, error) {
 	s.mu.Lock()
 	outer, ok := s.byEvent[eventID]
-	envID := fmt.Sprintf("env-%06d", s.nextLocked())
 	s.mu.Unlock()
 	if !ok {
 		return Sent{}, errors.New("fakeslack: unknown event id " + eventID)
 	}
-	b, _ := json.Marshal(map[string]any{
-		"envelope_id": envID, "type": "events_api", "accepts_response_payload": false,
-		"retry_attempt": 1, "retry_reason": "timeout", "payload": outer,
-	})
-	_ = s.push(b)
+	envID := s.send(eventID, 1)
 	ev, _ := outer["event"].(map[string]any)
 	ts, _ := ev["ts"].(string)
 	return Sent{EnvelopeID: envID, EventID: eventID, TS: ts}, nil
 }
 
-// Mention sends an app_mention "<@BOT> text" from user in channel (threadTS "" = top level).
+// AppRateLimited sends the app_rate_limited event Slack sends when it drops an
+// app's events for the workspace (no inner event).
+func (s *Server) AppRateLimited() Sent {
+	return s.pushRateLimited(s.Now().Unix() / 60 * 60)
+}
+
+func (s *Server) pushRateLimited(minute int64) Sent {
+	s.mu.Lock()
+	envID := fmt.Sprintf("env-%06d", s.nextLocked())
+	s.rateLimited++
+	s.mu.Unlock()
+	b, _ := json.Marshal(map[string]any{"envelope_id": envID, "type": "events_api", "accepts_response_payload": false,
+		"retry_attempt": 0, "payload": map[string]any{"token": "verif", "type": "app_rate_limited", "team_id": s.TeamID,
+			"minute_rate_limited": minute, "api_app_id": s.AppID}})
+	s.deliver(b)
+	return Sent{EnvelopeID: envID}
+}
+
+// Mention sends an app_mention "<@BOT> text" from user in channel (threadTS "" = top
+// level). Unless OnlyMentions, the message.channels twin Slack sends for the same
+// message follows (Sent.Twin), as its own event.
 func (s *Server) Mention(channel, user, text, threadTS string) Sent {
 	ev := map[string]any{
 		"type": "app_mention", "user": user, "channel": channel, "ts": s.NewTS(),
@@ -431,20 +872,49 @@ func (s *Server) Mention(channel, user, text, threadTS string) Sent {
 		ev["thread_ts"] = threadTS
 	}
 	ev["event_ts"] = ev["ts"]
-	return s.PushEvent(ev)
+	sent := s.PushEvent(ev)
+	if !s.OnlyMentions && !strings.HasPrefix(channel, "D") {
+		twin := map[string]any{"type": "message", "channel_type": channelType(channel)}
+		for _, k := range []string{"user", "channel", "ts", "text", "thread_ts", "event_ts"} {
+			if v, ok := ev[k]; ok {
+				twin[k] = v
+			}
+		}
+		t := s.PushEvent(twin)
+		sent.Twin = &t
+	}
+	return sent
+}
+
+func channelType(channel string) string {
+	switch {
+	case strings.HasPrefix(channel, "D"):
+		return "im"
+	case strings.HasPrefix(channel, "G"):
+		return "group"
+	default:
+		return "channel"
+	}
 }
 
 // ChannelMessage sends a plain message event (message.channels) in channel; threadTS ""
-// means top level. The text is sent as is.
+// means top level. The text is sent as is. With OnlyMentions nothing is delivered.
 func (s *Server) ChannelMessage(channel, user, text, threadTS string) Sent {
 	ev := map[string]any{
-		"type": "message", "channel_type": "channel", "user": user, "channel": channel,
+		"type": "message", "channel_type": channelType(channel), "user": user, "channel": channel,
 		"ts": s.NewTS(), "text": text,
 	}
 	if threadTS != "" {
 		ev["thread_ts"] = threadTS
 	}
 	ev["event_ts"] = ev["ts"]
+	if s.OnlyMentions {
+		sent := Sent{TS: ev["ts"].(string), Dropped: true}
+		s.mu.Lock()
+		s.dropped = append(s.dropped, sent)
+		s.mu.Unlock()
+		return sent
+	}
 	return s.PushEvent(ev)
 }
 
@@ -466,7 +936,7 @@ func (s *Server) DM(channel, user, text string) Sent {
 func (s *Server) BotMessage(channel, text, threadTS string) Sent {
 	ts := s.NewTS()
 	ev := map[string]any{
-		"type": "message", "channel_type": "channel", "user": s.BotUserID, "bot_id": s.BotID,
+		"type": "message", "channel_type": channelType(channel), "user": s.BotUserID, "bot_id": s.BotID,
 		"channel": channel, "ts": ts, "event_ts": ts, "text": text,
 	}
 	if threadTS != "" {
@@ -476,6 +946,7 @@ func (s *Server) BotMessage(channel, text, threadTS string) Sent {
 }
 
 // Slash sends a slash_commands envelope ("/model", "gpt-x") typed by user in channel.
+// With no socket open it is lost (Sent.Dropped), as Slack tells the user it failed.
 func (s *Server) Slash(command, text, channel, user string) Sent {
 	s.mu.Lock()
 	n := s.nextLocked()
@@ -483,16 +954,26 @@ func (s *Server) Slash(command, text, channel, user string) Sent {
 	trigger := fmt.Sprintf("trig-%06d", n)
 	s.mu.Unlock()
 	respURL := fmt.Sprintf("%s/resp/%d", s.srv.URL, n)
+	name := "general"
+	if strings.HasPrefix(channel, "D") {
+		name = "directmessage"
+	}
 	b, _ := json.Marshal(map[string]any{
 		"envelope_id": envID, "type": "slash_commands", "accepts_response_payload": true,
 		"payload": map[string]any{
 			"token": "verif", "team_id": s.TeamID, "team_domain": "fake", "channel_id": channel,
-			"channel_name": "general", "user_id": user, "user_name": "user", "command": command,
+			"channel_name": name, "user_id": user, "user_name": "user", "command": command,
 			"text": text, "response_url": respURL, "trigger_id": trigger, "api_app_id": s.AppID,
 		},
 	})
-	_ = s.push(b)
-	return Sent{EnvelopeID: envID, TriggerID: trigger, ResponseURL: respURL}
+	sent := Sent{EnvelopeID: envID, TriggerID: trigger, ResponseURL: respURL}
+	if !s.deliver(b) {
+		sent.Dropped = true
+		s.mu.Lock()
+		s.dropped = append(s.dropped, sent)
+		s.mu.Unlock()
+	}
+	return sent
 }
 
 // ---- HTTP handlers ----
@@ -500,6 +981,15 @@ func (s *Server) Slash(command, text, channel, user string) Sent {
 func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (s *Server) throttle(w http.ResponseWriter, t Throttle) {
+	s.throttles = append(s.throttles, t)
+	s.notifyLocked()
+	s.mu.Unlock()
+	w.Header().Set("Retry-After", strconv.Itoa(t.RetryAfter))
+	w.WriteHeader(http.StatusTooManyRequests)
+	_, _ = w.Write([]byte(`{"ok":false,"error":"ratelimited"}`))
 }
 
 func (s *Server) handleAPI(w http.ResponseWriter, r *http.Request) {
@@ -510,11 +1000,7 @@ func (s *Server) handleAPI(w http.ResponseWriter, r *http.Request) {
 	s.calls[method]++
 	if q := s.rateLimit[method]; len(q) > 0 {
 		s.rateLimit[method] = q[1:]
-		s.notifyLocked()
-		s.mu.Unlock()
-		w.Header().Set("Retry-After", strconv.Itoa(q[0]))
-		w.WriteHeader(http.StatusTooManyRequests)
-		_, _ = w.Write([]byte(`{"ok":false,"error":"ratelimited"}`))
+		s.throttle(w, Throttle{Method: method, Channel: r.Form.Get("channel"), RetryAfter: q[0], Injected: true})
 		return
 	}
 	if q := s.failNext[method]; len(q) > 0 {
@@ -533,6 +1019,11 @@ func (s *Server) handleAPI(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		s.mu.Lock()
+		if s.linkOff {
+			s.mu.Unlock()
+			writeJSON(w, map[string]any{"ok": false, "error": "link_disabled"})
+			return
+		}
 		s.opens++
 		n := s.nextLocked()
 		s.notifyLocked()
@@ -583,7 +1074,44 @@ func (s *Server) recordPost(w http.ResponseWriter, r *http.Request, method, toke
 		writeJSON(w, map[string]any{"ok": false, "error": "channel_not_found"})
 		return
 	}
+	linkNames := r.Form.Get("link_names") == "1" || r.Form.Get("link_names") == "true" || r.Form.Get("parse") == "full"
+	p.Mentions = append(LiveMentions(p.Text, linkNames), blockMentions(p.Blocks)...)
+
+	if method == "chat.postMessage" {
+		s.mu.Lock()
+		s.inflight[p.Channel]++
+		g := s.slow[p.Channel]
+		s.notifyLocked()
+		s.mu.Unlock()
+		if g != nil {
+			t := time.NewTimer(g.d)
+			select {
+			case <-t.C:
+			case <-g.release:
+			case <-r.Context().Done():
+			case <-s.connCtx.Done():
+			}
+			t.Stop()
+		}
+		defer func() {
+			s.mu.Lock()
+			s.inflight[p.Channel]--
+			s.notifyLocked()
+			s.mu.Unlock()
+		}()
+	}
+
 	s.mu.Lock()
+	now := s.Now()
+	if method == "chat.postMessage" && s.PostInterval > 0 {
+		if last, ok := s.lastPost[p.Channel]; ok && now.Sub(last) < s.PostInterval {
+			wait := s.PostInterval - now.Sub(last)
+			s.throttle(w, Throttle{Method: method, Channel: p.Channel, RetryAfter: int(math.Ceil(wait.Seconds()))})
+			return
+		}
+		s.lastPost[p.Channel] = now
+	}
+	p.At = now
 	switch method {
 	case "chat.update":
 		p.TS = r.Form.Get("ts")
@@ -604,14 +1132,16 @@ func (s *Server) recordPost(w http.ResponseWriter, r *http.Request, method, toke
 	}
 	if echo {
 		ev := map[string]any{
-			"type": "message", "channel_type": "channel", "user": s.BotUserID, "bot_id": s.BotID,
+			"type": "message", "channel_type": channelType(p.Channel), "user": s.BotUserID, "bot_id": s.BotID,
 			"channel": p.Channel, "ts": p.TS, "event_ts": p.TS, "text": p.Text,
 		}
 		if p.ThreadTS != "" {
 			ev["thread_ts"] = p.ThreadTS
 			ev["parent_user_id"] = "U1"
 		}
-		s.PushEvent(ev)
+		if !s.OnlyMentions || strings.HasPrefix(p.Channel, "D") {
+			s.PushEvent(ev)
+		}
 	}
 }
 
@@ -631,13 +1161,88 @@ func (s *Server) handleResponseURL(w http.ResponseWriter, r *http.Request) {
 	if len(body.Blocks) > 0 && string(body.Blocks) != "null" {
 		p.Blocks = body.Blocks
 	}
+	p.Mentions = append(LiveMentions(p.Text, false), blockMentions(p.Blocks)...)
 	s.mu.Lock()
 	s.calls["response_url"]++
 	p.TS = s.tsLocked()
+	p.At = s.Now()
 	s.posts = append(s.posts, p)
 	s.notifyLocked()
 	s.mu.Unlock()
 	writeJSON(w, map[string]any{"ok": true})
+}
+
+var (
+	// reControl finds Slack's control sequences that mention or reference: <!…>, <@…>, <#…>.
+	reControl = regexp.MustCompile(`<[!@#][^>]*>`)
+	// reNames finds the plain forms Slack links when asked to (link_names, parse=full).
+	reNames = regexp.MustCompile(`(?:^|[^\w&])([@#][\w.\-]+)`)
+	// reBroadcast finds the plain broadcast words Slack parses in non-verbatim mrkdwn.
+	reBroadcast = regexp.MustCompile(`(?:^|[^\w&])(@(?:here|channel|everyone))\b`)
+)
+
+// LiveMentions returns what Slack would render as a live mention or reference in
+// text: every "<!…>", "<@…>" and "<#…>" control sequence and, when linkNames
+// (link_names or parse=full on the post), every plain "@name" and "#channel".
+// Escaped text ("&lt;!here&gt;") renders literally and is not reported.
+func LiveMentions(text string, linkNames bool) []string {
+	out := reControl.FindAllString(text, -1)
+	if linkNames {
+		for _, m := range reNames.FindAllStringSubmatch(text, -1) {
+			out = append(out, m[1])
+		}
+	}
+	return out
+}
+
+// blockMentions walks a blocks payload for live mentions: text and mrkdwn
+// objects (plain broadcasts count unless verbatim), markdown blocks, and rich_text
+// user / usergroup / broadcast / channel elements.
+func blockMentions(raw json.RawMessage) []string {
+	if len(raw) == 0 {
+		return nil
+	}
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return []string{"unreadable blocks"}
+	}
+	var out []string
+	var walk func(any)
+	walk = func(x any) {
+		switch x := x.(type) {
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		case map[string]any:
+			typ, _ := x["type"].(string)
+			text, _ := x["text"].(string)
+			switch typ {
+			case "mrkdwn":
+				out = append(out, LiveMentions(text, false)...)
+				if verbatim, _ := x["verbatim"].(bool); !verbatim {
+					for _, m := range reBroadcast.FindAllStringSubmatch(text, -1) {
+						out = append(out, m[1])
+					}
+				}
+			case "markdown":
+				out = append(out, LiveMentions(text, false)...)
+			case "user":
+				out = append(out, fmt.Sprint("rich_text:user:", x["user_id"]))
+			case "usergroup":
+				out = append(out, fmt.Sprint("rich_text:usergroup:", x["usergroup_id"]))
+			case "broadcast":
+				out = append(out, fmt.Sprint("rich_text:broadcast:", x["range"]))
+			case "channel":
+				out = append(out, fmt.Sprint("rich_text:channel:", x["channel_id"]))
+			}
+			for _, e := range x {
+				walk(e)
+			}
+		}
+	}
+	walk(v)
+	return out
 }
 
 var upgrader = websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}
@@ -647,14 +1252,7 @@ func (s *Server) handleSocket(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
-	wc := &wsConn{c: c}
-	hello, _ := json.Marshal(map[string]any{"type": "hello", "num_connections": 1,
-		"connection_info": map[string]any{"app_id": s.AppID},
-		"debug_info":      map[string]any{"host": "fakeslack"}})
-	if err := wc.write(hello); err != nil {
-		_ = c.Close()
-		return
-	}
+	wc := &wsConn{c: c, done: make(chan struct{})}
 
 	s.mu.Lock()
 	if s.closed {
@@ -662,22 +1260,29 @@ func (s *Server) handleSocket(w http.ResponseWriter, r *http.Request) {
 		_ = c.Close()
 		return
 	}
-	old := s.conn
-	s.conn = wc
+	if len(s.conns) >= s.MaxSockets {
+		s.refused++
+		s.notifyLocked()
+		s.mu.Unlock()
+		_ = wc.write(disconnectFrame("too_many_websockets"))
+		_ = c.Close()
+		return
+	}
+	s.conns = append(s.conns, wc)
 	s.connects++
-	pending := s.pending
-	s.pending = nil
+	wc.id = s.connects
+	open := len(s.conns)
 	s.connWG.Add(2)
 	s.notifyLocked()
 	s.mu.Unlock()
-	if old != nil {
-		_ = old.c.Close()
-	}
-	for _, b := range pending {
-		_ = s.push(b)
+
+	hello, _ := json.Marshal(map[string]any{"type": "hello", "num_connections": open,
+		"connection_info": map[string]any{"app_id": s.AppID},
+		"debug_info":      map[string]any{"host": "fakeslack"}})
+	if err := wc.write(hello); err != nil {
+		s.drop(wc)
 	}
 
-	done := make(chan struct{})
 	// Pinger: control frames may be written concurrently with other writes.
 	go func() {
 		defer s.connWG.Done()
@@ -685,7 +1290,7 @@ func (s *Server) handleSocket(w http.ResponseWriter, r *http.Request) {
 		defer t.Stop()
 		for {
 			select {
-			case <-done:
+			case <-wc.done:
 				return
 			case <-s.connCtx.Done():
 				return
@@ -699,16 +1304,8 @@ func (s *Server) handleSocket(w http.ResponseWriter, r *http.Request) {
 	// Reader: every client frame is an ack.
 	go func() {
 		defer s.connWG.Done()
-		defer close(done)
-		defer func() {
-			_ = c.Close()
-			s.mu.Lock()
-			if s.conn == wc {
-				s.conn = nil
-			}
-			s.notifyLocked()
-			s.mu.Unlock()
-		}()
+		defer close(wc.done)
+		defer s.drop(wc)
 		for {
 			_, data, err := c.ReadMessage()
 			if err != nil {
@@ -722,6 +1319,12 @@ func (s *Server) handleSocket(w http.ResponseWriter, r *http.Request) {
 				continue
 			}
 			s.mu.Lock()
+			if s.dropAcks > 0 {
+				s.dropAcks--
+				s.mu.Unlock()
+				continue
+			}
+			s.ackedLocked(a.EnvelopeID)
 			s.acks = append(s.acks, Ack(a))
 			s.notifyLocked()
 			s.mu.Unlock()
