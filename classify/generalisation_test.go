@@ -1,0 +1,103 @@
+package classify
+
+import "testing"
+
+// TestClassify_Generalisation: provider failures that are not in the public corpus
+// (documented bodies of OpenAI, Anthropic, Gemini, Mistral, Groq, DeepSeek,
+// OpenRouter, DashScope, Moonshot, Zhipu, MiniMax, one-api, Ollama, vLLM, Azure,
+// Bedrock, xAI) keep their meaning (C1-C10).
+func TestClassify_Generalisation(t *testing.T) {
+	cases := []struct {
+		p    string
+		st   int
+		b    string
+		want Reason
+	}{
+		{"openai", 429, `{"error":{"message":"You exceeded your current quota, please check your plan and billing details. For more information on this error, read the docs: https://platform.openai.com/docs/guides/error-codes/api-errors.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`, "billing"},
+		{"openai", 404, `{"error":{"message":"The model ` + "`gpt-4-32k`" + ` does not exist or you do not have access to it.","type":"invalid_request_error","param":null,"code":"model_not_found"}}`, "model_not_found"},
+		{"openai", 400, `{"error":{"message":"Your organization must be verified to stream this model. Please go to: https://platform.openai.com/settings/organization/general and click on Verify Organization.","type":"invalid_request_error","param":"stream","code":"unsupported_value"}}`, "format"},
+		{"openai", 403, `{"error":{"code":"unsupported_country_region_territory","message":"Country, region, or territory not supported","param":null,"type":"request_forbidden"}}`, "auth"},
+		{"openai", 429, `{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota"}}`, "billing"},
+		{"openai", 503, `{"error":{"message":"The engine is currently overloaded, please try again later","type":"server_error"}}`, "overloaded"},
+		{"openai", 500, `{"error":{"message":"The server had an error while processing your request. Sorry about that!","type":"server_error"}}`, "timeout"},
+		{"openai", 400, `{"error":{"message":"Billing hard limit has been reached","type":"invalid_request_error","code":"billing_hard_limit_reached"}}`, "billing"},
+		{"openai", 401, `{"error":{"message":"You didn't provide an API key. You need to provide your API key in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).","type":"invalid_request_error"}}`, "auth"},
+		{"openai", 429, `{"error":{"message":"Your account is not active, please check your billing details on our website.","type":"billing_not_active"}}`, "billing"},
+		{"openai", 400, `{"error":{"message":"Invalid 'messages[1].content': string too long. Expected a string with maximum length 1048576, but got a string with length 2000000 instead.","type":"invalid_request_error","param":"messages[1].content","code":"string_above_max_length"}}`, "context_overflow"},
+		{"anthropic", 400, `{"type":"error","error":{"type":"invalid_request_error","message":"input length and ` + "`max_tokens`" + ` exceed context limit: 197000 + 8192 > 200000, decrease input length or ` + "`max_tokens`" + ` and try again"}}`, "context_overflow"},
+		{"anthropic", 403, `{"type":"error","error":{"type":"permission_error","message":"Your API key does not have permission to use the specified resource."}}`, "auth"},
+		{"anthropic", 404, `{"type":"error","error":{"type":"not_found_error","message":"model: claude-3-opus-latest"}}`, "model_not_found"},
+		{"anthropic", 413, `{"type":"error","error":{"type":"request_too_large","message":"Request exceeds the maximum allowed number of bytes."}}`, "context_overflow"},
+		{"anthropic", 429, `{"type":"error","error":{"type":"rate_limit_error","message":"Number of request tokens has exceeded your per-minute rate limit (https://docs.anthropic.com/en/api/rate-limits); see the response headers for current usage. Please reduce the prompt length or the maximum tokens requested, or try again later. You may also contact sales at https://www.anthropic.com/contact-sales to discuss your options for a rate limit increase."}}`, "rate_limit"},
+		{"anthropic", 400, `{"type":"error","error":{"type":"invalid_request_error","message":"This organization has been disabled."}}`, "auth_permanent"},
+		{"anthropic", 402, `{"type":"error","error":{"type":"billing_error","message":"There is an issue with your account's billing."}}`, "billing"},
+		{"anthropic", 504, `{"type":"error","error":{"type":"timeout_error","message":"Stream timeout"}}`, "timeout"},
+		{"google-gemini", 403, `{"error":{"code":403,"message":"Generative Language API has not been used in project 1234 before or it is disabled. Enable it by visiting https://console.developers.google.com/apis/api/generativelanguage.googleapis.com/overview?project=1234 then retry.","status":"PERMISSION_DENIED"}}`, "auth_permanent"},
+		// The location, not the request, is refused: every request of this
+		// credential fails here, so it reads as auth (rotate, then fall back to
+		// another provider) rather than format (surfaced to the user, no fallback).
+		{"google-gemini", 400, `{"error":{"code":400,"message":"User location is not supported for the API use.","status":"FAILED_PRECONDITION"}}`, "auth"},
+		{"google-gemini", 400, `{"error":{"code":400,"message":"Gemini API free tier is not available in your country. Please enable billing on your project in Google AI Studio.","status":"FAILED_PRECONDITION"}}`, "billing"},
+		{"google-gemini", 500, `{"error":{"code":500,"message":"Internal error encountered.","status":"INTERNAL"}}`, "timeout"},
+		{"google-gemini", 504, `{"error":{"code":504,"message":"The request timed out. Please try again.","status":"DEADLINE_EXCEEDED"}}`, "timeout"},
+		{"google-gemini", 400, `{"error":{"code":400,"message":"Request contains an invalid argument.","status":"INVALID_ARGUMENT"}}`, "format"},
+		{"google-gemini", 429, `{"error":{"code":429,"message":"Resource has been exhausted (e.g. check quota).","status":"RESOURCE_EXHAUSTED"}}`, "rate_limit"},
+		{"google-gemini", 401, `{"error":{"code":401,"message":"Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential.","status":"UNAUTHENTICATED"}}`, "auth"},
+		{"mistral", 422, `{"object":"error","message":{"detail":[{"type":"extra_forbidden","loc":["body","foo"],"msg":"Extra inputs are not permitted","input":1}]},"type":"invalid_request_message_error","param":null,"code":null}`, "format"},
+		{"groq", 503, `{"error":{"message":"Service Unavailable","type":"internal_server_error"}}`, "timeout"},
+		{"groq", 498, `{"error":{"message":"Flex tier capacity exceeded. This is a known issue. Please try again later.","type":"capacity_exceeded"}}`, "overloaded"},
+		{"deepseek", 503, `{"error":{"message":"Server overloaded, please retry shortly.","type":"server_error"}}`, "overloaded"},
+		{"deepseek", 422, `{"error":{"message":"Invalid Parameters","type":"invalid_request_error"}}`, "format"},
+		{"together", 429, `{"message":"You have exceeded the rate limit for your account. Please try again later","type_":"credit_limit"}`, "rate_limit"},
+		{"openrouter", 402, `{"error":{"message":"Insufficient credits. Add more using https://openrouter.ai/credits","code":402}}`, "billing"},
+		{"openrouter", 403, `{"error":{"message":"Input was flagged for \"harassment\"","code":403,"metadata":{"reasons":["harassment"],"flagged_input":"..."}}}`, "content_filter"},
+		{"openrouter", 408, `{"error":{"message":"Request timed out","code":408}}`, "timeout"},
+		{"openrouter", 502, `{"error":{"message":"Your chosen model is down or we received an invalid response from it.","code":502}}`, "timeout"},
+		{"openrouter", 503, `{"error":{"message":"There is no available model provider that meets your routing requirements.","code":503}}`, "model_not_found"},
+		{"dashscope", 400, `{"code":"InvalidParameter","message":"The api_key is invalid."}`, "auth"},
+		{"dashscope", 403, `{"code":"AccessDenied.Unpurchased","message":"Access to model denied. Please make sure you are eligible for using the model."}`, "billing"},
+		{"dashscope", 400, `{"code":"DataInspectionFailed","message":"Output data may contain inappropriate content."}`, "content_filter"},
+		{"dashscope", 403, `{"code":"AllocationQuota.FreeTierOnly","message":"The free tier of the model has been exhausted. If you wish to continue access the model on a paid basis, please disable the \"use free tier only\" mode in the management console."}`, "billing"},
+		{"dashscope", 404, `{"code":"ModelNotFound","message":"Model not found (qwen-maxx)!"}`, "model_not_found"},
+		{"dashscope", 500, `{"code":"InternalError.Algo","message":"An internal error has occured during execution, please try again later."}`, "timeout"},
+		{"moonshot", 401, `{"error":{"message":"Invalid Authentication","type":"invalid_authentication_error"}}`, "auth"},
+		{"moonshot", 429, `{"error":{"message":"Your account org-xxx<ak-xxx> is suspended, please check your plan and billing details","type":"exceeded_current_quota_error"}}`, "billing"},
+		{"moonshot", 400, `{"error":{"message":"Invalid request: Your request exceeded model token limit: 8192","type":"invalid_request_error"}}`, "context_overflow"},
+		{"moonshot", 404, `{"error":{"message":"Not found the model moonshot-v2 or Permission denied","type":"resource_not_found_error"}}`, "model_not_found"},
+		{"moonshot", 429, `{"error":{"message":"The engine is currently overloaded, please try again later","type":"engine_overloaded_error"}}`, "overloaded"},
+		{"zhipu", 429, `{"error":{"code":"1301","message":"系统检测到输入或生成内容可能包含不安全或敏感内容，请您避免输入易产生敏感内容的提示语，感谢您的配合。"}}`, "content_filter"},
+		{"zhipu", 400, `{"error":{"code":"1261","message":"Prompt 超长"}}`, "context_overflow"},
+		{"zhipu", 401, `{"error":{"code":"1001","message":"Header中未收到Authentication参数，无法进行身份验证。"}}`, "auth"},
+		{"zhipu", 500, `{"error":{"code":"500","message":"Internal Error"}}`, "timeout"},
+		{"minimax", 200, `{"base_resp":{"status_code":1004,"status_msg":"login fail: Please carry the API secret key in the 'Authorization' field of the request header"}}`, "auth"},
+		{"minimax", 200, `{"base_resp":{"status_code":1039,"status_msg":"token limit"}}`, "unclassified"},
+		{"minimax", 200, `{"base_resp":{"status_code":1026,"status_msg":"input new_sensitive"}}`, "content_filter"},
+		{"minimax", 200, `{"base_resp":{"status_code":1002,"status_msg":"rate limit exceeded(RPM)"}}`, "rate_limit"},
+		{"minimax", 200, `{"base_resp":{"status_code":2013,"status_msg":"invalid params, unknown model 'abab9'"}}`, "model_not_found"},
+		{"one-api", 429, `{"error":{"message":"用户额度不足, 剩余额度: ＄0.0000","type":"new_api_error","code":"insufficient_user_quota"}}`, "billing"},
+		{"one-api", 401, `{"error":{"message":"无效的令牌","type":"new_api_error"}}`, "auth"},
+		{"ollama", 400, `{"error":"registry.ollama.ai/library/llama3:latest does not support tools"}`, "format"},
+		{"ollama", 500, `{"error":"llama runner process has terminated: exit status 2"}`, "timeout"},
+		{"vllm", 400, `{"object":"error","message":"The model ` + "`foo`" + ` does not exist.","type":"NotFoundError","param":null,"code":404}`, "model_not_found"},
+		{"azure", 401, `{"error":{"code":"401","message":"Access denied due to invalid subscription key or wrong API endpoint. Make sure to provide a valid key for an active subscription and use a correct regional API endpoint for your resource."}}`, "auth"},
+		{"azure", 429, `{"error":{"code":"429","message":"Rate limit is exceeded. Try again in 23 seconds."}}`, "rate_limit"},
+		{"bedrock", 400, `{"message":"The provided model identifier is invalid."}`, "model_not_found"},
+		{"bedrock", 424, `{"message":"Model has no content"}`, "format"},
+		{"bedrock", 503, `{"message":"Too many connections, please wait before trying again."}`, "rate_limit"},
+		{"xai", 403, `{"code":"The caller does not have permission to execute the specified operation","error":"Your newly created team doesn't have any credits yet. You can purchase credits on https://console.x.ai."}`, "billing"},
+		{"perplexity", 401, `<html><head><title>401 Authorization Required</title></head><body><center><h1>401 Authorization Required</h1></center><hr><center>openresty/1.25.3.1</center></body></html>`, "auth"},
+		{"any", 0, `Error: 429 Too Many Requests`, "rate_limit"},
+		{"any", 0, `400 status code (no body)`, "format"},
+		{"any", 0, `Connection error.`, "timeout"},
+		{"any", 0, `fetch failed`, "timeout"},
+		{"any", 0, `This operation was aborted`, "timeout"},
+		{"any", 0, `Premature close`, "timeout"},
+		{"any", 0, `context window too small: minimum is 16000 tokens`, "unclassified"},
+	}
+	for _, c := range cases {
+		f := Classify(Response{Provider: c.p, Status: c.st, Body: c.b}, clNow)
+		if f.Reason != c.want {
+			t.Errorf("%s %d: got %s, want %s: %.120s", c.p, c.st, f.Reason, c.want, c.b)
+		}
+	}
+}

@@ -1,0 +1,700 @@
+package classify
+
+import (
+	"errors"
+	"math"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// maxStatedWait bounds parsed waits so arithmetic never overflows; the engine
+// applies its own (much smaller) cap (C11).
+const maxStatedWait = 10 * 365 * 24 * time.Hour
+
+// ParseResetTime finds a recovery moment in text (C11): a whole-string time or
+// duration ("2026-04-01T00:00:00Z", "Mon, 02 Jan 2026 15:04:05 GMT", "1m30s", "30"),
+// or, inside prose, a wait after retry words ("Please try again in 18.642s",
+// "retry after 9 seconds", `retryDelay: "34s"`) or a moment after reset words
+// ("resets at 2026-04-01 at 00:00 UTC", "The quota will reset at 08-25 01:37:00 UTC").
+// Waits are returned as now+wait. A time without a zone is UTC; a year-less date
+// takes the UTC year of now, or the next year when that moment has passed.
+func ParseResetTime(text string, now time.Time) (time.Time, bool) {
+	if len(text) > maxScanText {
+		text = text[:maxScanText]
+	}
+	if at, ok := parseWholeTime(strings.TrimSpace(text), now); ok {
+		return at, true
+	}
+	wait, at, ok := findRecovery(strings.ToLower(text), now)
+	if !ok {
+		return time.Time{}, false
+	}
+	if !at.IsZero() {
+		return at, true
+	}
+	return now.Add(wait), true
+}
+
+// parseWholeTime parses a string that is nothing but a moment or a duration.
+func parseWholeTime(s string, now time.Time) (time.Time, bool) {
+	if s == "" || len(s) > 64 {
+		return time.Time{}, false
+	}
+	if d, ok := parseSecondsOrEpoch(s, now); ok {
+		return d, true
+	}
+	if d, ok := parseGoDuration(s); ok {
+		return now.Add(d), true
+	}
+	if t, err := parseHTTPDate(s); err == nil {
+		return t.UTC(), true
+	}
+	low := strings.ToLower(s)
+	if m := reISOTime.FindStringSubmatchIndex(low); m != nil && m[0] == 0 && m[1] == len(low) {
+		if t, ok := isoFromMatch(low, m); ok {
+			return t, true
+		}
+	}
+	if m := reYearless.FindStringSubmatchIndex(low); m != nil && m[1] == len(low) && strings.TrimSpace(low[:m[2]]) == "" {
+		if t, ok := yearlessFromMatch(low, m, now); ok {
+			return t, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// parseSecondsOrEpoch reads a bare number: seconds to wait, or a Unix epoch in
+// seconds (>= 1e9) or milliseconds (>= 1e12) from 2015 on.
+func parseSecondsOrEpoch(s string, now time.Time) (time.Time, bool) {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f < 0 {
+		return time.Time{}, false
+	}
+	// A Unix epoch counts only when it lands in a plausible era (2015 on), so a
+	// small number is never read as a 1970s/2001 date.
+	switch {
+	case f >= 1e12 && f < 1e14:
+		if t := time.UnixMilli(int64(f)).UTC(); t.Year() >= 2015 {
+			return t, true
+		}
+		return time.Time{}, false
+	case f >= 1e9 && f < 1e11:
+		if t := time.Unix(int64(f), 0).UTC(); t.Year() >= 2015 {
+			return t, true
+		}
+	}
+	d, ok := secondsDuration(f)
+	if !ok {
+		return time.Time{}, false
+	}
+	return now.Add(d), true
+}
+
+func secondsDuration(f float64) (time.Duration, bool) {
+	if math.IsNaN(f) || f < 0 || f > maxStatedWait.Seconds() {
+		return 0, false
+	}
+	return time.Duration(f * float64(time.Second)), true
+}
+
+// parseGoDuration accepts Go-style durations ("1m30s", "6ms", "18.642s") and
+// rejects negatives and absurd values.
+func parseGoDuration(s string) (time.Duration, bool) {
+	if s == "" || s[0] < '0' || s[0] > '9' {
+		return 0, false
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 || d > maxStatedWait {
+		return 0, false
+	}
+	return d, true
+}
+
+// yearlessCore is "MM-DD hh:mm[:ss] [zone]".
+const yearlessCore = `(\d{1,2})-(\d{1,2})\s+(\d{1,2}):(\d{2})(?::(\d{2}))?(?:\s*(z|utc|gmt|[+-]\d{2}:?\d{2}))?`
+
+var (
+	// 2026-04-01T00:00:00Z, 2026-09-09 05:38:28, 2026-04-01 at 00:00 UTC, 2026-04-01
+	reISOTime = regexp.MustCompile(`(\d{4})-(\d{1,2})-(\d{1,2})(?:(?:t|\s+at\s+|\s+|_)(\d{1,2}):(\d{2})(?::(\d{2})(?:[.,](\d{1,9}))?)?)?(?:\s*(z|utc|gmt|[+-]\d{2}:?\d{2}))?`)
+	// 08-25 01:37:00 UTC (no year)
+	reYearless = regexp.MustCompile(`(?:^|[^\d\-/.:])` + yearlessCore)
+	// anchored forms used on scanned candidates
+	reISOAnchored      = regexp.MustCompile(`^` + reISOTime.String())
+	reYearlessAnchored = regexp.MustCompile(`^` + yearlessCore)
+	// Mon, 02 Jan 2026 15:04:05 GMT inside prose
+	reHTTPDate = regexp.MustCompile(`[a-z]{3}, \d{1,2} [a-z]{3} \d{4} \d{2}:\d{2}:\d{2} gmt`)
+	// Chinese: 30秒后重试, 5分钟后
+	reCNWait = regexp.MustCompile(`(\d+(?:\.\d+)?)\s*(毫秒|秒钟|秒|分钟|分|小时|天)后`)
+)
+
+func atoiSub(s string, m []int, g int) (int, bool) {
+	if m[2*g] < 0 {
+		return 0, false
+	}
+	n, err := strconv.Atoi(s[m[2*g]:m[2*g+1]])
+	return n, err == nil
+}
+
+func subStr(s string, m []int, g int) string {
+	if m[2*g] < 0 {
+		return ""
+	}
+	return s[m[2*g]:m[2*g+1]]
+}
+
+// zoneOffset turns "z", "utc", "gmt", "+08:00", "-0500" into seconds east of UTC.
+func zoneOffset(z string) (int, bool) {
+	switch z {
+	case "", "z", "utc", "gmt":
+		return 0, true
+	}
+	if len(z) < 5 {
+		return 0, false
+	}
+	sign := 1
+	if z[0] == '-' {
+		sign = -1
+	}
+	digits := strings.ReplaceAll(z[1:], ":", "")
+	if len(digits) != 4 {
+		return 0, false
+	}
+	h, err1 := strconv.Atoi(digits[:2])
+	mi, err2 := strconv.Atoi(digits[2:])
+	if err1 != nil || err2 != nil || h > 14 || mi > 59 {
+		return 0, false
+	}
+	return sign * (h*3600 + mi*60), true
+}
+
+// validDate builds a time only when every field is in range (no normalisation).
+func validDate(y, mo, d, h, mi, sec, nsec, off int) (time.Time, bool) {
+	if y < 1970 || y > 9999 || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60 {
+		return time.Time{}, false
+	}
+	if sec == 60 {
+		sec = 59
+	}
+	t := time.Date(y, time.Month(mo), d, h, mi, sec, nsec, time.UTC)
+	if t.Day() != d || int(t.Month()) != mo {
+		return time.Time{}, false
+	}
+	return t.Add(-time.Duration(off) * time.Second).UTC(), true
+}
+
+func isoFromMatch(s string, m []int) (time.Time, bool) {
+	y, _ := atoiSub(s, m, 1)
+	mo, _ := atoiSub(s, m, 2)
+	d, _ := atoiSub(s, m, 3)
+	h, _ := atoiSub(s, m, 4)
+	mi, _ := atoiSub(s, m, 5)
+	sec, _ := atoiSub(s, m, 6)
+	nsec := 0
+	if frac := subStr(s, m, 7); frac != "" {
+		for len(frac) < 9 {
+			frac += "0"
+		}
+		nsec, _ = strconv.Atoi(frac[:9])
+	}
+	off, ok := zoneOffset(subStr(s, m, 8))
+	if !ok {
+		return time.Time{}, false
+	}
+	return validDate(y, mo, d, h, mi, sec, nsec, off)
+}
+
+// yearlessFromMatch resolves "MM-DD hh:mm[:ss]" in the UTC year of now, or the
+// next year when that moment has passed (never year 0 or 2001).
+func yearlessFromMatch(s string, m []int, now time.Time) (time.Time, bool) {
+	mo, _ := atoiSub(s, m, 1)
+	d, _ := atoiSub(s, m, 2)
+	h, _ := atoiSub(s, m, 3)
+	mi, _ := atoiSub(s, m, 4)
+	sec, _ := atoiSub(s, m, 5)
+	off, ok := zoneOffset(subStr(s, m, 6))
+	if !ok {
+		return time.Time{}, false
+	}
+	year := now.UTC().Year()
+	if year < 1970 || year > 9990 {
+		return time.Time{}, false
+	}
+	// Up to 8 years ahead covers 29 February.
+	for y := year; y <= year+8; y++ {
+		t, ok := validDate(y, mo, d, h, mi, sec, 0, off)
+		if !ok {
+			if mo == 2 && d == 29 {
+				continue
+			}
+			return time.Time{}, false
+		}
+		if !t.Before(now) {
+			return t, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// Words that introduce a wait ("try again in 20s") and a moment ("reset at ...").
+var (
+	waitKeywords = []string{
+		"try again in", "try again after", "again in", "again after", "retry in", "retry after",
+		"retrying in", "retry-after", "retry_after", "retryafter", "retrydelay", "retry_delay",
+		"wait for", "wait", "reset in", "resets in", "reset after", "available in",
+		"available again in", "refresh in", "refreshes in", "cooldown", "cool down for",
+	}
+	momentKeywords = []string{
+		"reset", "regain", "retry", "again", "available", "until", "resume", "refresh", "renew",
+		"restore", "after", "unlock", "恢复", "重置", "解除", "刷新", "之后", "后再", "可用",
+	}
+)
+
+// findRecovery looks for a stated wait or moment in lower-cased text. Waits come
+// back as a duration (at zero); moments as at.
+func findRecovery(low string, now time.Time) (time.Duration, time.Time, bool) {
+	if d, ok := findWait(low); ok {
+		return d, time.Time{}, true
+	}
+	if at, ok := findMoment(low, now); ok {
+		return 0, at, true
+	}
+	return 0, time.Time{}, false
+}
+
+func findWait(low string) (time.Duration, bool) {
+	for _, kw := range waitKeywords {
+		from := 0
+		for from < len(low) {
+			i := strings.Index(low[from:], kw)
+			if i < 0 {
+				break
+			}
+			pos := from + i + len(kw)
+			from = pos
+			if d, ok := durationAfter(low[pos:], kw); ok {
+				return d, true
+			}
+		}
+	}
+	if !strings.Contains(low, "后") {
+		return 0, false
+	}
+	if m := reCNWait.FindStringSubmatch(low); m != nil {
+		f, err := strconv.ParseFloat(m[1], 64)
+		if err == nil {
+			mult := map[string]float64{"毫秒": 0.001, "秒": 1, "秒钟": 1, "分": 60, "分钟": 60, "小时": 3600, "天": 86400}[m[2]]
+			if d, ok := secondsDuration(f * mult); ok {
+				return d, true
+			}
+		}
+	}
+	return 0, false
+}
+
+var unitSeconds = map[string]float64{
+	"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "msec": 1e-3, "msecs": 1e-3, "millisecond": 1e-3, "milliseconds": 1e-3,
+	"s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1,
+	"m": 60, "min": 60, "mins": 60, "minute": 60, "minutes": 60,
+	"h": 3600, "hr": 3600, "hrs": 3600, "hour": 3600, "hours": 3600,
+	"d": 86400, "day": 86400, "days": 86400,
+	"w": 7 * 86400, "week": 7 * 86400, "weeks": 7 * 86400,
+}
+
+// durationAfter parses "  in 9m38.016s", `": "34s"`, " 9 seconds", " 1 hour 30 minutes"
+// at the start of s. A bare number counts as seconds only after header-like keywords.
+func durationAfter(s string, kw string) (time.Duration, bool) {
+	i := 0
+	// skip separators and filler words
+	for steps := 0; steps < 6 && i < len(s); steps++ {
+		for i < len(s) && strings.IndexByte(" \t\n:=\"'`~(≈", s[i]) >= 0 {
+			i++
+		}
+		advanced := false
+		for _, w := range []string{"in ", "after ", "for ", "about ", "approximately ", "approx. ", "roughly ", "another ", "at least ", "least "} {
+			if strings.HasPrefix(s[i:], w) {
+				i += len(w)
+				advanced = true
+				break
+			}
+		}
+		if !advanced {
+			break
+		}
+	}
+	total := 0.0
+	parts := 0
+	for i < len(s) && parts < 6 {
+		j := i
+		for j < len(s) && (s[j] >= '0' && s[j] <= '9' || s[j] == '.') {
+			j++
+		}
+		if j == i {
+			break
+		}
+		num, err := strconv.ParseFloat(strings.TrimRight(s[i:j], "."), 64)
+		if err != nil {
+			break
+		}
+		k := j
+		for k < len(s) && s[k] == ' ' {
+			k++
+		}
+		u := k
+		for u < len(s) && (s[u] >= 'a' && s[u] <= 'z' || s[u] == 0xc2 || s[u] == 0xb5) {
+			u++
+		}
+		mult, ok := unitSeconds[s[k:u]]
+		if !ok {
+			if parts == 0 && u == k && isHeaderLike(kw) {
+				if d, ok := secondsDuration(num); ok {
+					return d, true
+				}
+			}
+			break
+		}
+		total += num * mult
+		parts++
+		i = u
+		// "1 hour and 30 minutes", "1h 30m", "1 minute, 5 seconds"
+		for _, sep := range []string{" and ", ", ", " "} {
+			if strings.HasPrefix(s[i:], sep) && i+len(sep) < len(s) && s[i+len(sep)] >= '0' && s[i+len(sep)] <= '9' {
+				i += len(sep)
+				break
+			}
+		}
+	}
+	if parts == 0 {
+		return 0, false
+	}
+	return secondsDuration(total)
+}
+
+func isHeaderLike(kw string) bool {
+	switch kw {
+	case "retry-after", "retry_after", "retryafter", "retry after", "retrydelay", "retry_delay":
+		return true
+	}
+	return false
+}
+
+// findMoment returns the first absolute time in low that follows a reset word.
+// Candidates are found by scanning for "-" between digits, and only then checked
+// with an anchored regexp, so prose without dates costs almost nothing.
+func findMoment(low string, now time.Time) (time.Time, bool) {
+	tries := 0
+	for from := 0; from < len(low) && tries < 16; {
+		k := strings.IndexByte(low[from:], '-')
+		if k < 0 {
+			break
+		}
+		i := from + k
+		from = i + 1
+		if i+1 >= len(low) || !isDigit(low[i+1]) {
+			continue
+		}
+		// digits before the dash
+		d := i
+		for d > 0 && isDigit(low[d-1]) && i-d < 5 {
+			d--
+		}
+		switch i - d {
+		case 4: // 2026-04-01...
+			if d > 0 && (isDigit(low[d-1]) || low[d-1] == '-') {
+				continue
+			}
+			tries++
+			if m := reISOAnchored.FindStringSubmatchIndex(low[d:]); m != nil && hasMomentContext(low, d) {
+				if t, ok := isoFromMatch(low[d:], m); ok {
+					return t, true
+				}
+			}
+		case 1, 2: // 08-25 01:37:00
+			if d > 0 && strings.IndexByte("-/.:", low[d-1]) >= 0 {
+				continue
+			}
+			tries++
+			if m := reYearlessAnchored.FindStringSubmatchIndex(low[d:]); m != nil && hasMomentContext(low, d) {
+				if t, ok := yearlessFromMatch(low[d:], m, now); ok {
+					return t, true
+				}
+			}
+		}
+	}
+	if strings.Contains(low, " gmt") {
+		for _, loc := range reHTTPDate.FindAllStringIndex(low, 4) {
+			if !hasMomentContext(low, loc[0]) {
+				continue
+			}
+			if t, err := parseHTTPDate(strings.ToUpper(low[loc[0]:loc[1]])); err == nil {
+				return t.UTC(), true
+			}
+		}
+	}
+	if strings.Contains(low, ":") {
+		for _, m := range reClock.FindAllStringSubmatchIndex(low, 4) {
+			if !hasMomentContext(low, m[0]) {
+				continue
+			}
+			if t, ok := clockFromMatch(low, m, now); ok {
+				return t, true
+			}
+		}
+	}
+	return time.Time{}, false
+}
+
+// reClock finds a time of day after a moment word: "try again after 11:34 AM",
+// "available at 14:05 UTC".
+var reClock = regexp.MustCompile(`\b(?:at|after|until|by|from)\s+(\d{1,2}):(\d{2})(?::(\d{2}))?\s*(am|pm|a\.m\.|p\.m\.)?(?:\s*(utc|gmt|z|[+-]\d{2}:?\d{2}))?`)
+
+// clockFromMatch resolves a time of day to its next occurrence at or after now
+// (a time without a zone is UTC, C11).
+func clockFromMatch(s string, m []int, now time.Time) (time.Time, bool) {
+	h, _ := atoiSub(s, m, 1)
+	mi, _ := atoiSub(s, m, 2)
+	sec, _ := atoiSub(s, m, 3)
+	switch ampm := subStr(s, m, 4); {
+	case ampm == "":
+	case h < 1 || h > 12:
+		return time.Time{}, false
+	case ampm[0] == 'p' && h != 12:
+		h += 12
+	case ampm[0] == 'a' && h == 12:
+		h = 0
+	}
+	off, ok := zoneOffset(subStr(s, m, 5))
+	if !ok || h > 23 || mi > 59 || sec > 59 {
+		return time.Time{}, false
+	}
+	local := now.UTC().Add(time.Duration(off) * time.Second)
+	t := time.Date(local.Year(), local.Month(), local.Day(), h, mi, sec, 0, time.UTC).Add(-time.Duration(off) * time.Second)
+	if t.Before(now) {
+		t = t.Add(24 * time.Hour)
+	}
+	return t.UTC(), true
+}
+
+func hasMomentContext(low string, at int) bool {
+	start := at - 64
+	if start < 0 {
+		start = 0
+	}
+	window := low[start:at]
+	for _, kw := range momentKeywords {
+		if strings.Contains(window, kw) {
+			return true
+		}
+	}
+	return false
+}
+
+// RetryAfterFromHeaders reads a recovery hint from response headers (keys are
+// matched case-insensitively): retry-after-ms, x-ms-retry-after-ms, Retry-After
+// (seconds or HTTP date), then the rate-limit reset headers (x-ratelimit-reset-requests,
+// x-ratelimit-reset-tokens, x-ratelimit-reset, ratelimit-reset, anthropic-ratelimit-*-reset),
+// whose values may be Go durations ("1m30s", "6ms"), seconds, Unix epochs or RFC 3339
+// times. Among reset headers, one whose matching remaining header is 0 wins, then
+// a tokens reset, then the first. It returns the wait from now (never negative),
+// the moment, and whether any hint was found.
+func RetryAfterFromHeaders(h map[string]string, now time.Time) (time.Duration, time.Time, bool) {
+	lh := lowerHeaders(h)
+	if d, at, _, ok := retryAfterHeader(lh, now); ok {
+		return d, at, true
+	}
+	d, at, _, ok := resetHeaders(lh, now)
+	return d, at, ok
+}
+
+func lowerHeaders(h map[string]string) map[string]string {
+	if len(h) == 0 {
+		return nil
+	}
+	if headersCanonical(h) {
+		return h // already lower-case and trimmed: callers only read it
+	}
+	lh := make(map[string]string, len(h))
+	keys := make([]string, 0, len(h))
+	for k := range h {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys) // deterministic when two spellings of one key collide
+	for _, k := range keys {
+		lk := strings.ToLower(strings.TrimSpace(k))
+		if _, seen := lh[lk]; !seen {
+			lh[lk] = strings.TrimSpace(h[k])
+		}
+	}
+	return lh
+}
+
+// headersCanonical reports whether every key is lower-case and trimmed and every
+// value trimmed, so lowerHeaders would return an equal map.
+func headersCanonical(h map[string]string) bool {
+	for k, v := range h {
+		if strings.TrimSpace(k) != k || strings.TrimSpace(v) != v {
+			return false
+		}
+		for i := 0; i < len(k); i++ {
+			if c := k[i]; c >= 'A' && c <= 'Z' || c >= 0x80 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func waitUntil(at, now time.Time) time.Duration {
+	d := at.Sub(now)
+	if d < 0 {
+		return 0
+	}
+	return d
+}
+
+// retryAfterHeader reads the explicit retry headers only.
+func retryAfterHeader(lh map[string]string, now time.Time) (time.Duration, time.Time, string, bool) {
+	for _, k := range []string{"retry-after-ms", "x-ms-retry-after-ms"} {
+		if v, ok := lh[k]; ok && v != "" {
+			f, err := strconv.ParseFloat(v, 64)
+			if err == nil {
+				if d, ok := secondsDuration(f / 1000); ok {
+					return d, now.Add(d), k, true
+				}
+			}
+		}
+	}
+	if v, ok := lh["retry-after"]; ok && v != "" {
+		if f, err := strconv.ParseFloat(v, 64); err == nil {
+			if d, ok := secondsDuration(f); ok {
+				return d, now.Add(d), "retry-after", true
+			}
+		} else if t, err := parseHTTPDate(v); err == nil {
+			t = t.UTC()
+			return waitUntil(t, now), t, "retry-after", true
+		} else if d, ok := parseGoDuration(v); ok {
+			return d, now.Add(d), "retry-after", true
+		}
+	}
+	return 0, time.Time{}, "", false
+}
+
+// resetHeaders reads the rate-limit reset headers.
+func resetHeaders(lh map[string]string, now time.Time) (time.Duration, time.Time, string, bool) {
+	type cand struct {
+		key string
+		at  time.Time
+	}
+	var exhausted, tokens, others []cand
+	keys := make([]string, 0, len(lh))
+	for k := range lh {
+		if strings.Contains(k, "ratelimit") && strings.Contains(k, "reset") {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		at, ok := parseHeaderMoment(lh[k], now)
+		if !ok {
+			continue
+		}
+		c := cand{k, at}
+		rem := strings.Replace(k, "reset", "remaining", 1)
+		if v, ok := lh[rem]; ok && rem != k {
+			if f, err := strconv.ParseFloat(v, 64); err == nil && f <= 0 {
+				exhausted = append(exhausted, c)
+				continue
+			}
+		}
+		if strings.Contains(k, "token") {
+			tokens = append(tokens, c)
+		} else {
+			others = append(others, c)
+		}
+	}
+	pick := func(cs []cand) (time.Duration, time.Time, string, bool) {
+		best := cs[0]
+		for _, c := range cs[1:] {
+			if c.at.After(best.at) {
+				best = c
+			}
+		}
+		return waitUntil(best.at, now), best.at, best.key, true
+	}
+	switch {
+	case len(exhausted) > 0:
+		return pick(exhausted)
+	case len(tokens) > 0:
+		return pick(tokens)
+	case len(others) > 0:
+		return pick(others)
+	}
+	return 0, time.Time{}, "", false
+}
+
+// parseHeaderMoment reads one reset header value.
+func parseHeaderMoment(v string, now time.Time) (time.Time, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" || len(v) > 64 {
+		return time.Time{}, false
+	}
+	if t, ok := parseSecondsOrEpoch(v, now); ok {
+		return t, true
+	}
+	if d, ok := parseGoDuration(v); ok {
+		return now.Add(d), true
+	}
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil && t.Year() >= 1970 && t.Year() <= 9999 {
+		return t.UTC(), true
+	}
+	if t, err := parseHTTPDate(v); err == nil {
+		return t.UTC(), true
+	}
+	return time.Time{}, false
+}
+
+// parseHTTPDate parses the three HTTP date forms (RFC 9110 section 5.6.7).
+func parseHTTPDate(s string) (time.Time, error) {
+	var err error
+	for _, layout := range []string{"Mon, 02 Jan 2006 15:04:05 GMT", time.RFC850, time.ANSIC, time.RFC1123Z} {
+		var t time.Time
+		if t, err = time.Parse(layout, s); err == nil {
+			if y := t.Year(); y < 1970 || y > 9999 {
+				return time.Time{}, errors.New("http date out of range")
+			}
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, err
+}
+
+// recovery picks one recovery signal (C11) and says where it came from; see
+// Classify.
+func recovery(r Response, ev *evidence, reason Reason, now time.Time) (time.Duration, time.Time, string) {
+	lh := lowerHeaders(r.Headers)
+	if d, at, k, ok := retryAfterHeader(lh, now); ok {
+		return d, at, "header " + k
+	}
+	if d, at, ok := findRecovery(ev.text, now); ok {
+		if at.IsZero() {
+			return d, now.Add(d), "text"
+		}
+		return waitUntil(at, now), at, "text"
+	}
+	if d, at, k, ok := retryAfterHeader(ev.hdrs, now); ok {
+		return d, at, "body " + k
+	}
+	// x-ratelimit-reset-* describe the rate-limit buckets; they say nothing about
+	// a content filter or a bad key sent with them.
+	if reason == ReasonRateLimit {
+		if d, at, k, ok := resetHeaders(lh, now); ok {
+			return d, at, "header " + k
+		}
+		if d, at, k, ok := resetHeaders(ev.hdrs, now); ok {
+			return d, at, "body " + k
+		}
+	}
+	return 0, time.Time{}, ""
+}
