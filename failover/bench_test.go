@@ -2,6 +2,7 @@ package failover
 
 import (
 	"context"
+	"github.com/detourbot/detour/classify"
 	"io"
 	"log/slog"
 	"testing"
@@ -16,7 +17,7 @@ func BenchmarkRun(b *testing.B) {
 	e := &Engine{Store: NewMemStore(), Clock: clk, Policy: DefaultPolicy(),
 		Rand: func() float64 { return 0.5 }, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	req := baseReq("openai/gpt-4o", "anthropic/claude", "ollama/qwen")
-	nf := &Failure{Reason: ReasonModelNotFound, Class: ClassDeterministic, Status: 404}
+	nf := &Failure{Reason: classify.ReasonModelNotFound, Class: classify.ClassDeterministic, Status: 404}
 	attempt := func(ctx context.Context, a Attempt) (Output, error) {
 		if a.Candidate.Provider != "ollama" {
 			return Output{}, nf

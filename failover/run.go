@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/detourbot/detour/classify"
 	"log/slog"
 	"sort"
 	"time"
@@ -240,7 +241,7 @@ type slot struct {
 	st     ProfileState // as read, LastUsed raised to this process's last success (P1)
 	stored ProfileState // as read from the store
 	until  time.Time
-	why    Reason
+	why    classify.Reason
 	scoped bool // the blocking cooldown is model-scoped (D2)
 	tried  bool
 }
@@ -254,7 +255,7 @@ type plan struct {
 	slots    []slot // usable first (P1), then blocked, soonest expiry first
 	usable   int    // number of usable slots at the head
 	kind     AttemptKind
-	skip     Reason
+	skip     classify.Reason
 	mstate   ProfileState
 	mblocked bool
 }
@@ -273,7 +274,7 @@ func (r *runner) run() (Result, error) {
 			r.record(AttemptRecord{Candidate: c, Skipped: pl.skip, Started: r.now()})
 			if i == 0 {
 				r.origin = c
-				r.cause = &Failure{Reason: pl.skip, Class: ClassTransient, Provider: pl.prov, Model: pl.model,
+				r.cause = &Failure{Reason: pl.skip, Class: classify.ClassTransient, Provider: pl.prov, Model: pl.model,
 					Profile: c.Profile, Message: "skipped: unavailable"}
 			}
 			r.iter++
@@ -299,19 +300,19 @@ func (r *runner) evaluate(i int) plan {
 	pl := plan{ref: ref, prov: prov, model: model, kind: AttemptNormal,
 		primary: i == 0 || (r.req.Primary != "" && ref == r.req.Primary)}
 	if !pl.primary && r.e.skipCached(r.req.SessionKey, ref, now) {
-		pl.skip = ReasonAuth // R12
+		pl.skip = classify.ReasonAuth // R12
 		return pl
 	}
 	if r.req.PromptTokens > 0 {
 		if w := r.req.ContextWindow[ref]; w > 0 && r.req.PromptTokens > w {
-			pl.skip = ReasonContextWindow // B7
+			pl.skip = classify.ReasonContextWindow // B7
 			return pl
 		}
 	}
 	profs, strict, configured := profilesFor(r.req, prov, now)
 	pl.strict = strict
 	if configured && len(profs) == 0 {
-		pl.skip = ReasonAuth // every profile expired or the user-pinned one is unknown
+		pl.skip = classify.ReasonAuth // every profile expired or the user-pinned one is unknown
 		return pl
 	}
 	// The model's own key (R7) and every profile's key, read together.
@@ -344,7 +345,7 @@ func (r *runner) evaluate(i int) plan {
 		return pl
 	}
 	// Nothing usable: skip, or probe (R11).
-	until, why := time.Time{}, Reason("")
+	until, why := time.Time{}, classify.Reason("")
 	if pl.usable == 0 {
 		until, why = pl.slots[0].until, pl.slots[0].why
 	}
@@ -355,14 +356,14 @@ func (r *runner) evaluate(i int) plan {
 		}
 		why = ms.CooldownReason
 		if why == "" {
-			why = ReasonConsecutiveTimeout
+			why = classify.ReasonConsecutiveTimeout
 		}
 	}
 	pl.skip = why
 	switch why {
-	case ReasonAuth, ReasonAuthPermanent:
+	case classify.ReasonAuth, classify.ReasonAuthPermanent:
 		return pl // a persistent auth failure skips the provider
-	case ReasonBilling:
+	case classify.ReasonBilling:
 		if pl.primary && r.e.throttle(prov+"#billing", r.p.BillingProbeInterval, now) {
 			pl.skip, pl.kind = "", AttemptProbe
 		}
@@ -389,13 +390,13 @@ func (r *runner) evaluate(i int) plan {
 	return pl
 }
 
-func transientCooldown(r Reason) bool {
-	return r != ReasonBilling && r != ReasonAuth && r != ReasonAuthPermanent
+func transientCooldown(r classify.Reason) bool {
+	return r != classify.ReasonBilling && r != classify.ReasonAuth && r != classify.ReasonAuthPermanent
 }
 
-func siblingReason(r Reason) bool {
+func siblingReason(r classify.Reason) bool {
 	switch r {
-	case ReasonRateLimit, ReasonOverloaded, ReasonUnclassified, ReasonNoErrorDetails:
+	case classify.ReasonRateLimit, classify.ReasonOverloaded, classify.ReasonUnclassified, classify.ReasonNoErrorDetails:
 		return true
 	}
 	return false
@@ -510,7 +511,7 @@ func (r *runner) walk(i int, pl *plan) (Result, error, bool) {
 			return
 		}
 		if h := r.req.Hooks.AfterFailedFallback; h != nil {
-			f := Failure{Reason: ReasonAborted, Provider: cand.Provider, Model: cand.Model, Profile: cand.Profile}
+			f := Failure{Reason: classify.ReasonAborted, Provider: cand.Provider, Model: cand.Model, Profile: cand.Profile}
 			if r.lastFail != nil && r.lastCand.Ref() == cand.Ref() {
 				f = *r.lastFail
 			}
@@ -557,10 +558,10 @@ func (r *runner) walk(i int, pl *plan) (Result, error, bool) {
 		started := r.now()
 		actx, cancel := r.ctx, context.CancelFunc(func() {})
 		if r.p.AttemptTimeout > 0 {
-			actx, cancel = context.WithTimeoutCause(r.ctx, r.p.AttemptTimeout, ErrAttemptTimeout) // R10
+			actx, cancel = context.WithTimeoutCause(r.ctx, r.p.AttemptTimeout, classify.ErrAttemptTimeout) // R10
 		}
 		out, err := r.attempt(actx, Attempt{Candidate: cand, Kind: kind, Number: r.paid})
-		attemptTimedOut := errors.Is(context.Cause(actx), ErrAttemptTimeout)
+		attemptTimedOut := errors.Is(context.Cause(actx), classify.ErrAttemptTimeout)
 		cancel()
 		end := r.now()
 		if pr, ok := r.req.Prices[pl.ref]; ok {
@@ -571,7 +572,7 @@ func (r *runner) walk(i int, pl *plan) (Result, error, bool) {
 			// is jumped to at once; any other model ends the run so the caller
 			// restarts the turn on the user's choice. No cooldown: nothing failed.
 			r.record(AttemptRecord{Candidate: cand, Kind: kind, Started: started, Duration: end.Sub(started),
-				Failure: &Failure{Reason: ReasonAborted, Class: ClassDeterministic, Provider: cand.Provider, Model: cand.Model,
+				Failure: &Failure{Reason: classify.ReasonAborted, Class: classify.ClassDeterministic, Provider: cand.Provider, Model: cand.Model,
 					Profile: cand.Profile, Message: "live model switch to " + string(ls.To)}})
 			for j := i + 1; j < len(r.req.Chain); j++ {
 				if r.req.Chain[j] == ls.To {
@@ -583,9 +584,9 @@ func (r *runner) walk(i int, pl *plan) (Result, error, bool) {
 		}
 		if err != nil && r.ctx.Err() != nil {
 			// the caller cancelled (abort) or the run timed out (R10): no decision
-			fr := &Failure{Reason: ReasonAborted, Provider: cand.Provider, Model: cand.Model, Profile: cand.Profile, Message: "run cancelled"}
+			fr := &Failure{Reason: classify.ReasonAborted, Provider: cand.Provider, Model: cand.Model, Profile: cand.Profile, Message: "run cancelled"}
 			if r.parent.Err() == nil {
-				fr.Reason, fr.Class, fr.Message = ReasonTimeout, ClassTransient, "run timeout"
+				fr.Reason, fr.Class, fr.Message = classify.ReasonTimeout, classify.ClassTransient, "run timeout"
 			}
 			r.record(AttemptRecord{Candidate: cand, Kind: kind, Started: started, Duration: end.Sub(started), Failure: fr})
 			res, err, _ := r.checkCtx()
@@ -623,7 +624,7 @@ func (r *runner) walk(i int, pl *plan) (Result, error, bool) {
 		switch d.Action {
 		case RetrySame:
 			switch {
-			case f.Reason == ReasonEmptyResponse:
+			case f.Reason == classify.ReasonEmptyResponse:
 				rs.EmptyRetries++
 				kind = AttemptNudged
 			case f.Idle:
@@ -639,11 +640,11 @@ func (r *runner) walk(i int, pl *plan) (Result, error, bool) {
 			continue
 		case RotateProfile:
 			switch f.Reason {
-			case ReasonRateLimit:
+			case classify.ReasonRateLimit:
 				rs.RateLimitRotations++
-			case ReasonOverloaded:
+			case classify.ReasonOverloaded:
 				rs.OverloadRotations++
-			case ReasonTimeout:
+			case classify.ReasonTimeout:
 				rs.TimeoutRotations++
 			}
 			rs.IdleRetries, rs.ShortWaitRetries, rs.EmptyRetries = 0, 0, 0
@@ -743,7 +744,7 @@ func (r *runner) failureOf(out *Output, err error, attemptTimedOut bool, c Candi
 		case ff != nil:
 			f = *ff
 		case out.Text == "" && fr != "tool_calls" && fr != "function_call" && !out.Progress:
-			f = Failure{Reason: ReasonEmptyResponse, Class: ClassUnknown, Message: "empty output"} // R13
+			f = Failure{Reason: classify.ReasonEmptyResponse, Class: classify.ClassUnknown, Message: "empty output"} // R13
 		default:
 			return nil
 		}
@@ -752,21 +753,23 @@ func (r *runner) failureOf(out *Output, err error, attemptTimedOut bool, c Candi
 		switch {
 		case errors.As(err, &fp) && fp != nil:
 			f = *fp
-		case attemptTimedOut || errors.Is(err, ErrAttemptTimeout):
-			f = Failure{Reason: ReasonTimeout, Class: ClassTransient, Message: "attempt timeout"}
-		case errors.Is(err, ErrIdleTimeout):
-			f = Failure{Reason: ReasonTimeout, Class: ClassTransient, Idle: true, Message: string(ReasonIdleTimeout)}
-		case errors.Is(err, ErrEmptyOutput):
-			f = Failure{Reason: ReasonEmptyResponse, Class: ClassUnknown, Message: "empty output"}
+		case attemptTimedOut || errors.Is(err, classify.ErrAttemptTimeout):
+			f = Failure{Reason: classify.ReasonTimeout, Class: classify.ClassTransient, Message: "attempt timeout"}
+		case errors.Is(err, classify.ErrIdleTimeout):
+			f = Failure{Reason: classify.ReasonTimeout, Class: classify.ClassTransient, Idle: true, Message: string(classify.ReasonIdleTimeout)}
+		case errors.Is(err, classify.ErrEmptyOutput):
+			f = Failure{Reason: classify.ReasonEmptyResponse, Class: classify.ClassUnknown, Message: "empty output"}
 		default:
-			f = Classify(Response{Provider: c.Provider, Err: err}, now)
+			// An error that is not a Failure comes from the attempt function
+			// itself, not from a provider's body: its text holds no provider secret.
+			f = FailureFrom(classify.Classify(classify.Response{Provider: c.Provider, Err: err}, now))
 		}
-		if errors.Is(err, ErrIdleTimeout) {
+		if errors.Is(err, classify.ErrIdleTimeout) {
 			f.Idle = true
 		}
 	}
 	if f.Reason == "" {
-		f.Reason, f.Class = ReasonUnclassified, ClassUnknown
+		f.Reason, f.Class = classify.ReasonUnclassified, classify.ClassUnknown
 	}
 	if f.Provider == "" {
 		f.Provider = c.Provider
@@ -793,11 +796,11 @@ func normalizeFinish(fr string) (string, *Failure) {
 	case "function_call":
 		return "function_call", nil
 	case "content_filter", "refusal", "safety":
-		return fr, &Failure{Reason: ReasonContentFilter, Class: ClassDeterministic, Message: "stop reason: " + fr}
+		return fr, &Failure{Reason: classify.ReasonContentFilter, Class: classify.ClassDeterministic, Message: "stop reason: " + fr}
 	case "error", "aborted":
-		return fr, &Failure{Reason: ReasonTimeout, Class: ClassTransient, Message: "stop reason: " + fr} // C6
+		return fr, &Failure{Reason: classify.ReasonTimeout, Class: classify.ClassTransient, Message: "stop reason: " + fr} // C6
 	}
-	return fr, &Failure{Reason: ReasonUnclassified, Class: ClassUnknown, Message: "unknown stop reason: " + clip(fr)}
+	return fr, &Failure{Reason: classify.ReasonUnclassified, Class: classify.ClassUnknown, Message: "unknown stop reason: " + clip(fr)}
 }
 
 func (r *runner) record(a AttemptRecord) {
@@ -907,10 +910,10 @@ func (r *runner) onFailure(pl *plan, c Candidate, f *Failure, now time.Time) (mo
 	if transientFailure(f) {
 		modelDown = r.p.TimeoutSwitchThreshold > 0 && ms.Consecutive >= r.p.TimeoutSwitchThreshold
 	}
-	if f.Reason != ReasonContextOverflow && f.Reason != ReasonFormat && f.Reason != ReasonContentFilter && f.Reason != ReasonAborted {
+	if f.Reason != classify.ReasonContextOverflow && f.Reason != classify.ReasonFormat && f.Reason != classify.ReasonContentFilter && f.Reason != classify.ReasonAborted {
 		r.e.contact(c.Provider, now) // R11 throttle: a failed call counts as contact
 	}
-	if (f.Reason == ReasonAuth || f.Reason == ReasonAuthPermanent) && !pl.primary {
+	if (f.Reason == classify.ReasonAuth || f.Reason == classify.ReasonAuthPermanent) && !pl.primary {
 		if ttl := skipTTL(r.p); ttl > 0 {
 			r.e.addSkip(r.req.SessionKey, pl.ref, now.Add(ttl)) // R12
 		}
@@ -974,7 +977,7 @@ func (e *Engine) recordFailure(ctx context.Context, c Candidate, ref ModelRef, f
 	var jr [2]float64
 	var kind [2]bool // true = the model key
 	n := 0
-	if cooldownReason(f.Reason) || f.Reason == ReasonBilling || f.Reason == ReasonAuthPermanent {
+	if cooldownReason(f.Reason) || f.Reason == classify.ReasonBilling || f.Reason == classify.ReasonAuthPermanent {
 		keys[n], jr[n] = slotKey(c), e.rand()
 		n++
 	}
@@ -1043,7 +1046,7 @@ func (r *runner) logStep(from Candidate, f *Failure, to, outcome string) {
 	if !r.log.Enabled(r.ctx, level) {
 		return // the detail's scrub is the costly part; nothing would be written
 	}
-	var reason Reason
+	var reason classify.Reason
 	detail := ""
 	if f != nil {
 		reason = f.Reason
@@ -1070,7 +1073,7 @@ const maxTimeoutCompactions = 2
 // compact, and reports whether the same candidate should be tried again.
 func (r *runner) compactAfterTimeout(pl *plan, f *Failure) bool {
 	h := r.req.Hooks.Compact
-	if h == nil || f.Reason != ReasonTimeout || r.compacted >= maxTimeoutCompactions {
+	if h == nil || f.Reason != classify.ReasonTimeout || r.compacted >= maxTimeoutCompactions {
 		return false
 	}
 	if f.Idle && r.p.BreakerTrip > 0 && r.breaker >= r.p.BreakerTrip {

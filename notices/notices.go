@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/failover"
 )
 
@@ -18,41 +19,41 @@ import (
 const Prefix = "↪️ "
 
 // Reason returns the short human text of a failure reason ("rate limit", "billing", ...).
-func Reason(r failover.Reason) string {
+func Reason(r classify.Reason) string {
 	switch r {
-	case failover.ReasonRateLimit:
+	case classify.ReasonRateLimit:
 		return "rate limit"
-	case failover.ReasonOverloaded:
+	case classify.ReasonOverloaded:
 		return "overloaded"
-	case failover.ReasonBilling:
+	case classify.ReasonBilling:
 		return "billing"
-	case failover.ReasonAuth:
+	case classify.ReasonAuth:
 		return "auth"
-	case failover.ReasonAuthPermanent:
+	case classify.ReasonAuthPermanent:
 		return "key revoked"
-	case failover.ReasonTimeout:
+	case classify.ReasonTimeout:
 		return "timeout"
-	case failover.ReasonIdleTimeout:
+	case classify.ReasonIdleTimeout:
 		return "idle timeout"
-	case failover.ReasonModelNotFound:
+	case classify.ReasonModelNotFound:
 		return "model not found"
-	case failover.ReasonFormat:
+	case classify.ReasonFormat:
 		return "invalid request"
-	case failover.ReasonContextOverflow:
+	case classify.ReasonContextOverflow:
 		return "context too long"
-	case failover.ReasonContentFilter:
+	case classify.ReasonContentFilter:
 		return "content filter"
-	case failover.ReasonAborted:
+	case classify.ReasonAborted:
 		return "aborted"
-	case failover.ReasonEmptyResponse:
+	case classify.ReasonEmptyResponse:
 		return "empty response"
-	case failover.ReasonNoErrorDetails:
+	case classify.ReasonNoErrorDetails:
 		return "no error details"
-	case failover.ReasonUnclassified:
+	case classify.ReasonUnclassified:
 		return "unknown error"
-	case failover.ReasonConsecutiveTimeout:
+	case classify.ReasonConsecutiveTimeout:
 		return "repeated timeouts"
-	case failover.ReasonContextWindow:
+	case classify.ReasonContextWindow:
 		return "context window too small"
 	case "":
 		return "unknown error"
@@ -61,7 +62,7 @@ func Reason(r failover.Reason) string {
 }
 
 // Fallback is the N1 notice: the session moved to an automatic fallback.
-func Fallback(fallback, primary string, reason failover.Reason) string {
+func Fallback(fallback, primary string, reason classify.Reason) string {
 	return fmt.Sprintf("%smodel fallback: %s (selected %s; %s)", Prefix, fallback, primary, Reason(reason))
 }
 
@@ -75,7 +76,7 @@ func Cleared(primary, fallback string) string {
 type State struct {
 	Selected string // "provider/model" the session selected (the fallback's origin)
 	Active   string // "provider/model" that answered the last turn
-	Reason   failover.Reason
+	Reason   classify.Reason
 }
 
 // OnFallback reports whether the state says the session is answered by a fallback.
@@ -201,7 +202,7 @@ func lastFailures(attempts []failover.AttemptRecord) (order []string, last map[s
 	return order, last
 }
 
-func recordReason(a failover.AttemptRecord) failover.Reason {
+func recordReason(a failover.AttemptRecord) classify.Reason {
 	if a.Failure != nil {
 		return a.Failure.Reason
 	}
@@ -230,7 +231,7 @@ func UserFailure(s *failover.SummaryError, now time.Time) string {
 		stop = "stopped: " + Redact(s.Stop.Error())
 	}
 	order, last := lastFailures(s.Attempts)
-	reasons := map[failover.Reason]bool{}
+	reasons := map[classify.Reason]bool{}
 	var parts []string
 	for _, ref := range order {
 		r := recordReason(last[ref])
@@ -277,11 +278,11 @@ func FailureText(f *failover.Failure) string {
 		model = f.Model
 	}
 	switch f.Reason {
-	case failover.ReasonContextOverflow:
+	case classify.ReasonContextOverflow:
 		return "this conversation no longer fits the model's context window; use /reset to start over or /model to pick a model with a larger window"
-	case failover.ReasonContentFilter:
+	case classify.ReasonContentFilter:
 		return fmt.Sprintf("%s refused to answer (content filter)", model)
-	case failover.ReasonAborted:
+	case classify.ReasonAborted:
 		return "the request was cancelled"
 	}
 	s := fmt.Sprintf("%s failed: %s", model, Reason(f.Reason))
@@ -296,7 +297,7 @@ type ReportLine struct {
 	Model    string // "provider/model"
 	Provider string
 	Profile  string // profile id, never a secret
-	Reason   failover.Reason
+	Reason   classify.Reason
 	Error    string    // raw provider message (redacted again when rendered)
 	Recovery time.Time // estimated recovery; zero = unknown
 }
@@ -332,9 +333,9 @@ func LinesFromSummary(s *failover.SummaryError) []ReportLine {
 
 // NeedsHuman reports whether a reason does not heal by waiting (billing, keys,
 // model ids, request format): reports say "unknown, needs a human" for them.
-func NeedsHuman(r failover.Reason) bool {
+func NeedsHuman(r classify.Reason) bool {
 	switch r {
-	case failover.ReasonBilling, failover.ReasonAuth, failover.ReasonAuthPermanent, failover.ReasonModelNotFound, failover.ReasonFormat:
+	case classify.ReasonBilling, classify.ReasonAuth, classify.ReasonAuthPermanent, classify.ReasonModelNotFound, classify.ReasonFormat:
 		return true
 	}
 	return false
@@ -342,17 +343,17 @@ func NeedsHuman(r failover.Reason) bool {
 
 func todo(l ReportLine) string {
 	switch l.Reason {
-	case failover.ReasonBilling:
+	case classify.ReasonBilling:
 		return "top up or raise the spending limit, then /recover " + l.Model
-	case failover.ReasonAuth, failover.ReasonAuthPermanent:
+	case classify.ReasonAuth, classify.ReasonAuthPermanent:
 		target := l.Model
 		if l.Profile != "" {
 			target = l.Profile
 		}
 		return "check or replace the API key, then /recover " + target
-	case failover.ReasonModelNotFound:
+	case classify.ReasonModelNotFound:
 		return "fix the model id in the config"
-	case failover.ReasonRateLimit, failover.ReasonOverloaded:
+	case classify.ReasonRateLimit, classify.ReasonOverloaded:
 		return "wait for the reset, or /recover " + l.Model + " to probe now"
 	}
 	return "/recover " + l.Model + " probes it now"

@@ -10,6 +10,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/detourbot/detour/adapters"
+	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/commands"
 	"github.com/detourbot/detour/failover"
 	"github.com/detourbot/detour/notices"
@@ -291,7 +292,7 @@ func (r *Router) Status(ctx context.Context, sessionKey, channel string) (comman
 	}
 	if sel.source == failover.SourceAuto {
 		info.Active = string(sel.requested)
-		info.FallbackReason = notices.Reason(failover.Reason(e.FallbackReason))
+		info.FallbackReason = notices.Reason(classify.Reason(e.FallbackReason))
 		if e.LastProbeAt != nil {
 			info.LastProbe = *e.LastProbeAt
 			info.NextProbe = e.LastProbeAt.Add(r.cfg.ProbeInterval)

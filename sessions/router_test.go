@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/detourbot/detour/adapters"
-	"github.com/detourbot/detour/failover"
+	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/internal/fakeprovider"
 	"github.com/detourbot/detour/notices"
 )
@@ -21,7 +21,7 @@ func TestRouter_N1_N2_N3_S3_FallbackStaysThenProbeClears(t *testing.T) {
 
 	// Turn 1: the primary fails, the fallback answers; one N1 notice, then the reply.
 	out := expect(t, h.say(key1, "hello"), "notice,reply")
-	wantN1 := notices.Fallback(mFallback, mPrimary, failover.ReasonTimeout)
+	wantN1 := notices.Fallback(mFallback, mPrimary, classify.ReasonTimeout)
 	if out[0].Text != wantN1 {
 		t.Fatalf("N1 = %q, want %q", out[0].Text, wantN1)
 	}
@@ -99,7 +99,7 @@ func TestRouter_N1_BillingReasonAndAttemptsRecorded(t *testing.T) {
 	h := newHarness(t)
 	h.fake.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeBilling402})
 	out := expect(t, h.say(key1, "hi"), "notice,reply")
-	if want := notices.Fallback(mFallback, mPrimary, failover.ReasonBilling); out[0].Text != want {
+	if want := notices.Fallback(mFallback, mPrimary, classify.ReasonBilling); out[0].Text != want {
 		t.Fatalf("N1 = %q, want %q", out[0].Text, want)
 	}
 	var rows []AttemptRow

@@ -9,6 +9,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/failover"
 	"github.com/detourbot/detour/notices"
 )
@@ -83,7 +84,7 @@ type AttemptRow struct {
 func (AttemptRow) TableName() string { return "session_attempts" }
 
 func (e *Entry) notice() notices.State {
-	return notices.State{Selected: e.NoticeSelected, Active: e.NoticeActive, Reason: failover.Reason(e.NoticeReason)}
+	return notices.State{Selected: e.NoticeSelected, Active: e.NoticeActive, Reason: classify.Reason(e.NoticeReason)}
 }
 
 func (e *Entry) override() failover.ModelRef {

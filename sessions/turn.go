@@ -11,6 +11,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/detourbot/detour/adapters"
+	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/commands"
 	"github.com/detourbot/detour/failover"
 	"github.com/detourbot/detour/llm"
@@ -358,12 +359,12 @@ func (r *Router) compactHalf(ctx context.Context, ts *turnState) bool {
 
 func isOverflow(err error) bool {
 	var f *failover.Failure
-	if errors.As(err, &f) && f.Reason == failover.ReasonContextOverflow {
+	if errors.As(err, &f) && f.Reason == classify.ReasonContextOverflow {
 		return true
 	}
 	var s *failover.SummaryError
 	if errors.As(err, &s) && s.Stop == nil {
-		if last := s.Last(); last != nil && last.Reason == failover.ReasonContextOverflow {
+		if last := s.Last(); last != nil && last.Reason == classify.ReasonContextOverflow {
 			return true
 		}
 	}
@@ -434,7 +435,7 @@ func (r *Router) run(ctx context.Context, ts *turnState) (failover.Result, error
 	attempt := func(ctx context.Context, a failover.Attempt) (failover.Output, error) {
 		c, err := r.clients(a.Candidate.Provider, a.Candidate.Profile)
 		if err != nil || c == nil {
-			return failover.Output{}, &failover.Failure{Reason: failover.ReasonAuth, Class: failover.ClassDeterministic,
+			return failover.Output{}, &failover.Failure{Reason: classify.ReasonAuth, Class: classify.ClassDeterministic,
 				Message: "no client configured for this provider/profile", Provider: a.Candidate.Provider,
 				Model: a.Candidate.Model, Profile: a.Candidate.Profile}
 		}
@@ -552,7 +553,7 @@ func (r *Router) succeed(ctx context.Context, ts *turnState, res failover.Result
 	case sel.source == failover.SourceUser || sel.source == failover.SourceLegacy:
 		next.Selected = string(answered)
 	case answered != sel.selected:
-		next.Reason = failover.Reason(ts.cur.Reason)
+		next.Reason = classify.Reason(ts.cur.Reason)
 		if res.FellBack && res.Cause != nil {
 			next.Reason = res.Cause.Reason
 		}
@@ -625,7 +626,7 @@ func (r *Router) fail(ctx context.Context, ts *turnState, err error) {
 	var text string
 	switch {
 	case isOverflow(err):
-		text = notices.FailureText(&failover.Failure{Reason: failover.ReasonContextOverflow})
+		text = notices.FailureText(&failover.Failure{Reason: classify.ReasonContextOverflow})
 	case errors.As(err, &s):
 		text = notices.UserFailure(s, now)
 		if s.Stop == nil && ts.sel.source != failover.SourceUser && ts.sel.source != failover.SourceLegacy {

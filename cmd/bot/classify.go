@@ -11,7 +11,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/detourbot/detour/failover"
+	"github.com/detourbot/detour/classify"
 )
 
 // maxClassifyLine is the longest input line bot classify accepts (10 MiB).
@@ -192,7 +192,7 @@ func classifyLine(line []byte, now time.Time) (out []byte) {
 			return mustJSON(classifyError{Error: fmt.Sprintf("bad input: http_status %d out of range", st)})
 		}
 	}
-	f := failover.Classify(failover.Response{
+	f := classify.Classify(classify.Response{
 		Provider: in.Provider, Status: st, Headers: in.Headers, Body: in.Body, Stream: in.Stream,
 	}, now)
 	o := classifyOutput{Reason: string(f.Reason), Class: string(f.Class)}

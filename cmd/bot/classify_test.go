@@ -12,7 +12,7 @@ import (
 )
 
 // corpusPath is the classifier's copy of the public error corpus.
-const corpusPath = "../../failover/testdata/corpus/errors-public.jsonl"
+const corpusPath = "../../classify/testdata/corpus/errors-public.jsonl"
 
 type classifyResult struct {
 	Reason       *string  `json:"reason"`
