@@ -146,3 +146,11 @@ func TestClassify_C7_NegativeControls(t *testing.T) {
 		t.Fatalf("only %d negative controls", n)
 	}
 }
+
+// TestClassify_CorpusExtra runs further real failures the team gathered from
+// provider documentation and public bug reports (testdata/corpus/README.md:
+// every reason, issue 13's families, 40 providers and runtimes, each with its
+// source): 100%.
+func TestClassify_CorpusExtra(t *testing.T) {
+	runCorpus(t, "testdata/corpus/errors-extra.jsonl", 150)
+}

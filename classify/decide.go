@@ -50,6 +50,9 @@ func decide(r Response, ev *evidence) decision {
 		}
 		return decision{reason: ReasonEmptyResponse, step: StepTransport, rule: "transport/empty-output", evidence: "no usable output"}
 	}
+	if exact.reason == ReasonAborted && !(r.Status == 0 || r.Status == 499) {
+		exact = fieldHit{} // a server that answered was not cancelled by us
+	}
 	if exact.ok() {
 		if spec.ok() && spec.fam.rank < rankOf(exact.reason) {
 			return fromText(spec)

@@ -24,7 +24,8 @@ const (
 
 // evidence is what the steps look at, gathered once from the response.
 type evidence struct {
-	parts   []string // prose of the body and the error text, lower-cased, URLs removed
+	prose   []string // prose of the body and the error text, original case
+	parts   []string // prose lower-cased, URLs removed
 	text    string   // parts joined by " | " (what the text families match)
 	urls    []string // URLs removed from parts, lower-cased (weak billing hints)
 	fields  []field  // machine-readable values (codes, types, exception names, stop reasons)
@@ -91,6 +92,7 @@ func gather(r Response) *evidence {
 			}
 		}
 	}
+	ev.prose = prose
 	ev.buildText(prose)
 	ev.resolveStatus(r.Status)
 	return ev

@@ -35,6 +35,7 @@ const (
 	rankBillingRemedy // "purchase credits", "upgrade your plan" with nothing stronger
 	rankModelNotFound
 	rankAuth
+	rankStream // a stream that broke off (C6), said in words specific enough to beat format
 	rankFormat
 	rankNotASignal // C7: specific texts that say nothing about who must act
 	rankGeneric    // C6: server, gateway, network and stream wording
@@ -249,6 +250,12 @@ var (
 	reBillingWords = rx(`billing|balance|credit|payment|overdue|invoice|arrear|unpaid|quota|plan\b|欠费|余额`)
 	// Rate wording: a token count over a per-minute limit is a rate limit.
 	reRateWords = rx(`rate[ _-]?limit|per[ -](minute|min|second|day|hour)\b|\b(tpm|rpm|tpd|rpd)\b|tokens per|requests per`)
+	// ... and a max_tokens over the model's output cap is a bad parameter.
+	reRateOrOutputCap = rx(`rate[ _-]?limit|per[ -](minute|min|second|day|hour)\b|\b(tpm|rpm|tpd|rpd)\b|tokens per|requests per|\b(maximum|max)[ _](new[ _])?tokens\b`)
+	// The account's access ended (for a policy violation, say): not a filtered request.
+	reAccessEnded = rx(`\baccess (was |has been |is )?(terminated|revoked|suspended|banned)\b|\baccount (was |has been |is )?(terminated|suspended|banned|deactivated)\b`)
+	// An IAM role without the permission is the credential's problem, not the model's.
+	reIAM = rx(`\biam\b|not authori[sz]ed to perform`)
 )
 
 // families is the text step's table, in rank order.
@@ -258,17 +265,19 @@ var families = []family{
 		// a server's 408 "Request was aborted" is a timeout.
 		pat("request-aborted", "abort", `\brequest (was |has been )?aborted\b|\b(user|caller|client) aborted\b|\baborted by (the )?(user|client|caller)\b`),
 		pat("cancelled-by-caller", "cancel", `\b(request|call|generation|completion) (was |has been )?cancell?ed\b|\bcancell?ed by (the )?(user|client|caller)\b`),
+		pat("interrupted-by-user", "interrupted|context cancel", `\binterrupted by (the )?(user|caller|client)\b|\bcontext cancell?ed\b`),
 		lit("cancelled-zh", "请求已取消", "用户取消", "已取消请求"),
 	}},
 	{name: "no-error-details", rank: rankNoDetails, reason: ReasonNoErrorDetails, rules: []rule{
 		lit("literal", "no error details in response"),
 	}},
 	{name: "content-filter", rank: rankContentFilter, reason: ReasonContentFilter, rules: []rule{
-		pat("policy-violation", "violat|against|breach", `\b(violat\w*|against|breach\w*)\b~40\bpolic(y|ies)\b`),
+		pat("policy-violation", "violat|against|breach", `\b(violat\w*|against|breach\w*)\b~40\bpolic(y|ies)\b`).unlessRe(reAccessEnded),
 		pat("content-filter", "content", `\bcontent[ _-]?(filter\w*|polic(y|ies)|management polic(y|ies)|moderation)\b`),
 		pat("flagged", "flagged", `\b(prompt|input|output|content|request|message|response|text)s? (was |were |has been |is )?flagged\b|\bflagged (as|for|by)\b`),
 		pat("safety-system", "safety", `\bsafety (system|filters?|settings?|reasons?|polic(y|ies)|checks?)\b|\bblocked (by|due to) safety\b`),
 		pat("harmful-content", "content", `\b(harmful|inappropriate|unsafe|prohibited|sensitive|explicit|disallowed|violating|illegal) content\b`),
+		pat("content-risk", "risk", `\bcontent (exists|has|contains|carries) risks?\b|\brisky content\b|\bcontent risk\b`),
 		pat("refusal", "refus", `\brefusal\b|\brefused to (answer|respond|comply|generate)\b`),
 		pat("moderation", "moderation", `\b(requires|failed|blocked by|flagged by|rejected by)( our)? moderation\b|\bmoderation (blocked|failed|rejected)\b`),
 		lit("data-inspection", "data inspection failed"),
@@ -283,6 +292,7 @@ var families = []family{
 		pat("leaked-key", "leak", `\b(key|token|credential)s?\b~40\bleaked\b|\bleaked (api )?(key|token|credential)`).and("key|token|credential"),
 		pat("oauth-refresh", "refresh", `\brefresh[ _]token\b~40\b(invalid|expired|revoked|not found|reused|been used)\b|\bcould not be refreshed\b|\b(token|oauth) refresh (failed|failure|error)\b|\bfailed to refresh (the )?(access |oauth )?token\b`),
 		lit("invalid-grant", "invalid_grant"),
+		pat("access-ended", "access|account", `\baccess (was |has been |is )?(terminated|revoked|suspended|banned)\b|\baccess_terminated\b|\b(service|access) (is )?(unavailable|disabled|blocked) for (this |your |the )?account\b`),
 		pat("org-not-allowed", "not allowed for this organ", `not allowed for this organi[sz]ation`),
 		lit("banned-zh", "封禁", "已被禁用", "已禁用", "已停用", "被冻结", "已冻结", "已注销", "账号异常", "账户异常", "被封"),
 	}},
@@ -302,6 +312,10 @@ var families = []family{
 		pat("subscription", "subscription", `\bsubscription\b~20\b(has )?(expired|inactive|is not active|not active|ended|lapsed|cancell?ed)\b|\bno (active|valid) (\w+ )?subscription\b|\bnot have an? (active |valid )(\w+ )?subscription\b|\bpurchase an? (\w+ )?subscription\b`).and("expired|inactive|not active|ended|lapsed|cancel|no active|no valid|purchase|have a"),
 		pat("plan-excludes", "plan|include", `\bplan (does not|doesn't|do not) (yet )?include\b|\bnot (available|included) (in|on|with) (your |the )?(current )?(subscription )?plan\b|\bdoes not (yet )?include access\b`),
 		lit("extra-usage", "extra usage"),
+		pat("budget", "budget", `\bbudget\b~40\b(exceeded|reached|exhausted|used up)\b|\bexceeded (your |the )?budget\b|\bbudget_exceeded\b`),
+		pat("invoices", "invoice|pay", `\b(past|unpaid|overdue|outstanding|open) invoices?\b|\bfail\w* to pay\b|\bpayment (is )?past due\b`),
+		pat("suspended-for-billing", "suspended|disabled|blocked|deactivated", `\b(account|organi[sz]ation|workspace|team|project)\b~40\b(suspended|disabled|blocked|deactivated)\b`).and("billing|balance|credit|payment|invoice|spending|overdue|arrear|quota"),
+		pat("exceeded-credits", "credit", `\bexceeded (your |the )?(\w+ ){0,3}credits?\b`),
 		pat("account-ceiling", "maximum allowed|credit limit", `\bmaximum allowed (monthly )?(spend|spending) limit\b|\bcredit limit (exceeded|reached|has been reached)\b`),
 		pat("no-asset", "no available", `\bno available (asset|resource package|balance)\b`),
 		pat("openrouter-key-limit", "limit|budget", `\bkey limit (exceeded|reached)\b|\bbudget limit (exceeded|reached)\b|\bkey budget\b`).only("openrouter"),
@@ -316,20 +330,21 @@ var families = []family{
 		pat("n-hour-window", "hour|hr|day|week|month", `\b(\d+|one|five|a)[ -]?(hours?|hrs?|days?|weeks?|months?)\b~30\b(limits?|quotas?|window|allowance)\b`).and("limit|quota|window|allowance"),
 		pat("resets", "reset|refresh|renew", `\b(limits?|quotas?)\b~40\b(will |to )?(reset|refresh|renew)s?\b|\bresets? (tomorrow|on|at|in|every)\b|\bautomatic quota refresh\b`).and("limit|quota|reset|refresh"),
 		pat("regain-access", "regain access|rolling|subscription quota", `\bregain access\b|\brolling (time )?window\b|\bsubscription quota limit\b`),
-		pat("budget", "budget", `\bbudget\b~20\b(exceeded|reached|exhausted)\b|\bexceeded (your |the )?budget\b`),
 		pat("window-zh", "每|今日|今天|本周|本月|当日|当天|小时|天|使用上限|用量",
 			`(每日|每天|每周|每月|每小时|今日|今天|本周|本月|当日|当天|\d+\s*小时|\d+\s*天)[^。|]{0,12}?(上限|限额|额度|配额|用量|次数|限制)|使用上限|用量上限|用量已达|使用额度已达`),
 	}},
 	{name: "context-overflow", rank: rankContext, reason: ReasonContextOverflow, rules: []rule{
 		pat("context-exceeded", "context", `\bcontext[ _-]?(length|window|size|limit)s?\b~40\b(exceed\w*|overflow\w*|too (long|large)|reached|is full)\b|\bcontext[ _](length|window)[ _]exceeded\b|\bcontext overflow\b`),
 		pat("exceeds-context", "context", `\bexceed\w*\b~40\bcontexts?\b|\bran out of (room|space)\b~40\bcontext\b|\blarger than (the )?(model'?s )?context\b`).and("exceed|ran out|larger than"),
-		pat("max-context", "context", `\b(maximum|max) context (length|window|size)\b|\bprompt has [\d,]+ tokens?\b~40\bcontext (size|length|window)\b`),
+		pat("max-context", "context|max|prompt has", `\b(maximum|max) context (length|window|size)\b|\b(maximum|max) (model|prompt|input) (length|len|size)\b|\bmax_model_len\b|\bprompt has [\d,]+ tokens?\b~40\bcontext (size|length|window)\b`),
 		pat("prompt-too-long", "too long|too large|longer than|larger than",
 			`\b(prompt|input|message|messages|conversation|text)s? (is |are |was |were )?(too long|too large|longer than|larger than)\b|\b(prompt|input) too long\b`),
+		pat("prompt-longer", "prompt|input", `\b(prompt|input)\b~30\b(is |are )?(too long|longer than|larger than)\b`),
+		pat("cannot-exceed", "exceed", `\btokens?\b~40\b(cannot|can't|must not|may not|should not) exceed\b`),
 		pat("request-too-large", "large", `\brequest (is |was )?too large\b|\brequest[ _]too[ _]large\b|\b(request entity|payload|content) too large\b`).
 			when(func(c *textCtx, _ string) bool { return !hasLimitRequested(c.text) || limitBelowRequested(c.text) }),
 		pat("request-size", "request|payload", `\brequest (exceeds|is larger than) the maximum (allowed )?(size|number of bytes|length)\b|\brequest size exceeds\b|\bpayload size (has )?exceed`),
-		pat("token-limit", "exceed|token limit", `\btokens?\b~40\bexceed\w*\b~40\b(limit|maximum|max|context|allowed)\b|\bexceed\w* (the )?(model'?s? )?(maximum |max )?(number of )?(input )?tokens?\b|\btoken limit\b~20\b(exceeded|reached)\b|\bexceeded (the )?model token limit\b|\bmodel token limit\b`).and("token").unlessRe(reRateWords),
+		pat("token-limit", "exceed|token limit", `\btokens?\b~40\bexceed\w*\b~40\b(limit|maximum|max|context|allowed)\b|\bexceed\w* (the )?(model'?s? )?(maximum |max )?(number of )?(input )?tokens?\b|\btoken limit\b~20\b(exceeded|reached)\b|\bexceeded (the )?model token limit\b|\bmodel token limit\b`).and("token").unlessRe(reRateOrOutputCap),
 		pat("too-many-tokens", "too many", `\btoo many (input )?tokens\W{0,3}(size limit|in (the )?prompt|for (the )?(model|context))`),
 		pat("tokens-must-be", "must", `\binputs?\W{0,3} tokens \+ \W{0,3}max_new_tokens\W{0,3} must be <=|\binputs?\W{0,3} must have less than [\d,]+ tokens\b`),
 		pat("reduce-length", "length", `\breduce the length of the (messages|prompt|input|conversation)\b|\bcurrent length is [\d,]+ while limit is [\d,]+|\brange of input length\b|\binput length (should|must|exceeds)\b`),
@@ -340,14 +355,15 @@ var families = []family{
 	{name: "overloaded", rank: rankOverloaded, reason: ReasonOverloaded, rules: []rule{
 		pat("overloaded", "overload", `(\b|_)overload(ed|ing)?\b`),
 		pat("high-demand", "demand|load|traffic|volume|experiencing", `\b(high|heavy|peak|unusually high|increased) (demand|load|traffic|volume of requests)\b|\bexperiencing (high|heavy|a high|an unusually)\b`),
-		pat("busy", "busy", `\b(server|servers|service|system|api|model|engine|platform|backend|gpus?)s? (is |are )?(currently |too |very )?busy\b|\btoo busy\b|\bcurrently busy\b`),
+		pat("busy", "busy", `\b(server|servers|service|system|api|model|engine|platform|backend|gpus?|llm|runner)s? (is |are )?(currently |too |very )?busy\b|\btoo busy\b|\bcurrently busy\b`),
 		pat("capacity", "capacity", `\b(at|over|out of|no|insufficient|lack of|limited|exceeded|reached)\s+(available |serving |compute |gpu )?capacity\b|\bcapacity\b~20\b(exhausted|constraints?|issues?|reached|unavailable|is full|exceeded|limits?)\b|\binsufficientcapacity\b`),
+		pat("no-room", "no more|no free|no available|slots", `\bno (more |free |available )?(data centers?|servers?|workers?|replicas?|instances?|slots?|gpus?|nodes?)\b~30\b(available|to forward|left|free)\b|\bno (free|available) (slots?|workers?|gpus?)\b`),
 		pat("loading", "loading|ready", `\bmodel\b~30\b(is |still )?(currently )?loading\b|\bloading (the )?model\b|\bmodel (is )?(not|not yet) ready\b|\bmodelnotready`),
 		pat("temporarily-unavailable", "temporarily", `\btemporarily (unavailable|unable to (handle|process|serve|accept))\b`),
 		lit("busy-zh", "繁忙", "过载", "负载过高", "负载较高", "访问量过大", "请求量过大", "资源紧张", "算力不足", "模型未就绪", "模型加载中", "模型正在加载", "暂时不可用"),
 	}},
 	{name: "rate-limit", rank: rankRateLimit, reason: ReasonRateLimit, rules: []rule{
-		pat("rate-limit", "rate", `\brate[ _-]?limit|\bratelimit`),
+		pat("rate-limit", "rate", `\brate[ _-]?limit(ed|ing)\b|\brate[ _-]?limits?[ _](exceeded|reached|hit|error|exhausted|is exceeded|has been|of|for|on|reset|exceeded)|\brate_limit|\bratelimit|\b(exceed\w*|reached|hit|over|past|exhausted|used up)\b~40\brate[ _-]?limits?\b|\brate[ _-]?limits?\W*$`),
 		pat("too-many-requests", "too", `\btoo[ _]many[ _](requests|concurrent|connections|tokens|calls)\b`),
 		pat("concurrency", "concurren", `\bconcurren(cy|t (requests?|calls|connections))\b`),
 		lit("throttled", "throttl"),
@@ -367,12 +383,13 @@ var families = []family{
 		rule{name: "billing-link", keys: []string{}, check: billingLink},
 	}},
 	{name: "model-not-found", rank: rankModelNotFound, reason: ReasonModelNotFound, rules: []rule{
-		pat("model-access", "model", `\baccess (to|the) (the |this |that )?model\b|\bmodel access (is )?(denied|not granted)\b`),
-		pat("model-missing", "model", `\bmodels?\b~80\b(not found|does not exist|doesn't exist|do not exist|could not be found|cannot be found|can't be found|is not available|not available|is not supported|not supported|deprecated|decommissioned|retired|deactivated|no longer (available|supported|exists?|served)|not enabled|not loaded|not served|not accessible|has been disabled|is disabled|is invalid|is not a valid|not a valid)\b`).and("not|exist|deprecated|decommissioned|retired|deactivated|no longer|disabled|invalid"),
+		pat("model-access", "model", `\baccess (to|the) (the |this |that )?model\b|\bmodel access (is )?(denied|not granted)\b|\bnot (allowed|permitted|authori[sz]ed|entitled) to (access|use) (this|the|that) model\b|\bnot (agreed|accepted)\b~30\bterms\b`).unlessRe(reIAM),
+		pat("model-capability", "support", `\b(does not|doesn't|do not) support (tools|tool use|tool calling|tool calls|function calling|functions|images?|image input|vision|audio)\b|\bno endpoints? found that support\b`),
+		pat("model-missing", "model", `\bmodels?\b~80\b(not found|does not exist|doesn't exist|do not exist|could not be found|cannot be found|can't be found|is not available|not available|is not supported|not supported|deprecated|decommissioned|retired|deactivated|no longer (available|supported|exists?|served)|not enabled|not loaded|not served|not accessible|disabled|is invalid|is not a valid|not a valid|legacy)\b`).and("not|exist|deprecated|decommissioned|retired|deactivated|no longer|disabled|invalid|legacy"),
 		pat("unknown-model", "model", `\b(unknown|unsupported|invalid|nonexistent)[ _]model\b|\bnot supported model\b|\bmodel[ _](not[ _]found|is[ _]deactivated|decommissioned)\b`).unlessRe(rx(`invalid model reference`)),
 		pat("no-endpoints", "endpoint|provider|router", `\bno endpoints? found\b|\bno allowed providers\b|\brouter not found\b|\bno (available )?(model )?providers? (available|that|can)\b|\bno available model provider\b`),
 		pat("nothing-loaded", "loaded", `\bno models? (is |are )?loaded\b`),
-		pat("deployment-missing", "deployment|engine", `\b(deployment|engine)s?\b~60\b(not found|does not exist|not exist)\b`).and("not found|not exist"),
+		pat("deployment-missing", "deployment|engine|endpoint", `\b(deployment|engine|endpoint)s?\b~60\b(not found|does not exist|not exist|not running|not deployed|not started)\b`).and("not found|not exist|not running|not deployed|not started"),
 		pat("model-missing-zh", "模型|无可用渠道", `模型不存在|模型未找到|找不到模型|不支持该模型|不支持的模型|模型已下线|模型已下架|无可用渠道|模型[^。|]{0,20}(不存在|未找到|已下线|已下架)`),
 	}},
 	{name: "auth", rank: rankAuth, reason: ReasonAuth, rules: []rule{
@@ -382,7 +399,7 @@ var families = []family{
 		pat("credential-bad", "key|token|credential|secret|signature",
 			`\b(api[ _-]?key|key|token|credentials?|secret|signature)s?\b~25\b(is |was |has |have )?(been )?(invalid|not valid|expired|revoked|incorrect|missing|not found|required|invalidated|does not match)\b`).and("invalid|not valid|expired|revoked|incorrect|missing|not found|required|does not match"),
 		pat("auth-failed", "auth", `\bauthenticat\w*\b~20\b(fail\w*|error|required|invalid|denied)\b|\b(failed|could not|unable) to authenticate\b|\bunauthenticated\b|\bunauthori[sz]ed\b|\bnot authori[sz]ed\b|\bauthori[sz]ation (required|failed|header)\b|\bno auth available\b|\bauth[ _]unavailable\b`),
-		pat("permission", "permission|access|scope", `\bpermission[ _]denied\b|\bpermission_error\b|\binsufficient[ _]permissions?\b|\b(does not|do not|doesn't|don't) have (the )?(required |necessary )?permissions?\b|\bmissing (required )?scopes?\b|\baccess[ _]?denied\b|\bnot allowed to access\b|\bno permission\b`),
+		pat("permission", "permission|access|scope", `\bpermission[ _]denied\b|\bpermission_error\b|\binsufficient[ _]permissions?\b|\b(does not|do not|doesn't|don't) have (the )?(required |necessary )?permissions?\b|\bmissing (required )?scopes?\b|\baccess[ _]?denied\b|\bnot allowed to access\b|\bno permission\b|\b(do not|don't|does not|doesn't) have access to (the |this |your |that )?(organi[sz]ation|project|workspace|account|resource)`),
 		pat("forbidden", "forbidden", `^forbidden\b|\b403 forbidden\b|\bforbidden:|\brequest[ _]forbidden\b`),
 		pat("sign-in", "sign|log|authenticate|session", `\b(sign|log)[ -]?in again\b|\bnot (signed|logged) in\b|\bplease (sign|log) ?in\b|\blogin (fail\w*|required|expired)\b|\bre-?authenticate\b|\bsession (has )?expired\b`),
 		pat("endpoint-or-credentials", "credentials", `\binvalid (api )?(endpoint|url) or (api )?(key|credentials)\b`),
@@ -392,6 +409,12 @@ var families = []family{
 		lit("auth-zh", "鉴权失败", "认证失败", "身份验证失败", "无权访问", "未授权", "密钥无效", "令牌无效", "无效的令牌", "令牌已过期", "令牌验证失败", "没有权限", "权限不足", "禁止访问"),
 		pat("key-invalid-zh", "无效", `(api ?key|key|令牌|密钥|token)[^。|]{0,6}无效|无效的(api ?key|key|令牌|密钥)`),
 	}},
+	{name: "stream-broke", rank: rankStream, reason: ReasonTimeout, rules: []rule{
+		// A stream that ended without its end event says so in words that may
+		// also name a tool call or JSON: it is the transport, not the request.
+		pat("stream-broke", "stream|chunks|ended|incomplete|unexpected end|unable to process",
+			`\bstream (closed|was closed|aborted|ended|interrupted|disconnected|error|terminated|reset)\b|\bwithout sending (any )?chunks\b|\b(request|response|stream) ended (early|prematurely|unexpectedly)\b|\bincomplete (stream|response)\b|\bunexpected end of (stream|json input|file)\b|\bis unable to process your request\b`),
+	}},
 	{name: "format", rank: rankFormat, reason: ReasonFormat, rules: []rule{
 		pat("invalid-request", "invalid", `\binvalid[ _](request|argument|parameter|value|type|json|format|body|input|schema|enum|field|role)s?\b|\binvalid '[^']{1,40}'|\binvalid `+"`"+`\w+`+"`"),
 		pat("unsupported", "support|unrecognized|extra", `\bunsupported[ _](parameter|value|type|format|media|field|role|content)\b|\bunrecognized (request )?(argument|field|parameter|key)s?\b|\bextra[ _](inputs are not permitted|forbidden)\b|\b(does not|doesn't|do not) support\b|\bis not supported\b|\bnot supported (with|for|by|when|in)\b`),
@@ -399,7 +422,7 @@ var families = []family{
 		pat("malformed", "malformed|json|parse|unexpected", `\bmalformed\b|\bnot valid json\b|\binvalid json\b|\bexpected value in json\b|\bparse error\b|\b(failed|unable) to parse\b|\bcould not parse\b|\bunexpected (token|character)\b`),
 		word("conversation-shape", "roles must alternate", "prefill", "tool_use", "tool_call", "thinking block", "thinking blocks",
 			"image dimension", "image dimensions", "bad request", "bad_request", "parameter error"),
-		lit("format-zh", "参数错误", "参数无效", "参数不合法", "无效的参数", "请求参数", "格式错误", "不合法", "不支持", "参数有误"),
+		lit("format-zh", "参数非法", "非法参数", "参数错误", "参数无效", "参数不合法", "无效的参数", "请求参数", "格式错误", "不合法", "不支持", "参数有误"),
 	}},
 	{name: "not-a-signal", rank: rankNotASignal, reason: ReasonUnclassified, rules: []rule{
 		// C7: a generic "failed with an unknown error" says nothing, and a local
@@ -412,10 +435,8 @@ var families = []family{
 		pat("server-error", "server|error|internal", `\binternal[ _]?(server[ _]?)?(error|exception|failure)\b|\bserver[ _]error\b|\bserver had an error\b|\berror occurred while processing\b|\bunexpected error (has )?occurred\b|\binternal error\b`),
 		pat("gateway", "gateway|unavailable|upstream|backend|origin|web server|timeout|unknown error|handshake|invalid response|is down",
 			`\bbad gateway\b|\bgateway time-?out\b|\bservice[ _]?unavailable\b|\bupstream\b|\bbackend error\b|\borigin is unreachable\b|\bweb server is (down|returning)\b|\ba timeout occurred\b|\bunknown error, 52\d\b|\bssl handshake failed\b|\binvalid response from (it|the upstream|the provider|the model)\b|\bmodel is down\b`),
-		pat("connection", "connection|network|host|eof|pipe|socket|closed|fetch|econn|etimedout|epipe|ehost|enet|eai_again|enotfound|und_err|tls|dns|tcp|udp|premature|stream_read",
-			`\bconnection (reset|refused|error|closed|aborted|lost|was closed|timed out|terminated|dropped|failed)\b|\bnetwork (error|is unreachable|request failed|failure)\b|\bno such host\b|\bunexpected eof\b|\bbroken pipe\b|\bsocket hang up\b|\bother side closed\b|\bfetch failed\b|\b(econnreset|econnrefused|econnaborted|etimedout|esockettimedout|epipe|ehostunreach|enetunreach|ehostdown|enetreset|eai_again|enotfound)\b|\bund_err\w*|\btls handshake\b|\bdns (failure|error|lookup)\b|\b(dial|read|write) (tcp|udp)\b|\bpremature close\b|\bstream_read_error\b`),
-		pat("stream-broke", "stream|chunks|ended|incomplete|unexpected end|unable to process",
-			`\bstream (closed|was closed|aborted|ended|interrupted|disconnected|error|terminated|reset)\b|\bwithout sending (any )?chunks\b|\b(request|response|stream) ended (early|prematurely|unexpectedly)\b|\bincomplete (stream|response)\b|\bunexpected end of (stream|json input|file)\b|\bis unable to process your request\b`),
+		pat("connection", "connection|network|host|eof|pipe|socket|closed|fetch|econn|etimedout|epipe|ehost|enet|eai_again|enotfound|und_err|tls|dns|tcp|udp|premature|stream_read|chunked|protocol|disconnected",
+			`\bconnection (reset|refused|error|closed|aborted|lost|was closed|timed out|terminated|dropped|failed)\b|\bnetwork (error|is unreachable|request failed|failure)\b|\bno such host\b|\bunexpected eof\b|\bbroken pipe\b|\bsocket hang up\b|\bother side closed\b|\bfetch failed\b|\b(econnreset|econnrefused|econnaborted|etimedout|esockettimedout|epipe|ehostunreach|enetunreach|ehostdown|enetreset|eai_again|enotfound)\b|\bund_err\w*|\btls handshake\b|\bdns (failure|error|lookup)\b|\b(dial|read|write) (tcp|udp)\b|\bpremature close\b|\bstream_read_error\b|\bpeer closed (the )?connection\b|\bincomplete chunked read\b|\bremote ?protocol ?error\b|\bserver disconnected\b`),
 		pat("terminated", "terminated", `(?:^|\| )(?:\w*error:\s*)?terminated(?: \||$)|\b(process|runner|connection|stream|socket|request) (has |was )?terminated\b`),
 		pat("operation-aborted", "aborted", `\boperation was aborted\b`),
 		pat("unknown-occurred", "unknown error", `\ban unknown error (has )?occurred\b`),

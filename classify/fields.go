@@ -46,6 +46,9 @@ var codeTable = map[string]codeEntry{
 	"moderation blocked":              {ReasonContentFilter, tierExact},
 	"provider refusal":                {ReasonContentFilter, tierExact},
 	"invalid prompt":                  {ReasonContentFilter, tierExact}, // OpenAI: the prompt was flagged
+	// aborted: the DOM/Node AbortError is raised by an explicit abort() of the
+	// caller (a deadline raises TimeoutError); see decide for when it counts
+	"abort error": {ReasonAborted, tierExact},
 	// auth_permanent
 	"account deactivated":      {ReasonAuthPermanent, tierExact},
 	"deactivated workspace":    {ReasonAuthPermanent, tierExact},
@@ -180,6 +183,10 @@ var stopReasons = map[string]codeEntry{
 	"malformed_function_call": {ReasonTimeout, tierHint},
 }
 
+// reErrorName finds an exception or error class name in the original-case text:
+// "AbortError: ...", "(ThrottlingException)".
+var reErrorName = regexp.MustCompile(`(?:^|[\s(\[.])([A-Z][A-Za-z]*(?:Error|Exception))(?:[:)\]]| -)`)
+
 var reStopReasonText = regexp.MustCompile(`(?:stop[ _]reason|finish[ _]reason|finishreason|stopreason|\breason)\s*[:=]\s*"?([a-z_]+)`)
 
 // fieldHit is what the field step found at one tier.
@@ -199,10 +206,17 @@ func fieldStep(c *textCtx) (exact, hint, typ fieldHit) {
 		}
 	}
 	fields := c.ev.fields
-	// Stop reasons quoted in runtime text are machine words too.
+	// Stop reasons and error class names quoted in runtime and SDK text are
+	// machine words too: "Unhandled stop reason: error", "AbortError: ...",
+	// "An error occurred (ResourceNotFoundException) when calling ...".
 	if strings.Contains(c.text, "reason") {
 		for _, m := range reStopReasonText.FindAllStringSubmatch(c.text, 4) {
 			fields = append(fields, field{"text stop reason", m[1]})
+		}
+	}
+	for _, p := range c.ev.prose {
+		for _, m := range reErrorName.FindAllStringSubmatch(p, 4) {
+			fields = append(fields, field{"text error name", m[1]})
 		}
 	}
 	for _, f := range fields {

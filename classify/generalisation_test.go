@@ -76,7 +76,10 @@ func TestClassify_Generalisation(t *testing.T) {
 		{"minimax", 200, `{"base_resp":{"status_code":2013,"status_msg":"invalid params, unknown model 'abab9'"}}`, "model_not_found"},
 		{"one-api", 429, `{"error":{"message":"用户额度不足, 剩余额度: ＄0.0000","type":"new_api_error","code":"insufficient_user_quota"}}`, "billing"},
 		{"one-api", 401, `{"error":{"message":"无效的令牌","type":"new_api_error"}}`, "auth"},
-		{"ollama", 400, `{"error":"registry.ollama.ai/library/llama3:latest does not support tools"}`, "format"},
+		// The model lacks a capability the request needs; another model can serve
+		// the same request (as OpenRouter's "No endpoints found that support tool
+		// use" in the public corpus): model_not_found, not format.
+		{"ollama", 400, `{"error":"registry.ollama.ai/library/llama3:latest does not support tools"}`, "model_not_found"},
 		{"ollama", 500, `{"error":"llama runner process has terminated: exit status 2"}`, "timeout"},
 		{"vllm", 400, `{"object":"error","message":"The model ` + "`foo`" + ` does not exist.","type":"NotFoundError","param":null,"code":404}`, "model_not_found"},
 		{"azure", 401, `{"error":{"code":"401","message":"Access denied due to invalid subscription key or wrong API endpoint. Make sure to provide a valid key for an active subscription and use a correct regional API endpoint for your resource."}}`, "auth"},
