@@ -253,7 +253,7 @@ var (
 	// ... and a max_tokens over the model's output cap is a bad parameter.
 	reRateOrOutputCap = rx(`rate[ _-]?limit|per[ -](minute|min|second|day|hour)\b|\b(tpm|rpm|tpd|rpd)\b|tokens per|requests per|\b(maximum|max)[ _](new[ _])?tokens\b`)
 	// The account's access ended (for a policy violation, say): not a filtered request.
-	reAccessEnded = rx(`\baccess (was |has been |is )?(terminated|revoked|suspended|banned)\b|\baccount (was |has been |is )?(terminated|suspended|banned|deactivated)\b`)
+	reAccessEnded = rx(`\baccess (was |has been |is )?(terminated|revoked|suspended|banned)\b|\b(account|organi[sz]ation|team|workspace|project|key)s? (was |has been |is |have been )?(terminated|suspended|banned|deactivated|disabled)\b`)
 	// An IAM role without the permission is the credential's problem, not the model's.
 	reIAM = rx(`\biam\b|not authori[sz]ed to perform`)
 )
@@ -272,7 +272,7 @@ var families = []family{
 		lit("literal", "no error details in response"),
 	}},
 	{name: "content-filter", rank: rankContentFilter, reason: ReasonContentFilter, rules: []rule{
-		pat("policy-violation", "violat|against|breach", `\b(violat\w*|against|breach\w*)\b~40\bpolic(y|ies)\b`).unlessRe(reAccessEnded),
+		pat("policy-violation", "violat|against|breach", `\b(violat\w*|against|breach\w*)\b~40\b(polic(y|ies)|terms of (service|use)|(usage|content|community) guidelines)\b`).unlessRe(reAccessEnded),
 		pat("content-filter", "content", `\bcontent[ _-]?(filter\w*|polic(y|ies)|management polic(y|ies)|moderation)\b`),
 		pat("flagged", "flagged", `\b(prompt|input|output|content|request|message|response|text)s? (was |were |has been |is )?flagged\b|\bflagged (as|for|by)\b`),
 		pat("safety-system", "safety", `\bsafety (system|filters?|settings?|reasons?|polic(y|ies)|checks?)\b|\bblocked (by|due to) safety\b`),
@@ -309,7 +309,7 @@ var families = []family{
 		word("arrears", "arrears", "arrearage", "overdue", "unpaid", "past due", "outstanding balance"),
 		pat("quota-exhausted", "quota", `\bquota\b~20\b(has been |is |was |are |have been )?(exhausted|used up|depleted|run out)\b|\bout of quota\b|\bquota_exhausted\b`).and("exhausted|used up|depleted|run out|out of quota"),
 		pat("free-tier", "free tier", `\bfree tier\b~25\b(exhausted|used up|not available|only)\b`).and("exhausted|used up|not available|only"),
-		pat("subscription", "subscription", `\bsubscription\b~20\b(has )?(expired|inactive|is not active|not active|ended|lapsed|cancell?ed)\b|\bno (active|valid) (\w+ )?subscription\b|\bnot have an? (active |valid )(\w+ )?subscription\b|\bpurchase an? (\w+ )?subscription\b`).and("expired|inactive|not active|ended|lapsed|cancel|no active|no valid|purchase|have a"),
+		pat("subscription", "subscription", `\bsubscription\b~20\b(has )?(expired|inactive|is not active|not active|ended|lapsed|cancell?ed|disabled|suspended)\b|\bno (active|valid) (\w+ )?subscription\b|\bnot have an? (active |valid )(\w+ )?subscription\b|\bpurchase an? (\w+ )?subscription\b`).and("expired|inactive|not active|ended|lapsed|cancel|disabled|suspended|no active|no valid|purchase|have a"),
 		pat("plan-excludes", "plan|include", `\bplan (does not|doesn't|do not) (yet )?include\b|\bnot (available|included) (in|on|with) (your |the )?(current )?(subscription )?plan\b|\bdoes not (yet )?include access\b`),
 		lit("extra-usage", "extra usage"),
 		pat("budget", "budget", `\bbudget\b~40\b(exceeded|reached|exhausted|used up)\b|\bexceeded (your |the )?budget\b|\bbudget_exceeded\b`),
@@ -335,6 +335,7 @@ var families = []family{
 	}},
 	{name: "context-overflow", rank: rankContext, reason: ReasonContextOverflow, rules: []rule{
 		pat("context-exceeded", "context", `\bcontext[ _-]?(length|window|size|limit)s?\b~40\b(exceed\w*|overflow\w*|too (long|large)|reached|is full)\b|\bcontext[ _](length|window)[ _]exceeded\b|\bcontext overflow\b`),
+		pat("context-overflows", "context", `\bcontext\b~20\boverflows?\b|\bcontext (length|window|size) of only\b`),
 		pat("exceeds-context", "context", `\bexceed\w*\b~40\bcontexts?\b|\bran out of (room|space)\b~40\bcontext\b|\blarger than (the )?(model'?s )?context\b`).and("exceed|ran out|larger than"),
 		pat("max-context", "context|max|prompt has", `\b(maximum|max) context (length|window|size)\b|\b(maximum|max) (model|prompt|input) (length|len|size)\b|\bmax_model_len\b|\bprompt has [\d,]+ tokens?\b~40\bcontext (size|length|window)\b`),
 		pat("prompt-too-long", "too long|too large|longer than|larger than",
@@ -367,10 +368,11 @@ var families = []family{
 		pat("too-many-requests", "too", `\btoo[ _]many[ _](requests|concurrent|connections|tokens|calls)\b`),
 		pat("concurrency", "concurren", `\bconcurren(cy|t (requests?|calls|connections))\b`),
 		lit("throttled", "throttl"),
-		pat("per-unit", "per|pm|pd", `\b(requests?|tokens?|calls?|queries)\s+per\s+(minute|second|day|hour|min)\b|\bper[ -](minute|second)\b|\b(rpm|tpm|rpd|tpd|ipm|itpm|otpm)\b`),
+		pat("per-unit", "per|pm|pd", `\b(requests?|tokens?|calls?|queries)\s+per\s+(minute|second|day|hour|min)\b|\bper[ -](minute|second)\b|\b(rpm|tpm|rpd|tpd|ipm|itpm|otpm)\b|\b(requests?|tokens?|calls?|queries)\s*/\s*(minute|min|second|sec|hour|day)\b|\b(maximum|max) number of (requests|calls|tokens)\b~30\bper (minute|second|hour|day)\b`),
 		pat("resource-exhausted", "exhausted", `\bresource[ _]?(has been )?exhausted\b|\bresourceexhausted\b`),
 		pat("quota-exceeded", "quota", `\bquota\b~20\b(exceeded|reached|limit)\b|\bexceeded[ _](the |your )?(current |allocated )?quota\b|\ballocated quota\b`),
 		pat("limit-hit", "limit", `\blimits?\s+(has been |have been |was )?(exceeded|reached|hit)\b|\b(exceeded|reached|hit)\s+(the |your |its )?(request |requests |token |call )?limits?\b`),
+		pat("request-rate", "rate", `\brequest rate\b~30\b(increased|too high|exceeded|too quickly|limit)`),
 		pat("slow-down", "slow", `\bslow (down|your rate)\b`),
 		pat("cooldown", "cool", `\bmodel[ _]cooldown\b|\bcooling down\b`),
 		lit("frequent-zh", "请求过于频繁", "频繁", "频率", "限流", "并发", "速率", "配额", "请求过多", "太多请求", "限速", "超过限制"),
@@ -383,9 +385,9 @@ var families = []family{
 		rule{name: "billing-link", keys: []string{}, check: billingLink},
 	}},
 	{name: "model-not-found", rank: rankModelNotFound, reason: ReasonModelNotFound, rules: []rule{
-		pat("model-access", "model", `\baccess (to|the) (the |this |that )?model\b|\bmodel access (is )?(denied|not granted)\b|\bnot (allowed|permitted|authori[sz]ed|entitled) to (access|use) (this|the|that) model\b|\bnot (agreed|accepted)\b~30\bterms\b`).unlessRe(reIAM),
+		pat("model-access", "model", `\baccess (to|the) (the |this |that )?model\b|\bmodel access (is )?(denied|not granted)\b|\bnot (allowed|permitted|authori[sz]ed|entitled) to (access|use) (this|the|that) model\b|\bnot (agreed|accepted)\b~30\bterms\b|\b(unable|cannot|can't|could not) (to )?access (the |this )?model\b`).unlessRe(reIAM),
 		pat("model-capability", "support", `\b(does not|doesn't|do not) support (tools|tool use|tool calling|tool calls|function calling|functions|images?|image input|vision|audio)\b|\bno endpoints? found that support\b`),
-		pat("model-missing", "model", `\bmodels?\b~80\b(not found|does not exist|doesn't exist|do not exist|could not be found|cannot be found|can't be found|is not available|not available|is not supported|not supported|deprecated|decommissioned|retired|deactivated|no longer (available|supported|exists?|served)|not enabled|not loaded|not served|not accessible|disabled|is invalid|is not a valid|not a valid|legacy)\b`).and("not|exist|deprecated|decommissioned|retired|deactivated|no longer|disabled|invalid|legacy"),
+		pat("model-missing", "model", `\bmodels?\b~80\b(not found|does not exist|doesn't exist|do not exist|not exists?|could not be found|cannot be found|can't be found|is not available|not available|is not supported|not supported|deprecated|decommissioned|retired|deactivated|no longer (available|supported|exists?|served)|not enabled|not loaded|not served|not accessible|disabled|is invalid|is not a valid|not a valid|legacy)\b`).and("not|exist|deprecated|decommissioned|retired|deactivated|no longer|disabled|invalid|legacy"),
 		pat("unknown-model", "model", `\b(unknown|unsupported|invalid|nonexistent)[ _]model\b|\bnot supported model\b|\bmodel[ _](not[ _]found|is[ _]deactivated|decommissioned)\b`).unlessRe(rx(`invalid model reference`)),
 		pat("no-endpoints", "endpoint|provider|router", `\bno endpoints? found\b|\bno allowed providers\b|\brouter not found\b|\bno (available )?(model )?providers? (available|that|can)\b|\bno available model provider\b`),
 		pat("nothing-loaded", "loaded", `\bno models? (is |are )?loaded\b`),
@@ -397,7 +399,7 @@ var families = []family{
 			`\b(invalid|incorrect|wrong|bad|missing|expired|revoked|malformed)\b~12\b(api[ _-]?keys?|keys?|(access |auth |bearer |api |oauth |session )?token|credentials?|client secret|secret|x-api-key|authentication|authori[sz]ation|bearer)\b`).and("key|token|credential|secret|authenticat|authori|bearer"),
 		pat("no-credential", "no ", `\bno (api[ _-]?key|credentials?|auth\w*)\b`),
 		pat("credential-bad", "key|token|credential|secret|signature",
-			`\b(api[ _-]?key|key|token|credentials?|secret|signature)s?\b~25\b(is |was |has |have )?(been )?(invalid|not valid|expired|revoked|incorrect|missing|not found|required|invalidated|does not match)\b`).and("invalid|not valid|expired|revoked|incorrect|missing|not found|required|does not match"),
+			`\b(api[ _-]?key|key|token|credentials?|secret|signature)s?\b~25\b(is |was |has |have )?(been )?(invalid|not valid|expired|revoked|incorrect|missing|not found|required|invalidated|does not match|must be (set|provided)|not set|not provided|not configured)\b`).and("invalid|not valid|expired|revoked|incorrect|missing|not found|required|does not match|must be|not set|not provided|not configured"),
 		pat("auth-failed", "auth", `\bauthenticat\w*\b~20\b(fail\w*|error|required|invalid|denied)\b|\b(failed|could not|unable) to authenticate\b|\bunauthenticated\b|\bunauthori[sz]ed\b|\bnot authori[sz]ed\b|\bauthori[sz]ation (required|failed|header)\b|\bno auth available\b|\bauth[ _]unavailable\b`),
 		pat("permission", "permission|access|scope", `\bpermission[ _]denied\b|\bpermission_error\b|\binsufficient[ _]permissions?\b|\b(does not|do not|doesn't|don't) have (the )?(required |necessary )?permissions?\b|\bmissing (required )?scopes?\b|\baccess[ _]?denied\b|\bnot allowed to access\b|\bno permission\b|\b(do not|don't|does not|doesn't) have access to (the |this |your |that )?(organi[sz]ation|project|workspace|account|resource)`),
 		pat("forbidden", "forbidden", `^forbidden\b|\b403 forbidden\b|\bforbidden:|\brequest[ _]forbidden\b`),
@@ -422,6 +424,7 @@ var families = []family{
 		pat("malformed", "malformed|json|parse|unexpected", `\bmalformed\b|\bnot valid json\b|\binvalid json\b|\bexpected value in json\b|\bparse error\b|\b(failed|unable) to parse\b|\bcould not parse\b|\bunexpected (token|character)\b`),
 		word("conversation-shape", "roles must alternate", "prefill", "tool_use", "tool_call", "thinking block", "thinking blocks",
 			"image dimension", "image dimensions", "bad request", "bad_request", "parameter error"),
+		pat("bad-header", "header", `\bheader\b~12\b(is |was )?(invalid|malformed|not valid|not supported|unrecognized)\b`),
 		lit("format-zh", "参数非法", "非法参数", "参数错误", "参数无效", "参数不合法", "无效的参数", "请求参数", "格式错误", "不合法", "不支持", "参数有误"),
 	}},
 	{name: "not-a-signal", rank: rankNotASignal, reason: ReasonUnclassified, rules: []rule{
@@ -435,8 +438,8 @@ var families = []family{
 		pat("server-error", "server|error|internal", `\binternal[ _]?(server[ _]?)?(error|exception|failure)\b|\bserver[ _]error\b|\bserver had an error\b|\berror occurred while processing\b|\bunexpected error (has )?occurred\b|\binternal error\b`),
 		pat("gateway", "gateway|unavailable|upstream|backend|origin|web server|timeout|unknown error|handshake|invalid response|is down",
 			`\bbad gateway\b|\bgateway time-?out\b|\bservice[ _]?unavailable\b|\bupstream\b|\bbackend error\b|\borigin is unreachable\b|\bweb server is (down|returning)\b|\ba timeout occurred\b|\bunknown error, 52\d\b|\bssl handshake failed\b|\binvalid response from (it|the upstream|the provider|the model)\b|\bmodel is down\b`),
-		pat("connection", "connection|network|host|eof|pipe|socket|closed|fetch|econn|etimedout|epipe|ehost|enet|eai_again|enotfound|und_err|tls|dns|tcp|udp|premature|stream_read|chunked|protocol|disconnected",
-			`\bconnection (reset|refused|error|closed|aborted|lost|was closed|timed out|terminated|dropped|failed)\b|\bnetwork (error|is unreachable|request failed|failure)\b|\bno such host\b|\bunexpected eof\b|\bbroken pipe\b|\bsocket hang up\b|\bother side closed\b|\bfetch failed\b|\b(econnreset|econnrefused|econnaborted|etimedout|esockettimedout|epipe|ehostunreach|enetunreach|ehostdown|enetreset|eai_again|enotfound)\b|\bund_err\w*|\btls handshake\b|\bdns (failure|error|lookup)\b|\b(dial|read|write) (tcp|udp)\b|\bpremature close\b|\bstream_read_error\b|\bpeer closed (the )?connection\b|\bincomplete chunked read\b|\bremote ?protocol ?error\b|\bserver disconnected\b`),
+		pat("connection", "connection|network|host|eof|pipe|socket|closed|fetch|econn|etimedout|epipe|ehost|enet|eai_again|enotfound|und_err|tls|dns|tcp|udp|premature|stream_read|chunked|protocol|disconnected|goaway",
+			`\bconnection (reset|refused|error|closed|aborted|lost|was closed|timed out|terminated|dropped|failed)\b|\bnetwork (error|is unreachable|request failed|failure)\b|\bno such host\b|\bunexpected eof\b|\bbroken pipe\b|\bsocket hang up\b|\bother side closed\b|\bfetch failed\b|\b(econnreset|econnrefused|econnaborted|etimedout|esockettimedout|epipe|ehostunreach|enetunreach|ehostdown|enetreset|eai_again|enotfound)\b|\bund_err\w*|\btls handshake\b|\bdns (failure|error|lookup)\b|\b(dial|read|write) (tcp|udp)\b|\bpremature close\b|\bstream_read_error\b|\bpeer closed (the )?connection\b|\b(closed|reset|dropped|lost) the connection\b|\bgoaway\b|(?:^|: |\| )eof(?: \||$)|\bincomplete chunked read\b|\bremote ?protocol ?error\b|\bserver disconnected\b`),
 		pat("terminated", "terminated", `(?:^|\| )(?:\w*error:\s*)?terminated(?: \||$)|\b(process|runner|connection|stream|socket|request) (has |was )?terminated\b`),
 		pat("operation-aborted", "aborted", `\boperation was aborted\b`),
 		pat("unknown-occurred", "unknown error", `\ban unknown error (has )?occurred\b`),
