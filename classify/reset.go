@@ -512,9 +512,6 @@ func lowerHeaders(h map[string]string) map[string]string {
 	if len(h) == 0 {
 		return nil
 	}
-	if headersCanonical(h) {
-		return h // already lower-case and trimmed: callers only read it
-	}
 	lh := make(map[string]string, len(h))
 	keys := make([]string, 0, len(h))
 	for k := range h {
@@ -528,22 +525,6 @@ func lowerHeaders(h map[string]string) map[string]string {
 		}
 	}
 	return lh
-}
-
-// headersCanonical reports whether every key is lower-case and trimmed and every
-// value trimmed, so lowerHeaders would return an equal map.
-func headersCanonical(h map[string]string) bool {
-	for k, v := range h {
-		if strings.TrimSpace(k) != k || strings.TrimSpace(v) != v {
-			return false
-		}
-		for i := 0; i < len(k); i++ {
-			if c := k[i]; c >= 'A' && c <= 'Z' || c >= 0x80 {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 func waitUntil(at, now time.Time) time.Duration {
