@@ -1,6 +1,9 @@
 package classify
 
-import "strconv"
+import (
+	"strconv"
+	"strings"
+)
 
 // StatusUnknown tells Describe that the HTTP status was not kept (a cooldown
 // read back from the state store), as opposed to 0, no response at all.
@@ -54,7 +57,7 @@ func Describe(r Reason, status int) string {
 		}
 		return "unknown error"
 	}
-	return string(r)
+	return strings.ReplaceAll(string(r), "_", " ")
 }
 
 // describeTimeout words the timeout family (C6) by what the status says.

@@ -18,7 +18,7 @@ import (
 type Failure struct {
 	Reason     classify.Reason
 	Class      classify.Class
-	Status     int           // HTTP status; 0 when there was no response
+	Status     int           // HTTP status; 0 when there was no response, classify.StatusUnknown for a skip
 	Code       string        // provider error code or type, when given
 	Message    string        // short preview of the provider's message; whoever fills it redacts it (the LLM client does)
 	RetryAfter time.Duration // what the provider asked us to wait (0 = not stated)
@@ -39,7 +39,7 @@ func FailureFrom(r classify.Result) Failure {
 // Error renders the failure without any secret.
 func (f *Failure) Error() string {
 	s := string(f.Reason)
-	if f.Status != 0 {
+	if f.Status > 0 {
 		s += fmt.Sprintf(" (HTTP %d)", f.Status)
 	}
 	if f.Message != "" {

@@ -275,7 +275,7 @@ func (r *runner) run() (Result, error) {
 			if i == 0 {
 				r.origin = c
 				r.cause = &Failure{Reason: pl.skip, Class: classify.ClassTransient, Provider: pl.prov, Model: pl.model,
-					Profile: c.Profile, Message: "skipped: unavailable"}
+					Profile: c.Profile, Message: "skipped: unavailable", Status: classify.StatusUnknown}
 			}
 			r.iter++
 			continue

@@ -18,52 +18,11 @@ import (
 // Prefix starts every notice line; the console and tests recognise notices by it.
 const Prefix = "↪️ "
 
-// Reason returns the short human text of a failure reason ("rate limit", "billing", ...).
-func Reason(r classify.Reason) string {
-	switch r {
-	case classify.ReasonRateLimit:
-		return "rate limit"
-	case classify.ReasonOverloaded:
-		return "overloaded"
-	case classify.ReasonBilling:
-		return "billing"
-	case classify.ReasonAuth:
-		return "auth"
-	case classify.ReasonAuthPermanent:
-		return "key revoked"
-	case classify.ReasonTimeout:
-		return "timeout"
-	case classify.ReasonIdleTimeout:
-		return "idle timeout"
-	case classify.ReasonModelNotFound:
-		return "model not found"
-	case classify.ReasonFormat:
-		return "invalid request"
-	case classify.ReasonContextOverflow:
-		return "context too long"
-	case classify.ReasonContentFilter:
-		return "content filter"
-	case classify.ReasonAborted:
-		return "aborted"
-	case classify.ReasonEmptyResponse:
-		return "empty response"
-	case classify.ReasonNoErrorDetails:
-		return "no error details"
-	case classify.ReasonUnclassified:
-		return "unknown error"
-	case classify.ReasonConsecutiveTimeout:
-		return "repeated timeouts"
-	case classify.ReasonContextWindow:
-		return "context window too small"
-	case "":
-		return "unknown error"
-	}
-	return strings.ReplaceAll(string(r), "_", " ")
-}
-
-// Fallback is the N1 notice: the session moved to an automatic fallback.
-func Fallback(fallback, primary string, reason classify.Reason) string {
-	return fmt.Sprintf("%smodel fallback: %s (selected %s; %s)", Prefix, fallback, primary, Reason(reason))
+// Fallback is the N1 notice: the session moved to an automatic fallback. The
+// reason is said in plain words (classify.Describe): "server error (HTTP 503)",
+// "out of credits".
+func Fallback(fallback, primary string, reason classify.Reason, status int) string {
+	return fmt.Sprintf("%smodel fallback: %s (selected %s; %s)", Prefix, fallback, primary, classify.Describe(reason, status))
 }
 
 // Cleared is the N2 notice: the session is back on its selected model.
@@ -77,6 +36,7 @@ type State struct {
 	Selected string // "provider/model" the session selected (the fallback's origin)
 	Active   string // "provider/model" that answered the last turn
 	Reason   classify.Reason
+	Status   int // HTTP status of the failure behind Reason (0 = none), for its plain words
 }
 
 // OnFallback reports whether the state says the session is answered by a fallback.
@@ -92,7 +52,7 @@ func Decide(prev, next State) string {
 		if prev.OnFallback() && prev.Selected == next.Selected && prev.Active == next.Active {
 			return ""
 		}
-		return Fallback(next.Active, next.Selected, next.Reason)
+		return Fallback(next.Active, next.Selected, next.Reason, next.Status)
 	case prev.OnFallback():
 		// Back on a selected model. The clear names the model that answers now.
 		now := next.Active
@@ -202,11 +162,13 @@ func lastFailures(attempts []failover.AttemptRecord) (order []string, last map[s
 	return order, last
 }
 
-func recordReason(a failover.AttemptRecord) classify.Reason {
+// recordWords says in plain words why a model gave no answer: its failure, or
+// the reason it was skipped (whose status is not kept).
+func recordWords(a failover.AttemptRecord) string {
 	if a.Failure != nil {
-		return a.Failure.Reason
+		return a.Failure.Describe()
 	}
-	return a.Skipped
+	return classify.Describe(a.Skipped, classify.StatusUnknown)
 }
 
 // UserFailure is the one clear message a user gets when no candidate answered (V3),
@@ -231,12 +193,12 @@ func UserFailure(s *failover.SummaryError, now time.Time) string {
 		stop = "stopped: " + Redact(s.Stop.Error())
 	}
 	order, last := lastFailures(s.Attempts)
-	reasons := map[classify.Reason]bool{}
+	words := map[string]bool{}
 	var parts []string
 	for _, ref := range order {
-		r := recordReason(last[ref])
-		reasons[r] = true
-		parts = append(parts, fmt.Sprintf("%s (%s)", ref, Reason(r)))
+		w := recordWords(last[ref])
+		words[w] = true
+		parts = append(parts, fmt.Sprintf("%s (%s)", ref, w))
 	}
 	var b strings.Builder
 	switch {
@@ -247,12 +209,12 @@ func UserFailure(s *failover.SummaryError, now time.Time) string {
 		}
 	case len(parts) == 0:
 		b.WriteString("no model could answer")
-	case len(reasons) == 1 && len(parts) > 1:
-		for r := range reasons {
-			fmt.Fprintf(&b, "all models failed with %s: %s", Reason(r), strings.Join(order, ", "))
+	case len(words) == 1 && len(parts) > 1:
+		for w := range words {
+			fmt.Fprintf(&b, "all models failed with %s: %s", w, strings.Join(order, ", "))
 		}
 	case len(parts) == 1:
-		b.WriteString(order[0] + " failed: " + Reason(recordReason(last[order[0]])))
+		b.WriteString(order[0] + " failed: " + recordWords(last[order[0]]))
 		if f := last[order[0]].Failure; f != nil && f.Message != "" {
 			b.WriteString(" — " + Redact(f.Message))
 		}
@@ -285,7 +247,7 @@ func FailureText(f *failover.Failure) string {
 	case classify.ReasonAborted:
 		return "the request was cancelled"
 	}
-	s := fmt.Sprintf("%s failed: %s", model, Reason(f.Reason))
+	s := fmt.Sprintf("%s failed: %s", model, f.Describe())
 	if f.Message != "" {
 		s += " — " + Redact(f.Message)
 	}
@@ -298,6 +260,7 @@ type ReportLine struct {
 	Provider string
 	Profile  string // profile id, never a secret
 	Reason   classify.Reason
+	Status   int       // HTTP status of the failure (classify.StatusUnknown for a skip)
 	Error    string    // raw provider message (redacted again when rendered)
 	Recovery time.Time // estimated recovery; zero = unknown
 }
@@ -313,8 +276,9 @@ func LinesFromSummary(s *failover.SummaryError) []ReportLine {
 	lines := make([]ReportLine, 0, len(order))
 	for _, ref := range order {
 		a := last[ref]
-		l := ReportLine{Model: ref, Provider: a.Candidate.Provider, Profile: a.Candidate.Profile, Reason: recordReason(a)}
+		l := ReportLine{Model: ref, Provider: a.Candidate.Provider, Profile: a.Candidate.Profile, Reason: a.Skipped, Status: classify.StatusUnknown}
 		if f := a.Failure; f != nil {
+			l.Reason, l.Status = f.Reason, f.Status
 			l.Error = f.Message
 			if f.Status != 0 && !strings.Contains(l.Error, fmt.Sprint(f.Status)) {
 				l.Error = strings.TrimSpace(fmt.Sprintf("HTTP %d %s", f.Status, l.Error))
@@ -385,7 +349,7 @@ func AdminReport(lines []ReportLine, session string, now time.Time) string {
 			prof = " profile " + l.Profile + ","
 		}
 		fmt.Fprintf(&b, "• %s — provider %s,%s %s: %s — recovery: %s — do: %s\n",
-			l.Model, l.Provider, prof, l.Reason, errText, rec, todo(l))
+			l.Model, l.Provider, prof, classify.Describe(l.Reason, l.Status), errText, rec, todo(l))
 	}
 	if !earliest.IsZero() {
 		fmt.Fprintf(&b, "earliest expected recovery: %s", FormatTime(earliest, now))

@@ -9,29 +9,15 @@ import (
 	"github.com/detourbot/detour/failover"
 )
 
-func TestReason_ShortHumanTexts(t *testing.T) {
-	cases := map[classify.Reason]string{
-		classify.ReasonBilling:            "billing",
-		classify.ReasonRateLimit:          "rate limit",
-		classify.ReasonTimeout:            "timeout",
-		classify.ReasonOverloaded:         "overloaded",
-		classify.ReasonAuth:               "auth",
-		classify.ReasonAuthPermanent:      "key revoked",
-		classify.ReasonModelNotFound:      "model not found",
-		classify.ReasonConsecutiveTimeout: "repeated timeouts",
-		classify.Reason("brand_new"):      "brand new",
-	}
-	for r, want := range cases {
-		if got := Reason(r); got != want {
-			t.Errorf("Reason(%q) = %q, want %q", r, got, want)
-		}
-	}
-}
-
 // covers N1, N2
 func TestTexts_N1_N2_Exact(t *testing.T) {
-	if got, want := Fallback("anthropic/claude-haiku-4-5", "openai/gpt-4o-mini", classify.ReasonBilling),
-		"↪️ model fallback: anthropic/claude-haiku-4-5 (selected openai/gpt-4o-mini; billing)"; got != want {
+	if got, want := Fallback("anthropic/claude-haiku-4-5", "openai/gpt-4o-mini", classify.ReasonBilling, 402),
+		"↪️ model fallback: anthropic/claude-haiku-4-5 (selected openai/gpt-4o-mini; out of credits)"; got != want {
+		t.Fatalf("N1 text = %q, want %q", got, want)
+	}
+	// A 5xx is a server error in people's words, never a timeout (issue 13).
+	if got, want := Fallback("anthropic/claude-haiku-4-5", "openai/gpt-4o-mini", classify.ReasonTimeout, 503),
+		"↪️ model fallback: anthropic/claude-haiku-4-5 (selected openai/gpt-4o-mini; server error (HTTP 503))"; got != want {
 		t.Fatalf("N1 text = %q, want %q", got, want)
 	}
 	if got, want := Cleared("openai/gpt-4o-mini", "anthropic/claude-haiku-4-5"),
@@ -51,11 +37,11 @@ func TestDecide_N3_OncePerStateChange(t *testing.T) {
 	}{
 		{"fresh session on primary", State{}, on(p, p, ""), ""},
 		{"primary stays", on(p, p, ""), on(p, p, ""), ""},
-		{"move to fallback", on(p, p, ""), on(p, f1, classify.ReasonBilling), Fallback(f1, p, classify.ReasonBilling)},
-		{"first turn ever falls back", State{}, on(p, f1, classify.ReasonRateLimit), Fallback(f1, p, classify.ReasonRateLimit)},
+		{"move to fallback", on(p, p, ""), on(p, f1, classify.ReasonBilling), Fallback(f1, p, classify.ReasonBilling, 0)},
+		{"first turn ever falls back", State{}, on(p, f1, classify.ReasonRateLimit), Fallback(f1, p, classify.ReasonRateLimit, 0)},
 		{"stay on fallback", on(p, f1, classify.ReasonBilling), on(p, f1, classify.ReasonBilling), ""},
 		{"stay on fallback, other reason", on(p, f1, classify.ReasonBilling), on(p, f1, classify.ReasonTimeout), ""},
-		{"move to second fallback", on(p, f1, classify.ReasonBilling), on(p, f2, classify.ReasonTimeout), Fallback(f2, p, classify.ReasonTimeout)},
+		{"move to second fallback", on(p, f1, classify.ReasonBilling), on(p, f2, classify.ReasonTimeout), Fallback(f2, p, classify.ReasonTimeout, 0)},
 		{"return to primary", on(p, f1, classify.ReasonBilling), on(p, p, ""), Cleared(p, f1)},
 		{"user picks the fallback model itself", on(p, f1, classify.ReasonBilling), on(f1, f1, ""), ""},
 		{"user picks another model", on(p, f1, classify.ReasonBilling), on(f2, f2, ""), Cleared(f2, f1)},
@@ -130,7 +116,7 @@ func summary(now time.Time) *failover.SummaryError {
 func TestUserFailure_V3(t *testing.T) {
 	now := time.Date(2026, 3, 1, 14, 0, 0, 0, time.UTC)
 	got := UserFailure(summary(now), now)
-	for _, want := range []string{"openai/gpt-4o-mini (rate limit)", "anthropic/claude-haiku-4-5 (billing)", "earliest retry 14:05 UTC"} {
+	for _, want := range []string{"openai/gpt-4o-mini (rate limit)", "anthropic/claude-haiku-4-5 (out of credits)", "earliest retry 14:05 UTC"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("UserFailure = %q, missing %q", got, want)
 		}
@@ -169,8 +155,8 @@ func TestAdminReport_V4(t *testing.T) {
 	}
 	got := AdminReport(lines, "console:default", now)
 	for _, want := range []string{
-		"openai/gpt-4o-mini — provider openai, profile openai:main, rate_limit: HTTP 429 Rate limit reached for [redacted] — recovery: estimated 14:05 UTC",
-		"anthropic/claude-haiku-4-5 — provider anthropic, profile anthropic:main, billing: HTTP 400 Your credit balance is too low — recovery: unknown, needs a human — do: top up or raise the spending limit, then /recover anthropic/claude-haiku-4-5",
+		"openai/gpt-4o-mini — provider openai, profile openai:main, rate limit: HTTP 429 Rate limit reached for [redacted] — recovery: estimated 14:05 UTC",
+		"anthropic/claude-haiku-4-5 — provider anthropic, profile anthropic:main, out of credits: HTTP 400 Your credit balance is too low — recovery: unknown, needs a human — do: top up or raise the spending limit, then /recover anthropic/claude-haiku-4-5",
 		"earliest expected recovery: 14:05 UTC",
 	} {
 		if !strings.Contains(got, want) {
@@ -188,6 +174,9 @@ func TestAdminReport_V4(t *testing.T) {
 func TestFailureText(t *testing.T) {
 	f := &failover.Failure{Reason: classify.ReasonFormat, Provider: "openai", Model: "x", Message: "bad param"}
 	if got := FailureText(f); got != "openai/x failed: invalid request — bad param" {
+		t.Fatalf("%q", got)
+	}
+	if got := FailureText(&failover.Failure{Reason: classify.ReasonTimeout, Status: 502, Provider: "openai", Model: "x"}); got != "openai/x failed: server error (HTTP 502)" {
 		t.Fatalf("%q", got)
 	}
 	if got := FailureText(&failover.Failure{Reason: classify.ReasonContextOverflow}); !strings.Contains(got, "/reset") {

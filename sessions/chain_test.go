@@ -38,7 +38,7 @@ func TestRouter_S2_AgentModelStrictUnlessOwnFallbacks(t *testing.T) {
 		t.Fatalf("S2: a strict agent fell back (%d calls)", n)
 	}
 	out := expect(t, h.say("test:agent-fb:1", "hi"), "notice,reply")
-	if want := notices.Fallback(mFallback, mThird, classify.ReasonTimeout); out[0].Text != want {
+	if want := notices.Fallback(mFallback, mThird, classify.ReasonTimeout, classify.StatusUnknown); out[0].Text != want {
 		t.Fatalf("notice = %q, want %q", out[0].Text, want)
 	}
 	if n := h.calls.count("p1"); n != 0 {
@@ -99,7 +99,7 @@ func TestRouter_B7_SmallWindowCandidateSkipped(t *testing.T) {
 	if n := len(mem["p1"].requests()); n != 0 {
 		t.Fatalf("B7: the too-small model was called %d times", n)
 	}
-	if want := notices.Fallback(mFallback, mPrimary, classify.ReasonContextWindow); out[0].Text != want {
+	if want := notices.Fallback(mFallback, mPrimary, classify.ReasonContextWindow, 0); out[0].Text != want {
 		t.Logf("notice = %q (engine-reported cause)", out[0].Text)
 	}
 	var rows []AttemptRow

@@ -28,6 +28,7 @@ type Entry struct {
 	AuthProfileOverrideCompactionCount int
 	FallbackOrigin                     string // model selected before the auto fallback
 	FallbackReason                     string
+	FallbackStatus                     int // HTTP status of the failure behind FallbackReason, for its plain words
 
 	CompactionCount int
 	LastProbeAt     *time.Time // last S3 probe of the origin (or when the fallback began)
@@ -226,6 +227,6 @@ func clearedOverride() map[string]any {
 	return map[string]any{
 		"provider_override": "", "model_override": "", "model_override_source": "",
 		"auth_profile_override": "", "auth_profile_override_source": "", "auth_profile_override_compaction_count": 0,
-		"fallback_origin": "", "fallback_reason": "",
+		"fallback_origin": "", "fallback_reason": "", "fallback_status": 0,
 	}
 }

@@ -130,12 +130,13 @@ type overrideState struct {
 	Profile, ProfileSource  string
 	ProfileCompaction       int
 	Origin, Reason          string
+	Status                  int // HTTP status behind Reason
 }
 
 func snapshot(e *Entry) overrideState {
 	return overrideState{e.ProviderOverride, e.ModelOverride, e.ModelOverrideSource,
 		e.AuthProfileOverride, e.AuthProfileOverrideSource, e.AuthProfileOverrideCompactionCount,
-		e.FallbackOrigin, e.FallbackReason}
+		e.FallbackOrigin, e.FallbackReason, e.FallbackStatus}
 }
 
 func (o overrideState) modelMatch() map[string]any {
@@ -144,7 +145,7 @@ func (o overrideState) modelMatch() map[string]any {
 
 func (o overrideState) modelFields() map[string]any {
 	return map[string]any{"provider_override": o.Provider, "model_override": o.Model, "model_override_source": o.Source,
-		"fallback_origin": o.Origin, "fallback_reason": o.Reason}
+		"fallback_origin": o.Origin, "fallback_reason": o.Reason, "fallback_status": o.Status}
 }
 
 func (o overrideState) profileMatch() map[string]any {
@@ -466,11 +467,11 @@ func (r *Router) beforeFallback(ctx context.Context, ts *turnState, to failover.
 	next := overrideState{
 		Provider: to.Provider, Model: to.Model, Source: string(failover.SourceAuto),
 		Profile: to.Profile, ProfileSource: string(failover.SourceAuto), ProfileCompaction: ts.entry.CompactionCount,
-		Origin: origin, Reason: string(cause.Reason),
+		Origin: origin, Reason: string(cause.Reason), Status: cause.Status,
 	}
 	if failover.ModelRef(to.Ref()) == ts.sel.selected {
 		// K4: the chain came back to the selected model; no override is needed.
-		next.Provider, next.Model, next.Source, next.Origin, next.Reason = "", "", "", "", ""
+		next.Provider, next.Model, next.Source, next.Origin, next.Reason, next.Status = "", "", "", "", "", 0
 	}
 	fields := merge(next.modelFields(), next.profileFields())
 	if ts.cur.Source != string(failover.SourceAuto) {
@@ -553,9 +554,9 @@ func (r *Router) succeed(ctx context.Context, ts *turnState, res failover.Result
 	case sel.source == failover.SourceUser || sel.source == failover.SourceLegacy:
 		next.Selected = string(answered)
 	case answered != sel.selected:
-		next.Reason = classify.Reason(ts.cur.Reason)
+		next.Reason, next.Status = classify.Reason(ts.cur.Reason), ts.cur.Status
 		if res.FellBack && res.Cause != nil {
-			next.Reason = res.Cause.Reason
+			next.Reason, next.Status = res.Cause.Reason, res.Cause.Status
 		}
 	}
 	text := notices.Decide(prevNotice, next)
