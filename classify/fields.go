@@ -215,6 +215,9 @@ func fieldStep(c *textCtx) (exact, hint, typ fieldHit) {
 		}
 	}
 	for _, p := range c.ev.prose {
+		if !strings.Contains(p, "Error") && !strings.Contains(p, "Exception") {
+			continue
+		}
 		for _, m := range reErrorName.FindAllStringSubmatch(p, 4) {
 			fields = append(fields, field{"text error name", m[1]})
 		}
