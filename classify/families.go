@@ -73,7 +73,7 @@ func lit(name string, keys ...string) rule { return rule{name: name, keys: keys}
 func word(name string, keys ...string) rule { return rule{name: name, keys: keys, words: true} }
 
 // pat is a rule gated by the "|"-separated literals keys and anchored by the
-// pattern p ("~N" stands for a gap of at most N characters in one sentence).
+// pattern p ("~" stands for a gap inside one sentence).
 func pat(name, keys, p string) rule {
 	r := rule{name: name}
 	for _, a := range splitAlternatives(p) {
@@ -215,31 +215,18 @@ type textCtx struct {
 	rawHTTP  int    // the HTTP status as given
 	ev       *evidence
 
-	triples      tripleFilter // the text's byte pairs, built on first use
+	triples      tripleFilter // the text's byte triples, built on first use
 	triplesBuilt bool
 }
 
-// gap is a run of at most n characters inside one sentence and one part (the
-// text has its sentence ends turned into part separators, see buildText).
-func gap(n int) string { _ = n; return `[^|\n]*?` }
+// gap is a run of characters inside one sentence and one part: the text has its
+// sentence ends turned into part separators (see buildText), so "subject ~ verb"
+// never pairs words of two sentences.
+const gap = `[^|\n]*?`
 
-// rx compiles a pattern in which "~N" stands for gap(N).
+// rx compiles a pattern in which "~" stands for a gap.
 func rx(p string) *regexp.Regexp {
-	var b strings.Builder
-	for i := 0; i < len(p); i++ {
-		if p[i] == '~' && i+1 < len(p) && isDigit(p[i+1]) {
-			j := i + 1
-			for j < len(p) && isDigit(p[j]) {
-				j++
-			}
-			n, _ := strconv.Atoi(p[i+1 : j])
-			b.WriteString(gap(n))
-			i = j - 1
-			continue
-		}
-		b.WriteByte(p[i])
-	}
-	return regexp.MustCompile(b.String())
+	return regexp.MustCompile(strings.ReplaceAll(p, "~", gap))
 }
 
 // Shared vetoes.
@@ -272,7 +259,7 @@ var families = []family{
 		lit("literal", "no error details in response"),
 	}},
 	{name: "content-filter", rank: rankContentFilter, reason: ReasonContentFilter, rules: []rule{
-		pat("policy-violation", "violat|against|breach", `\b(violat\w*|against|breach\w*)\b~40\b(polic(y|ies)|terms of (service|use)|(usage|content|community) guidelines)\b`).unlessRe(reAccessEnded),
+		pat("policy-violation", "violat|against|breach", `\b(violat\w*|against|breach\w*)\b~\b(polic(y|ies)|terms of (service|use)|(usage|content|community) guidelines)\b`).unlessRe(reAccessEnded),
 		pat("content-filter", "content", `\bcontent[ _-]?(filter\w*|polic(y|ies)|management polic(y|ies)|moderation)\b`),
 		pat("flagged", "flagged", `\b(prompt|input|output|content|request|message|response|text)s? (was |were |has been |is )?flagged\b|\bflagged (as|for|by)\b`),
 		pat("safety-system", "safety", `\bsafety (system|filters?|settings?|reasons?|polic(y|ies)|checks?)\b|\bblocked (by|due to) safety\b`),
@@ -286,18 +273,18 @@ var families = []family{
 	}},
 	{name: "auth-permanent", rank: rankAuthPermanent, reason: ReasonAuthPermanent, rules: []rule{
 		pat("subject-disabled", "deactivated|suspended|banned|revoked|terminated|disabled|deleted|frozen|blocked|restricted|locked",
-			`\b(account|organi[sz]ation|org|workspace|team|project|api[ _-]?key|key|token|credential)s?\b~40\b(deactivated|suspended|banned|revoked|terminated|disabled|deleted|frozen|blocked|restricted|locked)\b`).and("account|organi|org|workspace|team|project|key|token|credential").unlessRe(reBillingWords),
+			`\b(account|organi[sz]ation|org|workspace|team|project|api[ _-]?key|key|token|credential)s?\b~\b(deactivated|suspended|banned|revoked|terminated|disabled|deleted|frozen|blocked|restricted|locked)\b`).and("account|organi|org|workspace|team|project|key|token|credential").unlessRe(reBillingWords),
 		pat("disabled-subject", "deactivated|suspended|banned|revoked|terminated|disabled|deleted|frozen|blocked|restricted|locked",
 			`\b(deactivated|suspended|banned|revoked|terminated|disabled|deleted|frozen|blocked|restricted|locked)[ _](account|organi[sz]ation|workspace|team|project|api key|key)\b`).and("account|organi|workspace|team|project|key").unlessRe(reBillingWords),
-		pat("leaked-key", "leak", `\b(key|token|credential)s?\b~40\bleaked\b|\bleaked (api )?(key|token|credential)`).and("key|token|credential"),
-		pat("oauth-refresh", "refresh", `\brefresh[ _]token\b~40\b(invalid|expired|revoked|not found|reused|been used)\b|\bcould not be refreshed\b|\b(token|oauth) refresh (failed|failure|error)\b|\bfailed to refresh (the )?(access |oauth )?token\b`),
+		pat("leaked-key", "leak", `\b(key|token|credential)s?\b~\bleaked\b|\bleaked (api )?(key|token|credential)`).and("key|token|credential"),
+		pat("oauth-refresh", "refresh", `\brefresh[ _]token\b~\b(invalid|expired|revoked|not found|reused|been used)\b|\bcould not be refreshed\b|\b(token|oauth) refresh (failed|failure|error)\b|\bfailed to refresh (the )?(access |oauth )?token\b`),
 		lit("invalid-grant", "invalid_grant"),
 		pat("access-ended", "access|account", `\baccess (was |has been |is )?(terminated|revoked|suspended|banned)\b|\baccess_terminated\b|\b(service|access) (is )?(unavailable|disabled|blocked) for (this |your |the )?account\b`),
 		pat("org-not-allowed", "not allowed for this organ", `not allowed for this organi[sz]ation`),
 		lit("banned-zh", "封禁", "已被禁用", "已禁用", "已停用", "被冻结", "已冻结", "已注销", "账号异常", "账户异常", "被封"),
 	}},
 	{name: "billing", rank: rankBilling, reason: ReasonBilling, rules: []rule{
-		pat("insufficient-funds", "insufficient", `\binsufficient(_|\s~25\b)(balance|credits?|funds|quota)\b`),
+		pat("insufficient-funds", "insufficient", `\binsufficient(_|\s~\b)(balance|credits?|funds|quota)\b`),
 		lit("credit-balance", "credit balance"),
 		pat("out-of-credits", "credit", `\b(out of|run out of|ran out of|no|not enough|any|zero|requires? more|needs? more) (api )?credits?\b|\bused (up )?all (of )?(your |the |available |remaining )*credits\b|\bcredits? (have been |has been |are |is )?(exhausted|depleted|used up|run out)\b|\bcredits remaining: 0\b`),
 		pat("used-up", "used up", `\bused up (all )?(your |the |its )?(credits?|points|balance|quota|allowance)\b`),
@@ -307,14 +294,14 @@ var families = []family{
 		pat("current-quota", "current", `\bexceeded[ _](your |the )?current[ _]quota\b`).unlessRe(reGoogleMetric),
 		pat("free-tier-zero", "limit", `\blimit\W{0,3}0\b`).when(func(c *textCtx, _ string) bool { return strings.Contains(c.text, "quota") }),
 		word("arrears", "arrears", "arrearage", "overdue", "unpaid", "past due", "outstanding balance"),
-		pat("quota-exhausted", "quota", `\bquota\b~20\b(has been |is |was |are |have been )?(exhausted|used up|depleted|run out)\b|\bout of quota\b|\bquota_exhausted\b`).and("exhausted|used up|depleted|run out|out of quota"),
-		pat("free-tier", "free tier", `\bfree tier\b~25\b(exhausted|used up|not available|only)\b`).and("exhausted|used up|not available|only"),
-		pat("subscription", "subscription", `\bsubscription\b~20\b(has )?(expired|inactive|is not active|not active|ended|lapsed|cancell?ed|disabled|suspended)\b|\bno (active|valid) (\w+ )?subscription\b|\bnot have an? (active |valid )(\w+ )?subscription\b|\bpurchase an? (\w+ )?subscription\b`).and("expired|inactive|not active|ended|lapsed|cancel|disabled|suspended|no active|no valid|purchase|have a"),
+		pat("quota-exhausted", "quota", `\bquota\b~\b(has been |is |was |are |have been )?(exhausted|used up|depleted|run out)\b|\bout of quota\b|\bquota_exhausted\b`).and("exhausted|used up|depleted|run out|out of quota"),
+		pat("free-tier", "free tier", `\bfree tier\b~\b(exhausted|used up|not available|only)\b`).and("exhausted|used up|not available|only"),
+		pat("subscription", "subscription", `\bsubscription\b~\b(has )?(expired|inactive|is not active|not active|ended|lapsed|cancell?ed|disabled|suspended)\b|\bno (active|valid) (\w+ )?subscription\b|\bnot have an? (active |valid )(\w+ )?subscription\b|\bpurchase an? (\w+ )?subscription\b`).and("expired|inactive|not active|ended|lapsed|cancel|disabled|suspended|no active|no valid|purchase|have a"),
 		pat("plan-excludes", "plan|include", `\bplan (does not|doesn't|do not) (yet )?include\b|\bnot (available|included) (in|on|with) (your |the )?(current )?(subscription )?plan\b|\bdoes not (yet )?include access\b`),
 		lit("extra-usage", "extra usage"),
-		pat("budget", "budget", `\bbudget\b~40\b(exceeded|reached|exhausted|used up)\b|\bexceeded (your |the )?budget\b|\bbudget_exceeded\b`),
+		pat("budget", "budget", `\bbudget\b~\b(exceeded|reached|exhausted|used up)\b|\bexceeded (your |the )?budget\b|\bbudget_exceeded\b`),
 		pat("invoices", "invoice|pay", `\b(past|unpaid|overdue|outstanding|open) invoices?\b|\bfail\w* to pay\b|\bpayment (is )?past due\b`),
-		pat("suspended-for-billing", "suspended|disabled|blocked|deactivated", `\b(account|organi[sz]ation|workspace|team|project)\b~40\b(suspended|disabled|blocked|deactivated)\b`).and("billing|balance|credit|payment|invoice|spending|overdue|arrear|quota"),
+		pat("suspended-for-billing", "suspended|disabled|blocked|deactivated", `\b(account|organi[sz]ation|workspace|team|project)\b~\b(suspended|disabled|blocked|deactivated)\b`).and("billing|balance|credit|payment|invoice|spending|overdue|arrear|quota"),
 		pat("exceeded-credits", "credit", `\bexceeded (your |the )?(\w+ ){0,3}credits?\b`),
 		pat("account-ceiling", "maximum allowed|credit limit", `\bmaximum allowed (monthly )?(spend|spending) limit\b|\bcredit limit (exceeded|reached|has been reached)\b`),
 		pat("no-asset", "no available", `\bno available (asset|resource package|balance)\b`),
@@ -326,26 +313,26 @@ var families = []family{
 		pat("usage-limit", "usage", `\busage[ _](limits?|cap|quota)\b`),
 		pat("spend-limit", "spend", `\b(spend|spending) (limits?|caps?)\b`),
 		pat("periodic", "daily|weekly|monthly|hourly|yearly|annual|per-day|-hour",
-			`\b(daily|weekly|monthly|hourly|yearly|annual|per-day|five-hour|\d+-hour)\b~25\b(limits?|quotas?|allowance|allocation|budget|caps?)\b`).and("limit|quota|allowance|allocation|budget|cap"),
-		pat("n-hour-window", "hour|hr|day|week|month", `\b(\d+|one|five|a)[ -]?(hours?|hrs?|days?|weeks?|months?)\b~30\b(limits?|quotas?|window|allowance)\b`).and("limit|quota|window|allowance"),
-		pat("resets", "reset|refresh|renew", `\b(limits?|quotas?)\b~40\b(will |to )?(reset|refresh|renew)s?\b|\bresets? (tomorrow|on|at|in|every)\b|\bautomatic quota refresh\b`).and("limit|quota|reset|refresh"),
+			`\b(daily|weekly|monthly|hourly|yearly|annual|per-day|five-hour|\d+-hour)\b~\b(limits?|quotas?|allowance|allocation|budget|caps?)\b`).and("limit|quota|allowance|allocation|budget|cap"),
+		pat("n-hour-window", "hour|hr|day|week|month", `\b(\d+|one|five|a)[ -]?(hours?|hrs?|days?|weeks?|months?)\b~\b(limits?|quotas?|window|allowance)\b`).and("limit|quota|window|allowance"),
+		pat("resets", "reset|refresh|renew", `\b(limits?|quotas?)\b~\b(will |to )?(reset|refresh|renew)s?\b|\bresets? (tomorrow|on|at|in|every)\b|\bautomatic quota refresh\b`).and("limit|quota|reset|refresh"),
 		pat("regain-access", "regain access|rolling|subscription quota", `\bregain access\b|\brolling (time )?window\b|\bsubscription quota limit\b`),
 		pat("window-zh", "每|今日|今天|本周|本月|当日|当天|小时|天|使用上限|用量",
 			`(每日|每天|每周|每月|每小时|今日|今天|本周|本月|当日|当天|\d+\s*小时|\d+\s*天)[^。|]{0,12}?(上限|限额|额度|配额|用量|次数|限制)|使用上限|用量上限|用量已达|使用额度已达`),
 	}},
 	{name: "context-overflow", rank: rankContext, reason: ReasonContextOverflow, rules: []rule{
-		pat("context-exceeded", "context", `\bcontext[ _-]?(length|window|size|limit)s?\b~40\b(exceed\w*|overflow\w*|too (long|large)|reached|is full)\b|\bcontext[ _](length|window)[ _]exceeded\b|\bcontext overflow\b`),
-		pat("context-overflows", "context", `\bcontext\b~20\boverflows?\b|\bcontext (length|window|size) of only\b`),
-		pat("exceeds-context", "context", `\bexceed\w*\b~40\bcontexts?\b|\bran out of (room|space)\b~40\bcontext\b|\blarger than (the )?(model'?s )?context\b`).and("exceed|ran out|larger than"),
-		pat("max-context", "context|max|prompt has", `\b(maximum|max) context (length|window|size)\b|\b(maximum|max) (model|prompt|input) (length|len|size)\b|\bmax_model_len\b|\bprompt has [\d,]+ tokens?\b~40\bcontext (size|length|window)\b`),
+		pat("context-exceeded", "context", `\bcontext[ _-]?(length|window|size|limit)s?\b~\b(exceed\w*|overflow\w*|too (long|large)|reached|is full)\b|\bcontext[ _](length|window)[ _]exceeded\b|\bcontext overflow\b`),
+		pat("context-overflows", "context", `\bcontext\b~\boverflows?\b|\bcontext (length|window|size) of only\b`),
+		pat("exceeds-context", "context", `\bexceed\w*\b~\bcontexts?\b|\bran out of (room|space)\b~\bcontext\b|\blarger than (the )?(model'?s )?context\b`).and("exceed|ran out|larger than"),
+		pat("max-context", "context|max|prompt has", `\b(maximum|max) context (length|window|size)\b|\b(maximum|max) (model|prompt|input) (length|len|size)\b|\bmax_model_len\b|\bprompt has [\d,]+ tokens?\b~\bcontext (size|length|window)\b`),
 		pat("prompt-too-long", "too long|too large|longer than|larger than",
 			`\b(prompt|input|message|messages|conversation|text)s? (is |are |was |were )?(too long|too large|longer than|larger than)\b|\b(prompt|input) too long\b`),
-		pat("prompt-longer", "prompt|input", `\b(prompt|input)\b~30\b(is |are )?(too long|longer than|larger than)\b`),
-		pat("cannot-exceed", "exceed", `\btokens?\b~40\b(cannot|can't|must not|may not|should not) exceed\b`),
+		pat("prompt-longer", "prompt|input", `\b(prompt|input)\b~\b(is |are )?(too long|longer than|larger than)\b`),
+		pat("cannot-exceed", "exceed", `\btokens?\b~\b(cannot|can't|must not|may not|should not) exceed\b`),
 		pat("request-too-large", "large", `\brequest (is |was )?too large\b|\brequest[ _]too[ _]large\b|\b(request entity|payload|content) too large\b`).
 			when(func(c *textCtx, _ string) bool { return !hasLimitRequested(c.text) || limitBelowRequested(c.text) }),
 		pat("request-size", "request|payload", `\brequest (exceeds|is larger than) the maximum (allowed )?(size|number of bytes|length)\b|\brequest size exceeds\b|\bpayload size (has )?exceed`),
-		pat("token-limit", "exceed|token limit", `\btokens?\b~40\bexceed\w*\b~40\b(limit|maximum|max|context|allowed)\b|\bexceed\w* (the )?(model'?s? )?(maximum |max )?(number of )?(input )?tokens?\b|\btoken limit\b~20\b(exceeded|reached)\b|\bexceeded (the )?model token limit\b|\bmodel token limit\b`).and("token").unlessRe(reRateOrOutputCap),
+		pat("token-limit", "exceed|token limit", `\btokens?\b~\bexceed\w*\b~\b(limit|maximum|max|context|allowed)\b|\bexceed\w* (the )?(model'?s? )?(maximum |max )?(number of )?(input )?tokens?\b|\btoken limit\b~\b(exceeded|reached)\b|\bexceeded (the )?model token limit\b|\bmodel token limit\b`).and("token").unlessRe(reRateOrOutputCap),
 		pat("too-many-tokens", "too many", `\btoo many (input )?tokens\W{0,3}(size limit|in (the )?prompt|for (the )?(model|context))`),
 		pat("tokens-must-be", "must", `\binputs?\W{0,3} tokens \+ \W{0,3}max_new_tokens\W{0,3} must be <=|\binputs?\W{0,3} must have less than [\d,]+ tokens\b`),
 		pat("reduce-length", "length", `\breduce the length of the (messages|prompt|input|conversation)\b|\bcurrent length is [\d,]+ while limit is [\d,]+|\brange of input length\b|\binput length (should|must|exceeds)\b`),
@@ -357,57 +344,57 @@ var families = []family{
 		pat("overloaded", "overload", `(\b|_)overload(ed|ing)?\b`),
 		pat("high-demand", "demand|load|traffic|volume|experiencing", `\b(high|heavy|peak|unusually high|increased) (demand|load|traffic|volume of requests)\b|\bexperiencing (high|heavy|a high|an unusually)\b`),
 		pat("busy", "busy", `\b(server|servers|service|system|api|model|engine|platform|backend|gpus?|llm|runner)s? (is |are )?(currently |too |very )?busy\b|\btoo busy\b|\bcurrently busy\b`),
-		pat("capacity", "capacity", `\b(at|over|out of|no|insufficient|lack of|limited|exceeded|reached)\s+(available |serving |compute |gpu )?capacity\b|\bcapacity\b~20\b(exhausted|constraints?|issues?|reached|unavailable|is full|exceeded|limits?)\b|\binsufficientcapacity\b`),
-		pat("no-room", "no more|no free|no available|slots", `\bno (more |free |available )?(data centers?|servers?|workers?|replicas?|instances?|slots?|gpus?|nodes?)\b~30\b(available|to forward|left|free)\b|\bno (free|available) (slots?|workers?|gpus?)\b`),
-		pat("loading", "loading|ready", `\bmodel\b~30\b(is |still )?(currently )?loading\b|\bloading (the )?model\b|\bmodel (is )?(not|not yet) ready\b|\bmodelnotready`),
+		pat("capacity", "capacity", `\b(at|over|out of|no|insufficient|lack of|limited|exceeded|reached)\s+(available |serving |compute |gpu )?capacity\b|\bcapacity\b~\b(exhausted|constraints?|issues?|reached|unavailable|is full|exceeded|limits?)\b|\binsufficientcapacity\b`),
+		pat("no-room", "no more|no free|no available|slots", `\bno (more |free |available )?(data centers?|servers?|workers?|replicas?|instances?|slots?|gpus?|nodes?)\b~\b(available|to forward|left|free)\b|\bno (free|available) (slots?|workers?|gpus?)\b`),
+		pat("loading", "loading|ready", `\bmodel\b~\b(is |still )?(currently )?loading\b|\bloading (the )?model\b|\bmodel (is )?(not|not yet) ready\b|\bmodelnotready`),
 		pat("temporarily-unavailable", "temporarily", `\btemporarily (unavailable|unable to (handle|process|serve|accept))\b`),
 		lit("busy-zh", "繁忙", "过载", "负载过高", "负载较高", "访问量过大", "请求量过大", "资源紧张", "算力不足", "模型未就绪", "模型加载中", "模型正在加载", "暂时不可用"),
 	}},
 	{name: "rate-limit", rank: rankRateLimit, reason: ReasonRateLimit, rules: []rule{
-		pat("rate-limit", "rate", `\brate[ _-]?limit(ed|ing)\b|\brate[ _-]?limits?[ _](exceeded|reached|hit|error|exhausted|is exceeded|has been|of|for|on|reset|exceeded)|\brate_limit|\bratelimit|\b(exceed\w*|reached|hit|over|past|exhausted|used up)\b~40\brate[ _-]?limits?\b|\brate[ _-]?limits?\W*$`),
+		pat("rate-limit", "rate", `\brate[ _-]?limit(ed|ing)\b|\brate[ _-]?limits?[ _](exceeded|reached|hit|error|exhausted|is exceeded|has been|of|for|on|reset|exceeded)|\brate_limit|\bratelimit|\b(exceed\w*|reached|hit|over|past|exhausted|used up)\b~\brate[ _-]?limits?\b|\brate[ _-]?limits?\W*$`),
 		pat("too-many-requests", "too", `\btoo[ _]many[ _](requests|concurrent|connections|tokens|calls)\b`),
 		pat("concurrency", "concurren", `\bconcurren(cy|t (requests?|calls|connections))\b`),
 		lit("throttled", "throttl"),
-		pat("per-unit", "per|pm|pd", `\b(requests?|tokens?|calls?|queries)\s+per\s+(minute|second|day|hour|min)\b|\bper[ -](minute|second)\b|\b(rpm|tpm|rpd|tpd|ipm|itpm|otpm)\b|\b(requests?|tokens?|calls?|queries)\s*/\s*(minute|min|second|sec|hour|day)\b|\b(maximum|max) number of (requests|calls|tokens)\b~30\bper (minute|second|hour|day)\b`),
+		pat("per-unit", "per|pm|pd", `\b(requests?|tokens?|calls?|queries)\s+per\s+(minute|second|day|hour|min)\b|\bper[ -](minute|second)\b|\b(rpm|tpm|rpd|tpd|ipm|itpm|otpm)\b|\b(requests?|tokens?|calls?|queries)\s*/\s*(minute|min|second|sec|hour|day)\b|\b(maximum|max) number of (requests|calls|tokens)\b~\bper (minute|second|hour|day)\b`),
 		pat("resource-exhausted", "exhausted", `\bresource[ _]?(has been )?exhausted\b|\bresourceexhausted\b`),
-		pat("quota-exceeded", "quota", `\bquota\b~20\b(exceeded|reached|limit)\b|\bexceeded[ _](the |your )?(current |allocated )?quota\b|\ballocated quota\b`),
+		pat("quota-exceeded", "quota", `\bquota\b~\b(exceeded|reached|limit)\b|\bexceeded[ _](the |your )?(current |allocated )?quota\b|\ballocated quota\b`),
 		pat("limit-hit", "limit", `\blimits?\s+(has been |have been |was )?(exceeded|reached|hit)\b|\b(exceeded|reached|hit)\s+(the |your |its )?(request |requests |token |call )?limits?\b`),
-		pat("request-rate", "rate", `\brequest rate\b~30\b(increased|too high|exceeded|too quickly|limit)`),
+		pat("request-rate", "rate", `\brequest rate\b~\b(increased|too high|exceeded|too quickly|limit)`),
 		pat("slow-down", "slow", `\bslow (down|your rate)\b`),
 		pat("cooldown", "cool", `\bmodel[ _]cooldown\b|\bcooling down\b`),
 		lit("frequent-zh", "请求过于频繁", "频繁", "频率", "限流", "并发", "速率", "配额", "请求过多", "太多请求", "限速", "超过限制"),
 	}},
 	{name: "billing-remedy", rank: rankBillingRemedy, reason: ReasonBilling, rules: []rule{
-		pat("buy-credits", "credit", `\b(purchase|buy|add|top up)\b~12\bcredits?\b`),
+		pat("buy-credits", "credit", `\b(purchase|buy|add|top up)\b~\bcredits?\b`),
 		pat("top-up", "top", `\btop[ -]?up\b`),
-		pat("upgrade-plan", "upgrade", `\bupgrade\b~20\b(plan|tier|account|subscription)\b`),
+		pat("upgrade-plan", "upgrade", `\bupgrade\b~\b(plan|tier|account|subscription)\b`),
 		word("recharge", "recharge", "充值"),
 		rule{name: "billing-link", keys: []string{}, check: billingLink},
 	}},
 	{name: "model-not-found", rank: rankModelNotFound, reason: ReasonModelNotFound, rules: []rule{
-		pat("model-access", "model", `\baccess (to|the) (the |this |that )?model\b|\bmodel access (is )?(denied|not granted)\b|\bnot (allowed|permitted|authori[sz]ed|entitled) to (access|use) (this|the|that) model\b|\bnot (agreed|accepted)\b~30\bterms\b|\b(unable|cannot|can't|could not) (to )?access (the |this )?model\b`).unlessRe(reIAM),
+		pat("model-access", "model", `\baccess (to|the) (the |this |that )?model\b|\bmodel access (is )?(denied|not granted)\b|\bnot (allowed|permitted|authori[sz]ed|entitled) to (access|use) (this|the|that) model\b|\bnot (agreed|accepted)\b~\bterms\b|\b(unable|cannot|can't|could not) (to )?access (the |this )?model\b`).unlessRe(reIAM),
 		pat("model-capability", "support", `\b(does not|doesn't|do not) support (tools|tool use|tool calling|tool calls|function calling|functions|images?|image input|vision|audio)\b|\bno endpoints? found that support\b`),
-		pat("model-missing", "model", `\bmodels?\b~80\b(not found|does not exist|doesn't exist|do not exist|not exists?|could not be found|cannot be found|can't be found|is not available|not available|is not supported|not supported|deprecated|decommissioned|retired|deactivated|no longer (available|supported|exists?|served)|not enabled|not loaded|not served|not accessible|disabled|is invalid|is not a valid|not a valid|legacy)\b`).and("not|exist|deprecated|decommissioned|retired|deactivated|no longer|disabled|invalid|legacy"),
+		pat("model-missing", "model", `\bmodels?\b~\b(not found|does not exist|doesn't exist|do not exist|not exists?|could not be found|cannot be found|can't be found|is not available|not available|is not supported|not supported|deprecated|decommissioned|retired|deactivated|no longer (available|supported|exists?|served)|not enabled|not loaded|not served|not accessible|disabled|is invalid|is not a valid|not a valid|legacy)\b`).and("not|exist|deprecated|decommissioned|retired|deactivated|no longer|disabled|invalid|legacy"),
 		pat("unknown-model", "model", `\b(unknown|unsupported|invalid|nonexistent)[ _]model\b|\bnot supported model\b|\bmodel[ _](not[ _]found|is[ _]deactivated|decommissioned)\b`).unlessRe(rx(`invalid model reference`)),
 		pat("no-endpoints", "endpoint|provider|router", `\bno endpoints? found\b|\bno allowed providers\b|\brouter not found\b|\bno (available )?(model )?providers? (available|that|can)\b|\bno available model provider\b`),
 		pat("nothing-loaded", "loaded", `\bno models? (is |are )?loaded\b`),
-		pat("deployment-missing", "deployment|engine|endpoint", `\b(deployment|engine|endpoint)s?\b~60\b(not found|does not exist|not exist|not running|not deployed|not started)\b`).and("not found|not exist|not running|not deployed|not started"),
+		pat("deployment-missing", "deployment|engine|endpoint", `\b(deployment|engine|endpoint)s?\b~\b(not found|does not exist|not exist|not running|not deployed|not started)\b`).and("not found|not exist|not running|not deployed|not started"),
 		pat("model-missing-zh", "模型|无可用渠道", `模型不存在|模型未找到|找不到模型|不支持该模型|不支持的模型|模型已下线|模型已下架|无可用渠道|模型[^。|]{0,20}(不存在|未找到|已下线|已下架)`),
 	}},
 	{name: "auth", rank: rankAuth, reason: ReasonAuth, rules: []rule{
 		pat("bad-credential", "invalid|incorrect|wrong|bad|missing|expired|revoked|malformed",
-			`\b(invalid|incorrect|wrong|bad|missing|expired|revoked|malformed)\b~12\b(api[ _-]?keys?|keys?|(access |auth |bearer |api |oauth |session )?token|credentials?|client secret|secret|x-api-key|authentication|authori[sz]ation|bearer)\b`).and("key|token|credential|secret|authenticat|authori|bearer"),
+			`\b(invalid|incorrect|wrong|bad|missing|expired|revoked|malformed)\b~\b(api[ _-]?keys?|keys?|(access |auth |bearer |api |oauth |session )?token|credentials?|client secret|secret|x-api-key|authentication|authori[sz]ation|bearer)\b`).and("key|token|credential|secret|authenticat|authori|bearer"),
 		pat("no-credential", "no ", `\bno (api[ _-]?key|credentials?|auth\w*)\b`),
 		pat("credential-bad", "key|token|credential|secret|signature",
-			`\b(api[ _-]?key|key|token|credentials?|secret|signature)s?\b~25\b(is |was |has |have )?(been )?(invalid|not valid|expired|revoked|incorrect|missing|not found|required|invalidated|does not match|must be (set|provided)|not set|not provided|not configured)\b`).and("invalid|not valid|expired|revoked|incorrect|missing|not found|required|does not match|must be|not set|not provided|not configured"),
-		pat("auth-failed", "auth", `\bauthenticat\w*\b~20\b(fail\w*|error|required|invalid|denied)\b|\b(failed|could not|unable) to authenticate\b|\bunauthenticated\b|\bunauthori[sz]ed\b|\bnot authori[sz]ed\b|\bauthori[sz]ation (required|failed|header)\b|\bno auth available\b|\bauth[ _]unavailable\b`),
+			`\b(api[ _-]?key|key|token|credentials?|secret|signature)s?\b~\b(is |was |has |have )?(been )?(invalid|not valid|expired|revoked|incorrect|missing|not found|required|invalidated|does not match|must be (set|provided)|not set|not provided|not configured)\b`).and("invalid|not valid|expired|revoked|incorrect|missing|not found|required|does not match|must be|not set|not provided|not configured"),
+		pat("auth-failed", "auth", `\bauthenticat\w*\b~\b(fail\w*|error|required|invalid|denied)\b|\b(failed|could not|unable) to authenticate\b|\bunauthenticated\b|\bunauthori[sz]ed\b|\bnot authori[sz]ed\b|\bauthori[sz]ation (required|failed|header)\b|\bno auth available\b|\bauth[ _]unavailable\b`),
 		pat("permission", "permission|access|scope", `\bpermission[ _]denied\b|\bpermission_error\b|\binsufficient[ _]permissions?\b|\b(does not|do not|doesn't|don't) have (the )?(required |necessary )?permissions?\b|\bmissing (required )?scopes?\b|\baccess[ _]?denied\b|\bnot allowed to access\b|\bno permission\b|\b(do not|don't|does not|doesn't) have access to (the |this |your |that )?(organi[sz]ation|project|workspace|account|resource)`),
 		pat("forbidden", "forbidden", `^forbidden\b|\b403 forbidden\b|\bforbidden:|\brequest[ _]forbidden\b`),
 		pat("sign-in", "sign|log|authenticate|session", `\b(sign|log)[ -]?in again\b|\bnot (signed|logged) in\b|\bplease (sign|log) ?in\b|\blogin (fail\w*|required|expired)\b|\bre-?authenticate\b|\bsession (has )?expired\b`),
 		pat("endpoint-or-credentials", "credentials", `\binvalid (api )?(endpoint|url) or (api )?(key|credentials)\b`),
 		pat("location", "location|country|region|territory", `\blocation is not supported\b|\bnot (available|supported) in your (country|region|territory|location)\b|\bunsupported[ _]country\b|\bcountry, region, or territory not supported\b`),
 		pat("ip-not-allowed", "ip", `\bip (address )?(is )?not (authori[sz]ed|allowed|whitelisted|permitted)\b|\bip_not_authorized\b`),
-		pat("signature", "signature|security token|unrecognizedclient", `\bsignature does not match\b|\bsecurity token\b~30\binvalid\b|\bunrecognizedclient\b`),
+		pat("signature", "signature|security token|unrecognizedclient", `\bsignature does not match\b|\bsecurity token\b~\binvalid\b|\bunrecognizedclient\b`),
 		lit("auth-zh", "鉴权失败", "认证失败", "身份验证失败", "无权访问", "未授权", "密钥无效", "令牌无效", "无效的令牌", "令牌已过期", "令牌验证失败", "没有权限", "权限不足", "禁止访问"),
 		pat("key-invalid-zh", "无效", `(api ?key|key|令牌|密钥|token)[^。|]{0,6}无效|无效的(api ?key|key|令牌|密钥)`),
 	}},
@@ -424,7 +411,7 @@ var families = []family{
 		pat("malformed", "malformed|json|parse|unexpected", `\bmalformed\b|\bnot valid json\b|\binvalid json\b|\bexpected value in json\b|\bparse error\b|\b(failed|unable) to parse\b|\bcould not parse\b|\bunexpected (token|character)\b`),
 		word("conversation-shape", "roles must alternate", "prefill", "tool_use", "tool_call", "thinking block", "thinking blocks",
 			"image dimension", "image dimensions", "bad request", "bad_request", "parameter error"),
-		pat("bad-header", "header", `\bheader\b~12\b(is |was )?(invalid|malformed|not valid|not supported|unrecognized)\b`),
+		pat("bad-header", "header", `\bheader\b~\b(is |was )?(invalid|malformed|not valid|not supported|unrecognized)\b`),
 		lit("format-zh", "参数非法", "非法参数", "参数错误", "参数无效", "参数不合法", "无效的参数", "请求参数", "格式错误", "不合法", "不支持", "参数有误"),
 	}},
 	{name: "not-a-signal", rank: rankNotASignal, reason: ReasonUnclassified, rules: []rule{
