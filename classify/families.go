@@ -503,9 +503,9 @@ func first(ms []match, admit func(*family) bool) match {
 
 // has reports whether the text contains k. Some 1,000 keys and literal prefixes
 // are checked per text and few of them occur: the triple filter answers "no" for
-// nine in ten without a search, which halves Classify's time on a long message
-// (BenchmarkClassifyCPU openai-429-json: about 65 µs of CPU without it, 30 µs with
-// it, on a loaded 2-core machine).
+// nine in ten without a search, which nearly halves Classify's time
+// (BenchmarkClassifyCPU openai-429-json: about 45 µs of CPU without it, 25 µs with
+// it, on a loaded 2-core machine; BENCHMARKS.md).
 func (c *textCtx) has(k string) bool {
 	if !c.triplesBuilt {
 		c.triples.add(c.text)
