@@ -172,6 +172,14 @@ func TestClassify_FamiliesOfMeaning(t *testing.T) {
 		{0, "Your prompt was blocked due to safety reasons.", "content_filter"},
 		{0, "Context window exceeded: 210000 > 200000", "context_overflow"},
 		{0, "This request would exceed your organization's maximum usage increase rate for input tokens per minute.", "rate_limit"},
+		{0, "Your account balance is insufficient. Please recharge.", "billing"},
+		{0, "Not enough balance to run this request", "billing"},
+		{0, "Your prepaid credits have run out.", "billing"},
+		{0, "Your free trial has expired. Upgrade to continue.", "billing"},
+		{0, "Your current plan does not support this model.", "billing"},
+		{0, "Request payload size exceeds the limit: 20971520 bytes.", "context_overflow"},
+		{0, "input length exceeds maximum context length", "context_overflow"},
+		{0, "Your API key has been banned for violating our terms of service.", "auth_permanent"},
 	}
 	for _, c := range cases {
 		f := Classify(Response{Provider: "any", Status: c.st, Body: c.b}, clNow)
