@@ -28,7 +28,7 @@ func BenchmarkClassifyCPU(b *testing.B) {
 			b.ReportAllocs()
 			start := threadCPU()
 			for b.Loop() {
-				sinkResult = Classify(c.r, benchNow)
+				sinkVerdict = Classify(c.r, benchNow)
 			}
 			b.ReportMetric(float64(threadCPU()-start)/float64(b.N), "cpu-ns/op")
 		})

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-var sinkResult Result
+var sinkVerdict Verdict
 
 // benchCases are typical failures: the longest common body (an OpenAI 429 with
 // headers), a short typed body, an HTML gateway page, a status-only 5xx JSON and a
@@ -32,7 +32,7 @@ func BenchmarkClassify(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				sinkResult = Classify(c.r, benchNow)
+				sinkVerdict = Classify(c.r, benchNow)
 			}
 		})
 	}
@@ -46,7 +46,7 @@ func BenchmarkClassify(b *testing.B) {
 		b.ReportAllocs()
 		i := 0
 		for b.Loop() {
-			sinkResult = Classify(rs[i%len(rs)], benchNow)
+			sinkVerdict = Classify(rs[i%len(rs)], benchNow)
 			i++
 		}
 	})

@@ -20,8 +20,8 @@
 // names its failure exactly decides unless the text names a failure that C1 ranks
 // higher (deterministic signatures before transient ones); a specific text family
 // beats the status (C2); the status beats generic server wording; generic field
-// types and the status's default come last. Every Result carries the step, the
-// rule and the evidence that decided it (Result.Why).
+// types and the status's default come last. Every Verdict carries the step, the
+// rule and the evidence that decided it (Verdict.Why).
 package classify
 
 import (
@@ -102,12 +102,12 @@ var (
 	ErrEmptyOutput = errors.New("empty response")
 )
 
-// MaxMessageRunes bounds Result.Message. Callers that show the message cut it
+// MaxMessageRunes bounds Verdict.Message. Callers that show the message cut it
 // shorter after redacting, so a secret at the edge is seen whole by the redactor.
 const MaxMessageRunes = 400
 
-// Result is one classified failure.
-type Result struct {
+// Verdict is one classified failure: what Classify decided and why.
+type Verdict struct {
 	Reason Reason
 	Class  Class
 	Status int    // HTTP status as given in Response (0 = no response)
@@ -146,7 +146,7 @@ type Explanation struct {
 	Recovery   string // where RetryAfter/RecoveryAt came from: "header retry-after", "text", ...
 }
 
-// Classify turns one failed response into a Result (SPEC C1-C12). It is pure and
+// Classify turns one failed response into a Verdict (SPEC C1-C12). It is pure and
 // never panics; now is used only to resolve recovery times (C11).
 //
 // RetryAfter and RecoveryAt describe one recovery signal, the first found of:
@@ -156,20 +156,20 @@ type Explanation struct {
 // x-ratelimit-reset-* headers. A wait sets RecoveryAt to now+wait; a moment sets
 // RetryAfter to the time left (zero when already passed). Nothing is capped here:
 // the engine caps cooldowns.
-func Classify(r Response, now time.Time) (res Result) {
+func Classify(r Response, now time.Time) (res Verdict) {
 	defer func() {
 		if p := recover(); p != nil { // belt and braces: C12 says never panic
-			res = Result{Reason: ReasonUnclassified, Class: ClassUnknown, Status: r.Status,
+			res = Verdict{Reason: ReasonUnclassified, Class: ClassUnknown, Status: r.Status,
 				Why: Explanation{Step: StepDefault, Rule: "internal/recovered"}}
 		}
 	}()
 	return classify(r, now)
 }
 
-func classify(r Response, now time.Time) Result {
+func classify(r Response, now time.Time) Verdict {
 	ev := gather(r)
 	d := decide(r, ev)
-	res := Result{
+	res := Verdict{
 		Reason:  d.reason,
 		Class:   ReasonClass(d.reason),
 		Status:  r.Status,

@@ -422,7 +422,7 @@ func TestRetryAfterFromHeaders_C11(t *testing.T) {
 	}
 }
 
-// TestClassify_MessageBoundedNotRedacted: Result.Message is one bounded line
+// TestClassify_MessageBoundedNotRedacted: Verdict.Message is one bounded line
 // of the provider's own words. Classify knows no secrets and does not redact
 // (callers do, see llm and cmd/bot), so the contract is tested here: the key
 // comes back as given, the line is single and bounded.

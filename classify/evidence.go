@@ -30,7 +30,7 @@ type evidence struct {
 	urls    []string // URLs removed from parts, lower-cased (weak billing hints)
 	fields  []field  // machine-readable values (codes, types, exception names, stop reasons)
 	message string   // the provider's primary message, original case
-	code    string   // the most specific code or type, for Result.Code
+	code    string   // the most specific code or type, for Verdict.Code
 	hasRaw  bool     // OpenRouter metadata.raw was present
 	isHTML  bool
 	hasBody bool              // the body held something non-blank
@@ -259,7 +259,7 @@ func firstString(m map[string]any, keys []string) string {
 	return ""
 }
 
-// pickCode takes the most specific code of one error object for Result.Code: a
+// pickCode takes the most specific code of one error object for Verdict.Code: a
 // named code before a number ("rate_limit_exceeded" before "429").
 func (ev *evidence) pickCode(o map[string]any) {
 	if ev.code != "" {
@@ -551,7 +551,7 @@ func clip(s string, n int) string {
 	return s[:n]
 }
 
-// boundMessage makes Result.Message: one line, valid UTF-8, at most MaxMessageRunes.
+// boundMessage makes Verdict.Message: one line, valid UTF-8, at most MaxMessageRunes.
 func boundMessage(s string) string {
 	if s == "" {
 		return ""

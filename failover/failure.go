@@ -29,9 +29,9 @@ type Failure struct {
 	Profile    string // profile id, never a secret
 }
 
-// FailureFrom builds a Failure from a classify result; the caller fills in who
+// FailureFrom builds a Failure from classify's verdict; the caller fills in who
 // failed (Provider, Model, Profile) and redacts Message when it can hold a secret.
-func FailureFrom(r classify.Result) Failure {
+func FailureFrom(r classify.Verdict) Failure {
 	return Failure{Reason: r.Reason, Class: r.Class, Status: r.Status, Code: r.Code, Message: r.Message,
 		RetryAfter: r.RetryAfter, RecoveryAt: r.RecoveryAt, Idle: r.Idle}
 }

@@ -82,7 +82,7 @@ type Client struct {
 	key  string // the API key, for redaction only
 	now  func() time.Time
 	// classify is classify.Classify; tests swap it to see the Response fed to it.
-	classify func(classify.Response, time.Time) classify.Result
+	classify func(classify.Response, time.Time) classify.Verdict
 	// onChunk, when set by a test, sees each raw stream payload.
 	onChunk func(raw []byte)
 }

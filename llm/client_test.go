@@ -72,7 +72,7 @@ func (r *rig) newClient(t *testing.T, base string, idle time.Duration, hc *http.
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.classify = func(resp classify.Response, now time.Time) classify.Result {
+	c.classify = func(resp classify.Response, now time.Time) classify.Verdict {
 		r.mu.Lock()
 		r.seen = append(r.seen, resp)
 		r.mu.Unlock()

@@ -32,8 +32,8 @@ func TestChat_P4_ClassifiedMessageRedacted(t *testing.T) {
 		}))
 		r := &rig{logs: &bytes.Buffer{}}
 		c := r.newClient(t, srv.URL+"/v1", time.Second, nil)
-		var raw classify.Result
-		c.classify = func(resp classify.Response, now time.Time) classify.Result {
+		var raw classify.Verdict
+		c.classify = func(resp classify.Response, now time.Time) classify.Verdict {
 			raw = classify.Classify(resp, now)
 			// classify keeps the provider's words; put the key back to prove the
 			// client redacts what classify returns, not only what it sends in.
