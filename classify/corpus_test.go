@@ -90,9 +90,9 @@ func runCorpus(t *testing.T, path string, min int) []corpusCase {
 	return cases
 }
 
-// TestClassify_CorpusPublic runs every public corpus case: 100% of reasons and
+// TestClassify_Corpus runs every public corpus case: 100% of reasons and
 // classes (covers C1-C12 on real bodies).
-func TestClassify_CorpusPublic(t *testing.T) {
+func TestClassify_Corpus(t *testing.T) {
 	runCorpus(t, "testdata/corpus/errors-public.jsonl", 90)
 }
 
