@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/detourbot/detour/classify"
 )
 
 // down answers every call with a transient failure until the clock reaches up,
@@ -17,7 +19,7 @@ type down struct {
 func (d *down) fn(_ context.Context, a Attempt) (Output, error) {
 	d.calls = append(d.calls, a)
 	if d.h.clk.Now().Before(d.up) {
-		return Output{}, &Failure{Reason: ReasonTimeout, Class: ClassTransient, Status: 503, Message: "service unavailable"}
+		return Output{}, &Failure{Reason: classify.ReasonTimeout, Class: classify.ClassTransient, Status: 503, Message: "service unavailable"}
 	}
 	return Output{Text: "back", FinishReason: "stop", Progress: true}, nil
 }
@@ -72,7 +74,7 @@ func TestRun_R11_AtMostOneProbePerProviderPerInterval(t *testing.T) {
 			at[a.Candidate.Provider] = append(at[a.Candidate.Provider], h.clk.Now())
 		}
 		if h.clk.Now().Before(up) {
-			return Output{}, &Failure{Reason: ReasonTimeout, Class: ClassTransient, Status: 503}
+			return Output{}, &Failure{Reason: classify.ReasonTimeout, Class: classify.ClassTransient, Status: 503}
 		}
 		return Output{Text: "back", FinishReason: "stop", Progress: true}, nil
 	}
@@ -103,7 +105,7 @@ func TestRun_R11_FailureIsNotAProbe(t *testing.T) {
 	h := newHarness(t)
 	req := baseReq("openai/gpt-4o", "anthropic/claude")
 	req.Profiles["openai"] = req.Profiles["openai"][:1]
-	sc := newScript(h.clk, ok("x")).on("openai/gpt-4o", failR(ReasonRateLimit))
+	sc := newScript(h.clk, ok("x")).on("openai/gpt-4o", failR(classify.ReasonRateLimit))
 	if res, err := h.e.Run(bg, req, sc.fn); err != nil || !res.FellBack {
 		t.Fatalf("turn 1: %v %+v", err, res.Candidate)
 	}
@@ -125,7 +127,7 @@ func TestRun_R11_FailureIsNotAProbe(t *testing.T) {
 func TestRun_R11_BillingProbeThrottleIsStoredFromTheFailure(t *testing.T) {
 	h := newHarness(t)
 	req := baseReq("openai/gpt-4o", "anthropic/claude")
-	sc := newScript(h.clk, ok("x")).on("openai/gpt-4o", failR(ReasonBilling), failR(ReasonBilling))
+	sc := newScript(h.clk, ok("x")).on("openai/gpt-4o", failR(classify.ReasonBilling), failR(classify.ReasonBilling))
 	if res, err := h.e.Run(bg, req, sc.fn); err != nil || !res.FellBack {
 		t.Fatalf("turn 1: %v", err)
 	}
@@ -168,7 +170,7 @@ func TestRun_R11_BillingProbeThrottleIsStoredFromTheFailure(t *testing.T) {
 	h.clk.Set(t0.Add(h.e.Policy.BillingProbeInterval))
 	probes := 0
 	for _, e := range []*Engine{h.e, fresh()} {
-		sc := newScript(h.clk, failR(ReasonBilling)).on("anthropic/claude", ok("x"))
+		sc := newScript(h.clk, failR(classify.ReasonBilling)).on("anthropic/claude", ok("x"))
 		if _, err := e.Run(bg, req, sc.fn); err != nil {
 			t.Fatal(err)
 		}
@@ -185,9 +187,13 @@ func TestRun_R11_AllCoolingDownProbesTheSoonest(t *testing.T) {
 	h := newHarness(t)
 	req := baseReq("openai/gpt-4o", "anthropic/claude")
 	for _, id := range []string{"openai:a", "openai:b"} {
-		h.put(t, id, func(s *ProfileState) { s.CooldownUntil, s.CooldownReason = t0.Add(5*time.Minute), ReasonRateLimit })
+		h.put(t, id, func(s *ProfileState) {
+			s.CooldownUntil, s.CooldownReason = t0.Add(5*time.Minute), classify.ReasonRateLimit
+		})
 	}
-	h.put(t, "anthropic:main", func(s *ProfileState) { s.CooldownUntil, s.CooldownReason = t0.Add(4*time.Minute), ReasonOverloaded })
+	h.put(t, "anthropic:main", func(s *ProfileState) {
+		s.CooldownUntil, s.CooldownReason = t0.Add(4*time.Minute), classify.ReasonOverloaded
+	})
 	sc := newScript(h.clk, ok("recovered"))
 	res, err := h.e.Run(bg, req, sc.fn)
 	if err != nil {
@@ -201,8 +207,10 @@ func TestRun_R11_AllCoolingDownProbesTheSoonest(t *testing.T) {
 	}
 	// A second turn at once: the soonest one just answered, so it is used normally;
 	// make it fail again to see the throttle hold for both providers.
-	h.put(t, "anthropic:main", func(s *ProfileState) { s.CooldownUntil, s.CooldownReason = t0.Add(4*time.Minute), ReasonOverloaded })
-	sc = newScript(h.clk, failR(ReasonOverloaded))
+	h.put(t, "anthropic:main", func(s *ProfileState) {
+		s.CooldownUntil, s.CooldownReason = t0.Add(4*time.Minute), classify.ReasonOverloaded
+	})
+	sc = newScript(h.clk, failR(classify.ReasonOverloaded))
 	if _, err := h.e.Run(bg, req, sc.fn); err == nil {
 		t.Fatal("answered with every candidate failing")
 	}

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"testing"
 
+	"github.com/detourbot/detour/classify"
+
 	"github.com/detourbot/detour/failover/failovertest"
 )
 
@@ -16,7 +18,7 @@ func BenchmarkRun(b *testing.B) {
 	e := &Engine{Store: NewMemStore(), Clock: clk, Policy: DefaultPolicy(),
 		Rand: func() float64 { return 0.5 }, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	req := baseReq("openai/gpt-4o", "anthropic/claude", "ollama/qwen")
-	nf := &Failure{Reason: ReasonModelNotFound, Class: ClassDeterministic, Status: 404}
+	nf := &Failure{Reason: classify.ReasonModelNotFound, Class: classify.ClassDeterministic, Status: 404}
 	attempt := func(ctx context.Context, a Attempt) (Output, error) {
 		if a.Candidate.Provider != "ollama" {
 			return Output{}, nf

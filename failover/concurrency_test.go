@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/detourbot/detour/classify"
 )
 
 // covers D6, B2, B5 under load: 200 concurrent runs share profiles, one MemStore,
@@ -23,11 +25,11 @@ func TestRun_Concurrent200SharedProfiles(t *testing.T) {
 		mu.Unlock()
 		switch {
 		case a.Candidate.Provider == "openai" && k%3 == 0:
-			return Output{}, &Failure{Reason: ReasonRateLimit, Class: ClassTransient, Status: 429}
+			return Output{}, &Failure{Reason: classify.ReasonRateLimit, Class: classify.ClassTransient, Status: 429}
 		case a.Candidate.Provider == "openai" && k%3 == 1:
-			return Output{}, &Failure{Reason: ReasonTimeout, Class: ClassTransient, Idle: true}
+			return Output{}, &Failure{Reason: classify.ReasonTimeout, Class: classify.ClassTransient, Idle: true}
 		case a.Candidate.Provider == "anthropic" && k%5 == 0:
-			return Output{}, &Failure{Reason: ReasonOverloaded, Class: ClassTransient}
+			return Output{}, &Failure{Reason: classify.ReasonOverloaded, Class: classify.ClassTransient}
 		}
 		return Output{Text: "ok", Progress: true, FinishReason: "stop"}, nil
 	}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/detourbot/detour/classify"
 )
 
 // ModelKey is the StateStore key of a model's own state (R7): "model:<provider/model>".
@@ -89,10 +91,10 @@ func statedWait(f *Failure, now time.Time) time.Duration {
 }
 
 // cooldownReason reports whether r puts a profile into an ordinary cooldown (D1).
-func cooldownReason(r Reason) bool {
+func cooldownReason(r classify.Reason) bool {
 	switch r {
-	case ReasonRateLimit, ReasonOverloaded, ReasonTimeout, ReasonAuth,
-		ReasonUnclassified, ReasonNoErrorDetails:
+	case classify.ReasonRateLimit, classify.ReasonOverloaded, classify.ReasonTimeout, classify.ReasonAuth,
+		classify.ReasonUnclassified, classify.ReasonNoErrorDetails:
 		return true
 	}
 	return false
@@ -101,10 +103,10 @@ func cooldownReason(r Reason) bool {
 // transientFailure reports whether f counts toward R7 stealth failures.
 func transientFailure(f *Failure) bool {
 	switch f.Reason {
-	case ReasonTimeout, ReasonOverloaded, ReasonRateLimit:
-		return f.Class != ClassDeterministic
+	case classify.ReasonTimeout, classify.ReasonOverloaded, classify.ReasonRateLimit:
+		return f.Class != classify.ClassDeterministic
 	}
-	return f.Class == ClassTransient
+	return f.Class == classify.ClassTransient
 }
 
 // clip returns a short, scrubbed preview of a provider message for state rows
@@ -217,7 +219,7 @@ func secretLike(w string) bool {
 
 // applyFailure updates a profile's state for failure f of model ref (D1-D5, B6, B8).
 func applyFailure(st *ProfileState, f *Failure, ref string, now time.Time, p *Policy, r float64) {
-	disable := f.Reason == ReasonBilling || f.Reason == ReasonAuthPermanent
+	disable := f.Reason == classify.ReasonBilling || f.Reason == classify.ReasonAuthPermanent
 	if !disable && !cooldownReason(f.Reason) {
 		return
 	}
@@ -239,7 +241,7 @@ func applyFailure(st *ProfileState, f *Failure, ref string, now time.Time, p *Po
 		}
 		st.DisableCount++
 		var d time.Duration
-		if f.Reason == ReasonBilling {
+		if f.Reason == classify.ReasonBilling {
 			base := p.BillingBackoff
 			if b, ok := p.BillingBackoffByProvider[providerOf(ref, f)]; ok && b > 0 {
 				base = b
@@ -265,7 +267,7 @@ func applyFailure(st *ProfileState, f *Failure, ref string, now time.Time, p *Po
 		return
 	}
 	model := ""
-	if f.Reason == ReasonRateLimit && ref != "" {
+	if f.Reason == classify.ReasonRateLimit && ref != "" {
 		model = ref // D2: model-scoped
 	}
 	if st.CooldownUntil.After(now) {
@@ -412,7 +414,7 @@ func applyModelFailure(st *ProfileState, f *Failure, now time.Time, p *Policy, r
 	}
 	st.ErrorCount++
 	st.CooldownUntil = now.Add(jitter(ladder(p, st.ErrorCount), p.Jitter, r))
-	st.CooldownReason = ReasonConsecutiveTimeout
+	st.CooldownReason = classify.ReasonConsecutiveTimeout
 }
 
 // clearState clears cooldown, disable and counters (B3, V5). LastUsed stays.
@@ -425,9 +427,9 @@ func clearState(st *ProfileState) {
 
 // blockedUntil reports until when st blocks model ref, and why (D2: a cooldown
 // scoped to another model does not block).
-func blockedUntil(st *ProfileState, ref string, now time.Time) (time.Time, Reason) {
+func blockedUntil(st *ProfileState, ref string, now time.Time) (time.Time, classify.Reason) {
 	var until time.Time
-	var why Reason
+	var why classify.Reason
 	if st.DisabledUntil.After(now) {
 		until, why = st.DisabledUntil, st.DisabledReason
 	}

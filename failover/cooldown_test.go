@@ -4,13 +4,15 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/detourbot/detour/classify"
 )
 
 func TestCooldown_D1_LadderWindowAndSuccess(t *testing.T) {
 	p := DefaultPolicy()
 	var st ProfileState
 	now := t0
-	rl := &Failure{Reason: ReasonTimeout}
+	rl := &Failure{Reason: classify.ReasonTimeout}
 	want := []time.Duration{30 * time.Second, time.Minute, 5 * time.Minute, 5 * time.Minute}
 	for i, w := range want {
 		applyFailure(&st, rl, "openai/gpt-4o", now, &p, 0.5)
@@ -32,7 +34,7 @@ func TestCooldown_D1_LadderWindowAndSuccess(t *testing.T) {
 		t.Fatalf("after failure window: errorCount %d cooldown %v", st.ErrorCount, st.CooldownUntil.Sub(later))
 	}
 	// D1: success clears errorCount, cooldown and disable at once.
-	applyFailure(&st, &Failure{Reason: ReasonBilling}, "openai/gpt-4o", later, &p, 0.5)
+	applyFailure(&st, &Failure{Reason: classify.ReasonBilling}, "openai/gpt-4o", later, &p, 0.5)
 	applySuccess(&st, "openai/gpt-4o", later.Add(time.Second))
 	if st.ErrorCount != 0 || !st.CooldownUntil.IsZero() || !st.DisabledUntil.IsZero() || st.DisabledReason != "" || st.DisableCount != 0 {
 		t.Fatalf("success did not clear: %+v", st)
@@ -42,7 +44,7 @@ func TestCooldown_D1_LadderWindowAndSuccess(t *testing.T) {
 func TestCooldown_D2_ModelScoped(t *testing.T) {
 	p := DefaultPolicy()
 	var st ProfileState
-	applyFailure(&st, &Failure{Reason: ReasonRateLimit}, "openai/gpt-4o", t0, &p, 0.5)
+	applyFailure(&st, &Failure{Reason: classify.ReasonRateLimit}, "openai/gpt-4o", t0, &p, 0.5)
 	if st.CooldownModel != "openai/gpt-4o" {
 		t.Fatalf("CooldownModel = %q", st.CooldownModel)
 	}
@@ -59,8 +61,8 @@ func TestCooldown_D2_ModelScoped(t *testing.T) {
 	}
 	// Billing disables block the whole profile across models.
 	var b ProfileState
-	applyFailure(&b, &Failure{Reason: ReasonBilling}, "openai/gpt-4o", t0, &p, 0.5)
-	if u, why := blockedUntil(&b, "openai/gpt-4o-mini", t0); u.IsZero() || why != ReasonBilling {
+	applyFailure(&b, &Failure{Reason: classify.ReasonBilling}, "openai/gpt-4o", t0, &p, 0.5)
+	if u, why := blockedUntil(&b, "openai/gpt-4o-mini", t0); u.IsZero() || why != classify.ReasonBilling {
 		t.Fatal("D2: billing disable does not block sibling models")
 	}
 }
@@ -70,13 +72,13 @@ func TestCooldown_D3_D4_DisableDoublingAndCaps(t *testing.T) {
 	p.BillingBackoffByProvider = map[string]time.Duration{"openrouter": time.Hour}
 	tests := []struct {
 		name   string
-		reason Reason
+		reason classify.Reason
 		ref    string
 		want   []time.Duration
 	}{
-		{"D3 billing 5h doubling cap 24h", ReasonBilling, "openai/x", []time.Duration{5 * time.Hour, 10 * time.Hour, 20 * time.Hour, 24 * time.Hour}},
-		{"D3 per-provider override", ReasonBilling, "openrouter/x", []time.Duration{time.Hour, 2 * time.Hour, 4 * time.Hour}},
-		{"D4 auth_permanent 10m doubling cap 60m", ReasonAuthPermanent, "openai/x", []time.Duration{10 * time.Minute, 20 * time.Minute, 40 * time.Minute, 60 * time.Minute}},
+		{"D3 billing 5h doubling cap 24h", classify.ReasonBilling, "openai/x", []time.Duration{5 * time.Hour, 10 * time.Hour, 20 * time.Hour, 24 * time.Hour}},
+		{"D3 per-provider override", classify.ReasonBilling, "openrouter/x", []time.Duration{time.Hour, 2 * time.Hour, 4 * time.Hour}},
+		{"D4 auth_permanent 10m doubling cap 60m", classify.ReasonAuthPermanent, "openai/x", []time.Duration{10 * time.Minute, 20 * time.Minute, 40 * time.Minute, 60 * time.Minute}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -101,18 +103,18 @@ func TestCooldown_D5_C11_StatedReset(t *testing.T) {
 		wantUntil time.Duration
 		wantRecov time.Time
 	}{
-		{"D5 reset later than ladder", Failure{Reason: ReasonRateLimit, RecoveryAt: t0.Add(20 * time.Minute)}, 20 * time.Minute, t0.Add(20 * time.Minute)},
-		{"D5 Retry-After seconds", Failure{Reason: ReasonRateLimit, RetryAfter: 90 * time.Second}, 90 * time.Second, t0.Add(90 * time.Second)},
-		{"C11 short wait uses ladder", Failure{Reason: ReasonRateLimit, RetryAfter: 10 * time.Second}, 30 * time.Second, t0.Add(10 * time.Second)},
-		{"C11 capped at 7 days, RecoveryAt as stated", Failure{Reason: ReasonRateLimit, RecoveryAt: t0.Add(30 * 24 * time.Hour)}, 7 * 24 * time.Hour, t0.Add(30 * 24 * time.Hour)},
-		{"D5 billing disable lasts to the reset", Failure{Reason: ReasonBilling, RecoveryAt: t0.Add(40 * time.Hour)}, 40 * time.Hour, t0.Add(40 * time.Hour)},
+		{"D5 reset later than ladder", Failure{Reason: classify.ReasonRateLimit, RecoveryAt: t0.Add(20 * time.Minute)}, 20 * time.Minute, t0.Add(20 * time.Minute)},
+		{"D5 Retry-After seconds", Failure{Reason: classify.ReasonRateLimit, RetryAfter: 90 * time.Second}, 90 * time.Second, t0.Add(90 * time.Second)},
+		{"C11 short wait uses ladder", Failure{Reason: classify.ReasonRateLimit, RetryAfter: 10 * time.Second}, 30 * time.Second, t0.Add(10 * time.Second)},
+		{"C11 capped at 7 days, RecoveryAt as stated", Failure{Reason: classify.ReasonRateLimit, RecoveryAt: t0.Add(30 * 24 * time.Hour)}, 7 * 24 * time.Hour, t0.Add(30 * 24 * time.Hour)},
+		{"D5 billing disable lasts to the reset", Failure{Reason: classify.ReasonBilling, RecoveryAt: t0.Add(40 * time.Hour)}, 40 * time.Hour, t0.Add(40 * time.Hour)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var st ProfileState
 			applyFailure(&st, &tc.f, "openai/gpt-4o", t0, &p, 0.5)
 			until := st.CooldownUntil
-			if tc.f.Reason == ReasonBilling {
+			if tc.f.Reason == classify.ReasonBilling {
 				until = st.DisabledUntil
 			}
 			if got := until.Sub(t0); got != tc.wantUntil {
@@ -129,20 +131,20 @@ func TestCooldown_B8_Jitter(t *testing.T) {
 	p := DefaultPolicy()
 	for _, r := range []float64{0, 0.25, 0.5, 0.999} {
 		var st ProfileState
-		applyFailure(&st, &Failure{Reason: ReasonOverloaded}, "a/b", t0, &p, r)
+		applyFailure(&st, &Failure{Reason: classify.ReasonOverloaded}, "a/b", t0, &p, r)
 		d := st.CooldownUntil.Sub(t0)
 		if d < 27*time.Second || d > 33*time.Second {
 			t.Fatalf("r=%v: cooldown %v outside ±10%% of 30s", r, d)
 		}
 		var b ProfileState
-		applyFailure(&b, &Failure{Reason: ReasonBilling}, "a/b", t0, &p, r)
+		applyFailure(&b, &Failure{Reason: classify.ReasonBilling}, "a/b", t0, &p, r)
 		if d := b.DisabledUntil.Sub(t0); d < 4*time.Hour+30*time.Minute || d > 5*time.Hour+30*time.Minute {
 			t.Fatalf("r=%v: billing %v outside ±10%% of 5h", r, d)
 		}
 	}
 	var lo, hi ProfileState
-	applyFailure(&lo, &Failure{Reason: ReasonOverloaded}, "a/b", t0, &p, 0)
-	applyFailure(&hi, &Failure{Reason: ReasonOverloaded}, "a/b", t0, &p, 0.99)
+	applyFailure(&lo, &Failure{Reason: classify.ReasonOverloaded}, "a/b", t0, &p, 0)
+	applyFailure(&hi, &Failure{Reason: classify.ReasonOverloaded}, "a/b", t0, &p, 0.99)
 	if lo.CooldownUntil.Equal(hi.CooldownUntil) {
 		t.Fatal("B8: jitter has no effect")
 	}
@@ -150,7 +152,7 @@ func TestCooldown_B8_Jitter(t *testing.T) {
 	var c ProfileState
 	c.DisableCount = 10
 	c.LastFailure = t0
-	applyFailure(&c, &Failure{Reason: ReasonBilling}, "a/b", t0, &p, 0.99)
+	applyFailure(&c, &Failure{Reason: classify.ReasonBilling}, "a/b", t0, &p, 0.99)
 	if d := c.DisabledUntil.Sub(t0); d > 24*time.Hour {
 		t.Fatalf("jitter exceeded the 24h cap: %v", d)
 	}
@@ -160,7 +162,7 @@ func TestCooldown_D6_SharedAndDurable(t *testing.T) {
 	h := newHarness(t)
 	req := baseReq("openai/gpt-4o", "anthropic/claude")
 	req.Profiles["openai"] = req.Profiles["openai"][:1]
-	sc := newScript(h.clk, ok("hi")).on("openai/gpt-4o", fail(Failure{Reason: ReasonRateLimit, RecoveryAt: t0.Add(time.Hour)}))
+	sc := newScript(h.clk, ok("hi")).on("openai/gpt-4o", fail(Failure{Reason: classify.ReasonRateLimit, RecoveryAt: t0.Add(time.Hour)}))
 	if _, err := h.e.Run(context.Background(), req, sc.fn); err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +177,7 @@ func TestCooldown_D6_SharedAndDurable(t *testing.T) {
 	if got := sc2.keys(); !eqStrings(got, []string{"anthropic/claude@anthropic:main"}) {
 		t.Fatalf("D6: calls %v, want only the fallback", got)
 	}
-	if res.Attempts[0].Skipped != ReasonRateLimit {
+	if res.Attempts[0].Skipped != classify.ReasonRateLimit {
 		t.Fatalf("skip not recorded: %+v", res.Attempts[0])
 	}
 }
@@ -183,15 +185,15 @@ func TestCooldown_D6_SharedAndDurable(t *testing.T) {
 func TestCooldown_R7_ModelConsecutive(t *testing.T) {
 	p := DefaultPolicy()
 	var st ProfileState
-	f := &Failure{Reason: ReasonTimeout, Class: ClassTransient}
+	f := &Failure{Reason: classify.ReasonTimeout, Class: classify.ClassTransient}
 	applyModelFailure(&st, f, t0, &p, 0.5)
-	applyModelFailure(&st, &Failure{Reason: ReasonFormat, Class: ClassDeterministic}, t0, &p, 0.5)
+	applyModelFailure(&st, &Failure{Reason: classify.ReasonFormat, Class: classify.ClassDeterministic}, t0, &p, 0.5)
 	applyModelFailure(&st, f, t0, &p, 0.5)
 	if st.CooldownUntil.After(t0) {
 		t.Fatal("marked before the threshold")
 	}
 	applyModelFailure(&st, f, t0, &p, 0.5)
-	if st.CooldownReason != ReasonConsecutiveTimeout || st.CooldownUntil.Sub(t0) != 30*time.Second {
+	if st.CooldownReason != classify.ReasonConsecutiveTimeout || st.CooldownUntil.Sub(t0) != 30*time.Second {
 		t.Fatalf("R7: not marked: %+v", st)
 	}
 	applySuccess(&st, "a/b", t0)

@@ -1,6 +1,10 @@
 package failover
 
-import "time"
+import (
+	"time"
+
+	"github.com/detourbot/detour/classify"
+)
 
 // Action is the next step of a run after a failed attempt (R4).
 type Action uint8
@@ -102,16 +106,16 @@ func Decide(s RunState, f Failure) Decision {
 		return d
 	}
 	switch f.Reason {
-	case ReasonAborted:
+	case classify.ReasonAborted:
 		return Decision{Action: SurfaceError, Why: WhyAborted}
-	case ReasonContextOverflow:
+	case classify.ReasonContextOverflow:
 		if s.LargerContextLater && s.MoreCandidates {
 			return Decision{Action: FallbackModel, Why: WhyContextFallback} // B7
 		}
 		return Decision{Action: SurfaceError, Why: WhyContextSurface} // C8
-	case ReasonFormat, ReasonContentFilter:
+	case classify.ReasonFormat, classify.ReasonContentFilter:
 		return Decision{Action: SurfaceError, Why: WhyTerminal} // C9
-	case ReasonRateLimit:
+	case classify.ReasonRateLimit:
 		// R6: another usable profile or candidate is used at once; the limited
 		// profile cools down until the provider's time. Only with nothing else
 		// usable is a short stated wait slept through, once.
@@ -125,12 +129,12 @@ func Decide(s RunState, f Failure) Decision {
 			return Decision{Action: RetrySame, Delay: w, Why: WhyShortWait}
 		}
 		return fallback(s)
-	case ReasonOverloaded:
+	case classify.ReasonOverloaded:
 		if s.MoreProfiles && !s.UserStrict && s.OverloadRotations < p.OverloadedProfileRotations {
 			return Decision{Action: RotateProfile, Delay: p.OverloadedBackoff, Why: WhyRotateOverloaded} // R3
 		}
 		return fallback(s)
-	case ReasonTimeout:
+	case classify.ReasonTimeout:
 		if f.Idle && s.IdleRetries < p.IdleRetries {
 			return Decision{Action: RetrySame, Why: WhyIdleRetry} // R5
 		}
@@ -138,14 +142,14 @@ func Decide(s RunState, f Failure) Decision {
 			return Decision{Action: RotateProfile, Why: WhyRotate}
 		}
 		return fallback(s)
-	case ReasonAuth, ReasonAuthPermanent, ReasonBilling:
+	case classify.ReasonAuth, classify.ReasonAuthPermanent, classify.ReasonBilling:
 		if s.MoreProfiles && !s.UserStrict {
 			return Decision{Action: RotateProfile, Why: WhyRotate} // bounded by the profile count
 		}
 		return fallback(s)
-	case ReasonModelNotFound:
+	case classify.ReasonModelNotFound:
 		return fallback(s)
-	case ReasonEmptyResponse:
+	case classify.ReasonEmptyResponse:
 		if s.EmptyRetries < p.EmptyOutputRetries {
 			return Decision{Action: RetrySame, Why: WhyEmptyRetry} // R13
 		}
@@ -171,9 +175,9 @@ func fallback(s RunState) Decision {
 
 // terminalReason reports whether a failure ends the run as itself, not as a
 // chain failure (C8, C9, aborted).
-func terminalReason(r Reason) bool {
+func terminalReason(r classify.Reason) bool {
 	switch r {
-	case ReasonAborted, ReasonContextOverflow, ReasonFormat, ReasonContentFilter:
+	case classify.ReasonAborted, classify.ReasonContextOverflow, classify.ReasonFormat, classify.ReasonContentFilter:
 		return true
 	}
 	return false

@@ -3,6 +3,8 @@ package failover
 import (
 	"testing"
 	"time"
+
+	"github.com/detourbot/detour/classify"
 )
 
 func TestDecide_R4_Table(t *testing.T) {
@@ -19,56 +21,56 @@ func TestDecide_R4_Table(t *testing.T) {
 		delay time.Duration
 	}{
 		// R2: advance on these (after rotations), not on the terminal ones.
-		{"R2 auth rotates first", base, Failure{Reason: ReasonAuth}, RotateProfile, 0},
-		{"R2 auth then falls back", with(func(s *RunState) { s.MoreProfiles = false }), Failure{Reason: ReasonAuth}, FallbackModel, 0},
-		{"R2 billing rotates", base, Failure{Reason: ReasonBilling}, RotateProfile, 0},
-		{"R2 billing falls back", with(func(s *RunState) { s.MoreProfiles = false }), Failure{Reason: ReasonBilling}, FallbackModel, 0},
-		{"R2 model_not_found falls back at once", base, Failure{Reason: ReasonModelNotFound}, FallbackModel, 0},
-		{"R2 unknown advances while candidates remain", base, Failure{Reason: ReasonUnclassified}, FallbackModel, 0},
-		{"R2 unknown on last candidate surfaces", with(func(s *RunState) { s.MoreCandidates = false }), Failure{Reason: ReasonUnclassified}, SurfaceError, 0},
-		{"R2 no_error_details advances", base, Failure{Reason: ReasonNoErrorDetails}, FallbackModel, 0},
-		{"R2 aborted is terminal", base, Failure{Reason: ReasonAborted}, SurfaceError, 0},
-		{"R2 exhausted chain surfaces", with(func(s *RunState) { s.MoreProfiles, s.MoreCandidates = false, false }), Failure{Reason: ReasonRateLimit}, SurfaceError, 0},
-		{"C8 context_overflow never advances", base, Failure{Reason: ReasonContextOverflow}, SurfaceError, 0},
-		{"B7 context_overflow to a larger window", with(func(s *RunState) { s.LargerContextLater = true }), Failure{Reason: ReasonContextOverflow}, FallbackModel, 0},
-		{"C9 format terminal", base, Failure{Reason: ReasonFormat}, SurfaceError, 0},
-		{"C9 content_filter terminal", base, Failure{Reason: ReasonContentFilter}, SurfaceError, 0},
+		{"R2 auth rotates first", base, Failure{Reason: classify.ReasonAuth}, RotateProfile, 0},
+		{"R2 auth then falls back", with(func(s *RunState) { s.MoreProfiles = false }), Failure{Reason: classify.ReasonAuth}, FallbackModel, 0},
+		{"R2 billing rotates", base, Failure{Reason: classify.ReasonBilling}, RotateProfile, 0},
+		{"R2 billing falls back", with(func(s *RunState) { s.MoreProfiles = false }), Failure{Reason: classify.ReasonBilling}, FallbackModel, 0},
+		{"R2 model_not_found falls back at once", base, Failure{Reason: classify.ReasonModelNotFound}, FallbackModel, 0},
+		{"R2 unknown advances while candidates remain", base, Failure{Reason: classify.ReasonUnclassified}, FallbackModel, 0},
+		{"R2 unknown on last candidate surfaces", with(func(s *RunState) { s.MoreCandidates = false }), Failure{Reason: classify.ReasonUnclassified}, SurfaceError, 0},
+		{"R2 no_error_details advances", base, Failure{Reason: classify.ReasonNoErrorDetails}, FallbackModel, 0},
+		{"R2 aborted is terminal", base, Failure{Reason: classify.ReasonAborted}, SurfaceError, 0},
+		{"R2 exhausted chain surfaces", with(func(s *RunState) { s.MoreProfiles, s.MoreCandidates = false, false }), Failure{Reason: classify.ReasonRateLimit}, SurfaceError, 0},
+		{"C8 context_overflow never advances", base, Failure{Reason: classify.ReasonContextOverflow}, SurfaceError, 0},
+		{"B7 context_overflow to a larger window", with(func(s *RunState) { s.LargerContextLater = true }), Failure{Reason: classify.ReasonContextOverflow}, FallbackModel, 0},
+		{"C9 format terminal", base, Failure{Reason: classify.ReasonFormat}, SurfaceError, 0},
+		{"C9 content_filter terminal", base, Failure{Reason: classify.ReasonContentFilter}, SurfaceError, 0},
 		// R7: the threshold reached inside a run switches at once, no retry or rotation.
-		{"R7 unavailable model falls back instead of retrying", with(func(s *RunState) { s.ModelUnavailable = true }), Failure{Reason: ReasonTimeout, Class: ClassTransient, Idle: true}, FallbackModel, 0},
-		{"R7 unavailable model falls back instead of rotating", with(func(s *RunState) { s.ModelUnavailable = true }), Failure{Reason: ReasonOverloaded, Class: ClassTransient}, FallbackModel, 0},
-		{"R7 unavailable last model surfaces", with(func(s *RunState) { s.ModelUnavailable, s.MoreCandidates = true, false }), Failure{Reason: ReasonTimeout, Class: ClassTransient}, SurfaceError, 0},
-		{"R7 does not touch billing rotation", with(func(s *RunState) { s.ModelUnavailable = true }), Failure{Reason: ReasonBilling, Class: ClassDeterministic}, RotateProfile, 0},
+		{"R7 unavailable model falls back instead of retrying", with(func(s *RunState) { s.ModelUnavailable = true }), Failure{Reason: classify.ReasonTimeout, Class: classify.ClassTransient, Idle: true}, FallbackModel, 0},
+		{"R7 unavailable model falls back instead of rotating", with(func(s *RunState) { s.ModelUnavailable = true }), Failure{Reason: classify.ReasonOverloaded, Class: classify.ClassTransient}, FallbackModel, 0},
+		{"R7 unavailable last model surfaces", with(func(s *RunState) { s.ModelUnavailable, s.MoreCandidates = true, false }), Failure{Reason: classify.ReasonTimeout, Class: classify.ClassTransient}, SurfaceError, 0},
+		{"R7 does not touch billing rotation", with(func(s *RunState) { s.ModelUnavailable = true }), Failure{Reason: classify.ReasonBilling, Class: classify.ClassDeterministic}, RotateProfile, 0},
 		// R3 rotations.
-		{"R3 rate limit rotates once", base, Failure{Reason: ReasonRateLimit}, RotateProfile, 0},
-		{"R3 rate limit then falls back", with(func(s *RunState) { s.RateLimitRotations = 1 }), Failure{Reason: ReasonRateLimit}, FallbackModel, 0},
-		{"R3 overloaded rotates after backoff", base, Failure{Reason: ReasonOverloaded}, RotateProfile, 250 * time.Millisecond},
-		{"R3 overloaded then falls back", with(func(s *RunState) { s.OverloadRotations = 1 }), Failure{Reason: ReasonOverloaded}, FallbackModel, 0},
-		{"R4 timeout rotates once", base, Failure{Reason: ReasonTimeout}, RotateProfile, 0},
-		{"R4 timeout then falls back", with(func(s *RunState) { s.TimeoutRotations = 1 }), Failure{Reason: ReasonTimeout}, FallbackModel, 0},
+		{"R3 rate limit rotates once", base, Failure{Reason: classify.ReasonRateLimit}, RotateProfile, 0},
+		{"R3 rate limit then falls back", with(func(s *RunState) { s.RateLimitRotations = 1 }), Failure{Reason: classify.ReasonRateLimit}, FallbackModel, 0},
+		{"R3 overloaded rotates after backoff", base, Failure{Reason: classify.ReasonOverloaded}, RotateProfile, 250 * time.Millisecond},
+		{"R3 overloaded then falls back", with(func(s *RunState) { s.OverloadRotations = 1 }), Failure{Reason: classify.ReasonOverloaded}, FallbackModel, 0},
+		{"R4 timeout rotates once", base, Failure{Reason: classify.ReasonTimeout}, RotateProfile, 0},
+		{"R4 timeout then falls back", with(func(s *RunState) { s.TimeoutRotations = 1 }), Failure{Reason: classify.ReasonTimeout}, FallbackModel, 0},
 		// R4: each failure type has its own counter: used-up rate-limit budget leaves the timeout budget.
-		{"R4 separate counters", with(func(s *RunState) { s.RateLimitRotations, s.ShortWaitRetries = 3, 3 }), Failure{Reason: ReasonTimeout}, RotateProfile, 0},
-		{"R4 separate counters idle", with(func(s *RunState) { s.ShortWaitRetries, s.EmptyRetries = 3, 3 }), Failure{Reason: ReasonTimeout, Idle: true}, RetrySame, 0},
+		{"R4 separate counters", with(func(s *RunState) { s.RateLimitRotations, s.ShortWaitRetries = 3, 3 }), Failure{Reason: classify.ReasonTimeout}, RotateProfile, 0},
+		{"R4 separate counters idle", with(func(s *RunState) { s.ShortWaitRetries, s.EmptyRetries = 3, 3 }), Failure{Reason: classify.ReasonTimeout, Idle: true}, RetrySame, 0},
 		// R5.
-		{"R5 idle retried on same model once", base, Failure{Reason: ReasonTimeout, Idle: true}, RetrySame, 0},
-		{"R5 second idle moves on", with(func(s *RunState) { s.IdleRetries = 1 }), Failure{Reason: ReasonTimeout, Idle: true}, RotateProfile, 0},
+		{"R5 idle retried on same model once", base, Failure{Reason: classify.ReasonTimeout, Idle: true}, RetrySame, 0},
+		{"R5 second idle moves on", with(func(s *RunState) { s.IdleRetries = 1 }), Failure{Reason: classify.ReasonTimeout, Idle: true}, RotateProfile, 0},
 		// R6 / B6.
-		{"R6 a usable sibling profile beats a short wait", base, Failure{Reason: ReasonRateLimit, RetryAfter: 2 * time.Second}, RotateProfile, 0},
-		{"R6 a usable later candidate beats a short wait", with(func(s *RunState) { s.MoreProfiles, s.UsableLater = false, true }), Failure{Reason: ReasonRateLimit, RetryAfter: 2 * time.Second}, FallbackModel, 0},
-		{"R6 nothing else usable: short Retry-After waits and retries", with(func(s *RunState) { s.MoreProfiles = false }), Failure{Reason: ReasonRateLimit, RetryAfter: 20 * time.Second}, RetrySame, 20 * time.Second},
-		{"R6 nothing else usable: short RecoveryAt waits", with(func(s *RunState) { s.MoreProfiles = false }), Failure{Reason: ReasonRateLimit, RecoveryAt: now.Add(45 * time.Second)}, RetrySame, 45 * time.Second},
-		{"R6 rotations used up: waits", with(func(s *RunState) { s.RateLimitRotations = 1 }), Failure{Reason: ReasonRateLimit, RetryAfter: 20 * time.Second}, RetrySame, 20 * time.Second},
-		{"R6 only once", with(func(s *RunState) { s.MoreProfiles, s.ShortWaitRetries = false, 1 }), Failure{Reason: ReasonRateLimit, RetryAfter: 20 * time.Second}, FallbackModel, 0},
-		{"B6 long wait rotates at once", base, Failure{Reason: ReasonRateLimit, RetryAfter: 2 * time.Hour}, RotateProfile, 0},
-		{"B6 reset in two days falls back at once", with(func(s *RunState) { s.MoreProfiles = false }), Failure{Reason: ReasonRateLimit, RecoveryAt: now.Add(48 * time.Hour)}, FallbackModel, 0},
+		{"R6 a usable sibling profile beats a short wait", base, Failure{Reason: classify.ReasonRateLimit, RetryAfter: 2 * time.Second}, RotateProfile, 0},
+		{"R6 a usable later candidate beats a short wait", with(func(s *RunState) { s.MoreProfiles, s.UsableLater = false, true }), Failure{Reason: classify.ReasonRateLimit, RetryAfter: 2 * time.Second}, FallbackModel, 0},
+		{"R6 nothing else usable: short Retry-After waits and retries", with(func(s *RunState) { s.MoreProfiles = false }), Failure{Reason: classify.ReasonRateLimit, RetryAfter: 20 * time.Second}, RetrySame, 20 * time.Second},
+		{"R6 nothing else usable: short RecoveryAt waits", with(func(s *RunState) { s.MoreProfiles = false }), Failure{Reason: classify.ReasonRateLimit, RecoveryAt: now.Add(45 * time.Second)}, RetrySame, 45 * time.Second},
+		{"R6 rotations used up: waits", with(func(s *RunState) { s.RateLimitRotations = 1 }), Failure{Reason: classify.ReasonRateLimit, RetryAfter: 20 * time.Second}, RetrySame, 20 * time.Second},
+		{"R6 only once", with(func(s *RunState) { s.MoreProfiles, s.ShortWaitRetries = false, 1 }), Failure{Reason: classify.ReasonRateLimit, RetryAfter: 20 * time.Second}, FallbackModel, 0},
+		{"B6 long wait rotates at once", base, Failure{Reason: classify.ReasonRateLimit, RetryAfter: 2 * time.Hour}, RotateProfile, 0},
+		{"B6 reset in two days falls back at once", with(func(s *RunState) { s.MoreProfiles = false }), Failure{Reason: classify.ReasonRateLimit, RecoveryAt: now.Add(48 * time.Hour)}, FallbackModel, 0},
 		// P3 strict user pin.
-		{"P3 user pin never rotates", with(func(s *RunState) { s.UserStrict = true }), Failure{Reason: ReasonRateLimit}, FallbackModel, 0},
-		{"P3 user pin billing falls back", with(func(s *RunState) { s.UserStrict = true }), Failure{Reason: ReasonBilling}, FallbackModel, 0},
+		{"P3 user pin never rotates", with(func(s *RunState) { s.UserStrict = true }), Failure{Reason: classify.ReasonRateLimit}, FallbackModel, 0},
+		{"P3 user pin billing falls back", with(func(s *RunState) { s.UserStrict = true }), Failure{Reason: classify.ReasonBilling}, FallbackModel, 0},
 		// R8.
-		{"R8 breaker trips at 5", with(func(s *RunState) { s.Breaker = 5 }), Failure{Reason: ReasonTimeout, Idle: true}, Stop, 0},
-		{"R8 breaker below trip retries", with(func(s *RunState) { s.Breaker = 4 }), Failure{Reason: ReasonTimeout, Idle: true}, RetrySame, 0},
+		{"R8 breaker trips at 5", with(func(s *RunState) { s.Breaker = 5 }), Failure{Reason: classify.ReasonTimeout, Idle: true}, Stop, 0},
+		{"R8 breaker below trip retries", with(func(s *RunState) { s.Breaker = 4 }), Failure{Reason: classify.ReasonTimeout, Idle: true}, RetrySame, 0},
 		// R13.
-		{"R13 empty output one nudged retry", base, Failure{Reason: ReasonEmptyResponse}, RetrySame, 0},
-		{"R13 second empty falls back", with(func(s *RunState) { s.EmptyRetries = 1 }), Failure{Reason: ReasonEmptyResponse}, FallbackModel, 0},
+		{"R13 empty output one nudged retry", base, Failure{Reason: classify.ReasonEmptyResponse}, RetrySame, 0},
+		{"R13 second empty falls back", with(func(s *RunState) { s.EmptyRetries = 1 }), Failure{Reason: classify.ReasonEmptyResponse}, FallbackModel, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -84,7 +86,7 @@ func TestDecide_R4_Table(t *testing.T) {
 }
 
 func TestDecide_R4_NilPolicyUsesDefaults(t *testing.T) {
-	d := Decide(RunState{MoreProfiles: true, MoreCandidates: true}, Failure{Reason: ReasonRateLimit})
+	d := Decide(RunState{MoreProfiles: true, MoreCandidates: true}, Failure{Reason: classify.ReasonRateLimit})
 	if d.Action != RotateProfile {
 		t.Fatalf("got %v", d.Action)
 	}
@@ -93,7 +95,7 @@ func TestDecide_R4_NilPolicyUsesDefaults(t *testing.T) {
 func TestDecide_R4_AllocationFree(t *testing.T) {
 	p := DefaultPolicy()
 	s := RunState{Policy: &p, Now: t0, MoreProfiles: true, MoreCandidates: true}
-	f := Failure{Reason: ReasonRateLimit, RecoveryAt: t0.Add(time.Hour), Message: "x"}
+	f := Failure{Reason: classify.ReasonRateLimit, RecoveryAt: t0.Add(time.Hour), Message: "x"}
 	if n := testing.AllocsPerRun(100, func() { _ = Decide(s, f) }); n != 0 {
 		t.Fatalf("Decide allocates %v times", n)
 	}
@@ -105,13 +107,13 @@ func BenchmarkDecide(b *testing.B) {
 	p := DefaultPolicy()
 	s := RunState{Policy: &p, Now: t0, MoreProfiles: true, MoreCandidates: true}
 	fs := []Failure{
-		{Reason: ReasonRateLimit, RetryAfter: 20 * time.Second},
-		{Reason: ReasonRateLimit, RecoveryAt: t0.Add(48 * time.Hour)},
-		{Reason: ReasonTimeout, Idle: true},
-		{Reason: ReasonOverloaded},
-		{Reason: ReasonBilling},
-		{Reason: ReasonContextOverflow},
-		{Reason: ReasonUnclassified},
+		{Reason: classify.ReasonRateLimit, RetryAfter: 20 * time.Second},
+		{Reason: classify.ReasonRateLimit, RecoveryAt: t0.Add(48 * time.Hour)},
+		{Reason: classify.ReasonTimeout, Idle: true},
+		{Reason: classify.ReasonOverloaded},
+		{Reason: classify.ReasonBilling},
+		{Reason: classify.ReasonContextOverflow},
+		{Reason: classify.ReasonUnclassified},
 	}
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/detourbot/detour/classify"
 )
 
 // Clock is the engine's only source of time, so tests never sleep.
@@ -40,10 +42,10 @@ type ProfileState struct {
 	ErrorCount     int // failures inside the failure window (D1 ladder)
 	Consecutive    int // consecutive transient failures (R7)
 	CooldownUntil  time.Time
-	CooldownReason Reason
+	CooldownReason classify.Reason
 	CooldownModel  string // "provider/model" when the cooldown is model-scoped (D2)
 	DisabledUntil  time.Time
-	DisabledReason Reason
+	DisabledReason classify.Reason
 	DisableCount   int       // billing / auth_permanent disables in a row (D3, D4 doubling)
 	RecoveryAt     time.Time // recovery time as the provider stated it (C11), shown in /status
 	LastError      string    // redacted preview of the last failure, for reports
@@ -166,8 +168,8 @@ type Price struct{ InPerMTok, OutPerMTok float64 }
 type AttemptRecord struct {
 	Candidate Candidate
 	Kind      AttemptKind
-	Failure   *Failure // nil on success
-	Skipped   Reason   // non-empty when the candidate was skipped without a call
+	Failure   *Failure        // nil on success
+	Skipped   classify.Reason // non-empty when the candidate was skipped without a call
 	Started   time.Time
 	Duration  time.Duration
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/detourbot/detour/classify"
+
 	"github.com/detourbot/detour/failover/failovertest"
 )
 
@@ -88,20 +90,20 @@ func ok(text string) step { return step{out: Output{Text: text, FinishReason: "s
 
 func fail(f Failure) step { return step{err: &f} }
 
-func failR(r Reason) step { return fail(Failure{Reason: r, Class: classOf(r)}) }
+func failR(r classify.Reason) step { return fail(Failure{Reason: r, Class: classOf(r)}) }
 
 func idle() step {
-	return step{err: &Failure{Reason: ReasonTimeout, Class: ClassTransient, Idle: true}}
+	return step{err: &Failure{Reason: classify.ReasonTimeout, Class: classify.ClassTransient, Idle: true}}
 }
 
-func classOf(r Reason) Class {
+func classOf(r classify.Reason) classify.Class {
 	switch r {
-	case ReasonRateLimit, ReasonOverloaded, ReasonTimeout:
-		return ClassTransient
-	case ReasonUnclassified, ReasonNoErrorDetails, ReasonEmptyResponse:
-		return ClassUnknown
+	case classify.ReasonRateLimit, classify.ReasonOverloaded, classify.ReasonTimeout:
+		return classify.ClassTransient
+	case classify.ReasonUnclassified, classify.ReasonNoErrorDetails, classify.ReasonEmptyResponse:
+		return classify.ClassUnknown
 	}
-	return ClassDeterministic
+	return classify.ClassDeterministic
 }
 
 // script answers attempts from per-key queues: "provider/model@profile" first,

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"sort"
 	"time"
+
+	"github.com/detourbot/detour/classify"
 )
 
 // Reasons a run stops before the chain is exhausted.
@@ -254,7 +256,7 @@ type slot struct {
 	st     ProfileState // as read, LastUsed raised to this process's last success (P1)
 	stored ProfileState // as read from the store
 	until  time.Time
-	why    Reason
+	why    classify.Reason
 	scoped bool // the blocking cooldown is model-scoped (D2)
 	tried  bool
 }
@@ -268,7 +270,7 @@ type plan struct {
 	slots    []slot // usable first (P1), then blocked, soonest expiry first
 	usable   int    // number of usable slots at the head
 	kind     AttemptKind
-	skip     Reason
+	skip     classify.Reason
 	until    time.Time // when a skipped candidate is usable again
 	index    int       // the candidate's place in the chain
 	mstate   ProfileState
@@ -283,7 +285,7 @@ func (r *runner) run() (Result, error) {
 	for i := 0; i < len(chain); i++ {
 		pl := r.evaluate(i)
 		if pl.skip != "" {
-			if transientCooldown(pl.skip) && pl.skip != ReasonContextWindow && !pl.until.IsZero() {
+			if transientCooldown(pl.skip) && pl.skip != classify.ReasonContextWindow && !pl.until.IsZero() {
 				pl.index = i
 				cooling = append(cooling, pl)
 			}
@@ -294,8 +296,8 @@ func (r *runner) run() (Result, error) {
 			r.record(AttemptRecord{Candidate: c, Skipped: pl.skip, Started: r.now()})
 			if i == 0 {
 				r.origin = c
-				r.cause = &Failure{Reason: pl.skip, Class: ClassTransient, Provider: pl.prov, Model: pl.model,
-					Profile: c.Profile, Message: "skipped: unavailable"}
+				r.cause = &Failure{Reason: pl.skip, Class: classify.ClassTransient, Provider: pl.prov, Model: pl.model,
+					Profile: c.Profile, Message: "skipped: unavailable", Status: classify.StatusUnknown}
 			}
 			r.iter++
 			continue
@@ -369,19 +371,19 @@ func (r *runner) inspect(i int) plan {
 	pl := plan{ref: ref, prov: prov, model: model, kind: AttemptNormal,
 		primary: i == 0 || (r.req.Primary != "" && ref == r.req.Primary)}
 	if !pl.primary && r.e.skipCached(r.req.SessionKey, ref, now) {
-		pl.skip = ReasonAuth // R12
+		pl.skip = classify.ReasonAuth // R12
 		return pl
 	}
 	if r.req.PromptTokens > 0 {
 		if w := r.req.ContextWindow[ref]; w > 0 && r.req.PromptTokens > w {
-			pl.skip = ReasonContextWindow // B7
+			pl.skip = classify.ReasonContextWindow // B7
 			return pl
 		}
 	}
 	profs, strict, configured := profilesFor(r.req, prov, now)
 	pl.strict = strict
 	if configured && len(profs) == 0 {
-		pl.skip = ReasonAuth // every profile expired or the user-pinned one is unknown
+		pl.skip = classify.ReasonAuth // every profile expired or the user-pinned one is unknown
 		return pl
 	}
 	// The model's own key (R7) and every profile's key, read together.
@@ -417,7 +419,7 @@ func (r *runner) inspect(i int) plan {
 // or probed (R11).
 func (r *runner) probeOrSkip(pl plan) plan {
 	now, prov, ms := r.now(), pl.prov, pl.mstate
-	until, why := time.Time{}, Reason("")
+	until, why := time.Time{}, classify.Reason("")
 	if pl.usable == 0 {
 		until, why = pl.slots[0].until, pl.slots[0].why
 	}
@@ -428,14 +430,14 @@ func (r *runner) probeOrSkip(pl plan) plan {
 		}
 		why = ms.CooldownReason
 		if why == "" {
-			why = ReasonConsecutiveTimeout
+			why = classify.ReasonConsecutiveTimeout
 		}
 	}
 	pl.skip, pl.until = why, until
 	switch why {
-	case ReasonAuth, ReasonAuthPermanent:
+	case classify.ReasonAuth, classify.ReasonAuthPermanent:
 		return pl // a persistent auth failure skips the provider
-	case ReasonBilling:
+	case classify.ReasonBilling:
 		if pl.primary && r.e.claimProbe(r.ctx, prov+"#billing", r.p.BillingProbeInterval, billingSince(pl.slots), now) {
 			pl.skip, pl.kind = "", AttemptProbe
 		}
@@ -470,20 +472,20 @@ func (r *runner) probeOrSkip(pl plan) plan {
 func billingSince(slots []slot) time.Time {
 	var t time.Time
 	for _, sl := range slots {
-		if sl.why == ReasonBilling && sl.st.LastFailure.After(t) {
+		if sl.why == classify.ReasonBilling && sl.st.LastFailure.After(t) {
 			t = sl.st.LastFailure
 		}
 	}
 	return t
 }
 
-func transientCooldown(r Reason) bool {
-	return r != ReasonBilling && r != ReasonAuth && r != ReasonAuthPermanent
+func transientCooldown(r classify.Reason) bool {
+	return r != classify.ReasonBilling && r != classify.ReasonAuth && r != classify.ReasonAuthPermanent
 }
 
-func siblingReason(r Reason) bool {
+func siblingReason(r classify.Reason) bool {
 	switch r {
-	case ReasonRateLimit, ReasonOverloaded, ReasonUnclassified, ReasonNoErrorDetails:
+	case classify.ReasonRateLimit, classify.ReasonOverloaded, classify.ReasonUnclassified, classify.ReasonNoErrorDetails:
 		return true
 	}
 	return false
@@ -598,7 +600,7 @@ func (r *runner) walk(i int, pl *plan) (Result, error, bool) {
 			return
 		}
 		if h := r.req.Hooks.AfterFailedFallback; h != nil {
-			f := Failure{Reason: ReasonAborted, Provider: cand.Provider, Model: cand.Model, Profile: cand.Profile}
+			f := Failure{Reason: classify.ReasonAborted, Provider: cand.Provider, Model: cand.Model, Profile: cand.Profile}
 			if r.lastFail != nil && r.lastCand.Ref() == cand.Ref() {
 				f = *r.lastFail
 			}
@@ -645,10 +647,10 @@ func (r *runner) walk(i int, pl *plan) (Result, error, bool) {
 		started := r.now()
 		actx, cancel := r.ctx, context.CancelFunc(func() {})
 		if r.p.AttemptTimeout > 0 {
-			actx, cancel = context.WithTimeoutCause(r.ctx, r.p.AttemptTimeout, ErrAttemptTimeout) // R10
+			actx, cancel = context.WithTimeoutCause(r.ctx, r.p.AttemptTimeout, classify.ErrAttemptTimeout) // R10
 		}
 		out, err := r.attempt(actx, Attempt{Candidate: cand, Kind: kind, Number: r.paid})
-		attemptTimedOut := errors.Is(context.Cause(actx), ErrAttemptTimeout)
+		attemptTimedOut := errors.Is(context.Cause(actx), classify.ErrAttemptTimeout)
 		cancel()
 		end := r.now()
 		if pr, ok := r.req.Prices[pl.ref]; ok {
@@ -659,7 +661,7 @@ func (r *runner) walk(i int, pl *plan) (Result, error, bool) {
 			// is jumped to at once; any other model ends the run so the caller
 			// restarts the turn on the user's choice. No cooldown: nothing failed.
 			r.record(AttemptRecord{Candidate: cand, Kind: kind, Started: started, Duration: end.Sub(started),
-				Failure: &Failure{Reason: ReasonAborted, Class: ClassDeterministic, Provider: cand.Provider, Model: cand.Model,
+				Failure: &Failure{Reason: classify.ReasonAborted, Class: classify.ClassDeterministic, Provider: cand.Provider, Model: cand.Model,
 					Profile: cand.Profile, Message: "live model switch to " + string(ls.To)}})
 			for j := i + 1; j < len(r.req.Chain); j++ {
 				if r.req.Chain[j] == ls.To {
@@ -671,9 +673,9 @@ func (r *runner) walk(i int, pl *plan) (Result, error, bool) {
 		}
 		if err != nil && r.ctx.Err() != nil {
 			// the caller cancelled (abort) or the run timed out (R10): no decision
-			fr := &Failure{Reason: ReasonAborted, Provider: cand.Provider, Model: cand.Model, Profile: cand.Profile, Message: "run cancelled"}
+			fr := &Failure{Reason: classify.ReasonAborted, Provider: cand.Provider, Model: cand.Model, Profile: cand.Profile, Message: "run cancelled"}
 			if r.parent.Err() == nil {
-				fr.Reason, fr.Class, fr.Message = ReasonTimeout, ClassTransient, "run timeout"
+				fr.Reason, fr.Class, fr.Message = classify.ReasonTimeout, classify.ClassTransient, "run timeout"
 			}
 			r.record(AttemptRecord{Candidate: cand, Kind: kind, Started: started, Duration: end.Sub(started), Failure: fr})
 			res, err, _ := r.checkCtx()
@@ -708,14 +710,14 @@ func (r *runner) walk(i int, pl *plan) (Result, error, bool) {
 		rs.Breaker = r.breaker
 		rs.MoreProfiles = kind != AttemptProbe && r.nextSlot(pl) >= 0
 		rs.UsableLater = false
-		if f.Reason == ReasonRateLimit && rs.MoreCandidates && statedWait(f, end) > 0 {
+		if f.Reason == classify.ReasonRateLimit && rs.MoreCandidates && statedWait(f, end) > 0 {
 			rs.UsableLater = r.usableAfter(i) // R6: only worth a read when a wait is on the table
 		}
 		d := Decide(rs, *f)
 		switch d.Action {
 		case RetrySame:
 			switch {
-			case f.Reason == ReasonEmptyResponse:
+			case f.Reason == classify.ReasonEmptyResponse:
 				rs.EmptyRetries++
 				kind = AttemptNudged
 			case f.Idle:
@@ -734,11 +736,11 @@ func (r *runner) walk(i int, pl *plan) (Result, error, bool) {
 			continue
 		case RotateProfile:
 			switch f.Reason {
-			case ReasonRateLimit:
+			case classify.ReasonRateLimit:
 				rs.RateLimitRotations++
-			case ReasonOverloaded:
+			case classify.ReasonOverloaded:
 				rs.OverloadRotations++
-			case ReasonTimeout:
+			case classify.ReasonTimeout:
 				rs.TimeoutRotations++
 			}
 			rs.IdleRetries, rs.ShortWaitRetries, rs.EmptyRetries = 0, 0, 0
@@ -860,7 +862,7 @@ func (r *runner) failureOf(out *Output, err error, attemptTimedOut bool, c Candi
 		case ff != nil:
 			f = *ff
 		case out.Text == "" && fr != "tool_calls" && fr != "function_call" && !out.Progress:
-			f = Failure{Reason: ReasonEmptyResponse, Class: ClassUnknown, Message: "empty output"} // R13
+			f = Failure{Reason: classify.ReasonEmptyResponse, Class: classify.ClassUnknown, Message: "empty output"} // R13
 		default:
 			return nil
 		}
@@ -869,21 +871,23 @@ func (r *runner) failureOf(out *Output, err error, attemptTimedOut bool, c Candi
 		switch {
 		case errors.As(err, &fp) && fp != nil:
 			f = *fp
-		case attemptTimedOut || errors.Is(err, ErrAttemptTimeout):
-			f = Failure{Reason: ReasonTimeout, Class: ClassTransient, Message: "attempt timeout"}
-		case errors.Is(err, ErrIdleTimeout):
-			f = Failure{Reason: ReasonTimeout, Class: ClassTransient, Idle: true, Message: string(ReasonIdleTimeout)}
-		case errors.Is(err, ErrEmptyOutput):
-			f = Failure{Reason: ReasonEmptyResponse, Class: ClassUnknown, Message: "empty output"}
+		case attemptTimedOut || errors.Is(err, classify.ErrAttemptTimeout):
+			f = Failure{Reason: classify.ReasonTimeout, Class: classify.ClassTransient, Message: "attempt timeout"}
+		case errors.Is(err, classify.ErrIdleTimeout):
+			f = Failure{Reason: classify.ReasonTimeout, Class: classify.ClassTransient, Idle: true, Message: string(classify.ReasonIdleTimeout)}
+		case errors.Is(err, classify.ErrEmptyOutput):
+			f = Failure{Reason: classify.ReasonEmptyResponse, Class: classify.ClassUnknown, Message: "empty output"}
 		default:
-			f = Classify(Response{Provider: c.Provider, Err: err}, now)
+			// An error that is not a Failure comes from the attempt function
+			// itself, not from a provider's body: its text holds no provider secret.
+			f = FailureFrom(classify.Classify(classify.Response{Provider: c.Provider, Err: err}, now))
 		}
-		if errors.Is(err, ErrIdleTimeout) {
+		if errors.Is(err, classify.ErrIdleTimeout) {
 			f.Idle = true
 		}
 	}
 	if f.Reason == "" {
-		f.Reason, f.Class = ReasonUnclassified, ClassUnknown
+		f.Reason, f.Class = classify.ReasonUnclassified, classify.ClassUnknown
 	}
 	if f.Provider == "" {
 		f.Provider = c.Provider
@@ -914,11 +918,11 @@ func NormalizeFinish(fr string) (string, *Failure) {
 	case "function_call":
 		return "function_call", nil
 	case "content_filter", "refusal", "safety":
-		return fr, &Failure{Reason: ReasonContentFilter, Class: ClassDeterministic, Message: "stop reason: " + fr}
+		return fr, &Failure{Reason: classify.ReasonContentFilter, Class: classify.ClassDeterministic, Message: "stop reason: " + fr}
 	case "error", "aborted":
-		return fr, &Failure{Reason: ReasonTimeout, Class: ClassTransient, Message: "stop reason: " + fr} // C6
+		return fr, &Failure{Reason: classify.ReasonTimeout, Class: classify.ClassTransient, Message: "stop reason: " + fr} // C6
 	}
-	return fr, &Failure{Reason: ReasonUnclassified, Class: ClassUnknown, Message: "unknown stop reason: " + clip(fr)}
+	return fr, &Failure{Reason: classify.ReasonUnclassified, Class: classify.ClassUnknown, Message: "unknown stop reason: " + clip(fr)}
 }
 
 func (r *runner) record(a AttemptRecord) {
@@ -1028,7 +1032,7 @@ func (r *runner) onFailure(pl *plan, c Candidate, f *Failure, now time.Time) (mo
 	if transientFailure(f) {
 		modelDown = r.p.TimeoutSwitchThreshold > 0 && ms.Consecutive >= r.p.TimeoutSwitchThreshold
 	}
-	if (f.Reason == ReasonAuth || f.Reason == ReasonAuthPermanent) && !pl.primary {
+	if (f.Reason == classify.ReasonAuth || f.Reason == classify.ReasonAuthPermanent) && !pl.primary {
 		if ttl := skipTTL(r.p); ttl > 0 {
 			r.e.addSkip(r.req.SessionKey, pl.ref, now.Add(ttl)) // R12
 		}
@@ -1094,7 +1098,7 @@ func (e *Engine) recordFailure(ctx context.Context, c Candidate, ref ModelRef, f
 	var jr [2]float64
 	var kind [2]bool // true = the model key
 	n := 0
-	if cooldownReason(f.Reason) || f.Reason == ReasonBilling || f.Reason == ReasonAuthPermanent {
+	if cooldownReason(f.Reason) || f.Reason == classify.ReasonBilling || f.Reason == classify.ReasonAuthPermanent {
 		keys[n], jr[n] = slotKey(c), e.rand()
 		n++
 	}
@@ -1163,7 +1167,7 @@ func (r *runner) logStep(from Candidate, f *Failure, to, outcome string) {
 	if !r.log.Enabled(r.ctx, level) {
 		return // the detail's scrub is the costly part; nothing would be written
 	}
-	var reason Reason
+	var reason classify.Reason
 	detail := ""
 	if f != nil {
 		reason = f.Reason
@@ -1190,7 +1194,7 @@ const maxTimeoutCompactions = 2
 // compact, and reports whether the same candidate should be tried again.
 func (r *runner) compactAfterTimeout(pl *plan, f *Failure) bool {
 	h := r.req.Hooks.Compact
-	if h == nil || f.Reason != ReasonTimeout || r.compacted >= maxTimeoutCompactions {
+	if h == nil || f.Reason != classify.ReasonTimeout || r.compacted >= maxTimeoutCompactions {
 		return false
 	}
 	if f.Idle && r.p.BreakerTrip > 0 && r.breaker >= r.p.BreakerTrip {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/detourbot/detour/classify"
 )
 
 var bg = context.Background()
@@ -24,7 +26,7 @@ func mustSummary(t *testing.T, err error) *SummaryError {
 func TestRun_R1_TwoStages(t *testing.T) {
 	h := newHarness(t)
 	req := baseReq("openai/gpt-4o", "anthropic/claude")
-	sc := newScript(h.clk, ok("answer")).on("openai/gpt-4o", failR(ReasonRateLimit), failR(ReasonRateLimit))
+	sc := newScript(h.clk, ok("answer")).on("openai/gpt-4o", failR(classify.ReasonRateLimit), failR(classify.ReasonRateLimit))
 	res, err := h.e.Run(bg, req, sc.fn)
 	if err != nil {
 		t.Fatalf("B5: error escaped: %v", err)
@@ -33,7 +35,7 @@ func TestRun_R1_TwoStages(t *testing.T) {
 	if got := sc.keys(); !eqStrings(got, want) {
 		t.Fatalf("calls %v, want %v", got, want)
 	}
-	if !res.FellBack || res.Cause == nil || res.Cause.Reason != ReasonRateLimit || res.Candidate.Ref() != "anthropic/claude" {
+	if !res.FellBack || res.Cause == nil || res.Cause.Reason != classify.ReasonRateLimit || res.Candidate.Ref() != "anthropic/claude" {
 		t.Fatalf("result %+v", res)
 	}
 	if res.Output.Text != "answer" || len(res.Attempts) != 3 {
@@ -44,12 +46,12 @@ func TestRun_R1_TwoStages(t *testing.T) {
 // covers R2: which failures advance the chain.
 func TestRun_R2_AdvanceOrNot(t *testing.T) {
 	tests := []struct {
-		reason  Reason
+		reason  classify.Reason
 		advance bool
 	}{
-		{ReasonAuth, true}, {ReasonRateLimit, true}, {ReasonOverloaded, true}, {ReasonTimeout, true},
-		{ReasonBilling, true}, {ReasonModelNotFound, true}, {ReasonUnclassified, true}, {ReasonNoErrorDetails, true},
-		{ReasonAborted, false}, {ReasonContextOverflow, false}, {ReasonContentFilter, false}, {ReasonFormat, false},
+		{classify.ReasonAuth, true}, {classify.ReasonRateLimit, true}, {classify.ReasonOverloaded, true}, {classify.ReasonTimeout, true},
+		{classify.ReasonBilling, true}, {classify.ReasonModelNotFound, true}, {classify.ReasonUnclassified, true}, {classify.ReasonNoErrorDetails, true},
+		{classify.ReasonAborted, false}, {classify.ReasonContextOverflow, false}, {classify.ReasonContentFilter, false}, {classify.ReasonFormat, false},
 	}
 	for _, tc := range tests {
 		t.Run(string(tc.reason), func(t *testing.T) {
@@ -78,10 +80,10 @@ func TestRun_R2_AdvanceOrNot(t *testing.T) {
 func TestRun_R2_UnknownOnLastSurfaces(t *testing.T) {
 	h := newHarness(t)
 	req := baseReq("ollama/qwen")
-	sc := newScript(h.clk, failR(ReasonUnclassified))
+	sc := newScript(h.clk, failR(classify.ReasonUnclassified))
 	_, err := h.e.Run(bg, req, sc.fn)
 	se := mustSummary(t, err)
-	if se.Last() == nil || se.Last().Reason != ReasonUnclassified || sc.count() != 1 {
+	if se.Last() == nil || se.Last().Reason != classify.ReasonUnclassified || sc.count() != 1 {
 		t.Fatalf("summary %v calls %d", se, sc.count())
 	}
 }
@@ -91,7 +93,7 @@ func TestRun_R3_OverloadedBackoff(t *testing.T) {
 	h := newHarness(t)
 	h.e.Policy.OverloadedBackoff = 2 * time.Second
 	req := baseReq("openai/gpt-4o", "anthropic/claude")
-	sc := newScript(h.clk, ok("x")).on("openai/gpt-4o", failR(ReasonOverloaded), failR(ReasonOverloaded))
+	sc := newScript(h.clk, ok("x")).on("openai/gpt-4o", failR(classify.ReasonOverloaded), failR(classify.ReasonOverloaded))
 	if _, err := h.e.Run(bg, req, sc.fn); err != nil {
 		t.Fatal(err)
 	}
@@ -130,12 +132,12 @@ func TestRun_R6_ShortRetryAfterWaitsWhenNothingElseIsUsable(t *testing.T) {
 	req := baseReq("openai/gpt-4o", "anthropic/claude")
 	req.Profiles["openai"] = req.Profiles["openai"][:1]
 	if err := h.e.RecordFailure(bg, Candidate{Provider: "anthropic", Model: "claude", Profile: "anthropic:main"},
-		Failure{Reason: ReasonOverloaded, Class: ClassTransient}); err != nil {
+		Failure{Reason: classify.ReasonOverloaded, Class: classify.ClassTransient}); err != nil {
 		t.Fatal(err)
 	}
 	var waits []time.Duration
 	req.Hooks.OnWait = func(c Candidate, d time.Duration, f Failure) { waits = append(waits, d) }
-	sc := newScript(h.clk, ok("x")).on("openai/gpt-4o", fail(Failure{Reason: ReasonRateLimit, RetryAfter: 20 * time.Second}))
+	sc := newScript(h.clk, ok("x")).on("openai/gpt-4o", fail(Failure{Reason: classify.ReasonRateLimit, RetryAfter: 20 * time.Second}))
 	res, err := h.e.Run(bg, req, sc.fn)
 	if err != nil {
 		t.Fatal(err)
@@ -162,7 +164,7 @@ func TestRun_R6_ShortRetryAfterWaitsWhenNothingElseIsUsable(t *testing.T) {
 func TestRun_R6_HealthySecondKeyAnswersAtOnce(t *testing.T) {
 	h := newHarness(t)
 	req := baseReq("openai/gpt-4o", "anthropic/claude")
-	sc := newScript(h.clk, ok("x")).on("openai/gpt-4o@openai:a", fail(Failure{Reason: ReasonRateLimit, RetryAfter: 2 * time.Second}))
+	sc := newScript(h.clk, ok("x")).on("openai/gpt-4o@openai:a", fail(Failure{Reason: classify.ReasonRateLimit, RetryAfter: 2 * time.Second}))
 	res, err := h.e.Run(bg, req, sc.fn)
 	if err != nil {
 		t.Fatal(err)
@@ -187,7 +189,7 @@ func TestRun_R6_UsableFallbackAnswersAtOnce(t *testing.T) {
 	h := newHarness(t)
 	req := baseReq("openai/gpt-4o", "anthropic/claude")
 	req.Profiles["openai"] = req.Profiles["openai"][:1]
-	sc := newScript(h.clk, ok("x")).on("openai/gpt-4o", fail(Failure{Reason: ReasonRateLimit, RetryAfter: 2 * time.Second}))
+	sc := newScript(h.clk, ok("x")).on("openai/gpt-4o", fail(Failure{Reason: classify.ReasonRateLimit, RetryAfter: 2 * time.Second}))
 	res, err := h.e.Run(bg, req, sc.fn)
 	if err != nil {
 		t.Fatal(err)
@@ -207,7 +209,7 @@ func TestRun_B6_LongResetParksAndMovesOn(t *testing.T) {
 	req := baseReq("openai/gpt-4o", "anthropic/claude")
 	req.Profiles["openai"] = req.Profiles["openai"][:1]
 	reset := t0.Add(48 * time.Hour)
-	sc := newScript(h.clk, ok("x")).on("openai/gpt-4o", fail(Failure{Reason: ReasonRateLimit, Status: 429, RecoveryAt: reset}))
+	sc := newScript(h.clk, ok("x")).on("openai/gpt-4o", fail(Failure{Reason: classify.ReasonRateLimit, Status: 429, RecoveryAt: reset}))
 	res, err := h.e.Run(bg, req, sc.fn)
 	if err != nil {
 		t.Fatal(err)
@@ -238,12 +240,12 @@ func TestRun_D1_UsageWindowCoolsDown(t *testing.T) {
 	h := newHarness(t)
 	req := baseReq("openai/gpt-4o", "anthropic/claude")
 	req.Profiles["openai"] = req.Profiles["openai"][:1]
-	sc := newScript(h.clk, ok("x")).on("openai/gpt-4o", fail(Failure{Reason: ReasonRateLimit, Status: 402, Message: "weekly usage limit exhausted"}))
+	sc := newScript(h.clk, ok("x")).on("openai/gpt-4o", fail(Failure{Reason: classify.ReasonRateLimit, Status: 402, Message: "weekly usage limit exhausted"}))
 	if _, err := h.e.Run(bg, req, sc.fn); err != nil {
 		t.Fatal(err)
 	}
 	st := h.state(t, "openai:a")
-	if st.CooldownReason != ReasonRateLimit || !st.DisabledUntil.IsZero() || st.CooldownUntil.Sub(t0) != 30*time.Second {
+	if st.CooldownReason != classify.ReasonRateLimit || !st.DisabledUntil.IsZero() || st.CooldownUntil.Sub(t0) != 30*time.Second {
 		t.Fatalf("402 usage window: %+v", st)
 	}
 }
@@ -254,8 +256,8 @@ func TestRun_D3_QuotaOn429DisablesProfile(t *testing.T) {
 	h := newHarness(t)
 	req := baseReq("openai/gpt-4o", "anthropic/claude")
 	sc := newScript(h.clk, ok("x")).
-		on("openai/gpt-4o@openai:a", fail(Failure{Reason: ReasonBilling, Status: 429, Code: "insufficient_quota"})).
-		on("openai/gpt-4o@openai:b", fail(Failure{Reason: ReasonBilling, Status: 429, Code: "insufficient_quota"}))
+		on("openai/gpt-4o@openai:a", fail(Failure{Reason: classify.ReasonBilling, Status: 429, Code: "insufficient_quota"})).
+		on("openai/gpt-4o@openai:b", fail(Failure{Reason: classify.ReasonBilling, Status: 429, Code: "insufficient_quota"}))
 	res, err := h.e.Run(bg, req, sc.fn)
 	if err != nil {
 		t.Fatal(err)
@@ -265,17 +267,17 @@ func TestRun_D3_QuotaOn429DisablesProfile(t *testing.T) {
 	}
 	for _, id := range []string{"openai:a", "openai:b"} {
 		st := h.state(t, id)
-		if st.DisabledReason != ReasonBilling || st.DisabledUntil.Sub(t0) != 5*time.Hour {
+		if st.DisabledReason != classify.ReasonBilling || st.DisabledUntil.Sub(t0) != 5*time.Hour {
 			t.Fatalf("%s: %+v", id, st)
 		}
 	}
 	// A sibling model of the same provider is blocked too (D2: billing is profile-wide).
 	req2 := baseReq("anthropic/claude", "openai/gpt-4o-mini")
-	sc2 := newScript(h.clk, ok("y")).on("anthropic/claude", failR(ReasonModelNotFound))
+	sc2 := newScript(h.clk, ok("y")).on("anthropic/claude", failR(classify.ReasonModelNotFound))
 	h.clk.Advance(time.Minute)
 	_, err = h.e.Run(bg, req2, sc2.fn)
 	se := mustSummary(t, err)
-	if sc2.count() != 1 || se.Attempts[1].Skipped != ReasonBilling {
+	if sc2.count() != 1 || se.Attempts[1].Skipped != classify.ReasonBilling {
 		t.Fatalf("D2: calls %v attempts %v", sc2.keys(), se)
 	}
 }
@@ -287,7 +289,7 @@ func TestRun_R7_StealthBilling(t *testing.T) {
 	h := newHarness(t)
 	req := baseReq("openai/gpt-4o", "anthropic/claude")
 	req.Profiles["openai"] = req.Profiles["openai"][:1]
-	timeout := step{err: &Failure{Reason: ReasonTimeout, Class: ClassTransient, Message: "attempt timeout"}}
+	timeout := step{err: &Failure{Reason: classify.ReasonTimeout, Class: classify.ClassTransient, Message: "attempt timeout"}}
 	primaryCalls := 0
 	for turn := 1; turn <= 3; turn++ {
 		sc := newScript(h.clk, ok("fallback")).on("openai/gpt-4o", timeout, timeout)
@@ -309,7 +311,7 @@ func TestRun_R7_StealthBilling(t *testing.T) {
 		t.Fatalf("primary calls in 3 turns: %d", primaryCalls)
 	}
 	ms := h.state(t, ModelKey("openai/gpt-4o"))
-	if ms.CooldownReason != ReasonConsecutiveTimeout || ms.Consecutive != 3 {
+	if ms.CooldownReason != classify.ReasonConsecutiveTimeout || ms.Consecutive != 3 {
 		t.Fatalf("R7: model not marked: %+v", ms)
 	}
 	// Mark happened at the third turn; rewind to just after it: the next turn skips the primary.
@@ -322,7 +324,7 @@ func TestRun_R7_StealthBilling(t *testing.T) {
 	if got := sc.keys(); !eqStrings(got, []string{"anthropic/claude@anthropic:main"}) {
 		t.Fatalf("R7: calls %v, want no call to the primary", got)
 	}
-	if res.Attempts[0].Skipped != ReasonConsecutiveTimeout {
+	if res.Attempts[0].Skipped != classify.ReasonConsecutiveTimeout {
 		t.Fatalf("skip reason %q", res.Attempts[0].Skipped)
 	}
 	// Once the probe is due (throttle open, expiry within the probe window) the primary is probed.
@@ -368,7 +370,7 @@ func TestRun_R8_ProgressResetsBreaker(t *testing.T) {
 	h.e.Policy.MaxPaidAttemptsPerTurn = 0
 	h.e.Policy.BreakerTrip = 2
 	req := baseReq("ollama/a", "ollama/b", "ollama/c", "ollama/d")
-	progressIdle := step{out: Output{Progress: true}, err: &Failure{Reason: ReasonTimeout, Class: ClassTransient, Idle: true}}
+	progressIdle := step{out: Output{Progress: true}, err: &Failure{Reason: classify.ReasonTimeout, Class: classify.ClassTransient, Idle: true}}
 	sc := newScript(h.clk, ok("x")).
 		on("ollama/a", idle(), progressIdle). // 1, then reset to 0 (progress)
 		on("ollama/b", idle(), idle())        // 1, 2 -> trip
@@ -422,7 +424,7 @@ func TestRun_R10_Timeouts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f := res.Attempts[0].Failure; f == nil || f.Reason != ReasonTimeout || res.Output.Text != "fast" {
+	if f := res.Attempts[0].Failure; f == nil || f.Reason != classify.ReasonTimeout || res.Output.Text != "fast" {
 		t.Fatalf("attempt timeout: %+v", res.Attempts)
 	}
 	h.e.Policy.AttemptTimeout = time.Hour
@@ -475,7 +477,7 @@ func TestRun_R14_StopReasons(t *testing.T) {
 			res, err := h.e.Run(bg, baseReq("ollama/a", "ollama/b"), sc.fn)
 			if tc.answered == "" {
 				var f *Failure
-				if !errors.As(err, &f) || f.Reason != ReasonContentFilter {
+				if !errors.As(err, &f) || f.Reason != classify.ReasonContentFilter {
 					t.Fatalf("want content_filter failure, got %v", err)
 				}
 				return
@@ -495,14 +497,14 @@ func TestRun_R14_StopReasons(t *testing.T) {
 func TestRun_C8_B7_ContextOverflow(t *testing.T) {
 	h := newHarness(t)
 	req := baseReq("ollama/small", "ollama/big")
-	sc := newScript(h.clk, ok("x")).on("ollama/small", failR(ReasonContextOverflow))
+	sc := newScript(h.clk, ok("x")).on("ollama/small", failR(classify.ReasonContextOverflow))
 	_, err := h.e.Run(bg, req, sc.fn)
 	var f *Failure
-	if !errors.As(err, &f) || f.Reason != ReasonContextOverflow || sc.count() != 1 {
+	if !errors.As(err, &f) || f.Reason != classify.ReasonContextOverflow || sc.count() != 1 {
 		t.Fatalf("C8: err %v calls %v", err, sc.keys())
 	}
 	req.ContextWindow = map[ModelRef]int{"ollama/small": 8000, "ollama/big": 128000}
-	sc = newScript(h.clk, ok("x")).on("ollama/small", failR(ReasonContextOverflow))
+	sc = newScript(h.clk, ok("x")).on("ollama/small", failR(classify.ReasonContextOverflow))
 	res, err := h.e.Run(bg, req, sc.fn)
 	if err != nil || res.Candidate.Model != "big" {
 		t.Fatalf("B7 fallback: %v %v", err, sc.keys())
@@ -510,7 +512,7 @@ func TestRun_C8_B7_ContextOverflow(t *testing.T) {
 	req.PromptTokens = 20000
 	sc = newScript(h.clk, ok("x"))
 	res, err = h.e.Run(bg, req, sc.fn)
-	if err != nil || res.Attempts[0].Skipped != ReasonContextWindow || sc.count() != 1 {
+	if err != nil || res.Attempts[0].Skipped != classify.ReasonContextWindow || sc.count() != 1 {
 		t.Fatalf("B7 skip: %+v %v", res.Attempts, err)
 	}
 }
@@ -590,7 +592,7 @@ func TestRun_P2_P3_Pinning(t *testing.T) {
 	h := newHarness(t)
 	req := baseReq("openai/gpt-4o", "anthropic/claude")
 	req.PinnedProfile = "openai:b"
-	sc := newScript(h.clk, ok("x")).on("openai/gpt-4o@openai:b", failR(ReasonRateLimit))
+	sc := newScript(h.clk, ok("x")).on("openai/gpt-4o@openai:b", failR(classify.ReasonRateLimit))
 	res, err := h.e.Run(bg, req, sc.fn)
 	if err != nil {
 		t.Fatal(err)
@@ -608,7 +610,7 @@ func TestRun_P2_P3_Pinning(t *testing.T) {
 	req.PinnedProfile = ""
 	req.UserProfile = "openai:a"
 	h.clk.Advance(10 * time.Minute)
-	sc = newScript(h.clk, ok("x")).on("openai/gpt-4o@openai:a", failR(ReasonRateLimit))
+	sc = newScript(h.clk, ok("x")).on("openai/gpt-4o@openai:a", failR(classify.ReasonRateLimit))
 	res, err = h.e.Run(bg, req, sc.fn)
 	if err != nil {
 		t.Fatal(err)
@@ -624,20 +626,20 @@ func TestRun_R11_SkipOrProbe(t *testing.T) {
 	t.Run("far cooldown skipped", func(t *testing.T) {
 		h := newHarness(t)
 		h.put(t, "openai:a", func(s *ProfileState) {
-			s.CooldownUntil, s.CooldownReason = t0.Add(10*time.Minute), ReasonRateLimit
+			s.CooldownUntil, s.CooldownReason = t0.Add(10*time.Minute), classify.ReasonRateLimit
 		})
 		sc := newScript(h.clk, ok("x"))
 		res, err := h.e.Run(bg, one(baseReq("openai/gpt-4o", "anthropic/claude")), sc.fn)
-		if err != nil || sc.count() != 1 || res.Attempts[0].Skipped != ReasonRateLimit {
+		if err != nil || sc.count() != 1 || res.Attempts[0].Skipped != classify.ReasonRateLimit {
 			t.Fatalf("calls %v attempts %+v", sc.keys(), res.Attempts)
 		}
 	})
 	t.Run("near expiry probed once per interval", func(t *testing.T) {
 		h := newHarness(t)
 		h.put(t, "openai:a", func(s *ProfileState) {
-			s.CooldownUntil, s.CooldownReason = t0.Add(90*time.Second), ReasonOverloaded
+			s.CooldownUntil, s.CooldownReason = t0.Add(90*time.Second), classify.ReasonOverloaded
 		})
-		sc := newScript(h.clk, ok("x")).on("openai/gpt-4o", failR(ReasonOverloaded))
+		sc := newScript(h.clk, ok("x")).on("openai/gpt-4o", failR(classify.ReasonOverloaded))
 		res, err := h.e.Run(bg, one(baseReq("openai/gpt-4o", "anthropic/claude")), sc.fn)
 		if err != nil || res.Attempts[0].Kind != AttemptProbe || sc.count() != 2 {
 			t.Fatalf("calls %v attempts %+v", sc.keys(), res.Attempts)
@@ -651,34 +653,34 @@ func TestRun_R11_SkipOrProbe(t *testing.T) {
 	t.Run("persistent auth skips the provider", func(t *testing.T) {
 		h := newHarness(t)
 		h.put(t, "openai:a", func(s *ProfileState) {
-			s.DisabledUntil, s.DisabledReason = t0.Add(30*time.Minute), ReasonAuthPermanent
+			s.DisabledUntil, s.DisabledReason = t0.Add(30*time.Minute), classify.ReasonAuthPermanent
 		})
 		sc := newScript(h.clk, ok("x"))
 		res, err := h.e.Run(bg, one(baseReq("openai/gpt-4o", "openai/gpt-4o-mini", "anthropic/claude")), sc.fn)
-		if err != nil || sc.count() != 1 || res.Attempts[0].Skipped != ReasonAuthPermanent || res.Attempts[1].Skipped != ReasonAuthPermanent {
+		if err != nil || sc.count() != 1 || res.Attempts[0].Skipped != classify.ReasonAuthPermanent || res.Attempts[1].Skipped != classify.ReasonAuthPermanent {
 			t.Fatalf("calls %v attempts %+v", sc.keys(), res.Attempts)
 		}
 	})
 	t.Run("billing-disabled primary probed at a throttled rate", func(t *testing.T) {
 		h := newHarness(t)
 		h.put(t, "openai:a", func(s *ProfileState) {
-			s.DisabledUntil, s.DisabledReason = t0.Add(5*time.Hour), ReasonBilling
+			s.DisabledUntil, s.DisabledReason = t0.Add(5*time.Hour), classify.ReasonBilling
 		})
 		req := one(baseReq("openai/gpt-4o", "anthropic/claude"))
-		sc := newScript(h.clk, ok("x")).on("openai/gpt-4o", failR(ReasonBilling))
+		sc := newScript(h.clk, ok("x")).on("openai/gpt-4o", failR(classify.ReasonBilling))
 		res, err := h.e.Run(bg, req, sc.fn)
 		if err != nil || res.Attempts[0].Kind != AttemptProbe {
 			t.Fatalf("first run: %+v", res.Attempts)
 		}
 		h.clk.Advance(time.Minute)
 		sc = newScript(h.clk, ok("x"))
-		if res, err = h.e.Run(bg, req, sc.fn); err != nil || sc.count() != 1 || res.Attempts[0].Skipped != ReasonBilling {
+		if res, err = h.e.Run(bg, req, sc.fn); err != nil || sc.count() != 1 || res.Attempts[0].Skipped != classify.ReasonBilling {
 			t.Fatalf("second run inside the billing probe interval: %v", sc.keys())
 		}
 		// A billing-disabled non-primary is skipped.
 		req2 := one(baseReq("anthropic/claude", "openai/gpt-4o"))
 		h.clk.Advance(time.Hour)
-		sc = newScript(h.clk, failR(ReasonOverloaded))
+		sc = newScript(h.clk, failR(classify.ReasonOverloaded))
 		_, _ = h.e.Run(bg, req2, sc.fn)
 		for _, k := range sc.keys() {
 			if strings.HasPrefix(k, "openai/") {
@@ -689,7 +691,7 @@ func TestRun_R11_SkipOrProbe(t *testing.T) {
 	t.Run("sibling model tried after a transient cooldown, once per provider", func(t *testing.T) {
 		h := newHarness(t)
 		req := one(baseReq("openai/gpt-4o", "openai/gpt-4o-mini", "openai/gpt-4.1", "anthropic/claude"))
-		sc := newScript(h.clk, ok("x")).on("openai/gpt-4o", failR(ReasonOverloaded)).on("openai/gpt-4o-mini", failR(ReasonOverloaded))
+		sc := newScript(h.clk, ok("x")).on("openai/gpt-4o", failR(classify.ReasonOverloaded)).on("openai/gpt-4o-mini", failR(classify.ReasonOverloaded))
 		res, err := h.e.Run(bg, req, sc.fn)
 		want := []string{"openai/gpt-4o@openai:a", "openai/gpt-4o-mini@openai:a", "anthropic/claude@anthropic:main"}
 		if err != nil || !eqStrings(sc.keys(), want) {
@@ -706,34 +708,34 @@ func TestRun_R12_AuthSkipCache(t *testing.T) {
 	h := newHarness(t)
 	h.e.Policy.FallbackSkipTTL = time.Minute
 	req := baseReq("ollama/a", "anthropic/claude", "ollama/c")
-	sc := newScript(h.clk, ok("x")).on("ollama/a", failR(ReasonTimeout)).on("anthropic/claude", failR(ReasonAuth))
+	sc := newScript(h.clk, ok("x")).on("ollama/a", failR(classify.ReasonTimeout)).on("anthropic/claude", failR(classify.ReasonAuth))
 	if _, err := h.e.Run(bg, req, sc.fn); err != nil {
 		t.Fatal(err)
 	}
 	h.clk.Advance(40 * time.Second) // anthropic's own cooldown (30s) is over, the TTL is not
-	sc = newScript(h.clk, ok("x")).on("ollama/a", failR(ReasonFormat))
-	sc = newScript(h.clk, ok("x")).on("ollama/a", failR(ReasonModelNotFound))
+	sc = newScript(h.clk, ok("x")).on("ollama/a", failR(classify.ReasonFormat))
+	sc = newScript(h.clk, ok("x")).on("ollama/a", failR(classify.ReasonModelNotFound))
 	res, err := h.e.Run(bg, req, sc.fn)
-	if err != nil || res.Attempts[1].Skipped != ReasonAuth || res.Candidate.Model != "c" {
+	if err != nil || res.Attempts[1].Skipped != classify.ReasonAuth || res.Candidate.Model != "c" {
 		t.Fatalf("R12: attempts %+v err %v", res.Attempts, err)
 	}
 	// Another session is not affected.
 	req.SessionKey = "other"
-	sc = newScript(h.clk, ok("x")).on("ollama/a", failR(ReasonModelNotFound))
+	sc = newScript(h.clk, ok("x")).on("ollama/a", failR(classify.ReasonModelNotFound))
 	if res, err = h.e.Run(bg, req, sc.fn); err != nil || res.Candidate.Model != "claude" {
 		t.Fatalf("R12 is per session: %v", sc.keys())
 	}
 	// After the TTL the candidate is tried again.
 	req.SessionKey = "console:test"
 	h.clk.Advance(time.Minute)
-	sc = newScript(h.clk, ok("x")).on("ollama/a", failR(ReasonModelNotFound))
+	sc = newScript(h.clk, ok("x")).on("ollama/a", failR(classify.ReasonModelNotFound))
 	if res, err = h.e.Run(bg, req, sc.fn); err != nil || res.Candidate.Model != "claude" {
 		t.Fatalf("R12 TTL: %v", sc.keys())
 	}
 	// The primary is never skipped.
 	req2 := baseReq("anthropic/claude", "ollama/a")
 	h.clk.Advance(time.Hour)
-	sc = newScript(h.clk, ok("x")).on("anthropic/claude", failR(ReasonAuth))
+	sc = newScript(h.clk, ok("x")).on("anthropic/claude", failR(classify.ReasonAuth))
 	_, _ = h.e.Run(bg, req2, sc.fn)
 	h.clk.Advance(40 * time.Second)
 	sc = newScript(h.clk, ok("x"))
@@ -756,7 +758,7 @@ func TestRun_O2_O3_HooksInOrder(t *testing.T) {
 		events = append(events, "after "+c.Ref()+" "+string(f.Reason))
 	}
 	req.Hooks.OnAttempt = func(r AttemptRecord) { events = append(events, "attempt "+r.Candidate.Ref()) }
-	sc := newScript(h.clk, ok("x")).on("ollama/a", failR(ReasonModelNotFound)).on("ollama/b", failR(ReasonModelNotFound))
+	sc := newScript(h.clk, ok("x")).on("ollama/a", failR(classify.ReasonModelNotFound)).on("ollama/b", failR(classify.ReasonModelNotFound))
 	if _, err := h.e.Run(bg, req, sc.fn); err != nil {
 		t.Fatal(err)
 	}
@@ -770,7 +772,7 @@ func TestRun_O2_O3_HooksInOrder(t *testing.T) {
 	}
 	boom := errors.New("session store down")
 	req.Hooks.BeforeFallback = func(context.Context, Candidate, Candidate, Failure) error { return boom }
-	sc = newScript(h.clk, ok("x")).on("ollama/a", failR(ReasonModelNotFound))
+	sc = newScript(h.clk, ok("x")).on("ollama/a", failR(classify.ReasonModelNotFound))
 	if _, err := h.e.Run(bg, req, sc.fn); !errors.Is(err, boom) || sc.count() != 1 {
 		t.Fatalf("O2: err %v calls %v", err, sc.keys())
 	}
@@ -780,7 +782,7 @@ func TestRun_O2_O3_HooksInOrder(t *testing.T) {
 func TestRun_B1_TurnBudget(t *testing.T) {
 	h := newHarness(t)
 	req := baseReq("openai/a", "anthropic/b", "ollama/c", "ollama/d", "ollama/e", "ollama/f", "ollama/g", "ollama/h", "ollama/i", "ollama/j")
-	sc := newScript(h.clk, failR(ReasonModelNotFound))
+	sc := newScript(h.clk, failR(classify.ReasonModelNotFound))
 	_, err := h.e.Run(bg, req, sc.fn)
 	se := mustSummary(t, err)
 	if !errors.Is(err, ErrTurnBudget) || sc.count() != 8 {
@@ -791,8 +793,8 @@ func TestRun_B1_TurnBudget(t *testing.T) {
 	}
 	h.e.Policy.MaxTurnCostUSD = 0.01
 	req.Prices = map[ModelRef]Price{"ollama/c": {InPerMTok: 10000}}
-	costly := step{out: Output{InputTokens: 2}, err: &Failure{Reason: ReasonModelNotFound}}
-	sc = newScript(h.clk, failR(ReasonModelNotFound)).on("ollama/c", costly)
+	costly := step{out: Output{InputTokens: 2}, err: &Failure{Reason: classify.ReasonModelNotFound}}
+	sc = newScript(h.clk, failR(classify.ReasonModelNotFound)).on("ollama/c", costly)
 	_, err = h.e.Run(bg, req, sc.fn)
 	se = mustSummary(t, err)
 	if !errors.Is(err, ErrTurnBudget) || sc.count() != 3 || !strings.Contains(se.UserMessage(nil), "cost budget") {
@@ -857,7 +859,7 @@ func TestRun_O3_RollbackOnStop(t *testing.T) {
 		events = append(events, "after "+c.Ref()+" "+string(f.Reason))
 	}
 	empty := step{out: Output{FinishReason: "stop"}}
-	sc := newScript(h.clk, ok("x")).on("ollama/a", failR(ReasonModelNotFound)).on("ollama/b", empty)
+	sc := newScript(h.clk, ok("x")).on("ollama/a", failR(classify.ReasonModelNotFound)).on("ollama/b", empty)
 	_, err := h.e.Run(bg, req, sc.fn)
 	if !errors.Is(err, ErrTurnBudget) {
 		t.Fatalf("err %v", err)
@@ -928,7 +930,7 @@ func TestRun_O6_LiveSwitchJumps(t *testing.T) {
 // asks the caller to compact and retries the same candidate with the smaller
 // prompt, a bounded number of times; below the ratio nothing is compacted.
 func TestRun_R15_TimeoutCompactsLargePrompt(t *testing.T) {
-	timeout := step{err: &Failure{Reason: ReasonTimeout, Class: ClassTransient, Message: "attempt timeout"}}
+	timeout := step{err: &Failure{Reason: classify.ReasonTimeout, Class: classify.ClassTransient, Message: "attempt timeout"}}
 	for _, tc := range []struct {
 		name          string
 		prompt        int

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/detourbot/detour/classify"
 )
 
 // Profile states reported by CandidateStatus.
@@ -19,11 +21,11 @@ const (
 // (R7) when ID is "model:<ref>". It never holds a secret.
 type ProfileStatus struct {
 	ID         string
-	State      string    // StateOK, StateCooldown, StateDisabled or StateExpired
-	Until      time.Time // end of the cooldown or disable (zero when ok)
-	Reason     Reason    // cooldown or disable reason
-	Model      string    // model scope of a cooldown (D2); empty = whole profile
-	RecoveryAt time.Time // recovery time as the provider stated it (C11)
+	State      string          // StateOK, StateCooldown, StateDisabled or StateExpired
+	Until      time.Time       // end of the cooldown or disable (zero when ok)
+	Reason     classify.Reason // cooldown or disable reason
+	Model      string          // model scope of a cooldown (D2); empty = whole profile
+	RecoveryAt time.Time       // recovery time as the provider stated it (C11)
 	ErrorCount int
 	LastUsed   time.Time
 	LastError  string // redacted preview
@@ -33,8 +35,8 @@ type ProfileStatus struct {
 type CandidateState struct {
 	Ref       ModelRef
 	Available bool
-	Until     time.Time // when it is usable again (zero when available or unknown)
-	Reason    Reason    // why it is not available
+	Until     time.Time       // when it is usable again (zero when available or unknown)
+	Reason    classify.Reason // why it is not available
 	Model     ProfileStatus
 	Profiles  []ProfileStatus
 }
@@ -70,12 +72,12 @@ func (e *Engine) CandidateStatus(ctx context.Context, ref ModelRef, profiles []P
 	e.freshenLastUsed(keys[1:], states[1:]) // this process's successes (lastUsedPersist)
 	cs.Model = statusOf(states[0], ModelKey(ref), string(ref), now)
 	var soonest time.Time
-	var why Reason
+	var why classify.Reason
 	anyOK := false
 	for j, p := range own {
 		s := statusOf(states[1+j], p.ID, string(ref), now)
 		if !p.ExpiresAt.IsZero() && !p.ExpiresAt.After(now) {
-			s.State, s.Reason = StateExpired, ReasonAuth
+			s.State, s.Reason = StateExpired, classify.ReasonAuth
 		}
 		cs.Profiles = append(cs.Profiles, s)
 		switch {

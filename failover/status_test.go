@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/detourbot/detour/classify"
+
 	"github.com/detourbot/detour/failover/failovertest"
 )
 
@@ -21,22 +23,22 @@ func TestEngine_V5_StatusAndClear(t *testing.T) {
 	ctx := context.Background()
 	reset := t0.Add(30 * 24 * time.Hour)
 	if err := h.e.RecordFailure(ctx, Candidate{Provider: "openai", Model: "gpt-4o", Profile: "openai:a"},
-		Failure{Reason: ReasonBilling, RecoveryAt: reset}); err != nil {
+		Failure{Reason: classify.ReasonBilling, RecoveryAt: reset}); err != nil {
 		t.Fatal(err)
 	}
 	if err := h.e.RecordFailure(ctx, Candidate{Provider: "openai", Model: "gpt-4o", Profile: "openai:b"},
-		Failure{Reason: ReasonRateLimit, RetryAfter: 10 * time.Minute}); err != nil {
+		Failure{Reason: classify.ReasonRateLimit, RetryAfter: 10 * time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	cs, err := h.e.CandidateStatus(ctx, "openai/gpt-4o", profs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cs.Available || len(cs.Profiles) != 2 || cs.Reason != ReasonRateLimit || !cs.Until.Equal(t0.Add(10*time.Minute)) {
+	if cs.Available || len(cs.Profiles) != 2 || cs.Reason != classify.ReasonRateLimit || !cs.Until.Equal(t0.Add(10*time.Minute)) {
 		t.Fatalf("status %+v", cs)
 	}
 	a := cs.Profiles[0]
-	if a.State != StateDisabled || a.Reason != ReasonBilling || !a.RecoveryAt.Equal(reset) || !a.Until.Equal(t0.Add(7*24*time.Hour)) {
+	if a.State != StateDisabled || a.Reason != classify.ReasonBilling || !a.RecoveryAt.Equal(reset) || !a.Until.Equal(t0.Add(7*24*time.Hour)) {
 		t.Fatalf("C11: disabled profile %+v (RecoveryAt as stated, wait capped)", a)
 	}
 	if b := cs.Profiles[1]; b.State != StateCooldown || b.Model != "openai/gpt-4o" {
@@ -58,10 +60,10 @@ func TestEngine_V5_StatusAndClear(t *testing.T) {
 	}
 	// R7 model state shows in status and clears with the "provider/model" form.
 	for i := 0; i < 3; i++ {
-		_ = h.e.RecordFailure(ctx, Candidate{Provider: "ollama", Model: "qwen"}, Failure{Reason: ReasonTimeout, Class: ClassTransient})
+		_ = h.e.RecordFailure(ctx, Candidate{Provider: "ollama", Model: "qwen"}, Failure{Reason: classify.ReasonTimeout, Class: classify.ClassTransient})
 	}
 	cs, _ = h.e.CandidateStatus(ctx, "ollama/qwen", nil)
-	if cs.Available || cs.Model.Reason != ReasonConsecutiveTimeout {
+	if cs.Available || cs.Model.Reason != classify.ReasonConsecutiveTimeout {
 		t.Fatalf("model state %+v", cs)
 	}
 	if err := h.e.Clear(ctx, "ollama/qwen"); err != nil {
@@ -71,7 +73,7 @@ func TestEngine_V5_StatusAndClear(t *testing.T) {
 		t.Fatalf("after clear: %+v", cs)
 	}
 	// RecordSuccess clears everything at once (D1).
-	_ = h.e.RecordFailure(ctx, Candidate{Provider: "anthropic", Model: "c", Profile: "anthropic:main"}, Failure{Reason: ReasonAuthPermanent})
+	_ = h.e.RecordFailure(ctx, Candidate{Provider: "anthropic", Model: "c", Profile: "anthropic:main"}, Failure{Reason: classify.ReasonAuthPermanent})
 	_ = h.e.RecordSuccess(ctx, Candidate{Provider: "anthropic", Model: "c", Profile: "anthropic:main"})
 	if cs, _ = h.e.CandidateStatus(ctx, "anthropic/c", profs); !cs.Available {
 		t.Fatalf("after success: %+v", cs)

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/detourbot/detour/classify"
 )
 
 // plainStore hides MemStore's batch methods: the engine then makes one Get or
@@ -87,7 +89,7 @@ func TestRun_R7_BatchStoreCalls(t *testing.T) {
 	h := newHarness(t)
 	cs := &countingStore{m: h.st}
 	h.e.Store = cs
-	sc := newScript(h.clk, ok("fine")).on("openai/gpt-4o", failR(ReasonRateLimit))
+	sc := newScript(h.clk, ok("fine")).on("openai/gpt-4o", failR(classify.ReasonRateLimit))
 	res, err := h.e.Run(context.Background(), twoModelReq(), sc.fn)
 	if err != nil || !res.FellBack {
 		t.Fatalf("run = %+v, %v; want a fallback answer", res, err)
@@ -130,9 +132,9 @@ func TestRun_R7_BatchMatchesPlainStore(t *testing.T) {
 		req := twoModelReq()
 		var o outcome
 		steps := []step{
-			failR(ReasonTimeout), failR(ReasonOverloaded), failR(ReasonRateLimit), // R7 threshold on the 3rd
-			fail(Failure{Reason: ReasonTimeout, Class: ClassTransient, Message: "deadline sk-CANARY-123456"}),
-			failR(ReasonBilling), ok("primary back"), ok("again"),
+			failR(classify.ReasonTimeout), failR(classify.ReasonOverloaded), failR(classify.ReasonRateLimit), // R7 threshold on the 3rd
+			fail(Failure{Reason: classify.ReasonTimeout, Class: classify.ClassTransient, Message: "deadline sk-CANARY-123456"}),
+			failR(classify.ReasonBilling), ok("primary back"), ok("again"),
 		}
 		for i, s := range steps {
 			sc := newScript(h.clk, ok("fallback")).on("openai/gpt-4o", s)
@@ -156,7 +158,7 @@ func TestRun_R7_BatchMatchesPlainStore(t *testing.T) {
 			h.clk.Advance(10 * time.Minute)
 		}
 		c := Candidate{Provider: "anthropic", Model: "claude", Profile: "anthropic:main"}
-		if err := h.e.RecordFailure(ctx, c, Failure{Reason: ReasonOverloaded, Class: ClassTransient}); err != nil {
+		if err := h.e.RecordFailure(ctx, c, Failure{Reason: classify.ReasonOverloaded, Class: classify.ClassTransient}); err != nil {
 			t.Fatal(err)
 		}
 		h.clk.Advance(time.Second)
@@ -185,10 +187,10 @@ func TestRun_R7_BatchMatchesPlainStore(t *testing.T) {
 	if !reflect.DeepEqual(plain.r7, batch.r7) {
 		t.Errorf("model state after the threshold differs\nplain %+v\nbatch %+v", plain.r7, batch.r7)
 	}
-	if ms := batch.r7; ms.CooldownReason != ReasonConsecutiveTimeout || ms.Consecutive != 3 {
+	if ms := batch.r7; ms.CooldownReason != classify.ReasonConsecutiveTimeout || ms.Consecutive != 3 {
 		t.Errorf("R7 never marked the model: %+v", ms)
 	}
-	if ps := batch.states["anthropic:main"]; ps.ErrorCount != 1 || ps.CooldownReason != ReasonOverloaded {
+	if ps := batch.states["anthropic:main"]; ps.ErrorCount != 1 || ps.CooldownReason != classify.ReasonOverloaded {
 		t.Errorf("RecordFailure not applied: %+v", ps)
 	}
 	if ms := batch.states[ModelKey("openai/gpt-4o")]; ms.Consecutive != 0 || !ms.CooldownUntil.IsZero() {
@@ -213,10 +215,10 @@ func TestApplySuccessLazy(t *testing.T) {
 		{"clean and old: written", ProfileState{LastUsed: now.Add(-lastUsedPersist)}, now},
 		{"stored in the future (clock skew): written", ProfileState{LastUsed: now.Add(time.Second)}, now},
 		{"error count: cleared and written", ProfileState{LastUsed: recent, ErrorCount: 1}, now},
-		{"expired cooldown: cleared and written", ProfileState{LastUsed: recent, CooldownUntil: now.Add(-time.Second), CooldownReason: ReasonRateLimit}, now},
+		{"expired cooldown: cleared and written", ProfileState{LastUsed: recent, CooldownUntil: now.Add(-time.Second), CooldownReason: classify.ReasonRateLimit}, now},
 		{"R7 count: cleared and written", ProfileState{LastUsed: recent, Consecutive: 2}, now},
 		{"other model's active scoped cooldown stays: kept", ProfileState{LastUsed: recent, CooldownUntil: now.Add(time.Minute),
-			CooldownReason: ReasonRateLimit, CooldownModel: "openai/other"}, recent},
+			CooldownReason: classify.ReasonRateLimit, CooldownModel: "openai/other"}, recent},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -360,7 +362,7 @@ func TestRun_D6_StoreErrorsDoNotBlockRuns(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t)
 			h.e.Store = tc.store
-			sc := newScript(h.clk, ok("fine")).on("openai/gpt-4o", failR(ReasonRateLimit))
+			sc := newScript(h.clk, ok("fine")).on("openai/gpt-4o", failR(classify.ReasonRateLimit))
 			res, err := h.e.Run(context.Background(), twoModelReq(), sc.fn)
 			if err != nil || res.Candidate.Ref() != "anthropic/claude" {
 				t.Fatalf("run = %+v, %v; want the fallback's answer", res, err)
@@ -369,7 +371,7 @@ func TestRun_D6_StoreErrorsDoNotBlockRuns(t *testing.T) {
 				t.Errorf("store error not logged:\n%s", h.log.String())
 			}
 			c := Candidate{Provider: "openai", Model: "gpt-4o", Profile: "openai:a"}
-			if err := h.e.RecordFailure(context.Background(), c, Failure{Reason: ReasonRateLimit, Class: ClassTransient}); !errors.Is(err, errBroken) {
+			if err := h.e.RecordFailure(context.Background(), c, Failure{Reason: classify.ReasonRateLimit, Class: classify.ClassTransient}); !errors.Is(err, errBroken) {
 				t.Errorf("RecordFailure error = %v, want %v", err, errBroken)
 			}
 			if _, err := h.e.CandidateStatus(context.Background(), "openai/gpt-4o", nil); !errors.Is(err, errBroken) {

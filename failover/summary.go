@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/detourbot/detour/classify"
 )
 
 // SummaryError ends a run in which no candidate answered (V3). It holds every
@@ -94,7 +96,7 @@ func (e *SummaryError) UserMessage(loc *time.Location) string {
 	case errors.Is(e.Stop, ErrRunTimeout):
 		return "the run timed out before any model answered; try again"
 	}
-	var reasons []Reason
+	var reasons []classify.Reason
 	var refs []string
 	for _, a := range e.Attempts {
 		r := a.Skipped
@@ -134,29 +136,29 @@ func (e *SummaryError) UserMessage(loc *time.Location) string {
 	return s
 }
 
-func phrase(r Reason) string {
+func phrase(r classify.Reason) string {
 	switch r {
-	case ReasonRateLimit:
+	case classify.ReasonRateLimit:
 		return "rate-limited"
-	case ReasonOverloaded:
+	case classify.ReasonOverloaded:
 		return "overloaded"
-	case ReasonBilling:
+	case classify.ReasonBilling:
 		return "out of credits or over a billing limit"
-	case ReasonTimeout:
+	case classify.ReasonTimeout:
 		return "timing out"
-	case ReasonConsecutiveTimeout:
+	case classify.ReasonConsecutiveTimeout:
 		return "unavailable after repeated timeouts"
-	case ReasonAuth, ReasonAuthPermanent:
+	case classify.ReasonAuth, classify.ReasonAuthPermanent:
 		return "failing authentication"
-	case ReasonModelNotFound:
+	case classify.ReasonModelNotFound:
 		return "not found by the provider"
-	case ReasonContextWindow:
+	case classify.ReasonContextWindow:
 		return "too small for this conversation"
 	}
 	return "failing (" + string(r) + ")"
 }
 
-func joinReasons(rs []Reason) string {
+func joinReasons(rs []classify.Reason) string {
 	ss := make([]string, len(rs))
 	for i, r := range rs {
 		ss[i] = string(r)
@@ -164,7 +166,7 @@ func joinReasons(rs []Reason) string {
 	return strings.Join(ss, ", ")
 }
 
-func containsReason(rs []Reason, r Reason) bool {
+func containsReason(rs []classify.Reason, r classify.Reason) bool {
 	for _, x := range rs {
 		if x == r {
 			return true

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/detourbot/detour/classify"
 )
 
 // covers V1: every attempt and skip is recorded with candidate, profile, reason,
@@ -15,11 +17,11 @@ import (
 func TestRun_V1_AttemptRecords(t *testing.T) {
 	h := newHarness(t)
 	h.put(t, "anthropic:main", func(s *ProfileState) {
-		s.DisabledUntil, s.DisabledReason = t0.Add(time.Hour), ReasonBilling
+		s.DisabledUntil, s.DisabledReason = t0.Add(time.Hour), classify.ReasonBilling
 	})
 	req := baseReq("openai/gpt-4o", "anthropic/claude", "ollama/qwen")
 	req.Profiles["openai"] = req.Profiles["openai"][:1]
-	slow := fail(Failure{Reason: ReasonOverloaded, Status: 529, Message: "overloaded"})
+	slow := fail(Failure{Reason: classify.ReasonOverloaded, Status: 529, Message: "overloaded"})
 	slow.adv = 3 * time.Second
 	sc := newScript(h.clk, step{out: Output{Text: "ok", Progress: true}, adv: time.Second}).on("openai/gpt-4o", slow)
 	var seen int
@@ -35,7 +37,7 @@ func TestRun_V1_AttemptRecords(t *testing.T) {
 	if a.Candidate.Profile != "openai:a" || a.Failure == nil || a.Failure.Status != 529 || a.Duration != 3*time.Second || !a.Started.Equal(t0) {
 		t.Fatalf("attempt 0: %+v", a)
 	}
-	if s := res.Attempts[1]; s.Skipped != ReasonBilling || s.Candidate.Ref() != "anthropic/claude" {
+	if s := res.Attempts[1]; s.Skipped != classify.ReasonBilling || s.Candidate.Ref() != "anthropic/claude" {
 		t.Fatalf("skip record: %+v", s)
 	}
 	if s := res.Attempts[2]; s.Failure != nil || s.Duration != time.Second {
@@ -48,7 +50,7 @@ func TestRun_V2_DecisionLog(t *testing.T) {
 	h := newHarness(t)
 	req := baseReq("openai/gpt-4o", "anthropic/claude")
 	req.Profiles["openai"] = req.Profiles["openai"][:1]
-	sc := newScript(h.clk, failR(ReasonOverloaded)).on("openai/gpt-4o", fail(Failure{Reason: ReasonRateLimit, Status: 429, Message: "Rate limit reached for key [redacted]"}))
+	sc := newScript(h.clk, failR(classify.ReasonOverloaded)).on("openai/gpt-4o", fail(Failure{Reason: classify.ReasonRateLimit, Status: 429, Message: "Rate limit reached for key [redacted]"}))
 	if _, err := h.e.Run(bg, req, sc.fn); err == nil {
 		t.Fatal("want failure")
 	}
@@ -88,8 +90,8 @@ func TestRun_V3_SummaryAndUserMessage(t *testing.T) {
 	req := baseReq("openai/gpt-4o", "anthropic/claude")
 	req.Profiles["openai"] = req.Profiles["openai"][:1]
 	sc := newScript(h.clk, ok("unused")).
-		on("openai/gpt-4o", fail(Failure{Reason: ReasonRateLimit, Status: 429, RecoveryAt: t0.Add(5 * time.Minute)})).
-		on("anthropic/claude", fail(Failure{Reason: ReasonRateLimit, Status: 429, RecoveryAt: t0.Add(10 * time.Minute)}))
+		on("openai/gpt-4o", fail(Failure{Reason: classify.ReasonRateLimit, Status: 429, RecoveryAt: t0.Add(5 * time.Minute)})).
+		on("anthropic/claude", fail(Failure{Reason: classify.ReasonRateLimit, Status: 429, RecoveryAt: t0.Add(10 * time.Minute)}))
 	_, err := h.e.Run(bg, req, sc.fn)
 	se := mustSummary(t, err)
 	if len(se.Attempts) != 2 || !se.EarliestRetry.Equal(t0.Add(5*time.Minute)) {
@@ -115,19 +117,19 @@ func TestRun_V3_EarliestRetryModelAware(t *testing.T) {
 	h := newHarness(t)
 	// Unrelated: anthropic's profile is rate-limited on another model until +2m.
 	h.put(t, "anthropic:main", func(s *ProfileState) {
-		s.CooldownUntil, s.CooldownReason, s.CooldownModel = t0.Add(2*time.Minute), ReasonRateLimit, "anthropic/other"
+		s.CooldownUntil, s.CooldownReason, s.CooldownModel = t0.Add(2*time.Minute), classify.ReasonRateLimit, "anthropic/other"
 	})
 	// Matching: openai:a blocks openai/gpt-4o by a model-scoped limit until +40m and
 	// a billing disable until +10m: the latest matching expiry is +40m.
 	h.put(t, "openai:a", func(s *ProfileState) {
-		s.CooldownUntil, s.CooldownReason, s.CooldownModel = t0.Add(40*time.Minute), ReasonRateLimit, "openai/gpt-4o"
-		s.DisabledUntil, s.DisabledReason = t0.Add(10*time.Minute), ReasonBilling
+		s.CooldownUntil, s.CooldownReason, s.CooldownModel = t0.Add(40*time.Minute), classify.ReasonRateLimit, "openai/gpt-4o"
+		s.DisabledUntil, s.DisabledReason = t0.Add(10*time.Minute), classify.ReasonBilling
 	})
 	req := baseReq("openai/gpt-4o", "anthropic/claude")
 	req.Profiles["openai"] = req.Profiles["openai"][:1]
 	h.e.Policy.BillingProbeInterval = time.Hour
 	h.e.claimProbe(context.Background(), "openai#billing", time.Hour, time.Time{}, t0) // the billing probe was just used
-	sc := newScript(h.clk, failR(ReasonModelNotFound))
+	sc := newScript(h.clk, failR(classify.ReasonModelNotFound))
 	_, err := h.e.Run(bg, req, sc.fn)
 	se := mustSummary(t, err)
 	if sc.count() != 1 || se.Attempts[0].Skipped == "" {
@@ -148,11 +150,11 @@ func TestSummaryError_V3_Messages(t *testing.T) {
 		{SummaryError{Stop: ErrTurnBudget, MaxPaidCalls: 8, PaidCalls: 8}, "turn budget of 8 paid calls reached; no further call was made"},
 		{SummaryError{Stop: ErrPaidCallGuard}, "the bot reached its limit of paid calls per minute; try again in a minute"},
 		{SummaryError{At: at, EarliestRetry: at.Add(26 * time.Hour), Attempts: []AttemptRecord{
-			{Candidate: Candidate{Provider: "openai", Model: "x"}, Failure: &Failure{Reason: ReasonBilling}}}},
+			{Candidate: Candidate{Provider: "openai", Model: "x"}, Failure: &Failure{Reason: classify.ReasonBilling}}}},
 			"openai/x is out of credits or over a billing limit; earliest retry Nov 30 16:00 UTC"},
 		{SummaryError{At: at, Attempts: []AttemptRecord{
-			{Candidate: Candidate{Provider: "a", Model: "x"}, Failure: &Failure{Reason: ReasonTimeout}},
-			{Candidate: Candidate{Provider: "b", Model: "y"}, Failure: &Failure{Reason: ReasonOverloaded}}}},
+			{Candidate: Candidate{Provider: "a", Model: "x"}, Failure: &Failure{Reason: classify.ReasonTimeout}},
+			{Candidate: Candidate{Provider: "b", Model: "y"}, Failure: &Failure{Reason: classify.ReasonOverloaded}}}},
 			"all models failed (timeout, overloaded); try again later"},
 	}
 	for _, tc := range tests {
@@ -165,7 +167,7 @@ func TestSummaryError_V3_Messages(t *testing.T) {
 	}
 	berlin := time.FixedZone("CET", 3600)
 	se := SummaryError{At: at, EarliestRetry: at.Add(5 * time.Minute), Attempts: []AttemptRecord{
-		{Candidate: Candidate{Provider: "a", Model: "x"}, Skipped: ReasonRateLimit}}}
+		{Candidate: Candidate{Provider: "a", Model: "x"}, Skipped: classify.ReasonRateLimit}}}
 	if got := se.UserMessage(berlin); got != "a/x is rate-limited; earliest retry 15:05 CET" {
 		t.Fatalf("location: %q", got)
 	}
@@ -177,7 +179,7 @@ func TestRun_P4_NoSecretLeaks(t *testing.T) {
 	const canary = "sk-CANARY-0123456789abcdef"
 	h := newHarness(t)
 	req := baseReq("openai/gpt-4o", "anthropic/claude")
-	sc := newScript(h.clk, fail(Failure{Reason: ReasonAuth, Status: 401, Message: "Incorrect API key provided: " + canary + " Bearer abc.def"}))
+	sc := newScript(h.clk, fail(Failure{Reason: classify.ReasonAuth, Status: 401, Message: "Incorrect API key provided: " + canary + " Bearer abc.def"}))
 	_, err := h.e.Run(bg, req, sc.fn)
 	se := mustSummary(t, err)
 	for name, s := range map[string]string{

@@ -1,6 +1,6 @@
 // Package llm calls OpenAI-compatible chat APIs through go-openai, one Client per
 // provider and auth profile. It streams with an idle watchdog, and turns every
-// failure into a *failover.Failure built by failover.Classify from exactly what
+// failure into a *failover.Failure built by classify.Classify from exactly what
 // the provider sent (status, headers, raw body, mid-stream flag, transport error),
 // so the failover engine decides from facts rather than from go-openai's error
 // strings.
@@ -8,11 +8,11 @@
 // What it guarantees:
 //   - No hidden retries: one HTTP request per Chat or Probe call.
 //   - Idle detection (R5, R8): no chunk for IdleTimeout, including no response
-//     headers at all, cancels the call with failover.ErrIdleTimeout; the Failure
+//     headers at all, cancels the call with classify.ErrIdleTimeout; the Failure
 //     has Idle set. The attempt timeout is the caller's ctx deadline (cause
-//     failover.ErrAttemptTimeout); a caller cancellation is reason aborted.
+//     classify.ErrAttemptTimeout); a caller cancellation is reason aborted.
 //   - Stop reasons go through failover.NormalizeFinish, the one list of them:
-//     unknown ones are errors (R14); empty answers carry failover.ErrEmptyOutput
+//     unknown ones are errors (R14); empty answers carry classify.ErrEmptyOutput
 //     (R13); Progress means non-empty text or a completed tool call (R8), never
 //     output tokens alone.
 //   - Bounded input (T1): the body (MaxResponseBytes), one stream line, and the
@@ -41,6 +41,7 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
+	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/failover"
 )
 
@@ -88,14 +89,14 @@ type Request struct {
 
 // Client is one provider + profile. It is safe for concurrent use.
 type Client struct {
-	cfg    Config
-	http   *http.Client
-	api    *openai.Client
-	log    *slog.Logger
-	redact *strings.Replacer
-	now    func() time.Time
-	// classify is failover.Classify; tests swap it to see the Response fed to it.
-	classify func(failover.Response, time.Time) failover.Failure
+	cfg  Config
+	http *http.Client
+	api  *openai.Client
+	log  *slog.Logger
+	key  string // the API key, for redaction only
+	now  func() time.Time
+	// classify is classify.Classify; tests swap it to see the Response fed to it.
+	classify func(classify.Response, time.Time) classify.Verdict
 }
 
 // New builds a client.
@@ -147,13 +148,11 @@ func New(cfg Config) (*Client, error) {
 		log:  log.With("provider", cfg.Provider, "profile", cfg.ProfileID),
 		now:  cfg.Now,
 
-		classify: failover.Classify,
+		classify: classify.Classify,
 	}
-	pairs := []string{}
 	if len(cfg.APIKey) >= 4 {
-		pairs = append(pairs, cfg.APIKey, "[REDACTED]")
+		c.key = cfg.APIKey // redacted wherever a provider echoes it
 	}
-	c.redact = strings.NewReplacer(pairs...)
 	if c.now == nil {
 		c.now = time.Now
 	}
@@ -212,7 +211,7 @@ func buildRequest(model string, msgs []openai.ChatCompletionMessage, maxTokens i
 	return r
 }
 
-// watchdog cancels ctx with failover.ErrIdleTimeout when not kicked for idle.
+// watchdog cancels ctx with classify.ErrIdleTimeout when not kicked for idle.
 type watchdog struct {
 	t    *time.Timer
 	idle time.Duration
@@ -221,7 +220,7 @@ type watchdog struct {
 func startWatchdog(parent context.Context, idle time.Duration) (context.Context, *watchdog, context.CancelCauseFunc) {
 	ctx, cancel := context.WithCancelCause(parent)
 	w := &watchdog{idle: idle}
-	w.t = time.AfterFunc(idle, func() { cancel(failover.ErrIdleTimeout) })
+	w.t = time.AfterFunc(idle, func() { cancel(classify.ErrIdleTimeout) })
 	return ctx, w, cancel
 }
 
@@ -295,7 +294,7 @@ func (c *Client) Chat(ctx context.Context, req Request, onDelta func(string)) (f
 	out.Text = text.String()
 	if finish == "" {
 		// covers C6: EOF without [DONE]/finish_reason is a truncated stream.
-		return out, c.failResponse(ctx, req.Model, failover.Response{
+		return out, c.failResponse(ctx, req.Model, classify.Response{
 			Status: holder.statusCode(), Headers: holder.headers(), Stream: true, Err: errTruncated,
 		}, start)
 	}
@@ -308,13 +307,13 @@ func (c *Client) Chat(ctx context.Context, req Request, onDelta func(string)) (f
 	case stopFailure != nil:
 		// covers R14: a filtered, error or unknown stop is an error before any
 		// decision; the failure says which.
-		return out, c.failResponse(ctx, req.Model, failover.Response{
+		return out, c.failResponse(ctx, req.Model, classify.Response{
 			Status: holder.statusCode(), Headers: holder.headers(), Stream: true, Err: stopFailure,
 		}, start)
 	case out.Text == "" && !toolDone:
 		// covers R13: an empty answer is an error the engine may retry once.
-		return out, c.failResponse(ctx, req.Model, failover.Response{
-			Status: holder.statusCode(), Headers: holder.headers(), Err: failover.ErrEmptyOutput,
+		return out, c.failResponse(ctx, req.Model, classify.Response{
+			Status: holder.statusCode(), Headers: holder.headers(), Err: classify.ErrEmptyOutput,
 		}, start)
 	}
 	c.log.Debug("llm call ok", "model", req.Model, "finish", finish,

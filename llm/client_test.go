@@ -19,6 +19,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/failover"
 	"github.com/detourbot/detour/internal/fakeprovider"
 )
@@ -38,7 +39,7 @@ type rig struct {
 	client *Client
 	logs   *bytes.Buffer
 	mu     sync.Mutex
-	seen   []failover.Response
+	seen   []classify.Response
 }
 
 func newRig(t *testing.T, idle time.Duration, rules ...fakeprovider.Rule) *rig {
@@ -77,16 +78,16 @@ func (r *rig) newClient(t *testing.T, base string, idle time.Duration, hc *http.
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.classify = func(resp failover.Response, now time.Time) failover.Failure {
+	c.classify = func(resp classify.Response, now time.Time) classify.Verdict {
 		r.mu.Lock()
 		r.seen = append(r.seen, resp)
 		r.mu.Unlock()
-		return failover.Classify(resp, now)
+		return classify.Classify(resp, now)
 	}
 	return c
 }
 
-func (r *rig) lastResponse(t *testing.T) failover.Response {
+func (r *rig) lastResponse(t *testing.T) classify.Response {
 	t.Helper()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -100,11 +101,11 @@ func userReq(model, text string) Request {
 	return Request{Model: model, Messages: []Message{{Role: "user", Content: text}}}
 }
 
-// classifyLanded reports whether failover.Classify is the real one (the
+// classifyLanded reports whether classify.Classify is the real one (the
 // placeholder answers unclassified for everything).
 func classifyLanded() bool {
-	f := failover.Classify(failover.Response{Status: 429, Body: `{"error":{"message":"Rate limit reached","code":"rate_limit_exceeded"}}`}, time.Now())
-	return f.Reason != failover.ReasonUnclassified
+	f := classify.Classify(classify.Response{Status: 429, Body: `{"error":{"message":"Rate limit reached","code":"rate_limit_exceeded"}}`}, time.Now())
+	return f.Reason != classify.ReasonUnclassified
 }
 
 func asFailure(t *testing.T, err error) *failover.Failure {
@@ -120,7 +121,7 @@ func asFailure(t *testing.T, err error) *failover.Failure {
 type modeCase struct {
 	mode   fakeprovider.Mode
 	rule   fakeprovider.Rule
-	reason failover.Reason // "" = success
+	reason classify.Reason // "" = success
 	// what the client must feed Classify
 	status  int
 	stream  bool
@@ -137,42 +138,42 @@ func modeCases() []modeCase {
 		{mode: fakeprovider.ModeOK},
 		{mode: fakeprovider.ModeSlowStream, rule: fakeprovider.Rule{Delay: 20 * time.Millisecond}},
 		// covers C11: Retry-After and x-ratelimit-reset-* are captured although go-openai drops them.
-		{mode: fakeprovider.ModeRateLimit, rule: fakeprovider.Rule{RetryAfter: 45 * time.Second}, reason: failover.ReasonRateLimit,
+		{mode: fakeprovider.ModeRateLimit, rule: fakeprovider.Rule{RetryAfter: 45 * time.Second}, reason: classify.ReasonRateLimit,
 			status: 429, bodyHas: "rate_limit_exceeded", retry: 45 * time.Second,
 			headers: map[string]string{"retry-after": "45", "retry-after-ms": "45000", "x-ratelimit-reset-requests": "45s"}},
-		{mode: fakeprovider.ModeInsufficientQuota, reason: failover.ReasonBilling, status: 429, bodyHas: "insufficient_quota"},
-		{mode: fakeprovider.ModeBilling402, reason: failover.ReasonBilling, status: 402, bodyHas: "Insufficient credits"},
-		{mode: fakeprovider.ModeUnauthorized401, reason: failover.ReasonAuth, status: 401, bodyHas: "invalid_api_key"},
-		{mode: fakeprovider.ModeRevoked403, reason: failover.ReasonAuthPermanent, status: 403, bodyHas: "revoked"},
-		{mode: fakeprovider.ModeModelNotFound404, reason: failover.ReasonModelNotFound, status: 404, bodyHas: "model_not_found"},
-		{mode: fakeprovider.ModeContextOverflow400, reason: failover.ReasonContextOverflow, status: 400, bodyHas: "context_length_exceeded"},
-		{mode: fakeprovider.ModeFormat400, reason: failover.ReasonFormat, status: 400, bodyHas: "invalid_request_error"},
-		{mode: fakeprovider.ModeServer500, reason: failover.ReasonTimeout, status: 500, bodyHas: "server_error"},
+		{mode: fakeprovider.ModeInsufficientQuota, reason: classify.ReasonBilling, status: 429, bodyHas: "insufficient_quota"},
+		{mode: fakeprovider.ModeBilling402, reason: classify.ReasonBilling, status: 402, bodyHas: "Insufficient credits"},
+		{mode: fakeprovider.ModeUnauthorized401, reason: classify.ReasonAuth, status: 401, bodyHas: "invalid_api_key"},
+		{mode: fakeprovider.ModeRevoked403, reason: classify.ReasonAuthPermanent, status: 403, bodyHas: "revoked"},
+		{mode: fakeprovider.ModeModelNotFound404, reason: classify.ReasonModelNotFound, status: 404, bodyHas: "model_not_found"},
+		{mode: fakeprovider.ModeContextOverflow400, reason: classify.ReasonContextOverflow, status: 400, bodyHas: "context_length_exceeded"},
+		{mode: fakeprovider.ModeFormat400, reason: classify.ReasonFormat, status: 400, bodyHas: "invalid_request_error"},
+		{mode: fakeprovider.ModeServer500, reason: classify.ReasonTimeout, status: 500, bodyHas: "server_error"},
 		// a non-JSON proxy page reaches Classify verbatim (go-openai's *RequestError).
-		{mode: fakeprovider.ModeBadGateway502HTML, reason: failover.ReasonTimeout, status: 502, bodyHas: "<h1>502 Bad Gateway</h1>"},
-		{mode: fakeprovider.ModeUnavailable503, reason: failover.ReasonTimeout, status: 503, bodyHas: "Service Unavailable"},
-		{mode: fakeprovider.ModeOverloaded529, reason: failover.ReasonOverloaded, status: 529, bodyHas: "overloaded_error"},
-		{mode: fakeprovider.ModeStallAfterFirstChunk, reason: failover.ReasonTimeout, status: 200, stream: true, errIs: failover.ErrIdleTimeout, idle: true},
-		{mode: fakeprovider.ModeHangBeforeHeaders, reason: failover.ReasonTimeout, status: 0, errIs: failover.ErrIdleTimeout, idle: true},
+		{mode: fakeprovider.ModeBadGateway502HTML, reason: classify.ReasonTimeout, status: 502, bodyHas: "<h1>502 Bad Gateway</h1>"},
+		{mode: fakeprovider.ModeUnavailable503, reason: classify.ReasonTimeout, status: 503, bodyHas: "Service Unavailable"},
+		{mode: fakeprovider.ModeOverloaded529, reason: classify.ReasonOverloaded, status: 529, bodyHas: "overloaded_error"},
+		{mode: fakeprovider.ModeStallAfterFirstChunk, reason: classify.ReasonTimeout, status: 200, stream: true, errIs: classify.ErrIdleTimeout, idle: true},
+		{mode: fakeprovider.ModeHangBeforeHeaders, reason: classify.ReasonTimeout, status: 0, errIs: classify.ErrIdleTimeout, idle: true},
 		// covers R13: an empty 200 is an error carrying ErrEmptyOutput.
-		{mode: fakeprovider.ModeEmptyReply, reason: failover.ReasonEmptyResponse, status: 200, errIs: failover.ErrEmptyOutput},
+		{mode: fakeprovider.ModeEmptyReply, reason: classify.ReasonEmptyResponse, status: 200, errIs: classify.ErrEmptyOutput},
 		// covers R14: an unknown stop reason is an error before any decision.
-		{mode: fakeprovider.ModeUnknownFinishReason, reason: failover.ReasonUnclassified, status: 200, stream: true, errHas: "unknown stop reason: weird_reason"},
+		{mode: fakeprovider.ModeUnknownFinishReason, reason: classify.ReasonUnclassified, status: 200, stream: true, errHas: "unknown stop reason: weird_reason"},
 		// an SSE error event mid-stream: APIError with status 0, rebuilt as the event JSON.
-		{mode: fakeprovider.ModeMidstreamError, reason: failover.ReasonTimeout, status: 200, stream: true, bodyHas: `"type":"server_error"`},
-		{mode: fakeprovider.ModeConnectionReset, reason: failover.ReasonTimeout, status: 200, stream: true},
+		{mode: fakeprovider.ModeMidstreamError, reason: classify.ReasonTimeout, status: 200, stream: true, bodyHas: `"type":"server_error"`},
+		{mode: fakeprovider.ModeConnectionReset, reason: classify.ReasonTimeout, status: 200, stream: true},
 		// covers C11 / B6: a year-less reset time in the body.
-		{mode: fakeprovider.ModeQuotaResetText, rule: fakeprovider.Rule{ResetText: "08-25 01:37:00 UTC"}, reason: failover.ReasonBilling, status: 429, bodyHas: "will reset at 08-25 01:37:00 UTC"},
+		{mode: fakeprovider.ModeQuotaResetText, rule: fakeprovider.Rule{ResetText: "08-25 01:37:00 UTC"}, reason: classify.ReasonBilling, status: 429, bodyHas: "will reset at 08-25 01:37:00 UTC"},
 		// covers T1: hostile bodies are cut at a cap and fail as format errors naming it.
-		{mode: fakeprovider.ModeGzipBomb, reason: failover.ReasonFormat, errIs: ErrRefused, errHas: `Content-Encoding "gzip"`},
-		{mode: fakeprovider.ModeEndlessStream, reason: failover.ReasonFormat, status: 200, stream: true, errIs: ErrRefused, errHas: "limits.max_response_bytes (8388608 bytes)"},
-		{mode: fakeprovider.ModeHugeLine, reason: failover.ReasonFormat, status: 200, stream: true, errIs: ErrRefused, errHas: "stream line longer than 2162688 bytes"},
-		{mode: fakeprovider.ModeHugeChunk, reason: failover.ReasonFormat, status: 200, stream: true, errIs: ErrRefused, errHas: "stream line longer than 2162688 bytes"},
+		{mode: fakeprovider.ModeGzipBomb, reason: classify.ReasonFormat, errIs: ErrRefused, errHas: `Content-Encoding "gzip"`},
+		{mode: fakeprovider.ModeEndlessStream, reason: classify.ReasonFormat, status: 200, stream: true, errIs: ErrRefused, errHas: "limits.max_response_bytes (8388608 bytes)"},
+		{mode: fakeprovider.ModeHugeLine, reason: classify.ReasonFormat, status: 200, stream: true, errIs: ErrRefused, errHas: "stream line longer than 2162688 bytes"},
+		{mode: fakeprovider.ModeHugeChunk, reason: classify.ReasonFormat, status: 200, stream: true, errIs: ErrRefused, errHas: "stream line longer than 2162688 bytes"},
 		// an error body is read up to 64 KiB for classification: the status decides.
-		{mode: fakeprovider.ModeHugeErrorBody, reason: failover.ReasonTimeout, status: 500, bodyHas: `"type":"server_error"`},
+		{mode: fakeprovider.ModeHugeErrorBody, reason: classify.ReasonTimeout, status: 500, bodyHas: `"type":"server_error"`},
 		// covers T2: a redirect is a failed attempt naming it; nothing is sent to the new location.
-		{mode: fakeprovider.ModeRedirectOtherPort, reason: failover.ReasonFormat, errIs: ErrRefused, errHas: "HTTP 307 redirect to http://127.0.0.1:"},
-		{mode: fakeprovider.ModeRedirectLoop, reason: failover.ReasonFormat, errIs: ErrRefused, errHas: "HTTP 307 redirect to /openai/v1/chat/completions"},
+		{mode: fakeprovider.ModeRedirectOtherPort, reason: classify.ReasonFormat, errIs: ErrRefused, errHas: "HTTP 307 redirect to http://127.0.0.1:"},
+		{mode: fakeprovider.ModeRedirectLoop, reason: classify.ReasonFormat, errIs: ErrRefused, errHas: "HTTP 307 redirect to /openai/v1/chat/completions"},
 	}
 }
 
@@ -303,7 +304,7 @@ func TestChat_R5_HangBeforeHeadersDetected(t *testing.T) {
 	_, err := r.client.Chat(context.Background(), userReq("m", "x"), nil)
 	elapsed := time.Since(t0)
 	f := asFailure(t, err)
-	if !f.Idle || !errors.Is(r.lastResponse(t).Err, failover.ErrIdleTimeout) {
+	if !f.Idle || !errors.Is(r.lastResponse(t).Err, classify.ErrIdleTimeout) {
 		t.Fatalf("failure %+v", f)
 	}
 	if elapsed > idle+idle/10+20*time.Millisecond {
@@ -314,15 +315,15 @@ func TestChat_R5_HangBeforeHeadersDetected(t *testing.T) {
 // The attempt timeout comes from the caller's deadline (R10) and is not idle.
 func TestChat_R10_AttemptTimeoutFromCaller(t *testing.T) {
 	r := newRig(t, 5*time.Second, fakeprovider.Rule{Mode: fakeprovider.ModeSlowStream, Delay: time.Second})
-	ctx, cancel := context.WithTimeoutCause(context.Background(), 150*time.Millisecond, failover.ErrAttemptTimeout)
+	ctx, cancel := context.WithTimeoutCause(context.Background(), 150*time.Millisecond, classify.ErrAttemptTimeout)
 	defer cancel()
 	_, err := r.client.Chat(ctx, userReq("m", "x"), nil)
 	f := asFailure(t, err)
 	resp := r.lastResponse(t)
-	if f.Idle || !errors.Is(resp.Err, failover.ErrAttemptTimeout) || !resp.Stream {
+	if f.Idle || !errors.Is(resp.Err, classify.ErrAttemptTimeout) || !resp.Stream {
 		t.Fatalf("failure %+v response %+v", f, resp)
 	}
-	if classifyLanded() && f.Reason != failover.ReasonTimeout {
+	if classifyLanded() && f.Reason != classify.ReasonTimeout {
 		t.Fatalf("reason %s", f.Reason)
 	}
 }
@@ -342,7 +343,7 @@ func TestChat_CallerCancelIsAborted(t *testing.T) {
 			t0 := time.Now()
 			_, err := c.Chat(ctx, userReq("m", "x"), nil)
 			f := asFailure(t, err)
-			if f.Reason != failover.ReasonAborted || f.Idle || !errors.Is(r.lastResponse(t).Err, context.Canceled) {
+			if f.Reason != classify.ReasonAborted || f.Idle || !errors.Is(r.lastResponse(t).Err, context.Canceled) {
 				t.Fatalf("failure %+v", f)
 			}
 			if time.Since(t0) > 2*time.Second {
@@ -517,7 +518,7 @@ func TestChat_TransportFailures(t *testing.T) {
 			if !tc.stream && resp.Status != 0 {
 				t.Fatalf("status %d without a response", resp.Status)
 			}
-			if classifyLanded() && f.Reason != failover.ReasonTimeout {
+			if classifyLanded() && f.Reason != classify.ReasonTimeout {
 				t.Fatalf("reason %s, want timeout (C6)", f.Reason)
 			}
 		})
@@ -552,7 +553,7 @@ func TestChat_R8_Progress(t *testing.T) {
 	c = r.newClient(t, tokens.URL+"/v1", time.Second, nil)
 	out, err = c.Chat(context.Background(), userReq("m", "x"), nil)
 	c.CloseIdleConnections()
-	if err == nil || out.Progress || out.OutputTokens != 50 || !errors.Is(r.lastResponse(t).Err, failover.ErrEmptyOutput) {
+	if err == nil || out.Progress || out.OutputTokens != 50 || !errors.Is(r.lastResponse(t).Err, classify.ErrEmptyOutput) {
 		t.Fatalf("tokens only: %+v %v", out, err)
 	}
 }

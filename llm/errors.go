@@ -8,14 +8,15 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
 
+	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/failover"
+	"github.com/detourbot/detour/redact"
 )
 
 // maxErrorBody bounds how much of a non-2xx body is kept.
@@ -113,18 +114,18 @@ func (c *Client) fail(caller, wctx context.Context, model string, h *capture, er
 }
 
 // normalise builds the Response that Classify sees (C12).
-func (c *Client) normalise(caller, wctx context.Context, h *capture, err error, stream bool) failover.Response {
-	r := failover.Response{Status: h.statusCode(), Headers: h.headers(), Stream: stream}
+func (c *Client) normalise(caller, wctx context.Context, h *capture, err error, stream bool) classify.Response {
+	r := classify.Response{Status: h.statusCode(), Headers: h.headers(), Stream: stream}
 
 	// Deadlines and cancellations first: a read error after our own cancel is a
 	// symptom, the cause is what matters.
 	if wctx.Err() != nil || caller.Err() != nil {
 		switch cause := context.Cause(wctx); {
-		case errors.Is(cause, failover.ErrIdleTimeout) && caller.Err() == nil:
-			r.Err = failover.ErrIdleTimeout
-		case caller.Err() != nil && (errors.Is(context.Cause(caller), failover.ErrAttemptTimeout) ||
+		case errors.Is(cause, classify.ErrIdleTimeout) && caller.Err() == nil:
+			r.Err = classify.ErrIdleTimeout
+		case caller.Err() != nil && (errors.Is(context.Cause(caller), classify.ErrAttemptTimeout) ||
 			errors.Is(caller.Err(), context.DeadlineExceeded)):
-			r.Err = fmt.Errorf("%w: %w", failover.ErrAttemptTimeout, context.DeadlineExceeded)
+			r.Err = fmt.Errorf("%w: %w", classify.ErrAttemptTimeout, context.DeadlineExceeded)
 		case caller.Err() != nil:
 			r.Err = context.Canceled
 		default:
@@ -172,7 +173,7 @@ func (c *Client) normalise(caller, wctx context.Context, h *capture, err error, 
 }
 
 // failResponse classifies r and fills in who failed; it redacts the key.
-func (c *Client) failResponse(caller context.Context, model string, r failover.Response, start time.Time) error {
+func (c *Client) failResponse(caller context.Context, model string, r classify.Response, start time.Time) error {
 	r.Provider = c.cfg.Provider
 	r.Body = c.scrub(r.Body)
 	for k, v := range r.Headers {
@@ -181,31 +182,36 @@ func (c *Client) failResponse(caller context.Context, model string, r failover.R
 	if r.Err != nil {
 		r.Err = &scrubbedError{msg: c.scrub(r.Err.Error()), err: r.Err}
 	}
-	f := c.classify(r, c.now())
+	res := c.classify(r, c.now())
+	f := failover.FailureFrom(res)
 	keepVerdict(&f, r.Err)
 	f.Provider, f.Model, f.Profile = c.cfg.Provider, model, c.cfg.ProfileID
-	if errors.Is(r.Err, failover.ErrIdleTimeout) {
+	if errors.Is(r.Err, classify.ErrIdleTimeout) {
 		f.Idle = true
 	}
 	if errors.Is(r.Err, context.Canceled) && caller.Err() != nil {
 		// The caller went away: never a provider failure.
-		f.Reason = failover.ReasonAborted
+		f.Reason, f.Class = classify.ReasonAborted, classify.ReasonClass(classify.ReasonAborted)
 	}
-	f.Message = c.scrub(f.Message)
+	// classify returns the provider's words as they came; this client knows the
+	// key, so it hides it (and anything shaped like a secret) before anyone
+	// logs, shows or stores the message (P4).
+	f.Message = redact.Preview(c.scrub(f.Message), previewRunes)
 	f.Code = c.scrub(f.Code)
 	c.log.Info("llm call failed", "model", model, "reason", string(f.Reason), "status", f.Status,
-		"idle", f.Idle, "stream", r.Stream, "dur", c.now().Sub(start), "detail", truncate(f.Message, 200))
+		"rule", res.Why.Rule, "idle", f.Idle, "stream", r.Stream, "dur", c.now().Sub(start), "detail", f.Message)
 	return &f
 }
 
-// keyLike matches bearer-key shapes, as a second line of defence (P4).
-var keyLike = regexp.MustCompile(`\b(sk|rk|pk|gsk|xai|key)-[A-Za-z0-9_\-]{8,}`)
+// previewRunes bounds the provider message kept in a Failure.
+const previewRunes = 200
 
+// scrub hides this client's key and anything shaped like a secret (P4).
 func (c *Client) scrub(s string) string {
 	if s == "" {
 		return s
 	}
-	return keyLike.ReplaceAllString(c.redact.Replace(s), "[REDACTED]")
+	return redact.Known(s, c.key)
 }
 
 // scrubbedError keeps errors.Is/As on the original error but shows a redacted text.

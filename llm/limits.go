@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/failover"
 	"github.com/detourbot/detour/redact"
 )
@@ -183,7 +184,7 @@ func keepVerdict(f *failover.Failure, err error) {
 	var own *failover.Failure
 	switch {
 	case errors.As(err, &re):
-		f.Reason, f.Class, f.Message = failover.ReasonFormat, failover.ClassDeterministic, re.Detail
+		f.Reason, f.Class, f.Message = classify.ReasonFormat, classify.ClassDeterministic, re.Detail
 		if re.Status != 0 {
 			f.Status = re.Status
 		}

@@ -16,7 +16,7 @@ import (
 	"testing/iotest"
 	"time"
 
-	"github.com/detourbot/detour/failover"
+	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/internal/fakeprovider"
 )
 
@@ -99,7 +99,7 @@ func TestChat_T1_AnswerCap(t *testing.T) {
 			shown := 0
 			out, err := c.Chat(context.Background(), userReq("m", "x"), func(d string) { shown += len(d) })
 			f := asFailure(t, err)
-			if f.Reason != failover.ReasonFormat || f.Class != failover.ClassDeterministic ||
+			if f.Reason != classify.ReasonFormat || f.Class != classify.ClassDeterministic ||
 				!strings.Contains(f.Message, fmt.Sprintf("limits.max_answer_bytes (%d bytes)", limit)) {
 				t.Fatalf("failure %+v", f)
 			}
@@ -114,17 +114,17 @@ func TestChat_T1_AnswerCap(t *testing.T) {
 func TestProbe_T1_T2_Caps(t *testing.T) {
 	cases := []struct {
 		rule   fakeprovider.Rule
-		reason failover.Reason
+		reason classify.Reason
 		says   string
 	}{
-		{fakeprovider.Rule{Mode: fakeprovider.ModeGzipBomb}, failover.ReasonFormat, `Content-Encoding "gzip"`},
-		{fakeprovider.Rule{Mode: fakeprovider.ModeEndlessStream}, failover.ReasonFormat, "limits.max_response_bytes (8388608 bytes)"},
-		{fakeprovider.Rule{Mode: fakeprovider.ModeHugeLine}, failover.ReasonFormat, "limits.max_response_bytes (8388608 bytes)"},
-		{fakeprovider.Rule{Mode: fakeprovider.ModeHugeChunk}, failover.ReasonFormat, "limits.max_response_bytes (8388608 bytes)"},
-		{fakeprovider.Rule{Mode: fakeprovider.ModeHugeChunk, Size: 2 << 20}, failover.ReasonFormat, "limits.max_answer_bytes (1048576 bytes)"},
-		{fakeprovider.Rule{Mode: fakeprovider.ModeHugeErrorBody}, failover.ReasonTimeout, "server"},
-		{fakeprovider.Rule{Mode: fakeprovider.ModeRedirectOtherPort}, failover.ReasonFormat, "HTTP 307 redirect to http://127.0.0.1:"},
-		{fakeprovider.Rule{Mode: fakeprovider.ModeRedirectLoop}, failover.ReasonFormat, "HTTP 307 redirect to /openai/v1/chat/completions"},
+		{fakeprovider.Rule{Mode: fakeprovider.ModeGzipBomb}, classify.ReasonFormat, `Content-Encoding "gzip"`},
+		{fakeprovider.Rule{Mode: fakeprovider.ModeEndlessStream}, classify.ReasonFormat, "limits.max_response_bytes (8388608 bytes)"},
+		{fakeprovider.Rule{Mode: fakeprovider.ModeHugeLine}, classify.ReasonFormat, "limits.max_response_bytes (8388608 bytes)"},
+		{fakeprovider.Rule{Mode: fakeprovider.ModeHugeChunk}, classify.ReasonFormat, "limits.max_response_bytes (8388608 bytes)"},
+		{fakeprovider.Rule{Mode: fakeprovider.ModeHugeChunk, Size: 2 << 20}, classify.ReasonFormat, "limits.max_answer_bytes (1048576 bytes)"},
+		{fakeprovider.Rule{Mode: fakeprovider.ModeHugeErrorBody}, classify.ReasonTimeout, "server"},
+		{fakeprovider.Rule{Mode: fakeprovider.ModeRedirectOtherPort}, classify.ReasonFormat, "HTTP 307 redirect to http://127.0.0.1:"},
+		{fakeprovider.Rule{Mode: fakeprovider.ModeRedirectLoop}, classify.ReasonFormat, "HTTP 307 redirect to /openai/v1/chat/completions"},
 	}
 	for _, tc := range cases {
 		t.Run(fmt.Sprintf("%s/%d", tc.rule.Mode, tc.rule.Size), func(t *testing.T) {
@@ -165,7 +165,7 @@ func TestChat_T1_NoCompression(t *testing.T) {
 			hc.Transport.(*http.Transport).CloseIdleConnections()
 		}
 		f := asFailure(t, err)
-		if asked.Load() != "identity" || f.Reason != failover.ReasonFormat || !strings.Contains(f.Message, "not asked for") {
+		if asked.Load() != "identity" || f.Reason != classify.ReasonFormat || !strings.Contains(f.Message, "not asked for") {
 			t.Fatalf("Accept-Encoding %q, failure %+v", asked.Load(), f)
 		}
 	}
@@ -193,7 +193,7 @@ func TestChat_T2_RedirectNamedAndRedacted(t *testing.T) {
 			for _, e := range []error{err, perr} {
 				f := asFailure(t, e)
 				dump := fmt.Sprintf("%v %+v %s", e, *f, r.logs.String())
-				if f.Reason != failover.ReasonFormat || f.Status != status ||
+				if f.Reason != classify.ReasonFormat || f.Status != status ||
 					!strings.Contains(f.Message, fmt.Sprintf("HTTP %d redirect to http://", status)) ||
 					!strings.Contains(f.Message, "never followed") {
 					t.Fatalf("failure %+v", f)
@@ -236,7 +236,8 @@ func TestChat_T2_RedirectHidesKeyBeforeShortening(t *testing.T) {
 	const key = "plainkey1234xyz"
 	src := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		key := strings.TrimPrefix(req.Header.Get("Authorization"), "Bearer ")
-		pad := strings.Repeat("p", 190-len("http://127.0.0.1:1/"))
+		// the key sits near the end of what the 200-rune message shows
+		pad := strings.Repeat("p", 90)
 		http.Redirect(w, req, "http://127.0.0.1:1/"+pad+"/"+key+"/more", http.StatusFound)
 	}))
 	defer src.Close()

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/failover"
 	"github.com/detourbot/detour/internal/fakeprovider"
 )
@@ -143,7 +144,7 @@ func TestT1_PeakRSS(t *testing.T) {
 				if (want == "") != (rep.Err == "") || !strings.Contains(rep.Err, want) {
 					t.Errorf("call ended %q, want %q", rep.Err, want)
 				}
-				if want != "" && want != "HTTP 500" && rep.Reason != string(failover.ReasonFormat) {
+				if want != "" && want != "HTTP 500" && rep.Reason != string(classify.ReasonFormat) {
 					t.Errorf("reason %q, want format", rep.Reason)
 				}
 				if strings.Contains(rep.Err, "CANARY") {

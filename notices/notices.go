@@ -11,58 +11,18 @@ import (
 	"strings"
 	"time"
 
+	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/failover"
 )
 
 // Prefix starts every notice line; the console and tests recognise notices by it.
 const Prefix = "↪️ "
 
-// Reason returns the short human text of a failure reason ("rate limit", "billing", ...).
-func Reason(r failover.Reason) string {
-	switch r {
-	case failover.ReasonRateLimit:
-		return "rate limit"
-	case failover.ReasonOverloaded:
-		return "overloaded"
-	case failover.ReasonBilling:
-		return "billing"
-	case failover.ReasonAuth:
-		return "auth"
-	case failover.ReasonAuthPermanent:
-		return "key revoked"
-	case failover.ReasonTimeout:
-		return "timeout"
-	case failover.ReasonIdleTimeout:
-		return "idle timeout"
-	case failover.ReasonModelNotFound:
-		return "model not found"
-	case failover.ReasonFormat:
-		return "invalid request"
-	case failover.ReasonContextOverflow:
-		return "context too long"
-	case failover.ReasonContentFilter:
-		return "content filter"
-	case failover.ReasonAborted:
-		return "aborted"
-	case failover.ReasonEmptyResponse:
-		return "empty response"
-	case failover.ReasonNoErrorDetails:
-		return "no error details"
-	case failover.ReasonUnclassified:
-		return "unknown error"
-	case failover.ReasonConsecutiveTimeout:
-		return "repeated timeouts"
-	case failover.ReasonContextWindow:
-		return "context window too small"
-	case "":
-		return "unknown error"
-	}
-	return strings.ReplaceAll(string(r), "_", " ")
-}
-
-// Fallback is the N1 notice: the session moved to an automatic fallback.
-func Fallback(fallback, primary string, reason failover.Reason) string {
-	return fmt.Sprintf("%smodel fallback: %s (selected %s; %s)", Prefix, fallback, primary, Reason(reason))
+// Fallback is the N1 notice: the session moved to an automatic fallback. The
+// reason is said in plain words (classify.Describe): "server error (HTTP 503)",
+// "out of credits".
+func Fallback(fallback, primary string, reason classify.Reason, status int) string {
+	return fmt.Sprintf("%smodel fallback: %s (selected %s; %s)", Prefix, fallback, primary, classify.Describe(reason, status))
 }
 
 // Cleared is the N2 notice: the session is back on its selected model.
@@ -75,7 +35,8 @@ func Cleared(primary, fallback string) string {
 type State struct {
 	Selected string // "provider/model" the session selected (the fallback's origin)
 	Active   string // "provider/model" that answered the last turn
-	Reason   failover.Reason
+	Reason   classify.Reason
+	Status   int // HTTP status of the failure behind Reason (0 = none), for its plain words
 }
 
 // OnFallback reports whether the state says the session is answered by a fallback.
@@ -91,7 +52,7 @@ func ForChange(prev, next State) string {
 		if prev.OnFallback() && prev.Selected == next.Selected && prev.Active == next.Active {
 			return ""
 		}
-		return Fallback(next.Active, next.Selected, next.Reason)
+		return Fallback(next.Active, next.Selected, next.Reason, next.Status)
 	case prev.OnFallback():
 		// Back on a selected model. The clear names the model that answers now.
 		now := next.Active
@@ -201,11 +162,13 @@ func lastFailures(attempts []failover.AttemptRecord) (order []string, last map[s
 	return order, last
 }
 
-func recordReason(a failover.AttemptRecord) failover.Reason {
+// recordWords says in plain words why a model gave no answer: its failure, or
+// the reason it was skipped (whose status is not kept).
+func recordWords(a failover.AttemptRecord) string {
 	if a.Failure != nil {
-		return a.Failure.Reason
+		return a.Failure.Describe()
 	}
-	return a.Skipped
+	return classify.Describe(a.Skipped, classify.StatusUnknown)
 }
 
 // UserFailure is the one clear message a user gets when no candidate answered (V3),
@@ -230,12 +193,12 @@ func UserFailure(s *failover.SummaryError, now time.Time) string {
 		stop = "stopped: " + Redact(s.Stop.Error())
 	}
 	order, last := lastFailures(s.Attempts)
-	reasons := map[failover.Reason]bool{}
+	words := map[string]bool{}
 	var parts []string
 	for _, ref := range order {
-		r := recordReason(last[ref])
-		reasons[r] = true
-		parts = append(parts, fmt.Sprintf("%s (%s)", ref, Reason(r)))
+		w := recordWords(last[ref])
+		words[w] = true
+		parts = append(parts, fmt.Sprintf("%s (%s)", ref, w))
 	}
 	var b strings.Builder
 	switch {
@@ -246,12 +209,12 @@ func UserFailure(s *failover.SummaryError, now time.Time) string {
 		}
 	case len(parts) == 0:
 		b.WriteString("no model could answer")
-	case len(reasons) == 1 && len(parts) > 1:
-		for r := range reasons {
-			fmt.Fprintf(&b, "all models failed with %s: %s", Reason(r), strings.Join(order, ", "))
+	case len(words) == 1 && len(parts) > 1:
+		for w := range words {
+			fmt.Fprintf(&b, "all models failed with %s: %s", w, strings.Join(order, ", "))
 		}
 	case len(parts) == 1:
-		b.WriteString(order[0] + " failed: " + Reason(recordReason(last[order[0]])))
+		b.WriteString(order[0] + " failed: " + recordWords(last[order[0]]))
 		if f := last[order[0]].Failure; f != nil && f.Message != "" {
 			b.WriteString(" — " + Redact(f.Message))
 		}
@@ -277,14 +240,14 @@ func FailureText(f *failover.Failure) string {
 		model = f.Model
 	}
 	switch f.Reason {
-	case failover.ReasonContextOverflow:
+	case classify.ReasonContextOverflow:
 		return "this conversation no longer fits the model's context window; use /reset to start over or /model to pick a model with a larger window"
-	case failover.ReasonContentFilter:
+	case classify.ReasonContentFilter:
 		return fmt.Sprintf("%s refused to answer (content filter)", model)
-	case failover.ReasonAborted:
+	case classify.ReasonAborted:
 		return "the request was cancelled"
 	}
-	s := fmt.Sprintf("%s failed: %s", model, Reason(f.Reason))
+	s := fmt.Sprintf("%s failed: %s", model, f.Describe())
 	if f.Message != "" {
 		s += " — " + Redact(f.Message)
 	}
@@ -296,7 +259,8 @@ type ReportLine struct {
 	Model    string // "provider/model"
 	Provider string
 	Profile  string // profile id, never a secret
-	Reason   failover.Reason
+	Reason   classify.Reason
+	Status   int       // HTTP status of the failure (classify.StatusUnknown for a skip)
 	Error    string    // raw provider message (redacted again when rendered)
 	Recovery time.Time // estimated recovery; zero = unknown
 }
@@ -312,8 +276,9 @@ func LinesFromSummary(s *failover.SummaryError) []ReportLine {
 	lines := make([]ReportLine, 0, len(order))
 	for _, ref := range order {
 		a := last[ref]
-		l := ReportLine{Model: ref, Provider: a.Candidate.Provider, Profile: a.Candidate.Profile, Reason: recordReason(a)}
+		l := ReportLine{Model: ref, Provider: a.Candidate.Provider, Profile: a.Candidate.Profile, Reason: a.Skipped, Status: classify.StatusUnknown}
 		if f := a.Failure; f != nil {
+			l.Reason, l.Status = f.Reason, f.Status
 			l.Error = f.Message
 			if f.Status != 0 && !strings.Contains(l.Error, fmt.Sprint(f.Status)) {
 				l.Error = strings.TrimSpace(fmt.Sprintf("HTTP %d %s", f.Status, l.Error))
@@ -331,9 +296,9 @@ func LinesFromSummary(s *failover.SummaryError) []ReportLine {
 
 // NeedsHuman reports whether a reason does not heal by waiting (billing, keys,
 // model ids, request format): reports say "unknown, needs a human" for them.
-func NeedsHuman(r failover.Reason) bool {
+func NeedsHuman(r classify.Reason) bool {
 	switch r {
-	case failover.ReasonBilling, failover.ReasonAuth, failover.ReasonAuthPermanent, failover.ReasonModelNotFound, failover.ReasonFormat:
+	case classify.ReasonBilling, classify.ReasonAuth, classify.ReasonAuthPermanent, classify.ReasonModelNotFound, classify.ReasonFormat:
 		return true
 	}
 	return false
@@ -341,17 +306,17 @@ func NeedsHuman(r failover.Reason) bool {
 
 func todo(l ReportLine) string {
 	switch l.Reason {
-	case failover.ReasonBilling:
+	case classify.ReasonBilling:
 		return "top up or raise the spending limit, then /recover " + l.Model
-	case failover.ReasonAuth, failover.ReasonAuthPermanent:
+	case classify.ReasonAuth, classify.ReasonAuthPermanent:
 		target := l.Model
 		if l.Profile != "" {
 			target = l.Profile
 		}
 		return "check or replace the API key, then /recover " + target
-	case failover.ReasonModelNotFound:
+	case classify.ReasonModelNotFound:
 		return "fix the model id in the config"
-	case failover.ReasonRateLimit, failover.ReasonOverloaded:
+	case classify.ReasonRateLimit, classify.ReasonOverloaded:
 		return "wait for the reset, or /recover " + l.Model + " to probe now"
 	}
 	return "/recover " + l.Model + " probes it now"
@@ -388,7 +353,7 @@ func AdminReport(lines []ReportLine, session string, now time.Time) string {
 			prof = " profile " + l.Profile + ","
 		}
 		fmt.Fprintf(&b, "• %s — provider %s,%s %s: %s — recovery: %s — do: %s\n",
-			l.Model, l.Provider, prof, l.Reason, errText, rec, todo(l))
+			l.Model, l.Provider, prof, classify.Describe(l.Reason, l.Status), errText, rec, todo(l))
 	}
 	if !earliest.IsZero() {
 		fmt.Fprintf(&b, "earliest expected recovery: %s", FormatTime(earliest, now))

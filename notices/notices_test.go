@@ -5,32 +5,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/failover"
 )
 
-func TestReason_ShortHumanTexts(t *testing.T) {
-	cases := map[failover.Reason]string{
-		failover.ReasonBilling:            "billing",
-		failover.ReasonRateLimit:          "rate limit",
-		failover.ReasonTimeout:            "timeout",
-		failover.ReasonOverloaded:         "overloaded",
-		failover.ReasonAuth:               "auth",
-		failover.ReasonAuthPermanent:      "key revoked",
-		failover.ReasonModelNotFound:      "model not found",
-		failover.ReasonConsecutiveTimeout: "repeated timeouts",
-		failover.Reason("brand_new"):      "brand new",
-	}
-	for r, want := range cases {
-		if got := Reason(r); got != want {
-			t.Errorf("Reason(%q) = %q, want %q", r, got, want)
-		}
-	}
-}
-
 // covers N1, N2
 func TestTexts_N1_N2_Exact(t *testing.T) {
-	if got, want := Fallback("anthropic/claude-haiku-4-5", "openai/gpt-4o-mini", failover.ReasonBilling),
-		"↪️ model fallback: anthropic/claude-haiku-4-5 (selected openai/gpt-4o-mini; billing)"; got != want {
+	if got, want := Fallback("anthropic/claude-haiku-4-5", "openai/gpt-4o-mini", classify.ReasonBilling, 402),
+		"↪️ model fallback: anthropic/claude-haiku-4-5 (selected openai/gpt-4o-mini; out of credits)"; got != want {
+		t.Fatalf("N1 text = %q, want %q", got, want)
+	}
+	// A 5xx is a server error in people's words, never a timeout (issue 13).
+	if got, want := Fallback("anthropic/claude-haiku-4-5", "openai/gpt-4o-mini", classify.ReasonTimeout, 503),
+		"↪️ model fallback: anthropic/claude-haiku-4-5 (selected openai/gpt-4o-mini; server error (HTTP 503))"; got != want {
 		t.Fatalf("N1 text = %q, want %q", got, want)
 	}
 	if got, want := Cleared("openai/gpt-4o-mini", "anthropic/claude-haiku-4-5"),
@@ -42,7 +29,7 @@ func TestTexts_N1_N2_Exact(t *testing.T) {
 // covers N3: the announce decision is a pure function of (persisted state, new state).
 func TestDecide_N3_OncePerStateChange(t *testing.T) {
 	const p, f1, f2 = "openai/a", "anthropic/b", "ollama/c"
-	on := func(sel, act string, r failover.Reason) State { return State{Selected: sel, Active: act, Reason: r} }
+	on := func(sel, act string, r classify.Reason) State { return State{Selected: sel, Active: act, Reason: r} }
 	cases := []struct {
 		name       string
 		prev, next State
@@ -50,14 +37,14 @@ func TestDecide_N3_OncePerStateChange(t *testing.T) {
 	}{
 		{"fresh session on primary", State{}, on(p, p, ""), ""},
 		{"primary stays", on(p, p, ""), on(p, p, ""), ""},
-		{"move to fallback", on(p, p, ""), on(p, f1, failover.ReasonBilling), Fallback(f1, p, failover.ReasonBilling)},
-		{"first turn ever falls back", State{}, on(p, f1, failover.ReasonRateLimit), Fallback(f1, p, failover.ReasonRateLimit)},
-		{"stay on fallback", on(p, f1, failover.ReasonBilling), on(p, f1, failover.ReasonBilling), ""},
-		{"stay on fallback, other reason", on(p, f1, failover.ReasonBilling), on(p, f1, failover.ReasonTimeout), ""},
-		{"move to second fallback", on(p, f1, failover.ReasonBilling), on(p, f2, failover.ReasonTimeout), Fallback(f2, p, failover.ReasonTimeout)},
-		{"return to primary", on(p, f1, failover.ReasonBilling), on(p, p, ""), Cleared(p, f1)},
-		{"user picks the fallback model itself", on(p, f1, failover.ReasonBilling), on(f1, f1, ""), ""},
-		{"user picks another model", on(p, f1, failover.ReasonBilling), on(f2, f2, ""), Cleared(f2, f1)},
+		{"move to fallback", on(p, p, ""), on(p, f1, classify.ReasonBilling), Fallback(f1, p, classify.ReasonBilling, 0)},
+		{"first turn ever falls back", State{}, on(p, f1, classify.ReasonRateLimit), Fallback(f1, p, classify.ReasonRateLimit, 0)},
+		{"stay on fallback", on(p, f1, classify.ReasonBilling), on(p, f1, classify.ReasonBilling), ""},
+		{"stay on fallback, other reason", on(p, f1, classify.ReasonBilling), on(p, f1, classify.ReasonTimeout), ""},
+		{"move to second fallback", on(p, f1, classify.ReasonBilling), on(p, f2, classify.ReasonTimeout), Fallback(f2, p, classify.ReasonTimeout, 0)},
+		{"return to primary", on(p, f1, classify.ReasonBilling), on(p, p, ""), Cleared(p, f1)},
+		{"user picks the fallback model itself", on(p, f1, classify.ReasonBilling), on(f1, f1, ""), ""},
+		{"user picks another model", on(p, f1, classify.ReasonBilling), on(f2, f2, ""), Cleared(f2, f1)},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -117,9 +104,9 @@ func summary(now time.Time) *failover.SummaryError {
 	return &failover.SummaryError{
 		Attempts: []failover.AttemptRecord{
 			{Candidate: failover.Candidate{Provider: "openai", Model: "gpt-4o-mini", Profile: "openai:main"}, Started: now,
-				Failure: &failover.Failure{Reason: failover.ReasonRateLimit, Status: 429, Message: "Rate limit reached for sk-CANARY-123456789", RetryAfter: 5 * time.Minute}},
+				Failure: &failover.Failure{Reason: classify.ReasonRateLimit, Status: 429, Message: "Rate limit reached for sk-CANARY-123456789", RetryAfter: 5 * time.Minute}},
 			{Candidate: failover.Candidate{Provider: "anthropic", Model: "claude-haiku-4-5", Profile: "anthropic:main"}, Started: now,
-				Failure: &failover.Failure{Reason: failover.ReasonBilling, Status: 400, Message: "Your credit balance is too low"}},
+				Failure: &failover.Failure{Reason: classify.ReasonBilling, Status: 400, Message: "Your credit balance is too low"}},
 		},
 		EarliestRetry: now.Add(5 * time.Minute),
 		At:            now,
@@ -131,20 +118,20 @@ func summary(now time.Time) *failover.SummaryError {
 func TestUserFailure_V3(t *testing.T) {
 	now := time.Date(2026, 3, 1, 14, 0, 0, 0, time.UTC)
 	got := UserFailure(summary(now), now)
-	for _, want := range []string{"openai/gpt-4o-mini (rate limit)", "anthropic/claude-haiku-4-5 (billing)", "earliest retry 14:05 UTC"} {
+	for _, want := range []string{"openai/gpt-4o-mini (rate limit)", "anthropic/claude-haiku-4-5 (out of credits)", "earliest retry 14:05 UTC"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("UserFailure = %q, missing %q", got, want)
 		}
 	}
 	allRL := &failover.SummaryError{Attempts: []failover.AttemptRecord{
-		{Candidate: failover.Candidate{Provider: "a", Model: "x"}, Failure: &failover.Failure{Reason: failover.ReasonRateLimit}},
-		{Candidate: failover.Candidate{Provider: "b", Model: "y"}, Failure: &failover.Failure{Reason: failover.ReasonRateLimit}},
+		{Candidate: failover.Candidate{Provider: "a", Model: "x"}, Failure: &failover.Failure{Reason: classify.ReasonRateLimit}},
+		{Candidate: failover.Candidate{Provider: "b", Model: "y"}, Failure: &failover.Failure{Reason: classify.ReasonRateLimit}},
 	}, EarliestRetry: now.Add(5 * time.Minute)}
 	if got := UserFailure(allRL, now); got != "all models failed with rate limit: a/x, b/y; earliest retry 14:05 UTC (in 5m)" {
 		t.Errorf("all rate limited: %q", got)
 	}
 	single := &failover.SummaryError{Attempts: []failover.AttemptRecord{
-		{Candidate: failover.Candidate{Provider: "a", Model: "x"}, Failure: &failover.Failure{Reason: failover.ReasonModelNotFound, Message: "no such model"}},
+		{Candidate: failover.Candidate{Provider: "a", Model: "x"}, Failure: &failover.Failure{Reason: classify.ReasonModelNotFound, Message: "no such model"}},
 	}}
 	if got := UserFailure(single, now); got != "a/x failed: model not found — no such model; please try again later" {
 		t.Errorf("single: %q", got)
@@ -170,8 +157,8 @@ func TestAdminReport_V4(t *testing.T) {
 	}
 	got := AdminReport(lines, "console:default", now)
 	for _, want := range []string{
-		"openai/gpt-4o-mini — provider openai, profile openai:main, rate_limit: HTTP 429 Rate limit reached for [redacted] — recovery: estimated 14:05 UTC",
-		"anthropic/claude-haiku-4-5 — provider anthropic, profile anthropic:main, billing: HTTP 400 Your credit balance is too low — recovery: unknown, needs a human — do: top up or raise the spending limit, then /recover anthropic/claude-haiku-4-5",
+		"openai/gpt-4o-mini — provider openai, profile openai:main, rate limit: HTTP 429 Rate limit reached for [redacted] — recovery: estimated 14:05 UTC",
+		"anthropic/claude-haiku-4-5 — provider anthropic, profile anthropic:main, out of credits: HTTP 400 Your credit balance is too low — recovery: unknown, needs a human — do: top up or raise the spending limit, then /recover anthropic/claude-haiku-4-5",
 		"earliest expected recovery: 14:05 UTC",
 	} {
 		if !strings.Contains(got, want) {
@@ -196,11 +183,14 @@ func TestAdminReport_V4(t *testing.T) {
 }
 
 func TestFailureText(t *testing.T) {
-	f := &failover.Failure{Reason: failover.ReasonFormat, Provider: "openai", Model: "x", Message: "bad param"}
+	f := &failover.Failure{Reason: classify.ReasonFormat, Provider: "openai", Model: "x", Message: "bad param"}
 	if got := FailureText(f); got != "openai/x failed: invalid request — bad param" {
 		t.Fatalf("%q", got)
 	}
-	if got := FailureText(&failover.Failure{Reason: failover.ReasonContextOverflow}); !strings.Contains(got, "/reset") {
+	if got := FailureText(&failover.Failure{Reason: classify.ReasonTimeout, Status: 502, Provider: "openai", Model: "x"}); got != "openai/x failed: server error (HTTP 502)" {
+		t.Fatalf("%q", got)
+	}
+	if got := FailureText(&failover.Failure{Reason: classify.ReasonContextOverflow}); !strings.Contains(got, "/reset") {
 		t.Fatalf("R15 text must suggest /reset: %q", got)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/detourbot/detour/adapters"
+	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/failover"
 	"github.com/detourbot/detour/internal/fakeprovider"
 	"github.com/detourbot/detour/notices"
@@ -37,7 +38,7 @@ func TestRouter_S2_AgentModelStrictUnlessOwnFallbacks(t *testing.T) {
 		t.Fatalf("S2: a strict agent fell back (%d calls)", n)
 	}
 	out := expect(t, h.say("test:agent-fb:1", "hi"), "notice,reply")
-	if want := notices.Fallback(mFallback, mThird, failover.ReasonTimeout); out[0].Text != want {
+	if want := notices.Fallback(mFallback, mThird, classify.ReasonTimeout, classify.StatusUnknown); out[0].Text != want {
 		t.Fatalf("notice = %q, want %q", out[0].Text, want)
 	}
 	if n := h.calls.count("p1"); n != 0 {
@@ -98,11 +99,11 @@ func TestRouter_B7_SmallWindowCandidateSkipped(t *testing.T) {
 	if n := len(mem["p1"].requests()); n != 0 {
 		t.Fatalf("B7: the too-small model was called %d times", n)
 	}
-	if want := notices.Fallback(mFallback, mPrimary, failover.ReasonContextWindow); out[0].Text != want {
+	if want := notices.Fallback(mFallback, mPrimary, classify.ReasonContextWindow, 0); out[0].Text != want {
 		t.Logf("notice = %q (engine-reported cause)", out[0].Text)
 	}
 	var rows []AttemptRow
-	h.db.Where("session_key = ? AND skipped = ?", key1, string(failover.ReasonContextWindow)).Find(&rows)
+	h.db.Where("session_key = ? AND skipped = ?", key1, string(classify.ReasonContextWindow)).Find(&rows)
 	if len(rows) != 1 || rows[0].Model != mPrimary {
 		t.Fatalf("V1/B7: skip not recorded: %+v", rows)
 	}

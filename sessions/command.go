@@ -10,6 +10,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/detourbot/detour/adapters"
+	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/commands"
 	"github.com/detourbot/detour/failover"
 	"github.com/detourbot/detour/notices"
@@ -221,7 +222,7 @@ func userModelPatch(ref, profile string) map[string]any {
 	p, m := failover.ModelRef(ref).Split()
 	f := map[string]any{
 		"provider_override": p, "model_override": m, "model_override_source": string(failover.SourceUser),
-		"fallback_origin": "", "fallback_reason": "", "last_probe_at": nil, "live_switch": true,
+		"fallback_origin": "", "fallback_reason": "", "fallback_status": 0, "last_probe_at": nil, "live_switch": true,
 		"notice_selected": "", "notice_active": "", "notice_reason": "",
 		"auth_profile_override": "", "auth_profile_override_source": "", "auth_profile_override_compaction_count": 0,
 	}
@@ -330,7 +331,7 @@ func (r *Router) Status(ctx context.Context, sessionKey, channel string) (comman
 	}
 	if sel.source == failover.SourceAuto {
 		info.Active = string(sel.requested)
-		info.FallbackReason = notices.Reason(failover.Reason(e.FallbackReason))
+		info.FallbackReason = classify.Describe(classify.Reason(e.FallbackReason), e.FallbackStatus)
 		if e.LastProbeAt != nil {
 			info.LastProbe = *e.LastProbeAt
 			info.NextProbe = e.LastProbeAt.Add(r.cfg.ProbeInterval)
@@ -377,10 +378,10 @@ func (r *Router) candidateStates(ctx context.Context, ref failover.ModelRef) []c
 	for _, ps := range cs.Profiles {
 		line := commands.StatusLine{Model: string(ref), Profile: ps.ID, State: ps.State}
 		if ps.State != failover.StateOK {
-			line.Until, line.Reason, line.Recovery = ps.Until, notices.Reason(ps.Reason), ps.RecoveryAt
+			line.Until, line.Reason, line.Recovery = ps.Until, classify.Describe(ps.Reason, classify.StatusUnknown), ps.RecoveryAt
 		} else if cs.Model.State != failover.StateOK {
 			// The model itself is marked unavailable (R7 repeated timeouts).
-			line.State, line.Until, line.Reason = cs.Model.State, cs.Model.Until, notices.Reason(cs.Model.Reason)
+			line.State, line.Until, line.Reason = cs.Model.State, cs.Model.Until, classify.Describe(cs.Model.Reason, classify.StatusUnknown)
 		}
 		out = append(out, line)
 	}
@@ -444,8 +445,8 @@ func (r *Router) Recover(ctx context.Context, target string) (string, error) {
 			why := notices.Redact(err.Error())
 			var f *failover.Failure
 			if errors.As(err, &f) {
-				why = notices.Reason(f.Reason)
-				if f.Status != 0 {
+				why = f.Describe()
+				if f.Status != 0 && !strings.Contains(why, "HTTP") {
 					why += fmt.Sprintf(" (HTTP %d)", f.Status)
 				}
 			}

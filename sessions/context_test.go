@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/failover"
 	"github.com/detourbot/detour/llm"
 )
@@ -73,7 +74,7 @@ func TestRouter_R15_OverflowCompactsAndRetries(t *testing.T) {
 	}
 	overflow := func(req llm.Request) error {
 		if len(req.Messages) > 6 {
-			return &failover.Failure{Reason: failover.ReasonContextOverflow, Class: failover.ClassDeterministic, Status: 400,
+			return &failover.Failure{Reason: classify.ReasonContextOverflow, Class: classify.ClassDeterministic, Status: 400,
 				Message: "maximum context length exceeded", Provider: "p1", Model: req.Model, Profile: "p1:main"}
 		}
 		return nil
@@ -143,7 +144,7 @@ func TestRouter_R15_TimeoutOnLargePromptCompacts(t *testing.T) {
 	mem["p1"].mu.Lock()
 	mem["p1"].fail = func(req llm.Request) error {
 		if estimate(req.Messages) > 650 {
-			return &failover.Failure{Reason: failover.ReasonTimeout, Class: failover.ClassTransient,
+			return &failover.Failure{Reason: classify.ReasonTimeout, Class: classify.ClassTransient,
 				Message: "attempt timeout", Provider: "p1", Model: req.Model, Profile: "p1:main"}
 		}
 		return nil

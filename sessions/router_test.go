@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/detourbot/detour/adapters"
+	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/failover"
 	"github.com/detourbot/detour/internal/fakeprovider"
 	"github.com/detourbot/detour/llm"
@@ -26,7 +27,7 @@ func TestRouter_N1_N2_N3_S3_FallbackStaysThenProbeClears(t *testing.T) {
 
 	// Turn 1: the primary fails, the fallback answers; one N1 notice, then the reply.
 	out := expect(t, h.say(key1, "hello"), "notice,reply")
-	wantN1 := notices.Fallback(mFallback, mPrimary, failover.ReasonTimeout)
+	wantN1 := notices.Fallback(mFallback, mPrimary, classify.ReasonTimeout, 503) // "server error (HTTP 503)"
 	if out[0].Text != wantN1 {
 		t.Fatalf("N1 = %q, want %q", out[0].Text, wantN1)
 	}
@@ -104,7 +105,7 @@ func TestRouter_N1_BillingReasonAndAttemptsRecorded(t *testing.T) {
 	h := newHarness(t)
 	h.fake.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeBilling402})
 	out := expect(t, h.say(key1, "hi"), "notice,reply")
-	if want := notices.Fallback(mFallback, mPrimary, failover.ReasonBilling); out[0].Text != want {
+	if want := notices.Fallback(mFallback, mPrimary, classify.ReasonBilling, 402); out[0].Text != want {
 		t.Fatalf("N1 = %q, want %q", out[0].Text, want)
 	}
 	var rows []AttemptRow
@@ -145,7 +146,7 @@ func TestRouter_S4_UserModelIsStrict(t *testing.T) {
 	}
 	h.fake.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeBilling402})
 	out = expect(t, h.say(key1, "hi"), "error")
-	if !strings.Contains(out[0].Text, mPrimary) || !strings.Contains(out[0].Text, "billing") {
+	if !strings.Contains(out[0].Text, mPrimary) || !strings.Contains(out[0].Text, "out of credits") {
 		t.Fatalf("S4 error = %q", out[0].Text)
 	}
 	if n := h.calls.count("p2") + h.calls.count("p3"); n != 0 {
@@ -295,11 +296,11 @@ func TestRouter_N5_StatusAndB3_Recover(t *testing.T) {
 		// N5: the selection is still the configured model; the auto override is
 		// the active fallback.
 		"selected model: p1/alpha (source default)",
-		"active fallback: p2/beta (source auto; reason: billing)",
+		"active fallback: p2/beta (source auto; reason: out of credits)",
 		"profile: p2:main (auto)",
 		"p2/beta [p2:main]: ok",
 		"p1/alpha [p1:main]: disabled until",
-		"(billing)",
+		"(out of credits)",
 		"primary probe: last 14:00:00 UTC, next 14:05:00 UTC",
 		"session: 2 paid calls",
 	} {
@@ -321,7 +322,7 @@ func TestRouter_N5_StatusAndB3_Recover(t *testing.T) {
 		return h.rec.take()
 	}
 	out = expect(t, admin("/recover p1/alpha"), "reply")
-	if !strings.Contains(out[0].Text, "still failing") || !strings.Contains(out[0].Text, "billing") {
+	if !strings.Contains(out[0].Text, "still failing") || !strings.Contains(out[0].Text, "out of credits") {
 		t.Fatalf("recover while failing: %q", out[0].Text)
 	}
 	if st, _ := h.states.Get(context.Background(), "p1:main"); !st.DisabledUntil.After(h.clock.Now()) {
@@ -371,7 +372,7 @@ func TestRouter_V4_AdminReportOncePerIncident(t *testing.T) {
 	if len(rep) != 1 || rep[0].Kind != adapters.KindReport || rep[0].Channel != "console" {
 		t.Fatalf("V4: want one report to the console adapter, got:\n%s", dump(rep))
 	}
-	for _, want := range []string{"all models unavailable", "p1/alpha — provider p1", "overloaded", "recovery: estimated", "p2/beta — provider p2", "billing",
+	for _, want := range []string{"all models unavailable", "p1/alpha — provider p1", "overloaded", "recovery: estimated", "p2/beta — provider p2", "out of credits",
 		"unknown, needs a human", "/recover p2/beta", "p3/gamma"} {
 		if !strings.Contains(rep[0].Text, want) {
 			t.Errorf("V4 report misses %q:\n%s", want, rep[0].Text)
@@ -603,7 +604,7 @@ func TestRouter_B3_RecoverBringsFallenBackSessionsBack(t *testing.T) {
 // incident, and the user is told why.
 func TestRouter_R8_BreakerStopSendsTheAdminReport(t *testing.T) {
 	stall := func(llm.Request) error {
-		return &failover.Failure{Reason: failover.ReasonTimeout, Class: failover.ClassTransient, Idle: true, Message: "stream idle timeout"}
+		return &failover.Failure{Reason: classify.ReasonTimeout, Class: classify.ClassTransient, Idle: true, Message: "stream idle timeout"}
 	}
 	mem := map[string]*memLLM{}
 	for _, p := range []string{"p1", "p2", "p3"} {

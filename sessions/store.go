@@ -10,6 +10,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/failover"
 	"github.com/detourbot/detour/notices"
 )
@@ -28,6 +29,7 @@ type Entry struct {
 	AuthProfileOverrideCompactionCount int
 	FallbackOrigin                     string // model selected before the auto fallback
 	FallbackReason                     string
+	FallbackStatus                     int // HTTP status of the failure behind FallbackReason, for its plain words
 
 	CompactionCount int
 	LastProbeAt     *time.Time // last S3 probe of the origin (or when the fallback began)
@@ -84,7 +86,7 @@ type AttemptRow struct {
 func (AttemptRow) TableName() string { return "session_attempts" }
 
 func (e *Entry) notice() notices.State {
-	return notices.State{Selected: e.NoticeSelected, Active: e.NoticeActive, Reason: failover.Reason(e.NoticeReason)}
+	return notices.State{Selected: e.NoticeSelected, Active: e.NoticeActive, Reason: classify.Reason(e.NoticeReason)}
 }
 
 func (e *Entry) override() failover.ModelRef {
@@ -283,6 +285,6 @@ func clearedOverride() map[string]any {
 	return map[string]any{
 		"provider_override": "", "model_override": "", "model_override_source": "",
 		"auth_profile_override": "", "auth_profile_override_source": "", "auth_profile_override_compaction_count": 0,
-		"fallback_origin": "", "fallback_reason": "",
+		"fallback_origin": "", "fallback_reason": "", "fallback_status": 0,
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/detourbot/detour/adapters"
+	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/commands"
 	"github.com/detourbot/detour/failover"
 	"github.com/detourbot/detour/llm"
@@ -129,12 +130,13 @@ type overrideState struct {
 	Profile, ProfileSource  string
 	ProfileCompaction       int
 	Origin, Reason          string
+	Status                  int // HTTP status behind Reason
 }
 
 func snapshot(e *Entry) overrideState {
 	return overrideState{e.ProviderOverride, e.ModelOverride, e.ModelOverrideSource,
 		e.AuthProfileOverride, e.AuthProfileOverrideSource, e.AuthProfileOverrideCompactionCount,
-		e.FallbackOrigin, e.FallbackReason}
+		e.FallbackOrigin, e.FallbackReason, e.FallbackStatus}
 }
 
 func (o overrideState) modelMatch() map[string]any {
@@ -143,7 +145,7 @@ func (o overrideState) modelMatch() map[string]any {
 
 func (o overrideState) modelFields() map[string]any {
 	return map[string]any{"provider_override": o.Provider, "model_override": o.Model, "model_override_source": o.Source,
-		"fallback_origin": o.Origin, "fallback_reason": o.Reason}
+		"fallback_origin": o.Origin, "fallback_reason": o.Reason, "fallback_status": o.Status}
 }
 
 func (o overrideState) profileMatch() map[string]any {
@@ -360,12 +362,12 @@ func (r *Router) compactHalf(ctx context.Context, ts *turnState) bool {
 
 func isOverflow(err error) bool {
 	var f *failover.Failure
-	if errors.As(err, &f) && f.Reason == failover.ReasonContextOverflow {
+	if errors.As(err, &f) && f.Reason == classify.ReasonContextOverflow {
 		return true
 	}
 	var s *failover.SummaryError
 	if errors.As(err, &s) && s.Stop == nil {
-		if last := s.Last(); last != nil && last.Reason == failover.ReasonContextOverflow {
+		if last := s.Last(); last != nil && last.Reason == classify.ReasonContextOverflow {
 			return true
 		}
 	}
@@ -437,7 +439,7 @@ func (r *Router) run(ctx context.Context, ts *turnState) (failover.Result, error
 	attempt := func(ctx context.Context, a failover.Attempt) (failover.Output, error) {
 		c, err := r.clients(a.Candidate.Provider, a.Candidate.Profile)
 		if err != nil || c == nil {
-			return failover.Output{}, &failover.Failure{Reason: failover.ReasonAuth, Class: failover.ClassDeterministic,
+			return failover.Output{}, &failover.Failure{Reason: classify.ReasonAuth, Class: classify.ClassDeterministic,
 				Message: "no client configured for this provider/profile", Provider: a.Candidate.Provider,
 				Model: a.Candidate.Model, Profile: a.Candidate.Profile}
 		}
@@ -469,11 +471,11 @@ func (r *Router) beforeFallback(ctx context.Context, ts *turnState, to failover.
 	next := overrideState{
 		Provider: to.Provider, Model: to.Model, Source: string(failover.SourceAuto),
 		Profile: to.Profile, ProfileSource: string(failover.SourceAuto), ProfileCompaction: ts.entry.CompactionCount,
-		Origin: origin, Reason: string(cause.Reason),
+		Origin: origin, Reason: string(cause.Reason), Status: cause.Status,
 	}
 	if failover.ModelRef(to.Ref()) == ts.sel.selected {
 		// K4: the chain came back to the selected model; no override is needed.
-		next.Provider, next.Model, next.Source, next.Origin, next.Reason = "", "", "", "", ""
+		next.Provider, next.Model, next.Source, next.Origin, next.Reason, next.Status = "", "", "", "", "", 0
 	}
 	fields := merge(next.modelFields(), next.profileFields())
 	if ts.cur.Source != string(failover.SourceAuto) {
@@ -556,9 +558,9 @@ func (r *Router) succeed(ctx context.Context, ts *turnState, res failover.Result
 	case sel.source == failover.SourceUser || sel.source == failover.SourceLegacy:
 		next.Selected = string(answered)
 	case answered != sel.selected:
-		next.Reason = failover.Reason(ts.cur.Reason)
+		next.Reason, next.Status = classify.Reason(ts.cur.Reason), ts.cur.Status
 		if res.FellBack && res.Cause != nil {
-			next.Reason = res.Cause.Reason
+			next.Reason, next.Status = res.Cause.Reason, res.Cause.Status
 		}
 	}
 	text := notices.ForChange(prevNotice, next)
@@ -641,7 +643,7 @@ func (r *Router) fail(ctx context.Context, ts *turnState, err error) {
 	var text string
 	switch {
 	case isOverflow(err):
-		text = notices.FailureText(&failover.Failure{Reason: failover.ReasonContextOverflow})
+		text = notices.FailureText(&failover.Failure{Reason: classify.ReasonContextOverflow})
 	case errors.As(err, &s):
 		text = notices.UserFailure(s, now)
 		// V4: every model down, or the idle breaker stopping a turn that found

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/detourbot/detour/adapters/discord"
-	"github.com/detourbot/detour/failover"
+	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/failover/failovertest"
 	"github.com/detourbot/detour/internal/fakeprovider"
 	"github.com/detourbot/detour/internal/testkit/e2e"
@@ -165,7 +165,7 @@ func TestE2E_OverloadedPrimaryNoticeThenFallbackThenCleared(t *testing.T) {
 
 	e.fake.SendMention("G1", "C1", "U1", "hello")
 	m := e.posts("C1", 2)
-	wantN1 := "-# " + notices.Fallback(e2eFallback, e2ePrimary, failover.ReasonOverloaded)
+	wantN1 := "-# " + notices.Fallback(e2eFallback, e2ePrimary, classify.ReasonOverloaded, 529)
 	if m[0].Content != wantN1 || !isNotice(m[0]) {
 		t.Fatalf("first post = %+v, want the N1 notice %q with suppress-notifications", m[0], wantN1)
 	}

@@ -11,7 +11,8 @@ import (
 	"io"
 	"time"
 
-	"github.com/detourbot/detour/failover"
+	"github.com/detourbot/detour/classify"
+	"github.com/detourbot/detour/redact"
 )
 
 // maxClassifyLine is the longest input line bot classify accepts (10 MiB).
@@ -27,12 +28,33 @@ type classifyInput struct {
 	Stream     bool              `json:"stream"`
 }
 
-// classifyOutput is one JSONL output line.
+// classifyOutput is one JSONL output line. Explain is written only with
+// --explain, so the plain output stays as it always was.
 type classifyOutput struct {
-	Reason       string   `json:"reason"`
-	Class        string   `json:"class"`
-	RecoveryAt   *string  `json:"recovery_at"`
-	RetryAfterMS *float64 `json:"retry_after_ms"`
+	Reason       string           `json:"reason"`
+	Class        string           `json:"class"`
+	RecoveryAt   *string          `json:"recovery_at"`
+	RetryAfterMS *float64         `json:"retry_after_ms"`
+	Explain      *classifyExplain `json:"explain,omitempty"`
+}
+
+// classifyExplain says why a line got its reason (bot classify --explain): the
+// step that decided (transport, field, status, text, default), the rule or
+// family ("billing/insufficient-funds", "field/overloaded_error",
+// "status/429"), the evidence it matched, the status the decision saw and where
+// it came from, where the recovery time came from, and the plain words people
+// read in notices. Evidence, code and message are redacted: the input may hold
+// a key.
+type classifyExplain struct {
+	Step         string `json:"step"`
+	Rule         string `json:"rule"`
+	Evidence     string `json:"evidence"`
+	Status       int    `json:"status"`
+	StatusFrom   string `json:"status_from"`
+	RecoveryFrom string `json:"recovery_from"`
+	Code         string `json:"code"`
+	Message      string `json:"message"`
+	Says         string `json:"says"`
 }
 
 type classifyError struct {
@@ -47,14 +69,17 @@ type classifyError struct {
 func runClassify(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("classify", flag.ContinueOnError)
 	nowFlag := fs.String("now", "", "reference time (RFC 3339) for year-less reset texts and waits; default: the current time")
+	explain := fs.Bool("explain", false, "add \"explain\": the step and rule that decided, the evidence, the status seen, the plain words")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: bot classify [--now RFC3339] < errors.jsonl
+		fmt.Fprint(fs.Output(), `Usage: bot classify [--now RFC3339] [--explain] < errors.jsonl
 
 Reads one JSON object per line: {"provider": "...", "http_status": 429 or null,
 "headers": {"retry-after": "2"}, "body": "...", "stream": false}
 and writes one line per input line, in order:
 {"reason": "...", "class": "...", "recovery_at": "<RFC 3339>" or null, "retry_after_ms": <number> or null}
 A line that cannot be read gets {"error": "..."} and processing goes on.
+With --explain each answer also holds "explain": {"step", "rule", "evidence",
+"status", "status_from", "recovery_from", "code", "message", "says"} (redacted).
 
 `)
 		fs.PrintDefaults()
@@ -101,7 +126,7 @@ A line that cannot be read gets {"error": "..."} and processing goes on.
 		if tooLong {
 			rec = mustJSON(classifyError{Error: fmt.Sprintf("line longer than %d bytes", maxClassifyLine)})
 		} else {
-			rec = classifyLine(line, now)
+			rec = classifyLine(line, now, *explain)
 		}
 		out.Write(rec)
 		if werr := out.WriteByte('\n'); werr != nil {
@@ -164,7 +189,7 @@ func readLimitedLine(r *bufio.Reader, limit int) (line []byte, tooLong bool, err
 }
 
 // classifyLine turns one input line into one output record; it never panics.
-func classifyLine(line []byte, now time.Time) (out []byte) {
+func classifyLine(line []byte, now time.Time, explain bool) (out []byte) {
 	defer func() {
 		if p := recover(); p != nil {
 			out = mustJSON(classifyError{Error: "internal error while classifying this line"})
@@ -188,7 +213,7 @@ func classifyLine(line []byte, now time.Time) (out []byte) {
 			return mustJSON(classifyError{Error: fmt.Sprintf("bad input: http_status %d out of range", st)})
 		}
 	}
-	f := failover.Classify(failover.Response{
+	f := classify.Classify(classify.Response{
 		Provider: in.Provider, Status: st, Headers: in.Headers, Body: in.Body, Stream: in.Stream,
 	}, now)
 	o := classifyOutput{Reason: string(f.Reason), Class: string(f.Class)}
@@ -199,6 +224,12 @@ func classifyLine(line []byte, now time.Time) (out []byte) {
 	if f.RetryAfter > 0 || !f.RecoveryAt.IsZero() {
 		ms := float64(f.RetryAfter.Microseconds()) / 1000
 		o.RetryAfterMS = &ms
+	}
+	if explain {
+		w := f.Why
+		o.Explain = &classifyExplain{Step: string(w.Step), Rule: w.Rule, Evidence: redact.Preview(w.Evidence, 120),
+			Status: w.Status, StatusFrom: w.StatusFrom, RecoveryFrom: w.Recovery, Code: redact.Preview(f.Code, 80),
+			Message: redact.Preview(f.Message, 200), Says: classify.Describe(f.Reason, w.Status)}
 	}
 	return mustJSON(o)
 }

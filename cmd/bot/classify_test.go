@@ -11,8 +11,12 @@ import (
 	"time"
 )
 
-// corpusPath is the classifier's copy of the public error corpus.
-const corpusPath = "../../failover/testdata/corpus/errors-public.jsonl"
+// corpusPaths are the classifier's corpora (classify/testdata/corpus).
+var corpusPaths = []string{
+	"../../classify/testdata/corpus/errors-public.jsonl",
+	"../../classify/testdata/corpus/errors-peer.jsonl",
+	"../../classify/testdata/corpus/errors-extra.jsonl",
+}
 
 type classifyResult struct {
 	Reason       *string  `json:"reason"`
@@ -44,7 +48,13 @@ func runClassifyOn(t *testing.T, input string, args ...string) ([]classifyResult
 // TestRunClassify_Corpus: every corpus line comes back with its expected reason
 // and class, in order (covers C1-C12 through the CLI).
 func TestRunClassify_Corpus(t *testing.T) {
-	data, err := os.ReadFile(corpusPath)
+	for _, p := range corpusPaths {
+		t.Run(p[strings.LastIndexByte(p, '/')+1:], func(t *testing.T) { runClassifyCorpus(t, p) })
+	}
+}
+
+func runClassifyCorpus(t *testing.T, path string) {
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,5 +180,56 @@ func TestRunClassify_Flags(t *testing.T) {
 	cancel()
 	if code := runClassify(ctx, nil, strings.NewReader("{}\n"), &out, &errb); code != exitFailed {
 		t.Fatalf("cancelled: exit %d", code)
+	}
+}
+
+// TestRunClassify_Explain: --explain adds the step, rule, evidence and plain
+// words, redacted; without it the output is byte for byte what it always was.
+func TestRunClassify_Explain(t *testing.T) {
+	in := `{"provider":"openai","http_status":401,"body":"{\"error\":{\"message\":\"Incorrect API key provided: sk-CANARY-abcdefghijklmnop1234.\",\"code\":\"invalid_api_key\"}}"}` + "\n" +
+		`{"provider":"x","http_status":503,"body":"{\"error\":{\"message\":\"Bearer CANARYtoken0123456789abcdef0123456789 rejected\",\"code\":429}}"}` + "\n" +
+		`{"provider":"x","body":"402 items found in the database"}` + "\n"
+	_, plain, code := runClassifyOn(t, in, "--now", "2026-03-15T12:00:00Z")
+	if code != exitOK || len(plain) != 3 {
+		t.Fatalf("exit %d, %d lines", code, len(plain))
+	}
+	want := []string{
+		`{"reason":"auth","class":"deterministic","recovery_at":null,"retry_after_ms":null}`,
+		`{"reason":"rate_limit","class":"transient","recovery_at":null,"retry_after_ms":null}`,
+		`{"reason":"unclassified","class":"unknown","recovery_at":null,"retry_after_ms":null}`,
+	}
+	for i := range want {
+		if plain[i] != want[i] {
+			t.Errorf("line %d without --explain = %s, want %s", i, plain[i], want[i])
+		}
+	}
+	_, raw, code := runClassifyOn(t, in, "--now", "2026-03-15T12:00:00Z", "--explain")
+	if code != exitOK || len(raw) != 3 {
+		t.Fatalf("exit %d, %d lines", code, len(raw))
+	}
+	type explained struct {
+		Reason  string
+		Explain *classifyExplain
+	}
+	wantWhy := []classifyExplain{
+		{Step: "field", Rule: "field/invalid_api_key", Status: 401, StatusFrom: "http", Says: "invalid API key"},
+		{Step: "status", Rule: "status/429", Status: 429, StatusFrom: "body", Says: "rate limit"},
+		{Step: "default", Rule: "default/unclassified", Says: "unknown error"},
+	}
+	for i, line := range raw {
+		var e explained
+		if err := json.Unmarshal([]byte(line), &e); err != nil || e.Explain == nil {
+			t.Fatalf("line %d: %s", i, line)
+		}
+		w, x := wantWhy[i], *e.Explain
+		if x.Step != w.Step || x.Rule != w.Rule || x.Status != w.Status || x.StatusFrom != w.StatusFrom || x.Says != w.Says || x.Evidence == "" {
+			t.Errorf("line %d: explain %+v, want %+v", i, x, w)
+		}
+		if strings.Contains(line, "CANARY") {
+			t.Errorf("line %d leaks the key: %s", i, line)
+		}
+		if !strings.HasPrefix(line, strings.TrimSuffix(want[i], "}")+`,"explain":{`) {
+			t.Errorf("line %d: explain must only add a field: %s", i, line)
+		}
 	}
 }

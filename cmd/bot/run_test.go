@@ -118,7 +118,7 @@ func TestRun_JSONL_N1_FallbackNoticeThenReply(t *testing.T) {
 		t.Fatalf("want notice, reply, reply; got %d lines:\n%s", len(lines), stdout.String())
 	}
 	if l := lines[0]; l.Type != "notice" || l.Session != "s1" || l.Model != "" ||
-		!strings.HasPrefix(l.Text, "↪️ model fallback: p2/fallback-1 (selected p1/primary; billing") {
+		!strings.HasPrefix(l.Text, "↪️ model fallback: p2/fallback-1 (selected p1/primary; out of credits") {
 		t.Errorf("line 1 = %+v, want the N1 notice", l)
 	}
 	if l := lines[1]; l.Type != "reply" || l.Session != "s1" || l.Model != "p2/fallback-1" || l.Text == "" {
@@ -333,7 +333,7 @@ func TestBinary_Demo(t *testing.T) {
 	if !strings.Contains(out, "selected model: demo/primary") {
 		t.Errorf("/status output missing: %q", out)
 	}
-	if !strings.Contains(out, "↪️ model fallback: backup/fallback-1 (selected demo/primary; billing") {
+	if !strings.Contains(out, "↪️ model fallback: backup/fallback-1 (selected demo/primary; out of credits") {
 		t.Errorf("fallback notice missing: %q", out)
 	}
 	if !strings.Contains(stderr.String(), "detour demo") || strings.Contains(out, "detour demo") {

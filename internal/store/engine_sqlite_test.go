@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/failover"
 	"github.com/detourbot/detour/failover/failovertest"
 )
@@ -56,7 +57,7 @@ func newEngine(t testing.TB, path string, clock failover.Clock) (*failover.Engin
 }
 
 func rateLimited(a failover.Attempt, recovery time.Time) *failover.Failure {
-	return &failover.Failure{Reason: failover.ReasonRateLimit, Class: failover.ClassTransient, Status: 429,
+	return &failover.Failure{Reason: classify.ReasonRateLimit, Class: classify.ClassTransient, Status: 429,
 		Message: "Rate limit reached", RecoveryAt: recovery,
 		Provider: a.Candidate.Provider, Model: a.Candidate.Model, Profile: a.Candidate.Profile}
 }
@@ -73,12 +74,12 @@ func TestEngine_D6_RestartKeepsCooldown(t *testing.T) {
 		after     time.Duration // restart happens this long after the failure
 		wantUntil time.Time
 		wantKinds []failover.AttemptKind // attempts of the run after the restart, on openai
-		wantSkip  failover.Reason        // skip record of openai after the restart
+		wantSkip  classify.Reason        // skip record of openai after the restart
 	}{
 		{name: "short cooldown is probed", after: 10 * time.Second, wantUntil: t0.Add(30 * time.Second),
 			wantKinds: []failover.AttemptKind{failover.AttemptProbe}},
 		{name: "stated reset in an hour is skipped", recovery: t0.Add(time.Hour), after: 10 * time.Second,
-			wantUntil: t0.Add(time.Hour), wantSkip: failover.ReasonRateLimit},
+			wantUntil: t0.Add(time.Hour), wantSkip: classify.ReasonRateLimit},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -108,7 +109,7 @@ func TestEngine_D6_RestartKeepsCooldown(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !ps.CooldownUntil.Equal(tc.wantUntil) || ps.CooldownReason != failover.ReasonRateLimit ||
+			if !ps.CooldownUntil.Equal(tc.wantUntil) || ps.CooldownReason != classify.ReasonRateLimit ||
 				ps.CooldownModel != string(primaryRef) || ps.ErrorCount != 1 || !ps.RecoveryAt.Equal(tc.recovery) {
 				t.Fatalf("reloaded state %+v; want cooldown until %v (rate_limit, %s), 1 error, recovery %v",
 					ps, tc.wantUntil, primaryRef, tc.recovery)

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/failover"
 )
 
@@ -711,10 +712,10 @@ func decodeRow(key string, v []driver.Value) (failover.ProfileState, error) {
 		ErrorCount:     num(2),
 		Consecutive:    num(3),
 		CooldownUntil:  tm(4),
-		CooldownReason: failover.Reason(str(5)),
+		CooldownReason: classify.Reason(str(5)),
 		CooldownModel:  str(6),
 		DisabledUntil:  tm(7),
-		DisabledReason: failover.Reason(str(8)),
+		DisabledReason: classify.Reason(str(8)),
 		DisableCount:   num(9),
 		RecoveryAt:     tm(10),
 		LastError:      str(11),

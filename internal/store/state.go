@@ -14,6 +14,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/failover"
 )
 
@@ -127,10 +128,10 @@ func (r stateRow) state() failover.ProfileState {
 		ErrorCount:     r.ErrorCount,
 		Consecutive:    r.Consecutive,
 		CooldownUntil:  fromDB(r.CooldownUntil),
-		CooldownReason: failover.Reason(r.CooldownReason),
+		CooldownReason: classify.Reason(r.CooldownReason),
 		CooldownModel:  r.CooldownModel,
 		DisabledUntil:  fromDB(r.DisabledUntil),
-		DisabledReason: failover.Reason(r.DisabledReason),
+		DisabledReason: classify.Reason(r.DisabledReason),
 		DisableCount:   r.DisableCount,
 		RecoveryAt:     fromDB(r.RecoveryAt),
 		LastError:      r.LastError,

@@ -19,6 +19,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
+	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/failover"
 )
 
@@ -258,10 +259,10 @@ func fullState(key string, now time.Time) failover.ProfileState {
 		ErrorCount:     3,
 		Consecutive:    2,
 		CooldownUntil:  now.Add(5*time.Minute + 123456789*time.Nanosecond),
-		CooldownReason: failover.ReasonRateLimit,
+		CooldownReason: classify.ReasonRateLimit,
 		CooldownModel:  "openai/gpt-4o-mini",
 		DisabledUntil:  now.Add(5 * time.Hour),
-		DisabledReason: failover.ReasonBilling,
+		DisabledReason: classify.ReasonBilling,
 		DisableCount:   2,
 		RecoveryAt:     now.Add(90 * time.Second),
 		LastError:      "rate_limit (HTTP 429): Rate limit reached for gpt-4o-mini",
@@ -289,7 +290,7 @@ func testRestartMidCooldown(t *testing.T, mode string) {
 	states := []failover.ProfileState{
 		fullState("openai:default", now),
 		{Key: "model:openrouter/meta/llama-3", Consecutive: 1, LastFailure: now}, // mostly zero fields
-		{Key: "anthropic:work", CooldownUntil: now.Add(time.Minute), CooldownReason: failover.ReasonOverloaded},
+		{Key: "anthropic:work", CooldownUntil: now.Add(time.Minute), CooldownReason: classify.ReasonOverloaded},
 	}
 
 	log, _ := testLogger(t)
@@ -539,7 +540,7 @@ func testTwoReplicas(t *testing.T, mode string) {
 				defer wg.Done()
 				if _, err := s.Update(ctx, "openai:shared", func(p *failover.ProfileState) {
 					p.ErrorCount++
-					p.CooldownReason = failover.ReasonRateLimit
+					p.CooldownReason = classify.ReasonRateLimit
 				}); err != nil {
 					errs <- err
 				}

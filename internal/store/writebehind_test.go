@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 	"gorm.io/driver/sqlite"
 
+	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/failover"
 )
 
@@ -149,7 +150,7 @@ func TestStateStore_OldDatetimeTextFile(t *testing.T) {
 	want := failover.ProfileState{Key: "openai:default", ErrorCount: 2, Consecutive: 1,
 		LastUsed:       time.Date(2026, 11, 29, 22, 14, 5, 987654321, time.UTC),
 		CooldownUntil:  time.Date(2026, 11, 29, 22, 19, 5, 500000000, time.UTC),
-		CooldownReason: failover.ReasonRateLimit}
+		CooldownReason: classify.ReasonRateLimit}
 	db := openT(t, path)
 	var ddl string
 	if err := db.Raw("SELECT sql FROM sqlite_master WHERE name = 'profile_states'").Scan(&ddl).Error; err != nil {
@@ -229,12 +230,12 @@ func TestStateStore_D6_WriteBehindOnlyLastUsed(t *testing.T) {
 		{"LastUsed backwards", lastUsedAt(t0.Add(-time.Second)), false},
 		{"LastUsed and a cooldown", func(p *failover.ProfileState) {
 			p.LastUsed = t0.Add(time.Second)
-			p.CooldownUntil, p.CooldownReason = t0.Add(time.Minute), failover.ReasonRateLimit
+			p.CooldownUntil, p.CooldownReason = t0.Add(time.Minute), classify.ReasonRateLimit
 		}, false},
 		{"LastUsed and a counter", func(p *failover.ProfileState) { p.LastUsed = t0.Add(time.Second); p.ErrorCount++ }, false},
 		{"error text only", func(p *failover.ProfileState) { p.LastError = "overloaded" }, false},
 		{"disable", func(p *failover.ProfileState) {
-			p.DisabledUntil, p.DisabledReason = t0.Add(time.Hour), failover.ReasonBilling
+			p.DisabledUntil, p.DisabledReason = t0.Add(time.Hour), classify.ReasonBilling
 		}, false},
 	}
 	for _, tc := range tests {
@@ -314,10 +315,10 @@ func TestStateStore_D6_WriteBehindMeetsOtherReplica(t *testing.T) {
 	mustUpdate(t, a, "k", lastUsedAt(t0.Add(time.Minute))) // pending on A
 
 	mustUpdate(t, b, "k", func(p *failover.ProfileState) {
-		p.CooldownUntil, p.CooldownReason = t0.Add(time.Hour), failover.ReasonOverloaded
+		p.CooldownUntil, p.CooldownReason = t0.Add(time.Hour), classify.ReasonOverloaded
 	})
 	got := mustGet(t, a, "k")
-	if !got.LastUsed.Equal(t0.Add(time.Minute)) || got.CooldownReason != failover.ReasonOverloaded {
+	if !got.LastUsed.Equal(t0.Add(time.Minute)) || got.CooldownReason != classify.ReasonOverloaded {
 		t.Errorf("A reads %+v; want B's cooldown and A's pending LastUsed", got)
 	}
 
@@ -330,7 +331,7 @@ func TestStateStore_D6_WriteBehindMeetsOtherReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got := mustGet(t, b, "k"); !got.LastUsed.Equal(t0.Add(2*time.Minute)) ||
-		got.CooldownReason != failover.ReasonOverloaded || got.ErrorCount != 1 {
+		got.CooldownReason != classify.ReasonOverloaded || got.ErrorCount != 1 {
 		t.Errorf("after A's Close B reads %+v; want LastUsed %v kept, cooldown and count kept", got, t0.Add(2*time.Minute))
 	}
 }

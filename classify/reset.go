@@ -1,4 +1,4 @@
-package failover
+package classify
 
 import (
 	"errors"
@@ -433,10 +433,49 @@ func findMoment(low string, now time.Time) (time.Time, bool) {
 			}
 		}
 	}
+	if strings.Contains(low, ":") {
+		for _, m := range reClock.FindAllStringSubmatchIndex(low, 4) {
+			if !hasMomentContext(low, m[0]) {
+				continue
+			}
+			if t, ok := clockFromMatch(low, m, now); ok {
+				return t, true
+			}
+		}
+	}
 	return time.Time{}, false
 }
 
-func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+// reClock finds a time of day after a moment word: "try again after 11:34 AM",
+// "available at 14:05 UTC".
+var reClock = regexp.MustCompile(`\b(?:at|after|until|by|from)\s+(\d{1,2}):(\d{2})(?::(\d{2}))?\s*(am|pm|a\.m\.|p\.m\.)?(?:\s*(utc|gmt|z|[+-]\d{2}:?\d{2}))?`)
+
+// clockFromMatch resolves a time of day to its next occurrence at or after now
+// (a time without a zone is UTC, C11).
+func clockFromMatch(s string, m []int, now time.Time) (time.Time, bool) {
+	h, _ := atoiSub(s, m, 1)
+	mi, _ := atoiSub(s, m, 2)
+	sec, _ := atoiSub(s, m, 3)
+	switch ampm := subStr(s, m, 4); {
+	case ampm == "":
+	case h < 1 || h > 12:
+		return time.Time{}, false
+	case ampm[0] == 'p' && h != 12:
+		h += 12
+	case ampm[0] == 'a' && h == 12:
+		h = 0
+	}
+	off, ok := zoneOffset(subStr(s, m, 5))
+	if !ok || h > 23 || mi > 59 || sec > 59 {
+		return time.Time{}, false
+	}
+	local := now.UTC().Add(time.Duration(off) * time.Second)
+	t := time.Date(local.Year(), local.Month(), local.Day(), h, mi, sec, 0, time.UTC).Add(-time.Duration(off) * time.Second)
+	if t.Before(now) {
+		t = t.Add(24 * time.Hour)
+	}
+	return t.UTC(), true
+}
 
 func hasMomentContext(low string, at int) bool {
 	start := at - 64
@@ -462,18 +501,16 @@ func hasMomentContext(low string, at int) bool {
 // the moment, and whether any hint was found.
 func RetryAfterFromHeaders(h map[string]string, now time.Time) (time.Duration, time.Time, bool) {
 	lh := lowerHeaders(h)
-	if d, at, ok := retryAfterHeader(lh, now); ok {
+	if d, at, _, ok := retryAfterHeader(lh, now); ok {
 		return d, at, true
 	}
-	return resetHeaders(lh, now)
+	d, at, _, ok := resetHeaders(lh, now)
+	return d, at, ok
 }
 
 func lowerHeaders(h map[string]string) map[string]string {
 	if len(h) == 0 {
 		return nil
-	}
-	if headersCanonical(h) {
-		return h // already lower-case and trimmed: callers only read it
 	}
 	lh := make(map[string]string, len(h))
 	keys := make([]string, 0, len(h))
@@ -490,22 +527,6 @@ func lowerHeaders(h map[string]string) map[string]string {
 	return lh
 }
 
-// headersCanonical reports whether every key is lower-case and trimmed and every
-// value trimmed, so lowerHeaders would return an equal map.
-func headersCanonical(h map[string]string) bool {
-	for k, v := range h {
-		if strings.TrimSpace(k) != k || strings.TrimSpace(v) != v {
-			return false
-		}
-		for i := 0; i < len(k); i++ {
-			if c := k[i]; c >= 'A' && c <= 'Z' || c >= 0x80 {
-				return false
-			}
-		}
-	}
-	return true
-}
-
 func waitUntil(at, now time.Time) time.Duration {
 	d := at.Sub(now)
 	if d < 0 {
@@ -515,13 +536,13 @@ func waitUntil(at, now time.Time) time.Duration {
 }
 
 // retryAfterHeader reads the explicit retry headers only.
-func retryAfterHeader(lh map[string]string, now time.Time) (time.Duration, time.Time, bool) {
+func retryAfterHeader(lh map[string]string, now time.Time) (time.Duration, time.Time, string, bool) {
 	for _, k := range []string{"retry-after-ms", "x-ms-retry-after-ms"} {
 		if v, ok := lh[k]; ok && v != "" {
 			f, err := strconv.ParseFloat(v, 64)
 			if err == nil {
 				if d, ok := secondsDuration(f / 1000); ok {
-					return d, now.Add(d), true
+					return d, now.Add(d), k, true
 				}
 			}
 		}
@@ -529,20 +550,20 @@ func retryAfterHeader(lh map[string]string, now time.Time) (time.Duration, time.
 	if v, ok := lh["retry-after"]; ok && v != "" {
 		if f, err := strconv.ParseFloat(v, 64); err == nil {
 			if d, ok := secondsDuration(f); ok {
-				return d, now.Add(d), true
+				return d, now.Add(d), "retry-after", true
 			}
 		} else if t, err := parseHTTPDate(v); err == nil {
 			t = t.UTC()
-			return waitUntil(t, now), t, true
+			return waitUntil(t, now), t, "retry-after", true
 		} else if d, ok := parseGoDuration(v); ok {
-			return d, now.Add(d), true
+			return d, now.Add(d), "retry-after", true
 		}
 	}
-	return 0, time.Time{}, false
+	return 0, time.Time{}, "", false
 }
 
 // resetHeaders reads the rate-limit reset headers.
-func resetHeaders(lh map[string]string, now time.Time) (time.Duration, time.Time, bool) {
+func resetHeaders(lh map[string]string, now time.Time) (time.Duration, time.Time, string, bool) {
 	type cand struct {
 		key string
 		at  time.Time
@@ -574,14 +595,14 @@ func resetHeaders(lh map[string]string, now time.Time) (time.Duration, time.Time
 			others = append(others, c)
 		}
 	}
-	pick := func(cs []cand) (time.Duration, time.Time, bool) {
+	pick := func(cs []cand) (time.Duration, time.Time, string, bool) {
 		best := cs[0]
 		for _, c := range cs[1:] {
 			if c.at.After(best.at) {
 				best = c
 			}
 		}
-		return waitUntil(best.at, now), best.at, true
+		return waitUntil(best.at, now), best.at, best.key, true
 	}
 	switch {
 	case len(exhausted) > 0:
@@ -591,7 +612,7 @@ func resetHeaders(lh map[string]string, now time.Time) (time.Duration, time.Time
 	case len(others) > 0:
 		return pick(others)
 	}
-	return 0, time.Time{}, false
+	return 0, time.Time{}, "", false
 }
 
 // parseHeaderMoment reads one reset header value.
@@ -628,4 +649,33 @@ func parseHTTPDate(s string) (time.Time, error) {
 		}
 	}
 	return time.Time{}, err
+}
+
+// recovery picks one recovery signal (C11) and says where it came from; see
+// Classify.
+func recovery(r Response, ev *evidence, reason Reason, now time.Time) (time.Duration, time.Time, string) {
+	lh := lowerHeaders(r.Headers)
+	if d, at, k, ok := retryAfterHeader(lh, now); ok {
+		return d, at, "header " + k
+	}
+	if d, at, ok := findRecovery(ev.text, now); ok {
+		if at.IsZero() {
+			return d, now.Add(d), "text"
+		}
+		return waitUntil(at, now), at, "text"
+	}
+	if d, at, k, ok := retryAfterHeader(ev.hdrs, now); ok {
+		return d, at, "body " + k
+	}
+	// x-ratelimit-reset-* describe the rate-limit buckets; they say nothing about
+	// a content filter or a bad key sent with them.
+	if reason == ReasonRateLimit {
+		if d, at, k, ok := resetHeaders(lh, now); ok {
+			return d, at, "header " + k
+		}
+		if d, at, k, ok := resetHeaders(ev.hdrs, now); ok {
+			return d, at, "body " + k
+		}
+	}
+	return 0, time.Time{}, ""
 }

@@ -1,4 +1,4 @@
-package failover
+package classify
 
 import "testing"
 
@@ -33,7 +33,10 @@ func TestClassify_Generalisation(t *testing.T) {
 		{"anthropic", 402, `{"type":"error","error":{"type":"billing_error","message":"There is an issue with your account's billing."}}`, "billing"},
 		{"anthropic", 504, `{"type":"error","error":{"type":"timeout_error","message":"Stream timeout"}}`, "timeout"},
 		{"google-gemini", 403, `{"error":{"code":403,"message":"Generative Language API has not been used in project 1234 before or it is disabled. Enable it by visiting https://console.developers.google.com/apis/api/generativelanguage.googleapis.com/overview?project=1234 then retry.","status":"PERMISSION_DENIED"}}`, "auth_permanent"},
-		{"google-gemini", 400, `{"error":{"code":400,"message":"User location is not supported for the API use.","status":"FAILED_PRECONDITION"}}`, "format"},
+		// The location, not the request, is refused: every request of this
+		// credential fails here, so it reads as auth (rotate, then fall back to
+		// another provider) rather than format (surfaced to the user, no fallback).
+		{"google-gemini", 400, `{"error":{"code":400,"message":"User location is not supported for the API use.","status":"FAILED_PRECONDITION"}}`, "auth"},
 		{"google-gemini", 400, `{"error":{"code":400,"message":"Gemini API free tier is not available in your country. Please enable billing on your project in Google AI Studio.","status":"FAILED_PRECONDITION"}}`, "billing"},
 		{"google-gemini", 500, `{"error":{"code":500,"message":"Internal error encountered.","status":"INTERNAL"}}`, "timeout"},
 		{"google-gemini", 504, `{"error":{"code":504,"message":"The request timed out. Please try again.","status":"DEADLINE_EXCEEDED"}}`, "timeout"},
@@ -73,7 +76,10 @@ func TestClassify_Generalisation(t *testing.T) {
 		{"minimax", 200, `{"base_resp":{"status_code":2013,"status_msg":"invalid params, unknown model 'abab9'"}}`, "model_not_found"},
 		{"one-api", 429, `{"error":{"message":"用户额度不足, 剩余额度: ＄0.0000","type":"new_api_error","code":"insufficient_user_quota"}}`, "billing"},
 		{"one-api", 401, `{"error":{"message":"无效的令牌","type":"new_api_error"}}`, "auth"},
-		{"ollama", 400, `{"error":"registry.ollama.ai/library/llama3:latest does not support tools"}`, "format"},
+		// The model lacks a capability the request needs; another model can serve
+		// the same request (as OpenRouter's "No endpoints found that support tool
+		// use" in the public corpus): model_not_found, not format.
+		{"ollama", 400, `{"error":"registry.ollama.ai/library/llama3:latest does not support tools"}`, "model_not_found"},
 		{"ollama", 500, `{"error":"llama runner process has terminated: exit status 2"}`, "timeout"},
 		{"vllm", 400, `{"object":"error","message":"The model ` + "`foo`" + ` does not exist.","type":"NotFoundError","param":null,"code":404}`, "model_not_found"},
 		{"azure", 401, `{"error":{"code":"401","message":"Access denied due to invalid subscription key or wrong API endpoint. Make sure to provide a valid key for an active subscription and use a correct regional API endpoint for your resource."}}`, "auth"},
@@ -95,6 +101,90 @@ func TestClassify_Generalisation(t *testing.T) {
 		f := Classify(Response{Provider: c.p, Status: c.st, Body: c.b}, clNow)
 		if f.Reason != c.want {
 			t.Errorf("%s %d: got %s, want %s: %.120s", c.p, c.st, f.Reason, c.want, c.b)
+		}
+	}
+}
+
+// TestClassify_FamiliesOfMeaning: more failures in none of the corpora, worded
+// the way providers, SDKs and runtimes word them (each family of issue 13 and
+// C1-C12), to keep the families about meaning rather than the corpora's strings.
+func TestClassify_FamiliesOfMeaning(t *testing.T) {
+	cases := []struct {
+		st   int
+		b    string
+		want Reason
+	}{
+		{0, "Trying to keep the first 4286 tokens when context the overflows. However, the model is loaded with context length of only 4096 tokens, which is not enough. Try to load the model with a larger context length, or provide a shorter input", "context_overflow"},
+		{0, "ValidationException: Input text too long", "context_overflow"},
+		{0, "The prompt is too long: 35000, model maximum context length: 32768", "context_overflow"},
+		{0, "too many tokens: size limit exceeded by 1234 tokens. Try using shorter or fewer inputs, or setting prompt_truncation='AUTO'.", "context_overflow"},
+		{0, "You are using a Trial key, which is limited to 10 API calls / minute. You can continue to use the Trial key for free or upgrade to a Production key with higher rate limits", "rate_limit"},
+		{0, "Number of concurrent connections has exceeded your rate limit. Please try again later or contact sales.", "rate_limit"},
+		{0, "Requests to the ChatCompletions_Create Operation under Azure OpenAI API version 2024-02-01 have exceeded call rate limit of your current OpenAI S0 pricing tier.", "rate_limit"},
+		{0, "Request rate increased too quickly. To ensure system stability, please adjust your client logic to scale requests more gradually.", "rate_limit"},
+		{0, "Your account has hit a rate limit.", "rate_limit"},
+		{0, "Online prediction request quota exceeded for gemini-1.5-pro. Please try again later with backoff.", "rate_limit"},
+		{0, "Capacity temporarily exceeded, please try again.", "overloaded"},
+		{0, "The model `gpt-4` is currently overloaded with other requests.", "overloaded"},
+		{0, "Model meta-llama/Llama-3-8b is currently loading", "overloaded"},
+		{0, "We're experiencing high traffic right now! Please try again soon.", "overloaded"},
+		{0, "Billing account not found for this project", "billing"},
+		{0, "No credit available on your account", "billing"},
+		{0, "Your team has run out of credits.", "billing"},
+		{0, "Payment Required: You have exhausted your API credits", "billing"},
+		{0, "The subscription 'abc' is disabled and therefore marked as read only.", "billing"},
+		{0, "The api_key client option must be set either by passing api_key to the client or by setting the OPENAI_API_KEY environment variable", "auth"},
+		{0, "No API key provided.", "auth"},
+		{0, "Unable to access model meta-llama/x. Please visit https://api.together.ai/models to view the list of supported models.", "model_not_found"},
+		{0, "Model Not Exist", "model_not_found"},
+		{0, "Invalid model: mistral-xl", "model_not_found"},
+		{0, "Output blocked by content filtering policy", "content_filter"},
+		{0, "This prompt may contain content that violates our terms of use.", "content_filter"},
+		{0, `Post "https://api.openai.com/v1/chat/completions": EOF`, "timeout"},
+		{0, "http2: server sent GOAWAY and closed the connection; LastStreamID=1, ErrCode=NO_ERROR", "timeout"},
+		{0, "net/http: TLS handshake timeout", "timeout"},
+		{0, "stream error: stream ID 1; INTERNAL_ERROR; received from peer", "timeout"},
+		{0, "upstream request timeout", "timeout"},
+		{0, "Request aborted by the client", "aborted"},
+		{0, "The user aborted a request.", "aborted"},
+		{0, "messages: text content blocks must be non-empty", "format"},
+		{0, "Invalid value for 'temperature': must be between 0 and 2", "format"},
+		{400, `{"error":{"message":"Additional properties are not allowed ('foo' was unexpected)","type":"invalid_request_error"}}`, "format"},
+		{0, "The engine is currently overloaded, please try again later", "overloaded"},
+		{0, "Your API key has expired. Please generate a new one.", "auth"},
+		{0, "Your organization has been banned for violating our usage policies.", "auth_permanent"},
+		{0, "This API key has been deleted.", "auth_permanent"},
+		{0, "CUDA error: out of memory", "unclassified"},
+		{0, "We could not parse the JSON body of your request.", "format"},
+		{0, "anthropic-beta header is invalid", "format"},
+		{0, "Server disconnected without sending a response.", "timeout"},
+		{0, "The read operation timed out", "timeout"},
+		{0, "Quota exceeded for aiplatform.googleapis.com/generate_content_requests_per_minute_per_project_per_base_model with base model: gemini-pro.", "rate_limit"},
+		{0, "Cannot connect to host api.anthropic.com:443 ssl:default [Connection refused]", "timeout"},
+		{0, "The Gemini API is not available in your region.", "auth"},
+		{402, `{"error":{"message":"Insufficient funds in your account"}}`, "billing"},
+		{0, "You have reached the maximum number of requests allowed per day for your plan.", "rate_limit"},
+		{0, "Your free trial has ended. Please add a payment method to continue.", "billing"},
+		{0, "You've reached your usage limit for this billing period.", "rate_limit"},
+		{0, "This model is no longer available. Please use gpt-4o instead.", "model_not_found"},
+		{0, "The model has been retired on 2025-06-01.", "model_not_found"},
+		{0, "Access denied: your key does not have access to this workspace", "auth"},
+		{0, "Your prompt was blocked due to safety reasons.", "content_filter"},
+		{0, "Context window exceeded: 210000 > 200000", "context_overflow"},
+		{0, "This request would exceed your organization's maximum usage increase rate for input tokens per minute.", "rate_limit"},
+		{0, "Your account balance is insufficient. Please recharge.", "billing"},
+		{0, "Not enough balance to run this request", "billing"},
+		{0, "Your prepaid credits have run out.", "billing"},
+		{0, "Your free trial has expired. Upgrade to continue.", "billing"},
+		{0, "Your current plan does not support this model.", "billing"},
+		{0, "Request payload size exceeds the limit: 20971520 bytes.", "context_overflow"},
+		{0, "input length exceeds maximum context length", "context_overflow"},
+		{0, "Your API key has been banned for violating our terms of service.", "auth_permanent"},
+	}
+	for _, c := range cases {
+		f := Classify(Response{Provider: "any", Status: c.st, Body: c.b}, clNow)
+		if f.Reason != c.want {
+			t.Errorf("%d %q: got %s, want %s (%s %q)", c.st, c.b, f.Reason, c.want, f.Why.Rule, f.Why.Evidence)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package failover
+package classify
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 var clNow = time.Date(2026, 8, 20, 10, 0, 0, 0, time.UTC)
@@ -33,13 +34,16 @@ func runClCases(t *testing.T, cases []clCase) {
 			r := Response{Provider: c.provider, Status: c.status, Headers: c.headers, Body: c.body, Stream: c.stream, Err: c.err}
 			f := Classify(r, clNow)
 			if f.Reason != c.want {
-				t.Fatalf("reason = %s, want %s (code %q, message %q)", f.Reason, c.want, f.Code, f.Message)
+				t.Fatalf("reason = %s, want %s (code %q, message %q, why %+v)", f.Reason, c.want, f.Code, f.Message, f.Why)
 			}
 			if f.Class != ReasonClass(c.want) {
 				t.Fatalf("class = %s, want %s", f.Class, ReasonClass(c.want))
 			}
-			if f.Status != c.status || f.Provider != c.provider {
-				t.Fatalf("status/provider not kept: %d %q", f.Status, f.Provider)
+			if f.Status != c.status {
+				t.Fatalf("status not kept: %d", f.Status)
+			}
+			if f.Why.Step == "" || f.Why.Rule == "" {
+				t.Fatalf("no explanation: %+v", f.Why)
 			}
 		})
 	}
@@ -366,6 +370,10 @@ func TestParseResetTime_C11(t *testing.T) {
 		{"The quota will reset at 01-02 03:04:05 UTC.", time.Date(2027, 1, 2, 3, 4, 5, 0, time.UTC), true},
 		{"Thu, 20 Aug 2026 12:00:00 GMT", time.Date(2026, 8, 20, 12, 0, 0, 0, time.UTC), true},
 		{"请 30 秒后重试", clNow.Add(30 * time.Second), true},
+		{"Upgrade to Plus, or try again after 11:34 AM.", time.Date(2026, 8, 20, 11, 34, 0, 0, time.UTC), true},
+		{"Available again at 09:15 UTC", time.Date(2026, 8, 21, 9, 15, 0, 0, time.UTC), true},
+		{"try again after 9:30 pm +02:00", time.Date(2026, 8, 20, 19, 30, 0, 0, time.UTC), true},
+		{"The meeting is at 10:30.", time.Time{}, false},
 		{"created at 2026-02-27T07:37:56Z by someone", time.Time{}, false},
 		{"The quota will reset at 02-30 01:00:00 UTC.", time.Time{}, false},
 		{"no time here", time.Time{}, false},
@@ -414,34 +422,23 @@ func TestRetryAfterFromHeaders_C11(t *testing.T) {
 	}
 }
 
-// TestClassify_MessagePreviewRedacted: previews are short, single-line and hold no secret.
-func TestClassify_MessagePreviewRedacted(t *testing.T) {
-	secrets := []string{"sk-CANARY-abcdefghijklmnop1234", "sk-ant-api03-CANARYxyz0123456789abcdef", "AIzaSyCANARY0123456789abcdefghijklmnopq", "CANARYtoken0123456789abcdef0123456789"}
-	bodies := []string{
-		`{"error":{"message":"Incorrect API key provided: sk-CANARY-abcdefghijklmnop1234. You can find your API key at https://platform.openai.com/account/api-keys.","code":"invalid_api_key"}}`,
-		`{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key sk-ant-api03-CANARYxyz0123456789abcdef"}}`,
-		`{"error":{"code":400,"message":"API key not valid: https://generativelanguage.googleapis.com/v1/models?key=AIzaSyCANARY0123456789abcdefghijklmnopq","status":"INVALID_ARGUMENT"}}`,
-		"Authorization: Bearer CANARYtoken0123456789abcdef0123456789 was rejected\nsecond line",
-	}
-	for i, b := range bodies {
-		f := Classify(Response{Provider: "any", Status: 401, Body: b}, clNow)
-		for _, s := range secrets {
-			if strings.Contains(f.Message, s) || strings.Contains(f.Error(), s) {
-				t.Errorf("body %d: secret %q leaked in %q", i, s, f.Message)
-			}
-		}
-		if strings.ContainsAny(f.Message, "\n\r") {
-			t.Errorf("body %d: preview not single-line: %q", i, f.Message)
-		}
+// TestClassify_MessageBoundedNotRedacted: Verdict.Message is one bounded line
+// of the provider's own words. Classify knows no secrets and does not redact
+// (callers do, see llm and cmd/bot), so the contract is tested here: the key
+// comes back as given, the line is single and bounded.
+func TestClassify_MessageBoundedNotRedacted(t *testing.T) {
+	body := `{"error":{"message":"Incorrect API key provided: sk-CANARY-abcdefghijklmnop1234.\nSecond line.","code":"invalid_api_key"}}`
+	f := Classify(Response{Provider: "any", Status: 401, Body: body}, clNow)
+	if f.Message != "Incorrect API key provided: sk-CANARY-abcdefghijklmnop1234. Second line." {
+		t.Fatalf("message = %q", f.Message)
 	}
 	long := strings.Repeat("word ", 500)
-	if n := len([]rune(Classify(Response{Body: long}, clNow).Message)); n > 200 {
-		t.Fatalf("preview %d runes", n)
+	m := Classify(Response{Body: long}, clNow).Message
+	if n := len([]rune(m)); n > MaxMessageRunes || !strings.HasSuffix(m, "…") {
+		t.Fatalf("message %d runes: %q", n, m)
 	}
-	// transport error with a key in the URL
-	f := Classify(Response{Provider: "google", Err: errors.New(`Post "https://x.example/v1?key=AIzaSyCANARY0123456789abcdefghijklmnopq": dial tcp: connection refused`)}, clNow)
-	if strings.Contains(f.Message, "CANARY") || f.Reason != ReasonTimeout {
-		t.Fatalf("got %s %q", f.Reason, f.Message)
+	if m := Classify(Response{Body: "bad \xff\xfe utf8\r\nline"}, clNow).Message; !utf8.ValidString(m) || strings.ContainsAny(m, "\r\n") {
+		t.Fatalf("message not one valid line: %q", m)
 	}
 }
 

@@ -1,4 +1,4 @@
-package failover
+package classify
 
 import (
 	"runtime"
@@ -21,14 +21,14 @@ func threadCPU() time.Duration {
 // the benchmark's thread per call (cpu-ns/op). On a shared machine ns/op counts
 // the time other processes hold the core; cpu-ns/op does not.
 func BenchmarkClassifyCPU(b *testing.B) {
-	for _, c := range classifyBenchCases {
+	for _, c := range benchCases {
 		b.Run(c.name, func(b *testing.B) {
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
 			b.ReportAllocs()
 			start := threadCPU()
 			for b.Loop() {
-				sinkFailure = Classify(c.r, classifyBenchNow)
+				sinkVerdict = Classify(c.r, benchNow)
 			}
 			b.ReportMetric(float64(threadCPU()-start)/float64(b.N), "cpu-ns/op")
 		})

@@ -1,0 +1,761 @@
+package classify
+
+import (
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// The text step: families of meaning, in the order of SPEC C1 (deterministic
+// signatures before transient ones; within them the more specific first). A family
+// is a list of rules; a rule needs a literal key in the text (cheap to look for)
+// and then, when it has one, a regular expression that anchors the meaning: a
+// subject next to its verb ("account ... has been suspended"), a status number
+// only where it reads as a status, a lone word only as the whole message. So
+// "The user terminated the session manually." and "402 items found in the
+// database" match nothing.
+//
+// The texts are lower-cased, URLs are removed, and the parts of a body (message,
+// raw upstream message, error text) are joined by " | ": a gap in a pattern never
+// crosses a part or a sentence.
+
+// rank orders the families for C1: a lower rank wins.
+type rank int
+
+const (
+	rankAborted rank = iota
+	rankNoDetails
+	rankContentFilter
+	rankAuthPermanent
+	rankBilling
+	rankWindow // periodic usage windows and self-set spend caps: rate_limit (C3)
+	rankContext
+	rankOverloaded
+	rankRateLimit
+	rankBillingRemedy // "purchase credits", "upgrade your plan" with nothing stronger
+	rankModelNotFound
+	rankAuth
+	rankStream // a stream that broke off (C6), said in words specific enough to beat format
+	rankFormat
+	rankNotASignal // C7: specific texts that say nothing about who must act
+	rankGeneric    // C6: server, gateway, network and stream wording
+)
+
+// family is one meaning.
+type family struct {
+	name   string
+	rank   rank
+	reason Reason
+	rules  []rule
+}
+
+// rule is one way of saying it.
+type rule struct {
+	name string
+	// keys: the text must contain one of them (a cheap gate); with no alts, the
+	// first key found is the match.
+	keys  []string
+	also  []string // when set, the text must contain one of these too
+	words bool     // keys count only as whole words
+	alts  []alt    // when set, one must match too; its match is the evidence
+	// unless, when set, vetoes the rule when it matches anywhere in the text.
+	unless *regexp.Regexp
+	// provider, when set, limits the rule to providers whose id contains it (C2).
+	provider string
+	// check, when set, must accept the text and the match.
+	check func(c *textCtx, m string) bool
+}
+
+// lit is a rule of literal phrases.
+func lit(name string, keys ...string) rule { return rule{name: name, keys: keys} }
+
+// word is a rule of whole words or phrases (no letter, digit or '_' on either side).
+func word(name string, keys ...string) rule { return rule{name: name, keys: keys, words: true} }
+
+// pat is a rule gated by the "|"-separated literals keys and anchored by the
+// pattern p ("~" stands for a gap inside one sentence).
+func pat(name, keys, p string) rule {
+	r := rule{name: name}
+	for _, a := range splitAlternatives(p) {
+		for _, e := range expandLeadingGroup(a) {
+			r.alts = append(r.alts, newAlt(e))
+		}
+	}
+	if keys != "" {
+		r.keys = strings.Split(keys, "|")
+	}
+	return r
+}
+
+// alt is one alternative of a rule's pattern, compiled on its own: an
+// alternative that starts with a literal is found with a plain substring search
+// (Go's regexp then skips to it), which keeps Classify far below 100 µs. A
+// leading \b is checked by hand for the same reason.
+type alt struct {
+	re        *regexp.Regexp
+	prefix    string // literal every match starts with ("" = none)
+	wordStart bool   // the match must start at a word boundary
+}
+
+func newAlt(p string) alt {
+	var a alt
+	if rest, ok := strings.CutPrefix(p, `\b`); ok {
+		p, a.wordStart = rest, true
+	}
+	a.re = rx(p)
+	a.prefix, _ = a.re.LiteralPrefix()
+	return a
+}
+
+// find returns the first match of a in t (at a word start when required).
+func (a *alt) find(t string) string {
+	for from, n := 0, 0; from <= len(t) && n < 8; n++ {
+		loc := a.re.FindStringIndex(t[from:])
+		if loc == nil {
+			return ""
+		}
+		i, j := from+loc[0], from+loc[1]
+		if !a.wordStart || i == 0 || !isWordByte(t[i-1]) {
+			if j > i || a.prefix == "" {
+				return t[i:j]
+			}
+		}
+		from = i + 1
+	}
+	return ""
+}
+
+// expandLeadingGroup turns an alternative that starts with a group of choices,
+// `\b(account|team)s? has been disabled`, into one alternative per choice, each
+// starting with a literal. A group with a quantifier is left alone.
+func expandLeadingGroup(p string) []string {
+	wb := ""
+	if rest, ok := strings.CutPrefix(p, `\b`); ok {
+		wb, p = `\b`, rest
+	}
+	if !strings.HasPrefix(p, "(") {
+		return []string{wb + p}
+	}
+	end := closingParen(p)
+	if end < 0 || end+1 < len(p) && strings.ContainsRune("?*+{", rune(p[end+1])) {
+		return []string{wb + p}
+	}
+	inner := strings.TrimPrefix(p[1:end], "?:")
+	var out []string
+	for _, choice := range splitAlternatives(inner) {
+		out = append(out, wb+"(?:"+choice+")"+p[end+1:])
+	}
+	return out
+}
+
+// closingParen returns the index of the ")" that closes p[0], or -1.
+func closingParen(p string) int {
+	depth, inClass := 0, false
+	for i := 0; i < len(p); i++ {
+		switch c := p[i]; {
+		case c == '\\':
+			i++
+		case inClass:
+			if c == ']' {
+				inClass = false
+			}
+		case c == '[':
+			inClass = true
+		case c == '(':
+			depth++
+		case c == ')':
+			depth--
+			if depth == 0 {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// splitAlternatives splits a pattern at its top-level "|".
+func splitAlternatives(p string) []string {
+	var out []string
+	depth, start, inClass := 0, 0, false
+	for i := 0; i < len(p); i++ {
+		switch c := p[i]; {
+		case c == '\\':
+			i++
+		case inClass:
+			if c == ']' {
+				inClass = false
+			}
+		case c == '[':
+			inClass = true
+		case c == '(':
+			depth++
+		case c == ')':
+			depth--
+		case c == '|' && depth == 0:
+			out = append(out, p[start:i])
+			start = i + 1
+		}
+	}
+	return append(out, p[start:])
+}
+
+func (r rule) unlessRe(re *regexp.Regexp) rule { r.unless = re; return r }
+func (r rule) and(keys string) rule            { r.also = strings.Split(keys, "|"); return r }
+func (r rule) only(provider string) rule       { r.provider = provider; return r }
+func (r rule) when(check func(c *textCtx, m string) bool) rule {
+	r.check = check
+	return r
+}
+
+// textCtx is what a rule may consult besides the text.
+type textCtx struct {
+	text     string
+	provider string // lower-case provider id
+	status   int    // effective status
+	rawHTTP  int    // the HTTP status as given
+	ev       *evidence
+
+	triples      tripleFilter // the text's byte triples, built on first use
+	triplesBuilt bool
+}
+
+// gap is a run of characters inside one sentence and one part: the text has its
+// sentence ends turned into part separators (see buildText), so "subject ~ verb"
+// never pairs words of two sentences.
+const gap = `[^|\n]*?`
+
+// rx compiles a pattern in which "~" stands for a gap.
+func rx(p string) *regexp.Regexp {
+	return regexp.MustCompile(strings.ReplaceAll(p, "~", gap))
+}
+
+// Shared vetoes.
+var (
+	// A Google per-metric quota reuses OpenAI's billing sentence for a rate window.
+	reGoogleMetric = rx(`quota exceeded for (quota )?metric|quota_metric|quotametric|quota metric`)
+	// Billing words that make a suspension a billing matter, not a revoked key.
+	reBillingWords = rx(`billing|balance|credit|payment|overdue|invoice|arrear|unpaid|quota|plan\b|欠费|余额`)
+	// Rate wording: a token count over a per-minute limit is a rate limit.
+	reRateWords = rx(`rate[ _-]?limit|per[ -](minute|min|second|day|hour)\b|\b(tpm|rpm|tpd|rpd)\b|tokens per|requests per`)
+	// ... and a max_tokens over the model's output cap is a bad parameter.
+	reRateOrOutputCap = rx(`rate[ _-]?limit|per[ -](minute|min|second|day|hour)\b|\b(tpm|rpm|tpd|rpd)\b|tokens per|requests per|\b(maximum|max)[ _](new[ _])?tokens\b`)
+	// The account's access ended (for a policy violation, say): not a filtered request.
+	reAccessEnded = rx(`\baccess (was |has been |is )?(terminated|revoked|suspended|banned)\b|\b(account|organi[sz]ation|team|workspace|project|key)s? (was |has been |is |have been )?(terminated|suspended|banned|deactivated|disabled)\b`)
+	// An IAM role without the permission is the credential's problem, not the model's.
+	reIAM = rx(`\biam\b|not authori[sz]ed to perform`)
+)
+
+// families is the text step's table, in rank order.
+var families = []family{
+	{name: "aborted", rank: rankAborted, reason: ReasonAborted, rules: []rule{
+		// Only a caller's cancel without a server response (see specificAdmits);
+		// a server's 408 "Request was aborted" is a timeout.
+		pat("request-aborted", "abort", `\brequest (was |has been )?aborted\b|\b(user|caller|client) aborted\b|\baborted by (the )?(user|client|caller)\b`),
+		pat("cancelled-by-caller", "cancel", `\b(request|call|generation|completion) (was |has been )?cancell?ed\b|\bcancell?ed by (the )?(user|client|caller)\b`),
+		pat("interrupted-by-user", "interrupted|context cancel", `\binterrupted by (the )?(user|caller|client)\b|\bcontext cancell?ed\b`),
+		lit("cancelled-zh", "请求已取消", "用户取消", "已取消请求"),
+	}},
+	{name: "no-error-details", rank: rankNoDetails, reason: ReasonNoErrorDetails, rules: []rule{
+		lit("literal", "no error details in response"),
+	}},
+	{name: "content-filter", rank: rankContentFilter, reason: ReasonContentFilter, rules: []rule{
+		pat("policy-violation", "violat|against|breach", `\b(violat\w*|against|breach\w*)\b~\b(polic(y|ies)|terms of (service|use)|(usage|content|community) guidelines)\b`).unlessRe(reAccessEnded),
+		pat("content-filter", "content", `\bcontent[ _-]?(filter\w*|polic(y|ies)|management polic(y|ies)|moderation)\b`),
+		pat("flagged", "flagged", `\b(prompt|input|output|content|request|message|response|text)s? (was |were |has been |is )?flagged\b|\bflagged (as|for|by)\b`),
+		pat("safety-system", "safety", `\bsafety (system|filters?|settings?|reasons?|polic(y|ies)|checks?)\b|\bblocked (by|due to) safety\b`),
+		pat("harmful-content", "content", `\b(harmful|inappropriate|unsafe|prohibited|sensitive|explicit|disallowed|violating|illegal) content\b`),
+		pat("content-risk", "risk", `\bcontent (exists|has|contains|carries) risks?\b|\brisky content\b|\bcontent risk\b`),
+		pat("refusal", "refus", `\brefusal\b|\brefused to (answer|respond|comply|generate)\b`),
+		pat("moderation", "moderation", `\b(requires|failed|blocked by|flagged by|rejected by)( our)? moderation\b|\bmoderation (blocked|failed|rejected)\b`),
+		lit("data-inspection", "data inspection failed"),
+		word("sensitive-token", "new_sensitive", "input_sensitive", "output_sensitive"),
+		lit("sensitive-zh", "敏感", "内容安全", "内容审核", "安全审核", "不当内容", "违规内容", "内容违规", "不合规内容", "涉及违规", "含有违规", "不安全"),
+	}},
+	{name: "auth-permanent", rank: rankAuthPermanent, reason: ReasonAuthPermanent, rules: []rule{
+		pat("subject-disabled", "deactivated|suspended|banned|revoked|terminated|disabled|deleted|frozen|blocked|restricted|locked",
+			`\b(account|organi[sz]ation|org|workspace|team|project|api[ _-]?key|key|token|credential)s?\b~\b(deactivated|suspended|banned|revoked|terminated|disabled|deleted|frozen|blocked|restricted|locked)\b`).and("account|organi|org|workspace|team|project|key|token|credential").unlessRe(reBillingWords),
+		pat("disabled-subject", "deactivated|suspended|banned|revoked|terminated|disabled|deleted|frozen|blocked|restricted|locked",
+			`\b(deactivated|suspended|banned|revoked|terminated|disabled|deleted|frozen|blocked|restricted|locked)[ _](account|organi[sz]ation|workspace|team|project|api key|key)\b`).and("account|organi|workspace|team|project|key").unlessRe(reBillingWords),
+		pat("leaked-key", "leak", `\b(key|token|credential)s?\b~\bleaked\b|\bleaked (api )?(key|token|credential)`).and("key|token|credential"),
+		pat("oauth-refresh", "refresh", `\brefresh[ _]token\b~\b(invalid|expired|revoked|not found|reused|been used)\b|\bcould not be refreshed\b|\b(token|oauth) refresh (failed|failure|error)\b|\bfailed to refresh (the )?(access |oauth )?token\b`),
+		lit("invalid-grant", "invalid_grant"),
+		pat("access-ended", "access|account", `\baccess (was |has been |is )?(terminated|revoked|suspended|banned)\b|\baccess_terminated\b|\b(service|access) (is )?(unavailable|disabled|blocked) for (this |your |the )?account\b`),
+		pat("org-not-allowed", "not allowed for this organ", `not allowed for this organi[sz]ation`),
+		lit("banned-zh", "封禁", "已被禁用", "已禁用", "已停用", "被冻结", "已冻结", "已注销", "账号异常", "账户异常", "被封"),
+	}},
+	{name: "billing", rank: rankBilling, reason: ReasonBilling, rules: []rule{
+		pat("insufficient-funds", "insufficient", `\binsufficient(_|\s~\b)(balance|credits?|funds|quota)\b`),
+		lit("credit-balance", "credit balance"),
+		pat("balance-low", "balance|funds|credit", `\b(account |wallet |credit |prepaid )?(balance|funds|credits?)\b~\b(is |are )?(insufficient|too low|not enough|negative|depleted|below zero)\b|\b(not enough|negative|zero|low) (account )?(balance|funds)\b`),
+		pat("trial-ended", "trial", `\b(free|your|api) trial( period| credits?)?\b~\b(has )?(expired|ended|is over|used up|exhausted)\b`),
+		pat("out-of-credits", "credit", `\b(out of|run out of|ran out of|no|not enough|any|zero|requires? more|needs? more) (api )?credits?\b|\bused (up )?all (of )?(your |the |available |remaining )*credits\b|\bcredits? (have been |has been |have |has |are |is )?(exhausted|depleted|used up|run out)\b|\bcredits remaining: 0\b`),
+		pat("used-up", "used up", `\bused up (all )?(your |the |its )?(credits?|points|balance|quota|allowance)\b`),
+		pat("payment", "payment", `\bpayment[ _](required|method|failed|overdue|declined|is overdue|is required)\b`),
+		pat("billing-trouble", "billing", `\bbilling[ _](hard[ _]limit|not[ _]active|issue|problem|error|is not enabled|has been disabled|is disabled|account|required|to be enabled)\b|\benable billing\b|\b(issue|problem) with (your )?(account'?s? )?billing\b|\bplans? (&|and) billing\b|\bbilling details\b`).unlessRe(reGoogleMetric),
+		pat("hard-limit", "hard limit", `\bhard limit (has been )?reached\b`),
+		pat("current-quota", "current", `\bexceeded[ _](your |the )?current[ _]quota\b`).unlessRe(reGoogleMetric),
+		pat("free-tier-zero", "limit", `\blimit\W{0,3}0\b`).when(func(c *textCtx, _ string) bool { return strings.Contains(c.text, "quota") }),
+		word("arrears", "arrears", "arrearage", "overdue", "unpaid", "past due", "outstanding balance"),
+		pat("quota-exhausted", "quota", `\bquota\b~\b(has been |is |was |are |have been )?(exhausted|used up|depleted|run out)\b|\bout of quota\b|\bquota_exhausted\b`).and("exhausted|used up|depleted|run out|out of quota"),
+		pat("free-tier", "free tier", `\bfree tier\b~\b(exhausted|used up|not available|only)\b`).and("exhausted|used up|not available|only"),
+		pat("subscription", "subscription", `\bsubscription\b~\b(has )?(expired|inactive|is not active|not active|ended|lapsed|cancell?ed|disabled|suspended)\b|\bno (active|valid) (\w+ )?subscription\b|\bnot have an? (active |valid )(\w+ )?subscription\b|\bpurchase an? (\w+ )?subscription\b`).and("expired|inactive|not active|ended|lapsed|cancel|disabled|suspended|no active|no valid|purchase|have a"),
+		pat("plan-excludes", "plan|include", `\bplan (does not|doesn't|do not) (yet )?(include|support|cover)\b|\bnot (available|included) (in|on|with) (your |the )?(current )?(subscription )?plan\b|\bdoes not (yet )?include access\b`),
+		lit("extra-usage", "extra usage"),
+		pat("budget", "budget", `\bbudget\b~\b(exceeded|reached|exhausted|used up)\b|\bexceeded (your |the )?budget\b|\bbudget_exceeded\b`),
+		pat("invoices", "invoice|pay", `\b(past|unpaid|overdue|outstanding|open) invoices?\b|\bfail\w* to pay\b|\bpayment (is )?past due\b`),
+		pat("suspended-for-billing", "suspended|disabled|blocked|deactivated", `\b(account|organi[sz]ation|workspace|team|project)\b~\b(suspended|disabled|blocked|deactivated)\b`).and("billing|balance|credit|payment|invoice|spending|overdue|arrear|quota"),
+		pat("exceeded-credits", "credit", `\bexceeded (your |the )?(\w+ ){0,3}credits?\b`),
+		pat("account-ceiling", "maximum allowed|credit limit", `\bmaximum allowed (monthly )?(spend|spending) limit\b|\bcredit limit (exceeded|reached|has been reached)\b`),
+		pat("no-asset", "no available", `\bno available (asset|resource package|balance)\b`),
+		pat("openrouter-key-limit", "limit|budget", `\bkey limit (exceeded|reached)\b|\bbudget limit (exceeded|reached)\b|\bkey budget\b`).only("openrouter"),
+		lit("balance-zh", "余额不足", "欠费", "账户余额", "无可用资源包", "资源包已用完", "资源包已耗尽", "套餐已过期", "套餐已到期", "未购买", "请购买", "余额已用完", "余额为0", "信用额度", "额度已用尽", "额度已用完", "额度已耗尽"),
+		lit("credit-zh", "额度不足").unlessRe(rx(`每日|每天|每周|每月|每小时|今日|本周|本月`)),
+	}},
+	{name: "usage-window", rank: rankWindow, reason: ReasonRateLimit, rules: []rule{
+		pat("usage-limit", "usage", `\busage[ _](limits?|cap|quota)\b`),
+		pat("spend-limit", "spend", `\b(spend|spending) (limits?|caps?)\b`),
+		pat("periodic", "daily|weekly|monthly|hourly|yearly|annual|per-day|-hour",
+			`\b(daily|weekly|monthly|hourly|yearly|annual|per-day|five-hour|\d+-hour)\b~\b(limits?|quotas?|allowance|allocation|budget|caps?)\b`).and("limit|quota|allowance|allocation|budget|cap"),
+		pat("n-hour-window", "hour|hr|day|week|month", `\b(\d+|one|five|a)[ -]?(hours?|hrs?|days?|weeks?|months?)\b~\b(limits?|quotas?|window|allowance)\b`).and("limit|quota|window|allowance"),
+		pat("resets", "reset|refresh|renew", `\b(limits?|quotas?)\b~\b(will |to )?(reset|refresh|renew)s?\b|\bresets? (tomorrow|on|at|in|every)\b|\bautomatic quota refresh\b`).and("limit|quota|reset|refresh"),
+		pat("regain-access", "regain access|rolling|subscription quota", `\bregain access\b|\brolling (time )?window\b|\bsubscription quota limit\b`),
+		pat("window-zh", "每|今日|今天|本周|本月|当日|当天|小时|天|使用上限|用量",
+			`(每日|每天|每周|每月|每小时|今日|今天|本周|本月|当日|当天|\d+\s*小时|\d+\s*天)[^。|]{0,12}?(上限|限额|额度|配额|用量|次数|限制)|使用上限|用量上限|用量已达|使用额度已达`),
+	}},
+	{name: "context-overflow", rank: rankContext, reason: ReasonContextOverflow, rules: []rule{
+		pat("context-exceeded", "context", `\bcontext[ _-]?(length|window|size|limit)s?\b~\b(exceed\w*|overflow\w*|too (long|large)|reached|is full)\b|\bcontext[ _](length|window)[ _]exceeded\b|\bcontext overflow\b`),
+		pat("context-overflows", "context", `\bcontext\b~\boverflows?\b|\bcontext (length|window|size) of only\b`),
+		pat("exceeds-context", "context", `\bexceed\w*\b~\bcontexts?\b|\bran out of (room|space)\b~\bcontext\b|\blarger than (the )?(model'?s )?context\b`).and("exceed|ran out|larger than"),
+		pat("max-context", "context|max|prompt has", `\b(maximum|max) context (length|window|size)\b|\b(maximum|max) (model|prompt|input) (length|len|size)\b|\bmax_model_len\b|\bprompt has [\d,]+ tokens?\b~\bcontext (size|length|window)\b`),
+		pat("prompt-too-long", "too long|too large|longer than|larger than",
+			`\b(prompt|input|message|messages|conversation|text)s? (is |are |was |were )?(too long|too large|longer than|larger than)\b|\b(prompt|input) too long\b`),
+		pat("prompt-longer", "prompt|input", `\b(prompt|input)\b~\b(is |are )?(too long|longer than|larger than)\b`),
+		pat("cannot-exceed", "exceed", `\btokens?\b~\b(cannot|can't|must not|may not|should not) exceed\b`),
+		pat("request-too-large", "large", `\brequest (is |was )?too large\b|\brequest[ _]too[ _]large\b|\b(request entity|payload|content) too large\b`).
+			when(func(c *textCtx, _ string) bool { return !hasLimitRequested(c.text) || limitBelowRequested(c.text) }),
+		pat("request-size", "request|payload", `\brequest (exceeds|is larger than) the maximum (allowed )?(size|number of bytes|length)\b|\brequest size exceeds\b|\bpayload size (has )?exceed`),
+		pat("token-limit", "exceed|token limit", `\btokens?\b~\bexceed\w*\b~\b(limit|maximum|max|context|allowed)\b|\bexceed\w* (the )?(model'?s? )?(maximum |max )?(number of )?(input )?tokens?\b|\btoken limit\b~\b(exceeded|reached)\b|\bexceeded (the )?model token limit\b|\bmodel token limit\b`).and("token").unlessRe(reRateOrOutputCap),
+		pat("too-many-tokens", "too many", `\btoo many (input )?tokens\W{0,3}(size limit|in (the )?prompt|for (the )?(model|context))`),
+		pat("tokens-must-be", "must", `\binputs?\W{0,3} tokens \+ \W{0,3}max_new_tokens\W{0,3} must be <=|\binputs?\W{0,3} must have less than [\d,]+ tokens\b`),
+		pat("reduce-length", "length", `\breduce the length of the (messages|prompt|input|conversation)\b|\bcurrent length is [\d,]+ while limit is [\d,]+|\brange of input length\b|\binput length (should|must|exceeds)\b`),
+		pat("string-too-long", "string", `\bstring[ _]too[ _]long\b|\bstring_above_max_length\b`).when(stringTooLongIsPrompt),
+		rule{name: "token-counts", keys: []string{"token", "requested"}, check: func(c *textCtx, _ string) bool { return tokensOverMax(c.text) || limitBelowRequested(c.text) }},
+		lit("context-zh", "上下文过长", "上下文超出", "上下文长度超", "超出最大上下文", "超出上下文", "超过上下文", "请压缩上下文", "输入过长", "输入长度超", "超出最大长度", "超过最大长度", "超过模型最大", "超出模型最大", "文本过长", "长度超过限制", "超出长度限制", "超长"),
+	}},
+	{name: "overloaded", rank: rankOverloaded, reason: ReasonOverloaded, rules: []rule{
+		pat("overloaded", "overload", `(\b|_)overload(ed|ing)?\b`),
+		pat("high-demand", "demand|load|traffic|volume|experiencing", `\b(high|heavy|peak|unusually high|increased) (demand|load|traffic|volume of requests)\b|\bexperiencing (high|heavy|a high|an unusually)\b`),
+		pat("busy", "busy", `\b(server|servers|service|system|api|model|engine|platform|backend|gpus?|llm|runner)s? (is |are )?(currently |too |very )?busy\b|\btoo busy\b|\bcurrently busy\b`),
+		pat("capacity", "capacity", `\b(at|over|out of|no|insufficient|lack of|limited|exceeded|reached)\s+(available |serving |compute |gpu )?capacity\b|\bcapacity\b~\b(exhausted|constraints?|issues?|reached|unavailable|is full|exceeded|limits?)\b|\binsufficientcapacity\b`),
+		pat("no-room", "no more|no free|no available|slots", `\bno (more |free |available )?(data centers?|servers?|workers?|replicas?|instances?|slots?|gpus?|nodes?)\b~\b(available|to forward|left|free)\b|\bno (free|available) (slots?|workers?|gpus?)\b`),
+		pat("loading", "loading|ready", `\bmodel\b~\b(is |still )?(currently )?loading\b|\bloading (the )?model\b|\bmodel (is )?(not|not yet) ready\b|\bmodelnotready`),
+		pat("temporarily-unavailable", "temporarily", `\btemporarily (unavailable|unable to (handle|process|serve|accept))\b`),
+		lit("busy-zh", "繁忙", "过载", "负载过高", "负载较高", "访问量过大", "请求量过大", "资源紧张", "算力不足", "模型未就绪", "模型加载中", "模型正在加载", "暂时不可用"),
+	}},
+	{name: "rate-limit", rank: rankRateLimit, reason: ReasonRateLimit, rules: []rule{
+		pat("rate-limit", "rate", `\brate[ _-]?limit(ed|ing)\b|\brate[ _-]?limits?[ _](exceeded|reached|hit|error|exhausted|is exceeded|has been|of|for|on|reset|exceeded)|\brate_limit|\bratelimit|\b(exceed\w*|reached|hit|over|past|exhausted|used up)\b~\brate[ _-]?limits?\b|\brate[ _-]?limits?\W*$`),
+		pat("too-many-requests", "too", `\btoo[ _]many[ _](requests|concurrent|connections|tokens|calls)\b`),
+		pat("concurrency", "concurren", `\bconcurren(cy|t (requests?|calls|connections))\b`),
+		lit("throttled", "throttl"),
+		pat("per-unit", "per|pm|pd", `\b(requests?|tokens?|calls?|queries)\s+per\s+(minute|second|day|hour|min)\b|\bper[ -](minute|second)\b|\b(rpm|tpm|rpd|tpd|ipm|itpm|otpm)\b|\b(requests?|tokens?|calls?|queries)\s*/\s*(minute|min|second|sec|hour|day)\b|\b(maximum|max) number of (requests|calls|tokens)\b~\bper (minute|second|hour|day)\b`),
+		pat("resource-exhausted", "exhausted", `\bresource[ _]?(has been )?exhausted\b|\bresourceexhausted\b`),
+		pat("quota-exceeded", "quota", `\bquota\b~\b(exceeded|reached|limit)\b|\bexceeded[ _](the |your )?(current |allocated )?quota\b|\ballocated quota\b`),
+		pat("limit-hit", "limit", `\blimits?\s+(has been |have been |was )?(exceeded|reached|hit)\b|\b(exceeded|reached|hit)\s+(the |your |its )?(request |requests |token |call )?limits?\b`),
+		pat("request-rate", "rate", `\brequest rate\b~\b(increased|too high|exceeded|too quickly|limit)`),
+		pat("slow-down", "slow", `\bslow (down|your rate)\b`),
+		pat("cooldown", "cool", `\bmodel[ _]cooldown\b|\bcooling down\b`),
+		lit("frequent-zh", "请求过于频繁", "频繁", "频率", "限流", "并发", "速率", "配额", "请求过多", "太多请求", "限速", "超过限制"),
+	}},
+	{name: "billing-remedy", rank: rankBillingRemedy, reason: ReasonBilling, rules: []rule{
+		pat("buy-credits", "credit", `\b(purchase|buy|add|top up)\b~\bcredits?\b`),
+		pat("top-up", "top", `\btop[ -]?up\b`),
+		pat("upgrade-plan", "upgrade", `\bupgrade\b~\b(plan|tier|account|subscription)\b`),
+		word("recharge", "recharge", "充值"),
+		rule{name: "billing-link", keys: []string{}, check: billingLink},
+	}},
+	{name: "model-not-found", rank: rankModelNotFound, reason: ReasonModelNotFound, rules: []rule{
+		pat("model-access", "model", `\baccess (to|the) (the |this |that )?model\b|\bmodel access (is )?(denied|not granted)\b|\bnot (allowed|permitted|authori[sz]ed|entitled) to (access|use) (this|the|that) model\b|\bnot (agreed|accepted)\b~\bterms\b|\b(unable|cannot|can't|could not) (to )?access (the |this )?model\b`).unlessRe(reIAM),
+		pat("model-capability", "support", `\b(does not|doesn't|do not) support (tools|tool use|tool calling|tool calls|function calling|functions|images?|image input|vision|audio)\b|\bno endpoints? found that support\b`),
+		pat("model-missing", "model", `\bmodels?\b~\b(not found|does not exist|doesn't exist|do not exist|not exists?|could not be found|cannot be found|can't be found|is not available|not available|is not supported|not supported|deprecated|decommissioned|retired|deactivated|no longer (available|supported|exists?|served)|not enabled|not loaded|not served|not accessible|disabled|is invalid|is not a valid|not a valid|legacy)\b`).and("not|exist|deprecated|decommissioned|retired|deactivated|no longer|disabled|invalid|legacy"),
+		pat("unknown-model", "model", `\b(unknown|unsupported|invalid|nonexistent)[ _]model\b|\bnot supported model\b|\bmodel[ _](not[ _]found|is[ _]deactivated|decommissioned)\b`).unlessRe(rx(`invalid model reference`)),
+		pat("no-endpoints", "endpoint|provider|router", `\bno endpoints? found\b|\bno allowed providers\b|\brouter not found\b|\bno (available )?(model )?providers? (available|that|can)\b|\bno available model provider\b`),
+		pat("nothing-loaded", "loaded", `\bno models? (is |are )?loaded\b`),
+		pat("deployment-missing", "deployment|engine|endpoint", `\b(deployment|engine|endpoint)s?\b~\b(not found|does not exist|not exist|not running|not deployed|not started)\b`).and("not found|not exist|not running|not deployed|not started"),
+		pat("model-missing-zh", "模型|无可用渠道", `模型不存在|模型未找到|找不到模型|不支持该模型|不支持的模型|模型已下线|模型已下架|无可用渠道|模型[^。|]{0,20}(不存在|未找到|已下线|已下架)`),
+	}},
+	{name: "auth", rank: rankAuth, reason: ReasonAuth, rules: []rule{
+		pat("bad-credential", "invalid|incorrect|wrong|bad|missing|expired|revoked|malformed",
+			`\b(invalid|incorrect|wrong|bad|missing|expired|revoked|malformed)\b~\b(api[ _-]?keys?|keys?|(access |auth |bearer |api |oauth |session )?token|credentials?|client secret|secret|x-api-key|authentication|authori[sz]ation|bearer)\b`).and("key|token|credential|secret|authenticat|authori|bearer"),
+		pat("no-credential", "no ", `\bno (api[ _-]?key|credentials?|auth\w*)\b`),
+		pat("credential-bad", "key|token|credential|secret|signature",
+			`\b(api[ _-]?key|key|token|credentials?|secret|signature)s?\b~\b(is |was |has |have )?(been )?(invalid|not valid|expired|revoked|incorrect|missing|not found|required|invalidated|does not match|must be (set|provided)|not set|not provided|not configured)\b`).and("invalid|not valid|expired|revoked|incorrect|missing|not found|required|does not match|must be|not set|not provided|not configured"),
+		pat("auth-failed", "auth", `\bauthenticat\w*\b~\b(fail\w*|error|required|invalid|denied)\b|\b(failed|could not|unable) to authenticate\b|\bunauthenticated\b|\bunauthori[sz]ed\b|\bnot authori[sz]ed\b|\bauthori[sz]ation (required|failed|header)\b|\bno auth available\b|\bauth[ _]unavailable\b`),
+		pat("permission", "permission|access|scope", `\bpermission[ _]denied\b|\bpermission_error\b|\binsufficient[ _]permissions?\b|\b(does not|do not|doesn't|don't) have (the )?(required |necessary )?permissions?\b|\bmissing (required )?scopes?\b|\baccess[ _]?denied\b|\bnot allowed to access\b|\bno permission\b|\b(do not|don't|does not|doesn't) have access to (the |this |your |that )?(organi[sz]ation|project|workspace|account|resource)`),
+		pat("forbidden", "forbidden", `^forbidden\b|\b403 forbidden\b|\bforbidden:|\brequest[ _]forbidden\b`),
+		pat("sign-in", "sign|log|authenticate|session", `\b(sign|log)[ -]?in again\b|\bnot (signed|logged) in\b|\bplease (sign|log) ?in\b|\blogin (fail\w*|required|expired)\b|\bre-?authenticate\b|\bsession (has )?expired\b`),
+		pat("endpoint-or-credentials", "credentials", `\binvalid (api )?(endpoint|url) or (api )?(key|credentials)\b`),
+		pat("location", "location|country|region|territory", `\blocation is not supported\b|\bnot (available|supported) in your (country|region|territory|location)\b|\bunsupported[ _]country\b|\bcountry, region, or territory not supported\b`),
+		pat("ip-not-allowed", "ip", `\bip (address )?(is )?not (authori[sz]ed|allowed|whitelisted|permitted)\b|\bip_not_authorized\b`),
+		pat("signature", "signature|security token|unrecognizedclient", `\bsignature does not match\b|\bsecurity token\b~\binvalid\b|\bunrecognizedclient\b`),
+		lit("auth-zh", "鉴权失败", "认证失败", "身份验证失败", "无权访问", "未授权", "密钥无效", "令牌无效", "无效的令牌", "令牌已过期", "令牌验证失败", "没有权限", "权限不足", "禁止访问"),
+		pat("key-invalid-zh", "无效", `(api ?key|key|令牌|密钥|token)[^。|]{0,6}无效|无效的(api ?key|key|令牌|密钥)`),
+	}},
+	{name: "stream-broke", rank: rankStream, reason: ReasonTimeout, rules: []rule{
+		// A stream that ended without its end event says so in words that may
+		// also name a tool call or JSON: it is the transport, not the request.
+		pat("stream-broke", "stream|chunks|ended|incomplete|unexpected end|unable to process",
+			`\bstream (closed|was closed|aborted|ended|interrupted|disconnected|error|terminated|reset)\b|\bwithout sending (any )?chunks\b|\b(request|response|stream) ended (early|prematurely|unexpectedly)\b|\bincomplete (stream|response)\b|\bunexpected end of (stream|json input|file)\b|\bis unable to process your request\b`),
+	}},
+	{name: "format", rank: rankFormat, reason: ReasonFormat, rules: []rule{
+		pat("invalid-request", "invalid", `\binvalid[ _](request|argument|parameter|value|type|json|format|body|input|schema|enum|field|role)s?\b|\binvalid '[^']{1,40}'|\binvalid `+"`"+`\w+`+"`"),
+		pat("unsupported", "support|unrecognized|extra", `\bunsupported[ _](parameter|value|type|format|media|field|role|content)\b|\bunrecognized (request )?(argument|field|parameter|key)s?\b|\bextra[ _](inputs are not permitted|forbidden)\b|\b(does not|doesn't|do not) support\b|\bis not supported\b|\bnot supported (with|for|by|when|in)\b`),
+		pat("validation", "validation|value_error|required|must|should match|cannot be|mandatory", `\bvalidation (error|failed|exception)\b|\bvalidationexception\b|\bvalue_error\b|\bfield required\b|\bmissing required\b|\bis required\b|\bmust (be|have|contain|end|start|not)\b|\bshould match pattern\b|\bcannot be (modified|disabled|empty)\b|\bis mandatory\b`),
+		pat("malformed", "malformed|json|parse|unexpected", `\bmalformed\b|\bnot valid json\b|\binvalid json\b|\bexpected value in json\b|\bparse error\b|\b(failed|unable) to parse\b|\bcould not parse\b|\bunexpected (token|character)\b`),
+		word("conversation-shape", "roles must alternate", "prefill", "tool_use", "tool_call", "thinking block", "thinking blocks",
+			"image dimension", "image dimensions", "bad request", "bad_request", "parameter error"),
+		pat("bad-header", "header", `\bheader\b~\b(is |was )?(invalid|malformed|not valid|not supported|unrecognized)\b`),
+		lit("format-zh", "参数非法", "非法参数", "参数错误", "参数无效", "参数不合法", "无效的参数", "请求参数", "格式错误", "不合法", "不支持", "参数有误"),
+	}},
+	{name: "not-a-signal", rank: rankNotASignal, reason: ReasonUnclassified, rules: []rule{
+		// C7: a generic "failed with an unknown error" says nothing, and a local
+		// runtime out of memory is neither transient nor fixed by another key.
+		lit("unknown-failure", "failed with an unknown error"),
+		pat("out-of-memory", "memory", `\b(requires|needs|need) more (system |gpu |video |host )?memory\b|\bout of (gpu |video |host |device )?memory\b|\binsufficient (system |gpu )?memory\b`),
+	}},
+	{name: "server-or-network", rank: rankGeneric, reason: ReasonTimeout, rules: []rule{
+		pat("timed-out", "time|deadline", `\btime[ds]? ?out\b|\btimeout\b|\btimed out\b|\bdeadline[ _]exceeded\b`),
+		pat("server-error", "server|error|internal", `\binternal[ _]?(server[ _]?)?(error|exception|failure)\b|\bserver[ _]error\b|\bserver had an error\b|\berror occurred while processing\b|\bunexpected error (has )?occurred\b|\binternal error\b`),
+		pat("gateway", "gateway|unavailable|upstream|backend|origin|web server|timeout|unknown error|handshake|invalid response|is down",
+			`\bbad gateway\b|\bgateway time-?out\b|\bservice[ _]?unavailable\b|\bupstream\b|\bbackend error\b|\borigin is unreachable\b|\bweb server is (down|returning)\b|\ba timeout occurred\b|\bunknown error, 52\d\b|\bssl handshake failed\b|\binvalid response from (it|the upstream|the provider|the model)\b|\bmodel is down\b`),
+		pat("connection", "connection|network|host|eof|pipe|socket|closed|fetch|econn|etimedout|epipe|ehost|enet|eai_again|enotfound|und_err|tls|dns|tcp|udp|premature|stream_read|chunked|protocol|disconnected|goaway",
+			`\bconnection (reset|refused|error|closed|aborted|lost|was closed|timed out|terminated|dropped|failed)\b|\bnetwork (error|is unreachable|request failed|failure)\b|\bno such host\b|\bunexpected eof\b|\bbroken pipe\b|\bsocket hang up\b|\bother side closed\b|\bfetch failed\b|\b(econnreset|econnrefused|econnaborted|etimedout|esockettimedout|epipe|ehostunreach|enetunreach|ehostdown|enetreset|eai_again|enotfound)\b|\bund_err\w*|\btls handshake\b|\bdns (failure|error|lookup)\b|\b(dial|read|write) (tcp|udp)\b|\bpremature close\b|\bstream_read_error\b|\bpeer closed (the )?connection\b|\b(closed|reset|dropped|lost) the connection\b|\bgoaway\b|(?:^|: |\| )eof(?: \||$)|\bincomplete chunked read\b|\bremote ?protocol ?error\b|\bserver disconnected\b`),
+		pat("terminated", "terminated", `(?:^|\| )(?:\w*error:\s*)?terminated(?: \||$)|\b(process|runner|connection|stream|socket|request) (has |was )?terminated\b`),
+		pat("operation-aborted", "aborted", `\boperation was aborted\b`),
+		pat("unknown-occurred", "unknown error", `\ban unknown error (has )?occurred\b`),
+		pat("retry", "retr|try again", `\bplease retry or report\b|\b(please|you can|kindly|you may) (retry|try again)(\s*(\||$)| (later|shortly|soon|in a|after|your request|the request|or|if|when))|\bretry your request\b|\bfailed after repeated internal retries\b`),
+		lit("openrouter-provider-error", "provider returned error").only("openrouter").when(func(c *textCtx, _ string) bool { return !c.ev.hasRaw }),
+		pat("runner-died", "exit status", `\bexit status \d+\b`),
+		lit("server-zh", "内部错误", "服务器错误", "服务器内部错误", "系统错误", "系统异常", "网络错误", "网络异常", "服务不可用", "请求超时", "连接超时", "连接错误", "超时"),
+	}},
+}
+
+// rankOf gives a Reason found by the field step the rank of its family (C1).
+func rankOf(r Reason) rank {
+	switch r {
+	case ReasonAborted:
+		return rankAborted
+	case ReasonNoErrorDetails:
+		return rankNoDetails
+	case ReasonContentFilter:
+		return rankContentFilter
+	case ReasonAuthPermanent:
+		return rankAuthPermanent
+	case ReasonBilling:
+		return rankBilling
+	case ReasonContextOverflow:
+		return rankContext
+	case ReasonOverloaded:
+		return rankOverloaded
+	case ReasonRateLimit:
+		return rankRateLimit
+	case ReasonModelNotFound:
+		return rankModelNotFound
+	case ReasonAuth:
+		return rankAuth
+	case ReasonFormat:
+		return rankFormat
+	}
+	return rankGeneric
+}
+
+// match is what a family found.
+type match struct {
+	fam      *family
+	rule     *rule
+	evidence string
+}
+
+func (m match) ok() bool { return m.fam != nil }
+
+// scan runs every family on c.text once and returns each family's first match
+// (families are few, and a rule costs little until its keys are present).
+func scan(c *textCtx) []match {
+	out := make([]match, len(families))
+	for i := range families {
+		f := &families[i]
+		for j := range f.rules {
+			if ev, ok := f.rules[j].find(c); ok {
+				out[i] = match{f, &f.rules[j], ev}
+				break
+			}
+		}
+	}
+	return out
+}
+
+// first returns the first match, in rank order, among the families admit accepts.
+func first(ms []match, admit func(*family) bool) match {
+	for _, m := range ms {
+		if m.ok() && (admit == nil || admit(m.fam)) {
+			return m
+		}
+	}
+	return match{}
+}
+
+// has reports whether the text contains k. Some 1,000 keys and literal prefixes
+// are checked per text and few of them occur: the triple filter answers "no" for
+// nine in ten without a search, which nearly halves Classify's time
+// (BenchmarkClassifyCPU openai-429-json: about 45 µs of CPU without it, 25 µs with
+// it, on a loaded 2-core machine; BENCHMARKS.md).
+func (c *textCtx) has(k string) bool {
+	if !c.triplesBuilt {
+		c.triples.add(c.text)
+		c.triplesBuilt = true
+	}
+	return c.triples.mayHold(k) && strings.Contains(c.text, k)
+}
+
+// tripleFilter is a 4096-bit set of the hashed byte triples of a text: a key
+// whose first three bytes are not in it does not occur in the text.
+type tripleFilter [64]uint64
+
+func tripleHash(a, b, c byte) uint { return (uint(a)*961 + uint(b)*31 + uint(c)) & 4095 }
+
+func (p *tripleFilter) add(t string) {
+	for i := 0; i+2 < len(t); i++ {
+		h := tripleHash(t[i], t[i+1], t[i+2])
+		p[h>>6] |= 1 << (h & 63)
+	}
+}
+
+func (p *tripleFilter) mayHold(k string) bool {
+	if len(k) < 3 {
+		return true
+	}
+	h := tripleHash(k[0], k[1], k[2])
+	return p[h>>6]&(1<<(h&63)) != 0
+}
+
+// find reports whether the rule holds on c.text, with the matched text.
+func (r *rule) find(c *textCtx) (string, bool) {
+	t := c.text
+	if r.provider != "" && !strings.Contains(c.provider, r.provider) {
+		return "", false
+	}
+	if len(r.also) > 0 && !c.hasAny(r.also) {
+		return "", false
+	}
+	ev := ""
+	if len(r.keys) > 0 {
+		found := false
+		for _, k := range r.keys {
+			if c.has(k) && (!r.words || hasWord(t, k)) {
+				ev, found = k, true
+				break
+			}
+		}
+		if !found {
+			return "", false
+		}
+	}
+	if len(r.alts) > 0 {
+		m := ""
+		for i := range r.alts {
+			a := &r.alts[i]
+			if a.prefix != "" && !c.has(a.prefix) {
+				continue
+			}
+			if m = a.find(t); m != "" {
+				break
+			}
+		}
+		if m == "" {
+			return "", false
+		}
+		ev = m
+	}
+	if r.unless != nil && r.unless.MatchString(t) {
+		return "", false
+	}
+	if r.check != nil && !r.check(c, ev) {
+		return "", false
+	}
+	return ev, true
+}
+
+func (c *textCtx) hasAny(keys []string) bool {
+	for _, k := range keys {
+		if c.has(k) {
+			return true
+		}
+	}
+	return false
+}
+
+// hasWord reports whether w occurs in t with no letter, digit or '_' on either side.
+func hasWord(t, w string) bool {
+	for from := 0; ; {
+		i := strings.Index(t[from:], w)
+		if i < 0 {
+			return false
+		}
+		i += from
+		j := i + len(w)
+		if (i == 0 || !isWordByte(t[i-1])) && (j >= len(t) || !isWordByte(t[j])) {
+			return true
+		}
+		from = i + 1
+	}
+}
+
+func isWordByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_'
+}
+
+// stringTooLongIsPrompt: "string too long" is a context overflow when it is about
+// the prompt; "Invalid 'user': string too long" is a format error.
+func stringTooLongIsPrompt(c *textCtx, _ string) bool {
+	m := reInvalidParam.FindStringSubmatch(c.text)
+	if m == nil {
+		return true
+	}
+	p := m[1]
+	return strings.Contains(p, "message") || strings.Contains(p, "content") ||
+		strings.Contains(p, "prompt") || strings.Contains(p, "input")
+}
+
+var reInvalidParam = regexp.MustCompile(`invalid '([^']{1,60})'`)
+
+var (
+	reTokensGT   = regexp.MustCompile(`(\d[\d,]*)\s*tokens?\s*>\s*(\d[\d,]*)`)
+	reSumGT      = regexp.MustCompile(`(\d[\d,]*)\s*\+\s*(\d[\d,]*)\s*>\s*(\d[\d,]*)`)
+	reModelLimit = regexp.MustCompile(`\btoken limit\W{0,3}(\d[\d,]*)\s*\(requested\W{0,3}(\d[\d,]*)\)`)
+)
+
+// tokensOverMax finds a stated token count over a stated maximum:
+// "210000 tokens > 200000 maximum", "197000 + 8192 > 200000", "token limit: 8192
+// (requested: 9000)".
+func tokensOverMax(t string) bool {
+	if !strings.Contains(t, "token") {
+		return false
+	}
+	if strings.Contains(t, "token limit") {
+		if g := reModelLimit.FindStringSubmatch(t); g != nil {
+			if a, b, ok := counts(g[1], g[2]); ok && b > a {
+				return true
+			}
+		}
+	}
+	if !strings.Contains(t, ">") {
+		return false
+	}
+	if g := reTokensGT.FindStringSubmatch(t); g != nil {
+		if a, b, ok := counts(g[1], g[2]); ok && a > b {
+			return true
+		}
+	}
+	if g := reSumGT.FindStringSubmatch(t); g != nil && strings.Contains(t, "token") {
+		a, b, ok1 := counts(g[1], g[2])
+		_, c, ok2 := counts("0", g[3])
+		if ok1 && ok2 && a+b > c {
+			return true
+		}
+	}
+	return false
+}
+
+// limitBelowRequested finds "Limit X ... Requested Y" in one sentence with Y > X:
+// one request larger than the whole per-minute allowance can never pass.
+func limitBelowRequested(t string) bool {
+	x, y, ok := limitRequested(t)
+	return ok && x > 0 && y > x
+}
+
+func hasLimitRequested(t string) bool {
+	_, _, ok := limitRequested(t)
+	return ok
+}
+
+// limitRequested reads the first "limit[:] X ... requested[:] Y" of one sentence.
+func limitRequested(t string) (x, y int64, ok bool) {
+	if !strings.Contains(t, "requested") {
+		return 0, 0, false
+	}
+	for from, n := 0, 0; n < 8; n++ {
+		i := strings.Index(t[from:], "limit")
+		if i < 0 {
+			return 0, 0, false
+		}
+		i += from + len("limit")
+		from = i
+		x, end, okx := numberAfter(t, i)
+		if !okx {
+			continue
+		}
+		w := t[end:min(len(t), end+80)]
+		if k := strings.IndexByte(w, '|'); k >= 0 {
+			w = w[:k]
+		}
+		j := strings.Index(w, "requested")
+		if j < 0 {
+			continue
+		}
+		if y, _, oky := numberAfter(w, j+len("requested")); oky {
+			return x, y, true
+		}
+	}
+	return 0, 0, false
+}
+
+// numberAfter reads "[: ]1,000" at t[i:] (up to three separator bytes).
+func numberAfter(t string, i int) (int64, int, bool) {
+	for k := 0; k < 3 && i < len(t) && !isDigit(t[i]); k++ {
+		if isWordByte(t[i]) {
+			return 0, i, false
+		}
+		i++
+	}
+	j := i
+	var n int64
+	for j < len(t) && (isDigit(t[j]) || t[j] == ',' && j+1 < len(t) && isDigit(t[j+1])) {
+		if isDigit(t[j]) {
+			if n > 1e15 {
+				return 0, j, false
+			}
+			n = n*10 + int64(t[j]-'0')
+		}
+		j++
+	}
+	return n, j, j > i
+}
+
+func counts(a, b string) (int64, int64, bool) {
+	x, err1 := strconv.ParseInt(strings.ReplaceAll(a, ",", ""), 10, 64)
+	y, err2 := strconv.ParseInt(strings.ReplaceAll(b, ",", ""), 10, 64)
+	return x, y, err1 == nil && err2 == nil
+}
+
+// billingLink: billing words that sit only inside a link of the message
+// ("Visit https://console.example.com/settings/billing").
+func billingLink(c *textCtx, _ string) bool {
+	for _, u := range c.ev.urls {
+		if containsAny(u, billingURLWords) && reBillingURL.MatchString(u) {
+			return true
+		}
+	}
+	return false
+}
+
+var billingURLWords = []string{"billing", "credit", "payment", "top", "recharge", "balance", "purchase", "subscri", "pricing"}
+
+func containsAny(s string, words []string) bool {
+	for _, w := range words {
+		if strings.Contains(s, w) {
+			return true
+		}
+	}
+	return false
+}
+
+var reBillingURL = regexp.MustCompile(`[/.=_-](billing|credits?|payments?|top-?up|recharge|balance|purchase|subscribe|subscription|pricing/upgrade)\b`)

@@ -1,0 +1,315 @@
+package classify
+
+import (
+	"regexp"
+	"strings"
+	"unicode"
+)
+
+// The field step: the provider's own machine-readable words. A code is first
+// normalised ("RESOURCE_EXHAUSTED", "com.amazon#ThrottlingException",
+// "ThrottlingException:http://...", "Throttling.RateQuota" become "resource
+// exhausted", "throttling exception", "throttling exception", "throttling rate
+// quota"), then looked up in codeTable; a code not in the table is read with the
+// text families, as a weaker signal.
+
+// tier says how much a field decides.
+type tier int
+
+const (
+	// tierExact: the code names its failure exactly; only a text family that C1
+	// ranks higher overrides it.
+	tierExact tier = iota + 1
+	// tierHint: a code that may be reused loosely (a rate code on a request that
+	// can never fit, OpenAI's insufficient_quota reused for a TPM throttle): any
+	// specific text family wins, but it beats the status.
+	tierHint
+	// tierType: a generic envelope type (invalid_request_error, api_error,
+	// INVALID_ARGUMENT, UNAVAILABLE): used only when the text and the status say
+	// nothing.
+	tierType
+)
+
+type codeEntry struct {
+	reason Reason
+	tier   tier
+}
+
+// codeTable maps normalised codes to reasons. Exception names and Google status
+// strings are listed in their normalised form.
+var codeTable = map[string]codeEntry{
+	// content_filter
+	"content filter":                  {ReasonContentFilter, tierExact},
+	"content policy violation":        {ReasonContentFilter, tierExact},
+	"responsible ai policy violation": {ReasonContentFilter, tierExact},
+	"data inspection failed":          {ReasonContentFilter, tierExact},
+	"moderation blocked":              {ReasonContentFilter, tierExact},
+	"provider refusal":                {ReasonContentFilter, tierExact},
+	"invalid prompt":                  {ReasonContentFilter, tierExact}, // OpenAI: the prompt was flagged
+	// aborted: the DOM/Node AbortError is raised by an explicit abort() of the
+	// caller (a deadline raises TimeoutError); see decide for when it counts
+	"abort error": {ReasonAborted, tierExact},
+	// auth_permanent
+	"account deactivated":      {ReasonAuthPermanent, tierExact},
+	"deactivated workspace":    {ReasonAuthPermanent, tierExact},
+	"organization deactivated": {ReasonAuthPermanent, tierExact},
+	"access terminated":        {ReasonAuthPermanent, tierExact},
+	"account suspended":        {ReasonAuthPermanent, tierExact},
+	"account banned":           {ReasonAuthPermanent, tierExact},
+	"invalid grant":            {ReasonAuthPermanent, tierExact}, // OAuth refresh failed
+	"consumer suspended":       {ReasonAuthPermanent, tierExact}, // Google ErrorInfo
+	"service disabled":         {ReasonAuthPermanent, tierExact}, // Google: the API is disabled for the project
+	// billing
+	"insufficient balance":            {ReasonBilling, tierExact},
+	"billing hard limit reached":      {ReasonBilling, tierExact},
+	"billing not active":              {ReasonBilling, tierExact},
+	"billing error":                   {ReasonBilling, tierExact}, // Anthropic 402
+	"billing disabled":                {ReasonBilling, tierExact}, // Google ErrorInfo
+	"exceeded current quota error":    {ReasonBilling, tierExact}, // Moonshot
+	"arrearage":                       {ReasonBilling, tierExact}, // DashScope
+	"prepaid bill overdue":            {ReasonBilling, tierExact},
+	"postpaid bill overdue":           {ReasonBilling, tierExact},
+	"invalid subscription":            {ReasonBilling, tierExact}, // Volcengine
+	"access denied unpurchased":       {ReasonBilling, tierExact}, // DashScope
+	"commodity not purchased":         {ReasonBilling, tierExact},
+	"allocation quota free tier only": {ReasonBilling, tierExact},
+	"insufficient user quota":         {ReasonBilling, tierExact}, // one-api / new-api
+	"payment required":                {ReasonBilling, tierExact},
+	"insufficient quota":              {ReasonBilling, tierHint}, // DashScope reuses it for a TPM throttle
+	// context_overflow
+	"context length exceeded":       {ReasonContextOverflow, tierExact},
+	"context window exceeded":       {ReasonContextOverflow, tierExact},
+	"model context window exceeded": {ReasonContextOverflow, tierExact},
+	"request too large":             {ReasonContextOverflow, tierExact},
+	"string above max length":       {ReasonContextOverflow, tierHint}, // also a too-long 'user' parameter
+	// overloaded
+	"overloaded error":          {ReasonOverloaded, tierExact},
+	"overloaded":                {ReasonOverloaded, tierExact},
+	"model not ready exception": {ReasonOverloaded, tierExact}, // Bedrock (C5)
+	"capacity exceeded":         {ReasonOverloaded, tierExact}, // Groq 498
+	// rate_limit: hints, since a "rate" code also comes with a request that can
+	// never fit or a spent plan
+	"rate limit exceeded":  {ReasonRateLimit, tierHint},
+	"rate limit error":     {ReasonRateLimit, tierHint},
+	"throttling exception": {ReasonRateLimit, tierHint},
+	"resource exhausted":   {ReasonRateLimit, tierHint},
+	"too many requests":    {ReasonRateLimit, tierHint},
+	"model cooldown":       {ReasonRateLimit, tierHint},
+	// model_not_found
+	"model not found":              {ReasonModelNotFound, tierExact},
+	"deployment not found":         {ReasonModelNotFound, tierExact},
+	"model decommissioned":         {ReasonModelNotFound, tierExact},
+	"invalid model":                {ReasonModelNotFound, tierExact},
+	"unknown model":                {ReasonModelNotFound, tierExact},
+	"model access denied":          {ReasonModelNotFound, tierExact}, // DashScope Model.AccessDenied
+	"resource not found exception": {ReasonModelNotFound, tierExact}, // Bedrock
+	"not found error":              {ReasonModelNotFound, tierExact}, // Anthropic 404
+	"resource not found error":     {ReasonModelNotFound, tierExact}, // Moonshot
+	"model is deactivated":         {ReasonModelNotFound, tierExact},
+	"not found":                    {ReasonModelNotFound, tierType}, // Google NOT_FOUND
+	// auth
+	"invalid api key":                        {ReasonAuth, tierExact},
+	"api key invalid":                        {ReasonAuth, tierExact}, // Google ErrorInfo
+	"api key expired":                        {ReasonAuth, tierExact},
+	"authentication error":                   {ReasonAuth, tierExact},
+	"permission error":                       {ReasonAuth, tierExact},
+	"unauthenticated":                        {ReasonAuth, tierExact},
+	"unrecognized client exception":          {ReasonAuth, tierExact},
+	"expired token exception":                {ReasonAuth, tierExact},
+	"invalid signature exception":            {ReasonAuth, tierExact},
+	"incomplete signature exception":         {ReasonAuth, tierExact},
+	"missing authentication token exception": {ReasonAuth, tierExact},
+	"unsupported country region territory":   {ReasonAuth, tierExact},
+	"api key service blocked":                {ReasonAuth, tierExact},
+	"auth unavailable":                       {ReasonAuth, tierExact},
+	"permission denied":                      {ReasonAuth, tierType},
+	"access denied exception":                {ReasonAuth, tierType}, // Bedrock: a model it cannot use reads as model access
+	"access denied":                          {ReasonAuth, tierType},
+	"request forbidden":                      {ReasonAuth, tierType},
+	// format
+	"invalid request error": {ReasonFormat, tierType},
+	"invalid request":       {ReasonFormat, tierType},
+	"invalid argument":      {ReasonFormat, tierType},
+	"invalid parameter":     {ReasonFormat, tierType},
+	"failed precondition":   {ReasonFormat, tierType},
+	"out of range":          {ReasonFormat, tierType},
+	"unimplemented":         {ReasonFormat, tierType},
+	"validation exception":  {ReasonFormat, tierType},
+	"validation error":      {ReasonFormat, tierType},
+	"bad request":           {ReasonFormat, tierType},
+	"unprocessable entity":  {ReasonFormat, tierType},
+	"unsupported parameter": {ReasonFormat, tierType},
+	"unsupported value":     {ReasonFormat, tierType},
+	"invalid value":         {ReasonFormat, tierType},
+	"extra forbidden":       {ReasonFormat, tierType},
+	// timeout-like (C6)
+	"api error":                     {ReasonTimeout, tierType},
+	"server error":                  {ReasonTimeout, tierType},
+	"internal server error":         {ReasonTimeout, tierType},
+	"internal":                      {ReasonTimeout, tierType},
+	"internal error":                {ReasonTimeout, tierType},
+	"internal server exception":     {ReasonTimeout, tierType},
+	"unavailable":                   {ReasonTimeout, tierType},
+	"service unavailable":           {ReasonTimeout, tierType},
+	"service unavailable exception": {ReasonTimeout, tierType},
+	"deadline exceeded":             {ReasonTimeout, tierType},
+	"timeout error":                 {ReasonTimeout, tierType},
+	"request time out":              {ReasonTimeout, tierType},
+	"request timeout":               {ReasonTimeout, tierType},
+	"model timeout exception":       {ReasonTimeout, tierType},
+	"model error exception":         {ReasonTimeout, tierType},
+	"model stream error exception":  {ReasonTimeout, tierType},
+	"upstream error":                {ReasonTimeout, tierType},
+	"system error":                  {ReasonTimeout, tierType},
+	"cancelled":                     {ReasonTimeout, tierType}, // Google CANCELLED: the server gave up
+	"aborted":                       {ReasonTimeout, tierType}, // Google ABORTED: a conflict, retry
+	"unknown":                       {ReasonTimeout, tierType},
+	"data loss":                     {ReasonTimeout, tierType},
+}
+
+// stopReasons maps stop/finish/block reasons (a field of the body, or a stop
+// reason quoted by a runtime: "Unhandled stop reason: error") to reasons.
+var stopReasons = map[string]codeEntry{
+	"content_filter": {ReasonContentFilter, tierExact}, "refusal": {ReasonContentFilter, tierExact},
+	"safety": {ReasonContentFilter, tierExact}, "prohibited_content": {ReasonContentFilter, tierExact},
+	"blocklist": {ReasonContentFilter, tierExact}, "spii": {ReasonContentFilter, tierExact},
+	"image_safety": {ReasonContentFilter, tierExact}, "recitation": {ReasonContentFilter, tierExact},
+	"model_context_window_exceeded": {ReasonContextOverflow, tierExact},
+	"context_window_exceeded":       {ReasonContextOverflow, tierExact},
+	"context_length_exceeded":       {ReasonContextOverflow, tierExact},
+	// C6: a stream that ends with an error stop reason and no detail
+	"error": {ReasonTimeout, tierHint}, "abort": {ReasonTimeout, tierHint}, "aborted": {ReasonTimeout, tierHint},
+	"malformed_response": {ReasonTimeout, tierHint}, "network_error": {ReasonTimeout, tierHint},
+	"malformed_function_call": {ReasonTimeout, tierHint},
+}
+
+// reErrorName finds an exception or error class name in the original-case text:
+// "AbortError: ...", "(ThrottlingException)".
+var reErrorName = regexp.MustCompile(`(?:^|[\s(\[.])([A-Z][A-Za-z]*(?:Error|Exception))(?:[:)\]]| -)`)
+
+var reStopReasonText = regexp.MustCompile(`(?:stop[ _]reason|finish[ _]reason|finishreason|stopreason|\breason)\s*[:=]\s*"?([a-z_]+)`)
+
+// fieldHit is what the field step found at one tier.
+type fieldHit struct {
+	reason   Reason
+	rule     string
+	evidence string
+}
+
+func (h fieldHit) ok() bool { return h.reason != "" }
+
+// fieldStep returns the first hit of each tier, in the order the fields were found.
+func fieldStep(c *textCtx) (exact, hint, typ fieldHit) {
+	set := func(dst *fieldHit, r Reason, rule, evidence string) {
+		if !dst.ok() {
+			*dst = fieldHit{r, rule, evidence}
+		}
+	}
+	fields := c.ev.fields
+	// Stop reasons and error class names quoted in runtime and SDK text are
+	// machine words too: "Unhandled stop reason: error", "AbortError: ...",
+	// "An error occurred (ResourceNotFoundException) when calling ...".
+	if strings.Contains(c.text, "reason") {
+		for _, m := range reStopReasonText.FindAllStringSubmatch(c.text, 4) {
+			fields = append(fields, field{"text stop reason", m[1]})
+		}
+	}
+	for _, p := range c.ev.prose {
+		if !strings.Contains(p, "Error") && !strings.Contains(p, "Exception") {
+			continue
+		}
+		for _, m := range reErrorName.FindAllStringSubmatch(p, 4) {
+			fields = append(fields, field{"text error name", m[1]})
+		}
+	}
+	for _, f := range fields {
+		ev := f.path + "=" + f.value
+		if isStopPath(f.path) {
+			v := strings.ToLower(f.value)
+			if e, ok := stopReasons[v]; ok {
+				pick(e.tier, &exact, &hint, &typ, set, e.reason, "field/stop-reason:"+v, ev)
+				continue
+			}
+			if strings.HasSuffix(f.path, "blockreason") || strings.HasSuffix(f.path, "block_reason") {
+				if v != "" && v != "block_reason_unspecified" {
+					set(&exact, ReasonContentFilter, "field/block-reason", ev)
+				}
+			}
+			continue
+		}
+		n := normalizeCode(f.value)
+		if n == "" {
+			continue
+		}
+		if e, ok := codeTable[n]; ok {
+			pick(e.tier, &exact, &hint, &typ, set, e.reason, "field/"+strings.ReplaceAll(n, " ", "_"), ev)
+			continue
+		}
+		// A code the table does not know is read for its meaning, as a hint:
+		// "ServiceQuotaExceededException" says "quota exceeded".
+		sub := textCtx{text: n, provider: c.provider, status: c.status, rawHTTP: c.rawHTTP, ev: c.ev}
+		m := first(scan(&sub), func(f *family) bool {
+			return f.rank != rankAborted && f.rank != rankNotASignal && f.rank != rankBillingRemedy
+		})
+		if !m.ok() {
+			continue
+		}
+		t := tierHint
+		if m.fam.rank == rankFormat || m.fam.rank == rankGeneric {
+			t = tierType
+		}
+		pick(t, &exact, &hint, &typ, set, m.fam.reason, "field/"+m.fam.name+"/"+m.rule.name, ev)
+	}
+	return exact, hint, typ
+}
+
+func pick(t tier, exact, hint, typ *fieldHit, set func(*fieldHit, Reason, string, string), r Reason, rule, ev string) {
+	switch t {
+	case tierExact:
+		set(exact, r, rule, ev)
+	case tierHint:
+		set(hint, r, rule, ev)
+	default:
+		set(typ, r, rule, ev)
+	}
+}
+
+func isStopPath(p string) bool {
+	for _, s := range []string{"finish_reason", "finishreason", "stop_reason", "stopreason", "blockreason", "block_reason", "text stop reason"} {
+		if strings.HasSuffix(p, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// normalizeCode turns a code into lower-case words: the part after an AWS '#',
+// the part before a ':' (x-amzn-errortype adds a URL), separators and camel case
+// split into spaces.
+func normalizeCode(s string) string {
+	if i := strings.LastIndexByte(s, '#'); i >= 0 {
+		s = s[i+1:]
+	}
+	if i := strings.IndexByte(s, ':'); i >= 0 {
+		s = s[:i]
+	}
+	var b strings.Builder
+	rs := []rune(s)
+	for i, r := range rs {
+		switch {
+		case r == '_' || r == '-' || r == '.' || r == '/' || r == ' ':
+			b.WriteByte(' ')
+		case unicode.IsUpper(r):
+			// a word starts at an upper-case letter after a lower-case one, or
+			// before a lower-case one after a run of capitals ("APIKey" -> "api key")
+			if i > 0 && (unicode.IsLower(rs[i-1]) || unicode.IsDigit(rs[i-1]) ||
+				unicode.IsUpper(rs[i-1]) && i+1 < len(rs) && unicode.IsLower(rs[i+1])) {
+				b.WriteByte(' ')
+			}
+			b.WriteRune(unicode.ToLower(r))
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return strings.Join(strings.Fields(b.String()), " ")
+}
