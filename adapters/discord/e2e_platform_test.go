@@ -384,7 +384,7 @@ func TestE2E_T3_NoLiveMentionFromHostileModelOutput(t *testing.T) {
 	hostile := "@everyone @here <@&123> <@123> <@!456> look"
 	e.llm.Script(fakeprovider.Rule{Provider: "p1", Reply: hostile, Times: 1})
 	asked := e.fake.SendMention("G1", "C1", "U1", "ping them all")
-	c1 := e.posts("C1", 1) // before the next rule: channels run in parallel
+	c1 := e.posts("C1", 1)                                                                  // before the next rule: channels run in parallel
 	e.llm.Script(fakeprovider.Rule{Provider: "p1", Reply: strings.Repeat(hostile+" ", 80)}) // > 2000 chars
 	e.fake.SendMention("G1", "C2", "U1", "long")
 	e.fake.SendDM("D1", "U1", "in private")
