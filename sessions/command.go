@@ -60,7 +60,15 @@ func (r *Router) runCommand(ctx context.Context, in adapters.Inbound, c commands
 		default:
 			var e *Entry
 			if e, err = r.st.load(ctx, in.SessionKey); err == nil {
-				answer(commands.ModelText(r.modelChoice(e, in.Channel)))
+				// L4: the answer offers the models as a pick where the channel
+				// can show one; choosing says "/model <ref>".
+				out := reply(in, adapters.KindReply, commands.ModelText(r.modelChoice(e, in.Channel)))
+				out.Ephemeral = true
+				for _, m := range r.configuredModels() {
+					out.Choices = append(out.Choices, adapters.Choice{Label: m, Command: "/model " + m})
+				}
+				out.Choices = append(out.Choices, adapters.Choice{Label: "default", Command: "/model default"})
+				r.send(ctx, out)
 			}
 		}
 	case commands.CmdNew:

@@ -205,3 +205,26 @@ func TestLive_L1_R6_TheWaitIsShown(t *testing.T) {
 		t.Fatalf("not answered after the wait: %q", ev)
 	}
 }
+
+// covers L4: /model without an argument offers the configured models as a pick;
+// choosing one sends "/model <ref>", which applies it like typing it.
+func TestLive_L4_ModelPickerOffersTheModels(t *testing.T) {
+	h := newHarness(t)
+	out := h.say(key1, "/model")
+	if len(out) != 1 || len(out[0].Choices) < 3 {
+		t.Fatalf("answer:%s choices %+v", dump(out), out)
+	}
+	var pick adapters.Choice
+	for _, c := range out[0].Choices {
+		if c.Label == mThird {
+			pick = c
+		}
+	}
+	if pick.Command != "/model "+mThird {
+		t.Fatalf("choices %+v", out[0].Choices)
+	}
+	h.say(key1, pick.Command)
+	if e := h.entry(key1); e.ModelOverride != "gamma" || e.ModelOverrideSource != "user" {
+		t.Fatalf("the pick was not applied: %+v", e)
+	}
+}
