@@ -128,6 +128,13 @@ type Channels struct {
 type Console struct {
 	Enabled bool
 	Format  string // "text" | "jsonl"
+	Live
+}
+
+// Live turns a channel's live replies on or off (L1, L2); both default to true.
+type Live struct {
+	Stream   bool // the answer grows as the model writes it
+	Progress bool // "is thinking…" while a turn runs
 }
 
 // Slack is the Slack Socket Mode channel.
@@ -141,6 +148,10 @@ type Slack struct {
 	// workspaces near Slack's 30,000 events per hour; pair it with
 	// slack-manifest-mentions.yaml).
 	Events string
+	Live
+	// SuggestedPrompts are offered when someone opens the bot in Slack's AI
+	// app container (assistant_thread_started); empty = none.
+	SuggestedPrompts []string
 }
 
 // Discord is the Discord gateway channel.
@@ -154,6 +165,10 @@ type Discord struct {
 	MessageContent bool
 	// ShardID and ShardCount split the guilds between replicas (defaults 0 and 1).
 	ShardID, ShardCount int
+	Live
+	// Threads: a top-level mention opens a thread named from the question, and
+	// the conversation continues there.
+	Threads bool
 }
 
 // Provider is one OpenAI-compatible endpoint family.
@@ -313,9 +328,9 @@ func Default() *Config {
 		Storage: Storage{Driver: "sqlite", DSN: "detour.db"},
 		Access:  Access{DirectMessages: true},
 		Channels: Channels{
-			Console: Console{Enabled: true, Format: "text"},
-			Discord: Discord{MessageContent: true, ShardCount: 1},
-			Slack:   Slack{Events: "all"},
+			Console: Console{Enabled: true, Format: "text", Live: Live{Stream: true, Progress: true}},
+			Discord: Discord{MessageContent: true, ShardCount: 1, Live: Live{Stream: true, Progress: true}},
+			Slack:   Slack{Events: "all", Live: Live{Stream: true, Progress: true}},
 		},
 		Providers: map[string]Provider{},
 		Auth: Auth{

@@ -521,16 +521,21 @@ func (d *decoder) channels(v *yaml.Node, key string) {
 	d.fields(v, key, map[string]func(*yaml.Node, string){
 		"console": func(v *yaml.Node, key string) {
 			d.fields(v, key, map[string]func(*yaml.Node, string){
-				"enabled": d.boolean(&ch.Console.Enabled),
-				"format":  d.str(&ch.Console.Format),
+				"enabled":  d.boolean(&ch.Console.Enabled),
+				"format":   d.str(&ch.Console.Format),
+				"stream":   d.boolean(&ch.Console.Stream),
+				"progress": d.boolean(&ch.Console.Progress),
 			})
 		},
 		"slack": func(v *yaml.Node, key string) {
 			d.channelSection(v, key, &ch.Slack.Enabled, map[string]func(*yaml.Node, string){
-				"app_token": d.secret(&ch.Slack.AppToken),
-				"bot_token": d.secret(&ch.Slack.BotToken),
-				"api_url":   d.str(&ch.Slack.APIURL),
-				"events":    d.str(&ch.Slack.Events),
+				"app_token":         d.secret(&ch.Slack.AppToken),
+				"bot_token":         d.secret(&ch.Slack.BotToken),
+				"api_url":           d.str(&ch.Slack.APIURL),
+				"events":            d.str(&ch.Slack.Events),
+				"stream":            d.boolean(&ch.Slack.Stream),
+				"progress":          d.boolean(&ch.Slack.Progress),
+				"suggested_prompts": d.strings(&ch.Slack.SuggestedPrompts),
 			})
 		},
 		"discord": func(v *yaml.Node, key string) {
@@ -541,6 +546,9 @@ func (d *decoder) channels(v *yaml.Node, key string) {
 				"message_content": d.boolean(&ch.Discord.MessageContent),
 				"shard_id":        d.integer(&ch.Discord.ShardID, 0),
 				"shard_count":     d.integer(&ch.Discord.ShardCount, 1),
+				"stream":          d.boolean(&ch.Discord.Stream),
+				"progress":        d.boolean(&ch.Discord.Progress),
+				"threads":         d.boolean(&ch.Discord.Threads),
 			})
 		},
 	})

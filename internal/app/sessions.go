@@ -33,6 +33,21 @@ func SessionsConfig(cfg *config.Config) sessions.Config {
 		RunTimeout:      d.Timeouts.Run,
 		MaxTokens:       d.MaxTokens,
 	}
+	live := map[string]config.Live{"console": cfg.Channels.Console.Live, "slack": cfg.Channels.Slack.Live, "discord": cfg.Channels.Discord.Live}
+	for name, l := range live {
+		if !l.Stream {
+			if sc.NoStream == nil {
+				sc.NoStream = map[string]bool{}
+			}
+			sc.NoStream[name] = true
+		}
+		if !l.Progress {
+			if sc.NoProgress == nil {
+				sc.NoProgress = map[string]bool{}
+			}
+			sc.NoProgress[name] = true
+		}
+	}
 	for ref, m := range cfg.Models {
 		sc.Models[ref] = sessions.ModelInfo{
 			ContextWindow: m.ContextWindow,
