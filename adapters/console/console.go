@@ -60,6 +60,9 @@ type Adapter struct {
 	// it and signals answered, so lines are answered one at a time, in order.
 	waiting  bool
 	answered chan struct{}
+	// status: a progress line shows (any output erases it first); streaming: a
+	// reply is being printed as it arrives.
+	status, streaming bool
 }
 
 var _ adapters.Adapter = (*Adapter)(nil)
@@ -318,6 +321,7 @@ func (a *Adapter) Send(ctx context.Context, out adapters.Outbound) error {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.clearStatus()
 	_, err := a.bw.Write(b.Bytes())
 	if err == nil {
 		err = a.bw.Flush()

@@ -277,3 +277,32 @@ func TestName(t *testing.T) {
 		t.Error("name")
 	}
 }
+
+// covers L1, L2, L3, T4 at a terminal: a status line while the turn runs, the
+// answer printed as it arrives, a failed attempt's words erased and replaced,
+// the final answer on its own line, model control sequences stripped.
+func TestText_LiveReplyAtATerminal(t *testing.T) {
+	var out strings.Builder
+	a := New(Options{Format: FormatText, In: strings.NewReader("hi\n"), Out: &out, Interactive: true})
+	inbox := make(chan adapters.Inbound)
+	done := make(chan error, 1)
+	ctx := context.Background()
+	go func() { done <- a.Run(ctx, inbox) }()
+	in := <-inbox
+	ind := a.StartProgress(ctx, in)
+	ind.Status("waiting 20s for p1: rate limit")
+	st, _ := a.StartStream(ctx, in)
+	_ = st.Update(ctx, "partial \x1b[31mwords")
+	_ = st.Update(ctx, "the fallback")
+	_ = st.Update(ctx, "the fallback answers")
+	ind.Stop()
+	_ = st.Finish(ctx, adapters.Outbound{Kind: adapters.KindReply, SessionKey: in.SessionKey, Text: "the fallback answers"})
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	want := "> " + "\r\x1b[K… thinking…" + "\r\x1b[K… waiting 20s for p1: rate limit" + "\r\x1b[K" +
+		"\x1b7partial words" + "\x1b8\x1b[Jthe fallback" + " answers" + "\n" + "> "
+	if got := out.String(); got != want {
+		t.Fatalf("terminal got\n%q\nwant\n%q", got, want)
+	}
+}

@@ -123,7 +123,14 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *System, err 
 		s.clients = &clientCache{cfg: cfg, log: log, now: clock.Now, m: map[string]*llm.Client{}}
 		clients = s.clients.get
 	}
-	s.Router, err = sessions.NewRouter(SessionsConfig(cfg), sessions.Options{
+	scfg := SessionsConfig(cfg)
+	if !opts.Interactive {
+		// Live replies on the console are for a person at a terminal; scripts
+		// and the jsonl contract get one answer per line.
+		scfg.NoStream = setFlag(scfg.NoStream, console.Name)
+		scfg.NoProgress = setFlag(scfg.NoProgress, console.Name)
+	}
+	s.Router, err = sessions.NewRouter(scfg, sessions.Options{
 		DB: s.DB, Engine: s.Engine, Clock: clock, Clients: clients, Log: log,
 	})
 	if err != nil {
@@ -136,6 +143,14 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *System, err 
 		}
 	}
 	return s, nil
+}
+
+func setFlag(m map[string]bool, key string) map[string]bool {
+	if m == nil {
+		m = map[string]bool{}
+	}
+	m[key] = true
+	return m
 }
 
 // ChannelNames lists the running channels, comma-separated.

@@ -36,16 +36,10 @@ func SessionsConfig(cfg *config.Config) sessions.Config {
 	live := map[string]config.Live{"console": cfg.Channels.Console.Live, "slack": cfg.Channels.Slack.Live, "discord": cfg.Channels.Discord.Live}
 	for name, l := range live {
 		if !l.Stream {
-			if sc.NoStream == nil {
-				sc.NoStream = map[string]bool{}
-			}
-			sc.NoStream[name] = true
+			sc.NoStream = setFlag(sc.NoStream, name)
 		}
 		if !l.Progress {
-			if sc.NoProgress == nil {
-				sc.NoProgress = map[string]bool{}
-			}
-			sc.NoProgress[name] = true
+			sc.NoProgress = setFlag(sc.NoProgress, name)
 		}
 	}
 	for ref, m := range cfg.Models {
