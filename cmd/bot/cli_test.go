@@ -83,9 +83,10 @@ func TestBinary_SIGHUPDrains(t *testing.T) {
 	}
 }
 
-// A person chatting in a terminal (a real pty): the prompt shows, log lines stay
-// out of the chat (they go to detour.log), and the first Ctrl-C during a turn says
-// that the current turn is being finished; the answer still arrives.
+// A person chatting in a terminal (a real pty): the prompt shows, a status line
+// while the turn runs (L1), log lines stay out of the chat (they go to
+// detour.log), and the first Ctrl-C during a turn says that the current turn is
+// being finished; the answer still arrives.
 func TestBinary_TerminalChat(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
@@ -122,6 +123,7 @@ func TestBinary_TerminalChat(t *testing.T) {
 	waitFor("the prompt", func(s string) bool { return strings.Contains(s, "> ") })
 	_, _ = io.WriteString(tty, "hello\r")
 	waitFor("the turn to reach the provider", func(string) bool { return srv.CallCount(fakeprovider.Filter{Provider: "p1"}) > 0 })
+	waitFor("the status line (L1)", func(s string) bool { return strings.Contains(s, "thinking") })
 	_, _ = tty.Write([]byte{3}) // Ctrl-C
 	waitFor("the Ctrl-C message", func(s string) bool { return strings.Contains(s, "finishing the current turn") })
 	waitFor("the answer", func(s string) bool { return strings.Contains(s, "thought about it") })
