@@ -183,3 +183,49 @@ func containsString(ss []string, s string) bool {
 	}
 	return false
 }
+
+func (r *runner) summary(stop error) (Result, error) {
+	now := r.now()
+	se := &SummaryError{
+		Attempts: r.records, Stop: stop, At: now, Stalls: r.breaker,
+		PaidCalls: r.paid, MaxPaidCalls: r.p.MaxPaidAttemptsPerTurn,
+		CostUSD: r.cost, MaxCostUSD: r.p.MaxTurnCostUSD,
+	}
+	se.Until, se.EarliestRetry = r.earliest(now)
+	outcome := "exhausted"
+	if stop != nil {
+		outcome = "stopped"
+	}
+	from, f := r.origin, r.cause
+	if f == nil {
+		from, f = r.lastCand, r.lastFail
+	}
+	if f == nil {
+		f = &Failure{}
+	}
+	r.logStep(from, f, "", outcome)
+	return Result{Attempts: r.records, CostUSD: r.cost}, se
+}
+
+// earliest returns when each candidate the run visited is usable again (zero =
+// usable now) and the model-aware earliest of those moments (V3): model-scoped
+// cooldowns of other models are ignored; for each profile the latest matching
+// expiry counts; a candidate is usable when one of its profiles is; the model's
+// own state (R7) blocks too. Both the user's message and the admin report read
+// these times, so they agree, and none is in the past.
+func (r *runner) earliest(now time.Time) (map[ModelRef]time.Time, time.Time) {
+	var best time.Time
+	until := map[ModelRef]time.Time{}
+	for _, a := range r.records {
+		ref := ModelRef(a.Candidate.Ref())
+		if _, seen := until[ref]; seen {
+			continue
+		}
+		u := r.e.candidateUntil(r.ctx, r.req, ref, now)
+		until[ref] = u
+		if !u.IsZero() && (best.IsZero() || u.Before(best)) {
+			best = u
+		}
+	}
+	return until, best
+}
