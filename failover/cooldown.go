@@ -4,9 +4,9 @@ import (
 	"math/rand/v2"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/detourbot/detour/classify"
+	"github.com/detourbot/detour/redact"
 )
 
 // ModelKey is the StateStore key of a model's own state (R7): "model:<provider/model>".
@@ -109,113 +109,9 @@ func transientFailure(f *Failure) bool {
 	return f.Class == classify.ClassTransient
 }
 
-// clip returns a short, scrubbed preview of a provider message for state rows
+// clip returns a short, redacted preview of a provider message for state rows
 // and logs (P4): key-like words are masked even if the caller forgot to redact.
-func clip(s string) string {
-	const max = 200
-	s = scrub(s)
-	if len(s) <= max {
-		return s
-	}
-	s = s[:max]
-	for !utf8.ValidString(s) && len(s) > 0 {
-		s = s[:len(s)-1]
-	}
-	return s + "…"
-}
-
-// scrub masks words that look like secrets: "sk-…" keys, bearer tokens and long
-// opaque runs of letters and digits.
-func scrub(s string) string {
-	if s == "" || plainText(s) {
-		return s
-	}
-	return scrubWords(s)
-}
-
-// scrubWords is scrub's full path.
-func scrubWords(s string) string {
-	var b strings.Builder
-	words := strings.Fields(s)
-	for i, w := range words {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		if secretLike(w) || (i > 0 && strings.EqualFold(words[i-1], "bearer")) {
-			b.WriteString("[redacted]")
-			continue
-		}
-		b.WriteString(w)
-	}
-	return b.String()
-}
-
-// plainText reports, cheaply and conservatively, that scrub would return s
-// unchanged: ASCII, words separated by single spaces (no other whitespace, none
-// leading or trailing), every word shorter than 32 bytes, and no "sk-", "sk_",
-// "xox", "ghp_" or "bearer" anywhere (case-insensitive). Anything else takes
-// the full path.
-func plainText(s string) bool {
-	word := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 0x7f, c < ' ':
-			return false
-		case c == ' ':
-			if word == 0 { // leading or double space
-				return false
-			}
-			word = 0
-			continue
-		}
-		word++
-		if word >= 32 {
-			return false
-		}
-		switch c | 0x20 { // ASCII lower case for letters
-		case 's':
-			if i+2 < len(s) && s[i+1]|0x20 == 'k' && (s[i+2] == '-' || s[i+2] == '_') {
-				return false
-			}
-		case 'x':
-			if i+2 < len(s) && s[i+1]|0x20 == 'o' && s[i+2]|0x20 == 'x' {
-				return false
-			}
-		case 'g':
-			if i+3 < len(s) && s[i+1]|0x20 == 'h' && s[i+2]|0x20 == 'p' && s[i+3] == '_' {
-				return false
-			}
-		case 'b':
-			if i+5 < len(s) && strings.EqualFold(s[i:i+6], "bearer") {
-				return false
-			}
-		}
-	}
-	return word > 0 // no trailing space
-}
-
-func secretLike(w string) bool {
-	w = strings.Trim(w, `"'.,;:()[]{}<>`)
-	lw := strings.ToLower(w)
-	if strings.HasPrefix(lw, "sk-") || strings.HasPrefix(lw, "sk_") || strings.HasPrefix(lw, "xox") || strings.HasPrefix(lw, "ghp_") {
-		return true
-	}
-	if len(w) < 32 {
-		return false
-	}
-	digits := 0
-	for _, c := range w {
-		switch {
-		case c >= '0' && c <= '9':
-			digits++
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c == '-', c == '_':
-		default:
-			return false
-		}
-	}
-	return digits > 0
-}
+func clip(s string) string { return redact.Preview(s, 200) }
 
 // applyFailure updates a profile's state for failure f of model ref (D1-D5, B6, B8).
 func applyFailure(st *ProfileState, f *Failure, ref string, now time.Time, p *Policy, r float64) {
