@@ -7,12 +7,12 @@ package notices
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 
 	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/failover"
+	"github.com/detourbot/detour/redact"
 )
 
 // Prefix starts every notice line; the console and tests recognise notices by it.
@@ -92,31 +92,6 @@ func ValidAudience(a string) bool {
 	return a == AudienceAll || a == AudienceDirectOnly || a == AudienceOff
 }
 
-var secretPatterns = []*regexp.Regexp{
-	regexp.MustCompile(`(?i)\b(sk|pk|rk|xox[abpors]|xapp|ghp|gho|hf|key|tok)[-_][A-Za-z0-9_\-]{6,}`),
-	regexp.MustCompile(`(?i)\bbearer\s+[A-Za-z0-9._~+/=\-]{6,}`),
-	regexp.MustCompile(`(?i)\b(api[_-]?key|apikey|access[_-]?token|token|secret|password|authorization)(["']?\s*[:=]\s*["']?)[^\s"',;&]{4,}`),
-	regexp.MustCompile(`\bAIza[0-9A-Za-z_\-]{20,}`),
-}
-
-// Redact removes anything that looks like a credential from s and shortens it to at
-// most 200 runes. Provider messages are already redacted by the LLM client; this is
-// a second line of defence for reports (P4).
-func Redact(s string) string {
-	for i, re := range secretPatterns {
-		if i == 2 {
-			s = re.ReplaceAllString(s, "${1}${2}[redacted]")
-			continue
-		}
-		s = re.ReplaceAllString(s, "[redacted]")
-	}
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > 200 {
-		s = string(r[:199]) + "…"
-	}
-	return s
-}
-
 // FormatTime renders a recovery or retry time for people: "14:05 UTC" (with
 // seconds when they matter) on the same day, else "2026-08-25 01:37 UTC"; a time
 // less than an hour ahead also says how far it is: "14:00:30 UTC (in 30s)".
@@ -190,7 +165,7 @@ func UserFailure(s *failover.SummaryError, now time.Time) string {
 	case errors.Is(s.Stop, failover.ErrIterationCap):
 		stop = "stopped: too many attempts"
 	case s.Stop != nil:
-		stop = "stopped: " + Redact(s.Stop.Error())
+		stop = "stopped: " + redact.Preview(s.Stop.Error(), 200)
 	}
 	order, last := lastFailures(s.Attempts)
 	words := map[string]bool{}
@@ -216,7 +191,7 @@ func UserFailure(s *failover.SummaryError, now time.Time) string {
 	case len(parts) == 1:
 		b.WriteString(order[0] + " failed: " + recordWords(last[order[0]]))
 		if f := last[order[0]].Failure; f != nil && f.Message != "" {
-			b.WriteString(" — " + Redact(f.Message))
+			b.WriteString(" — " + redact.Preview(f.Message, 200))
 		}
 	default:
 		b.WriteString("all models failed: " + strings.Join(parts, ", "))
@@ -249,7 +224,7 @@ func FailureText(f *failover.Failure) string {
 	}
 	s := fmt.Sprintf("%s failed: %s", model, f.Describe())
 	if f.Message != "" {
-		s += " — " + Redact(f.Message)
+		s += " — " + redact.Preview(f.Message, 200)
 	}
 	return s
 }
@@ -344,7 +319,7 @@ func AdminReport(lines []ReportLine, session string, now time.Time) string {
 		if !l.Recovery.IsZero() && (earliest.IsZero() || l.Recovery.Before(earliest)) {
 			earliest = l.Recovery
 		}
-		errText := Redact(l.Error)
+		errText := redact.Preview(l.Error, 200)
 		if errText == "" {
 			errText = "-"
 		}

@@ -73,3 +73,23 @@ func FuzzSecrets(f *testing.F) {
 		}
 	})
 }
+
+// covers P4
+func TestPreview_P4_Canary(t *testing.T) {
+	in := []string{
+		"Incorrect API key provided: sk-CANARY-abcdef123456. You can find your key at ...",
+		"Authorization: Bearer sk-CANARY-zzzzzzzzzz",
+		`{"api_key": "CANARYSECRET123"}`,
+		"token=CANARYTOKEN999&x=1",
+	}
+	for _, s := range in {
+		got := Preview(s, 200)
+		if strings.Contains(got, "CANARY") {
+			t.Errorf("Preview(%q, 200) = %q still holds the secret", s, got)
+		}
+	}
+	long := strings.Repeat("x ", 300)
+	if n := len([]rune(Preview(long, 200))); n > 200 {
+		t.Fatalf("not shortened: %d runes", n)
+	}
+}

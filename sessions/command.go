@@ -13,7 +13,7 @@ import (
 	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/commands"
 	"github.com/detourbot/detour/failover"
-	"github.com/detourbot/detour/notices"
+	"github.com/detourbot/detour/redact"
 )
 
 // ErrUnknownModel is returned by SetModel for a model whose provider is not configured.
@@ -450,7 +450,7 @@ func (r *Router) Recover(ctx context.Context, target string) (string, error) {
 			err = errors.New("no client")
 		}
 		if err != nil {
-			why := notices.Redact(err.Error())
+			why := redact.Preview(err.Error(), 200)
 			var f *failover.Failure
 			if errors.As(err, &f) {
 				why = f.Describe()

@@ -16,6 +16,7 @@ import (
 	"github.com/detourbot/detour/failover"
 	"github.com/detourbot/detour/llm"
 	"github.com/detourbot/detour/notices"
+	"github.com/detourbot/detour/redact"
 )
 
 // process handles one inbound message: a command or a turn. It never panics.
@@ -525,7 +526,7 @@ func (r *Router) recordAttempts(ctx context.Context, db *gorm.DB, ts *turnState)
 			Kind: string(a.Kind), Skipped: string(a.Skipped), StartedAt: a.Started.UTC(), DurationMS: a.Duration.Milliseconds()}
 		if f := a.Failure; f != nil {
 			row.Reason, row.Status, row.Code = string(f.Reason), f.Status, f.Code
-			row.Summary = notices.Redact(f.Message)
+			row.Summary = redact.Preview(f.Message, 200)
 		} else if a.Skipped == "" {
 			row.Summary = "ok"
 		}
@@ -657,7 +658,7 @@ func (r *Router) fail(ctx context.Context, ts *turnState, err error) {
 	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 		text = "the request was cancelled or timed out; please try again"
 	default:
-		r.log.Warn("turn failed", "session", ts.entry.Key, "err", notices.Redact(err.Error()))
+		r.log.Warn("turn failed", "session", ts.entry.Key, "err", redact.Preview(err.Error(), 200))
 		text = "the request failed; please try again"
 	}
 	r.answer(ctx, ts, reply(ts.in, adapters.KindError, text))
