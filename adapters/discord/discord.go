@@ -36,6 +36,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/detourbot/detour/adapters"
+	"github.com/detourbot/detour/redact"
 )
 
 // Name is the adapter name used in Inbound.Channel and Outbound.Channel.
@@ -356,7 +357,7 @@ type scrubbed struct {
 	secret string
 }
 
-func (e *scrubbed) Error() string { return strings.ReplaceAll(e.err.Error(), e.secret, "[redacted]") }
+func (e *scrubbed) Error() string { return redact.Known(e.err.Error(), e.secret) }
 func (e *scrubbed) Unwrap() error { return e.err }
 
 func scrub(err error, secret string) error {
