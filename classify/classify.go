@@ -1,5 +1,5 @@
 // Package classify turns one failed LLM provider response into a reason, a class
-// and a recovery time (SPEC section 1, rules C1-C12). It is a pure function of the
+// and a recovery time (docs/behaviour.md section 1, rules C1-C12). It is a pure function of the
 // response and a clock reading and imports nothing but the standard library, so
 // every decision is tested on recorded provider bodies in microseconds.
 //
@@ -16,7 +16,7 @@
 //  4. text: the message, matched by families of meaning that are anchored so
 //     ordinary prose does not match.
 //
-// Where steps disagree, decide applies SPEC C1 and C2 in one ladder: a field that
+// Where steps disagree, decide applies C1 and C2 in one ladder: a field that
 // names its failure exactly decides unless the text names a failure that C1 ranks
 // higher (deterministic signatures before transient ones); a specific text family
 // beats the status (C2); the status beats generic server wording; generic field
@@ -29,7 +29,7 @@ import (
 	"time"
 )
 
-// Reason is why one attempt failed (SPEC section 1).
+// Reason is why one attempt failed (docs/behaviour.md section 1).
 type Reason string
 
 // Reasons produced by Classify.
@@ -59,7 +59,7 @@ const (
 	ReasonIdleTimeout        Reason = "idle_timeout"        // detail of a timeout from an idle stream (R5, R8)
 )
 
-// Class says whether waiting can help (SPEC section 1).
+// Class says whether waiting can help (docs/behaviour.md section 1).
 type Class string
 
 // Failure classes.
@@ -69,7 +69,7 @@ const (
 	ClassUnknown       Class = "unknown"
 )
 
-// ReasonClass maps a reason to its class (SPEC section 1).
+// ReasonClass maps a reason to its class (docs/behaviour.md section 1).
 func ReasonClass(r Reason) Class {
 	switch r {
 	case ReasonRateLimit, ReasonOverloaded, ReasonTimeout, ReasonConsecutiveTimeout, ReasonIdleTimeout:
@@ -81,7 +81,7 @@ func ReasonClass(r Reason) Class {
 	return ClassUnknown
 }
 
-// Response is everything Classify may look at (SPEC C12).
+// Response is everything Classify may look at (C12).
 type Response struct {
 	Provider string            // provider id from config (openai, openrouter, ...)
 	Status   int               // HTTP status; 0 = no HTTP response
@@ -146,7 +146,7 @@ type Explanation struct {
 	Recovery   string // where RetryAfter/RecoveryAt came from: "header retry-after", "text", ...
 }
 
-// Classify turns one failed response into a Verdict (SPEC C1-C12). It is pure and
+// Classify turns one failed response into a Verdict (C1-C12). It is pure and
 // never panics; now is used only to resolve recovery times (C11).
 //
 // RetryAfter and RecoveryAt describe one recovery signal, the first found of:

@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// The text step: families of meaning, in the order of SPEC C1 (deterministic
+// The text step: families of meaning, in the order of C1 (deterministic
 // signatures before transient ones; within them the more specific first). A family
 // is a list of rules; a rule needs a literal key in the text (cheap to look for)
 // and then, when it has one, a regular expression that anchors the meaning: a

@@ -1,5 +1,5 @@
 // Package config loads detour's YAML configuration: it expands ${ENV} references,
-// fills in the SPEC defaults, and validates everything with errors that name the
+// fills in the defaults of docs/behaviour.md, and validates everything with errors that name the
 // file, the line and the key. Secrets (API keys, bot tokens) are held in the Secret
 // type, which never prints its value.
 package config
@@ -93,7 +93,7 @@ func (s Secret) LogValue() slog.Value { return slog.StringValue(s.Status()) }
 // MarshalText implements encoding.TextMarshaler without the value.
 func (s Secret) MarshalText() ([]byte, error) { return []byte(s.Status()), nil }
 
-// Config is the whole resolved configuration (DESIGN.md "Configuration").
+// Config is the whole resolved configuration (config.example.yaml documents every key).
 type Config struct {
 	File      string // where it was loaded from ("" for an embedded config)
 	Storage   Storage
@@ -124,7 +124,7 @@ type Channels struct {
 	Discord Discord
 }
 
-// Console is the terminal channel (DESIGN.md "The console channel").
+// Console is the terminal channel (README "Console").
 type Console struct {
 	Enabled bool
 	Format  string // "text" | "jsonl"

@@ -28,7 +28,7 @@ func parseFile(t *testing.T, name string, env map[string]string) (*Config, error
 }
 
 // TestParse_Errors checks that every class of configuration error names the file,
-// the line and the key (DESIGN.md "Configuration").
+// the line and the key (config.example.yaml documents every key).
 func TestParse_Errors(t *testing.T) {
 	tests := []struct {
 		file    string
@@ -149,7 +149,7 @@ func TestParse_Minimal_Defaults(t *testing.T) {
 	if got := cfg.Agents.Defaults.Failover.PrimaryProbeInterval; got != 5*time.Minute {
 		t.Errorf("primary probe interval = %v, want 5m (S3)", got)
 	}
-	// The policy of a config with only defaults is exactly the SPEC defaults.
+	// The policy of a config with only defaults is exactly the defaults of docs/behaviour.md.
 	got, want := cfg.Policy(), failover.DefaultPolicy()
 	gj, _ := json.Marshal(got)
 	wj, _ := json.Marshal(want)

@@ -1,6 +1,6 @@
 package failover
 
-// Source is why a session uses its model (SPEC section 0, S1-S5).
+// Source is why a session uses its model (docs/behaviour.md section 0, S1-S5).
 type Source string
 
 // Selection sources.

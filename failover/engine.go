@@ -33,7 +33,7 @@ type Profile struct {
 	ExpiresAt time.Time // zero = no expiry
 }
 
-// ProfileState is the durable usage state of one profile (SPEC section 3), or of
+// ProfileState is the durable usage state of one profile (docs/behaviour.md section 3), or of
 // one model when Key starts with "model:" (R7 consecutive transient failures).
 type ProfileState struct {
 	Key            string
@@ -77,7 +77,7 @@ type BatchGetter interface {
 	GetMany(ctx context.Context, keys []string) ([]ProfileState, error)
 }
 
-// ModelRef is "provider/model", split on the first "/" (SPEC section 0).
+// ModelRef is "provider/model", split on the first "/" (docs/behaviour.md section 0).
 type ModelRef string
 
 // Candidate is one model of a chain with the profile chosen for an attempt.

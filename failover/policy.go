@@ -2,7 +2,7 @@ package failover
 
 import "time"
 
-// Policy holds every number of the engine; each is a config setting (SPEC intro).
+// Policy holds every number of the engine; each is a config setting (docs/behaviour.md).
 type Policy struct {
 	// Cooldowns and disables (D1-D5, B8).
 	CooldownLadder           []time.Duration // 30s, 1m, 5m (cap)
@@ -39,7 +39,7 @@ type Policy struct {
 	MaxTurnCostUSD         float64 // 0 = no cap
 }
 
-// DefaultPolicy returns the SPEC defaults.
+// DefaultPolicy returns the defaults of docs/behaviour.md.
 func DefaultPolicy() Policy {
 	return Policy{
 		CooldownLadder:              []time.Duration{30 * time.Second, time.Minute, 5 * time.Minute},

@@ -1,5 +1,5 @@
 // Package redact hides credentials in text before it is logged, shown, stored or
-// returned in an error (SPEC P4, T8). It is the one place that knows what a secret
+// returned in an error (P4, T8). It is the one place that knows what a secret
 // looks like; every other package calls it, and every hidden part reads Marker.
 package redact
 

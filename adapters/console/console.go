@@ -1,6 +1,6 @@
 // Package console is the terminal channel: a person (or a test) types lines on
 // standard input and reads replies on standard output, in one of two formats
-// (DESIGN.md "The console channel"):
+// (README "Console"):
 //
 //   - text: every line belongs to the session console:default; replies print as
 //     they are, notices on their own line starting with "↪️", errors start with

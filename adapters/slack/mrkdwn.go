@@ -86,7 +86,7 @@ func isFence(line string) bool {
 // and &, <, > are escaped. Code blocks and inline code keep their content (escaped
 // only); a fence's language tag is dropped because Slack would print it.
 //
-// Nothing it returns can ping (SPEC T3): the only "<" it writes opens a link to an
+// Nothing it returns can ping (T3): the only "<" it writes opens a link to an
 // http(s) or mailto URL, so <!channel>, <!here>, <!subteam^…>, <@U…> and <#C…>
 // never appear live, whatever the input. A Markdown link to anything else, such as
 // [x](!channel) or [y](@U123), is written as plain text: "x (!channel)".
@@ -219,7 +219,7 @@ func inlineText(s string) string {
 
 // linkURL returns the escaped target of a Markdown link as the URL part of a Slack
 // link, and whether it may be one: only http(s) and mailto targets become links
-// (SPEC T3). "|" would end the URL inside Slack's <url|text>, so it is
+// (T3). "|" would end the URL inside Slack's <url|text>, so it is
 // percent-encoded; &, < and > are already escaped in target.
 func linkURL(target string) (string, bool) {
 	raw := strings.ToLower(unescapeSlack(target))

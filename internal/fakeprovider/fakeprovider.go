@@ -40,7 +40,7 @@
 // stall_after_first_chunk, slow_stream, Delay) end when the client goes away or
 // Close is called; Close waits for every handler, so no goroutine is left behind.
 //
-// The hostile modes test a client's bounds (SPEC T1, T2): gzip_bomb (a few MB
+// The hostile modes test a client's bounds (T1, T2): gzip_bomb (a few MB
 // sent with Content-Encoding: gzip that inflate to GBs, streaming or not),
 // endless_stream (a fast stream that never ends), huge_line (one 100 MiB SSE
 // line), huge_chunk (one 100 MiB content delta in a single chunk), huge_error_body

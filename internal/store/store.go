@@ -1,5 +1,5 @@
 // Package store opens detour's database and keeps the failover engine's durable
-// profile state in it (SPEC D6: cooldowns and usage survive restarts and are shared
+// profile state in it (D6: cooldowns and usage survive restarts and are shared
 // by every session and every replica that shares the database).
 //
 // SQLite is opened through gorm.io/driver/sqlite (cgo, mattn/go-sqlite3) with WAL,
