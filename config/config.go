@@ -113,8 +113,8 @@ type Config struct {
 
 // Storage says where durable state lives.
 type Storage struct {
-	Driver string // "sqlite"
-	DSN    string // a file path for sqlite
+	Driver string // "sqlite" (default) or "postgres" (M1)
+	DSN    string // a file path for sqlite; a postgres:// URL or "host=... dbname=..." for postgres
 }
 
 // Channels holds one section per chat channel.

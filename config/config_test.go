@@ -330,10 +330,52 @@ func TestParse_DisabledChannelEnv(t *testing.T) {
 	}
 }
 
+// TestParse_M1_PostgresStorage: storage.driver postgres is accepted with a DSN
+// of the right shape (a postgres:// URL or a keyword string, a password from the
+// environment), and a DSN of the wrong shape is an error that never echoes it.
+// covers M1, T8
+func TestParse_M1_PostgresStorage(t *testing.T) {
+	base := "providers:\n  o: {base_url: http://127.0.0.1:1/v1}\nagents: {defaults: {model: {primary: o/m}}}\n"
+	env := map[string]string{"DB_PASSWORD": "CANARY-db-pass"}
+	good := []struct{ dsn, want string }{
+		{"postgres://detour:${DB_PASSWORD}@127.0.0.1:5432/detour?sslmode=disable", "postgres://detour:CANARY-db-pass@127.0.0.1:5432/detour?sslmode=disable"},
+		{"postgresql://db.internal/detour", "postgresql://db.internal/detour"},
+		{"postgres:///detour?host=/run/postgresql", "postgres:///detour?host=/run/postgresql"},
+		{"host=127.0.0.1 port=5432 dbname=detour user=detour sslmode=disable", "host=127.0.0.1 port=5432 dbname=detour user=detour sslmode=disable"},
+	}
+	for _, tc := range good {
+		cfg, err := Parse("c.yaml", []byte(base+"storage: {driver: postgres, dsn: \""+tc.dsn+"\"}\n"), fakeEnv(env))
+		if err != nil {
+			t.Errorf("%s: %v", tc.dsn, err)
+			continue
+		}
+		if cfg.Storage != (Storage{Driver: "postgres", DSN: tc.want}) {
+			t.Errorf("%s: storage = %+v", tc.dsn, cfg.Storage)
+		}
+	}
+	bad := []struct{ dsn, want string }{
+		{"", "storage.dsn: must name the Postgres database"},
+		{"mysql://u:CANARY@h/db", "storage.dsn: is a URL of another scheme"},
+		{"postgres://u:CANARY@/db", "storage.dsn: names no host"},
+		{"postgres://u:CANARY@h:99999/db", "storage.dsn: has a bad port"},
+		{"detour.db", "storage.dsn: is neither a postgres:// URL nor a keyword=value string"},
+	}
+	for _, tc := range bad {
+		_, err := Parse("c.yaml", []byte(base+"storage: {driver: postgres, dsn: \""+tc.dsn+"\"}\n"), fakeEnv(env))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: err = %v, want %q", tc.dsn, err, tc.want)
+			continue
+		}
+		if strings.Contains(err.Error(), "CANARY") {
+			t.Errorf("%q: the error echoes the DSN's password: %v", tc.dsn, err)
+		}
+	}
+}
+
 func TestParse_ValueErrors(t *testing.T) {
 	base := "providers:\n  o: {base_url: http://127.0.0.1:1/v1}\nagents: {defaults: {model: {primary: o/m}}}\n"
 	tests := []struct{ extra, want string }{
-		{"storage: {driver: mysql}\n", "c.yaml:4: storage.driver: unknown driver"},
+		{"storage: {driver: mysql}\n", "c.yaml:4: storage.driver: unknown driver \"mysql\": want sqlite or postgres"},
 		{"channels: {console: {format: xml}}\n", "c.yaml:4: channels.console.format: unknown format"},
 		{"limits: {max_message_bytes: -3}\n", "c.yaml:4: limits.max_message_bytes: bad number -3"},
 		// covers T1: the response caps are validated.

@@ -736,9 +736,11 @@ func (d *decoder) validate() {
 			bad("storage.dsn", "must name the database file, e.g. detour.db")
 		}
 	case "postgres":
-		bad("storage.driver", "postgres is not supported by this build yet; use sqlite")
+		if p := postgresDSNProblem(c.Storage.DSN); p != "" {
+			bad("storage.dsn", "%s: want postgres://user:password@host:5432/dbname?sslmode=disable or \"host=... dbname=...\"", p)
+		}
 	default:
-		bad("storage.driver", "unknown driver %q: want sqlite", c.Storage.Driver)
+		bad("storage.driver", "unknown driver %q: want sqlite or postgres", c.Storage.Driver)
 	}
 
 	if l := c.Limits; l.MaxAnswerBytes > l.MaxResponseBytes {
@@ -1007,4 +1009,36 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
+}
+
+// postgresKeyword is the start of a keyword/value connection string ("host=...").
+var postgresKeyword = regexp.MustCompile(`^\s*[A-Za-z_]+\s*=`)
+
+// postgresDSNProblem says what is wrong with the shape of a Postgres DSN, "" when
+// nothing is. It never quotes the DSN, which may hold a password; the driver
+// checks the rest when the bot connects.
+func postgresDSNProblem(dsn string) string {
+	switch {
+	case strings.TrimSpace(dsn) == "":
+		return "must name the Postgres database"
+	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
+		u, err := url.Parse(dsn)
+		if err != nil {
+			return "does not parse as a URL"
+		}
+		if u.Hostname() == "" && u.Query().Get("host") == "" {
+			return "names no host"
+		}
+		if p := u.Port(); p != "" {
+			if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+				return "has a bad port"
+			}
+		}
+		return ""
+	case strings.Contains(dsn, "://"):
+		return "is a URL of another scheme than postgres://"
+	case !postgresKeyword.MatchString(dsn):
+		return "is neither a postgres:// URL nor a keyword=value string"
+	}
+	return ""
 }

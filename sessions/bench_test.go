@@ -9,19 +9,22 @@ import (
 
 	"github.com/detourbot/detour/adapters"
 	"github.com/detourbot/detour/failover"
+	"github.com/detourbot/detour/internal/testkit/testdb"
 )
 
 // BenchmarkTurnOverhead measures one turn through the router beyond the LLM call:
 // queue, session load, history, chain, engine run with the SQLite state store,
 // the exchange stored in one transaction, notices and reply. The LLM is an
 // in-process fake that answers at once.
+// The postgres-state variant needs DETOUR_TEST_POSTGRES_DSN.
 func BenchmarkTurnOverhead(b *testing.B) {
-	b.Run("sqlite-state", func(b *testing.B) { benchTurns(b, newBenchHarness(b)) })
+	b.Run("sqlite-state", func(b *testing.B) { benchTurns(b, newBenchHarness(b, testdb.SQLite)) })
 	b.Run("mem-state", func(b *testing.B) {
-		h := newBenchHarness(b)
+		h := newBenchHarness(b, testdb.SQLite)
 		h.engine.Store = failover.NewMemStore() // router + turn only; engine state in memory
 		benchTurns(b, h)
 	})
+	b.Run("postgres-state", func(b *testing.B) { benchTurns(b, newBenchHarness(b, testdb.Postgres)) })
 }
 
 func benchTurns(b *testing.B, h *harness) {
@@ -46,7 +49,7 @@ func benchTurns(b *testing.B, h *harness) {
 // BenchmarkIdleSessionMemory creates b.N sessions (one turn each, then idle) and
 // reports the Go heap kept per idle session.
 func BenchmarkIdleSessionMemory(b *testing.B) {
-	h := newBenchHarness(b)
+	h := newBenchHarness(b, testdb.SQLite)
 	b.ResetTimer()
 	b.ReportMetric(idleBytes(b, h, b.N, 0), "B/idle-session")
 }

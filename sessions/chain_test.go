@@ -11,6 +11,7 @@ import (
 	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/failover"
 	"github.com/detourbot/detour/internal/fakeprovider"
+	"github.com/detourbot/detour/internal/testkit/testdb"
 	"github.com/detourbot/detour/notices"
 )
 
@@ -26,7 +27,11 @@ func withAgents(cfg *Config, _ *harness) {
 
 // covers S2, K5
 func TestRouter_S2_AgentModelStrictUnlessOwnFallbacks(t *testing.T) {
-	h := newHarness(t, withAgents)
+	testdb.Each(t, testRouter_S2_AgentModelStrictUnlessOwnFallbacks)
+}
+
+func testRouter_S2_AgentModelStrictUnlessOwnFallbacks(t *testing.T, driver string) {
+	h := newHarness(t, driver, withAgents)
 	h.fake.Script(fakeprovider.Rule{Provider: "p3", Mode: fakeprovider.ModeUnavailable503})
 	for _, key := range []string{"test:agent-strict:1", "test:agent-empty:1"} {
 		out := expect(t, h.say(key, "hi"), "error")
@@ -53,7 +58,11 @@ func TestRouter_S2_AgentModelStrictUnlessOwnFallbacks(t *testing.T) {
 // covers K3, K4, N2: on an auto fallback whose later candidates fail, the chain
 // lands back on the configured primary, which clears the override.
 func TestRouter_K4_ExhaustedChainLandsOnPrimary(t *testing.T) {
-	h := newHarness(t)
+	testdb.Each(t, testRouter_K4_ExhaustedChainLandsOnPrimary)
+}
+
+func testRouter_K4_ExhaustedChainLandsOnPrimary(t *testing.T, driver string) {
+	h := newHarness(t, driver)
 	h.fake.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeUnavailable503, Times: 1})
 	expect(t, h.say(key1, "hello"), "notice,reply")
 	h.clock.Advance(time.Minute) // the primary's 30 s cooldown is over; no probe due yet
@@ -72,9 +81,11 @@ func TestRouter_K4_ExhaustedChainLandsOnPrimary(t *testing.T) {
 }
 
 // covers system prompts per agent (the agent's prompt replaces the default).
-func TestRouter_SystemPromptPerAgent(t *testing.T) {
+func TestRouter_SystemPromptPerAgent(t *testing.T) { testdb.Each(t, testRouter_SystemPromptPerAgent) }
+
+func testRouter_SystemPromptPerAgent(t *testing.T, driver string) {
 	mem := map[string]*memLLM{}
-	h := newHarness(t, withMem(mem), withAgents, func(cfg *Config, _ *harness) { cfg.SystemPrompt = "default prompt" })
+	h := newHarness(t, driver, withMem(mem), withAgents, func(cfg *Config, _ *harness) { cfg.SystemPrompt = "default prompt" })
 	expect(t, h.say("test:agent-fb:9", "hi"), "reply")
 	expect(t, h.say(key1, "hi"), "reply")
 	if r := mem["p3"].requests(); len(r) != 1 || r[0].Messages[0].Content != "be brief" {
@@ -88,8 +99,12 @@ func TestRouter_SystemPromptPerAgent(t *testing.T) {
 // covers B7: a candidate whose context window cannot hold the prompt is skipped
 // without a call, and the next candidate answers.
 func TestRouter_B7_SmallWindowCandidateSkipped(t *testing.T) {
+	testdb.Each(t, testRouter_B7_SmallWindowCandidateSkipped)
+}
+
+func testRouter_B7_SmallWindowCandidateSkipped(t *testing.T, driver string) {
 	mem := map[string]*memLLM{}
-	h := newHarness(t, withMem(mem), func(cfg *Config, _ *harness) {
+	h := newHarness(t, driver, withMem(mem), func(cfg *Config, _ *harness) {
 		cfg.Models = map[failover.ModelRef]ModelInfo{mPrimary: {ContextWindow: 50}, mFallback: {ContextWindow: 100000}}
 	})
 	out := expect(t, h.say(key1, strings.Repeat("long words ", 40)), "notice,reply")
@@ -111,8 +126,10 @@ func TestRouter_B7_SmallWindowCandidateSkipped(t *testing.T) {
 
 // Run hands every inbound message to its session until the inbox closes; Drain
 // then waits for the last turn.
-func TestRouter_RunAndDrain(t *testing.T) {
-	h := newHarness(t, withMem(map[string]*memLLM{}))
+func TestRouter_RunAndDrain(t *testing.T) { testdb.Each(t, testRouter_RunAndDrain) }
+
+func testRouter_RunAndDrain(t *testing.T, driver string) {
+	h := newHarness(t, driver, withMem(map[string]*memLLM{}))
 	inbox := make(chan adapters.Inbound, 4)
 	for i := 0; i < 3; i++ {
 		inbox <- adapters.Inbound{Channel: "test", SessionKey: key1, Text: fmt.Sprintf("m%d", i)}

@@ -7,8 +7,6 @@ import (
 	"sort"
 	"strings"
 
-	"gorm.io/gorm"
-
 	"github.com/detourbot/detour/adapters"
 	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/commands"
@@ -276,27 +274,22 @@ func (r *Router) NewSession(ctx context.Context, sessionKey, ref string) error {
 	if err != nil {
 		return err
 	}
-	return r.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if err := r.st.dropHistory(ctx, tx, sessionKey, 0); err != nil {
-			return err
-		}
-		f := map[string]any{"compaction_count": 0, "last_probe_at": nil,
-			"notice_selected": "", "notice_active": "", "notice_reason": "",
-			"auth_profile_override": "", "auth_profile_override_source": "", "auth_profile_override_compaction_count": 0}
-		switch {
-		case ref != "":
-			f = userModelPatch(ref, "")
-			f["compaction_count"] = 0
-		case e.ModelOverrideSource == string(failover.SourceAuto):
-			f = merge(f, clearedOverride())
-		case e.ModelOverrideSource == string(failover.SourceUser) && e.AuthProfileOverrideSource == string(failover.SourceUser):
-			// The user's exact model and profile choice survives /new.
-			delete(f, "auth_profile_override")
-			delete(f, "auth_profile_override_source")
-			delete(f, "auth_profile_override_compaction_count")
-		}
-		return tx.Model(&Entry{}).Where("key = ?", sessionKey).Updates(f).Error
-	})
+	f := map[string]any{"compaction_count": 0, "last_probe_at": nil,
+		"notice_selected": "", "notice_active": "", "notice_reason": "",
+		"auth_profile_override": "", "auth_profile_override_source": "", "auth_profile_override_compaction_count": 0}
+	switch {
+	case ref != "":
+		f = userModelPatch(ref, "")
+		f["compaction_count"] = 0
+	case e.ModelOverrideSource == string(failover.SourceAuto):
+		f = merge(f, clearedOverride())
+	case e.ModelOverrideSource == string(failover.SourceUser) && e.AuthProfileOverrideSource == string(failover.SourceUser):
+		// The user's exact model and profile choice survives /new.
+		delete(f, "auth_profile_override")
+		delete(f, "auth_profile_override_source")
+		delete(f, "auth_profile_override_compaction_count")
+	}
+	return r.st.restart(ctx, sessionKey, f)
 }
 
 // Reset starts over (/reset): history and every override, user or automatic, go (O7).
@@ -304,14 +297,8 @@ func (r *Router) Reset(ctx context.Context, sessionKey string) error {
 	if _, err := r.st.load(ctx, sessionKey); err != nil {
 		return err
 	}
-	return r.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if err := r.st.dropHistory(ctx, tx, sessionKey, 0); err != nil {
-			return err
-		}
-		f := merge(clearedOverride(), map[string]any{"compaction_count": 0, "last_probe_at": nil, "live_switch": true,
-			"notice_selected": "", "notice_active": "", "notice_reason": ""})
-		return tx.Model(&Entry{}).Where("key = ?", sessionKey).Updates(f).Error
-	})
+	return r.st.restart(ctx, sessionKey, merge(clearedOverride(), map[string]any{"compaction_count": 0, "last_probe_at": nil,
+		"live_switch": true, "notice_selected": "", "notice_active": "", "notice_reason": ""}))
 }
 
 func (r *Router) modelChoice(e *Entry, channel string) commands.ModelChoice {
@@ -347,9 +334,9 @@ func (r *Router) Status(ctx context.Context, sessionKey, channel string) (comman
 	} else if e.LastProbeAt != nil {
 		info.LastProbe = *e.LastProbeAt
 	}
-	var n int64
-	r.db.WithContext(ctx).Model(&Message{}).Where("session_key = ? AND role = ?", sessionKey, "user").Count(&n)
-	info.HistoryTurns = int(n)
+	if info.HistoryTurns, err = r.st.userTurns(ctx, sessionKey); err != nil {
+		return commands.StatusInfo{}, err
+	}
 	chain := chainFor(sel)
 	if sel.source == failover.SourceAuto && sel.selected != chain[0] {
 		chain = append(chain, sel.selected)
@@ -474,7 +461,7 @@ func (r *Router) Recover(ctx context.Context, target string) (string, error) {
 		if err := r.engine.ClearModel(ctx, ref, r.cfg.Profiles[provider]); err != nil {
 			return "", err
 		}
-		r.closeIncident()
+		r.closeIncident(ctx)
 		// B3: sessions pushed off this model (or, for a profile, off this
 		// provider) go back to it on their next turn, with the cleared notice.
 		back := model
@@ -500,10 +487,10 @@ func (r *Router) Recover(ctx context.Context, target string) (string, error) {
 // Known reports whether a session exists (adapters.SessionLookup): channels use
 // it to recognise a conversation they took part in before a restart.
 func (r *Router) Known(ctx context.Context, sessionKey string) bool {
-	var n int64
-	if err := r.db.WithContext(ctx).Model(&Entry{}).Where("key = ?", sessionKey).Limit(1).Count(&n).Error; err != nil {
+	ok, err := r.st.exists(ctx, sessionKey)
+	if err != nil {
 		r.log.Warn("session lookup", "session", sessionKey, "err", err)
 		return false
 	}
-	return n > 0
+	return ok
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/failover"
+	"github.com/detourbot/detour/internal/testkit/testdb"
 	"github.com/detourbot/detour/llm"
 )
 
@@ -43,8 +44,12 @@ func TestBuildPrompt_R15_DropsOldestTurns(t *testing.T) {
 // covers R15, B7, P2: history that does not fit the model's window is compacted
 // before sending, and the compaction count grows.
 func TestRouter_R15_CompactsToFitContextWindow(t *testing.T) {
+	testdb.Each(t, testRouter_R15_CompactsToFitContextWindow)
+}
+
+func testRouter_R15_CompactsToFitContextWindow(t *testing.T, driver string) {
 	mem := map[string]*memLLM{}
-	h := newHarness(t, withMem(mem), func(cfg *Config, _ *harness) {
+	h := newHarness(t, driver, withMem(mem), func(cfg *Config, _ *harness) {
 		cfg.Models = map[failover.ModelRef]ModelInfo{mPrimary: {ContextWindow: 300}}
 	})
 	long := strings.Repeat("word ", 60) // 300 chars ≈ 91 tokens
@@ -67,8 +72,12 @@ func TestRouter_R15_CompactsToFitContextWindow(t *testing.T) {
 
 // covers R15, C8: a context_overflow from the provider compacts and retries once.
 func TestRouter_R15_OverflowCompactsAndRetries(t *testing.T) {
+	testdb.Each(t, testRouter_R15_OverflowCompactsAndRetries)
+}
+
+func testRouter_R15_OverflowCompactsAndRetries(t *testing.T, driver string) {
 	mem := map[string]*memLLM{}
-	h := newHarness(t, withMem(mem))
+	h := newHarness(t, driver, withMem(mem))
 	for i := 0; i < 4; i++ {
 		expect(t, h.say(key1, "turn"), "reply")
 	}
@@ -113,8 +122,12 @@ func TestRouter_R15_OverflowCompactsAndRetries(t *testing.T) {
 // R15: when even the newest turn does not fit, all history goes (no panic) and
 // the request still carries the user's message.
 func TestRouter_R15_HistoryDroppedEntirely(t *testing.T) {
+	testdb.Each(t, testRouter_R15_HistoryDroppedEntirely)
+}
+
+func testRouter_R15_HistoryDroppedEntirely(t *testing.T, driver string) {
 	mem := map[string]*memLLM{}
-	h := newHarness(t, withMem(mem), func(cfg *Config, _ *harness) {
+	h := newHarness(t, driver, withMem(mem), func(cfg *Config, _ *harness) {
 		cfg.Models = map[failover.ModelRef]ModelInfo{mPrimary: {ContextWindow: 150}}
 	})
 	expect(t, h.say(key1, strings.Repeat("a", 300)), "reply") // ≈ 90 tokens + the answer
@@ -131,8 +144,12 @@ func TestRouter_R15_HistoryDroppedEntirely(t *testing.T) {
 // covers R15: a timeout on a prompt that uses more than 65% of the model's window
 // compacts the history and retries the same model, instead of falling back.
 func TestRouter_R15_TimeoutOnLargePromptCompacts(t *testing.T) {
+	testdb.Each(t, testRouter_R15_TimeoutOnLargePromptCompacts)
+}
+
+func testRouter_R15_TimeoutOnLargePromptCompacts(t *testing.T, driver string) {
 	mem := map[string]*memLLM{}
-	h := newHarness(t, withMem(mem), func(cfg *Config, _ *harness) {
+	h := newHarness(t, driver, withMem(mem), func(cfg *Config, _ *harness) {
 		cfg.Models = map[failover.ModelRef]ModelInfo{mPrimary: {ContextWindow: 1000}}
 	})
 	long := strings.Repeat("word ", 100) // ≈ 150 tokens a message

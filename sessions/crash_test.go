@@ -14,19 +14,22 @@ import (
 
 	"github.com/detourbot/detour/failover/failovertest"
 	"github.com/detourbot/detour/internal/fakeprovider"
+	"github.com/detourbot/detour/internal/testkit/testdb"
 )
 
 const (
-	crashEnv    = "DETOUR_SESSIONS_CRASH_CHILD"
-	crashDBEnv  = "DETOUR_SESSIONS_CRASH_DB"
-	crashURLEnv = "DETOUR_SESSIONS_CRASH_URL"
+	crashEnv       = "DETOUR_SESSIONS_CRASH_CHILD"
+	crashDriverEnv = "DETOUR_SESSIONS_CRASH_DRIVER"
+	crashDBEnv     = "DETOUR_SESSIONS_CRASH_DB"
+	crashURLEnv    = "DETOUR_SESSIONS_CRASH_URL"
 )
 
 // crashChild is the child process: it serves one session, reading one message per
 // stdin line and printing "ACK <reply>" once the turn is done and stored.
 func crashChild(t *testing.T) {
 	h := &harness{t: t, clock: failovertest.NewClock(t0), rec: &recorder{name: "test"}, admin: &recorder{name: "console"},
-		logs: &lockedBuffer{}, idle: time.Minute, logLevel: slog.LevelDebug, url: os.Getenv(crashURLEnv), dbPath: os.Getenv(crashDBEnv)}
+		logs: &lockedBuffer{}, idle: time.Minute, logLevel: slog.LevelDebug, url: os.Getenv(crashURLEnv),
+		driver: os.Getenv(crashDriverEnv), dsn: os.Getenv(crashDBEnv)}
 	h.open(baseConfig())
 	sc := bufio.NewScanner(os.Stdin)
 	for sc.Scan() {
@@ -36,16 +39,20 @@ func crashChild(t *testing.T) {
 	}
 }
 
-// covers O2, D6: a process killed while a fallback call hangs loses nothing that
-// was acknowledged, and after restart the session continues on the fallback.
+// covers O2, D6, M1: a process killed while a fallback call hangs loses nothing
+// that was acknowledged, and after restart the session continues on the fallback.
 func TestRouter_O2_CrashDuringFallbackKeepsOverrideAndHistory(t *testing.T) {
 	if os.Getenv(crashEnv) == "1" {
 		crashChild(t)
 		return
 	}
-	h := newHarness(t)
+	testdb.Each(t, testCrashDuringFallback)
+}
+
+func testCrashDuringFallback(t *testing.T, driver string) {
+	h := newHarness(t, driver)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestRouter_O2_CrashDuringFallbackKeepsOverrideAndHistory$", "-test.count=1")
-	cmd.Env = append(os.Environ(), crashEnv+"=1", crashDBEnv+"="+h.dbPath, crashURLEnv+"="+h.url)
+	cmd.Env = append(os.Environ(), crashEnv+"=1", crashDriverEnv+"="+h.driver, crashDBEnv+"="+h.dsn, crashURLEnv+"="+h.url)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)

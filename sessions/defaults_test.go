@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/detourbot/detour/adapters"
+	"github.com/detourbot/detour/internal/testkit/testdb"
 )
 
 func TestParentKey(t *testing.T) {
@@ -27,7 +28,11 @@ func TestParentKey(t *testing.T) {
 // new threads of that channel start with; threads already started keep theirs,
 // and a thread's own /model stays its own. covers S4
 func TestRouter_S4_ChannelDefaultForNewThreads(t *testing.T) {
-	h := newHarness(t)
+	testdb.Each(t, testRouter_S4_ChannelDefaultForNewThreads)
+}
+
+func testRouter_S4_ChannelDefaultForNewThreads(t *testing.T, driver string) {
+	h := newHarness(t, driver)
 	const channel = "test:T1:C1"
 	inChannel := func(text string) []adapters.Outbound {
 		t.Helper()
@@ -105,7 +110,11 @@ func TestRouter_S4_ChannelDefaultForNewThreads(t *testing.T) {
 // Only a user's choice is a default: an automatic fallback stays with the
 // conversation that made it. covers S3, S4
 func TestRouter_S3_AutoOverrideIsNotAChannelDefault(t *testing.T) {
-	h := newHarness(t)
+	testdb.Each(t, testRouter_S3_AutoOverrideIsNotAChannelDefault)
+}
+
+func testRouter_S3_AutoOverrideIsNotAChannelDefault(t *testing.T, driver string) {
+	h := newHarness(t, driver)
 	const channel = "test:T1:C2"
 	expect(t, h.say(channel, "hi"), "reply")
 	h.db.Model(&Entry{}).Where("key = ?", channel).Updates(map[string]any{

@@ -20,6 +20,7 @@ import (
 	"github.com/detourbot/detour/failover/failovertest"
 	"github.com/detourbot/detour/internal/fakeprovider"
 	"github.com/detourbot/detour/internal/store"
+	"github.com/detourbot/detour/internal/testkit/testdb"
 	"github.com/detourbot/detour/llm"
 )
 
@@ -121,7 +122,9 @@ type harness struct {
 	rec    *recorder
 	admin  *recorder
 	logs   *lockedBuffer
-	dbPath string
+	driver string // testdb.SQLite or testdb.Postgres
+	dsn    string
+	cfg    Config // as opened
 	idle   time.Duration
 	// logLevel of the captured log (Debug by default, so the canary test sees everything).
 	logLevel slog.Level
@@ -167,20 +170,24 @@ func baseConfig() Config {
 	}
 }
 
-func newHarness(t *testing.T, opts ...harnessOpt) *harness { return newHarnessTB(t, opts...) }
-
-// newBenchHarness builds a harness on the in-process LLM for benchmarks.
-func newBenchHarness(b *testing.B) *harness {
-	return newHarnessTB(b, withMem(map[string]*memLLM{}), func(_ *Config, h *harness) { h.logLevel = slog.LevelWarn })
+// newHarness builds a router on a fresh database of driver (testdb.Each runs
+// each test on every driver).
+func newHarness(t *testing.T, driver string, opts ...harnessOpt) *harness {
+	return newHarnessTB(t, driver, opts...)
 }
 
-func newHarnessTB(t testing.TB, opts ...harnessOpt) *harness {
+// newBenchHarness builds a harness on the in-process LLM for benchmarks.
+func newBenchHarness(b *testing.B, driver string) *harness {
+	return newHarnessTB(b, driver, withMem(map[string]*memLLM{}), func(_ *Config, h *harness) { h.logLevel = slog.LevelWarn })
+}
+
+func newHarnessTB(t testing.TB, driver string, opts ...harnessOpt) *harness {
 	t.Helper()
 	h := &harness{t: t, clock: failovertest.NewClock(t0), rec: &recorder{name: "test"}, admin: &recorder{name: "console"},
 		logs: &lockedBuffer{}, idle: 2 * time.Second, logLevel: slog.LevelDebug}
 	h.fake, h.url, h.calls = serveFake(t, h.clock.Now)
 	cfg := baseConfig()
-	h.dbPath = t.TempDir() + "/detour.db"
+	h.driver, h.dsn = driver, testdb.DSN(t, driver)
 	for _, o := range opts {
 		o(&cfg, h)
 	}
@@ -192,12 +199,12 @@ func newHarnessTB(t testing.TB, opts ...harnessOpt) *harness {
 func (h *harness) open(cfg Config) {
 	t := h.t
 	log := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: h.logLevel}))
-	db, err := store.Open(context.Background(), h.dbPath, log)
+	db, err := store.Open(context.Background(), h.driver, h.dsn, log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = store.Close(db) })
-	h.db = db
+	h.db, h.cfg = db, cfg
 	h.states, err = store.NewStateStore(db)
 	if err != nil {
 		t.Fatal(err)
@@ -216,6 +223,18 @@ func (h *harness) open(cfg Config) {
 	h.r.AddAdapter(h.rec)
 	h.r.AddAdapter(h.admin)
 	t.Cleanup(h.r.Close)
+}
+
+// replica starts another router on h's database, as another process would:
+// its own handle, state store, engine and adapters, the same fake provider,
+// clock and configuration (M2).
+func (h *harness) replica() *harness {
+	h.t.Helper()
+	r := &harness{t: h.t, fake: h.fake, url: h.url, calls: h.calls, clock: h.clock,
+		rec: &recorder{name: "test"}, admin: &recorder{name: "console"}, logs: h.logs,
+		driver: h.driver, dsn: h.dsn, idle: h.idle, logLevel: h.logLevel, clients: h.clients}
+	r.open(h.cfg)
+	return r
 }
 
 func (h *harness) clientsFunc(log *slog.Logger) func(provider, profile string) (LLM, error) {

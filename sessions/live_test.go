@@ -10,6 +10,7 @@ import (
 
 	"github.com/detourbot/detour/adapters"
 	"github.com/detourbot/detour/internal/fakeprovider"
+	"github.com/detourbot/detour/internal/testkit/testdb"
 )
 
 // liveAdapter is a channel with every live-reply capability; it records what the
@@ -91,7 +92,11 @@ func indexOf(events []string, prefix string) int {
 // updates and ends complete, replaced once by the final answer; nothing else is
 // posted for it.
 func TestLive_L1_L2_ProgressThenAGrowingReply(t *testing.T) {
-	h := newHarness(t)
+	testdb.Each(t, testLive_L1_L2_ProgressThenAGrowingReply)
+}
+
+func testLive_L1_L2_ProgressThenAGrowingReply(t *testing.T, driver string) {
+	h := newHarness(t, driver)
 	la := newLiveAdapter()
 	h.r.AddAdapter(la)
 	h.fake.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeSlowStream, Delay: 5 * time.Millisecond})
@@ -122,7 +127,11 @@ func TestLive_L1_L2_ProgressThenAGrowingReply(t *testing.T) {
 // answers. The latest version of the reply is the fallback's answer only, the
 // fallback notice is its own message, and history holds the final answer alone.
 func TestLive_L3_FailoverMidStreamReplacesThePartialText(t *testing.T) {
-	h := newHarness(t, func(_ *Config, h *harness) { h.idle = 300 * time.Millisecond })
+	testdb.Each(t, testLive_L3_FailoverMidStreamReplacesThePartialText)
+}
+
+func testLive_L3_FailoverMidStreamReplacesThePartialText(t *testing.T, driver string) {
+	h := newHarness(t, driver, func(_ *Config, h *harness) { h.idle = 300 * time.Millisecond })
 	la := newLiveAdapter()
 	h.r.AddAdapter(la)
 	h.fake.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeStallAfterFirstChunk})
@@ -149,7 +158,11 @@ func TestLive_L3_FailoverMidStreamReplacesThePartialText(t *testing.T) {
 
 // covers L2: a workspace that refuses streaming still gets the whole answer, once.
 func TestLive_L2_RefusedStreamPostsTheWholeAnswer(t *testing.T) {
-	h := newHarness(t)
+	testdb.Each(t, testLive_L2_RefusedStreamPostsTheWholeAnswer)
+}
+
+func testLive_L2_RefusedStreamPostsTheWholeAnswer(t *testing.T, driver string) {
+	h := newHarness(t, driver)
 	la := newLiveAdapter()
 	la.refuse = true
 	h.r.AddAdapter(la)
@@ -160,8 +173,10 @@ func TestLive_L2_RefusedStreamPostsTheWholeAnswer(t *testing.T) {
 }
 
 // covers L2: streaming and progress off for the channel: today's single post.
-func TestLive_L2_StreamingOff(t *testing.T) {
-	h := newHarness(t, func(c *Config, _ *harness) {
+func TestLive_L2_StreamingOff(t *testing.T) { testdb.Each(t, testLive_L2_StreamingOff) }
+
+func testLive_L2_StreamingOff(t *testing.T, driver string) {
+	h := newHarness(t, driver, func(c *Config, _ *harness) {
 		c.NoStream = map[string]bool{"live": true}
 		c.NoProgress = map[string]bool{"live": true}
 	})
@@ -175,7 +190,11 @@ func TestLive_L2_StreamingOff(t *testing.T) {
 
 // covers L3: when every model fails after showing text, the error replaces it.
 func TestLive_L3_ErrorReplacesPartialText(t *testing.T) {
-	h := newHarness(t, func(c *Config, h *harness) {
+	testdb.Each(t, testLive_L3_ErrorReplacesPartialText)
+}
+
+func testLive_L3_ErrorReplacesPartialText(t *testing.T, driver string) {
+	h := newHarness(t, driver, func(c *Config, h *harness) {
 		h.idle = 300 * time.Millisecond
 		c.Fallbacks = nil
 	})
@@ -191,8 +210,10 @@ func TestLive_L3_ErrorReplacesPartialText(t *testing.T) {
 
 // covers L1, R6: while the turn sleeps through a provider's stated wait because
 // nothing else is usable, the progress says what it waits for.
-func TestLive_L1_R6_TheWaitIsShown(t *testing.T) {
-	h := newHarness(t, func(c *Config, _ *harness) { c.Fallbacks = nil })
+func TestLive_L1_R6_TheWaitIsShown(t *testing.T) { testdb.Each(t, testLive_L1_R6_TheWaitIsShown) }
+
+func testLive_L1_R6_TheWaitIsShown(t *testing.T, driver string) {
+	h := newHarness(t, driver, func(c *Config, _ *harness) { c.Fallbacks = nil })
 	la := newLiveAdapter()
 	h.r.AddAdapter(la)
 	h.fake.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeRateLimit, RetryAfter: 20 * time.Second, Times: 1})
@@ -209,7 +230,11 @@ func TestLive_L1_R6_TheWaitIsShown(t *testing.T) {
 // covers L4: /model without an argument offers the configured models as a pick;
 // choosing one sends "/model <ref>", which applies it like typing it.
 func TestLive_L4_ModelPickerOffersTheModels(t *testing.T) {
-	h := newHarness(t)
+	testdb.Each(t, testLive_L4_ModelPickerOffersTheModels)
+}
+
+func testLive_L4_ModelPickerOffersTheModels(t *testing.T, driver string) {
+	h := newHarness(t, driver)
 	out := h.say(key1, "/model")
 	if len(out) != 1 || len(out[0].Choices) < 3 {
 		t.Fatalf("answer:%s choices %+v", dump(out), out)

@@ -10,17 +10,20 @@ import (
 	"time"
 
 	"github.com/detourbot/detour/adapters"
+	"github.com/detourbot/detour/internal/testkit/testdb"
 )
 
 // 1,000 sessions × 5 messages at once through the real engine, llm client, fake
 // LLM server and SQLite: every reply lands in its own session, in order, and the
 // database never reports "database is locked".
-func TestRouter_ManySessionsInOrder(t *testing.T) {
+func TestRouter_ManySessionsInOrder(t *testing.T) { testdb.Each(t, testRouter_ManySessionsInOrder) }
+
+func testRouter_ManySessionsInOrder(t *testing.T, driver string) {
 	sessions, perSession := 1000, 5
 	if testing.Short() {
 		sessions = 100
 	}
-	h := newHarness(t)
+	h := newHarness(t, driver)
 	var wg sync.WaitGroup
 	for s := 0; s < sessions; s++ {
 		wg.Add(1)
@@ -73,8 +76,12 @@ func TestRouter_ManySessionsInOrder(t *testing.T) {
 // An idle session costs no goroutine and (almost) no memory: its state lives in
 // the database only.
 func TestRouter_IdleSessionsCostNoGoroutine(t *testing.T) {
+	testdb.Each(t, testRouter_IdleSessionsCostNoGoroutine)
+}
+
+func testRouter_IdleSessionsCostNoGoroutine(t *testing.T, driver string) {
 	mem := map[string]*memLLM{}
-	h := newHarness(t, withMem(mem))
+	h := newHarness(t, driver, withMem(mem))
 	expect(t, h.say("test:warm", "warm up"), "reply")
 	const n = 500
 	perSession := idleBytes(t, h, n, 0)

@@ -81,7 +81,7 @@ type Config struct {
 
 // Options are the router's collaborators.
 type Options struct {
-	DB      *gorm.DB         // opened by internal/store.Open
+	DB      *gorm.DB         // opened by internal/store.Open (SQLite or Postgres)
 	Engine  *failover.Engine // with the SQLite StateStore, clock, policy, guard
 	Clock   failover.Clock   // nil = Engine.Clock, else the wall clock
 	Clients func(provider, profileID string) (LLM, error)
@@ -91,7 +91,6 @@ type Options struct {
 // Router owns every session queue. It is safe for concurrent use.
 type Router struct {
 	cfg     Config
-	db      *gorm.DB
 	st      sessionStore
 	engine  *failover.Engine
 	clock   failover.Clock
@@ -156,13 +155,13 @@ func NewRouter(cfg Config, opts Options) (*Router, error) {
 	// lock to prepare its next statement, which deadlocked bursts of sessions.
 	db := opts.DB.Session(&gorm.Session{SkipDefaultTransaction: true})
 	r := &Router{
-		cfg: cfg, db: db, st: sessionStore{db: db}, engine: opts.Engine, clock: clock,
+		cfg: cfg, st: sessionStore{db: db}, engine: opts.Engine, clock: clock,
 		clients: opts.Clients, log: log.With("component", "sessions"),
 		queues: map[string]*queue{}, adapters: map[string]adapters.Adapter{},
 		refused: adapters.NewRecent(10000, time.Hour, clock.Now),
 	}
 	r.base, r.cancel = context.WithCancel(context.Background())
-	if err := r.st.migrate(); err != nil {
+	if err := r.st.migrate(r.base); err != nil {
 		r.cancel()
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/failover"
 	"github.com/detourbot/detour/internal/fakeprovider"
+	"github.com/detourbot/detour/internal/testkit/testdb"
 	"github.com/detourbot/detour/llm"
 	"github.com/detourbot/detour/notices"
 )
@@ -22,7 +23,11 @@ const (
 
 // covers S1, O1, O2, N1, N3, N4, S3, N2, K1
 func TestRouter_N1_N2_N3_S3_FallbackStaysThenProbeClears(t *testing.T) {
-	h := newHarness(t)
+	testdb.Each(t, testRouter_N1_N2_N3_S3_FallbackStaysThenProbeClears)
+}
+
+func testRouter_N1_N2_N3_S3_FallbackStaysThenProbeClears(t *testing.T, driver string) {
+	h := newHarness(t, driver)
 	h.fake.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeUnavailable503})
 
 	// Turn 1: the primary fails, the fallback answers; one N1 notice, then the reply.
@@ -102,7 +107,11 @@ func TestRouter_N1_N2_N3_S3_FallbackStaysThenProbeClears(t *testing.T) {
 
 // covers N1 (reason text), V1
 func TestRouter_N1_BillingReasonAndAttemptsRecorded(t *testing.T) {
-	h := newHarness(t)
+	testdb.Each(t, testRouter_N1_BillingReasonAndAttemptsRecorded)
+}
+
+func testRouter_N1_BillingReasonAndAttemptsRecorded(t *testing.T, driver string) {
+	h := newHarness(t, driver)
 	h.fake.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeBilling402})
 	out := expect(t, h.say(key1, "hi"), "notice,reply")
 	if want := notices.Fallback(mFallback, mPrimary, classify.ReasonBilling, 402); out[0].Text != want {
@@ -122,14 +131,16 @@ func TestRouter_N1_BillingReasonAndAttemptsRecorded(t *testing.T) {
 }
 
 // covers B4
-func TestRouter_B4_NoticeAudience(t *testing.T) {
+func TestRouter_B4_NoticeAudience(t *testing.T) { testdb.Each(t, testRouter_B4_NoticeAudience) }
+
+func testRouter_B4_NoticeAudience(t *testing.T, driver string) {
 	for _, c := range []struct {
 		audience string
 		direct   bool
 		want     string
 	}{{"off", true, "reply"}, {"direct_only", false, "reply"}, {"direct_only", true, "notice,reply"}, {"all", false, "notice,reply"}} {
 		t.Run(c.audience, func(t *testing.T) {
-			h := newHarness(t, func(cfg *Config, _ *harness) { cfg.Notices = c.audience })
+			h := newHarness(t, driver, func(cfg *Config, _ *harness) { cfg.Notices = c.audience })
 			h.fake.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeBilling402})
 			h.sayAs(adapters.Inbound{Channel: "test", SessionKey: key1, Text: "hi", Direct: c.direct})
 			expect(t, h.rec.take(), c.want)
@@ -138,8 +149,10 @@ func TestRouter_B4_NoticeAudience(t *testing.T) {
 }
 
 // covers S4, S5, P3
-func TestRouter_S4_UserModelIsStrict(t *testing.T) {
-	h := newHarness(t)
+func TestRouter_S4_UserModelIsStrict(t *testing.T) { testdb.Each(t, testRouter_S4_UserModelIsStrict) }
+
+func testRouter_S4_UserModelIsStrict(t *testing.T, driver string) {
+	h := newHarness(t, driver)
 	out := expect(t, h.say(key1, "/model "+mPrimary), "reply")
 	if !strings.Contains(out[0].Text, "model set to "+mPrimary) {
 		t.Fatalf("answer = %q", out[0].Text)
@@ -185,7 +198,11 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 // covers O3, O2, O4, O5
 func TestRouter_O3_RollbackSparesConcurrentSetModel(t *testing.T) {
-	h := newHarness(t, func(_ *Config, h *harness) { h.idle = 300 * time.Millisecond })
+	testdb.Each(t, testRouter_O3_RollbackSparesConcurrentSetModel)
+}
+
+func testRouter_O3_RollbackSparesConcurrentSetModel(t *testing.T, driver string) {
+	h := newHarness(t, driver, func(_ *Config, h *harness) { h.idle = 300 * time.Millisecond })
 	h.fake.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeUnavailable503})
 	h.fake.Script(fakeprovider.Rule{Provider: "p2", Mode: fakeprovider.ModeHangBeforeHeaders})
 	h.r.Handle(context.Background(), adapters.Inbound{Channel: "test", SessionKey: key1, Text: "hello"})
@@ -225,7 +242,11 @@ func TestRouter_O3_RollbackSparesConcurrentSetModel(t *testing.T) {
 
 // covers O3: without interference the failed fallback's fields are rolled back.
 func TestRouter_O3_RollbackWhenEveryFallbackFails(t *testing.T) {
-	h := newHarness(t)
+	testdb.Each(t, testRouter_O3_RollbackWhenEveryFallbackFails)
+}
+
+func testRouter_O3_RollbackWhenEveryFallbackFails(t *testing.T, driver string) {
+	h := newHarness(t, driver)
 	h.fake.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeBilling402})
 	h.fake.Script(fakeprovider.Rule{Provider: "p2", Mode: fakeprovider.ModeModelNotFound404})
 	h.fake.Script(fakeprovider.Rule{Provider: "p3", Mode: fakeprovider.ModeModelNotFound404})
@@ -240,8 +261,10 @@ func TestRouter_O3_RollbackWhenEveryFallbackFails(t *testing.T) {
 }
 
 // covers O7, P2
-func TestRouter_O7_NewVersusReset(t *testing.T) {
-	h := newHarness(t)
+func TestRouter_O7_NewVersusReset(t *testing.T) { testdb.Each(t, testRouter_O7_NewVersusReset) }
+
+func testRouter_O7_NewVersusReset(t *testing.T, driver string) {
+	h := newHarness(t, driver)
 	h.fake.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeBilling402})
 	expect(t, h.say(key1, "hello"), "notice,reply")
 	if h.entry(key1).ModelOverrideSource != "auto" {
@@ -287,7 +310,11 @@ func TestRouter_O7_NewVersusReset(t *testing.T) {
 
 // covers N5, B3
 func TestRouter_N5_StatusAndB3_Recover(t *testing.T) {
-	h := newHarness(t)
+	testdb.Each(t, testRouter_N5_StatusAndB3_Recover)
+}
+
+func testRouter_N5_StatusAndB3_Recover(t *testing.T, driver string) {
+	h := newHarness(t, driver)
 	h.fake.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeBilling402})
 	expect(t, h.say(key1, "hello"), "notice,reply")
 	out := expect(t, h.say(key1, "/status"), "reply")
@@ -356,7 +383,11 @@ func TestRouter_N5_StatusAndB3_Recover(t *testing.T) {
 
 // covers V4, V3
 func TestRouter_V4_AdminReportOncePerIncident(t *testing.T) {
-	h := newHarness(t)
+	testdb.Each(t, testRouter_V4_AdminReportOncePerIncident)
+}
+
+func testRouter_V4_AdminReportOncePerIncident(t *testing.T, driver string) {
+	h := newHarness(t, driver)
 	// (No rate_limit mode here: the llm client resolves relative reset headers
 	// against the wall clock, not the test's fake clock.)
 	h.fake.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeOverloaded529})
@@ -401,7 +432,11 @@ func TestRouter_V4_AdminReportOncePerIncident(t *testing.T) {
 // covers B4 (admin routing): the report goes to the adapter named by AdminChannel,
 // with ReplyTo the part after the colon.
 func TestRouter_V4_AdminChannelRouting(t *testing.T) {
-	h := newHarness(t, func(cfg *Config, _ *harness) { cfg.AdminChannel = "test:C0ADMIN" })
+	testdb.Each(t, testRouter_V4_AdminChannelRouting)
+}
+
+func testRouter_V4_AdminChannelRouting(t *testing.T, driver string) {
+	h := newHarness(t, driver, func(cfg *Config, _ *harness) { cfg.AdminChannel = "test:C0ADMIN" })
 	h.fake.Script(fakeprovider.Rule{Mode: fakeprovider.ModeModelNotFound404})
 	out := h.say(key1, "hello")
 	var rep []adapters.Outbound
@@ -416,7 +451,11 @@ func TestRouter_V4_AdminChannelRouting(t *testing.T) {
 }
 
 func TestRouter_CommandsAnswerBadInput(t *testing.T) {
-	h := newHarness(t)
+	testdb.Each(t, testRouter_CommandsAnswerBadInput)
+}
+
+func testRouter_CommandsAnswerBadInput(t *testing.T, driver string) {
+	h := newHarness(t, driver)
 	cases := []struct{ in, kind, has string }{
 		{"/shrug", "error", "unknown command /shrug"},
 		{"/model nope/x", "error", "provider \"nope\" is not configured"},
@@ -439,7 +478,11 @@ func TestRouter_CommandsAnswerBadInput(t *testing.T) {
 }
 
 func TestRouter_OversizedMessageRefused(t *testing.T) {
-	h := newHarness(t, func(cfg *Config, _ *harness) { cfg.MaxMessageBytes = 100 })
+	testdb.Each(t, testRouter_OversizedMessageRefused)
+}
+
+func testRouter_OversizedMessageRefused(t *testing.T, driver string) {
+	h := newHarness(t, driver, func(cfg *Config, _ *harness) { cfg.MaxMessageBytes = 100 })
 	out := expect(t, h.say(key1, strings.Repeat("x", 101)), "error")
 	if !strings.Contains(out[0].Text, "too large") || !strings.Contains(out[0].Text, "nothing was stored") {
 		t.Fatalf("%q", out[0].Text)
@@ -452,7 +495,11 @@ func TestRouter_OversizedMessageRefused(t *testing.T) {
 
 // covers P4: no secret in the database, logs or anything sent.
 func TestRouter_P4_CanaryNeverStoredOrLogged(t *testing.T) {
-	h := newHarness(t)
+	testdb.Each(t, testRouter_P4_CanaryNeverStoredOrLogged)
+}
+
+func testRouter_P4_CanaryNeverStoredOrLogged(t *testing.T, driver string) {
+	h := newHarness(t, driver)
 	h.fake.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeUnauthorized401})
 	h.fake.Script(fakeprovider.Rule{Provider: "p2", Mode: fakeprovider.ModeRevoked403})
 	h.say(key1, "hello")
@@ -505,7 +552,11 @@ func TestRouter_P4_CanaryNeverStoredOrLogged(t *testing.T) {
 // the chain. Named later in the chain it is jumped to (TestRouter_O3_...); not in
 // the chain, the turn starts again on it and the candidates between are never called.
 func TestRouter_O6_LiveSwitchRestartsOnUserModel(t *testing.T) {
-	h := newHarness(t, func(_ *Config, h *harness) { h.idle = 300 * time.Millisecond })
+	testdb.Each(t, testRouter_O6_LiveSwitchRestartsOnUserModel)
+}
+
+func testRouter_O6_LiveSwitchRestartsOnUserModel(t *testing.T, driver string) {
+	h := newHarness(t, driver, func(_ *Config, h *harness) { h.idle = 300 * time.Millisecond })
 	h.fake.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeUnavailable503})
 	h.fake.Script(fakeprovider.Rule{Provider: "p2", Mode: fakeprovider.ModeHangBeforeHeaders})
 	h.r.Handle(context.Background(), adapters.Inbound{Channel: "test", SessionKey: key1, Text: "hello"})
@@ -533,7 +584,11 @@ func TestRouter_O6_LiveSwitchRestartsOnUserModel(t *testing.T) {
 // during an incident does not report it again; the first success after the
 // restart ends it, and the next outage is reported.
 func TestRouter_V4_IncidentSurvivesRestart(t *testing.T) {
-	h := newHarness(t)
+	testdb.Each(t, testRouter_V4_IncidentSurvivesRestart)
+}
+
+func testRouter_V4_IncidentSurvivesRestart(t *testing.T, driver string) {
+	h := newHarness(t, driver)
 	h.fake.Script(fakeprovider.Rule{Mode: fakeprovider.ModeModelNotFound404})
 	expect(t, h.say(key1, "hello"), "error")
 	if rep := h.admin.take(); len(rep) != 1 {
@@ -554,8 +609,10 @@ func TestRouter_V4_IncidentSurvivesRestart(t *testing.T) {
 }
 
 // Known tells channels which conversations exist (adapters.SessionLookup).
-func TestRouter_Known(t *testing.T) {
-	h := newHarness(t)
+func TestRouter_Known(t *testing.T) { testdb.Each(t, testRouter_Known) }
+
+func testRouter_Known(t *testing.T, driver string) {
+	h := newHarness(t, driver)
 	if h.r.Known(context.Background(), key1) {
 		t.Fatal("a session nobody wrote to is known")
 	}
@@ -570,7 +627,11 @@ func TestRouter_Known(t *testing.T) {
 // their next 5-minute probe), each with the cleared notice; a session on a user
 // choice is left alone.
 func TestRouter_B3_RecoverBringsFallenBackSessionsBack(t *testing.T) {
-	h := newHarness(t)
+	testdb.Each(t, testRouter_B3_RecoverBringsFallenBackSessionsBack)
+}
+
+func testRouter_B3_RecoverBringsFallenBackSessionsBack(t *testing.T, driver string) {
+	h := newHarness(t, driver)
 	h.fake.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeBilling402})
 	for _, k := range []string{key1, key2} {
 		expect(t, h.say(k, "hello"), "notice,reply")
@@ -603,6 +664,10 @@ func TestRouter_B3_RecoverBringsFallenBackSessionsBack(t *testing.T) {
 // stalls, the admin gets the all-models-unavailable report like any all-down
 // incident, and the user is told why.
 func TestRouter_R8_BreakerStopSendsTheAdminReport(t *testing.T) {
+	testdb.Each(t, testRouter_R8_BreakerStopSendsTheAdminReport)
+}
+
+func testRouter_R8_BreakerStopSendsTheAdminReport(t *testing.T, driver string) {
 	stall := func(llm.Request) error {
 		return &failover.Failure{Reason: classify.ReasonTimeout, Class: classify.ClassTransient, Idle: true, Message: "stream idle timeout"}
 	}
@@ -610,7 +675,7 @@ func TestRouter_R8_BreakerStopSendsTheAdminReport(t *testing.T) {
 	for _, p := range []string{"p1", "p2", "p3"} {
 		mem[p] = &memLLM{provider: p, fail: stall}
 	}
-	h := newHarness(t, withMem(mem))
+	h := newHarness(t, driver, withMem(mem))
 	out := h.say(key1, "hello?")
 	last := out[len(out)-1]
 	if last.Kind != adapters.KindError || !strings.Contains(last.Text, "stalling") {
@@ -625,6 +690,10 @@ func TestRouter_R8_BreakerStopSendsTheAdminReport(t *testing.T) {
 // covers B1: a call already paid for is counted even when its turn is cancelled
 // (a second SIGTERM cuts the drain short).
 func TestRouter_B1_CancelledTurnStillCountsItsPaidCall(t *testing.T) {
+	testdb.Each(t, testRouter_B1_CancelledTurnStillCountsItsPaidCall)
+}
+
+func testRouter_B1_CancelledTurnStillCountsItsPaidCall(t *testing.T, driver string) {
 	started, release := make(chan struct{}, 1), make(chan struct{})
 	block := func(llm.Request) error {
 		started <- struct{}{}
@@ -632,7 +701,7 @@ func TestRouter_B1_CancelledTurnStillCountsItsPaidCall(t *testing.T) {
 		return errors.New("connection reset")
 	}
 	mem := map[string]*memLLM{"p1": {provider: "p1", fail: block}}
-	h := newHarness(t, withMem(mem))
+	h := newHarness(t, driver, withMem(mem))
 	h.r.Handle(context.Background(), adapters.Inbound{Channel: "test", SessionKey: key1, Text: "hello"})
 	<-started
 	h.r.Close() // the drain grace ended: running turns are cancelled
@@ -643,8 +712,10 @@ func TestRouter_B1_CancelledTurnStillCountsItsPaidCall(t *testing.T) {
 // covers T5: only listed users, in listed channels, and direct messages only when
 // allowed, reach a command or a model; anyone else gets one short refusal (once
 // per conversation and hour) and causes no paid call. Admins always pass.
-func TestRouter_T5_Access(t *testing.T) {
-	h := newHarness(t, func(c *Config, _ *harness) {
+func TestRouter_T5_Access(t *testing.T) { testdb.Each(t, testRouter_T5_Access) }
+
+func testRouter_T5_Access(t *testing.T, driver string) {
+	h := newHarness(t, driver, func(c *Config, _ *harness) {
 		c.Access = Access{Users: []string{"test:friend"}, Channels: []string{"test:team"}, RefuseDirect: true}
 		c.AdminUsers = []string{"test:admin"}
 	})

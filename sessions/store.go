@@ -12,13 +12,22 @@ import (
 
 	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/failover"
+	"github.com/detourbot/detour/internal/store"
 	"github.com/detourbot/detour/notices"
 )
+
+// This file holds every SQL statement of the package. The same statements run
+// on SQLite and Postgres (M1): gorm builds them, every write goes through a
+// store.Open handle (text cleaned of NUL and invalid UTF-8), keys are unbounded
+// text, counters move with atomic increments ("n = n + ?"), ownership of an
+// override or of an incident changes with compare-and-set UPDATEs, and every
+// transaction is a store.Transaction (retried on deadlock, serialization
+// failure or SQLite busy), so replicas sharing the database lose no update (M2).
 
 // Entry is one session's durable state (O1). The override fields are owned by the
 // fallback runner when their source is "auto" and by the user when it is "user".
 type Entry struct {
-	Key string `gorm:"primaryKey;size:255"`
+	Key string `gorm:"primaryKey"`
 
 	// O1: the fields a fallback owns.
 	ProviderOverride                   string
@@ -34,6 +43,9 @@ type Entry struct {
 	CompactionCount int
 	LastProbeAt     *time.Time // last S3 probe of the origin (or when the fallback began)
 	LiveSwitch      bool       // O4: a user change is pending for the next turn
+	// LastTurnAt is when the latest turn began: written before the turn's first
+	// paid call, so a database that cannot be written stops the turn first (T7).
+	LastTurnAt *time.Time
 
 	// Notice state (N3).
 	NoticeSelected string
@@ -55,8 +67,8 @@ func (Entry) TableName() string { return "session_entries" }
 // are never stored, N4).
 type Message struct {
 	ID         uint64 `gorm:"primaryKey;autoIncrement"`
-	SessionKey string `gorm:"index;size:255;not null"`
-	Role       string `gorm:"size:16;not null"`
+	SessionKey string `gorm:"index;not null"`
+	Role       string `gorm:"not null"`
 	Content    string
 	Model      string
 	CreatedAt  time.Time
@@ -68,8 +80,8 @@ func (Message) TableName() string { return "session_messages" }
 // AttemptRow is one recorded attempt (V1).
 type AttemptRow struct {
 	ID         uint64 `gorm:"primaryKey;autoIncrement"`
-	SessionKey string `gorm:"index;size:255"`
-	Turn       string `gorm:"size:64"`
+	SessionKey string `gorm:"index"`
+	Turn       string
 	Model      string // provider/model
 	Profile    string // profile id, never a secret
 	Kind       string
@@ -126,55 +138,39 @@ type incidentRow struct {
 // TableName names the incidents table.
 func (incidentRow) TableName() string { return "incidents" }
 
-// incidentOpen reports whether an incident is open.
-func (s sessionStore) incidentOpen(ctx context.Context) (bool, error) {
-	var row incidentRow
-	err := s.db.WithContext(ctx).Where("id = 1").Limit(1).Find(&row).Error
-	return row.Open, err
-}
-
-// openIncident claims the incident; false when one is already open, so exactly
-// one caller (across replicas) sends the report.
-func (s sessionStore) openIncident(ctx context.Context, now time.Time) (bool, error) {
-	db := s.db.WithContext(ctx)
-	if err := db.Clauses(clause.OnConflict{DoNothing: true}).Create(&incidentRow{ID: 1}).Error; err != nil {
-		return false, fmt.Errorf("sessions: incident: %w", err)
-	}
-	res := db.Model(&incidentRow{}).Where("id = 1 AND open = ?", false).Updates(map[string]any{"open": true, "opened_at": now.UTC()})
-	if res.Error != nil {
-		return false, fmt.Errorf("sessions: incident: %w", res.Error)
-	}
-	return res.RowsAffected == 1, nil
-}
-
-// closeIncident ends an open incident.
-func (s sessionStore) closeIncident(ctx context.Context) error {
-	return s.db.WithContext(ctx).Model(&incidentRow{}).Where("id = 1 AND open = ?", true).Update("open", false).Error
-}
-
-// sessionStore is the router's session persistence.
+// sessionStore is the router's session persistence: every statement of the
+// package. Keys are cleaned like the stored text (store.CleanText) so a key
+// with a NUL byte or invalid UTF-8 finds its row.
 type sessionStore struct{ db *gorm.DB }
 
-func (s sessionStore) migrate() error {
-	if err := s.db.AutoMigrate(&Entry{}, &Message{}, &AttemptRow{}, &incidentRow{}); err != nil {
-		return fmt.Errorf("sessions: migrate: %w", err)
+func (s sessionStore) migrate(ctx context.Context) error {
+	if err := store.Migrate(ctx, s.db, &Entry{}, &Message{}, &AttemptRow{}, &incidentRow{}); err != nil {
+		return fmt.Errorf("sessions: %w", err)
 	}
 	return nil
 }
 
+// byKey is the WHERE of one entry.
+func byKey(key string) map[string]any { return map[string]any{"key": store.CleanText(key)} }
+
 // load returns the entry of key, creating it when absent.
 func (s sessionStore) load(ctx context.Context, key string) (*Entry, error) {
+	db := s.db.WithContext(ctx)
 	var e Entry
-	err := s.db.WithContext(ctx).Where("key = ?", key).Take(&e).Error
+	err := db.Where(byKey(key)).Take(&e).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		e = Entry{Key: key}
 		if err := s.inherit(ctx, &e); err != nil {
 			return nil, err
 		}
-		if err := s.db.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(&e).Error; err != nil {
-			return nil, fmt.Errorf("sessions: create %s: %w", key, err)
+		res := db.Clauses(clause.OnConflict{DoNothing: true}).Create(&e)
+		if res.Error != nil {
+			return nil, fmt.Errorf("sessions: create %s: %w", key, res.Error)
 		}
-		return &e, nil
+		if res.RowsAffected == 1 {
+			return &e, nil
+		}
+		err = db.Where(byKey(key)).Take(&e).Error // another replica created it
 	}
 	if err != nil {
 		return nil, fmt.Errorf("sessions: load %s: %w", key, err)
@@ -203,7 +199,7 @@ func (s sessionStore) inherit(ctx context.Context, e *Entry) error {
 		return nil
 	}
 	var p Entry
-	err := s.db.WithContext(ctx).Where("key = ?", parent).Limit(1).Find(&p).Error
+	err := s.db.WithContext(ctx).Where(byKey(parent)).Limit(1).Find(&p).Error
 	if err != nil {
 		return fmt.Errorf("sessions: load defaults %s: %w", parent, err)
 	}
@@ -217,18 +213,66 @@ func (s sessionStore) inherit(ctx context.Context, e *Entry) error {
 	return nil
 }
 
+// beginTurn records that a turn of key begins (creating the entry when absent)
+// and returns the entry as it is then, in one statement for a known session
+// (UPDATE ... RETURNING). It is the turn's durable write before any paid call:
+// a database that cannot be written fails here (T7). It also consumes a
+// pending live switch (O4): the turn takes the session's model as it is now.
+func (s sessionStore) beginTurn(ctx context.Context, key string, now time.Time) (*Entry, error) {
+	db := s.db.WithContext(ctx)
+	fields := map[string]any{"last_turn_at": now.UTC(), "live_switch": false}
+	for range 2 {
+		var e Entry
+		res := db.Model(&e).Clauses(clause.Returning{}).Where(byKey(key)).Updates(fields)
+		if res.Error != nil {
+			return nil, fmt.Errorf("sessions: begin turn %s: %w", key, res.Error)
+		}
+		if res.RowsAffected == 1 {
+			return &e, nil
+		}
+		t := now.UTC()
+		e = Entry{Key: key, LastTurnAt: &t}
+		if err := s.inherit(ctx, &e); err != nil {
+			return nil, err
+		}
+		res = db.Clauses(clause.OnConflict{DoNothing: true}).Create(&e)
+		if res.Error != nil {
+			return nil, fmt.Errorf("sessions: create %s: %w", key, res.Error)
+		}
+		if res.RowsAffected == 1 {
+			return &e, nil
+		}
+		// Another replica created it meanwhile: update that one.
+	}
+	return nil, fmt.Errorf("sessions: begin turn %s: the entry keeps vanishing", key)
+}
+
+// exists reports whether key has an entry.
+func (s sessionStore) exists(ctx context.Context, key string) (bool, error) {
+	var n int64
+	err := s.db.WithContext(ctx).Model(&Entry{}).Where(byKey(key)).Limit(1).Count(&n).Error
+	return n > 0, err
+}
+
 // history returns the stored messages of key, oldest first.
 func (s sessionStore) history(ctx context.Context, key string) ([]Message, error) {
 	var msgs []Message
-	if err := s.db.WithContext(ctx).Where("session_key = ?", key).Order("id").Find(&msgs).Error; err != nil {
+	if err := s.db.WithContext(ctx).Where(map[string]any{"session_key": store.CleanText(key)}).Order("id").Find(&msgs).Error; err != nil {
 		return nil, fmt.Errorf("sessions: history %s: %w", key, err)
 	}
 	return msgs, nil
 }
 
+// userTurns counts the user messages in key's history.
+func (s sessionStore) userTurns(ctx context.Context, key string) (int, error) {
+	var n int64
+	err := s.db.WithContext(ctx).Model(&Message{}).Where(map[string]any{"session_key": store.CleanText(key), "role": "user"}).Count(&n).Error
+	return int(n), err
+}
+
 // patch updates fields of key.
 func (s sessionStore) patch(ctx context.Context, key string, fields map[string]any) error {
-	if err := s.db.WithContext(ctx).Model(&Entry{}).Where("key = ?", key).Updates(fields).Error; err != nil {
+	if err := s.db.WithContext(ctx).Model(&Entry{}).Where(byKey(key)).Updates(fields).Error; err != nil {
 		return fmt.Errorf("sessions: update %s: %w", key, err)
 	}
 	return nil
@@ -237,7 +281,7 @@ func (s sessionStore) patch(ctx context.Context, key string, fields map[string]a
 // casPatch updates fields of key only where every column of match still holds
 // the given value; it reports whether the row matched (O2, O3).
 func (s sessionStore) casPatch(ctx context.Context, key string, match, fields map[string]any) (bool, error) {
-	q := s.db.WithContext(ctx).Model(&Entry{}).Where("key = ?", key)
+	q := s.db.WithContext(ctx).Model(&Entry{}).Where(byKey(key))
 	for col, v := range match {
 		q = q.Where(clause.Eq{Column: clause.Column{Name: col}, Value: v})
 	}
@@ -248,10 +292,15 @@ func (s sessionStore) casPatch(ctx context.Context, key string, match, fields ma
 	return res.RowsAffected > 0, nil
 }
 
+// addPaidCalls counts n more paid calls for key.
+func (s sessionStore) addPaidCalls(ctx context.Context, key string, n int) error {
+	return s.patch(ctx, key, map[string]any{"paid_calls": gorm.Expr("paid_calls + ?", n)})
+}
+
 // dropHistory deletes the messages of key with an id below before (compaction),
 // or all of them (before == 0).
-func (s sessionStore) dropHistory(ctx context.Context, tx *gorm.DB, key string, before uint64) error {
-	q := tx.WithContext(ctx).Where("session_key = ?", key)
+func dropHistory(tx *gorm.DB, key string, before uint64) error {
+	q := tx.Where(map[string]any{"session_key": store.CleanText(key)})
 	if before > 0 {
 		q = q.Where("id < ?", before)
 	}
@@ -259,6 +308,127 @@ func (s sessionStore) dropHistory(ctx context.Context, tx *gorm.DB, key string, 
 		return fmt.Errorf("sessions: drop history %s: %w", key, err)
 	}
 	return nil
+}
+
+// compact drops the history of key below message id keep (0 = all) and bumps the
+// compaction count, in one transaction.
+func (s sessionStore) compact(ctx context.Context, key string, keep uint64) error {
+	return store.Transaction(ctx, s.db, func(tx *gorm.DB) error {
+		if err := dropHistory(tx, key, keep); err != nil {
+			return err
+		}
+		return tx.Model(&Entry{}).Where(byKey(key)).Update("compaction_count", gorm.Expr("compaction_count + 1")).Error
+	})
+}
+
+// restart drops the whole history of key and applies fields, in one
+// transaction (/new, /reset).
+func (s sessionStore) restart(ctx context.Context, key string, fields map[string]any) error {
+	return store.Transaction(ctx, s.db, func(tx *gorm.DB) error {
+		if err := dropHistory(tx, key, 0); err != nil {
+			return err
+		}
+		return tx.Model(&Entry{}).Where(byKey(key)).Updates(fields).Error
+	})
+}
+
+// addAttempts stores attempt records.
+func (s sessionStore) addAttempts(ctx context.Context, rows []AttemptRow) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	return s.db.WithContext(ctx).Create(&rows).Error
+}
+
+// exchange is what a successful turn stores, in one transaction.
+type exchange struct {
+	key       string
+	messages  []Message    // the user's message and the answer
+	attempts  []AttemptRow // V1
+	fields    map[string]any
+	paidCalls int
+	tokensIn  int64
+	tokensOut int64
+	// returned: back on the origin (S3, N2): clear the auto override if it is
+	// still the fallback's.
+	returned bool
+	// pin: the profile to pin (P2) unless the user pinned one; "" = none.
+	pin          string
+	pinCompacted int
+}
+
+// storeExchange writes a successful turn: history, attempts, notice state and
+// counters, the override and profile pin changes, and the end of any open
+// incident (a success anywhere ends it for every replica, V4).
+func (s sessionStore) storeExchange(ctx context.Context, x exchange) error {
+	return store.Transaction(ctx, s.db, func(tx *gorm.DB) error {
+		msgs := append([]Message(nil), x.messages...) // Create sets IDs: a retry starts clean
+		if err := tx.Create(&msgs).Error; err != nil {
+			return err
+		}
+		if len(x.attempts) > 0 {
+			rows := append([]AttemptRow(nil), x.attempts...)
+			if err := tx.Create(&rows).Error; err != nil {
+				return err
+			}
+		}
+		upd := map[string]any{
+			"paid_calls":    gorm.Expr("paid_calls + ?", x.paidCalls),
+			"input_tokens":  gorm.Expr("input_tokens + ?", x.tokensIn),
+			"output_tokens": gorm.Expr("output_tokens + ?", x.tokensOut),
+		}
+		for k, v := range x.fields {
+			upd[k] = v
+		}
+		if err := tx.Model(&Entry{}).Where(byKey(x.key)).Updates(upd).Error; err != nil {
+			return err
+		}
+		if x.returned {
+			q := tx.Model(&Entry{}).Where(byKey(x.key)).Where(map[string]any{"model_override_source": string(failover.SourceAuto)})
+			if err := q.Updates(merge(clearedOverride(), map[string]any{"last_probe_at": nil})).Error; err != nil {
+				return err
+			}
+		}
+		if x.pin != "" {
+			q := tx.Model(&Entry{}).Where(byKey(x.key)).Where("auth_profile_override_source <> ?", string(failover.SourceUser))
+			if err := q.Updates(map[string]any{"auth_profile_override": x.pin,
+				"auth_profile_override_source": string(failover.SourceAuto), "auth_profile_override_compaction_count": x.pinCompacted}).Error; err != nil {
+				return err
+			}
+		}
+		return closeIncident(tx)
+	})
+}
+
+// incidentOpen reports whether an incident is open.
+func (s sessionStore) incidentOpen(ctx context.Context) (bool, error) {
+	var row incidentRow
+	err := s.db.WithContext(ctx).Where(map[string]any{"id": 1}).Limit(1).Find(&row).Error
+	return row.Open, err
+}
+
+// openIncident claims the incident; false when one is already open, so exactly
+// one caller (across replicas) sends the report.
+func (s sessionStore) openIncident(ctx context.Context, now time.Time) (bool, error) {
+	db := s.db.WithContext(ctx)
+	if err := db.Clauses(clause.OnConflict{DoNothing: true}).Create(&incidentRow{ID: 1}).Error; err != nil {
+		return false, fmt.Errorf("sessions: incident: %w", err)
+	}
+	res := db.Model(&incidentRow{}).Where(map[string]any{"id": 1, "open": false}).Updates(map[string]any{"open": true, "opened_at": now.UTC()})
+	if res.Error != nil {
+		return false, fmt.Errorf("sessions: incident: %w", res.Error)
+	}
+	return res.RowsAffected == 1, nil
+}
+
+// endIncident ends an open incident (/recover).
+func (s sessionStore) endIncident(ctx context.Context) error {
+	return closeIncident(s.db.WithContext(ctx))
+}
+
+// closeIncident ends an open incident (a no-op when none is open).
+func closeIncident(tx *gorm.DB) error {
+	return tx.Model(&incidentRow{}).Where(map[string]any{"id": 1, "open": true}).Update("open", false).Error
 }
 
 // clearedOverride is the patch that removes every O1 field.

@@ -8,12 +8,11 @@ import (
 	"strings"
 	"time"
 
-	"gorm.io/gorm"
-
 	"github.com/detourbot/detour/adapters"
 	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/commands"
 	"github.com/detourbot/detour/failover"
+	"github.com/detourbot/detour/internal/store"
 	"github.com/detourbot/detour/llm"
 	"github.com/detourbot/detour/notices"
 	"github.com/detourbot/detour/redact"
@@ -254,16 +253,16 @@ func (r *Router) turn(ctx context.Context, in adapters.Inbound, lv *live) {
 // turnOnce runs one turn; mayRestart allows one restart when the user switched
 // models while it ran and the engine could not jump to that model (O6).
 func (r *Router) turnOnce(ctx context.Context, in adapters.Inbound, lv *live, mayRestart bool) {
-	e, err := r.st.load(ctx, in.SessionKey)
+	now := r.clock.Now()
+	// T7: the turn writes before its first paid call, so a database that cannot
+	// be written (read-only, full disk) stops it before anything is paid for.
+	// The same statement consumes a pending user switch (O4).
+	e, err := r.st.beginTurn(ctx, in.SessionKey, now)
 	if err != nil {
-		r.log.Error("load session", "session", in.SessionKey, "err", err)
-		r.send(ctx, reply(in, adapters.KindError, "internal error: the session could not be loaded; please try again"))
+		r.log.Error("begin turn", "session", in.SessionKey, "err", err)
+		r.send(ctx, reply(in, adapters.KindError, storageFailure("the session could not be loaded", err)))
 		return
 	}
-	if e.LiveSwitch { // O4: the pending user switch is consumed by this turn
-		_ = r.st.patch(ctx, e.Key, map[string]any{"live_switch": false})
-	}
-	now := r.clock.Now()
 	ts := &turnState{in: in, entry: e, sel: r.selectionFor(e, in.Channel), cur: snapshot(e), live: lv}
 	if ts.sel.source == failover.SourceAuto && (e.LastProbeAt == nil || !now.Before(e.LastProbeAt.Add(r.cfg.ProbeInterval))) {
 		// S3: re-try the origin first with the real request; persist the probe time
@@ -273,14 +272,16 @@ func (r *Router) turnOnce(ctx context.Context, in adapters.Inbound, lv *live, ma
 		t := now.UTC()
 		e.LastProbeAt = &t
 		if err := r.st.patch(ctx, e.Key, map[string]any{"last_probe_at": t}); err != nil {
-			r.log.Warn("persist probe time", "session", e.Key, "err", err)
+			r.log.Error("persist probe time", "session", e.Key, "err", err)
+			r.send(ctx, reply(in, adapters.KindError, storageFailure("the session could not be saved", err)))
+			return
 		}
 	}
 
 	hist, err := r.st.history(ctx, e.Key)
 	if err != nil {
 		r.log.Error("load history", "session", e.Key, "err", err)
-		r.send(ctx, reply(in, adapters.KindError, "internal error: the history could not be loaded; please try again"))
+		r.send(ctx, reply(in, adapters.KindError, storageFailure("the history could not be loaded", err)))
 		return
 	}
 	system := r.systemPrompt(e.Key, in.Channel)
@@ -307,13 +308,13 @@ func (r *Router) turnOnce(ctx context.Context, in adapters.Inbound, lv *live, ma
 	if ls := (*failover.LiveSwitchError)(nil); errors.As(err, &ls) && mayRestart {
 		// O6: the user's new model is not in this chain; start the turn again
 		// on it. Nothing was stored for the abandoned run but its attempts.
-		r.recordAttempts(ctx, r.db, ts)
+		r.recordAttempts(ctx, ts)
 		r.turnOnce(ctx, in, lv, false)
 		return
 	}
 	if err != nil {
 		// A cancelled turn still paid for its calls: record them regardless.
-		r.recordAttempts(context.WithoutCancel(ctx), r.db, ts)
+		r.recordAttempts(context.WithoutCancel(ctx), ts)
 		r.fail(ctx, ts, err)
 		return
 	}
@@ -378,14 +379,11 @@ func isOverflow(err error) bool {
 // compact drops history below message id keep (0 = all) and bumps the compaction
 // count, which also releases the automatic profile pin (P2, R15).
 func (r *Router) compact(ctx context.Context, e *Entry, keep uint64) error {
-	return r.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if err := r.st.dropHistory(ctx, tx, e.Key, keep); err != nil {
-			return err
-		}
-		e.CompactionCount++
-		return tx.Model(&Entry{}).Where("key = ?", e.Key).
-			Update("compaction_count", gorm.Expr("compaction_count + 1")).Error
-	})
+	if err := r.st.compact(ctx, e.Key, keep); err != nil {
+		return err
+	}
+	e.CompactionCount++
+	return nil
 }
 
 // run makes one engine run for ts.
@@ -514,8 +512,8 @@ func (r *Router) afterFailedFallback(ctx context.Context, ts *turnState, c failo
 	ts.cur, ts.prev = prev, nil
 }
 
-// recordAttempts stores the turn's attempt records (V1).
-func (r *Router) recordAttempts(ctx context.Context, db *gorm.DB, ts *turnState) error {
+// attemptRows turns the turn's attempt records into rows (V1).
+func (r *Router) attemptRows(ts *turnState) []AttemptRow {
 	if len(ts.attempts) == 0 {
 		return nil
 	}
@@ -532,11 +530,24 @@ func (r *Router) recordAttempts(ctx context.Context, db *gorm.DB, ts *turnState)
 		}
 		rows = append(rows, row)
 	}
-	if err := db.WithContext(ctx).Create(&rows).Error; err != nil {
+	return rows
+}
+
+// recordAttempts stores the attempt records of a turn that stored no exchange.
+func (r *Router) recordAttempts(ctx context.Context, ts *turnState) {
+	if err := r.st.addAttempts(ctx, r.attemptRows(ts)); err != nil {
 		r.log.Warn("record attempts", "session", ts.entry.Key, "err", err)
-		return err
 	}
-	return nil
+}
+
+// storageFailure is the user's error when the database failed before any paid
+// call: what failed, why when the storage itself is the cause, and that
+// nothing was sent to a model (T7).
+func storageFailure(what string, err error) string {
+	if p := store.Problem(err); p != "" {
+		return "the bot cannot store this conversation: " + p + "; nothing was sent to a model. Please tell the bot's operator"
+	}
+	return "internal error: " + what + "; nothing was sent to a model; please try again"
 }
 
 func paidCalls(attempts []failover.AttemptRecord) int {
@@ -567,57 +578,45 @@ func (r *Router) succeed(ctx context.Context, ts *turnState, res failover.Result
 	text := notices.ForChange(prevNotice, next)
 	returned := answered == sel.selected && ts.cur.Source == string(failover.SourceAuto)
 
-	err := r.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		now := r.clock.Now().UTC()
-		msgs := []Message{
+	now := r.clock.Now().UTC()
+	x := exchange{
+		key: e.Key,
+		messages: []Message{
 			{SessionKey: e.Key, Role: "user", Content: ts.in.Text, CreatedAt: now},
 			{SessionKey: e.Key, Role: "assistant", Content: res.Output.Text, Model: string(answered), CreatedAt: now},
-		}
-		if err := tx.Create(&msgs).Error; err != nil {
-			return err
-		}
-		if err := r.recordAttempts(ctx, tx, ts); err != nil {
-			return err
-		}
-		upd := map[string]any{
-			"notice_selected": next.Selected, "notice_active": next.Active, "notice_reason": string(next.Reason),
-			"paid_calls":    gorm.Expr("paid_calls + ?", paidCalls(ts.attempts)),
-			"input_tokens":  gorm.Expr("input_tokens + ?", res.Output.InputTokens),
-			"output_tokens": gorm.Expr("output_tokens + ?", res.Output.OutputTokens),
-		}
-		if err := tx.Model(&Entry{}).Where("key = ?", e.Key).Updates(upd).Error; err != nil {
-			return err
-		}
-		if returned {
-			// S3 / N2: back on the origin; clear the auto override if it is still ours.
-			q := tx.Model(&Entry{}).Where("key = ? AND model_override_source = ?", e.Key, string(failover.SourceAuto))
-			if err := q.Updates(merge(clearedOverride(), map[string]any{"last_probe_at": nil})).Error; err != nil {
-				return err
-			}
-		}
-		// P2: pin the profile that served, unless the user pinned one.
-		pinned := e.AuthProfileOverride == res.Candidate.Profile && e.AuthProfileOverrideSource == string(failover.SourceAuto) &&
-			e.AuthProfileOverrideCompactionCount == e.CompactionCount && ts.prev == nil && !returned
-		if !pinned && res.Candidate.Profile != "" && e.AuthProfileOverrideSource != string(failover.SourceUser) {
-			q := tx.Model(&Entry{}).Where("key = ? AND auth_profile_override_source <> ?", e.Key, string(failover.SourceUser))
-			if err := q.Updates(map[string]any{"auth_profile_override": res.Candidate.Profile,
-				"auth_profile_override_source": string(failover.SourceAuto), "auth_profile_override_compaction_count": e.CompactionCount}).Error; err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		r.log.Error("store turn", "session", e.Key, "err", err)
-		r.answer(ctx, ts, reply(ts.in, adapters.KindError, "internal error: the answer could not be stored; please try again"))
-		return
+		},
+		attempts:  r.attemptRows(ts),
+		fields:    map[string]any{"notice_selected": next.Selected, "notice_active": next.Active, "notice_reason": string(next.Reason)},
+		paidCalls: paidCalls(ts.attempts),
+		tokensIn:  int64(res.Output.InputTokens),
+		tokensOut: int64(res.Output.OutputTokens),
+		returned:  returned,
 	}
-	r.closeIncident()
-	if text != "" && notices.Deliver(r.cfg.Notices, ts.in.Direct) {
-		r.send(ctx, reply(ts.in, adapters.KindNotice, text)) // N4: its own message, before the reply
+	// P2: pin the profile that served, unless the user pinned one.
+	pinned := e.AuthProfileOverride == res.Candidate.Profile && e.AuthProfileOverrideSource == string(failover.SourceAuto) &&
+		e.AuthProfileOverrideCompactionCount == e.CompactionCount && ts.prev == nil && !returned
+	if !pinned && res.Candidate.Profile != "" && e.AuthProfileOverrideSource != string(failover.SourceUser) {
+		x.pin, x.pinCompacted = res.Candidate.Profile, e.CompactionCount
 	}
 	out := reply(ts.in, adapters.KindReply, res.Output.Text)
 	out.Model = string(answered)
+	if err := r.st.storeExchange(ctx, x); err != nil {
+		// The answer was paid for: the user gets it, and is told it is not kept.
+		r.log.Error("store turn", "session", e.Key, "err", err)
+		r.answer(ctx, ts, out)
+		why := "the database failed"
+		if p := store.Problem(err); p != "" {
+			why = p
+		}
+		r.send(ctx, reply(ts.in, adapters.KindError, "this answer could not be stored ("+why+"): the conversation's history will miss it"))
+		return
+	}
+	r.incidentMu.Lock()
+	r.incidentOpen = false // storeExchange ended it in the database
+	r.incidentMu.Unlock()
+	if text != "" && notices.Deliver(r.cfg.Notices, ts.in.Direct) {
+		r.send(ctx, reply(ts.in, adapters.KindNotice, text)) // N4: its own message, before the reply
+	}
 	r.answer(ctx, ts, out)
 }
 
@@ -635,7 +634,7 @@ func (r *Router) fail(ctx context.Context, ts *turnState, err error) {
 	if n := paidCalls(ts.attempts); n > 0 {
 		// Counted even when the turn was cancelled (a second SIGTERM): the
 		// provider was paid either way.
-		if err := r.st.patch(context.WithoutCancel(ctx), ts.entry.Key, map[string]any{"paid_calls": gorm.Expr("paid_calls + ?", n)}); err != nil {
+		if err := r.st.addPaidCalls(context.WithoutCancel(ctx), ts.entry.Key, n); err != nil {
 			r.log.Warn("record paid calls", "session", ts.entry.Key, "err", err)
 		}
 	}
@@ -664,15 +663,11 @@ func (r *Router) fail(ctx context.Context, ts *turnState, err error) {
 	r.answer(ctx, ts, reply(ts.in, adapters.KindError, text))
 }
 
-// closeIncident ends the V4 incident after a success. The in-memory flag keeps
-// the common case (no incident) free of writes.
-func (r *Router) closeIncident() {
+// closeIncident ends the V4 incident (/recover brought a model back).
+func (r *Router) closeIncident(ctx context.Context) {
 	r.incidentMu.Lock()
 	defer r.incidentMu.Unlock()
-	if !r.incidentOpen {
-		return
-	}
-	if err := r.st.closeIncident(r.base); err != nil {
+	if err := r.st.endIncident(ctx); err != nil {
 		r.log.Warn("close incident", "err", err)
 		return
 	}

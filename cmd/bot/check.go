@@ -10,6 +10,7 @@ import (
 
 	"github.com/detourbot/detour/config"
 	"github.com/detourbot/detour/failover"
+	"github.com/detourbot/detour/internal/store"
 	"github.com/detourbot/detour/redact"
 )
 
@@ -46,7 +47,11 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
 // printConfig writes the resolved configuration. It never prints a secret.
 func printConfig(w io.Writer, src configSource, cfg *config.Config) {
 	fmt.Fprintf(w, "config %s: ok\n", src.name())
-	fmt.Fprintf(w, "storage: %s %s\n", cfg.Storage.Driver, cfg.Storage.DSN)
+	dsn := cfg.Storage.DSN
+	if cfg.Storage.Driver == store.DriverPostgres {
+		dsn = store.PostgresName(dsn) // T8: never the password
+	}
+	fmt.Fprintf(w, "storage: %s %s\n", cfg.Storage.Driver, dsn)
 
 	ch := cfg.Channels
 	var chans []string

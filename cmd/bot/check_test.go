@@ -111,3 +111,27 @@ func TestCheck_T8_CredentialsInURLsRedacted(t *testing.T) {
 		t.Fatalf("check output:\n%s", out)
 	}
 }
+
+// TestCheck_T8_PostgresPasswordHidden: bot check shows a Postgres DSN without
+// its password, in URL and keyword form.
+// covers T8, M1
+func TestCheck_T8_PostgresPasswordHidden(t *testing.T) {
+	for _, dsn := range []string{
+		"postgres://detour:pw-CANARY-1@127.0.0.1:5432/detour?sslmode=disable",
+		"host=127.0.0.1 dbname=detour user=detour password=pw-CANARY-2",
+	} {
+		path := filepath.Join(t.TempDir(), "c.yaml")
+		src := "storage: {driver: postgres, dsn: \"" + dsn + "\"}\nproviders:\n  o: {base_url: http://127.0.0.1:1/v1}\nagents: {defaults: {model: {primary: o/m}}}\n"
+		if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var stdout, stderr bytes.Buffer
+		if code := dispatch(context.Background(), []string{"check", "--config", path}, nil, &stdout, &stderr); code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr.String())
+		}
+		out := stdout.String()
+		if strings.Contains(out+stderr.String(), "CANARY") || !strings.Contains(out, "storage: postgres ") || !strings.Contains(out, "[redacted]") {
+			t.Errorf("check output for %q:\n%s", dsn, out)
+		}
+	}
+}

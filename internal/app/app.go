@@ -99,7 +99,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *System, err 
 		return nil, &ConfigError{"no channel is enabled: enable channels.console, channels.slack or channels.discord"}
 	}
 
-	if s.DB, err = store.Open(ctx, cfg.Storage.DSN, log); err != nil {
+	if s.DB, err = store.Open(ctx, cfg.Storage.Driver, cfg.Storage.DSN, log); err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
 	states, err := store.NewStateStore(s.DB)

@@ -2,232 +2,131 @@
 // profile state in it (D6: cooldowns and usage survive restarts and are shared
 // by every session and every replica that shares the database).
 //
-// SQLite is opened through gorm.io/driver/sqlite (cgo, mattn/go-sqlite3) with WAL,
-// a 5 s busy timeout, BEGIN IMMEDIATE transactions, foreign keys and
-// synchronous=NORMAL, over a single-connection pool. Transactions are kept short:
-// nothing slow ever runs while one is open.
+// Two drivers, one code path (M1): SQLite (the default, embedded; cgo through
+// mattn/go-sqlite3) and PostgreSQL (gorm.io/driver/postgres, pgx), both through
+// gorm. Everything above the connection is the same on both: the tables, the
+// statements, the text cleaning (CleanText: no NUL or invalid UTF-8 reaches a
+// column), migrations under one lock (Migrate, M4) and short transactions retried
+// on deadlocks, serialization failures and SQLite's busy (Transaction, M2).
+//
+// SQLite runs with WAL, a 5 s busy timeout, BEGIN IMMEDIATE transactions,
+// foreign keys and synchronous=NORMAL over one connection; its file and WAL/SHM
+// are created 0600 (their folder 0700), and Open refuses a file it cannot write
+// or that fails PRAGMA quick_check (T7). Nothing slow ever runs while a
+// transaction is open.
 package store
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/mattn/go-sqlite3"
-	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 )
 
-// defaultParams are the connection settings of every SQLite handle (platforms.md 4.3).
-// Each entry lists the parameter and the aliases mattn/go-sqlite3 also accepts, so
-// a DSN that already sets one of them keeps its own value.
-var defaultParams = []struct {
-	name    string
-	value   string
-	aliases []string
-}{
-	{"_journal_mode", "WAL", []string{"_journal"}},
-	{"_busy_timeout", "5000", []string{"_timeout"}},
-	{"_txlock", "immediate", nil},
-	{"_foreign_keys", "on", []string{"_fk"}},
-	{"_synchronous", "NORMAL", []string{"_sync"}},
-}
+// Driver names, as in the config's storage.driver.
+const (
+	DriverSQLite   = "sqlite"
+	DriverPostgres = "postgres"
+)
 
-// DSN turns a plain path (such as "detour.db") into the recommended SQLite DSN,
-// "file:<path>?_journal_mode=WAL&_busy_timeout=5000&_txlock=immediate&_foreign_keys=on&_synchronous=NORMAL".
-// A DSN that already starts with "file:" is kept and only gains the settings it
-// does not set itself. It also returns the database file's path ("" for an
-// in-memory database).
-func DSN(pathOrDSN string) (dsn, path string, err error) {
-	if strings.TrimSpace(pathOrDSN) == "" {
-		return "", "", errors.New("store: empty database path")
-	}
-	var base, query string
-	if strings.HasPrefix(pathOrDSN, "file:") {
-		base, query, _ = strings.Cut(pathOrDSN, "?")
-		path, err = uriPath(base, query)
-		if err != nil {
-			return "", "", err
-		}
-	} else {
-		path = pathOrDSN
-		if path == ":memory:" {
-			base, path = "file::memory:", ""
-		} else {
-			base = "file:" + escapeURIPath(path)
-		}
-	}
-	params, err := url.ParseQuery(query)
-	if err != nil {
-		return "", "", fmt.Errorf("store: bad query in database DSN for %q: %w", path, err)
-	}
-	var extra []string
-	for _, p := range defaultParams {
-		if has(params, p.name) {
-			continue
-		}
-		set := false
-		for _, a := range p.aliases {
-			set = set || has(params, a)
-		}
-		if !set {
-			extra = append(extra, p.name+"="+p.value)
-		}
-	}
-	q := query
-	if len(extra) > 0 {
-		if q != "" {
-			q += "&"
-		}
-		q += strings.Join(extra, "&")
-	}
-	dsn = base
-	if q != "" {
-		dsn += "?" + q
-	}
-	return dsn, path, nil
-}
-
-func has(v url.Values, k string) bool { _, ok := v[k]; return ok }
-
-// escapeURIPath escapes the characters that would end or corrupt the path part of
-// an SQLite "file:" URI.
-func escapeURIPath(p string) string {
-	r := strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23")
-	return r.Replace(p)
-}
-
-// uriPath returns the file path of an SQLite "file:" URI ("" for in-memory).
-func uriPath(base, query string) (string, error) {
-	p := strings.TrimPrefix(base, "file:")
-	p, _, _ = strings.Cut(p, "#")
-	if rest, ok := strings.CutPrefix(p, "//"); ok {
-		// file://authority/path: SQLite accepts only "" or "localhost" here.
-		_, after, found := strings.Cut(rest, "/")
-		if !found {
-			return "", errors.New("store: database DSN has no path")
-		}
-		p = "/" + after
-	}
-	dec, err := url.PathUnescape(p)
-	if err != nil {
-		return "", fmt.Errorf("store: bad database path in DSN: %w", err)
-	}
-	if dec == "" || dec == ":memory:" || strings.Contains("&"+query+"&", "&mode=memory&") {
-		return "", nil
-	}
-	return dec, nil
-}
-
-// Open opens (creating if needed) the SQLite database at pathOrDSN, which is a
-// plain path such as "detour.db" or a full "file:" DSN (see DSN). It creates the
-// parent directory, uses one connection, translates constraint errors
-// (gorm.ErrDuplicatedKey ...), logs through log at warn level (record-not-found is
-// silent) and migrates the store's own tables. Errors name the path, never the
-// DSN's query parameters. Close the handle with Close.
-func Open(ctx context.Context, pathOrDSN string, log *slog.Logger) (*gorm.DB, error) {
-	dsn, path, err := DSN(pathOrDSN)
-	if err != nil {
-		return nil, err
-	}
-	name := path
-	if name == "" {
-		name = ":memory:"
-	}
-	if path != "" {
-		if dir := filepath.Dir(path); dir != "." {
-			if err := os.MkdirAll(dir, 0o750); err != nil {
-				return nil, fmt.Errorf("store: create directory for database %q: %w", name, err)
-			}
-		}
-	}
+// Open opens the database of driver (DriverSQLite, the default when empty, or
+// DriverPostgres) and migrates the store's own table. For SQLite, dsn is a plain
+// path such as "detour.db" or a full "file:" DSN (see DSN); for Postgres, a
+// "postgres://" URL or a "host=... dbname=..." keyword string. Constraint errors
+// are translated (gorm.ErrDuplicatedKey ...), SQL is logged through log at warn
+// level without bound values, and every string written is cleaned (CleanText).
+// Errors name the SQLite path or the Postgres DSN with its password hidden, never
+// DSN parameters. ctx bounds the opening only. Close the handle with Close.
+func Open(ctx context.Context, driver, dsn string, log *slog.Logger) (*gorm.DB, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	sqlDB, err := sql.Open(sqlite.DriverName, dsn)
+	var (
+		db   *gorm.DB
+		name string
+		err  error
+	)
+	switch strings.ToLower(strings.TrimSpace(driver)) {
+	case "", DriverSQLite:
+		db, name, err = openSQLite(ctx, dsn, log)
+	case DriverPostgres, "postgresql":
+		db, name, err = openPostgres(ctx, dsn, log)
+	default:
+		return nil, fmt.Errorf("store: unknown database driver %q: want %s or %s", driver, DriverSQLite, DriverPostgres)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("store: open database %q: %w", name, err)
+		return nil, err
 	}
-	// One connection: SQLite has one writer anyway, and this avoids SQLITE_BUSY
-	// between connections of the same process.
-	sqlDB.SetMaxOpenConns(1)
-	sqlDB.SetMaxIdleConns(1)
-	sqlDB.SetConnMaxLifetime(0)
-	sqlDB.SetConnMaxIdleTime(0)
-	if err := pingUntilFree(ctx, sqlDB); err != nil {
-		_ = sqlDB.Close()
-		return nil, fmt.Errorf("store: open database %q: %w", name, err)
+	if err := Migrate(ctx, db, &stateRow{}); err != nil {
+		_ = Close(db)
+		return nil, fmt.Errorf("store: database %q: %w", name, explain(err))
 	}
-	db, err := gorm.Open(sqlite.New(sqlite.Config{DriverName: sqlite.DriverName, DSN: dsn, Conn: sqlDB}), &gorm.Config{
-		TranslateError: true,
-		// gorm's prepared-statement cache starts a cleanup goroutine that never
-		// exits unless the TTL is its own "no eviction" value (10 years); callers
-		// that enable PrepareStmt (sessions) would otherwise leak one per handle.
-		PrepareStmtTTL: 10 * 365 * 24 * time.Hour,
-		Logger: logger.NewSlogLogger(log, logger.Config{
-			LogLevel:                  logger.Warn,
-			SlowThreshold:             time.Second,
-			IgnoreRecordNotFoundError: true,
-			ParameterizedQueries:      true, // never log bound values
-		}),
-		NowFunc: func() time.Time { return time.Now().UTC() },
-	})
-	if err != nil {
-		_ = sqlDB.Close()
-		return nil, fmt.Errorf("store: open database %q: %w", name, err)
-	}
-	db = db.WithContext(ctx)
-	if err := Migrate(db, &stateRow{}); err != nil {
-		_ = sqlDB.Close()
-		return nil, fmt.Errorf("store: database %q: %w", name, err)
-	}
-	return db.WithContext(context.Background()), nil
+	return db, nil
 }
 
-// pingUntilFree opens the first connection. Switching a fresh file to WAL needs
-// an exclusive lock that SQLite does not wait for (the busy timeout does not
-// apply), so replicas starting together retry for a bounded time.
-func pingUntilFree(ctx context.Context, db *sql.DB) error {
-	const tries, pause = 100, 20 * time.Millisecond
-	var err error
-	for range tries {
-		if err = db.PingContext(ctx); err == nil || !IsBusy(err) {
-			return err
-		}
-		t := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
-		}
+// gormConfig is the gorm configuration of every handle.
+func gormConfig(log *slog.Logger) *gorm.Config {
+	return &gorm.Config{
+		TranslateError: true,
+		// Open pings with its own context (and SQLite with its own retries).
+		DisableAutomaticPing: true,
+		// gorm's prepared-statement cache starts a cleanup goroutine that never
+		// exits unless the TTL is its own "no eviction" value (10 years); callers
+		// that enable PrepareStmt would otherwise leak one per handle.
+		PrepareStmtTTL: 10 * 365 * 24 * time.Hour,
+		Logger: sqlLogger{Interface: logger.NewSlogLogger(log, logger.Config{
+			LogLevel:                  logger.Warn,
+			SlowThreshold:             slowSQL,
+			IgnoreRecordNotFoundError: true,
+			ParameterizedQueries:      true, // never log bound values
+		}), level: logger.Warn},
+		NowFunc: func() time.Time { return time.Now().UTC() },
+	}
+}
+
+// slowSQL is the duration past which a statement is logged at warn level.
+const slowSQL = time.Second
+
+// sqlLogger is gorm's slog logger, asked to trace a statement only when it will
+// log it: gorm's own builds the statement's text for every statement first,
+// which costs a busy bot more than the statement itself.
+type sqlLogger struct {
+	logger.Interface
+	level logger.LogLevel
+}
+
+// LogMode returns the logger at level.
+func (l sqlLogger) LogMode(level logger.LogLevel) logger.Interface {
+	return sqlLogger{Interface: l.Interface.LogMode(level), level: level}
+}
+
+// Trace logs a statement that failed, was slow, or any at info level.
+func (l sqlLogger) Trace(ctx context.Context, begin time.Time, fc func() (string, int64), err error) {
+	failed := err != nil && !errors.Is(err, gorm.ErrRecordNotFound)
+	if l.level >= logger.Info || failed && l.level >= logger.Error || l.level >= logger.Warn && time.Since(begin) > slowSQL {
+		l.Interface.Trace(ctx, begin, fc, err)
+	}
+}
+
+// finish applies what every handle shares after gorm.Open.
+func finish(db *gorm.DB) error {
+	return registerCleaner(db)
+}
+
+// explain puts Problem's plain words in front of a storage failure.
+func explain(err error) error {
+	if p := Problem(err); p != "" {
+		return fmt.Errorf("%s: %w", p, err)
 	}
 	return err
 }
 
-// Migrate creates or updates the tables of models. When another replica creates
-// the same table at the same moment, the loser retries once.
-func Migrate(db *gorm.DB, models ...any) error {
-	err := db.AutoMigrate(models...)
-	if err != nil && strings.Contains(err.Error(), "already exists") {
-		err = db.AutoMigrate(models...)
-	}
-	if err != nil {
-		return fmt.Errorf("store: migrate: %w", err)
-	}
-	return nil
-}
-
-// Close closes the database handle returned by Open. It first stops the state
-// store's LastUsed flusher and writes the values still pending (see StateStore).
+// Close closes a database handle returned by Open.
 func Close(db *gorm.DB) error {
 	if db == nil {
 		return nil
@@ -236,27 +135,41 @@ func Close(db *gorm.DB) error {
 	if err != nil {
 		return fmt.Errorf("store: close: %w", err)
 	}
-	// Stop the state store's flusher, write its pending LastUsed values and
-	// finalize its statements first.
-	ferr := releaseFastPath(sqlDB)
 	if err := sqlDB.Close(); err != nil {
-		return fmt.Errorf("store: close: %w", errors.Join(ferr, err))
-	}
-	if ferr != nil {
-		return fmt.Errorf("store: close: %w", ferr)
+		return fmt.Errorf("store: close: %w", err)
 	}
 	return nil
 }
 
-// IsBusy reports whether err is SQLite's "database is locked" / "table is locked".
-func IsBusy(err error) bool {
-	var se sqlite3.Error
-	if errors.As(err, &se) {
-		return se.Code == sqlite3.ErrBusy || se.Code == sqlite3.ErrLocked
+// migrateLock is the Postgres advisory lock key every detour process takes
+// around its migrations ("detour" in ASCII, then 1), so all of them agree.
+const migrateLock int64 = 0x646574_6f7572_01
+
+// Migrate creates or updates the tables of models, once even when several
+// processes start together on one database (M4): on Postgres under a
+// transaction-scoped advisory lock (the others wait, then find the tables made),
+// on SQLite inside one BEGIN IMMEDIATE transaction (the database's write lock).
+// A collision the lock cannot rule out (SQLite busy beyond its timeout, a table
+// created between a replica's look and its CREATE) is retried.
+func Migrate(ctx context.Context, db *gorm.DB, models ...any) error {
+	err := retry(ctx, func() error {
+		err := db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+			if tx.Dialector.Name() == DriverPostgres {
+				// Waiting here while another replica migrates is expected: not a slow query.
+				quiet := tx.Session(&gorm.Session{Logger: tx.Logger.LogMode(logger.Error)})
+				if err := quiet.Exec("SELECT pg_advisory_xact_lock(?)", migrateLock).Error; err != nil {
+					return err
+				}
+			}
+			return tx.AutoMigrate(models...)
+		})
+		if err != nil && strings.Contains(err.Error(), "already exists") {
+			return errors.Join(errConflict, err) // retryable: the next look sees it
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("store: migrate: %w", err)
 	}
-	var sp *sqlite3.Error
-	if errors.As(err, &sp) && sp != nil {
-		return sp.Code == sqlite3.ErrBusy || sp.Code == sqlite3.ErrLocked
-	}
-	return false
+	return nil
 }

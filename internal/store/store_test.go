@@ -8,19 +8,16 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 	"unicode/utf8"
 
 	"gorm.io/gorm"
-	"gorm.io/gorm/logger"
 
-	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/failover"
+	"github.com/detourbot/detour/internal/testkit/testdb"
 )
 
 const canary = "sk-CANARY-7f3a9c1e5b2d4f60"
@@ -46,13 +43,26 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 
 func openT(t testing.TB, path string) *gorm.DB {
 	t.Helper()
+	return openDriverT(t, testdb.SQLite, path)
+}
+
+// openDriverT opens dsn of driver, closed when t ends.
+func openDriverT(t testing.TB, driver, dsn string) *gorm.DB {
+	t.Helper()
 	log, _ := testLogger(t)
-	db, err := Open(context.Background(), path, log)
+	db, err := Open(context.Background(), driver, dsn, log)
 	if err != nil {
-		t.Fatalf("Open(%q): %v", path, err)
+		t.Fatalf("Open(%s): %v", driver, err)
 	}
 	t.Cleanup(func() { _ = Close(db) })
 	return db
+}
+
+// newDB opens a fresh database of driver for t and returns its DSN too.
+func newDB(t testing.TB, driver string) (*gorm.DB, string) {
+	t.Helper()
+	dsn := testdb.DSN(t, driver)
+	return openDriverT(t, driver, dsn), dsn
 }
 
 func newStoreT(t testing.TB, db *gorm.DB) *StateStore {
@@ -64,17 +74,22 @@ func newStoreT(t testing.TB, db *gorm.DB) *StateStore {
 	return s
 }
 
-// modes are the two Update paths: prepared statements (SQLite fast path) and the
-// generic gorm path (used for other databases).
-var modes = []string{"sqlite", "gorm"}
-
-func newStoreMode(t testing.TB, db *gorm.DB, mode string) *StateStore {
+func mustUpdate(t *testing.T, s *StateStore, key string, fn func(*failover.ProfileState)) failover.ProfileState {
 	t.Helper()
-	s := newStoreT(t, db)
-	if mode == "gorm" {
-		s.sqlDB = nil
+	got, err := s.Update(context.Background(), key, fn)
+	if err != nil {
+		t.Fatalf("Update(%q): %v", key, err)
 	}
-	return s
+	return got
+}
+
+func mustGet(t *testing.T, s *StateStore, key string) failover.ProfileState {
+	t.Helper()
+	got, err := s.Get(context.Background(), key)
+	if err != nil {
+		t.Fatalf("Get(%q): %v", key, err)
+	}
+	return got
 }
 
 func TestDSN(t *testing.T) {
@@ -212,7 +227,7 @@ func TestOpen_Errors(t *testing.T) {
 				t.Skip("not applicable for this user")
 			}
 			log, buf := testLogger(t)
-			db, err := Open(context.Background(), tc.in, log)
+			db, err := Open(context.Background(), DriverSQLite, tc.in, log)
 			if err == nil {
 				_ = Close(db)
 				t.Fatalf("Open(%q) succeeded, want error", tc.in)
@@ -238,346 +253,19 @@ func TestOpen_Errors(t *testing.T) {
 	}
 }
 
-func TestStateStore_GetMissing(t *testing.T) {
-	for _, mode := range modes {
-		s := newStoreMode(t, openT(t, filepath.Join(t.TempDir(), mode+".db")), mode)
-		got, err := s.Get(context.Background(), "openai:default")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if want := (failover.ProfileState{Key: "openai:default"}); got != want {
-			t.Fatalf("%s: Get missing = %+v, want %+v", mode, got, want)
-		}
-	}
-}
-
-func fullState(key string, now time.Time) failover.ProfileState {
-	return failover.ProfileState{
-		Key:            key,
-		LastUsed:       now.Add(-time.Minute),
-		LastFailure:    now,
-		ErrorCount:     3,
-		Consecutive:    2,
-		CooldownUntil:  now.Add(5*time.Minute + 123456789*time.Nanosecond),
-		CooldownReason: classify.ReasonRateLimit,
-		CooldownModel:  "openai/gpt-4o-mini",
-		DisabledUntil:  now.Add(5 * time.Hour),
-		DisabledReason: classify.ReasonBilling,
-		DisableCount:   2,
-		RecoveryAt:     now.Add(90 * time.Second),
-		LastError:      "rate_limit (HTTP 429): Rate limit reached for gpt-4o-mini",
-		LastProbe:      now.Add(-30 * time.Second),
-	}
-}
-
-// TestStateStore_D6_RestartMidCooldown: a restart in the middle of a cooldown
-// reloads the state exactly.
-// covers D6
-func TestStateStore_D6_RestartMidCooldown(t *testing.T) {
-	for _, mode := range modes {
-		t.Run(mode, func(t *testing.T) { testRestartMidCooldown(t, mode) })
-	}
-}
-
-func testRestartMidCooldown(t *testing.T, mode string) {
-	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "detour.db")
-	paris, err := time.LoadLocation("Europe/Paris")
-	if err != nil {
-		paris = time.FixedZone("CET", 3600)
-	}
-	now := time.Date(2026, 11, 29, 22, 14, 5, 987654321, paris) // non-UTC input, nanoseconds
-	states := []failover.ProfileState{
-		fullState("openai:default", now),
-		{Key: "model:openrouter/meta/llama-3", Consecutive: 1, LastFailure: now}, // mostly zero fields
-		{Key: "anthropic:work", CooldownUntil: now.Add(time.Minute), CooldownReason: classify.ReasonOverloaded},
-	}
-
-	log, _ := testLogger(t)
-	db, err := Open(ctx, path, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := newStoreMode(t, db, mode)
-	for _, st := range states {
-		got, err := s.Update(ctx, st.Key, func(p *failover.ProfileState) { *p = st })
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !reflect.DeepEqual(got, utcState(st)) {
-			t.Errorf("Update returned %+v, want %+v", got, utcState(st))
-		}
-	}
-	if err := Close(db); err != nil {
-		t.Fatal(err)
-	}
-
-	// "Restart": a new handle on the same file.
-	db2 := openT(t, path)
-	s2 := newStoreMode(t, db2, mode)
-	for _, st := range states {
-		got, err := s2.Get(ctx, st.Key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := utcState(st)
-		if !reflect.DeepEqual(got, want) {
-			t.Errorf("after restart %q:\n got %+v\nwant %+v", st.Key, got, want)
-		}
-		if got.CooldownUntil.Location() != time.UTC && !got.CooldownUntil.IsZero() {
-			t.Errorf("CooldownUntil not in UTC: %v", got.CooldownUntil.Location())
-		}
-		if !got.CooldownUntil.Equal(st.CooldownUntil) {
-			t.Errorf("CooldownUntil %v != %v", got.CooldownUntil, st.CooldownUntil)
-		}
-	}
-	// Stored as INTEGER Unix nanoseconds.
-	var raw struct {
-		Typ string
-		N   int64
-	}
-	if err := db2.Raw("SELECT typeof(cooldown_until) AS typ, cooldown_until AS n FROM profile_states WHERE key = ?", "openai:default").Scan(&raw).Error; err != nil {
-		t.Fatal(err)
-	}
-	if want := states[0].CooldownUntil.UnixNano(); raw.Typ != "integer" || raw.N != want {
-		t.Errorf("cooldown_until stored as %s %d, want integer %d", raw.Typ, raw.N, want)
-	}
-}
-
-func utcState(s failover.ProfileState) failover.ProfileState {
-	u := func(t time.Time) time.Time {
-		if t.IsZero() {
-			return time.Time{}
-		}
-		return t.UTC()
-	}
-	s.LastUsed, s.LastFailure, s.CooldownUntil = u(s.LastUsed), u(s.LastFailure), u(s.CooldownUntil)
-	s.DisabledUntil, s.RecoveryAt, s.LastProbe = u(s.DisabledUntil), u(s.RecoveryAt), u(s.LastProbe)
-	return s
-}
-
-func TestStateStore_UpdateKeepsKeyAndRejectsNil(t *testing.T) {
-	ctx := context.Background()
-	s := newStoreT(t, openT(t, filepath.Join(t.TempDir(), "d.db")))
-	got, err := s.Update(ctx, "a:1", func(p *failover.ProfileState) { p.Key = "b:2"; p.ErrorCount = 1 })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.Key != "a:1" {
-		t.Errorf("Key = %q, want a:1", got.Key)
-	}
-	if other, _ := s.Get(ctx, "b:2"); other.ErrorCount != 0 {
-		t.Errorf("fn changing Key wrote another row: %+v", other)
-	}
-	if _, err := s.Update(ctx, "a:1", nil); err == nil {
-		t.Error("Update with nil fn: want error")
-	}
-	if _, err := NewStateStore(nil); err == nil {
-		t.Error("NewStateStore(nil): want error")
-	}
-}
-
-func TestStateStore_CanceledContext(t *testing.T) {
-	for _, mode := range modes {
-		t.Run(mode, func(t *testing.T) { testCanceledContext(t, mode) })
-	}
-}
-
-func testCanceledContext(t *testing.T, mode string) {
-	s := newStoreMode(t, openT(t, filepath.Join(t.TempDir(), "d.db")), mode)
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	called := false
-	if _, err := s.Update(ctx, "k", func(p *failover.ProfileState) { called = true; p.ErrorCount = 9 }); !errors.Is(err, context.Canceled) {
-		t.Errorf("Update with canceled ctx: err = %v, want context.Canceled", err)
-	}
-	if called {
-		t.Error("fn ran under a canceled context")
-	}
-	if _, err := s.Get(ctx, "k"); !errors.Is(err, context.Canceled) {
-		t.Errorf("Get with canceled ctx: err = %v, want context.Canceled", err)
-	}
-	if got, _ := s.Get(context.Background(), "k"); got.ErrorCount != 0 {
-		t.Errorf("canceled update was stored: %+v", got)
-	}
-}
-
-// TestStateStore_NoSecretInRow: a credential that slips into LastError never
-// reaches a row, and the SQL log never carries bound values.
-func TestStateStore_NoSecretInRow(t *testing.T) {
-	for _, mode := range modes {
-		t.Run(mode, func(t *testing.T) { testNoSecretInRow(t, mode) })
-	}
-}
-
-func testNoSecretInRow(t *testing.T, mode string) {
-	ctx := context.Background()
-	dir := t.TempDir()
-	log, buf := testLogger(t)
-	db, err := Open(ctx, filepath.Join(dir, "d.db"), log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer Close(db)
-	// Log every statement.
-	db.Logger = db.Logger.LogMode(logger.Info)
-	s := newStoreMode(t, db, mode)
-	leaks := []string{
-		"invalid api key " + canary,
-		"Authorization: Bearer " + canary,
-		"GET /v1/models?key=" + canary,
-		"slack token xoxb-CANARY-123-456 rejected",
-		strings.Repeat("é", 400) + canary,
-	}
-	for i, msg := range leaks {
-		key := fmt.Sprintf("openai:p%d", i)
-		got, err := s.Update(ctx, key, func(p *failover.ProfileState) { p.LastError = msg })
-		if err != nil {
-			t.Fatal(err)
-		}
-		if strings.Contains(got.LastError, "CANARY") {
-			t.Errorf("returned LastError leaks: %q", got.LastError)
-		}
-		if len(got.LastError) > maxLastError {
-			t.Errorf("LastError not bounded: %d bytes", len(got.LastError))
-		}
-		if !utf8.ValidString(got.LastError) {
-			t.Errorf("LastError cut mid-rune")
-		}
-	}
-	var dump []string
-	if err := db.Raw("SELECT COALESCE(last_error,'') || '|' || key || '|' || COALESCE(cooldown_model,'') FROM profile_states").Scan(&dump).Error; err != nil {
-		t.Fatal(err)
-	}
-	if len(dump) != len(leaks) {
-		t.Fatalf("rows = %d, want %d", len(dump), len(leaks))
-	}
-	for _, row := range dump {
-		if strings.Contains(row, "CANARY") {
-			t.Errorf("row leaks a secret: %q", row)
-		}
-	}
-	if buf.Len() == 0 {
-		t.Fatal("info-level SQL log is empty; the check below would prove nothing")
-	}
-	if strings.Contains(buf.String(), "CANARY") {
-		t.Errorf("SQL log leaks a secret: %s", buf.String())
-	}
-}
-
-// TestStateStore_ConcurrentUpdates: 200 goroutines increment a few shared keys:
-// no lost update, no "database is locked".
-// covers D6
-func TestStateStore_ConcurrentUpdates(t *testing.T) {
-	for _, mode := range modes {
-		t.Run(mode, func(t *testing.T) { testConcurrentUpdates(t, mode) })
-	}
-}
-
-func testConcurrentUpdates(t *testing.T, mode string) {
-	ctx := context.Background()
-	s := newStoreMode(t, openT(t, filepath.Join(t.TempDir(), "d.db")), mode)
-	keys := []string{"openai:a", "openai:b", "model:openai/gpt-4o"}
-	const workers = 200
-	var wg sync.WaitGroup
-	errs := make(chan error, workers)
-	for i := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			key := keys[i%len(keys)]
-			if _, err := s.Update(ctx, key, func(p *failover.ProfileState) { p.ErrorCount++ }); err != nil {
-				errs <- err
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Errorf("Update: %v (busy=%v)", err, IsBusy(err))
-	}
-	total := 0
-	for i, k := range keys {
-		got, err := s.Get(ctx, k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := workers / len(keys)
-		if i < workers%len(keys) {
-			want++
-		}
-		if got.ErrorCount != want {
-			t.Errorf("%s ErrorCount = %d, want %d", k, got.ErrorCount, want)
-		}
-		total += got.ErrorCount
-	}
-	if total != workers {
-		t.Errorf("total = %d, want %d (lost updates)", total, workers)
-	}
-}
-
-// TestStateStore_TwoReplicas: two handles on one file (two replicas) update the
-// same key concurrently: no lost update.
-// covers D6
-func TestStateStore_TwoReplicas(t *testing.T) {
-	for _, mode := range modes {
-		t.Run(mode, func(t *testing.T) { testTwoReplicas(t, mode) })
-	}
-}
-
-func testTwoReplicas(t *testing.T, mode string) {
-	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "shared.db")
-	a := newStoreMode(t, openT(t, path), mode)
-	b := newStoreMode(t, openT(t, path), "sqlite") // replicas may run either path
-	const perReplica = 100
-	var wg sync.WaitGroup
-	errs := make(chan error, 2*perReplica)
-	for _, s := range []*StateStore{a, b} {
-		for range perReplica {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if _, err := s.Update(ctx, "openai:shared", func(p *failover.ProfileState) {
-					p.ErrorCount++
-					p.CooldownReason = classify.ReasonRateLimit
-				}); err != nil {
-					errs <- err
-				}
-			}()
-		}
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Errorf("Update: %v (busy=%v)", err, IsBusy(err))
-	}
-	for name, s := range map[string]*StateStore{"a": a, "b": b} {
-		got, err := s.Get(ctx, "openai:shared")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got.ErrorCount != 2*perReplica {
-			t.Errorf("replica %s sees ErrorCount = %d, want %d", name, got.ErrorCount, 2*perReplica)
-		}
-	}
-	// A write on one replica is visible on the other at once (no cache).
-	if _, err := a.Update(ctx, "openai:shared", func(p *failover.ProfileState) { p.CooldownModel = "openai/o3" }); err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := b.Get(ctx, "openai:shared"); got.CooldownModel != "openai/o3" {
-		t.Errorf("replica b does not see replica a's write: %+v", got)
-	}
-}
-
+// TestScrub: LastError keeps no credential (redact.Secrets), no NUL or invalid
+// UTF-8, and at most maxLastError bytes cut on a rune boundary.
+// covers P4, M1
 func TestScrub(t *testing.T) {
 	tests := []struct{ in, want string }{
 		{"", ""},
 		{"rate_limit (HTTP 429): slow down", "rate_limit (HTTP 429): slow down"},
 		{"bad key sk-proj-abcDEF123", "bad key [redacted]"},
-		{"Bearer abc.def", "[redacted]"},
-		{"url?api_key=zzz&x=1", "url?[redacted]&x=1"},
-		{"xapp-1-A-2 and xoxp-9", "[redacted] and [redacted]"},
+		{"Bearer abc.def.ghi", "Bearer [redacted]"},
+		{"url?api_key=zzzz1&x=1", "url?api_key=[redacted]&x=1"},
+		{"xapp-1-A0123-456 and xoxp-1234567", "[redacted] and [redacted]"},
+		{"nul\x00byte and \xff\xfe bad utf-8", "nul\uFFFDbyte and \uFFFD bad utf-8"},
+		{strings.Repeat("é", 400), strings.Repeat("é", maxLastError/2)},
 	}
 	for _, tc := range tests {
 		if got := scrub(tc.in); got != tc.want {
@@ -586,99 +274,54 @@ func TestScrub(t *testing.T) {
 	}
 }
 
-// BenchmarkStateStoreUpdate measures one Update (read-modify-write transaction).
-func BenchmarkStateStoreUpdate(b *testing.B) {
-	ctx := context.Background()
-	s := newStoreT(b, openT(b, filepath.Join(b.TempDir(), "bench.db")))
-	keys := []string{"openai:a", "openai:b", "anthropic:c"}
-	now := time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		k := keys[i%len(keys)]
-		i++
-		if _, err := s.Update(ctx, k, func(p *failover.ProfileState) {
-			p.ErrorCount++
-			p.LastFailure = now
-			p.CooldownUntil = now.Add(time.Minute)
-		}); err != nil {
-			b.Fatal(err)
+// TestCleanText: NUL bytes and invalid UTF-8 become U+FFFD; clean text is
+// returned as is.
+// covers M1
+func TestCleanText(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"", ""},
+		{"plain ascii", "plain ascii"},
+		{"héllo wörld ✓", "héllo wörld ✓"},
+		{"a\x00b", "a\uFFFDb"},
+		{"\x00", "\uFFFD"},
+		{"bad \xc3\x28 seq", "bad \uFFFD( seq"},
+		{"é\x00\xff", "é\uFFFD\uFFFD"},
+	}
+	for _, tc := range tests {
+		got := CleanText(tc.in)
+		if got != tc.want || !utf8.ValidString(got) || strings.ContainsRune(got, 0) {
+			t.Errorf("CleanText(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
 }
 
-// BenchmarkStateStoreGet measures one Get.
-func BenchmarkStateStoreGet(b *testing.B) {
-	ctx := context.Background()
-	s := newStoreT(b, openT(b, filepath.Join(b.TempDir(), "bench.db")))
-	if _, err := s.Update(ctx, "openai:a", func(p *failover.ProfileState) { p.ErrorCount = 1 }); err != nil {
-		b.Fatal(err)
+// TestOpen_M1_PostgresErrors: a Postgres DSN that does not parse, or a server
+// that cannot be reached, is a clear error that never shows the password; an
+// unknown driver is refused.
+// covers M1, T8
+func TestOpen_M1_PostgresErrors(t *testing.T) {
+	tests := []struct {
+		driver, dsn, want string
+	}{
+		{DriverPostgres, "", "empty postgres DSN"},
+		{DriverPostgres, "postgres://u:" + canary + "@127.0.0.1:notaport/db", "does not parse"},
+		{DriverPostgres, "postgres://u:" + canary + "@127.0.0.1:1/db?sslmode=disable&connect_timeout=5", "connect to postgres"},
+		{DriverPostgres, "host=127.0.0.1 port=1 user=u password=" + canary + " dbname=db sslmode=disable connect_timeout=5", "connect to postgres"},
+		{"mysql", "u:p@tcp(127.0.0.1)/db", "unknown database driver"},
 	}
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := s.Get(ctx, "openai:a"); err != nil {
-			b.Fatal(err)
+	for _, tc := range tests {
+		log, buf := testLogger(t)
+		db, err := Open(context.Background(), tc.driver, tc.dsn, log)
+		if err == nil {
+			_ = Close(db)
+			t.Errorf("Open(%s, %q) succeeded", tc.driver, tc.dsn)
+			continue
 		}
-	}
-}
-
-func TestStateStore_NoOpUpdateWritesNothing(t *testing.T) {
-	ctx := context.Background()
-	db := openT(t, filepath.Join(t.TempDir(), "d.db"))
-	s := newStoreT(t, db)
-	if _, err := s.Update(ctx, "k", func(p *failover.ProfileState) { p.ErrorCount = 1 }); err != nil {
-		t.Fatal(err)
-	}
-	var before int64
-	if err := db.Raw("SELECT updated_at FROM profile_states WHERE key = ?", "k").Scan(&before).Error; err != nil {
-		t.Fatal(err)
-	}
-	got, err := s.Update(ctx, "k", func(p *failover.ProfileState) {})
-	if err != nil || got.ErrorCount != 1 || got.Key != "k" {
-		t.Fatalf("no-op Update = %+v, %v", got, err)
-	}
-	var after int64
-	if err := db.Raw("SELECT updated_at FROM profile_states WHERE key = ?", "k").Scan(&after).Error; err != nil {
-		t.Fatal(err)
-	}
-	if after != before || before == 0 {
-		t.Errorf("no-op Update rewrote the row: updated_at %v -> %v", before, after)
-	}
-	// A missing key with a no-op fn creates no row.
-	if _, err := s.Update(ctx, "absent", func(p *failover.ProfileState) {}); err != nil {
-		t.Fatal(err)
-	}
-	var n int64
-	db.Raw("SELECT COUNT(*) FROM profile_states").Scan(&n)
-	if n != 1 {
-		t.Errorf("rows = %d, want 1", n)
-	}
-}
-
-// TestOpen_ConcurrentReplicasStart: replicas starting together on a fresh file
-// all open it (the table is created once, the others see it).
-// covers D6
-func TestOpen_ConcurrentReplicasStart(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "fresh.db")
-	const n = 6
-	var wg sync.WaitGroup
-	dbs := make([]*gorm.DB, n)
-	errs := make([]error, n)
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			dbs[i], errs[i] = Open(context.Background(), path, slog.New(slog.DiscardHandler))
-			if errs[i] == nil {
-				_, errs[i] = NewStateStore(dbs[i])
-			}
-		}()
-	}
-	wg.Wait()
-	for i := range n {
-		if errs[i] != nil {
-			t.Errorf("replica %d: %v", i, errs[i])
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Open(%s, %q) = %v, want %q", tc.driver, tc.dsn, err, tc.want)
 		}
-		_ = Close(dbs[i])
+		if strings.Contains(err.Error()+buf.String(), "CANARY") {
+			t.Errorf("the password leaks: %v\n%s", err, buf.String())
+		}
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/detourbot/detour/failover/failovertest"
 	"github.com/detourbot/detour/internal/app"
 	"github.com/detourbot/detour/internal/fakeprovider"
+	"github.com/detourbot/detour/internal/testkit/testdb"
 	"github.com/detourbot/detour/sessions"
 )
 
@@ -57,6 +58,9 @@ type Spec struct {
 	Secrets []string
 	// Logs collects the logs (give the adapter Logger(Logs) too); nil = a new one.
 	Logs *SyncBuffer
+	// Driver is the database driver (testdb.SQLite when empty, or
+	// testdb.Postgres); each world gets a fresh database.
+	Driver string
 }
 
 // World is one running detour.
@@ -82,7 +86,11 @@ func Start(t testing.TB, spec Spec) *World {
 	srv := httptest.NewServer(w.LLM.Handler())
 	t.Cleanup(func() { w.LLM.Close(); srv.Close() })
 
-	yaml := spec.yaml(srv.URL, t.TempDir()+"/detour.db")
+	driver := spec.Driver
+	if driver == "" {
+		driver = testdb.SQLite
+	}
+	yaml := spec.yaml(srv.URL, driver, testdb.DSN(t, driver))
 	cfg, err := config.Parse("e2e.yaml", []byte(yaml), func(name string) (string, bool) {
 		for id, v := range spec.Keys {
 			if name == envName(id) {
@@ -131,9 +139,9 @@ func Start(t testing.TB, spec Spec) *World {
 }
 
 // yaml renders the spec as a configuration file.
-func (s Spec) yaml(llmURL, db string) string {
+func (s Spec) yaml(llmURL, driver, dsn string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "storage: {driver: sqlite, dsn: %q}\n", db)
+	fmt.Fprintf(&b, "storage: {driver: %s, dsn: %q}\n", driver, dsn)
 	b.WriteString("channels: {console: {enabled: false}}\n")
 	providers := map[string]bool{}
 	for _, ref := range append([]string{s.Primary}, s.Fallbacks...) {

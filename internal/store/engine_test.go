@@ -5,16 +5,18 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"gorm.io/gorm"
+
 	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/failover"
 	"github.com/detourbot/detour/failover/failovertest"
+	"github.com/detourbot/detour/internal/testkit/testdb"
 )
 
 var t0 = time.Date(2026, 11, 29, 20, 0, 0, 0, time.UTC)
@@ -41,11 +43,11 @@ func engineReq(session string, openaiProfiles ...string) failover.Request {
 	return req
 }
 
-// newEngine returns an engine over the SQLite state store at path, with no jitter
-// and a log the test can inspect.
-func newEngine(t testing.TB, path string, clock failover.Clock) (*failover.Engine, *StateStore, *bytes.Buffer) {
+// newEngine returns an engine over the state store of the database dsn of
+// driver, with no jitter and a log the test can inspect.
+func newEngine(t testing.TB, driver, dsn string, clock failover.Clock) (*failover.Engine, *StateStore, *bytes.Buffer) {
 	t.Helper()
-	st := newStoreT(t, openT(t, path))
+	st := newStoreT(t, openDriverT(t, driver, dsn))
 	log, buf := testLogger(t)
 	return &failover.Engine{
 		Store:  st,
@@ -66,8 +68,12 @@ func rateLimited(a failover.Attempt, recovery time.Time) *failover.Failure {
 // cooldown; after a restart (database closed and reopened, a new Engine with
 // empty in-process caches) the next run probes or skips that profile exactly as
 // the reloaded state says.
-// covers D6
+// covers D6, M1
 func TestEngine_D6_RestartKeepsCooldown(t *testing.T) {
+	testdb.Each(t, testRestartKeepsCooldown)
+}
+
+func testRestartKeepsCooldown(t *testing.T, driver string) {
 	tests := []struct {
 		name      string
 		recovery  time.Time     // provider-stated reset of the first failure (C11, D5)
@@ -84,11 +90,11 @@ func TestEngine_D6_RestartKeepsCooldown(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			path := filepath.Join(t.TempDir(), "detour.db")
+			path := testdb.DSN(t, driver)
 
 			// Run 1: openai rate-limited, anthropic answers.
 			clock := failovertest.NewClock(t0)
-			eng, _, _ := newEngine(t, path, clock)
+			eng, _, _ := newEngine(t, driver, path, clock)
 			res, err := eng.Run(ctx, engineReq("s1", "openai:default"), func(ctx context.Context, a failover.Attempt) (failover.Output, error) {
 				if a.Candidate.Provider == "openai" {
 					return failover.Output{}, rateLimited(a, tc.recovery)
@@ -104,7 +110,7 @@ func TestEngine_D6_RestartKeepsCooldown(t *testing.T) {
 
 			// Restart: a new handle and a new Engine, later.
 			clock2 := failovertest.NewClock(t0.Add(tc.after))
-			eng2, st2, _ := newEngine(t, path, clock2)
+			eng2, st2, _ := newEngine(t, driver, path, clock2)
 			ps, err := st2.Get(ctx, "openai:default")
 			if err != nil {
 				t.Fatal(err)
@@ -142,7 +148,7 @@ func TestEngine_D6_RestartKeepsCooldown(t *testing.T) {
 
 			// After the window, a third process uses the primary normally again.
 			clock3 := failovertest.NewClock(tc.wantUntil.Add(time.Second))
-			eng3, st3, _ := newEngine(t, path, clock3)
+			eng3, st3, _ := newEngine(t, driver, path, clock3)
 			kinds = nil
 			res, err = eng3.Run(ctx, engineReq("s3", "openai:default"), func(ctx context.Context, a failover.Attempt) (failover.Output, error) {
 				kinds = append(kinds, a.Kind)
@@ -162,17 +168,20 @@ func TestEngine_D6_RestartKeepsCooldown(t *testing.T) {
 	}
 }
 
-// TestEngine_D6_ConcurrentRunsSQLite: 200 concurrent runs share two openai
-// profiles and one anthropic profile over the SQLite store: every run ends with
+// TestEngine_D6_ConcurrentRuns: 200 concurrent runs share two openai
+// profiles and one anthropic profile over the state store: every run ends with
 // the fallback's answer, no store error ("database is locked") is logged, and
 // every failure the attempts returned is counted in the store (no lost update):
 // each profile's ErrorCount and the model's consecutive count.
-// covers D6
-func TestEngine_D6_ConcurrentRunsSQLite(t *testing.T) {
+// covers D6, M2
+func TestEngine_D6_ConcurrentRuns(t *testing.T) {
+	testdb.Each(t, testConcurrentRuns)
+}
+
+func testConcurrentRuns(t *testing.T, driver string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	path := filepath.Join(t.TempDir(), "detour.db")
-	eng, st, logs := newEngine(t, path, failovertest.NewClock(t0))
+	eng, st, logs := newEngine(t, driver, testdb.DSN(t, driver), failovertest.NewClock(t0))
 	// A zero-length cooldown on a frozen clock never blocks, so every run makes
 	// the same two openai attempts (one per profile) and every failure is a
 	// read-modify-write of a shared row.
@@ -290,20 +299,34 @@ func benchRun(b *testing.B, store failover.StateStore, step time.Duration, ladde
 // BenchmarkRunSQLite: engine overhead per attempt over the SQLite state store.
 // Runs are 10 minutes apart (the default ladder's 5 min cap is over), so the
 // fallback profile's stored LastUsed is always older than the engine's lazy
-// LastUsed window and every success moves it: 2 GetMany, 1 UpdateMany (the
-// primary's profile + model key, plus the previous run's deferred LastUsed), 1
-// LastUsed-only Update written behind (no transaction) per run.
+// LastUsed window and every success moves it: per run 2 GetMany, 1 UpdateMany
+// (the primary's profile + model key) and 1 Update of the fallback's LastUsed,
+// each changing Update a read then a write transaction.
 func BenchmarkRunSQLite(b *testing.B) {
-	benchRun(b, newStoreT(b, openT(b, filepath.Join(b.TempDir(), "bench.db"))), 10*time.Minute, nil)
+	db, _ := newDB(b, testdb.SQLite)
+	benchRun(b, newStoreT(b, db), 10*time.Minute, nil)
 }
 
 // BenchmarkRunSQLiteBusy: the same run on a busy bot, runs 2 s apart. A 1 s
 // cooldown ladder keeps the rate-limited primary attempted on every run (with
 // the default ladder a busy bot would skip it). The fallback's clean profile was
-// used 2 s before, so its success is a no-op for the store (lazy LastUsed):
-// 2 GetMany, 1 UpdateMany, 1 no-op Update per run.
+// used 2 s before, so its success changes nothing (lazy LastUsed): 2 GetMany,
+// 1 UpdateMany, 1 no-op Update (one read, no transaction) per run.
 func BenchmarkRunSQLiteBusy(b *testing.B) {
-	benchRun(b, newStoreT(b, openT(b, filepath.Join(b.TempDir(), "bench.db"))), 2*time.Second, []time.Duration{time.Second})
+	db, _ := newDB(b, testdb.SQLite)
+	benchRun(b, newStoreT(b, db), 2*time.Second, []time.Duration{time.Second})
+}
+
+// BenchmarkRunPostgres and BenchmarkRunPostgresBusy are the same runs on
+// Postgres (skipped without DETOUR_TEST_POSTGRES_DSN).
+func BenchmarkRunPostgres(b *testing.B) {
+	db, _ := newDB(b, testdb.Postgres)
+	benchRun(b, newStoreT(b, db), 10*time.Minute, nil)
+}
+
+func BenchmarkRunPostgresBusy(b *testing.B) {
+	db, _ := newDB(b, testdb.Postgres)
+	benchRun(b, newStoreT(b, db), 2*time.Second, []time.Duration{time.Second})
 }
 
 // BenchmarkRunMemStore is the same run over failover.MemStore, to separate the
@@ -312,34 +335,45 @@ func BenchmarkRunMemStore(b *testing.B) {
 	benchRun(b, failover.NewMemStore(), 10*time.Minute, nil)
 }
 
-// TestEngine_StoreWorkPerRun pins the SQLite work of a steady fallback run (the
+// writeCounter counts the rows db's INSERT and UPDATE statements change.
+func writeCounter(t testing.TB, db *gorm.DB) *atomic.Int64 {
+	t.Helper()
+	var n atomic.Int64
+	count := func(tx *gorm.DB) { n.Add(tx.Statement.RowsAffected) }
+	if err := db.Callback().Create().After("gorm:create").Register("test:count_writes", count); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Callback().Update().After("gorm:update").Register("test:count_writes", count); err != nil {
+		t.Fatal(err)
+	}
+	return &n
+}
+
+// TestEngine_StoreWorkPerRun pins the store work of a steady fallback run (the
 // primary fails rate_limit, the fallback answers): the primary's profile and
-// model failure (D1, R7) are ONE write transaction (UpdateMany), and a success on
-// the fallback's clean profile used 2 s before is a no-op (lazy LastUsed: no lock,
-// no write). Runs 10 minutes apart move the fallback's LastUsed again, written
-// behind (no lock of its own): the next run's transaction carries it.
+// model failure (D1, R7) are written together (one UpdateMany), and a success
+// on the fallback's clean profile used 2 s before writes nothing (lazy
+// LastUsed); runs 10 minutes apart also write the fallback's LastUsed.
 // covers D1, R7, P1
 func TestEngine_StoreWorkPerRun(t *testing.T) {
 	tests := []struct {
-		name                    string
-		step                    time.Duration
-		ladder                  []time.Duration
-		locks, writes, deferred int // per run; writes excludes flushed LastUsed values
-		wantFallbackLastUsedAt  func(now time.Time, first time.Time) time.Time
+		name                   string
+		step                   time.Duration
+		ladder                 []time.Duration
+		writes                 int64 // rows written per run
+		wantFallbackLastUsedAt func(now time.Time, first time.Time) time.Time
 	}{
-		{name: "busy: runs 2 s apart", step: 2 * time.Second, ladder: []time.Duration{time.Second},
-			locks: 1, writes: 2, deferred: 0,
+		{name: "busy: runs 2 s apart", step: 2 * time.Second, ladder: []time.Duration{time.Second}, writes: 2,
 			wantFallbackLastUsedAt: func(_, first time.Time) time.Time { return first }},
-		{name: "idle: runs 10 min apart", step: 10 * time.Minute,
-			locks: 1, writes: 2, deferred: 1,
+		{name: "idle: runs 10 min apart", step: 10 * time.Minute, writes: 3,
 			wantFallbackLastUsedAt: func(now, _ time.Time) time.Time { return now }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			clock := failovertest.NewClock(t0)
-			eng, st, logs := newEngine(t, filepath.Join(t.TempDir(), "detour.db"), clock)
-			setFlushEvery(st, time.Hour) // only the runs' transactions flush: exact counts
+			eng, st, logs := newEngine(t, testdb.SQLite, testdb.DSN(t, testdb.SQLite), clock)
+			writes := writeCounter(t, st.db)
 			if tc.ladder != nil {
 				eng.Policy.CooldownLadder = tc.ladder
 			}
@@ -361,24 +395,17 @@ func TestEngine_StoreWorkPerRun(t *testing.T) {
 			first := clock.Now()
 			for range 2 {
 				clock.Advance(tc.step)
-				_, w0, l0, _ := counters(st)
-				d0, f0, _ := writeBehind(st)
+				w0 := writes.Load()
 				run()
-				_, w, l, _ := counters(st)
-				d, f, _ := writeBehind(st)
-				if l-l0 != tc.locks || w-w0-(f-f0) != tc.writes || d-d0 != tc.deferred {
-					t.Errorf("one run: %d write transactions, %d rows written, %d LastUsed deferred; want %d, %d, %d",
-						l-l0, w-w0-(f-f0), d-d0, tc.locks, tc.writes, tc.deferred)
+				if w := writes.Load() - w0; w != tc.writes {
+					t.Errorf("one run wrote %d rows, want %d", w, tc.writes)
 				}
 			}
-			ps, err := st.Get(ctx, "anthropic:default")
-			if err != nil {
-				t.Fatal(err)
-			}
+			ps := mustGet(t, st, "anthropic:default")
 			if want := tc.wantFallbackLastUsedAt(clock.Now(), first); !ps.LastUsed.Equal(want) {
 				t.Errorf("stored fallback LastUsed = %v, want %v", ps.LastUsed, want)
 			}
-			if ms, _ := st.Get(ctx, failover.ModelKey(primaryRef)); ms.Consecutive != 3 {
+			if ms := mustGet(t, st, failover.ModelKey(primaryRef)); ms.Consecutive != 3 {
 				t.Errorf("primary model Consecutive = %d, want 3 (one per run)", ms.Consecutive)
 			}
 			if s := logs.String(); strings.Contains(s, "store error") {

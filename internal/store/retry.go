@@ -1,0 +1,147 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/mattn/go-sqlite3"
+	"gorm.io/gorm"
+)
+
+// retryTries bounds how often Transaction runs fn. Waits grow from about 10 ms
+// to at most 400 ms with full jitter, so two transactions that collided do not
+// collide again in step.
+const (
+	retryTries   = 8
+	retryBase    = 10 * time.Millisecond
+	retryMaxWait = 400 * time.Millisecond
+)
+
+// errConflict marks a collision with another process that running again
+// resolves (M2, M4): a row another process created while this transaction meant
+// to create it (the retry finds and locks it), or a table created between a
+// replica's look and its CREATE.
+var errConflict = errors.New("store: concurrent change, retried")
+
+// Transaction runs fn in one transaction of db and retries it, a bounded number
+// of times with a jittered pause, when the database says it may succeed if run
+// again: a deadlock (Postgres 40P01), a serialization failure (40001), SQLite's
+// busy or locked, or a row another process created meanwhile (M2). fn may
+// therefore run more than once: it must only touch the database through tx and
+// keep no other effect until it returns nil. A transaction that keeps failing
+// returns the last error.
+func Transaction(ctx context.Context, db *gorm.DB, fn func(tx *gorm.DB) error) error {
+	return retry(ctx, func() error { return db.WithContext(ctx).Transaction(fn) })
+}
+
+// retry runs op until it succeeds, fails with an error IsRetryable does not
+// accept, ctx ends, or retryTries runs were made; between runs it waits a
+// jittered, growing pause. It returns op's last error (joined with ctx's when
+// ctx ended during a pause).
+func retry(ctx context.Context, op func() error) error {
+	var err error
+	for try := 0; ; try++ {
+		if cerr := ctx.Err(); cerr != nil {
+			if err == nil {
+				return cerr
+			}
+			return errors.Join(err, cerr)
+		}
+		if err = op(); err == nil || !IsRetryable(err) || try == retryTries-1 {
+			return err
+		}
+		if !sleep(ctx, backoff(try)) {
+			return errors.Join(err, ctx.Err())
+		}
+	}
+}
+
+// backoff is the pause before run try+2: full jitter over an exponential ceiling.
+func backoff(try int) time.Duration {
+	ceiling := min(retryBase<<try, retryMaxWait)
+	return ceiling/2 + rand.N(ceiling/2+1)
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// IsRetryable reports whether err is a failure that running the same
+// transaction again may cure (see Transaction).
+func IsRetryable(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, errConflict) || IsBusy(err) {
+		return true
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code == "40P01" || pe.Code == "40001"
+	}
+	return false
+}
+
+// IsBusy reports whether err is SQLite's "database is locked" or "table is locked".
+func IsBusy(err error) bool {
+	var se sqlite3.Error
+	if errors.As(err, &se) {
+		return se.Code == sqlite3.ErrBusy || se.Code == sqlite3.ErrLocked
+	}
+	var sp *sqlite3.Error
+	if errors.As(err, &sp) && sp != nil {
+		return sp.Code == sqlite3.ErrBusy || sp.Code == sqlite3.ErrLocked
+	}
+	return false
+}
+
+const problemDamaged = "the database file is damaged"
+
+// Problem says in a few words why a write to the database failed when the cause
+// is the storage itself and retrying will not help until someone fixes it
+// ("the database is read-only", "the disk holding the database is full", "the
+// database file is damaged"); "" for any other error. Callers show it to users
+// and operators instead of a raw driver error (T7).
+func Problem(err error) string {
+	if err == nil {
+		return ""
+	}
+	var se sqlite3.Error
+	if errors.As(err, &se) {
+		switch se.Code {
+		case sqlite3.ErrReadonly, sqlite3.ErrPerm:
+			return "the database is read-only"
+		case sqlite3.ErrFull:
+			return "the disk holding the database is full"
+		case sqlite3.ErrCorrupt, sqlite3.ErrNotADB:
+			return problemDamaged
+		case sqlite3.ErrIoErr, sqlite3.ErrCantOpen:
+			return "the database file cannot be written (input/output error)"
+		}
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case pe.Code == "25006":
+			return "the database is read-only"
+		case pe.Code == "53100":
+			return "the disk holding the database is full"
+		case pe.Code == "53200" || pe.Code == "53300":
+			return "the database server is out of memory or connections"
+		case strings.HasPrefix(pe.Code, "58") || pe.Code == "XX001" || pe.Code == "XX002":
+			return "the database server reports damaged storage"
+		}
+	}
+	return ""
+}

@@ -1,0 +1,235 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"gorm.io/driver/sqlite"
+	"gorm.io/gorm"
+)
+
+// defaultParams are the connection settings of every SQLite handle (platforms.md 4.3).
+// Each entry lists the parameter and the aliases mattn/go-sqlite3 also accepts, so
+// a DSN that already sets one of them keeps its own value.
+var defaultParams = []struct {
+	name    string
+	value   string
+	aliases []string
+}{
+	{"_journal_mode", "WAL", []string{"_journal"}},
+	{"_busy_timeout", "5000", []string{"_timeout"}},
+	{"_txlock", "immediate", nil},
+	{"_foreign_keys", "on", []string{"_fk"}},
+	{"_synchronous", "NORMAL", []string{"_sync"}},
+}
+
+// DSN turns a plain path (such as "detour.db") into the recommended SQLite DSN,
+// "file:<path>?_journal_mode=WAL&_busy_timeout=5000&_txlock=immediate&_foreign_keys=on&_synchronous=NORMAL".
+// A DSN that already starts with "file:" is kept and only gains the settings it
+// does not set itself. It also returns the database file's path ("" for an
+// in-memory database).
+func DSN(pathOrDSN string) (dsn, path string, err error) {
+	if strings.TrimSpace(pathOrDSN) == "" {
+		return "", "", errors.New("store: empty database path")
+	}
+	var base, query string
+	if strings.HasPrefix(pathOrDSN, "file:") {
+		base, query, _ = strings.Cut(pathOrDSN, "?")
+		path, err = uriPath(base, query)
+		if err != nil {
+			return "", "", err
+		}
+	} else {
+		path = pathOrDSN
+		if path == ":memory:" {
+			base, path = "file::memory:", ""
+		} else {
+			base = "file:" + escapeURIPath(path)
+		}
+	}
+	params, err := url.ParseQuery(query)
+	if err != nil {
+		return "", "", fmt.Errorf("store: bad query in database DSN for %q: %w", path, err)
+	}
+	var extra []string
+	for _, p := range defaultParams {
+		if has(params, p.name) {
+			continue
+		}
+		set := false
+		for _, a := range p.aliases {
+			set = set || has(params, a)
+		}
+		if !set {
+			extra = append(extra, p.name+"="+p.value)
+		}
+	}
+	q := query
+	if len(extra) > 0 {
+		if q != "" {
+			q += "&"
+		}
+		q += strings.Join(extra, "&")
+	}
+	dsn = base
+	if q != "" {
+		dsn += "?" + q
+	}
+	return dsn, path, nil
+}
+
+func has(v url.Values, k string) bool { _, ok := v[k]; return ok }
+
+// escapeURIPath escapes the characters that would end or corrupt the path part of
+// an SQLite "file:" URI.
+func escapeURIPath(p string) string {
+	r := strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23")
+	return r.Replace(p)
+}
+
+// uriPath returns the file path of an SQLite "file:" URI ("" for in-memory).
+func uriPath(base, query string) (string, error) {
+	p := strings.TrimPrefix(base, "file:")
+	p, _, _ = strings.Cut(p, "#")
+	if rest, ok := strings.CutPrefix(p, "//"); ok {
+		// file://authority/path: SQLite accepts only "" or "localhost" here.
+		_, after, found := strings.Cut(rest, "/")
+		if !found {
+			return "", errors.New("store: database DSN has no path")
+		}
+		p = "/" + after
+	}
+	dec, err := url.PathUnescape(p)
+	if err != nil {
+		return "", fmt.Errorf("store: bad database path in DSN: %w", err)
+	}
+	if dec == "" || dec == ":memory:" || strings.Contains("&"+query+"&", "&mode=memory&") {
+		return "", nil
+	}
+	return dec, nil
+}
+
+// openSQLite opens the SQLite database at pathOrDSN. It returns the name errors
+// use for it (the path, or ":memory:").
+func openSQLite(ctx context.Context, pathOrDSN string, log *slog.Logger) (*gorm.DB, string, error) {
+	dsn, path, err := DSN(pathOrDSN)
+	if err != nil {
+		return nil, "", err
+	}
+	name := path
+	if name == "" {
+		name = ":memory:"
+	}
+	if path != "" {
+		if err := prepareFile(path); err != nil {
+			return nil, name, fmt.Errorf("store: database %q: %w", name, err)
+		}
+	}
+	sqlDB, err := sql.Open(sqlite.DriverName, dsn)
+	if err != nil {
+		return nil, name, fmt.Errorf("store: open database %q: %w", name, err)
+	}
+	// One connection: SQLite has one writer anyway, and this avoids SQLITE_BUSY
+	// between connections of the same process.
+	sqlDB.SetMaxOpenConns(1)
+	sqlDB.SetMaxIdleConns(1)
+	sqlDB.SetConnMaxLifetime(0)
+	sqlDB.SetConnMaxIdleTime(0)
+	if err := pingUntilFree(ctx, sqlDB); err != nil {
+		_ = sqlDB.Close()
+		if Problem(err) == problemDamaged {
+			return nil, name, damagedError(name, err)
+		}
+		return nil, name, fmt.Errorf("store: open database %q: %w", name, explain(err))
+	}
+	db, err := gorm.Open(sqlite.New(sqlite.Config{DriverName: sqlite.DriverName, DSN: dsn, Conn: sqlDB}), gormConfig(log))
+	if err == nil {
+		err = finish(db)
+	}
+	if err != nil {
+		_ = sqlDB.Close()
+		return nil, name, fmt.Errorf("store: open database %q: %w", name, err)
+	}
+	if err := quickCheck(ctx, db); err != nil {
+		_ = sqlDB.Close()
+		return nil, name, damagedError(name, err)
+	}
+	return db, name, nil
+}
+
+// prepareFile makes the database's folder (0700) and file (0600) when they do
+// not exist, so SQLite, which gives the WAL and SHM files the database file's
+// mode, never creates a world-readable file (T7). An existing folder or file
+// keeps its mode. It refuses a database, WAL or SHM file, or a folder, that this
+// process cannot write: SQLite would open such a file read-only (every write
+// then fails), and a read-only shared-memory file is mapped into the process,
+// where a fault is fatal (T7: a clear error, never a crash).
+func prepareFile(path string) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create directory: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	switch {
+	case err == nil:
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("create file: %w", err)
+		}
+	case errors.Is(err, fs.ErrExist):
+		// Another replica made it, or it was there: keep its mode.
+	default:
+		return fmt.Errorf("create file: %w", err)
+	}
+	for _, p := range []string{path, path + "-wal", path + "-shm", dir} {
+		if err := writable(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("the database is read-only (%s: %w): make it and its folder writable by the bot's user", filepath.Base(p), err)
+		}
+	}
+	return nil
+}
+
+// damagedError is the start-up error of a database file that is not sound (T7).
+func damagedError(name string, err error) error {
+	return fmt.Errorf("store: database %q is damaged (integrity check: %w): restore it from a backup, or move it away to start with an empty one", name, err)
+}
+
+// quickCheck runs SQLite's quick integrity check and returns its first complaints.
+func quickCheck(ctx context.Context, db *gorm.DB) error {
+	var rows []string
+	if err := db.WithContext(ctx).Raw("PRAGMA quick_check(3)").Scan(&rows).Error; err != nil {
+		return explain(err)
+	}
+	if len(rows) == 1 && rows[0] == "ok" {
+		return nil
+	}
+	if len(rows) == 0 {
+		return errors.New("no result")
+	}
+	return errors.New(strings.Join(rows, "; "))
+}
+
+// pingUntilFree opens the first connection. Switching a fresh file to WAL needs
+// an exclusive lock that SQLite does not wait for (the busy timeout does not
+// apply), so replicas starting together retry for a bounded time.
+func pingUntilFree(ctx context.Context, db *sql.DB) error {
+	const tries, pause = 100, 20 * time.Millisecond
+	var err error
+	for range tries {
+		if err = db.PingContext(ctx); err == nil || !IsBusy(err) {
+			return err
+		}
+		if !sleep(ctx, pause) {
+			return ctx.Err()
+		}
+	}
+	return err
+}
