@@ -288,12 +288,16 @@ type Model struct {
 	USDPerMTokOut float64
 }
 
-// Limits are process-wide limits (B2) and caps on what a provider may send (T1).
+// Limits are process-wide limits (B2), caps on what a provider may send (T1) and
+// each user's daily allowance (T6).
 type Limits struct {
 	MaxPaidAttemptsPerMinute int // 120
 	MaxMessageBytes          int // 65536
 	MaxResponseBytes         int // 8388608: one provider response body, streams included (T1)
 	MaxAnswerBytes           int // 1048576: one answer's text (T1)
+	// Each user's daily allowance (T6), per UTC day; 0 = off.
+	PerUserDailyPaidCalls int
+	PerUserDailyUSD       float64
 }
 
 // Notices says who gets fallback notices (B4).

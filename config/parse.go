@@ -475,6 +475,8 @@ func (d *decoder) root(n *yaml.Node) {
 				"max_message_bytes":            d.integer(&c.Limits.MaxMessageBytes, 1),
 				"max_response_bytes":           d.integer(&c.Limits.MaxResponseBytes, minResponseBytes),
 				"max_answer_bytes":             d.integer(&c.Limits.MaxAnswerBytes, minAnswerBytes),
+				"per_user_daily_paid_calls":    d.integer(&c.Limits.PerUserDailyPaidCalls, 0),
+				"per_user_daily_usd":           d.number(&c.Limits.PerUserDailyUSD, 0, 1e9),
 			})
 		},
 		"notices": func(v *yaml.Node, key string) {

@@ -132,6 +132,11 @@ type Hooks struct {
 	AfterFailedFallback func(ctx context.Context, c Candidate, f Failure)
 	// OnAttempt observes every finished attempt record (V1).
 	OnAttempt func(AttemptRecord)
+	// BeforeCall runs before every paid call, after the turn budget (B1) and the
+	// process guard (B2) allowed it: the caller's own budget (T6, a user's daily
+	// allowance). An error stops the run with a *SummaryError whose Stop is that
+	// error (wrap ErrUserBudget).
+	BeforeCall func(ctx context.Context, c Candidate) error
 	// OnWait is told before the run sleeps through a provider's stated wait
 	// because nothing else is usable (R6), so the user can see why (L1).
 	OnWait func(c Candidate, wait time.Duration, cause Failure)
@@ -172,6 +177,7 @@ type AttemptRecord struct {
 	Skipped   classify.Reason // non-empty when the candidate was skipped without a call
 	Started   time.Time
 	Duration  time.Duration
+	CostUSD   float64 // estimated from the model's prices; 0 without prices
 }
 
 // Result is a successful run.

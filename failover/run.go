@@ -17,6 +17,7 @@ var (
 	ErrPaidCallGuard  = errors.New("process-wide paid-call limit reached") // B2
 	ErrIterationCap   = errors.New("iteration cap reached")                // R9
 	ErrRunTimeout     = errors.New("run timeout")                          // R10
+	ErrUserBudget     = errors.New("daily budget reached")                 // T6: what Hooks.BeforeCall errors wrap
 )
 
 // Run walks req.Chain, calling attempt for each paid call the policy allows, and
@@ -180,6 +181,12 @@ func (r *runner) walk(i int, pl *plan) (Result, error, bool) {
 			res, err := r.summary(ErrPaidCallGuard)
 			return res, err, true
 		}
+		if h := r.req.Hooks.BeforeCall; h != nil {
+			if err := h(r.ctx, cand); err != nil { // T6: the user's daily budget
+				res, err := r.summary(err)
+				return res, err, true
+			}
+		}
 		if i > 0 && !r.hookStart {
 			r.hookStart = true
 			if h := r.req.Hooks.BeforeFallback; h != nil {
@@ -204,8 +211,10 @@ func (r *runner) walk(i int, pl *plan) (Result, error, bool) {
 		attemptTimedOut := errors.Is(context.Cause(actx), classify.ErrAttemptTimeout)
 		cancel()
 		end := r.now()
+		cost := 0.0
 		if pr, ok := r.req.Prices[pl.ref]; ok {
-			r.cost += (float64(out.InputTokens)*pr.InPerMTok + float64(out.OutputTokens)*pr.OutPerMTok) / 1e6
+			cost = (float64(out.InputTokens)*pr.InPerMTok + float64(out.OutputTokens)*pr.OutPerMTok) / 1e6
+			r.cost += cost
 		}
 		if ls := (*LiveSwitchError)(nil); errors.As(err, &ls) {
 			// O6: the user switched models while the attempt ran. A later candidate
@@ -236,7 +245,7 @@ func (r *runner) walk(i int, pl *plan) (Result, error, bool) {
 		if out.Progress {
 			r.breaker = 0 // R8: completed progress resets
 		}
-		rec := AttemptRecord{Candidate: cand, Kind: kind, Failure: f, Started: started, Duration: end.Sub(started)}
+		rec := AttemptRecord{Candidate: cand, Kind: kind, Failure: f, Started: started, Duration: end.Sub(started), CostUSD: cost}
 		r.record(rec)
 		if f == nil {
 			pending = false

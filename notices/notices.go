@@ -164,6 +164,8 @@ func UserFailure(s *failover.SummaryError, now time.Time) string {
 		stop = "stopped: the answer took too long"
 	case errors.Is(s.Stop, failover.ErrIterationCap):
 		stop = "stopped: too many attempts"
+	case errors.Is(s.Stop, failover.ErrUserBudget):
+		return redact.Preview(s.Stop.Error(), 300) // says when the allowance comes back
 	case s.Stop != nil:
 		stop = "stopped: " + redact.Preview(s.Stop.Error(), 200)
 	}

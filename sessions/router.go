@@ -52,7 +52,7 @@ type ModelInfo struct {
 	Price         failover.Price
 }
 
-// Config is everything the router needs, mapped from config.Config by cmd/bot.
+// Config is everything the router needs, mapped from config.Config by internal/app.
 type Config struct {
 	Primary      failover.ModelRef
 	Fallbacks    []failover.ModelRef
@@ -66,6 +66,7 @@ type Config struct {
 	AdminChannel string                        // "slack:C0123", "discord:123", "console", "" = none
 	AdminUsers   []string                      // "slack:U123", "discord:456"
 	Access       Access                        // who may talk to the bot and where (T5)
+	UserBudget   UserBudget                    // each user's daily allowance (T6)
 	// NoProgress and NoStream turn live replies off per channel name
 	// (channels.<name>.progress / stream: false; L1, L2).
 	NoProgress      map[string]bool

@@ -138,13 +138,100 @@ type incidentRow struct {
 // TableName names the incidents table.
 func (incidentRow) TableName() string { return "incidents" }
 
+// inboundEvent is one platform event already taken by a process (M3): the row's
+// insert is what only one replica (or one life of the process) wins.
+type inboundEvent struct {
+	ID string    `gorm:"primaryKey"`
+	At time.Time `gorm:"index"`
+}
+
+// TableName names the inbound events table.
+func (inboundEvent) TableName() string { return "inbound_events" }
+
+// eventMemory is how long an event id is remembered: far beyond any platform's
+// redelivery (Slack retries within minutes, Discord replays on resume).
+const eventMemory = 24 * time.Hour
+
+// claimEvent records event id as taken and reports whether this call took it
+// (false: another replica, or this process before a restart, already did).
+// Now and then it forgets ids older than eventMemory.
+func (s sessionStore) claimEvent(ctx context.Context, id string, now time.Time) (bool, error) {
+	db := s.db.WithContext(ctx)
+	res := db.Clauses(clause.OnConflict{DoNothing: true}).Create(&inboundEvent{ID: id, At: now.UTC()})
+	if res.Error != nil {
+		return false, fmt.Errorf("sessions: claim event: %w", res.Error)
+	}
+	if now.Unix()%64 == 0 { // an occasional sweep keeps the table small
+		db.Where("at < ?", now.Add(-eventMemory).UTC()).Delete(&inboundEvent{})
+	}
+	return res.RowsAffected == 1, nil
+}
+
+// userUsage is one user's paid calls and estimated spend on one UTC day (T6),
+// shared by restarts and replicas.
+type userUsage struct {
+	User  string  `gorm:"column:user_id;primaryKey"`
+	Day   string  `gorm:"primaryKey"` // 2006-01-02, UTC
+	Calls int     `gorm:"not null;default:0"`
+	USD   float64 `gorm:"column:usd;not null;default:0"`
+}
+
+// TableName names the per-user usage table.
+func (userUsage) TableName() string { return "user_usage" }
+
+// takePaidCall counts one paid call of user on day, unless that would pass
+// maxCalls (0 = no call cap) or the day's spend already reached maxUSD (0 = no
+// spend cap). The check and the count are one statement, so replicas cannot
+// both take the last call.
+func (s sessionStore) takePaidCall(ctx context.Context, user, day string, maxCalls int, maxUSD float64) (bool, error) {
+	db := s.db.WithContext(ctx)
+	if err := db.Clauses(clause.OnConflict{DoNothing: true}).Create(&userUsage{User: user, Day: day}).Error; err != nil {
+		return false, fmt.Errorf("sessions: user usage: %w", err)
+	}
+	q := db.Model(&userUsage{}).Where(map[string]any{"user_id": store.CleanText(user), "day": day})
+	if maxCalls > 0 {
+		q = q.Where("calls < ?", maxCalls)
+	}
+	if maxUSD > 0 {
+		q = q.Where("usd < ?", maxUSD)
+	}
+	res := q.Update("calls", gorm.Expr("calls + 1"))
+	if res.Error != nil {
+		return false, fmt.Errorf("sessions: user usage: %w", res.Error)
+	}
+	return res.RowsAffected == 1, nil
+}
+
+// usage reads user's counts of day.
+func (s sessionStore) usage(ctx context.Context, user, day string) (userUsage, error) {
+	var u userUsage
+	err := s.db.WithContext(ctx).Where(map[string]any{"user_id": store.CleanText(user), "day": day}).Take(&u).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return userUsage{User: user, Day: day}, nil
+	}
+	return u, err
+}
+
+// addSpend adds the estimated cost of a paid call to user's day.
+func (s sessionStore) addSpend(ctx context.Context, user, day string, usd float64) error {
+	if usd <= 0 {
+		return nil
+	}
+	err := s.db.WithContext(ctx).Model(&userUsage{}).Where(map[string]any{"user_id": store.CleanText(user), "day": day}).
+		Update("usd", gorm.Expr("usd + ?", usd)).Error
+	if err != nil {
+		return fmt.Errorf("sessions: user usage: %w", err)
+	}
+	return nil
+}
+
 // sessionStore is the router's session persistence: every statement of the
 // package. Keys are cleaned like the stored text (store.CleanText) so a key
 // with a NUL byte or invalid UTF-8 finds its row.
 type sessionStore struct{ db *gorm.DB }
 
 func (s sessionStore) migrate(ctx context.Context) error {
-	if err := store.Migrate(ctx, s.db, &Entry{}, &Message{}, &AttemptRow{}, &incidentRow{}); err != nil {
+	if err := store.Migrate(ctx, s.db, &Entry{}, &Message{}, &AttemptRow{}, &incidentRow{}, &inboundEvent{}, &userUsage{}); err != nil {
 		return fmt.Errorf("sessions: %w", err)
 	}
 	return nil
@@ -431,7 +518,6 @@ func closeIncident(tx *gorm.DB) error {
 	return tx.Model(&incidentRow{}).Where(map[string]any{"id": 1, "open": true}).Update("open", false).Error
 }
 
-// clearedOverride is the patch that removes every O1 field.
 // probeOriginsNow makes every session whose automatic fallback was forced by a
 // model of provider (model "" = any of its models) re-try that model on its next
 // turn instead of at its next S3 probe (B3: after a successful /recover).
@@ -451,6 +537,7 @@ func likePrefix(s string) string {
 	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s) + "%"
 }
 
+// clearedOverride is the patch that removes every O1 field.
 func clearedOverride() map[string]any {
 	return map[string]any{
 		"provider_override": "", "model_override": "", "model_override_source": "",

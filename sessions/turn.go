@@ -30,6 +30,17 @@ func (r *Router) process(ctx context.Context, in adapters.Inbound) {
 		r.refuse(in) // T5: before any command or model, so no paid call
 		return
 	}
+	if in.EventID != "" {
+		// M3: one answer per platform event across replicas and restarts.
+		taken, err := r.st.claimEvent(ctx, in.EventID, r.clock.Now())
+		switch {
+		case err != nil:
+			r.log.Warn("event de-duplication unavailable; answering anyway", "event", in.EventID, "err", err)
+		case !taken:
+			r.log.Info("event already answered (another replica, or before a restart)", "event", in.EventID, "session", in.SessionKey)
+			return
+		}
+	}
 	if n := len(in.Text); n > r.cfg.MaxMessageBytes {
 		r.send(ctx, reply(in, adapters.KindError, fmt.Sprintf(
 			"message too large (%d bytes; the limit is %d): nothing was stored or sent to a model; please shorten or split it", n, r.cfg.MaxMessageBytes)))
@@ -420,13 +431,20 @@ func (r *Router) run(ctx context.Context, ts *turnState) (failover.Result, error
 			}
 		}
 	}
+	before, spent := r.budgetHooks(ts.in.User)
 	req.Hooks = failover.Hooks{
 		BeforeFallback: func(ctx context.Context, from, to failover.Candidate, cause failover.Failure) error {
 			return r.beforeFallback(ctx, ts, to, cause)
 		},
 		AfterFailedFallback: func(ctx context.Context, c failover.Candidate, f failover.Failure) { r.afterFailedFallback(ctx, ts, c) },
-		OnAttempt:           func(a failover.AttemptRecord) { ts.attempts = append(ts.attempts, a) },
-		OnWait:              ts.live.waiting, // R6, L1: say what the turn waits for
+		OnAttempt: func(a failover.AttemptRecord) {
+			ts.attempts = append(ts.attempts, a)
+			if spent != nil {
+				spent(a) // T6
+			}
+		},
+		BeforeCall: before,          // T6: the user's daily budget
+		OnWait:     ts.live.waiting, // R6, L1: say what the turn waits for
 		// R15: a timeout on a prompt above 65% of the window compacts and retries.
 		Compact: func(ctx context.Context) (int, bool) {
 			if !r.compactHalf(ctx, ts) {

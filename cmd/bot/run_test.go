@@ -409,3 +409,29 @@ func TestRun_JSONL_T5_AccessRefusesStrangers(t *testing.T) {
 		t.Errorf("%d provider calls, want 1 (alice's only)", n)
 	}
 }
+
+// covers T6 through the console jsonl channel: the per-user daily count is
+// stored, so a restarted bot still refuses a user past the budget, with no
+// provider call.
+func TestRun_JSONL_T6_DailyBudgetSurvivesARestart(t *testing.T) {
+	srv := startFake(t)
+	path := testConfig(t, srv, "limits: {per_user_daily_paid_calls: 1}\n")
+	run := func(lines string) []outLine {
+		var stdout, stderr lockedBuffer
+		if code := dispatch(context.Background(), []string{"--config", path}, strings.NewReader(lines), &stdout, &stderr); code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr.String())
+		}
+		return parseLines(t, stdout.String())
+	}
+	if out := run(`{"user": "alice", "text": "one"}` + "\n"); len(out) != 1 || out[0].Type != "reply" {
+		t.Fatalf("first run: %+v", out)
+	}
+	calls := len(srv.Calls())
+	out := run(`{"user": "alice", "text": "two"}` + "\n" + `{"session": "s2", "user": "bob", "text": "hi"}` + "\n")
+	if len(out) != 2 || out[0].Type != "error" || !strings.Contains(out[0].Text, "daily limit of 1 paid calls") || out[1].Type != "reply" {
+		t.Fatalf("after a restart: %+v", out)
+	}
+	if n := len(srv.Calls()) - calls; n != 1 {
+		t.Fatalf("%d provider calls after the restart, want 1 (bob's)", n)
+	}
+}

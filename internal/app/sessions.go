@@ -21,6 +21,7 @@ func SessionsConfig(cfg *config.Config) sessions.Config {
 		Notices:      cfg.Notices.Users,
 		AdminChannel: cfg.Admin.Channel,
 		AdminUsers:   append([]string(nil), cfg.Admin.Users...),
+		UserBudget:   sessions.UserBudget{Calls: cfg.Limits.PerUserDailyPaidCalls, USD: cfg.Limits.PerUserDailyUSD},
 		Access: sessions.Access{
 			Users:        append([]string(nil), cfg.Access.Users...),
 			Channels:     append([]string(nil), cfg.Access.Channels...),
