@@ -340,10 +340,12 @@ var e2e0 = time.Date(2026, 3, 1, 14, 0, 0, 0, time.UTC)
 // resume_gateway_url, and the events sent meanwhile arrive, each once.
 func TestE2E_HeartbeatMissResumesWithoutLosingQueuedEvents(t *testing.T) {
 	t.Parallel()
-	e := newE2E(t, e2eOpts{fake: func(f *fakediscord.Server) { f.HeartbeatInterval = 100 * time.Millisecond }})
+	// 500 ms, not less: a loaded -race run must not miss a real ACK and
+	// reconnect on its own before the test makes the connection a zombie.
+	e := newE2E(t, e2eOpts{fake: func(f *fakediscord.Server) { f.HeartbeatInterval = 500 * time.Millisecond }})
 	e.fake.SendMention("G1", "C1", "U1", "before")
 	e.posts("C1", 1)
-	if err := e.fake.StopAcking(); err != nil {
+	if err := fakediscord.WaitFor(wait, func() bool { return e.fake.StopAcking() == nil }); err != nil {
 		t.Fatal(err)
 	}
 	e.fake.SendMention("G1", "C1", "U1", "during one")
