@@ -50,6 +50,7 @@ type setup struct {
 	fake     *fakeslack.Server
 	config   slack.Config // template of every adapter
 	replicas int          // adapters (sockets) on the one app; default 1
+	yaml     string       // configuration added to the world's (top-level keys)
 }
 
 func startE2E(t *testing.T, mods ...func(*setup)) *world {
@@ -95,6 +96,7 @@ func startE2E(t *testing.T, mods ...func(*setup)) *world {
 		Primary: "p1/alpha", Fallbacks: []string{"p2/beta", "p3/gamma"},
 		Keys: e2eKeys, AdminChannel: "slack:C0ADMIN", Idle: 2 * time.Second,
 		Adapter: e.adapters[0], Extra: extra, Secrets: []string{e2eApp, e2eBot}, Logs: e.logs,
+		ExtraYAML: st.yaml,
 	})
 	e.llm, e.clock = e.LLM, e.Clock
 	if err := e.slack.WaitOpen(st.replicas, wait); err != nil {
