@@ -155,13 +155,32 @@ var Usage = map[Name]string{
 // ValidRef reports whether ref looks like "provider/model" (split on the first '/').
 func ValidRef(ref string) bool {
 	i := strings.IndexByte(ref, '/')
-	return i > 0 && i < len(ref)-1 && !strings.ContainsAny(ref, " \t\r\n")
+	return i > 0 && i < len(ref)-1 && plainName(ref)
 }
 
 // ValidProfileID reports whether id looks like "provider:name".
 func ValidProfileID(id string) bool {
 	i := strings.IndexByte(id, ':')
-	return i > 0 && i < len(id)-1 && !strings.ContainsAny(id, "/ \t\r\n")
+	return i > 0 && i < len(id)-1 && !strings.Contains(id, "/") && plainName(id)
+}
+
+// maxNameBytes bounds a model ref or profile id typed in a command.
+const maxNameBytes = 200
+
+// plainName reports whether s can name a model or profile: bounded, valid UTF-8,
+// no space, no control, format (bidi) or other invisible characters, so what
+// /status shows later is what was typed (T5's companion: no 5 KB names, no
+// text that reads differently from what it is).
+func plainName(s string) bool {
+	if len(s) > maxNameBytes || !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if unicode.IsSpace(r) || unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	return true
 }
 
 func (c *Command) validate() string {

@@ -174,3 +174,23 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// /model arguments are bounded and plain: no 5 KB names, no control or bidi
+// characters that would show in /status as something else.
+func TestParse_ModelNamesArePlain(t *testing.T) {
+	for _, arg := range []string{
+		"openai/" + strings.Repeat("x", 5000),
+		"openai/gpt\u202e4o",
+		"openai/gpt\x1b[31m",
+		"openai/gpt\u200b4o",
+		"openai:main\u2066",
+	} {
+		c, ok := Parse("/model " + arg)
+		if !ok || c.Err == "" || c.Ref != "" {
+			t.Errorf("/model %q accepted: %+v", arg, c)
+		}
+	}
+	if c, _ := Parse("/model openai/gpt-4o-mini@openai:main"); c.Err != "" || c.Ref != "openai/gpt-4o-mini" {
+		t.Errorf("a plain ref refused: %+v", c)
+	}
+}
