@@ -757,3 +757,47 @@ func testRouter_T5_Access(t *testing.T, driver string) {
 		}
 	}
 }
+
+// covers R11, O7: right after the primary failed and the session fell back, /reset
+// and a new turn: the primary, whose cooldown ends within seconds, is probed at
+// once (the failure that started the cooldown is not a probe) and answers.
+func TestRouter_R11_ResetThenTurnProbesThePrimary(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, driver string) {
+		h := newHarness(t, driver)
+		h.fake.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeOverloaded529, Times: 1})
+		expect(t, h.say(key1, "hello"), "notice,reply")
+		expect(t, h.say(key1, "/reset"), "reply")
+		h.clock.Advance(5 * time.Second)
+		before := h.calls.count("p1")
+		out := expect(t, h.say(key1, "and now?"), "reply")
+		if out[0].Model != mPrimary || h.calls.count("p1")-before != 1 {
+			t.Fatalf("after /reset answered by %s with %d primary call(s)", out[0].Model, h.calls.count("p1")-before)
+		}
+	})
+}
+
+// covers R11, M2: billing on both keys of the primary: a new session, a restart
+// and a second process on the same database make no call to the disabled keys
+// before billing_probe_interval has passed since the billing failure.
+func TestRouter_R11_BillingDisabledKeysNotCalledByOthers(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, driver string) {
+		h := newHarness(t, driver, func(c *Config, _ *harness) {
+			c.Profiles["p1"] = append(c.Profiles["p1"], failover.Profile{ID: "p1:backup", Provider: "p1", Type: failover.ProfileAPIKey})
+		})
+		h.fake.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeBilling402})
+		expect(t, h.say(key1, "hello"), "notice,reply")
+		if n := h.calls.count("p1"); n != 2 {
+			t.Fatalf("setup: %d calls to the primary's keys, want 2 (both billed)", n)
+		}
+		for _, who := range []*harness{h, h.replica(), h.replica()} {
+			h.clock.Advance(2 * time.Second)
+			out := who.say("test:new-"+time.Now().Format("150405.000000"), "hi")
+			if last := out[len(out)-1]; last.Kind != adapters.KindReply || last.Model == mPrimary {
+				t.Fatalf("answer:%s", dump(out))
+			}
+		}
+		if n := h.calls.count("p1"); n != 2 {
+			t.Fatalf("%d calls to the billing-disabled keys, want none after the first turn", n-2)
+		}
+	})
+}
