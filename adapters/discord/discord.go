@@ -92,9 +92,17 @@ type Config struct {
 	// and 2m). A single drop of a connection that was up resumes at once.
 	ReconnectBackoff    time.Duration
 	MaxReconnectBackoff time.Duration
+	// Threads: a question that mentions the bot outside a thread starts a thread
+	// from it, named from the question, where the answer and the rest of the
+	// conversation go (config channels.discord.threads).
+	Threads bool
+	// EditEvery is the least time between two edits of a streamed reply (default
+	// 1s, real time); Discord's rate-limit buckets are honoured besides.
+	EditEvery time.Duration
 }
 
-// Adapter is the Discord channel. It implements adapters.Adapter and adapters.Typer.
+// Adapter is the Discord channel. It implements adapters.Adapter, Progress (the
+// typing indicator), Streamer (a reply edited as it grows) and Connector.
 type Adapter struct {
 	cfg       Config
 	token     string
@@ -132,7 +140,8 @@ type Adapter struct {
 
 var (
 	_ adapters.Adapter   = (*Adapter)(nil)
-	_ adapters.Typer     = (*Adapter)(nil)
+	_ adapters.Progress  = (*Adapter)(nil)
+	_ adapters.Streamer  = (*Adapter)(nil)
 	_ adapters.Connector = (*Adapter)(nil)
 )
 
@@ -183,6 +192,9 @@ func New(cfg Config) (*Adapter, error) {
 	}
 	if cfg.MaxReconnectBackoff <= 0 {
 		cfg.MaxReconnectBackoff = 2 * time.Minute
+	}
+	if cfg.EditEvery <= 0 {
+		cfg.EditEvery = defaultEditEvery
 	}
 	var target *url.URL
 	if cfg.APIURL != "" {
