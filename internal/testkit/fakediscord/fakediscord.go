@@ -2,11 +2,14 @@
 // enough that a client passing against it behaves in a real guild: the real
 // discordgo client runs against it end to end on 127.0.0.1.
 //
-// It serves the REST routes a bot uses (gateway discovery, messages, typing,
-// interaction callbacks and their webhooks, command registration, channel lookup)
-// under /api/v9, and a gateway websocket (Hello, Identify, READY, heartbeats,
+// It serves the REST routes a bot uses (gateway discovery, messages and their
+// edits and deletions, typing, threads started from a message, interaction
+// callbacks and their webhooks, command registration, channel lookup) under
+// /api/v9, and a gateway websocket (Hello, Identify, READY, heartbeats,
 // dispatches, Reconnect, Resume with replay, Invalid Session). Everything the
-// client sends is recorded for assertions, and faults can be injected.
+// client sends is recorded for assertions (Messages in their latest version with
+// every earlier one, Edits, Deletes, ThreadStarts, TypingCalls, Latest for what a
+// person sees in a channel), and faults can be injected.
 //
 // Each rule below is Discord's, enforced as documented; a client that breaks one
 // gets what Discord would answer.
@@ -64,7 +67,41 @@
 //     https://discord.com/developers/docs/resources/message#allowed-mentions-object
 //   - Replies: a message_reference to a message the fake does not know is refused
 //     (400, code 50035) unless fail_if_not_exists is false; content past 2,000
-//     characters is refused. https://discord.com/developers/docs/resources/message#create-message
+//     characters is refused (50035), and a message with neither content nor
+//     components gets 400 code 50006. https://discord.com/developers/docs/resources/message#create-message
+//   - Edits: PATCH /channels/{c}/messages/{m} edits only the bot's own messages
+//     (another author's: 403, code 50005); an unknown or deleted message, or one in
+//     another channel, gets 404 code 10008; absent fields stay as they were,
+//     "components": [] removes them; the 2,000-character limit holds; with
+//     EchoOwnMessages, MESSAGE_UPDATE is dispatched.
+//     https://discord.com/developers/docs/resources/message#edit-message
+//   - Deletes: the bot may delete its own messages (another author's needs
+//     MANAGE_MESSAGES, which the fake's bot lacks: 403, code 50013); a second
+//     delete gets 404 code 10008; MESSAGE_DELETE is dispatched.
+//     https://discord.com/developers/docs/resources/message#delete-message
+//   - Typing: POST /channels/{c}/typing answers 204; TypingCalls records when.
+//     https://discord.com/developers/docs/resources/channel#trigger-typing-indicator
+//   - Threads from a message: only in a guild text or announcement channel (a DM
+//     or a thread: 400, code 50024), once per message (400, code 160004), name 1 to
+//     100 characters, auto_archive_duration one of 60, 1440, 4320, 10080 (else
+//     50035); the thread gets the message's id, GET /channels/{thread} reports it,
+//     and THREAD_CREATE is dispatched with the bot as owner.
+//     https://discord.com/developers/docs/resources/channel#start-thread-from-message
+//   - Components: at most 5 action rows of 1 to 5 components; a string select
+//     (type 3) alone in its row, custom_id 1 to 100 characters and unique in the
+//     message, 1 to 25 options, label and value 1 to 100 characters, values unique,
+//     placeholder at most 150; else 400 code 50035.
+//     https://discord.com/developers/docs/components/reference#string-select
+//   - Component interactions: SendComponent dispatches a pick (type 3) only as
+//     Discord's client can make one: on a message and menu that exist, with
+//     values among the options. Callback types are checked per interaction type
+//     (6 deferred update and 7 update message for components only, 8 for
+//     autocomplete only; else 50035); after 6, @original is the menu's message.
+//     https://discord.com/developers/docs/interactions/receiving-and-responding#interaction-response-object-interaction-callback-type
+//   - Route buckets: Limit gives a route n requests per window per channel (on the
+//     Now clock), with X-RateLimit-Limit, -Remaining, -Reset, -Reset-After and
+//     -Bucket on every answer and a per-route 429 past n, as Discord's headers
+//     describe. https://discord.com/developers/docs/topics/rate-limits#header-format
 package fakediscord
 
 import (
