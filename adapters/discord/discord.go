@@ -1,6 +1,10 @@
 // Package discord is the Discord channel: a discordgo gateway session that turns
-// mentions, thread messages, DMs and application commands into adapters.Inbound, and
-// posts adapters.Outbound back as channel messages or interaction answers.
+// mentions, thread messages, DMs, application commands and picks in its select
+// menus into adapters.Inbound, and posts adapters.Outbound back as channel messages
+// or interaction answers. It shows the typing indicator while a turn runs
+// (adapters.Progress) and streams replies as one message edited as it grows
+// (adapters.Streamer), replaced in place when a failed attempt's text gives way
+// to another model's answer; with Config.Threads a question opens a thread.
 //
 // What runs where:
 //   - discordgo's gateway reader runs the event handlers and makes no network call:
@@ -11,7 +15,11 @@
 //     delivers it to the router.
 //   - Every REST call passes through one transport (ratelimit.go) that waits out
 //     per-route buckets and one process-wide pause on a global 429, so discordgo's
-//     own uncancellable sleeps never happen.
+//     own uncancellable sleeps never happen. Typing calls are dropped instead of
+//     waiting (progress.go).
+//   - A streamed reply has its own goroutine (stream.go), which shows the newest
+//     text at most once per EditEvery; Update only hands it the text, so the
+//     model's stream never waits for Discord.
 //   - Run supervises the gateway (supervise.go): discordgo's connection is watched
 //     through a tapped connection (gwconn.go) that closes a zombie connection with
 //     4000 and turns an op 9 into a resume or a budgeted identify; Run backs off with
