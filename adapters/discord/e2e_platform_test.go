@@ -239,7 +239,7 @@ func TestE2E_GlobalRateLimitPausesEveryRouteOnce(t *testing.T) {
 	// Answers take a moment, so the typing indicator's call is the only one in
 	// flight when the global 429 comes (a call already on its way would get one
 	// too, on Discord as here).
-	e.llm.Script(fakeprovider.Rule{Provider: "p1", Delay: 300 * time.Millisecond})
+	e.llm.Script(fakeprovider.Rule{Provider: "p1", Delay: time.Second})
 	e.fake.GlobalRateLimitNext(5 * time.Second)
 	e.fake.SendMention("G1", "C1", "U1", "one")
 	// The typing call that got the 429 is dropped; C1's reply post waits.
