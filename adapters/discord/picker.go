@@ -25,7 +25,7 @@ const (
 	maxMenuText    = 100 // label and value
 )
 
-const pickPlaceholder = "Choose a model"
+const pickPlaceholder = "Choose one"
 
 // pickerComponents renders choices as one string select menu, nil when there are
 // none. Past Discord's 25 options, or for a label or command longer than 100
