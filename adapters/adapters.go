@@ -69,11 +69,6 @@ type Adapter interface {
 	Send(ctx context.Context, out Outbound) error
 }
 
-// Typer is an optional capability: show a typing indicator while a turn runs.
-type Typer interface {
-	Typing(ctx context.Context, in Inbound) error
-}
-
 // Connector is an optional capability of an adapter that holds a connection to
 // its platform (a Slack socket, a Discord gateway): Connected reports whether it
 // is up now. The bot logs "ready" only once every such adapter is connected, and

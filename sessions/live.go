@@ -37,8 +37,6 @@ func (r *Router) startLive(ctx context.Context, in adapters.Inbound) *live {
 	r.mu.Unlock()
 	if p, ok := a.(adapters.Progress); ok && !r.cfg.NoProgress[in.Channel] {
 		l.ind = p.StartProgress(ctx, in)
-	} else if t, ok := a.(adapters.Typer); ok && !r.cfg.NoProgress[in.Channel] {
-		_ = t.Typing(ctx, in)
 	}
 	if s, ok := a.(adapters.Streamer); ok && !r.cfg.NoStream[in.Channel] {
 		l.streamer = s

@@ -364,36 +364,55 @@ func TestAutocomplete_FromConfig(t *testing.T) {
 	h.expectNext("C1")
 }
 
-func TestTyping_KeptUpUntilReply(t *testing.T) {
+// covers L1: the typing indicator is renewed while the turn runs and stops with
+// the indicator; commands answered through an interaction get none; a typing
+// call that would wait for a rate limit is dropped, never queued.
+func TestProgress_L1_TypingRenewedUntilStop(t *testing.T) {
 	t.Parallel()
 	h := start(t, nil)
 	h.a.mu.Lock()
 	h.a.typingEvery = 20 * time.Millisecond
 	h.a.mu.Unlock()
-	in := adapters.Inbound{SessionKey: "discord:G1:C1", ReplyTo: "C1"}
-	if err := h.a.Typing(h.ctx, in); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.a.Typing(h.ctx, adapters.Inbound{ReplyTo: "interaction:1:C1", Native: true}); err != nil {
-		t.Fatal(err)
-	}
-	// Renewed while the turn runs...
+	ind := h.a.StartProgress(h.ctx, adapters.Inbound{SessionKey: "discord:G1:C1", ReplyTo: "C1/123"})
+	h.a.StartProgress(h.ctx, adapters.Inbound{ReplyTo: "interaction:1:C1", Native: true}).Stop()
+	// Renewed while the turn runs; a status and a notice do not end it...
+	ind.Status("waiting 20s for p1: rate limit")
+	h.send(adapters.Outbound{Kind: adapters.KindNotice, ReplyTo: "C1", Text: "n"})
 	if err := fakediscord.WaitFor(wait, func() bool { return len(h.fake.Typings()) >= 3 }); err != nil {
 		t.Fatalf("typing not renewed: %v", h.fake.Typings())
 	}
-	// ...a notice does not end it, the reply does.
-	h.send(adapters.Outbound{Kind: adapters.KindNotice, ReplyTo: "C1", Text: "n"})
-	h.send(adapters.Outbound{Kind: adapters.KindReply, ReplyTo: "C1", Text: "done"})
+	// ...Stop does (twice is fine).
+	ind.Stop()
+	ind.Stop()
 	n := len(h.fake.Typings())
 	time.Sleep(100 * time.Millisecond) // five renewal periods
 	got := h.fake.Typings()
 	if len(got) > n+1 {
-		t.Fatalf("typing continued after the reply: %d -> %d", n, len(got))
+		t.Fatalf("typing continued after Stop: %d -> %d", n, len(got))
 	}
 	for _, ch := range got {
 		if ch != "C1" {
 			t.Fatalf("typing in %s, want only C1 (none for interactions)", ch)
 		}
+	}
+	if msgs := h.fake.Messages(); len(msgs) != 1 {
+		t.Fatalf("progress posted messages: %+v", msgs)
+	}
+
+	// Under a rate limit the typing call is dropped: no wait, no 429 spent.
+	h.fake.DrainBucketNext("POST /channels/{id}/typing", time.Minute)
+	ind = h.a.StartProgress(h.ctx, adapters.Inbound{SessionKey: "discord:G1:C2", ReplyTo: "C2"})
+	if err := fakediscord.WaitFor(wait, func() bool { return slices.Contains(h.fake.Typings(), "C2") }); err != nil {
+		t.Fatal(err)
+	}
+	ind.Stop()
+	ind = h.a.StartProgress(h.ctx, adapters.Inbound{SessionKey: "discord:G1:C2", ReplyTo: "C2"})
+	if err := fakediscord.WaitFor(wait, func() bool { return strings.Contains(h.logs.String(), "dropped") }); err != nil {
+		t.Fatalf("typing under an empty bucket not dropped:\n%s", h.logs.String())
+	}
+	ind.Stop()
+	if h.fake.RateLimited() != 0 || len(h.sleeps.Sleeps()) != 0 {
+		t.Fatalf("429s %d, sleeps %v: a typing call waited for the bucket", h.fake.RateLimited(), h.sleeps.Sleeps())
 	}
 }
 
@@ -632,7 +651,12 @@ func TestRun_StopsEveryGoroutine(t *testing.T) {
 		h := start(t, nil)
 		h.fake.SendMention("G1", "C1", "U1", "work")
 		in := h.recv()
-		if err := h.a.Typing(h.ctx, in); err != nil { // refresher left running
+		h.a.StartProgress(h.ctx, in) // refresher left running
+		st, err := h.a.StartStream(h.ctx, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Update(h.ctx, "a stream never finished"); err != nil {
 			t.Fatal(err)
 		}
 		h.fake.SendCommand(fakediscord.Command{GuildID: "G1", ChannelID: "C1", UserID: "U1", Name: "status"})

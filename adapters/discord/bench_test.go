@@ -2,8 +2,10 @@ package discord
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/detourbot/detour/adapters"
 	"github.com/detourbot/detour/internal/testkit/fakediscord"
@@ -62,4 +64,49 @@ func BenchmarkSendReply(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkStream_UpdateToVisible is the adapter's share of the first-token
+// latency (L2): from a stream's first Update to the fake Discord holding the
+// message, through the stream's goroutine, discordgo and the rate-limit
+// transport on 127.0.0.1.
+func BenchmarkStream_UpdateToVisible(b *testing.B) {
+	fake := fakediscord.New()
+	fake.EchoOwnMessages = false
+	fake.Start()
+	defer fake.Close()
+	a, err := New(Config{Token: "t", APIURL: fake.URL(), Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx, make(chan adapters.Inbound, 1)) }()
+	defer func() { cancel(); <-done }()
+	if err := fake.WaitConnected(5*time.Second, 1, 0); err != nil {
+		b.Fatal(err)
+	}
+	in := adapters.Inbound{SessionKey: "discord:G1:C1", ReplyTo: "C1"}
+	var total time.Duration
+	n := 0
+	for b.Loop() {
+		st, err := a.StartStream(ctx, in)
+		if err != nil {
+			b.Fatal(err)
+		}
+		t0 := time.Now()
+		if err := st.Update(ctx, "first words"); err != nil {
+			b.Fatal(err)
+		}
+		n++
+		msgs, err := fake.WaitMessages(5*time.Second, n, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		total += msgs[n-1].At.Sub(t0)
+		if err := st.Finish(ctx, adapters.Outbound{Kind: adapters.KindReply, Text: "first words"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(total.Microseconds())/float64(n)/1000, "update-to-visible-ms")
 }

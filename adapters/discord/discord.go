@@ -1,6 +1,10 @@
 // Package discord is the Discord channel: a discordgo gateway session that turns
-// mentions, thread messages, DMs and application commands into adapters.Inbound, and
-// posts adapters.Outbound back as channel messages or interaction answers.
+// mentions, thread messages, DMs, application commands and picks in its select
+// menus into adapters.Inbound, and posts adapters.Outbound back as channel messages
+// or interaction answers. It shows the typing indicator while a turn runs
+// (adapters.Progress) and streams replies as one message edited as it grows
+// (adapters.Streamer), replaced in place when a failed attempt's text gives way
+// to another model's answer; with Config.Threads a question opens a thread.
 //
 // What runs where:
 //   - discordgo's gateway reader runs the event handlers and makes no network call:
@@ -11,7 +15,11 @@
 //     delivers it to the router.
 //   - Every REST call passes through one transport (ratelimit.go) that waits out
 //     per-route buckets and one process-wide pause on a global 429, so discordgo's
-//     own uncancellable sleeps never happen.
+//     own uncancellable sleeps never happen. Typing calls are dropped instead of
+//     waiting (progress.go).
+//   - A streamed reply has its own goroutine (stream.go), which shows the newest
+//     text at most once per EditEvery; Update only hands it the text, so the
+//     model's stream never waits for Discord.
 //   - Run supervises the gateway (supervise.go): discordgo's connection is watched
 //     through a tapped connection (gwconn.go) that closes a zombie connection with
 //     4000 and turns an op 9 into a resume or a budgeted identify; Run backs off with
@@ -93,9 +101,17 @@ type Config struct {
 	// and 2m). A single drop of a connection that was up resumes at once.
 	ReconnectBackoff    time.Duration
 	MaxReconnectBackoff time.Duration
+	// Threads: a question that mentions the bot outside a thread starts a thread
+	// from it, named from the question, where the answer and the rest of the
+	// conversation go (config channels.discord.threads).
+	Threads bool
+	// EditEvery is the least time between two edits of a streamed reply (default
+	// 1s, real time); Discord's rate-limit buckets are honoured besides.
+	EditEvery time.Duration
 }
 
-// Adapter is the Discord channel. It implements adapters.Adapter and adapters.Typer.
+// Adapter is the Discord channel. It implements adapters.Adapter, Progress (the
+// typing indicator), Streamer (a reply edited as it grows) and Connector.
 type Adapter struct {
 	cfg       Config
 	token     string
@@ -133,7 +149,8 @@ type Adapter struct {
 
 var (
 	_ adapters.Adapter   = (*Adapter)(nil)
-	_ adapters.Typer     = (*Adapter)(nil)
+	_ adapters.Progress  = (*Adapter)(nil)
+	_ adapters.Streamer  = (*Adapter)(nil)
 	_ adapters.Connector = (*Adapter)(nil)
 )
 
@@ -184,6 +201,9 @@ func New(cfg Config) (*Adapter, error) {
 	}
 	if cfg.MaxReconnectBackoff <= 0 {
 		cfg.MaxReconnectBackoff = 2 * time.Minute
+	}
+	if cfg.EditEvery <= 0 {
+		cfg.EditEvery = defaultEditEvery
 	}
 	var target *url.URL
 	if cfg.APIURL != "" {

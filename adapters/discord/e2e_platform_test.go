@@ -220,7 +220,8 @@ func TestE2E_FailedDeferralNeverMakesEphemeralPublic(t *testing.T) {
 }
 
 // A global 429 starts one pause that every route waits out (one sleeper, no
-// second 429 anywhere), while interaction endpoints, which Discord exempts, go on.
+// second 429 anywhere), while interaction endpoints, which Discord exempts, go on,
+// and typing indicators are dropped rather than queued (L1: progress never waits).
 func TestE2E_GlobalRateLimitPausesEveryRouteOnce(t *testing.T) {
 	t.Parallel()
 	clock := failovertest.NewClock(e2e0)
@@ -238,15 +239,20 @@ func TestE2E_GlobalRateLimitPausesEveryRouteOnce(t *testing.T) {
 	// Answers take a moment, so the typing indicator's call is the only one in
 	// flight when the global 429 comes (a call already on its way would get one
 	// too, on Discord as here).
-	e.llm.Script(fakeprovider.Rule{Provider: "p1", Delay: 300 * time.Millisecond})
+	e.llm.Script(fakeprovider.Rule{Provider: "p1", Delay: time.Second})
 	e.fake.GlobalRateLimitNext(5 * time.Second)
 	e.fake.SendMention("G1", "C1", "U1", "one")
+	// The typing call that got the 429 is dropped; C1's reply post waits.
 	e.waitFor("the global 429 and its pause", func() bool { return len(g.waiting()) == 1 })
 	e.fake.SendMention("G1", "C2", "U2", "two")
 	e.fake.SendMention("G1", "C3", "U3", "three")
-	// C1's other call, and C2's and C3's typing and reply posts, wait for the pause.
-	e.waitFor("every route waiting", func() bool {
-		return strings.Count(e.logs.String(), "waits for the global rate limit") >= 5
+	// C2's and C3's reply posts wait for the pause; their typing is dropped.
+	e.waitFor("every reply waiting", func() bool {
+		return strings.Count(e.logs.String(), "waits for the global rate limit") >= 2
+	})
+	e.waitFor("typing dropped in C2 and C3", func() bool {
+		logs := e.logs.String()
+		return strings.Count(logs, "typing not shown") >= 3 && strings.Contains(logs, "dropped")
 	})
 	// Interactions are not bound to the global limit.
 	id, tok := e.fake.SendCommand(fakediscord.Command{GuildID: "G1", ChannelID: "C4", UserID: "U4", Name: "status"})

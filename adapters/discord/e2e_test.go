@@ -55,6 +55,12 @@ type e2eOpts struct {
 	adapter func(*discord.Config)
 	// noWait skips waiting for the first connection and command registration.
 	noWait bool
+	// live turns streamed replies on (channels.discord.stream, the default of
+	// the bot). Off, the world keeps the single post these tests of other rules
+	// were written for.
+	live bool
+	// spec adjusts the world's specification.
+	spec func(*e2e.Spec)
 }
 
 func newE2E(t testing.TB, opts ...e2eOpts) *world {
@@ -93,13 +99,23 @@ func newE2E(t testing.TB, opts ...e2eOpts) *world {
 			}
 		}
 	})
-	e.World = e2e.Start(t, e2e.Spec{
+	spec := e2e.Spec{
 		Primary: e2ePrimary, Fallbacks: []string{e2eFallback},
 		Keys:         e2eKeys,
 		Order:        map[string][]string{"p1": {"p1:main", "p1:backup"}},
 		AdminChannel: "discord:ADMIN", AdminUsers: []string{"discord:UADMIN"},
 		Adapter: a, Secrets: []string{e2eToken}, Logs: e.logs,
-	})
+		Channels: "discord: {stream: false}",
+	}
+	for _, o := range opts {
+		if o.live {
+			spec.Channels = ""
+		}
+		if o.spec != nil {
+			o.spec(&spec)
+		}
+	}
+	e.World = e2e.Start(t, spec)
 	e.clock, e.llm = e.Clock, e.LLM
 	for _, o := range opts {
 		if o.noWait {

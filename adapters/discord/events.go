@@ -9,6 +9,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/detourbot/detour/adapters"
+	"github.com/detourbot/detour/commands"
 )
 
 // sessionKey is "discord:<guild>:<channel>" (a thread is its own channel) or
@@ -57,18 +58,22 @@ func (a *Adapter) onMessage(_ *discordgo.Session, mc *discordgo.MessageCreate) {
 	}
 	direct := m.GuildID == ""
 	mentioned := mentions(m, botID)
-	lookup := false
+	lookup, open := false, false
+	text := stripMention(m.Content, botID)
 	switch {
 	case direct:
 	case mentioned:
 		// Mentioned in a channel not known yet: the worker looks up whether it
 		// is a thread (the bot then takes part in it from now on).
 		lookup = !a.threads.Has(m.ChannelID) && !a.notThreads.Has(m.ChannelID)
+		// With threads on, a question asked outside a thread opens one (a
+		// command is answered where it was typed).
+		_, isCommand := commands.Parse(text)
+		open = a.cfg.Threads && !a.threads.Has(m.ChannelID) && !isCommand
 	case a.threads.Has(m.ChannelID):
 	default:
 		return
 	}
-	text := stripMention(m.Content, botID)
 	if text == "" {
 		return // nothing to answer (or, in mention-only mode, no content for us)
 	}
@@ -84,13 +89,16 @@ func (a *Adapter) onMessage(_ *discordgo.Session, mc *discordgo.MessageCreate) {
 		Direct:     direct,
 		EventID:    "discord:msg:" + m.ID,
 	}
-	a.enqueue(m.ChannelID, job{in: in, lookup: lookup})
+	a.enqueue(m.ChannelID, job{in: in, lookup: lookup, openThread: open, guild: m.GuildID, message: m.ID})
 }
 
 // handle is a channel worker's step for one job.
 func (a *Adapter) handle(ctx context.Context, j job) {
 	if j.lookup && a.isThread(ctx, j.channel()) {
 		a.threads.Add(j.channel())
+	}
+	if j.openThread && !a.threads.Has(j.channel()) {
+		a.moveToThread(ctx, &j)
 	}
 	a.deliver(ctx, j.in)
 }
@@ -212,6 +220,8 @@ func (a *Adapter) onInteraction(_ *discordgo.Session, ic *discordgo.InteractionC
 		f = func(ctx context.Context) { a.autocomplete(ctx, i, received) }
 	case discordgo.InteractionApplicationCommand:
 		f = func(ctx context.Context) { a.command(ctx, i, received) }
+	case discordgo.InteractionMessageComponent:
+		f = func(ctx context.Context) { a.component(ctx, i, received) }
 	default:
 		return
 	}
@@ -429,6 +439,7 @@ type pending struct {
 	ephemeral bool
 	deferred  bool // the deferred response was accepted
 	edited    bool // the deferred response has been replaced by the first answer
+	update    bool // a pick: the original response is the menu's message, whose menu the answer removes
 }
 
 type interactionStore struct {

@@ -74,7 +74,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		r.Host = t.target.Host
 	}
 	rt := routeOf(req.Method, req.URL.Path)
-	if err := t.lim.wait(req.Context(), rt); err != nil {
+	if err := t.waitTurn(req.Context(), rt); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), t.timeout)
@@ -86,6 +86,40 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
 	t.lim.observe(rt, resp)
 	return resp, nil
+}
+
+// waitPolicy changes how a request waits for its turn under a rate limit.
+type waitPolicy struct {
+	// drop: fail at once rather than wait (the typing indicator: a late one is
+	// worthless, and it must never hold a bucket another call needs).
+	drop bool
+	// abandon, when done, ends the wait (but never a request already sent: a
+	// message post cut short might be posted anyway, unknown to us).
+	abandon context.Context
+}
+
+type waitPolicyKey struct{}
+
+// withWaitPolicy marks ctx's requests with p.
+func withWaitPolicy(ctx context.Context, p waitPolicy) context.Context {
+	return context.WithValue(ctx, waitPolicyKey{}, p)
+}
+
+// waitTurn waits until a request on rt may go, as its context's policy says.
+func (t *transport) waitTurn(ctx context.Context, rt route) error {
+	p, _ := ctx.Value(waitPolicyKey{}).(waitPolicy)
+	if p.drop {
+		if d := t.lim.due(rt); d > 0 {
+			return fmt.Errorf("discord: %s: rate limited for %v, dropped: %w", rt.key, d, errRateLimited)
+		}
+	}
+	if p.abandon != nil {
+		wctx, cancel := context.WithCancel(ctx)
+		stop := context.AfterFunc(p.abandon, cancel)
+		defer func() { stop(); cancel() }()
+		ctx = wctx
+	}
+	return t.lim.wait(ctx, rt)
 }
 
 // cancelOnClose ends a request's timeout once its body has been read.
@@ -178,6 +212,21 @@ func (l *limiter) bucket(r route) string {
 		return h + "|" + r.major
 	}
 	return r.key + "|" + r.major
+}
+
+// due is how long a request on r would wait now (0: it may go).
+func (l *limiter) due(r route) time.Duration {
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var d time.Duration
+	if l.pause != nil && !r.interaction {
+		d = l.pause.until.Sub(now)
+	}
+	if until, ok := l.resets[l.bucket(r)]; ok {
+		d = max(d, until.Sub(now))
+	}
+	return max(d, 0)
 }
 
 // wait returns when a request on r may go: after the global pause (unless r is an

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"time"
 	"unicode/utf16"
 
 	"github.com/bwmarrin/discordgo"
@@ -14,12 +13,6 @@ import (
 
 // MaxMessageLen is Discord's content limit per message.
 const MaxMessageLen = 2000
-
-// Typing indicator renewal: Discord shows one for about 10 seconds.
-const (
-	typingEvery = 8 * time.Second
-	typingMax   = 5 * time.Minute
-)
 
 // noMentions lets nothing in a posted message ping anyone (@everyone, @here, roles,
 // users, nor the author of the message replied to): T3.
@@ -44,17 +37,18 @@ func (a *Adapter) Send(ctx context.Context, out adapters.Outbound) error {
 		text = smallText(text)
 	}
 	chunks := adapters.Split(text, MaxMessageLen, textLen)
+	picker := pickerComponents(out.Choices, a.log) // L4: a select menu on the last part
 
 	if out.Kind == adapters.KindReport {
 		ch := strings.TrimPrefix(out.ReplyTo, Name+":")
 		if ch == "" {
 			return errors.New("discord: report without an admin channel id")
 		}
-		return a.postChannel(ctx, ch, "", chunks, flags)
+		return a.postChannel(ctx, ch, "", chunks, flags, nil)
 	}
 	if rest, ok := strings.CutPrefix(out.ReplyTo, interactionPrefix); ok {
 		id, _, _ := strings.Cut(rest, ":")
-		return a.sendInteraction(ctx, id, out.Kind, chunks, flags, out.Ephemeral)
+		return a.sendInteraction(ctx, id, out.Kind, chunks, flags, out.Ephemeral, picker)
 	}
 	ch, msg := target(out.ReplyTo, out.SessionKey)
 	if ch == "" {
@@ -65,7 +59,7 @@ func (a *Adapter) Send(ctx context.Context, out adapters.Outbound) error {
 		defer a.stopTyping(ch, nil) // the turn has answered
 		ref = msg
 	}
-	return a.postChannel(ctx, ch, ref, chunks, flags)
+	return a.postChannel(ctx, ch, ref, chunks, flags, picker)
 }
 
 // target splits a ReplyTo ("<channel>" or "<channel>/<message>") into the channel
@@ -100,24 +94,46 @@ func smallText(s string) string {
 // failIfNotExists false: a reply to a message deleted meanwhile is still posted.
 var failIfNotExists = false
 
-func (a *Adapter) postChannel(ctx context.Context, channelID, reference string, chunks []string, flags discordgo.MessageFlags) error {
+// postChannel posts chunks in order, the first referencing reference (when set),
+// the last carrying components (when any).
+func (a *Adapter) postChannel(ctx context.Context, channelID, reference string, chunks []string, flags discordgo.MessageFlags, components []discordgo.MessageComponent) error {
 	for i, c := range chunks {
-		msg := &discordgo.MessageSend{Content: c, Flags: flags, AllowedMentions: noMentions()}
-		if i == 0 && reference != "" {
-			msg.Reference = &discordgo.MessageReference{MessageID: reference, ChannelID: channelID, FailIfNotExists: &failIfNotExists}
+		ref, comps := "", []discordgo.MessageComponent(nil)
+		if i == 0 {
+			ref = reference
 		}
-		err := a.call(ctx, "post message", "", func(opts ...discordgo.RequestOption) error {
-			_, err := a.rest.ChannelMessageSendComplex(channelID, msg, opts...)
-			return err
-		})
-		if err != nil {
+		if i == len(chunks)-1 {
+			comps = components
+		}
+		if _, err := a.postOne(ctx, channelID, ref, c, flags, comps); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (a *Adapter) sendInteraction(ctx context.Context, id string, kind adapters.Kind, chunks []string, flags discordgo.MessageFlags, ephemeral bool) error {
+// postOne posts one message, replying to reference when set, without pinging anyone.
+func (a *Adapter) postOne(ctx context.Context, channelID, reference, content string, flags discordgo.MessageFlags, components []discordgo.MessageComponent) (*discordgo.Message, error) {
+	msg := &discordgo.MessageSend{Content: content, Flags: flags, AllowedMentions: noMentions(), Components: components}
+	if reference != "" {
+		msg.Reference = &discordgo.MessageReference{MessageID: reference, ChannelID: channelID, FailIfNotExists: &failIfNotExists}
+	}
+	var m *discordgo.Message
+	err := a.call(ctx, "post message", "", func(opts ...discordgo.RequestOption) error {
+		var err error
+		m, err = a.rest.ChannelMessageSendComplex(channelID, msg, opts...)
+		return err
+	})
+	if err == nil && m == nil {
+		err = errors.New("discord: post message: no message in the answer")
+	}
+	return m, err
+}
+
+// sendInteraction answers an interaction: the first part replaces its original
+// response (the deferred "thinking…" of a command, or the message whose menu was
+// used, whose menu goes), the others are follow-ups; components go on the last part.
+func (a *Adapter) sendInteraction(ctx context.Context, id string, kind adapters.Kind, chunks []string, flags discordgo.MessageFlags, ephemeral bool, components []discordgo.MessageComponent) error {
 	p := a.interactions.get(id)
 	if p == nil || !p.deferred {
 		// Unknown (a restart), expired, or never acknowledged: the answer was meant
@@ -133,12 +149,22 @@ func (a *Adapter) sendInteraction(ctx context.Context, id string, kind adapters.
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, c := range chunks {
+	for i, c := range chunks {
 		content := c
+		var comps []discordgo.MessageComponent
+		if i == len(chunks)-1 {
+			comps = components
+		}
 		var err error
 		if !p.edited {
+			edit := &discordgo.WebhookEdit{Content: &content, AllowedMentions: noMentions()}
+			if comps != nil || p.update {
+				// A picked menu is replaced by the answer (or a new menu).
+				c := append([]discordgo.MessageComponent{}, comps...)
+				edit.Components = &c
+			}
 			err = a.call(ctx, "edit interaction response", p.i.Token, func(opts ...discordgo.RequestOption) error {
-				_, err := a.rest.InteractionResponseEdit(p.i, &discordgo.WebhookEdit{Content: &content, AllowedMentions: noMentions()}, opts...)
+				_, err := a.rest.InteractionResponseEdit(p.i, edit, opts...)
 				return err
 			})
 			if err == nil {
@@ -150,7 +176,7 @@ func (a *Adapter) sendInteraction(ctx context.Context, id string, kind adapters.
 				f |= discordgo.MessageFlagsEphemeral
 			}
 			err = a.call(ctx, "interaction follow-up", p.i.Token, func(opts ...discordgo.RequestOption) error {
-				_, err := a.rest.FollowupMessageCreate(p.i, true, &discordgo.WebhookParams{Content: content, Flags: f, AllowedMentions: noMentions()}, opts...)
+				_, err := a.rest.FollowupMessageCreate(p.i, true, &discordgo.WebhookParams{Content: content, Flags: f, AllowedMentions: noMentions(), Components: comps}, opts...)
 				return err
 			})
 		}
@@ -159,83 +185,6 @@ func (a *Adapter) sendInteraction(ctx context.Context, id string, kind adapters.
 		}
 	}
 	return nil
-}
-
-// Typing shows the typing indicator in the conversation's channel and keeps it up
-// (Discord shows it for about 10 seconds) until a reply or error is posted there, the
-// turn has run for typingMax, or Run ends. It returns at once: the indicator is
-// posted by its own goroutine, so a slow or rate-limited typing call never delays
-// the turn. Commands answered through an interaction already show "thinking", so
-// they get none.
-func (a *Adapter) Typing(_ context.Context, in adapters.Inbound) error {
-	if in.Native || strings.HasPrefix(in.ReplyTo, interactionPrefix) {
-		return nil
-	}
-	ch, _ := target(in.ReplyTo, in.SessionKey)
-	if ch == "" {
-		return nil
-	}
-	a.keepTyping(ch)
-	return nil
-}
-
-func (a *Adapter) typeOnce(ctx context.Context, ch string) error {
-	return a.call(ctx, "typing", "", func(opts ...discordgo.RequestOption) error {
-		return a.rest.ChannelTyping(ch, opts...)
-	})
-}
-
-// typer is one channel's typing refresher.
-type typer struct{ cancel context.CancelFunc }
-
-// keepTyping starts the channel's refresher unless one runs; it belongs to Run.
-func (a *Adapter) keepTyping(ch string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.ctx == nil || a.stopping || a.typers[ch] != nil {
-		return
-	}
-	ctx, cancel := context.WithCancel(a.ctx)
-	t := &typer{cancel: cancel}
-	a.typers[ch] = t
-	every := a.typingEvery
-	a.wg.Add(1)
-	go func() {
-		defer a.wg.Done()
-		defer a.stopTyping(ch, t)
-		tick := time.NewTicker(every)
-		defer tick.Stop()
-		limit := time.NewTimer(typingMax)
-		defer limit.Stop()
-		for {
-			if err := a.typeOnce(ctx, ch); err != nil && ctx.Err() == nil {
-				a.log.Debug("discord typing failed", "channel_id", ch, "err", err)
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-limit.C:
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-}
-
-// stopTyping ends the channel's refresher (only t, when t is non-nil), cutting a
-// typing call in flight short.
-func (a *Adapter) stopTyping(ch string, t *typer) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	cur := a.typers[ch]
-	if cur == nil || (t != nil && cur != t) {
-		if t != nil {
-			t.cancel()
-		}
-		return
-	}
-	delete(a.typers, ch)
-	cur.cancel()
 }
 
 // textLen counts like Discord's limit, in UTF-16 code units (never fewer than runes).

@@ -31,6 +31,10 @@ const replySep = "/"
 type job struct {
 	in     adapters.Inbound
 	lookup bool // look up whether the channel is a thread first
+	// openThread: unless the channel is a thread, start one from the message
+	// (channels.discord.threads) and move the conversation there.
+	openThread     bool
+	guild, message string
 }
 
 func (j job) channel() string {

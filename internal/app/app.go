@@ -285,6 +285,7 @@ func buildAdapters(cfg *config.Config, opts Options, log *slog.Logger) ([]adapte
 			NoMessageContent: !d.MessageContent,
 			ShardID:          d.ShardID,
 			ShardCount:       d.ShardCount,
+			Threads:          d.Threads,
 			Log:              log,
 			Models:           func() []string { return models },
 			Profiles:         func() []string { return profiles },

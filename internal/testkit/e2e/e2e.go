@@ -50,6 +50,8 @@ type Spec struct {
 	Idle time.Duration
 	// ExtraYAML is appended to the generated configuration (top-level keys).
 	ExtraYAML string
+	// Channels is added to the channels section, e.g. "discord: {stream: false}".
+	Channels string
 	// Adapter is the channel under test; Secrets are its own secrets (tokens),
 	// checked like the keys.
 	Adapter adapters.Adapter
@@ -142,7 +144,11 @@ func Start(t testing.TB, spec Spec) *World {
 func (s Spec) yaml(llmURL, driver, dsn string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "storage: {driver: %s, dsn: %q}\n", driver, dsn)
-	b.WriteString("channels: {console: {enabled: false}}\n")
+	channels := "console: {enabled: false}"
+	if s.Channels != "" {
+		channels += ", " + s.Channels
+	}
+	fmt.Fprintf(&b, "channels: {%s}\n", channels)
 	providers := map[string]bool{}
 	for _, ref := range append([]string{s.Primary}, s.Fallbacks...) {
 		p, _, _ := strings.Cut(ref, "/")

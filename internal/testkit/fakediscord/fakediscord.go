@@ -2,11 +2,14 @@
 // enough that a client passing against it behaves in a real guild: the real
 // discordgo client runs against it end to end on 127.0.0.1.
 //
-// It serves the REST routes a bot uses (gateway discovery, messages, typing,
-// interaction callbacks and their webhooks, command registration, channel lookup)
-// under /api/v9, and a gateway websocket (Hello, Identify, READY, heartbeats,
+// It serves the REST routes a bot uses (gateway discovery, messages and their
+// edits and deletions, typing, threads started from a message, interaction
+// callbacks and their webhooks, command registration, channel lookup) under
+// /api/v9, and a gateway websocket (Hello, Identify, READY, heartbeats,
 // dispatches, Reconnect, Resume with replay, Invalid Session). Everything the
-// client sends is recorded for assertions, and faults can be injected.
+// client sends is recorded for assertions (Messages in their latest version with
+// every earlier one, Edits, Deletes, ThreadStarts, TypingCalls, Latest for what a
+// person sees in a channel), and faults can be injected.
 //
 // Each rule below is Discord's, enforced as documented; a client that breaks one
 // gets what Discord would answer.
@@ -64,7 +67,41 @@
 //     https://discord.com/developers/docs/resources/message#allowed-mentions-object
 //   - Replies: a message_reference to a message the fake does not know is refused
 //     (400, code 50035) unless fail_if_not_exists is false; content past 2,000
-//     characters is refused. https://discord.com/developers/docs/resources/message#create-message
+//     characters is refused (50035), and a message with neither content nor
+//     components gets 400 code 50006. https://discord.com/developers/docs/resources/message#create-message
+//   - Edits: PATCH /channels/{c}/messages/{m} edits only the bot's own messages
+//     (another author's: 403, code 50005); an unknown or deleted message, or one in
+//     another channel, gets 404 code 10008; absent fields stay as they were,
+//     "components": [] removes them; the 2,000-character limit holds; with
+//     EchoOwnMessages, MESSAGE_UPDATE is dispatched.
+//     https://discord.com/developers/docs/resources/message#edit-message
+//   - Deletes: the bot may delete its own messages (another author's needs
+//     MANAGE_MESSAGES, which the fake's bot lacks: 403, code 50013); a second
+//     delete gets 404 code 10008; MESSAGE_DELETE is dispatched.
+//     https://discord.com/developers/docs/resources/message#delete-message
+//   - Typing: POST /channels/{c}/typing answers 204; TypingCalls records when.
+//     https://discord.com/developers/docs/resources/channel#trigger-typing-indicator
+//   - Threads from a message: only in a guild text or announcement channel (a DM
+//     or a thread: 400, code 50024), once per message (400, code 160004), name 1 to
+//     100 characters, auto_archive_duration one of 60, 1440, 4320, 10080 (else
+//     50035); the thread gets the message's id, GET /channels/{thread} reports it,
+//     and THREAD_CREATE is dispatched with the bot as owner.
+//     https://discord.com/developers/docs/resources/channel#start-thread-from-message
+//   - Components: at most 5 action rows of 1 to 5 components; a string select
+//     (type 3) alone in its row, custom_id 1 to 100 characters and unique in the
+//     message, 1 to 25 options, label and value 1 to 100 characters, values unique,
+//     placeholder at most 150; else 400 code 50035.
+//     https://discord.com/developers/docs/components/reference#string-select
+//   - Component interactions: SendComponent dispatches a pick (type 3) only as
+//     Discord's client can make one: on a message and menu that exist, with
+//     values among the options. Callback types are checked per interaction type
+//     (6 deferred update and 7 update message for components only, 8 for
+//     autocomplete only; else 50035); after 6, @original is the menu's message.
+//     https://discord.com/developers/docs/interactions/receiving-and-responding#interaction-response-object-interaction-callback-type
+//   - Route buckets: Limit gives a route n requests per window per channel (on the
+//     Now clock), with X-RateLimit-Limit, -Remaining, -Reset, -Reset-After and
+//     -Bucket on every answer and a per-route 429 past n, as Discord's headers
+//     describe. https://discord.com/developers/docs/topics/rate-limits#header-format
 package fakediscord
 
 import (
@@ -74,6 +111,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -124,6 +162,15 @@ type Message struct {
 	Via              string // "channel", "edit-original", "edit-followup", "followup", "callback"
 	InteractionToken string // webhook posts only
 	At               time.Time
+	// Selects are the string select menus of the message's latest version.
+	Selects []Select
+	// Ephemeral: only the interaction's user sees it (flag 64 on the post or on
+	// the deferral it replaces).
+	Ephemeral bool
+	// Versions holds every content the message had, the first post first; Content
+	// is the latest. Deleted: it was deleted (Content stays the last version).
+	Versions []string
+	Deleted  bool
 }
 
 // Choice is one autocomplete choice in an interaction response.
@@ -198,6 +245,10 @@ type interaction struct {
 	dispatched time.Time // real time
 	issued     time.Time // Now clock, for the 15-minute token
 	acked      bool
+	typ        int    // 2 command, 3 component, 4 autocomplete
+	message    string // component interactions: the message the component is on
+	ephemeral  bool   // acknowledged with flag 64
+	original   string // the message @original names once it exists
 }
 
 type fault struct {
@@ -274,7 +325,16 @@ type Server struct {
 	budgetStart  time.Time
 	budgetUsed   int
 	messages     []Message
+	byID         map[string]int    // message id -> index in messages (the bot's posts)
 	known        map[string]string // message id -> author id
+	where        map[string]string // message id -> channel id (channel messages)
+	edits        []Edit
+	deletes      []Delete
+	threadStarts []ThreadStart
+	typingCalls  []Typing
+	threadOf     map[string]string // message id -> thread started from it
+	limits       []limit
+	buckets      map[string]*bucket
 	responses    []InteractionResponse
 	interactions map[string]*interaction
 	tokens       map[string]*interaction
@@ -311,6 +371,10 @@ func New() *Server {
 		channels:            map[string]channelInfo{},
 		conns:               map[*gwConn]struct{}{},
 		known:               map[string]string{},
+		where:               map[string]string{},
+		byID:                map[string]int{},
+		threadOf:            map[string]string{},
+		buckets:             map[string]*bucket{},
 		interactions:        map[string]*interaction{},
 		tokens:              map[string]*interaction{},
 		windows:             map[string]time.Time{},
@@ -335,6 +399,9 @@ func (s *Server) start(secure bool) {
 	mux.HandleFunc("GET "+p+"/users/@me", s.handleMe)
 	mux.HandleFunc("GET "+p+"/channels/{id}", s.handleChannel)
 	mux.HandleFunc("POST "+p+"/channels/{id}/messages", s.handleChannelMessage)
+	mux.HandleFunc("PATCH "+p+"/channels/{id}/messages/{mid}", s.handleMessageEdit)
+	mux.HandleFunc("DELETE "+p+"/channels/{id}/messages/{mid}", s.handleMessageDelete)
+	mux.HandleFunc("POST "+p+"/channels/{id}/messages/{mid}/threads", s.handleThreadFromMessage)
 	mux.HandleFunc("POST "+p+"/channels/{id}/typing", s.handleTyping)
 	mux.HandleFunc("PATCH "+p+"/webhooks/{app}/{token}/messages/{mid}", s.handleWebhookEdit)
 	mux.HandleFunc("POST "+p+"/webhooks/{app}/{token}", s.handleFollowup)
@@ -527,6 +594,8 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, path string, n
 		h.Set("X-RateLimit-Remaining", "0")
 		h.Set("X-RateLimit-Reset-After", strconv.FormatFloat(routeLeft.Seconds(), 'f', 3, 64))
 		h.Set("X-RateLimit-Bucket", "fake-"+strings.ReplaceAll(strings.Trim(path, "/"), "/", "-"))
+	case !s.takeLimit(w, r.Method, path):
+		return 0
 	}
 	next.ServeHTTP(w, r)
 	return 0
@@ -738,6 +807,8 @@ type postBody struct {
 		MessageID       string `json:"message_id"`
 		FailIfNotExists *bool  `json:"fail_if_not_exists"`
 	} `json:"message_reference"`
+	// Components is kept raw: absent (nil) and empty ([]) differ on an edit.
+	Components json.RawMessage `json:"components"`
 }
 
 func readBody(r *http.Request, v any) error {
@@ -748,9 +819,10 @@ func readBody(r *http.Request, v any) error {
 	return json.Unmarshal(data, v)
 }
 
-// record turns a post into a Message; s.mu must be held.
-func (s *Server) recordLocked(b postBody, channel, via, token string) Message {
-	m := Message{ID: s.newID(), ChannelID: channel, Content: b.Content, Flags: b.Flags, Via: via, InteractionToken: token, At: time.Now()}
+// recordLocked turns a post into a Message (not yet stored); s.mu must be held.
+func (s *Server) recordLocked(b postBody, selects []Select, channel, via, token string) Message {
+	m := Message{ID: s.newID(), ChannelID: channel, Content: b.Content, Flags: b.Flags, Via: via, InteractionToken: token,
+		At: time.Now(), Selects: selects, Versions: []string{b.Content}, Ephemeral: b.Flags&flagEphemeral != 0}
 	if b.AllowedMentions != nil {
 		p := append([]string{}, b.AllowedMentions.Parse...)
 		m.AllowedMentionsParse = &p
@@ -765,15 +837,55 @@ func (s *Server) recordLocked(b postBody, channel, via, token string) Message {
 	return m
 }
 
+// storeLocked keeps m as a message of the bot; s.mu must be held.
+func (s *Server) storeLocked(m Message) {
+	s.byID[m.ID] = len(s.messages)
+	s.messages = append(s.messages, m)
+	s.known[m.ID] = s.BotID
+	if m.ChannelID != "" {
+		s.where[m.ID] = m.ChannelID
+	}
+}
+
+// flagEphemeral is message flag 64: only the interaction's user sees the message.
+const flagEphemeral = 64
+
 func badRequest(w http.ResponseWriter, err error) {
 	discordError(w, http.StatusBadRequest, 50109, "The request body contains invalid JSON. "+err.Error())
 }
 
+// invalidForm answers 400 with code 50035, as Discord does for a field out of its limits.
+func invalidForm(w http.ResponseWriter, err error) {
+	discordError(w, http.StatusBadRequest, 50035, "Invalid Form Body: "+err.Error())
+}
+
 func (s *Server) messageJSON(m Message) map[string]any {
-	return map[string]any{
+	body := map[string]any{
 		"id": m.ID, "channel_id": m.ChannelID, "content": m.Content, "flags": m.Flags,
 		"author": s.botUser(), "timestamp": m.At.UTC().Format(time.RFC3339),
 	}
+	if m.Ephemeral {
+		body["flags"] = m.Flags | flagEphemeral
+	}
+	if len(m.Selects) > 0 {
+		body["components"] = selectsJSON(m.Selects)
+	}
+	return body
+}
+
+// checkPost applies Discord's limits on a new message's content and components.
+func checkPost(b postBody) ([]Select, error) {
+	if n := len([]rune(b.Content)); n > maxContent {
+		return nil, fmt.Errorf("content must be 2000 or fewer in length (%d)", n)
+	}
+	selects, err := parseComponents(b.Components)
+	if err != nil {
+		return nil, err
+	}
+	if b.Content == "" && len(selects) == 0 {
+		return nil, errEmptyMessage
+	}
+	return selects, nil
 }
 
 func (s *Server) handleChannelMessage(w http.ResponseWriter, r *http.Request) {
@@ -782,8 +894,13 @@ func (s *Server) handleChannelMessage(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, err)
 		return
 	}
-	if len([]rune(b.Content)) > 2000 {
-		discordError(w, http.StatusBadRequest, 50035, "Invalid Form Body: content must be 2000 or fewer in length.")
+	selects, err := checkPost(b)
+	if err == errEmptyMessage {
+		discordError(w, http.StatusBadRequest, 50006, "Cannot send an empty message")
+		return
+	}
+	if err != nil {
+		invalidForm(w, err)
 		return
 	}
 	ch := r.PathValue("id")
@@ -793,9 +910,8 @@ func (s *Server) handleChannelMessage(w http.ResponseWriter, r *http.Request) {
 		discordError(w, http.StatusBadRequest, 50035, "Invalid Form Body: message_reference: Unknown message")
 		return
 	}
-	m := s.recordLocked(b, ch, "channel", "")
-	s.messages = append(s.messages, m)
-	s.known[m.ID] = s.BotID
+	m := s.recordLocked(b, selects, ch, "channel", "")
+	s.storeLocked(m)
 	echo := s.EchoOwnMessages
 	guild := s.channels[ch].guildID
 	s.mu.Unlock()
@@ -812,6 +928,7 @@ func (s *Server) handleChannelMessage(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleTyping(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.typings = append(s.typings, r.PathValue("id"))
+	s.typingCalls = append(s.typingCalls, Typing{ChannelID: r.PathValue("id"), At: time.Now()})
 	s.mu.Unlock()
 	w.WriteHeader(http.StatusNoContent)
 }
@@ -828,22 +945,57 @@ func (s *Server) webhookInteraction(w http.ResponseWriter, r *http.Request) (*in
 	return in, ok
 }
 
+// handleWebhookEdit edits an interaction's original response (@original) or one of
+// its follow-ups. The original response of a command is created by its first edit
+// (it was "thinking" until then) and edited in place after; that of a component
+// interaction is the message the component is on.
 func (s *Server) handleWebhookEdit(w http.ResponseWriter, r *http.Request) {
-	if _, ok := s.webhookInteraction(w, r); !ok {
+	in, ok := s.webhookInteraction(w, r)
+	if !ok {
 		return
 	}
-	var b postBody
+	var b editBody
 	if err := readBody(r, &b); err != nil {
 		badRequest(w, err)
 		return
 	}
-	via := "edit-followup"
-	if r.PathValue("mid") == "@original" {
-		via = "edit-original"
+	mid := r.PathValue("mid")
+	s.mu.Lock()
+	target := mid
+	if mid == "@original" {
+		target = in.original
+	}
+	if i, ok := s.byID[target]; ok && target != "" {
+		m := s.messages[i]
+		s.mu.Unlock()
+		if m.InteractionToken != in.token && m.ID != in.message {
+			discordError(w, http.StatusNotFound, 10008, "Unknown Message")
+			return
+		}
+		s.applyEdit(w, target, m.ChannelID, b, "webhook")
+		return
+	}
+	if mid != "@original" {
+		s.mu.Unlock()
+		discordError(w, http.StatusNotFound, 10008, "Unknown Message")
+		return
+	}
+	pb := b.post()
+	s.mu.Unlock()
+	selects, err := checkPost(pb)
+	if err == errEmptyMessage {
+		discordError(w, http.StatusBadRequest, 50006, "Cannot send an empty message")
+		return
+	}
+	if err != nil {
+		invalidForm(w, err)
+		return
 	}
 	s.mu.Lock()
-	m := s.recordLocked(b, "", via, r.PathValue("token"))
-	s.messages = append(s.messages, m)
+	m := s.recordLocked(pb, selects, "", "edit-original", in.token)
+	m.Ephemeral = in.ephemeral
+	s.storeLocked(m)
+	in.original = m.ID
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, s.messageJSON(m))
 }
@@ -857,15 +1009,32 @@ func (s *Server) handleFollowup(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, err)
 		return
 	}
+	selects, err := checkPost(b)
+	if err == errEmptyMessage {
+		discordError(w, http.StatusBadRequest, 50006, "Cannot send an empty message")
+		return
+	}
+	if err != nil {
+		invalidForm(w, err)
+		return
+	}
 	s.mu.Lock()
-	m := s.recordLocked(b, "", "followup", r.PathValue("token"))
-	s.messages = append(s.messages, m)
+	m := s.recordLocked(b, selects, "", "followup", r.PathValue("token"))
+	s.storeLocked(m)
 	s.mu.Unlock()
 	if r.URL.Query().Get("wait") == "true" {
 		writeJSON(w, http.StatusOK, s.messageJSON(m))
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// Interaction types and the callback types Discord accepts for each.
+// https://discord.com/developers/docs/interactions/receiving-and-responding#interaction-response-object-interaction-callback-type
+var callbackTypes = map[int][]int{
+	2: {4, 5, 9},       // application command
+	3: {4, 5, 6, 7, 9}, // message component: 6 deferred update, 7 update message
+	4: {8},             // autocomplete
 }
 
 func (s *Server) handleCallback(w http.ResponseWriter, r *http.Request) {
@@ -895,20 +1064,43 @@ func (s *Server) handleCallback(w http.ResponseWriter, r *http.Request) {
 		s.mu.Unlock()
 		discordError(w, http.StatusBadRequest, 40060, "Interaction has already been acknowledged.")
 		return
+	case !slices.Contains(callbackTypes[in.typ], b.Type):
+		s.mu.Unlock()
+		invalidForm(w, fmt.Errorf("type: callback type %d is not valid for interaction type %d", b.Type, in.typ))
+		return
+	}
+	var selects []Select
+	if b.Data != nil && (b.Type == 4 || b.Type == 7) {
+		var err error
+		if selects, err = parseComponents(b.Data.Components); err != nil {
+			s.mu.Unlock()
+			invalidForm(w, err)
+			return
+		}
 	}
 	in.acked = true
 	rec := InteractionResponse{InteractionID: in.id, Token: in.token, Type: b.Type, At: now, Latency: now.Sub(in.dispatched)}
 	if b.Data != nil {
 		rec.Content, rec.Flags = b.Data.Content, b.Data.Flags
+		in.ephemeral = b.Data.Flags&flagEphemeral != 0
 		for _, c := range b.Data.Choices {
 			rec.Choices = append(rec.Choices, Choice{Name: c.Name, Value: fmt.Sprint(c.Value)})
 		}
 		if b.Type == 4 {
-			s.messages = append(s.messages, s.recordLocked(b.Data.postBody, "", "callback", in.token))
+			m := s.recordLocked(b.Data.postBody, selects, "", "callback", in.token)
+			s.storeLocked(m)
+			in.original = m.ID
 		}
+	}
+	if b.Type == 6 || b.Type == 7 {
+		in.original = in.message // the component's message is the one to update
 	}
 	s.responses = append(s.responses, rec)
 	s.mu.Unlock()
+	if b.Type == 7 && b.Data != nil {
+		eb := editBody{Content: &b.Data.Content, AllowedMentions: b.Data.AllowedMentions, Components: b.Data.Components}
+		s.applyEdit(discardWriter{}, in.message, s.channelOf(in.message), eb, "callback")
+	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -935,6 +1127,7 @@ func (s *Server) SendMessage(m Msg) string {
 	s.mu.Lock()
 	id := s.newID()
 	s.known[id] = m.AuthorID
+	s.where[id] = m.ChannelID
 	if m.GuildID == "" {
 		if _, ok := s.channels[m.ChannelID]; !ok {
 			s.channels[m.ChannelID] = channelInfo{typ: 1}
@@ -1007,7 +1200,7 @@ func (s *Server) interaction(typ int, c Command) (id, token string) {
 	s.mu.Lock()
 	id = s.newID()
 	token = "itok-" + id
-	in := &interaction{id: id, token: token, dispatched: time.Now(), issued: s.Now()}
+	in := &interaction{id: id, token: token, dispatched: time.Now(), issued: s.Now(), typ: typ}
 	s.interactions[id], s.tokens[token] = in, in
 	s.mu.Unlock()
 	opts := []map[string]any{}
@@ -1044,11 +1237,16 @@ func (s *Server) SendAutocomplete(c Command) (id, token string) { return s.inter
 
 // ---- recordings ----
 
-// Messages returns every message posted so far, in order.
+// Messages returns every message posted so far, in order, each in its latest
+// version (Versions holds the earlier ones; deleted ones are marked Deleted).
 func (s *Server) Messages() []Message {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]Message(nil), s.messages...)
+	out := make([]Message, len(s.messages))
+	for i, m := range s.messages {
+		out[i] = m.clone()
+	}
+	return out
 }
 
 // InteractionResponses returns every accepted interaction callback so far.
