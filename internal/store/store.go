@@ -20,7 +20,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mattn/go-sqlite3"
 	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
@@ -246,17 +245,4 @@ func Close(db *gorm.DB) error {
 		return fmt.Errorf("store: close: %w", ferr)
 	}
 	return nil
-}
-
-// IsBusy reports whether err is SQLite's "database is locked" / "table is locked".
-func IsBusy(err error) bool {
-	var se sqlite3.Error
-	if errors.As(err, &se) {
-		return se.Code == sqlite3.ErrBusy || se.Code == sqlite3.ErrLocked
-	}
-	var sp *sqlite3.Error
-	if errors.As(err, &sp) && sp != nil {
-		return sp.Code == sqlite3.ErrBusy || sp.Code == sqlite3.ErrLocked
-	}
-	return false
 }
