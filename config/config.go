@@ -237,6 +237,9 @@ type AgentDefaults struct {
 type ModelChain struct {
 	Primary   failover.ModelRef
 	Fallbacks []failover.ModelRef
+	// Allow holds patterns of further models people may choose with /model
+	// ("openai/*": '*' is any run of characters, '?' one character).
+	Allow []string
 }
 
 // Timeouts are agents.defaults.timeouts (R10 and the idle stream timeout).
@@ -281,11 +284,16 @@ type Agent struct {
 	Channels []string
 }
 
-// Model holds optional facts about one model (B1, B7).
+// Model holds optional facts about one model (B1, B7), and whether people may
+// choose it with /model.
 type Model struct {
 	ContextWindow int
 	USDPerMTokIn  float64
 	USDPerMTokOut float64
+	// Selectable lets people choose the model with /model though no chain names it.
+	Selectable bool
+	// Aliases are short names for /model ("fast"), unique across models.
+	Aliases []string
 }
 
 // Limits are process-wide limits (B2) and caps on what a provider may send (T1).
@@ -441,9 +449,12 @@ func Load(path string) (*Config, error) {
 	return Parse(path, data, os.LookupEnv)
 }
 
-// ModelRefs lists every model the config names (primary, fallbacks, agent models
-// and the models table), first mention first, without duplicates. Pickers such as
-// /model autocomplete offer exactly these.
+// ModelRefs lists the models people can choose with /model: those of the
+// chains (primary, fallbacks, agent models and their fallbacks), then the
+// models: entries marked selectable, first mention first, without duplicates.
+// Pickers such as /model autocomplete offer exactly these. (Models that only
+// match an agents.defaults.model.allow pattern may be chosen too, but cannot be
+// listed.)
 func (c *Config) ModelRefs() []failover.ModelRef {
 	seen := map[failover.ModelRef]bool{}
 	var out []failover.ModelRef
@@ -464,8 +475,10 @@ func (c *Config) ModelRefs() []failover.ModelRef {
 		}
 	}
 	extra := make([]string, 0, len(c.Models))
-	for r := range c.Models {
-		extra = append(extra, string(r))
+	for r, m := range c.Models {
+		if m.Selectable {
+			extra = append(extra, string(r))
+		}
 	}
 	sort.Strings(extra)
 	for _, r := range extra {

@@ -36,8 +36,9 @@ func Parse(name string, data []byte, getenv func(string) (string, bool)) (cfg *C
 	d := &decoder{file: name, getenv: getenv, cfg: Default(), lines: map[string]int{}}
 	d.cfg.File = name
 	var doc yaml.Node
-	if err := yaml.Unmarshal(d.protect(data), &doc); err != nil {
-		return nil, d.yamlError(err)
+	text := d.protect(data)
+	if err := yaml.Unmarshal(text, &doc); err != nil {
+		return nil, d.yamlError(err, text)
 	}
 	root := &doc
 	if root.Kind == yaml.DocumentNode {
@@ -47,8 +48,12 @@ func Parse(name string, data []byte, getenv func(string) (string, bool)) (cfg *C
 			root = root.Content[0]
 		}
 	}
-	if root == nil || (root.Kind == yaml.ScalarNode && root.Tag == "!!null") {
-		d.errAt(1, "agents.defaults.model.primary", "is required (the file is empty)")
+	if root == nil || root.Kind == 0 || (root.Kind == yaml.ScalarNode && root.Tag == "!!null") {
+		d.errAt(1, "", "the file is empty: start from config.example.yaml (cp config.example.yaml config.yaml), or set at least agents.defaults.model.primary")
+		return nil, errors.Join(d.errs...)
+	}
+	if root.Kind != yaml.MappingNode {
+		d.errAt(root.Line, "", "the file must hold settings as key: value lines, like config.example.yaml, not %s", kindName(root))
 		return nil, errors.Join(d.errs...)
 	}
 	d.root(root)
@@ -116,7 +121,10 @@ func (d *decoder) restore(s string) string {
 
 var yamlLine = regexp.MustCompile(`line (\d+): `)
 
-func (d *decoder) yamlError(err error) error {
+func (d *decoder) yamlError(err error, data []byte) error {
+	if line, msg := indentProblem(data); line > 0 {
+		return &Error{File: d.file, Line: line, Msg: msg}
+	}
 	var errs []error
 	msgs := []string{err.Error()}
 	var te *yaml.TypeError
@@ -130,7 +138,7 @@ func (d *decoder) yamlError(err error) error {
 			line, _ = strconv.Atoi(m[loc[2]:loc[3]])
 			m = m[:loc[0]] + m[loc[1]:]
 		}
-		errs = append(errs, &Error{File: d.file, Line: line, Msg: "invalid YAML: " + m})
+		errs = append(errs, &Error{File: d.file, Line: line, Msg: "invalid YAML: " + plainYAML(m)})
 	}
 	return errors.Join(errs...)
 }
@@ -307,7 +315,7 @@ func (d *decoder) integer(dst *int, min int) func(*yaml.Node, string) {
 			return
 		}
 		if v < min {
-			d.errorf(n, key, "bad number %d: must be at least %d", v, min)
+			d.errorf(n, key, "bad number %d: %s", v, bounds(float64(v), float64(min), math.Inf(1)))
 			return
 		}
 		*dst = v
@@ -323,22 +331,43 @@ func (d *decoder) number(dst *float64, min, max float64) func(*yaml.Node, string
 		}
 		v, err := strconv.ParseFloat(s, 64)
 		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
-			d.errorf(n, key, "bad number %q", s)
+			d.errorf(n, key, "bad number %q: want a plain number such as 1.5", s)
 			return
 		}
-		if v < min || v > max {
-			d.errorf(n, key, "bad number %v: must be between %v and %v", v, min, max)
+		if msg := bounds(v, min, max); msg != "" {
+			d.errorf(n, key, "bad number %s: %s", s, msg)
 			return
 		}
 		*dst = v
 	}
 }
 
+// bounds says what is wrong with v outside [min, max], in plain numbers ("" when
+// it is inside).
+func bounds(v, min, max float64) string {
+	switch {
+	case v < min && min == 0:
+		return "must not be negative"
+	case v < min:
+		return "must be at least " + plain(min)
+	case v > max:
+		return "must be at most " + plain(max)
+	}
+	return ""
+}
+
+// plain writes a bound without exponent: 87600, 0.5.
+func plain(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
+
+// maxUnits is the longest duration a *_hours, *_minutes, *_seconds or *_ms key
+// takes: ten years, far beyond any useful setting and far inside time.Duration.
+const maxUnits = 10 * 365 * 24 * time.Hour
+
 // units parses a non-negative decimal count of unit (e.g. hours) into a duration.
 func (d *decoder) units(dst *time.Duration, unit time.Duration) func(*yaml.Node, string) {
 	return func(n *yaml.Node, key string) {
 		var f float64 = -1
-		d.number(&f, 0, float64(math.MaxInt64)/float64(unit)/2)(n, key)
+		d.number(&f, 0, float64(maxUnits/unit))(n, key)
 		if f >= 0 {
 			*dst = time.Duration(f * float64(unit))
 		}
@@ -629,6 +658,7 @@ func (d *decoder) agents(v *yaml.Node, key string) {
 					d.fields(v, key, map[string]func(*yaml.Node, string){
 						"primary":   d.ref(&df.Model.Primary),
 						"fallbacks": d.refs(&df.Model.Fallbacks),
+						"allow":     d.strings(&df.Model.Allow),
 					})
 				},
 				"system_prompt": d.str(&df.SystemPrompt),
@@ -695,6 +725,8 @@ func (d *decoder) models(v *yaml.Node, key string) {
 			"context_window":   d.integer(&m.ContextWindow, 0),
 			"usd_per_mtok_in":  d.number(&m.USDPerMTokIn, 0, 1e9),
 			"usd_per_mtok_out": d.number(&m.USDPerMTokOut, 0, 1e9),
+			"selectable":       d.boolean(&m.Selectable),
+			"aliases":          d.strings(&m.Aliases),
 		})
 		c.Models[failover.ModelRef(name)] = m
 	})
@@ -875,6 +907,7 @@ func (d *decoder) validate() {
 	for _, r := range sortedKeys(c.Models) {
 		d.checkRef("models."+string(r), r, line)
 	}
+	d.checkChoices(bad)
 
 	switch c.Notices.Users {
 	case "all", "direct_only", "off":

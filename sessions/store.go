@@ -43,6 +43,7 @@ type Entry struct {
 	PaidCalls    int
 	InputTokens  int64
 	OutputTokens int64
+	CostUSD      float64 // estimated from the configured prices (B1); 0 without prices
 
 	CreatedAt time.Time
 	UpdatedAt time.Time

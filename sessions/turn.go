@@ -180,7 +180,8 @@ type turnState struct {
 	switched failover.ModelRef // O6: the live switch already handed to the engine
 	hist     []Message         // the history in ts.prompt (R15 compaction drops from it)
 	system   string
-	live     *live // progress and the growing reply (L1-L3)
+	live     *live   // progress and the growing reply (L1-L3)
+	cost     float64 // estimated cost of this turn's runs (B1 prices), for /status
 }
 
 const (
@@ -297,10 +298,12 @@ func (r *Router) turnOnce(ctx context.Context, in adapters.Inbound, lv *live, ma
 	ts.prompt, ts.hist, ts.system = msgs, hist, system
 
 	res, err := r.run(ctx, ts)
+	ts.cost += res.CostUSD
 	if err != nil && isOverflow(err) {
 		// R15: compact and retry once; with nothing left to drop, tell the user.
 		if r.compactHalf(ctx, ts) {
 			res, err = r.run(ctx, ts)
+			ts.cost += res.CostUSD
 		}
 	}
 	if ls := (*failover.LiveSwitchError)(nil); errors.As(err, &ls) && mayRestart {
@@ -583,6 +586,7 @@ func (r *Router) succeed(ctx context.Context, ts *turnState, res failover.Result
 			"paid_calls":    gorm.Expr("paid_calls + ?", paidCalls(ts.attempts)),
 			"input_tokens":  gorm.Expr("input_tokens + ?", res.Output.InputTokens),
 			"output_tokens": gorm.Expr("output_tokens + ?", res.Output.OutputTokens),
+			"cost_usd":      gorm.Expr("cost_usd + ?", ts.cost),
 		}
 		if err := tx.Model(&Entry{}).Where("key = ?", e.Key).Updates(upd).Error; err != nil {
 			return err
@@ -634,7 +638,8 @@ func (r *Router) fail(ctx context.Context, ts *turnState, err error) {
 	if n := paidCalls(ts.attempts); n > 0 {
 		// Counted even when the turn was cancelled (a second SIGTERM): the
 		// provider was paid either way.
-		if err := r.st.patch(context.WithoutCancel(ctx), ts.entry.Key, map[string]any{"paid_calls": gorm.Expr("paid_calls + ?", n)}); err != nil {
+		upd := map[string]any{"paid_calls": gorm.Expr("paid_calls + ?", n), "cost_usd": gorm.Expr("cost_usd + ?", ts.cost)}
+		if err := r.st.patch(context.WithoutCancel(ctx), ts.entry.Key, upd); err != nil {
 			r.log.Warn("record paid calls", "session", ts.entry.Key, "err", err)
 		}
 	}
