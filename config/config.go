@@ -109,6 +109,26 @@ type Config struct {
 	Admin       Admin
 	Access      Access
 	Server      Server
+
+	// Warnings say what the bot does without (a profile whose key variable is
+	// unset, the models only it could reach); the configuration is usable.
+	// `bot run` and `bot check` print them.
+	Warnings []*Error
+	// Doubts are settings that parse but cannot work as meant: a swapped or
+	// malformed Slack or Discord token, an admin channel that cannot receive.
+	// `bot check` fails on them; `bot run` prints them as warnings.
+	Doubts []*Error
+	// LeftOut lists the profiles left out because their key variable is unset.
+	LeftOut []LeftOutProfile
+}
+
+// LeftOutProfile is a configured profile the bot runs without: its key's
+// environment variables are unset or empty.
+type LeftOutProfile struct {
+	ID       string
+	Provider string
+	Type     failover.ProfileType
+	Vars     []string // the variables its key comes from
 }
 
 // Storage says where durable state lives.

@@ -81,6 +81,18 @@ type decoder struct {
 	// references they stand for.
 	envRefs map[string]string
 	prefix  string
+	// hint replaces the "${X:-default}" advice on a missing variable (a secret
+	// takes no default, so that advice would only lead to a second error).
+	hint string
+	// unsetKeys are the profiles whose key comes from variables that are unset
+	// or empty: left out, or an error when the bot cannot do without them.
+	unsetKeys map[string]unsetKey
+}
+
+// unsetKey is a profile key whose environment variables gave nothing.
+type unsetKey struct {
+	line int
+	vars []string
 }
 
 var envRef = regexp.MustCompile(`\$?\$\{[^}\n]*\}`)
@@ -254,7 +266,11 @@ func (d *decoder) scalar(n *yaml.Node, key string) (string, bool) {
 	}
 	if len(missing) > 0 {
 		for _, v := range missing {
-			e := &Error{File: d.file, Line: n.Line, Key: key, Msg: fmt.Sprintf("environment variable %s is not set (use ${%s:-default} for an optional value)", v, v)}
+			hint := fmt.Sprintf("use ${%s:-default} for an optional value", v)
+			if d.hint != "" {
+				hint = d.hint
+			}
+			e := &Error{File: d.file, Line: n.Line, Key: key, Msg: fmt.Sprintf("environment variable %s is not set (%s)", v, hint)}
 			if d.envErrs != nil {
 				*d.envErrs = append(*d.envErrs, e)
 			} else {
@@ -282,6 +298,52 @@ func (d *decoder) secret(dst *Secret) func(*yaml.Node, string) {
 		if ok {
 			*dst = Secret(s)
 		}
+	}
+}
+
+// hinted decodes with fn, advising hint instead of "${X:-default}" when a
+// variable is missing.
+func (d *decoder) hinted(hint string, fn func(*yaml.Node, string)) func(*yaml.Node, string) {
+	return func(n *yaml.Node, key string) {
+		outer := d.hint
+		d.hint = hint
+		fn(n, key)
+		d.hint = outer
+	}
+}
+
+// profileKey decodes a profile's key. Variables that are unset (or give an
+// empty key, as ${X:-} does) do not fail here: validate leaves the profile out,
+// or fails when the bot cannot do without it (leaveOutUnsetKeys).
+func (d *decoder) profileKey(id string, dst *Secret) func(*yaml.Node, string) {
+	return func(n *yaml.Node, key string) {
+		var pending []error
+		outer := d.envErrs
+		d.envErrs = &pending
+		d.secret(dst)(n, key)
+		d.envErrs = outer
+		rn := resolve(n)
+		if rn == nil || rn.Kind != yaml.ScalarNode || *dst != "" {
+			return
+		}
+		raw := d.restore(rn.Value)
+		var vars []string
+		for _, m := range envRef.FindAllString(raw, -1) {
+			if strings.HasPrefix(m, "$$") {
+				continue
+			}
+			name, _, _ := strings.Cut(strings.TrimSuffix(strings.TrimPrefix(m, "${"), "}"), ":-")
+			if validEnvName(name) && !slices.Contains(vars, name) {
+				vars = append(vars, name)
+			}
+		}
+		if len(vars) == 0 {
+			return // a literal empty key: validate says it is empty
+		}
+		if d.unsetKeys == nil {
+			d.unsetKeys = map[string]unsetKey{}
+		}
+		d.unsetKeys[id] = unsetKey{line: rn.Line, vars: vars}
 	}
 }
 
@@ -558,8 +620,8 @@ func (d *decoder) channels(v *yaml.Node, key string) {
 		},
 		"slack": func(v *yaml.Node, key string) {
 			d.channelSection(v, key, &ch.Slack.Enabled, map[string]func(*yaml.Node, string){
-				"app_token":         d.secret(&ch.Slack.AppToken),
-				"bot_token":         d.secret(&ch.Slack.BotToken),
+				"app_token":         d.hinted("export it: the xapp-... app-level token; or set channels.slack.enabled: false", d.secret(&ch.Slack.AppToken)),
+				"bot_token":         d.hinted("export it: the xoxb-... bot token; or set channels.slack.enabled: false", d.secret(&ch.Slack.BotToken)),
 				"api_url":           d.str(&ch.Slack.APIURL),
 				"events":            d.str(&ch.Slack.Events),
 				"stream":            d.boolean(&ch.Slack.Stream),
@@ -569,7 +631,7 @@ func (d *decoder) channels(v *yaml.Node, key string) {
 		},
 		"discord": func(v *yaml.Node, key string) {
 			d.channelSection(v, key, &ch.Discord.Enabled, map[string]func(*yaml.Node, string){
-				"token":           d.secret(&ch.Discord.Token),
+				"token":           d.hinted("export it: the bot token; or set channels.discord.enabled: false", d.secret(&ch.Discord.Token)),
 				"guild_id":        d.str(&ch.Discord.GuildID),
 				"api_url":         d.str(&ch.Discord.APIURL),
 				"message_content": d.boolean(&ch.Discord.MessageContent),
@@ -607,7 +669,7 @@ func (d *decoder) auth(v *yaml.Node, key string) {
 				d.fields(v, key, map[string]func(*yaml.Node, string){
 					"provider":   d.str(&p.Provider),
 					"type":       d.str(&typ),
-					"key":        d.secret(&p.Key),
+					"key":        d.profileKey(id, &p.Key),
 					"expires_at": d.str(&expires),
 				})
 				if typ != "" {
@@ -836,7 +898,7 @@ func (d *decoder) validate() {
 		default:
 			bad(key+".type", "unknown type %q: want api_key or token", p.Type)
 		}
-		if p.Key == "" {
+		if _, unset := d.unsetKeys[id]; p.Key == "" && !unset {
 			bad(key+".key", "is empty (set it from an environment variable, e.g. key: ${OPENAI_API_KEY})")
 		}
 	}
@@ -908,6 +970,8 @@ func (d *decoder) validate() {
 		d.checkRef("models."+string(r), r, line)
 	}
 	d.checkChoices(bad)
+	d.leaveOutUnsetKeys()
+	d.checkReach(line)
 
 	switch c.Notices.Users {
 	case "all", "direct_only", "off":
