@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/detourbot/detour/commands"
@@ -30,7 +31,10 @@ func (d *decoder) checkChoices(bad func(key, format string, args ...any)) {
 		chained[r] = true
 	}
 	owner := map[string]failover.ModelRef{} // lower-case alias -> model
-	for _, r := range sortedKeys(c.Models) {
+	refs := sortedKeys(c.Models)
+	// In file order, so a repeated alias is reported where it is repeated.
+	sort.SliceStable(refs, func(i, j int) bool { return d.lines["models."+string(refs[i])] < d.lines["models."+string(refs[j])] })
+	for _, r := range refs {
 		m := c.Models[r]
 		for i, a := range m.Aliases {
 			key := fmt.Sprintf("models.%s.aliases[%d]", r, i)
