@@ -292,3 +292,32 @@ func HelpText() string {
 		Usage[CmdHelp] + " — this text",
 	}, "\n")
 }
+
+// MatchPattern reports whether the model ref s matches an
+// agents.defaults.model.allow pattern p, where '*' is any run of characters
+// ('/' included, so openrouter/* covers openrouter/meta-llama/llama-3-70b) and
+// '?' one character; the whole ref must match.
+func MatchPattern(p, s string) bool {
+	// Iterative matching with one backtrack point: linear enough for model names.
+	pi, si, star, mark := 0, 0, -1, 0
+	pr, sr := []rune(p), []rune(s)
+	for si < len(sr) {
+		switch {
+		case pi < len(pr) && (pr[pi] == '?' || pr[pi] == sr[si]):
+			pi++
+			si++
+		case pi < len(pr) && pr[pi] == '*':
+			star, mark = pi, si
+			pi++
+		case star >= 0:
+			pi, mark = star+1, mark+1
+			si = mark
+		default:
+			return false
+		}
+	}
+	for pi < len(pr) && pr[pi] == '*' {
+		pi++
+	}
+	return pi == len(pr)
+}

@@ -248,3 +248,23 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestMatchPattern(t *testing.T) {
+	for _, tc := range []struct {
+		p, s string
+		want bool
+	}{
+		{"openai/*", "openai/gpt-4o", true},
+		{"openrouter/*", "openrouter/meta-llama/llama-3-70b", true},
+		{"openai/gpt-4?", "openai/gpt-4o", true},
+		{"openai/*-mini", "openai/gpt-4o-mini", true},
+		{"openai/*-mini", "openai/gpt-4o", false},
+		{"openai/*", "anthropic/x", false},
+		{"*", "", true},
+		{"a*b*c", "aXbYbZc", true},
+	} {
+		if got := MatchPattern(tc.p, tc.s); got != tc.want {
+			t.Errorf("MatchPattern(%q, %q) = %v", tc.p, tc.s, got)
+		}
+	}
+}

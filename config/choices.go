@@ -68,36 +68,9 @@ func (d *decoder) checkChoices(bad func(key, format string, args ...any)) {
 // allowed reports whether ref matches one of the allow patterns.
 func allowed(patterns []string, ref failover.ModelRef) bool {
 	for _, p := range patterns {
-		if globMatch(p, string(ref)) {
+		if commands.MatchPattern(p, string(ref)) {
 			return true
 		}
 	}
 	return false
-}
-
-// globMatch matches s against p, where '*' is any run of characters ('/'
-// included) and '?' one character.
-func globMatch(p, s string) bool {
-	// Iterative matching with one backtrack point: linear enough for model names.
-	pi, si, star, mark := 0, 0, -1, 0
-	pr, sr := []rune(p), []rune(s)
-	for si < len(sr) {
-		switch {
-		case pi < len(pr) && (pr[pi] == '?' || pr[pi] == sr[si]):
-			pi++
-			si++
-		case pi < len(pr) && pr[pi] == '*':
-			star, mark = pi, si
-			pi++
-		case star >= 0:
-			pi, mark = star+1, mark+1
-			si = mark
-		default:
-			return false
-		}
-	}
-	for pi < len(pr) && pr[pi] == '*' {
-		pi++
-	}
-	return pi == len(pr)
 }

@@ -122,26 +122,6 @@ func joinModelRefs(c *Config) string {
 	return strings.Join(s, ",")
 }
 
-func TestGlobMatch(t *testing.T) {
-	for _, tc := range []struct {
-		p, s string
-		want bool
-	}{
-		{"openai/*", "openai/gpt-4o", true},
-		{"openrouter/*", "openrouter/meta-llama/llama-3-70b", true},
-		{"openai/gpt-4?", "openai/gpt-4o", true},
-		{"openai/*-mini", "openai/gpt-4o-mini", true},
-		{"openai/*-mini", "openai/gpt-4o", false},
-		{"openai/*", "anthropic/x", false},
-		{"*", "", true},
-		{"a*b*c", "aXbYbZc", true},
-	} {
-		if got := globMatch(tc.p, tc.s); got != tc.want {
-			t.Errorf("globMatch(%q, %q) = %v", tc.p, tc.s, got)
-		}
-	}
-}
-
 // The one-key path: following the README with only OPENAI_API_KEY exported, the
 // example runs on the primary; every other profile is left out with a warning,
 // and so are the fallbacks only they could reach. The key the primary needs

@@ -1,11 +1,10 @@
 package sessions
 
 import (
-	"errors"
 	"fmt"
-	"regexp"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/detourbot/detour/commands"
 	"github.com/detourbot/detour/failover"
@@ -33,7 +32,7 @@ type choices struct {
 	allowed map[failover.ModelRef]bool     // the same, as a set
 	aliases map[string]failover.ModelRef   // lower-case alias -> model
 	of      map[failover.ModelRef][]string // model -> its aliases, as configured
-	allow   []*regexp.Regexp
+	allow   []string                       // agents.defaults.model.allow patterns
 }
 
 func newChoices(cfg Config) choices {
@@ -75,36 +74,8 @@ func newChoices(cfg Config) choices {
 			c.of[ref] = append(c.of[ref], a)
 		}
 	}
-	for _, p := range cfg.Allow {
-		if re, err := GlobRegexp(p); err == nil {
-			c.allow = append(c.allow, re)
-		}
-	}
+	c.allow = cfg.Allow
 	return c
-}
-
-// GlobRegexp compiles an agents.defaults.model.allow pattern: '*' stands for
-// any run of characters ('/' included, so openrouter/* covers
-// openrouter/meta-llama/llama-3-70b), '?' for one character; the rest is
-// literal and the whole model must match.
-func GlobRegexp(pattern string) (*regexp.Regexp, error) {
-	if pattern == "" {
-		return nil, errors.New("empty pattern")
-	}
-	var b strings.Builder
-	b.WriteString("^")
-	for _, r := range pattern {
-		switch r {
-		case '*':
-			b.WriteString(".*")
-		case '?':
-			b.WriteString(".")
-		default:
-			b.WriteString(regexp.QuoteMeta(string(r)))
-		}
-	}
-	b.WriteString("$")
-	return regexp.Compile(b.String())
 }
 
 // may reports whether people may choose ref.
@@ -112,8 +83,8 @@ func (c *choices) may(ref failover.ModelRef) bool {
 	if c.allowed[ref] {
 		return true
 	}
-	for _, re := range c.allow {
-		if re.MatchString(string(ref)) {
+	for _, p := range c.allow {
+		if commands.MatchPattern(p, string(ref)) {
 			return true
 		}
 	}
@@ -145,14 +116,18 @@ func (c *choices) refuse(msg, typed string) error {
 // alias) to a model they may choose, or says why not.
 func (r *Router) chooseModel(typed string) (failover.ModelRef, error) {
 	c := &r.choices
+	shown := typed // what the answer quotes: a whole pasted page is not echoed back
+	if utf8.RuneCountInString(shown) > 80 {
+		shown = string([]rune(shown)[:80]) + "…"
+	}
 	if !strings.Contains(typed, "/") {
 		if m, ok := c.aliases[strings.ToLower(typed)]; ok {
 			return m, nil
 		}
-		return "", c.refuse(fmt.Sprintf("unknown model or alias %q", typed), typed)
+		return "", c.refuse(fmt.Sprintf("unknown model or alias %q", shown), typed)
 	}
 	if !commands.ValidRef(typed) {
-		return "", c.refuse(fmt.Sprintf("%q is not a model (provider/model)", typed), typed)
+		return "", c.refuse(fmt.Sprintf("%q is not a model (provider/model)", shown), typed)
 	}
 	ref := failover.ModelRef(typed)
 	p, _ := ref.Split()
@@ -160,7 +135,7 @@ func (r *Router) chooseModel(typed string) (failover.ModelRef, error) {
 		return "", c.refuse(fmt.Sprintf("provider %q is not configured", p), typed)
 	}
 	if !c.may(ref) {
-		return "", c.refuse(fmt.Sprintf("%q is not one of the models you can choose here", typed), typed)
+		return "", c.refuse(fmt.Sprintf("%q is not one of the models you can choose here", shown), typed)
 	}
 	return ref, nil
 }

@@ -56,6 +56,11 @@ func TestRouter_S4_ModelChoicesAndAliases(t *testing.T) {
 			}
 		}
 	}
+	// A pasted page is not echoed back whole.
+	long := "p2/" + strings.Repeat("x", 5000)
+	if out := expect(t, h.say(key1, "/model "+long), "error"); len(out[0].Text) > 300 || !strings.Contains(out[0].Text, "xxx…\" is not one of the models") {
+		t.Errorf("long name: %d bytes: %.200q", len(out[0].Text), out[0].Text)
+	}
 	// The programmatic entry point takes aliases and refuses the same names.
 	if err := h.r.SetModel(context.Background(), key1, "fast", ""); err != nil {
 		t.Fatal(err)
