@@ -118,8 +118,8 @@ func TestRouter_S4_ChannelDefaultByAlias(t *testing.T) {
 }
 
 // /status estimates the session's cost from the configured prices (B1) and the
-// context the next turn sends against the answering model's window.
-func TestRouter_StatusCostAndContext(t *testing.T) {
+// context the next turn sends against the answering model's window. covers B1, B7, N5
+func TestRouter_N5_StatusCostAndContext(t *testing.T) {
 	h := newHarness(t, func(c *Config, _ *harness) {
 		c.Models = map[failover.ModelRef]ModelInfo{mPrimary: {ContextWindow: 1000, Price: failover.Price{InPerMTok: 1000, OutPerMTok: 2000}}}
 	})

@@ -145,7 +145,7 @@ func statusBlock(out string, nth int) string {
 // marker sent while on the fallback says it did nothing and how to get back; a
 // mistyped mode is named with the valid ones; /models lists the models and
 // aliases; a typo in /model is refused with a suggestion; /status speaks plain
-// words; /recover brings the primary back.
+// words; /recover brings the primary back. covers N1, N3, N5, S4, B3
 func TestNewcomer_Demo(t *testing.T) {
 	bin := builtBot(t)
 	dir := t.TempDir()
@@ -262,7 +262,7 @@ func TestNewcomer_DemoFailModes(t *testing.T) {
 // "Real providers" with one key: cp config.example.yaml config.yaml, export only
 // OPENAI_API_KEY. bot check says ok and lists the other profiles as missing and
 // left out; the bot starts (warning lines, no error) and ends cleanly. Without
-// the key, one error whose advice works.
+// the key, one error whose advice works. covers P4
 func TestNewcomer_RealProvidersOneKey(t *testing.T) {
 	bin := builtBot(t)
 	dir := t.TempDir()
