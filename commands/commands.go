@@ -1,13 +1,12 @@
 // Package commands parses the chat commands detour understands on every channel
-// (/model, /new, /reset, /status, /recover, /help) and renders their fixed texts
-// (help, usage, /status). Running a command against a session is the sessions
+// (/model, /models, /new, /reset, /status, /recover, /help) and renders their
+// texts (help, usage, the model list, /status) in plain words. Running a command against a session is the sessions
 // router's job; this package is pure and never panics on any input (fuzzed).
 package commands
 
 import (
 	"fmt"
 	"strings"
-	"time"
 	"unicode"
 	"unicode/utf8"
 )
@@ -18,6 +17,7 @@ type Name string
 // Known commands.
 const (
 	CmdModel   Name = "model"
+	CmdModels  Name = "models" // the models people can choose (also "/model list")
 	CmdNew     Name = "new"
 	CmdReset   Name = "reset"
 	CmdStatus  Name = "status"
@@ -26,7 +26,7 @@ const (
 )
 
 // Names lists the known commands in help order.
-var Names = []Name{CmdModel, CmdNew, CmdReset, CmdStatus, CmdRecover, CmdHelp}
+var Names = []Name{CmdModel, CmdModels, CmdNew, CmdReset, CmdStatus, CmdRecover, CmdHelp}
 
 // Known reports whether n is a known command name.
 func Known(n Name) bool {
@@ -45,8 +45,10 @@ type Command struct {
 	Args    []string
 	// Parsed arguments (valid only when Err is empty):
 	Ref     string // /model, /new: "provider/model"; /recover: a model ref
+	Alias   string // /model, /new: a name without "/" (a model alias such as "fast"), for the router to resolve
 	Profile string // /model provider/model@profile: the profile id ("provider:name"); /recover: a profile id
 	Default bool   // /model default: clear the user's choice
+	List    bool   // /models, /model list: list the models people can choose
 	// Err is a short answer saying what would work, when the arguments are bad.
 	Err string
 }
@@ -92,7 +94,7 @@ func Parse(text string) (Command, bool) {
 	}
 	c := Command{Name: name, Args: args}
 	if c.Err = c.validate(); c.Err != "" {
-		c.Ref, c.Profile, c.Default = "", "", false
+		c.Ref, c.Alias, c.Profile, c.Default, c.List = "", "", "", false, false
 	}
 	return c, true
 }
@@ -144,8 +146,9 @@ func stripMention(s string) string {
 
 // Usage is the one-line usage of each command.
 var Usage = map[Name]string{
-	CmdModel:   "/model [provider/model[@profile] | default]",
-	CmdNew:     "/new [provider/model]",
+	CmdModel:   "/model [provider/model[@profile] | alias | default | list]",
+	CmdModels:  "/models",
+	CmdNew:     "/new [provider/model | alias]",
 	CmdReset:   "/reset",
 	CmdStatus:  "/status",
 	CmdRecover: "/recover <provider/model | profile-id>",
@@ -156,6 +159,49 @@ var Usage = map[Name]string{
 func ValidRef(ref string) bool {
 	i := strings.IndexByte(ref, '/')
 	return i > 0 && i < len(ref)-1 && plainName(ref)
+}
+
+// maxAliasLen bounds a model alias.
+const maxAliasLen = 64
+
+// ValidAlias reports whether a looks like a model alias: letters, digits, '-',
+// '_' or '.', starting with a letter or digit, without '/' (so it never reads as
+// a model) and not one of the words /model itself uses (default, list).
+func ValidAlias(a string) bool {
+	if a == "" || len(a) > maxAliasLen || strings.EqualFold(a, "default") || strings.EqualFold(a, "list") {
+		return false
+	}
+	for i, r := range a {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+		case (r == '-' || r == '_' || r == '.') && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// modelArg reads a /model or /new argument without its @profile: a model ref or
+// an alias; it returns an answer saying what would work when it is neither.
+func (c *Command) modelArg(a, usage string) string {
+	switch {
+	case ValidRef(a):
+		c.Ref = a
+	case ValidAlias(a):
+		c.Alias = a
+	default:
+		return fmt.Sprintf("%q is not a model (provider/model) or a model alias; /models lists them; %s", shorten(a), usage)
+	}
+	return ""
+}
+
+// shorten keeps what a command echoes back short: a pasted page is not repeated.
+func shorten(s string) string {
+	if r := []rune(s); len(r) > 60 {
+		return string(r[:59]) + "…"
+	}
+	return s
 }
 
 // ValidProfileID reports whether id looks like "provider:name".
@@ -195,8 +241,12 @@ func (c *Command) validate() string {
 			return usage
 		}
 		a := c.Args[0]
-		if strings.EqualFold(a, "default") {
+		switch {
+		case strings.EqualFold(a, "default"):
 			c.Default = true
+			return ""
+		case strings.EqualFold(a, "list"):
+			c.List = true
 			return ""
 		}
 		ref := a
@@ -207,29 +257,32 @@ func (c *Command) validate() string {
 			}
 			if !strings.Contains(c.Profile, ":") {
 				// "@main" is short for "<provider>:main".
-				if p, _, ok := strings.Cut(ref, "/"); ok {
-					c.Profile = p + ":" + c.Profile
+				p, _, ok := strings.Cut(ref, "/")
+				if !ok {
+					return fmt.Sprintf("after a model alias, write the whole profile id: %s@<provider>:%s; %s", ref, c.Profile, usage)
 				}
+				c.Profile = p + ":" + c.Profile
 			}
 			if !ValidProfileID(c.Profile) {
 				return fmt.Sprintf("%q is not a profile id (provider:name); %s", c.Profile, usage)
 			}
 		}
-		if !ValidRef(ref) {
-			return fmt.Sprintf("%q is not a model (provider/model); %s", ref, usage)
+		if msg := c.modelArg(ref, usage); msg != "" {
+			return msg
 		}
-		if c.Profile != "" && !strings.HasPrefix(c.Profile, ref[:strings.IndexByte(ref, '/')]+":") {
+		if c.Ref != "" && c.Profile != "" && !strings.HasPrefix(c.Profile, ref[:strings.IndexByte(ref, '/')]+":") {
 			return fmt.Sprintf("profile %s does not belong to provider %s", c.Profile, ref[:strings.IndexByte(ref, '/')])
 		}
-		c.Ref = ref
+	case CmdModels:
+		if len(c.Args) != 0 {
+			return usage
+		}
+		c.List = true
 	case CmdNew:
 		switch len(c.Args) {
 		case 0:
 		case 1:
-			if !ValidRef(c.Args[0]) {
-				return fmt.Sprintf("%q is not a model (provider/model); %s", c.Args[0], usage)
-			}
-			c.Ref = c.Args[0]
+			return c.modelArg(c.Args[0], usage)
 		default:
 			return usage
 		}
@@ -257,124 +310,41 @@ func (c *Command) validate() string {
 func HelpText() string {
 	return strings.Join([]string{
 		"commands (start with / or !; in Slack threads use !):",
-		Usage[CmdModel] + " — show or choose this conversation's model; default goes back to the configured one",
+		Usage[CmdModel] + " — show or choose this conversation's model (a model or its alias); default goes back to the configured one",
+		Usage[CmdModels] + " — the models you can choose, with their aliases (also /model list)",
 		Usage[CmdNew] + " — start a new conversation, optionally on a model",
 		Usage[CmdReset] + " — start over: clear the conversation and every model choice",
-		Usage[CmdStatus] + " — selected and active model, fallback reason, model states, usage",
+		Usage[CmdStatus] + " — which model answers and why, what is tried next, cooldowns, usage and cost",
 		Usage[CmdRecover] + " — admins: probe now and mark it available again on success",
 		Usage[CmdHelp] + " — this text",
 	}, "\n")
 }
 
-// ModelChoice is what /model without argument shows.
-type ModelChoice struct {
-	Selected   string // model the session selected
-	Source     string // default | agent | auto | user | legacy
-	Active     string // model answering when it differs (auto fallback)
-	Profile    string // pinned / chosen profile id, if any
-	Configured []string
-}
-
-// ModelText renders /model without argument.
-func ModelText(m ModelChoice) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "model: %s (source %s)", m.Selected, m.Source)
-	if m.Profile != "" {
-		fmt.Fprintf(&b, ", profile %s", m.Profile)
-	}
-	if m.Active != "" && m.Active != m.Selected {
-		fmt.Fprintf(&b, "\nactive fallback: %s (source auto)", m.Active)
-	}
-	if len(m.Configured) > 0 {
-		fmt.Fprintf(&b, "\nchoose with /model provider/model: %s", strings.Join(m.Configured, ", "))
-	}
-	b.WriteString("\n/model default goes back to the configured model")
-	return b.String()
-}
-
-// StatusLine is one model's line in /status.
-type StatusLine struct {
-	Model   string
-	Profile string // profile id ("" for providers without credentials)
-	// State is "ok", "cooldown" or "disabled".
-	State    string
-	Until    time.Time
-	Reason   string // short human reason
-	Recovery time.Time
-}
-
-// StatusInfo is everything /status shows (N5).
-type StatusInfo struct {
-	Session        string
-	Selected       string // selected model
-	Source         string
-	Active         string // active fallback, when it differs from Selected
-	FallbackReason string
-	Profile        string // profile in use
-	ProfileSource  string
-	Candidates     []StatusLine
-	LastProbe      time.Time // last probe of the selected model (S3)
-	NextProbe      time.Time // next probe, when on an auto fallback
-	PaidCalls      int
-	InputTokens    int64
-	OutputTokens   int64
-	HistoryTurns   int
-	Compactions    int
-	Now            time.Time
-}
-
-func ts(t, now time.Time) string {
-	t = t.UTC()
-	if t.Year() == now.UTC().Year() && t.YearDay() == now.UTC().YearDay() {
-		return t.Format("15:04:05 UTC")
-	}
-	return t.Format("2006-01-02 15:04 UTC")
-}
-
-// StatusText renders /status.
-func StatusText(s StatusInfo) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "selected model: %s (source %s)\n", s.Selected, s.Source)
-	if s.Active != "" && s.Active != s.Selected {
-		fmt.Fprintf(&b, "active fallback: %s (source auto; reason: %s)\n", s.Active, s.FallbackReason)
-	}
-	prof := s.Profile
-	if prof == "" {
-		prof = "none pinned"
-	} else if s.ProfileSource != "" {
-		prof += " (" + s.ProfileSource + ")"
-	}
-	fmt.Fprintf(&b, "profile: %s\n", prof)
-	b.WriteString("candidates:\n")
-	for _, c := range s.Candidates {
-		p := c.Profile
-		if p == "" {
-			p = "no profile"
+// MatchPattern reports whether the model ref s matches an
+// agents.defaults.model.allow pattern p, where '*' is any run of characters
+// ('/' included, so openrouter/* covers openrouter/meta-llama/llama-3-70b) and
+// '?' one character; the whole ref must match.
+func MatchPattern(p, s string) bool {
+	// Iterative matching with one backtrack point: linear enough for model names.
+	pi, si, star, mark := 0, 0, -1, 0
+	pr, sr := []rune(p), []rune(s)
+	for si < len(sr) {
+		switch {
+		case pi < len(pr) && (pr[pi] == '?' || pr[pi] == sr[si]):
+			pi++
+			si++
+		case pi < len(pr) && pr[pi] == '*':
+			star, mark = pi, si
+			pi++
+		case star >= 0:
+			pi, mark = star+1, mark+1
+			si = mark
+		default:
+			return false
 		}
-		fmt.Fprintf(&b, "  %s [%s]: %s", c.Model, p, c.State)
-		if c.State != "ok" {
-			if !c.Until.IsZero() {
-				fmt.Fprintf(&b, " until %s", ts(c.Until, s.Now))
-			}
-			if c.Reason != "" {
-				fmt.Fprintf(&b, " (%s)", c.Reason)
-			}
-			if !c.Recovery.IsZero() {
-				fmt.Fprintf(&b, ", provider says recovery at %s", ts(c.Recovery, s.Now))
-			}
-		}
-		b.WriteByte('\n')
 	}
-	last := "never"
-	if !s.LastProbe.IsZero() {
-		last = ts(s.LastProbe, s.Now)
+	for pi < len(pr) && pr[pi] == '*' {
+		pi++
 	}
-	next := "-"
-	if !s.NextProbe.IsZero() {
-		next = ts(s.NextProbe, s.Now)
-	}
-	fmt.Fprintf(&b, "primary probe: last %s, next %s\n", last, next)
-	fmt.Fprintf(&b, "session: %d paid calls, %d input + %d output tokens, %d turn(s) in history, %d compaction(s)",
-		s.PaidCalls, s.InputTokens, s.OutputTokens, s.HistoryTurns, s.Compactions)
-	return b.String()
+	return pi == len(pr)
 }

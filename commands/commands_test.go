@@ -15,8 +15,10 @@ func TestParse_Table(t *testing.T) {
 		name    Name
 		unknown string
 		ref     string
+		alias   string
 		profile string
 		def     bool
+		list    bool
 		errHas  string
 	}{
 		{in: "/model", ok: true, name: CmdModel},
@@ -32,11 +34,21 @@ func TestParse_Table(t *testing.T) {
 		{in: "/model openai/gpt-4o@anthropic:main", ok: true, name: CmdModel, errHas: "does not belong"},
 		{in: "/model openai/gpt-4o@", ok: true, name: CmdModel, errHas: "missing profile"},
 		{in: "/model default", ok: true, name: CmdModel, def: true},
-		{in: "/model gpt-4o", ok: true, name: CmdModel, errHas: "not a model"},
+		{in: "/model gpt-4o", ok: true, name: CmdModel, alias: "gpt-4o"},
+		{in: "/model fast", ok: true, name: CmdModel, alias: "fast"},
+		{in: "/model fast@openai:backup", ok: true, name: CmdModel, alias: "fast", profile: "openai:backup"},
+		{in: "/model fast@backup", ok: true, name: CmdModel, errHas: "after a model alias, write the whole profile id: fast@<provider>:backup"},
+		{in: "/model list", ok: true, name: CmdModel, list: true},
+		{in: "/model LIST", ok: true, name: CmdModel, list: true},
+		{in: "/models", ok: true, name: CmdModels, list: true},
+		{in: "!models", ok: true, name: CmdModels, list: true},
+		{in: "/models all", ok: true, name: CmdModels, errHas: "usage: /models"},
+		{in: "/model -x", ok: true, name: CmdModel, errHas: `"-x" is not a model (provider/model) or a model alias; /models lists them`},
 		{in: "/model a/b c/d", ok: true, name: CmdModel, errHas: "usage: /model"},
 		{in: "/new", ok: true, name: CmdNew},
 		{in: "/new anthropic/claude", ok: true, name: CmdNew, ref: "anthropic/claude"},
-		{in: "/new claude", ok: true, name: CmdNew, errHas: "not a model"},
+		{in: "/new claude", ok: true, name: CmdNew, alias: "claude"},
+		{in: "/new a*b", ok: true, name: CmdNew, errHas: "not a model"},
 		{in: "/reset", ok: true, name: CmdReset},
 		{in: "/reset now", ok: true, name: CmdReset, errHas: "usage: /reset"},
 		{in: "/status", ok: true, name: CmdStatus},
@@ -73,7 +85,7 @@ func TestParse_Table(t *testing.T) {
 			if !ok {
 				return
 			}
-			if got.Name != c.name || got.Unknown != c.unknown || got.Ref != c.ref || got.Profile != c.profile || got.Default != c.def {
+			if got.Name != c.name || got.Unknown != c.unknown || got.Ref != c.ref || got.Alias != c.alias || got.Profile != c.profile || got.Default != c.def || got.List != c.list {
 				t.Fatalf("Parse(%q) = %+v", c.in, got)
 			}
 			if c.errHas == "" && got.Err != "" {
@@ -103,44 +115,106 @@ func TestHelpText_NamesEveryCommand(t *testing.T) {
 }
 
 func TestModelText(t *testing.T) {
-	got := ModelText(ModelChoice{Selected: "openai/a", Source: "default", Active: "anthropic/b", Configured: []string{"openai/a", "anthropic/b"}})
-	for _, want := range []string{"model: openai/a (source default)", "active fallback: anthropic/b (source auto)", "openai/a, anthropic/b", "/model default"} {
-		if !strings.Contains(got, want) {
-			t.Errorf("missing %q in %q", want, got)
+	got := ModelText(ModelChoice{Selected: "openai/a", Source: "default", Active: "anthropic/b", Reason: "rate limit",
+		Configured: []string{"openai/a", "anthropic/b"}, Aliases: map[string][]string{"anthropic/b": {"fast"}}})
+	want := "model: openai/a (the configured default)\n" +
+		"active fallback: anthropic/b answers now, falling back from openai/a because it failed: rate limit\n" +
+		"choose with /model <model or alias>: openai/a, anthropic/b (alias fast)\n" +
+		"/model default goes back to the configured model"
+	if got != want {
+		t.Errorf("ModelText =\n%s\nwant\n%s", got, want)
+	}
+	if got := ModelText(ModelChoice{Selected: "p/x", Source: "user", Profile: "p:main"}); got != "model: p/x (your choice: if it fails you see the failure, no other model answers instead; /model default goes back), key p:main\n/model default goes back to the configured model" {
+		t.Errorf("user choice: %q", got)
+	}
+}
+
+func TestModelsText(t *testing.T) {
+	got := ModelsText(ModelList{
+		Models:  []ModelEntry{{Ref: "demo/primary"}, {Ref: "backup/fallback-1", Aliases: []string{"fast"}}, {Ref: "backup/big", Aliases: []string{"smart", "big"}}},
+		Allow:   []string{"openai/*"},
+		Default: "demo/primary", Selected: "backup/big",
+	})
+	want := "models you can choose with /model <model or alias>:\n" +
+		"  demo/primary — the configured default\n" +
+		"  backup/fallback-1 (alias fast)\n" +
+		"  backup/big (aliases smart, big) — selected here\n" +
+		"also any model matching openai/*\n" +
+		"/model default goes back to the configured model"
+	if got != want {
+		t.Errorf("ModelsText =\n%s\nwant\n%s", got, want)
+	}
+}
+
+func TestIn(t *testing.T) {
+	for _, tc := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{-time.Second, "now"}, {0, "now"}, {time.Millisecond, "in 1 s"}, {28 * time.Second, "in 28 s"},
+		{90 * time.Second, "in 2 min"}, {time.Hour, "in 1 h"}, {2*time.Hour + 5*time.Minute, "in 2 h 5 min"},
+		{72 * time.Hour, "in 3 days"},
+	} {
+		if got := In(tc.d); got != tc.want {
+			t.Errorf("In(%v) = %q, want %q", tc.d, got, tc.want)
 		}
 	}
 }
 
-// covers N5
+// covers N5: /status names the selected model and, on a fallback, the model
+// answering and why, in plain words (no selection sources, no rule ids); each
+// cooldown as "until 14:05 UTC (in 28 s)"; the order of the next turn; usage
+// with the estimated cost when prices are configured; the context used.
 func TestStatusText_N5(t *testing.T) {
-	now := time.Date(2026, 3, 1, 14, 0, 0, 0, time.UTC)
+	now := time.Date(2026, 3, 1, 14, 4, 10, 0, time.UTC)
 	got := StatusText(StatusInfo{
-		Selected: "openai/a", Source: "default", Active: "anthropic/b", FallbackReason: "billing",
+		Selected: "openai/a", Source: "default", Active: "anthropic/b", FallbackReason: "out of credits",
 		Profile: "anthropic:main", ProfileSource: "auto",
 		Candidates: []StatusLine{
 			{Model: "anthropic/b", Profile: "anthropic:main", State: "ok"},
-			{Model: "openai/a", Profile: "openai:main", State: "disabled", Until: now.Add(5 * time.Hour), Reason: "billing", Recovery: now.Add(2 * time.Hour)},
+			{Model: "openai/a", Profile: "openai:main", State: "disabled", Until: now.Add(5 * time.Hour), Reason: "out of credits", Recovery: now.Add(2 * time.Hour)},
+			{Model: "openai/a", Profile: "openai:backup", State: "cooldown", Until: now.Add(28 * time.Second), Reason: "rate limit"},
 		},
+		Next:      []string{"anthropic/b", "openai/a"},
 		LastProbe: now.Add(-time.Minute), NextProbe: now.Add(4 * time.Minute),
-		PaidCalls: 3, InputTokens: 100, OutputTokens: 20, Now: now,
+		PaidCalls: 3, InputTokens: 12345, OutputTokens: 20, CostUSD: 0.0021, Priced: true,
+		ContextTokens: 1200, ContextWindow: 128000, HistoryTurns: 2, Compactions: 1, Now: now,
 	})
-	for _, want := range []string{
-		"selected model: openai/a (source default)",
-		"active fallback: anthropic/b (source auto; reason: billing)",
-		"profile: anthropic:main (auto)",
-		"anthropic/b [anthropic:main]: ok",
-		"openai/a [openai:main]: disabled until 19:00:00 UTC (billing), provider says recovery at 16:00:00 UTC",
-		"primary probe: last 13:59:00 UTC, next 14:04:00 UTC",
-		"3 paid calls, 100 input + 20 output tokens",
-	} {
-		if !strings.Contains(got, want) {
-			t.Errorf("status missing %q:\n%s", want, got)
+	want := `selected model: openai/a (the configured default)
+active fallback: anthropic/b answers now, falling back from openai/a because it failed: out of credits
+openai/a gets another try on the first turn after 14:09 UTC (in 4 min)
+next turn tries: anthropic/b, then openai/a (cooling down)
+cooling down:
+  openai/a (key openai:main): out of credits, switched off until 19:05 UTC (in 5 h); the provider said it recovers at 16:04:10 UTC
+  openai/a (key openai:backup): rate limit, until 14:05 UTC (in 28 s)
+key in use: anthropic:main (picked automatically; another key of the provider takes over if it fails)
+this conversation: 3 paid call(s); 12,345 tokens in, 20 out; estimated cost $0.0021; 2 turn(s) in history, shortened 1 time(s) to fit
+context: about 1,200 of 128,000 tokens (under 1%)`
+	if got != want {
+		t.Errorf("StatusText =\n%s\nwant\n%s", got, want)
+	}
+	for _, jargon := range []string{"source", "auto)", "N5", "S3", "R11"} {
+		if strings.Contains(got, jargon) {
+			t.Errorf("status speaks the spec's language (%q):\n%s", jargon, got)
 		}
 	}
-	// Without a fallback there is no active-fallback line.
-	plain := StatusText(StatusInfo{Selected: "openai/a", Active: "openai/a", Source: "default", Now: now})
-	if strings.Contains(plain, "active fallback") {
-		t.Errorf("plain status shows a fallback:\n%s", plain)
+
+	plain := StatusText(StatusInfo{Selected: "openai/a", Active: "openai/a", Source: "user", Next: []string{"openai/a"},
+		Candidates: []StatusLine{{Model: "openai/a", Profile: "openai:main", State: "ok"}}, Profile: "openai:main", ProfileSource: "user",
+		ContextTokens: 10, Now: now})
+	want = `selected model: openai/a (your choice: if it fails you see the failure, no other model answers instead; /model default goes back), answering now
+next turn tries: openai/a only
+cooling down: nothing
+key in use: openai:main (your choice: only this key is used)
+this conversation: 0 paid call(s); 0 tokens in, 0 out; 0 turn(s) in history
+context: about 10 tokens (the model's window is not configured)`
+	if plain != want {
+		t.Errorf("plain StatusText =\n%s\nwant\n%s", plain, want)
+	}
+	// The re-try is due: the next turn tries the selected model again.
+	due := StatusText(StatusInfo{Selected: "a/x", Active: "b/y", Source: "agent", Agent: "support", Now: now})
+	if !strings.Contains(due, "selected model: a/x (the model of agent support)\n") || !strings.Contains(due, "a/x gets another try on the next turn\n") {
+		t.Errorf("due re-try:\n%s", due)
 	}
 }
 
@@ -192,5 +266,25 @@ func TestParse_ModelNamesArePlain(t *testing.T) {
 	}
 	if c, _ := Parse("/model openai/gpt-4o-mini@openai:main"); c.Err != "" || c.Ref != "openai/gpt-4o-mini" {
 		t.Errorf("a plain ref refused: %+v", c)
+	}
+}
+
+func TestMatchPattern(t *testing.T) {
+	for _, tc := range []struct {
+		p, s string
+		want bool
+	}{
+		{"openai/*", "openai/gpt-4o", true},
+		{"openrouter/*", "openrouter/meta-llama/llama-3-70b", true},
+		{"openai/gpt-4?", "openai/gpt-4o", true},
+		{"openai/*-mini", "openai/gpt-4o-mini", true},
+		{"openai/*-mini", "openai/gpt-4o", false},
+		{"openai/*", "anthropic/x", false},
+		{"*", "", true},
+		{"a*b*c", "aXbYbZc", true},
+	} {
+		if got := MatchPattern(tc.p, tc.s); got != tc.want {
+			t.Errorf("MatchPattern(%q, %q) = %v", tc.p, tc.s, got)
+		}
 	}
 }

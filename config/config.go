@@ -109,6 +109,26 @@ type Config struct {
 	Admin       Admin
 	Access      Access
 	Server      Server
+
+	// Warnings say what the bot does without (a profile whose key variable is
+	// unset, the models only it could reach); the configuration is usable.
+	// `bot run` and `bot check` print them.
+	Warnings []*Error
+	// Doubts are settings that parse but cannot work as meant: a swapped or
+	// malformed Slack or Discord token, an admin channel that cannot receive.
+	// `bot check` fails on them; `bot run` prints them as warnings.
+	Doubts []*Error
+	// LeftOut lists the profiles left out because their key variable is unset.
+	LeftOut []LeftOutProfile
+}
+
+// LeftOutProfile is a configured profile the bot runs without: its key's
+// environment variables are unset or empty.
+type LeftOutProfile struct {
+	ID       string
+	Provider string
+	Type     failover.ProfileType
+	Vars     []string // the variables its key comes from
 }
 
 // Storage says where durable state lives.
@@ -237,6 +257,9 @@ type AgentDefaults struct {
 type ModelChain struct {
 	Primary   failover.ModelRef
 	Fallbacks []failover.ModelRef
+	// Allow holds patterns of further models people may choose with /model
+	// ("openai/*": '*' is any run of characters, '?' one character).
+	Allow []string
 }
 
 // Timeouts are agents.defaults.timeouts (R10 and the idle stream timeout).
@@ -281,11 +304,16 @@ type Agent struct {
 	Channels []string
 }
 
-// Model holds optional facts about one model (B1, B7).
+// Model holds optional facts about one model (B1, B7), and whether people may
+// choose it with /model.
 type Model struct {
 	ContextWindow int
 	USDPerMTokIn  float64
 	USDPerMTokOut float64
+	// Selectable lets people choose the model with /model though no chain names it.
+	Selectable bool
+	// Aliases are short names for /model ("fast"), unique across models.
+	Aliases []string
 }
 
 // Limits are process-wide limits (B2), caps on what a provider may send (T1) and
@@ -445,9 +473,12 @@ func Load(path string) (*Config, error) {
 	return Parse(path, data, os.LookupEnv)
 }
 
-// ModelRefs lists every model the config names (primary, fallbacks, agent models
-// and the models table), first mention first, without duplicates. Pickers such as
-// /model autocomplete offer exactly these.
+// ModelRefs lists the models people can choose with /model: those of the
+// chains (primary, fallbacks, agent models and their fallbacks), then the
+// models: entries marked selectable, first mention first, without duplicates.
+// Pickers such as /model autocomplete offer exactly these. (Models that only
+// match an agents.defaults.model.allow pattern may be chosen too, but cannot be
+// listed.)
 func (c *Config) ModelRefs() []failover.ModelRef {
 	seen := map[failover.ModelRef]bool{}
 	var out []failover.ModelRef
@@ -468,8 +499,10 @@ func (c *Config) ModelRefs() []failover.ModelRef {
 		}
 	}
 	extra := make([]string, 0, len(c.Models))
-	for r := range c.Models {
-		extra = append(extra, string(r))
+	for r, m := range c.Models {
+		if m.Selectable {
+			extra = append(extra, string(r))
+		}
 	}
 	sort.Strings(extra)
 	for _, r := range extra {

@@ -36,8 +36,9 @@ func Parse(name string, data []byte, getenv func(string) (string, bool)) (cfg *C
 	d := &decoder{file: name, getenv: getenv, cfg: Default(), lines: map[string]int{}}
 	d.cfg.File = name
 	var doc yaml.Node
-	if err := yaml.Unmarshal(d.protect(data), &doc); err != nil {
-		return nil, d.yamlError(err)
+	text := d.protect(data)
+	if err := yaml.Unmarshal(text, &doc); err != nil {
+		return nil, d.yamlError(err, text)
 	}
 	root := &doc
 	if root.Kind == yaml.DocumentNode {
@@ -47,8 +48,12 @@ func Parse(name string, data []byte, getenv func(string) (string, bool)) (cfg *C
 			root = root.Content[0]
 		}
 	}
-	if root == nil || (root.Kind == yaml.ScalarNode && root.Tag == "!!null") {
-		d.errAt(1, "agents.defaults.model.primary", "is required (the file is empty)")
+	if root == nil || root.Kind == 0 || (root.Kind == yaml.ScalarNode && root.Tag == "!!null") {
+		d.errAt(1, "", "the file is empty: start from config.example.yaml (cp config.example.yaml config.yaml), or set at least agents.defaults.model.primary")
+		return nil, errors.Join(d.errs...)
+	}
+	if root.Kind != yaml.MappingNode {
+		d.errAt(root.Line, "", "the file must hold settings as key: value lines, like config.example.yaml, not %s", kindName(root))
 		return nil, errors.Join(d.errs...)
 	}
 	d.root(root)
@@ -76,6 +81,18 @@ type decoder struct {
 	// references they stand for.
 	envRefs map[string]string
 	prefix  string
+	// hint replaces the "${X:-default}" advice on a missing variable (a secret
+	// takes no default, so that advice would only lead to a second error).
+	hint string
+	// unsetKeys are the profiles whose key comes from variables that are unset
+	// or empty: left out, or an error when the bot cannot do without them.
+	unsetKeys map[string]unsetKey
+}
+
+// unsetKey is a profile key whose environment variables gave nothing.
+type unsetKey struct {
+	line int
+	vars []string
 }
 
 var envRef = regexp.MustCompile(`\$?\$\{[^}\n]*\}`)
@@ -116,7 +133,10 @@ func (d *decoder) restore(s string) string {
 
 var yamlLine = regexp.MustCompile(`line (\d+): `)
 
-func (d *decoder) yamlError(err error) error {
+func (d *decoder) yamlError(err error, data []byte) error {
+	if line, msg := indentProblem(data); line > 0 {
+		return &Error{File: d.file, Line: line, Msg: msg}
+	}
 	var errs []error
 	msgs := []string{err.Error()}
 	var te *yaml.TypeError
@@ -130,7 +150,7 @@ func (d *decoder) yamlError(err error) error {
 			line, _ = strconv.Atoi(m[loc[2]:loc[3]])
 			m = m[:loc[0]] + m[loc[1]:]
 		}
-		errs = append(errs, &Error{File: d.file, Line: line, Msg: "invalid YAML: " + m})
+		errs = append(errs, &Error{File: d.file, Line: line, Msg: "invalid YAML: " + plainYAML(m)})
 	}
 	return errors.Join(errs...)
 }
@@ -246,7 +266,11 @@ func (d *decoder) scalar(n *yaml.Node, key string) (string, bool) {
 	}
 	if len(missing) > 0 {
 		for _, v := range missing {
-			e := &Error{File: d.file, Line: n.Line, Key: key, Msg: fmt.Sprintf("environment variable %s is not set (use ${%s:-default} for an optional value)", v, v)}
+			hint := fmt.Sprintf("use ${%s:-default} for an optional value", v)
+			if d.hint != "" {
+				hint = d.hint
+			}
+			e := &Error{File: d.file, Line: n.Line, Key: key, Msg: fmt.Sprintf("environment variable %s is not set (%s)", v, hint)}
 			if d.envErrs != nil {
 				*d.envErrs = append(*d.envErrs, e)
 			} else {
@@ -274,6 +298,52 @@ func (d *decoder) secret(dst *Secret) func(*yaml.Node, string) {
 		if ok {
 			*dst = Secret(s)
 		}
+	}
+}
+
+// hinted decodes with fn, advising hint instead of "${X:-default}" when a
+// variable is missing.
+func (d *decoder) hinted(hint string, fn func(*yaml.Node, string)) func(*yaml.Node, string) {
+	return func(n *yaml.Node, key string) {
+		outer := d.hint
+		d.hint = hint
+		fn(n, key)
+		d.hint = outer
+	}
+}
+
+// profileKey decodes a profile's key. Variables that are unset (or give an
+// empty key, as ${X:-} does) do not fail here: validate leaves the profile out,
+// or fails when the bot cannot do without it (leaveOutUnsetKeys).
+func (d *decoder) profileKey(id string, dst *Secret) func(*yaml.Node, string) {
+	return func(n *yaml.Node, key string) {
+		var pending []error
+		outer := d.envErrs
+		d.envErrs = &pending
+		d.secret(dst)(n, key)
+		d.envErrs = outer
+		rn := resolve(n)
+		if rn == nil || rn.Kind != yaml.ScalarNode || *dst != "" {
+			return
+		}
+		raw := d.restore(rn.Value)
+		var vars []string
+		for _, m := range envRef.FindAllString(raw, -1) {
+			if strings.HasPrefix(m, "$$") {
+				continue
+			}
+			name, _, _ := strings.Cut(strings.TrimSuffix(strings.TrimPrefix(m, "${"), "}"), ":-")
+			if validEnvName(name) && !slices.Contains(vars, name) {
+				vars = append(vars, name)
+			}
+		}
+		if len(vars) == 0 {
+			return // a literal empty key: validate says it is empty
+		}
+		if d.unsetKeys == nil {
+			d.unsetKeys = map[string]unsetKey{}
+		}
+		d.unsetKeys[id] = unsetKey{line: rn.Line, vars: vars}
 	}
 }
 
@@ -307,7 +377,7 @@ func (d *decoder) integer(dst *int, min int) func(*yaml.Node, string) {
 			return
 		}
 		if v < min {
-			d.errorf(n, key, "bad number %d: must be at least %d", v, min)
+			d.errorf(n, key, "bad number %d: %s", v, bounds(float64(v), float64(min), math.Inf(1)))
 			return
 		}
 		*dst = v
@@ -323,22 +393,43 @@ func (d *decoder) number(dst *float64, min, max float64) func(*yaml.Node, string
 		}
 		v, err := strconv.ParseFloat(s, 64)
 		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
-			d.errorf(n, key, "bad number %q", s)
+			d.errorf(n, key, "bad number %q: want a plain number such as 1.5", s)
 			return
 		}
-		if v < min || v > max {
-			d.errorf(n, key, "bad number %v: must be between %v and %v", v, min, max)
+		if msg := bounds(v, min, max); msg != "" {
+			d.errorf(n, key, "bad number %s: %s", s, msg)
 			return
 		}
 		*dst = v
 	}
 }
 
+// bounds says what is wrong with v outside [min, max], in plain numbers ("" when
+// it is inside).
+func bounds(v, min, max float64) string {
+	switch {
+	case v < min && min == 0:
+		return "must not be negative"
+	case v < min:
+		return "must be at least " + plain(min)
+	case v > max:
+		return "must be at most " + plain(max)
+	}
+	return ""
+}
+
+// plain writes a bound without exponent: 87600, 0.5.
+func plain(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
+
+// maxUnits is the longest duration a *_hours, *_minutes, *_seconds or *_ms key
+// takes: ten years, far beyond any useful setting and far inside time.Duration.
+const maxUnits = 10 * 365 * 24 * time.Hour
+
 // units parses a non-negative decimal count of unit (e.g. hours) into a duration.
 func (d *decoder) units(dst *time.Duration, unit time.Duration) func(*yaml.Node, string) {
 	return func(n *yaml.Node, key string) {
 		var f float64 = -1
-		d.number(&f, 0, float64(math.MaxInt64)/float64(unit)/2)(n, key)
+		d.number(&f, 0, float64(maxUnits/unit))(n, key)
 		if f >= 0 {
 			*dst = time.Duration(f * float64(unit))
 		}
@@ -531,8 +622,8 @@ func (d *decoder) channels(v *yaml.Node, key string) {
 		},
 		"slack": func(v *yaml.Node, key string) {
 			d.channelSection(v, key, &ch.Slack.Enabled, map[string]func(*yaml.Node, string){
-				"app_token":         d.secret(&ch.Slack.AppToken),
-				"bot_token":         d.secret(&ch.Slack.BotToken),
+				"app_token":         d.hinted("export it: the xapp-... app-level token; or set channels.slack.enabled: false", d.secret(&ch.Slack.AppToken)),
+				"bot_token":         d.hinted("export it: the xoxb-... bot token; or set channels.slack.enabled: false", d.secret(&ch.Slack.BotToken)),
 				"api_url":           d.str(&ch.Slack.APIURL),
 				"events":            d.str(&ch.Slack.Events),
 				"stream":            d.boolean(&ch.Slack.Stream),
@@ -542,7 +633,7 @@ func (d *decoder) channels(v *yaml.Node, key string) {
 		},
 		"discord": func(v *yaml.Node, key string) {
 			d.channelSection(v, key, &ch.Discord.Enabled, map[string]func(*yaml.Node, string){
-				"token":           d.secret(&ch.Discord.Token),
+				"token":           d.hinted("export it: the bot token; or set channels.discord.enabled: false", d.secret(&ch.Discord.Token)),
 				"guild_id":        d.str(&ch.Discord.GuildID),
 				"api_url":         d.str(&ch.Discord.APIURL),
 				"message_content": d.boolean(&ch.Discord.MessageContent),
@@ -580,7 +671,7 @@ func (d *decoder) auth(v *yaml.Node, key string) {
 				d.fields(v, key, map[string]func(*yaml.Node, string){
 					"provider":   d.str(&p.Provider),
 					"type":       d.str(&typ),
-					"key":        d.secret(&p.Key),
+					"key":        d.profileKey(id, &p.Key),
 					"expires_at": d.str(&expires),
 				})
 				if typ != "" {
@@ -631,6 +722,7 @@ func (d *decoder) agents(v *yaml.Node, key string) {
 					d.fields(v, key, map[string]func(*yaml.Node, string){
 						"primary":   d.ref(&df.Model.Primary),
 						"fallbacks": d.refs(&df.Model.Fallbacks),
+						"allow":     d.strings(&df.Model.Allow),
 					})
 				},
 				"system_prompt": d.str(&df.SystemPrompt),
@@ -697,6 +789,8 @@ func (d *decoder) models(v *yaml.Node, key string) {
 			"context_window":   d.integer(&m.ContextWindow, 0),
 			"usd_per_mtok_in":  d.number(&m.USDPerMTokIn, 0, 1e9),
 			"usd_per_mtok_out": d.number(&m.USDPerMTokOut, 0, 1e9),
+			"selectable":       d.boolean(&m.Selectable),
+			"aliases":          d.strings(&m.Aliases),
 		})
 		c.Models[failover.ModelRef(name)] = m
 	})
@@ -808,7 +902,7 @@ func (d *decoder) validate() {
 		default:
 			bad(key+".type", "unknown type %q: want api_key or token", p.Type)
 		}
-		if p.Key == "" {
+		if _, unset := d.unsetKeys[id]; p.Key == "" && !unset {
 			bad(key+".key", "is empty (set it from an environment variable, e.g. key: ${OPENAI_API_KEY})")
 		}
 	}
@@ -879,6 +973,9 @@ func (d *decoder) validate() {
 	for _, r := range sortedKeys(c.Models) {
 		d.checkRef("models."+string(r), r, line)
 	}
+	d.checkChoices(bad)
+	d.leaveOutUnsetKeys()
+	d.checkReach(line)
 
 	switch c.Notices.Users {
 	case "all", "direct_only", "off":

@@ -50,7 +50,7 @@ func testRouter_S2_AgentModelStrictUnlessOwnFallbacks(t *testing.T, driver strin
 		t.Fatalf("K5: an explicit fallbacks list must not append the default primary (%d calls)", n)
 	}
 	// The session's model answer and /model show the agent source.
-	if out := expect(t, h.say("test:agent-strict:2", "/model"), "reply"); !strings.Contains(out[0].Text, "model: p3/gamma (source agent)") {
+	if out := expect(t, h.say("test:agent-strict:2", "/model"), "reply"); !strings.Contains(out[0].Text, "model: p3/gamma (the model of agent strict)") {
 		t.Fatalf("/model = %q", out[0].Text)
 	}
 }

@@ -33,6 +33,20 @@ func (r *Router) runCommand(ctx context.Context, in adapters.Inbound, c commands
 		refuse(c.Err)
 		return
 	}
+	if (c.Name == commands.CmdModel || c.Name == commands.CmdNew) && (c.Ref != "" || c.Alias != "") {
+		// What was typed becomes a model people may choose, or the answer says
+		// why not (with the nearest name).
+		typed := c.Ref
+		if c.Alias != "" {
+			typed = c.Alias
+		}
+		ref, err := r.chooseModel(typed)
+		if err != nil {
+			r.commandFailed(in, c, err, refuse)
+			return
+		}
+		c.Ref, c.Alias = string(ref), ""
+	}
 	if in.DefaultsFor != "" && ((c.Name == commands.CmdModel && (c.Ref != "" || c.Default)) || c.Name == commands.CmdNew || c.Name == commands.CmdReset) {
 		r.commandFailed(in, c, r.setDefaults(ctx, in, c, answer), refuse)
 		return
@@ -41,8 +55,18 @@ func (r *Router) runCommand(ctx context.Context, in adapters.Inbound, c commands
 	switch c.Name {
 	case commands.CmdHelp:
 		answer(commands.HelpText())
+	case commands.CmdModels:
+		var e *Entry
+		if e, err = r.st.load(ctx, in.SessionKey); err == nil {
+			answer(commands.ModelsText(r.modelList(e, in.Channel)))
+		}
 	case commands.CmdModel:
 		switch {
+		case c.List:
+			var e *Entry
+			if e, err = r.st.load(ctx, in.SessionKey); err == nil {
+				answer(commands.ModelsText(r.modelList(e, in.Channel)))
+			}
 		case c.Default:
 			if err = r.ClearModel(ctx, in.SessionKey); err == nil {
 				answer(fmt.Sprintf("back to the configured model %s", r.baseFor(in)))
@@ -62,7 +86,7 @@ func (r *Router) runCommand(ctx context.Context, in adapters.Inbound, c commands
 				// can show one; choosing says "/model <ref>".
 				out := reply(in, adapters.KindReply, commands.ModelText(r.modelChoice(e, in.Channel)))
 				out.Ephemeral = true
-				for _, m := range r.configuredModels() {
+				for _, m := range r.choosableModels() {
 					out.Choices = append(out.Choices, adapters.Choice{Label: m, Command: "/model " + m})
 				}
 				out.Choices = append(out.Choices, adapters.Choice{Label: "default", Command: "/model default"})
@@ -153,8 +177,18 @@ func (r *Router) baseFor(in adapters.Inbound) failover.ModelRef {
 	return r.cfg.Primary
 }
 
-// configuredModels lists every model the config names: primary, fallbacks, agent
-// models and models with facts, without duplicates.
+// choosableModels lists the models people can choose: those of the configured
+// chains, then the models marked selectable.
+func (r *Router) choosableModels() []string {
+	out := make([]string, len(r.choices.models))
+	for i, m := range r.choices.models {
+		out[i] = string(m)
+	}
+	return out
+}
+
+// configuredModels lists every model the config names: the chains, agent
+// models and every models: entry, without duplicates.
 func (r *Router) configuredModels() []string {
 	seen := map[string]bool{}
 	var out []string
@@ -204,23 +238,23 @@ func (r *Router) providerKnown(p string) bool {
 	return false
 }
 
-func (r *Router) checkModel(ref, profile string) error {
-	if !commands.ValidRef(ref) {
-		return fmt.Errorf("%w: %q is not provider/model", ErrUnknownModel, ref)
-	}
-	p, _ := failover.ModelRef(ref).Split()
-	if !r.providerKnown(p) {
-		return fmt.Errorf("%w: provider %q is not configured; models: %s", ErrUnknownModel, p, strings.Join(r.configuredModels(), ", "))
+// checkModel resolves ref (a model or an alias) to a model people may choose and
+// checks that profile, if any, is one of its provider's.
+func (r *Router) checkModel(ref, profile string) (failover.ModelRef, error) {
+	m, err := r.chooseModel(ref)
+	if err != nil {
+		return "", err
 	}
 	if profile == "" {
-		return nil
+		return m, nil
 	}
+	p, _ := m.Split()
 	for _, pr := range r.cfg.Profiles[p] {
 		if pr.ID == profile {
-			return nil
+			return m, nil
 		}
 	}
-	return fmt.Errorf("%w: %q is not a configured profile of %s", ErrUnknownProfile, profile, p)
+	return "", fmt.Errorf("%w: %q is not a configured profile of %s", ErrUnknownProfile, profile, p)
 }
 
 // userModelPatch is the patch of a user-chosen model (S4, O4).
@@ -239,17 +273,21 @@ func userModelPatch(ref, profile string) map[string]any {
 }
 
 // SetModel sets a session's model as the user's exact choice (S4), with an
-// optional strict profile (P3); it marks a pending live switch (O4). It is safe to
-// call concurrently with a running turn of the same session: the turn's fallback
-// bookkeeping never overwrites it (O3).
+// optional strict profile (P3); it marks a pending live switch (O4). ref is a
+// model or an alias of one, and must be a model people may choose (the chains,
+// the selectable models, agents.defaults.model.allow); anything else is refused
+// with an error matching ErrUnknownModel that suggests the nearest name. It is
+// safe to call concurrently with a running turn of the same session: the turn's
+// fallback bookkeeping never overwrites it (O3).
 func (r *Router) SetModel(ctx context.Context, sessionKey, ref, profile string) error {
-	if err := r.checkModel(ref, profile); err != nil {
+	m, err := r.checkModel(ref, profile)
+	if err != nil {
 		return err
 	}
 	if _, err := r.st.load(ctx, sessionKey); err != nil {
 		return err
 	}
-	return r.st.patch(ctx, sessionKey, userModelPatch(ref, profile))
+	return r.st.patch(ctx, sessionKey, userModelPatch(string(m), profile))
 }
 
 // ClearModel drops every model override of a session (/model default).
@@ -263,12 +301,14 @@ func (r *Router) ClearModel(ctx context.Context, sessionKey string) error {
 
 // NewSession starts a new conversation (/new): the history, the automatic
 // override and the profile pin go (O7, P2); a user's model choice stays unless
-// ref names a new one.
+// ref names a new one (a model or an alias, checked like SetModel).
 func (r *Router) NewSession(ctx context.Context, sessionKey, ref string) error {
 	if ref != "" {
-		if err := r.checkModel(ref, ""); err != nil {
+		m, err := r.checkModel(ref, "")
+		if err != nil {
 			return err
 		}
+		ref = string(m)
 	}
 	e, err := r.st.load(ctx, sessionKey)
 	if err != nil {
@@ -303,11 +343,37 @@ func (r *Router) Reset(ctx context.Context, sessionKey string) error {
 
 func (r *Router) modelChoice(e *Entry, channel string) commands.ModelChoice {
 	sel := r.selectionFor(e, channel)
-	mc := commands.ModelChoice{Selected: string(sel.selected), Source: string(sel.selectedSource()), Configured: r.configuredModels(), Profile: e.AuthProfileOverride}
+	mc := commands.ModelChoice{Selected: string(sel.selected), Source: string(sel.selectedSource()), Agent: r.agentID(e.Key, channel),
+		Configured: r.choosableModels(), Aliases: r.choices.aliasMap(), Profile: e.AuthProfileOverride}
 	if sel.source == failover.SourceAuto {
 		mc.Active = string(sel.requested)
+		mc.Reason = classify.Describe(classify.Reason(e.FallbackReason), e.FallbackStatus)
 	}
 	return mc
+}
+
+// modelList is what /models shows for a session.
+func (r *Router) modelList(e *Entry, channel string) commands.ModelList {
+	sel := r.selectionFor(e, channel)
+	return commands.ModelList{Models: r.choices.entries(), Allow: r.cfg.Allow, Default: string(sel.base), Selected: string(sel.selected)}
+}
+
+// agentID names the agent serving a session, if any.
+func (r *Router) agentID(key, channel string) string {
+	if a := r.agentFor(key, channel); a != nil {
+		return a.ID
+	}
+	return ""
+}
+
+// priced reports whether any model has a price (B1), so /status can estimate cost.
+func (r *Router) priced() bool {
+	for _, m := range r.cfg.Models {
+		if m.Price != (failover.Price{}) {
+			return true
+		}
+	}
+	return false
 }
 
 // Status gathers what /status shows (N5).
@@ -319,9 +385,10 @@ func (r *Router) Status(ctx context.Context, sessionKey, channel string) (comman
 	now := r.clock.Now()
 	sel := r.selectionFor(e, channel)
 	info := commands.StatusInfo{
-		Session: sessionKey, Selected: string(sel.selected), Source: string(sel.selectedSource()),
+		Session: sessionKey, Selected: string(sel.selected), Source: string(sel.selectedSource()), Agent: r.agentID(sessionKey, channel),
 		Profile: e.AuthProfileOverride, ProfileSource: e.AuthProfileOverrideSource,
 		PaidCalls: e.PaidCalls, InputTokens: e.InputTokens, OutputTokens: e.OutputTokens,
+		CostUSD: e.CostUSD, Priced: r.priced(),
 		Compactions: e.CompactionCount, Now: now,
 	}
 	if sel.source == failover.SourceAuto {
@@ -334,9 +401,29 @@ func (r *Router) Status(ctx context.Context, sessionKey, channel string) (comman
 	} else if e.LastProbeAt != nil {
 		info.LastProbe = *e.LastProbeAt
 	}
-	if info.HistoryTurns, err = r.st.userTurns(ctx, sessionKey); err != nil {
+	hist, err := r.st.history(ctx, sessionKey)
+	if err != nil {
 		return commands.StatusInfo{}, err
 	}
+	for _, m := range hist {
+		if m.Role == "user" {
+			info.HistoryTurns++
+		}
+	}
+	// What the next turn sends before the new message, against the window of
+	// the model that would answer it.
+	prompt, _ := buildPrompt(r.systemPrompt(sessionKey, channel), hist, "", 0)
+	info.ContextTokens = estimate(prompt[:len(prompt)-1])
+	// The order the next turn tries: on a fallback whose re-try of the
+	// selected model is due, the selected model comes first (S3).
+	next := sel
+	if sel.source == failover.SourceAuto && (e.LastProbeAt == nil || !now.Before(e.LastProbeAt.Add(r.cfg.ProbeInterval))) {
+		next.requested, next.source = next.selected, next.selectedSource()
+	}
+	for _, m := range chainFor(next) {
+		info.Next = append(info.Next, string(m))
+	}
+	info.ContextWindow = r.window(sel.requested)
 	chain := chainFor(sel)
 	if sel.source == failover.SourceAuto && sel.selected != chain[0] {
 		chain = append(chain, sel.selected)

@@ -46,16 +46,22 @@ type Agent struct {
 	Match []string
 }
 
-// ModelInfo is what the config says about one model (B1, B7).
+// ModelInfo is what the config says about one model (B1, B7), and whether
+// people may choose it with /model.
 type ModelInfo struct {
 	ContextWindow int // tokens; 0 = unknown
 	Price         failover.Price
+	Selectable    bool     // people may choose it with /model though no chain names it
+	Aliases       []string // short names for /model ("fast"); unique across models
 }
 
 // Config is everything the router needs, mapped from config.Config by internal/app.
 type Config struct {
-	Primary      failover.ModelRef
-	Fallbacks    []failover.ModelRef
+	Primary   failover.ModelRef
+	Fallbacks []failover.ModelRef
+	// Allow holds glob patterns (openai/*) of further models people may choose
+	// with /model, beside the chains and the selectable models.
+	Allow        []string
 	SystemPrompt string
 	Agents       []Agent
 	Models       map[failover.ModelRef]ModelInfo
@@ -92,6 +98,7 @@ type Options struct {
 // Router owns every session queue. It is safe for concurrent use.
 type Router struct {
 	cfg     Config
+	choices choices // the models people can choose (/model, /models)
 	st      sessionStore
 	engine  *failover.Engine
 	clock   failover.Clock
@@ -160,6 +167,7 @@ func NewRouter(cfg Config, opts Options) (*Router, error) {
 		clients: opts.Clients, log: log.With("component", "sessions"),
 		queues: map[string]*queue{}, adapters: map[string]adapters.Adapter{},
 		refused: adapters.NewRecent(10000, time.Hour, clock.Now),
+		choices: newChoices(cfg),
 	}
 	r.base, r.cancel = context.WithCancel(context.Background())
 	if err := r.st.migrate(r.base); err != nil {

@@ -322,14 +322,14 @@ func testRouter_N5_StatusAndB3_Recover(t *testing.T, driver string) {
 	for _, want := range []string{
 		// N5: the selection is still the configured model; the auto override is
 		// the active fallback.
-		"selected model: p1/alpha (source default)",
-		"active fallback: p2/beta (source auto; reason: out of credits)",
-		"profile: p2:main (auto)",
-		"p2/beta [p2:main]: ok",
-		"p1/alpha [p1:main]: disabled until",
-		"(out of credits)",
-		"primary probe: last 14:00:00 UTC, next 14:05:00 UTC",
-		"session: 2 paid calls",
+		"selected model: p1/alpha (the configured default)\n",
+		"active fallback: p2/beta answers now, falling back from p1/alpha because it failed: out of credits\n",
+		"p1/alpha gets another try on the first turn after 14:05 UTC (in 5 min)\n",
+		"next turn tries: p2/beta, then p3/gamma, then p1/alpha (cooling down)\n",
+		"cooling down:\n  p1/alpha (key p1:main): out of credits, switched off until 19:00 UTC (in 5 h)\n",
+		"key in use: p2:main (picked automatically; another key of the provider takes over if it fails)\n",
+		"this conversation: 2 paid call(s); 2 tokens in, 4 out; 1 turn(s) in history\n",
+		"context: about 18 tokens (the model's window is not configured)",
 	} {
 		if !strings.Contains(st, want) {
 			t.Errorf("N5: /status misses %q:\n%s", want, st)
@@ -459,8 +459,8 @@ func testRouter_CommandsAnswerBadInput(t *testing.T, driver string) {
 	cases := []struct{ in, kind, has string }{
 		{"/shrug", "error", "unknown command /shrug"},
 		{"/model nope/x", "error", "provider \"nope\" is not configured"},
-		{"/model gpt", "error", "not a model"},
-		{"/model", "reply", "model: p1/alpha (source default)"},
+		{"/model gpt", "error", `unknown model or alias "gpt" (/models lists the models you can choose)`},
+		{"/model", "reply", "model: p1/alpha (the configured default)"},
 		{"<@U1> !help", "reply", "/recover"},
 		{"/reset please", "error", "usage: /reset"},
 		{"/usr/bin is a path", "reply", "you said: /usr/bin is a path"},
@@ -556,7 +556,10 @@ func TestRouter_O6_LiveSwitchRestartsOnUserModel(t *testing.T) {
 }
 
 func testRouter_O6_LiveSwitchRestartsOnUserModel(t *testing.T, driver string) {
-	h := newHarness(t, driver, func(_ *Config, h *harness) { h.idle = 300 * time.Millisecond })
+	h := newHarness(t, driver, func(c *Config, h *harness) {
+		h.idle = 300 * time.Millisecond
+		c.Models = map[failover.ModelRef]ModelInfo{"p3/delta": {Selectable: true}} // not in the chain, but choosable
+	})
 	h.fake.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeUnavailable503})
 	h.fake.Script(fakeprovider.Rule{Provider: "p2", Mode: fakeprovider.ModeHangBeforeHeaders})
 	h.r.Handle(context.Background(), adapters.Inbound{Channel: "test", SessionKey: key1, Text: "hello"})

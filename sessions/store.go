@@ -55,6 +55,7 @@ type Entry struct {
 	PaidCalls    int
 	InputTokens  int64
 	OutputTokens int64
+	CostUSD      float64 // estimated from the configured prices (B1); 0 without prices
 
 	CreatedAt time.Time
 	UpdatedAt time.Time
@@ -380,8 +381,8 @@ func (s sessionStore) casPatch(ctx context.Context, key string, match, fields ma
 }
 
 // addPaidCalls counts n more paid calls for key.
-func (s sessionStore) addPaidCalls(ctx context.Context, key string, n int) error {
-	return s.patch(ctx, key, map[string]any{"paid_calls": gorm.Expr("paid_calls + ?", n)})
+func (s sessionStore) addPaidCalls(ctx context.Context, key string, n int, usd float64) error {
+	return s.patch(ctx, key, map[string]any{"paid_calls": gorm.Expr("paid_calls + ?", n), "cost_usd": gorm.Expr("cost_usd + ?", usd)})
 }
 
 // dropHistory deletes the messages of key with an id below before (compaction),
@@ -436,6 +437,7 @@ type exchange struct {
 	paidCalls int
 	tokensIn  int64
 	tokensOut int64
+	cost      float64 // estimated cost of the turn's calls (prices), for /status
 	// returned: back on the origin (S3, N2): clear the auto override if it is
 	// still the fallback's.
 	returned bool
@@ -463,6 +465,7 @@ func (s sessionStore) storeExchange(ctx context.Context, x exchange) error {
 			"paid_calls":    gorm.Expr("paid_calls + ?", x.paidCalls),
 			"input_tokens":  gorm.Expr("input_tokens + ?", x.tokensIn),
 			"output_tokens": gorm.Expr("output_tokens + ?", x.tokensOut),
+			"cost_usd":      gorm.Expr("cost_usd + ?", x.cost),
 		}
 		for k, v := range x.fields {
 			upd[k] = v

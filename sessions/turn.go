@@ -191,7 +191,8 @@ type turnState struct {
 	switched failover.ModelRef // O6: the live switch already handed to the engine
 	hist     []Message         // the history in ts.prompt (R15 compaction drops from it)
 	system   string
-	live     *live // progress and the growing reply (L1-L3)
+	live     *live   // progress and the growing reply (L1-L3)
+	cost     float64 // estimated cost of this turn's runs (B1 prices), for /status
 }
 
 const (
@@ -310,10 +311,12 @@ func (r *Router) turnOnce(ctx context.Context, in adapters.Inbound, lv *live, ma
 	ts.prompt, ts.hist, ts.system = msgs, hist, system
 
 	res, err := r.run(ctx, ts)
+	ts.cost += res.CostUSD
 	if err != nil && isOverflow(err) {
 		// R15: compact and retry once; with nothing left to drop, tell the user.
 		if r.compactHalf(ctx, ts) {
 			res, err = r.run(ctx, ts)
+			ts.cost += res.CostUSD
 		}
 	}
 	if ls := (*failover.LiveSwitchError)(nil); errors.As(err, &ls) && mayRestart {
@@ -609,6 +612,7 @@ func (r *Router) succeed(ctx context.Context, ts *turnState, res failover.Result
 		tokensIn:  int64(res.Output.InputTokens),
 		tokensOut: int64(res.Output.OutputTokens),
 		returned:  returned,
+		cost:      ts.cost,
 	}
 	// P2: pin the profile that served, unless the user pinned one.
 	pinned := e.AuthProfileOverride == res.Candidate.Profile && e.AuthProfileOverrideSource == string(failover.SourceAuto) &&
@@ -652,7 +656,7 @@ func (r *Router) fail(ctx context.Context, ts *turnState, err error) {
 	if n := paidCalls(ts.attempts); n > 0 {
 		// Counted even when the turn was cancelled (a second SIGTERM): the
 		// provider was paid either way.
-		if err := r.st.addPaidCalls(context.WithoutCancel(ctx), ts.entry.Key, n); err != nil {
+		if err := r.st.addPaidCalls(context.WithoutCancel(ctx), ts.entry.Key, n, ts.cost); err != nil {
 			r.log.Warn("record paid calls", "session", ts.entry.Key, "err", err)
 		}
 	}

@@ -16,7 +16,10 @@ import (
 
 // runCheck is `bot check`: it validates a configuration and prints what it
 // resolves to (providers, profiles with secrets shown only as set/missing, the
-// candidate chains, limits). Exit 2 with file:line: key: errors on a bad one.
+// candidate chains, limits) and what the bot runs without (warnings). Exit 2
+// with file:line: key: errors on a bad one, and on settings that parse but
+// cannot work (swapped or malformed tokens, an admin channel that cannot
+// receive), which `bot run` only warns about.
 func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	path := fs.String("config", "", "configuration file (default ./config.yaml if it exists, else the embedded demo)")
@@ -40,8 +43,28 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		printConfigError(stderr, err)
 		return exitUsage
 	}
+	if len(cfg.Doubts) > 0 {
+		for _, e := range cfg.Doubts {
+			fmt.Fprintln(stderr, e.Error())
+		}
+		fmt.Fprintf(stderr, "bot check: %d setting(s) would not work as meant (the bot would start, but not do this right)\n", len(cfg.Doubts))
+		return exitUsage
+	}
 	printConfig(stdout, src, cfg)
 	return exitOK
+}
+
+// printWarnings writes what the bot runs without, and (for `bot run`) the
+// settings `bot check` doubts, one "warning:" line each.
+func printWarnings(w io.Writer, cfg *config.Config, doubts bool) {
+	for _, e := range cfg.Warnings {
+		fmt.Fprintln(w, "warning: "+e.Error())
+	}
+	if doubts {
+		for _, e := range cfg.Doubts {
+			fmt.Fprintln(w, "warning: "+e.Error())
+		}
+	}
 }
 
 // printConfig writes the resolved configuration. It never prints a secret.
@@ -94,6 +117,9 @@ func printConfig(w io.Writer, src configSource, cfg *config.Config) {
 			exp = "\texpires " + p.ExpiresAt.UTC().Format("2006-01-02 15:04 UTC")
 		}
 		fmt.Fprintf(tw, "  %s\tprovider %s\t%s\tkey %s%s\n", id, p.Provider, p.Type, p.Key.Status(), exp)
+	}
+	for _, p := range cfg.LeftOut {
+		fmt.Fprintf(tw, "  %s\tprovider %s\t%s\tkey missing (%s not set): left out\n", p.ID, p.Provider, p.Type, strings.Join(p.Vars, ", "))
 	}
 	for _, prov := range cfg.ProviderIDs {
 		if order, ok := cfg.Auth.Order[prov]; ok {
@@ -152,6 +178,26 @@ func printConfig(w io.Writer, src configSource, cfg *config.Config) {
 		users = "console only"
 	}
 	fmt.Fprintf(w, "notices: %s; admin reports: %s; admins: %s\n", cfg.Notices.Users, admin, users)
+	if refs := cfg.ModelRefs(); len(refs) > 0 {
+		names := make([]string, len(refs))
+		for i, r := range refs {
+			names[i] = string(r)
+			if m, ok := cfg.Models[r]; ok && len(m.Aliases) > 0 {
+				names[i] += " (" + strings.Join(m.Aliases, ", ") + ")"
+			}
+		}
+		allow := ""
+		if a := d.Model.Allow; len(a) > 0 {
+			allow = "; also any model matching " + strings.Join(a, ", ")
+		}
+		fmt.Fprintf(w, "models people can choose: %s%s\n", strings.Join(names, ", "), allow)
+	}
+	if len(cfg.Warnings) > 0 {
+		fmt.Fprintln(w, "warnings (the bot runs without these):")
+		for _, e := range cfg.Warnings {
+			fmt.Fprintln(w, "  "+e.Error())
+		}
+	}
 }
 
 func joinRefs(refs []failover.ModelRef) string {

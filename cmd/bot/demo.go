@@ -59,10 +59,12 @@ func demoBanner(w io.Writer, cfg *config.Config, logFile string) {
     hello #fail:insufficient_quota      out of credit: the key is parked, fall back at once
     hello #fail:stall_after_first_chunk stream stops mid-answer: idle timeout, then fall back
     hello #fail:server_500              (also: overloaded_529, unauthorized_401, hang_before_headers, ...)
-  Watch for the ↪️ notice. Then:
-    /status                             which model answers and why
+  Markers act on demo/primary only; the answer says so when one did nothing (a
+  mistyped mode, or a conversation already on a fallback). Watch for the ↪️ notice. Then:
+    /status                             which model answers and why, what is tried next
     /recover demo/primary               probe the primary now and clear its cooldown
     (or wait: the primary is re-tried a minute later and "↪️ model fallback cleared" appears)
+    /models                             the models you can choose; /model fast picks backup/fallback-1
     /help                               every command
   Real providers: cp config.example.yaml config.yaml, set your API keys, run again.
   Ctrl-D (end of input) quits.

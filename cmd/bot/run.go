@@ -78,6 +78,7 @@ func runBot(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		fmt.Fprintf(stderr, "bot: %v\n", err)
 		return exitUsage
 	}
+	printWarnings(stderr, cfg, true)
 	// A person chatting in the terminal should not see log lines in the chat:
 	// when stdin and stderr are one terminal, logs go to a file.
 	interactive := cfg.Channels.Console.Enabled && cfg.Channels.Console.Format != console.FormatJSONL && isTerminal(stdin)

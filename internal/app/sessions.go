@@ -13,6 +13,7 @@ func SessionsConfig(cfg *config.Config) sessions.Config {
 	sc := sessions.Config{
 		Primary:      d.Model.Primary,
 		Fallbacks:    append([]failover.ModelRef(nil), d.Model.Fallbacks...),
+		Allow:        append([]string(nil), d.Model.Allow...),
 		SystemPrompt: d.SystemPrompt,
 		Models:       map[failover.ModelRef]sessions.ModelInfo{},
 		Profiles:     cfg.EngineProfiles(),
@@ -47,6 +48,8 @@ func SessionsConfig(cfg *config.Config) sessions.Config {
 		sc.Models[ref] = sessions.ModelInfo{
 			ContextWindow: m.ContextWindow,
 			Price:         failover.Price{InPerMTok: m.USDPerMTokIn, OutPerMTok: m.USDPerMTokOut},
+			Selectable:    m.Selectable,
+			Aliases:       append([]string(nil), m.Aliases...),
 		}
 	}
 	for _, a := range cfg.Agents.List {

@@ -142,9 +142,17 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 
 	rule, honour := s.decide(provider, req.Model, call.KeyID)
 	mode := rule.Mode
-	if honour {
-		if m, ok := marker(req.lastUser()); ok {
+	note := ""
+	if m, raw, found, ok := findMarker(req.lastUser()); found {
+		key := promptKey(&req)
+		switch {
+		case !ok:
+			note = unknownModeNote(raw)
+		case honour:
 			mode = m
+			s.rememberActed(key)
+		case !s.actedOn(key):
+			note = s.notPrimaryNote(m, provider, req.Model)
 		}
 	}
 	call.Mode = mode
@@ -153,7 +161,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	if mode != ModeSlowStream && rule.Delay > 0 && !s.wait(r.Context(), rule.Delay) {
 		return
 	}
-	a := &answer{s: s, w: w, r: r, req: &req, rule: rule, provider: provider, key: key}
+	a := &answer{s: s, w: w, r: r, req: &req, rule: rule, provider: provider, key: key, note: note}
 	call.Status = a.run(mode)
 }
 
@@ -166,20 +174,25 @@ type answer struct {
 	rule     Rule
 	provider string
 	key      string
+	note     string // said after the answer: why a "#fail:" marker did nothing
 	id       string
 	created  int64
 }
 
 func (a *answer) replyText() string {
-	if a.rule.Reply != "" {
-		return a.rule.Reply
+	text := a.rule.Reply
+	if text == "" {
+		said := a.req.lastUser()
+		const maxRunes = 80
+		if utf8.RuneCountInString(said) > maxRunes {
+			said = string([]rune(said)[:maxRunes]) + "…"
+		}
+		text = fmt.Sprintf("[%s/%s] you said: %s", a.provider, a.req.Model, said)
 	}
-	said := a.req.lastUser()
-	const maxRunes = 80
-	if utf8.RuneCountInString(said) > maxRunes {
-		said = string([]rune(said)[:maxRunes]) + "…"
+	if a.note != "" {
+		text += "\n" + a.note
 	}
-	return fmt.Sprintf("[%s/%s] you said: %s", a.provider, a.req.Model, said)
+	return text
 }
 
 // words splits text into stream chunks, one word (with its trailing space) each.

@@ -289,6 +289,7 @@ type Server struct {
 	rules []*scripted
 	seq   int
 	calls []Call
+	acted map[string]time.Time // prompts a "#fail:" marker acted on (notes.go)
 
 	done      chan struct{}
 	closeOnce sync.Once
@@ -429,6 +430,7 @@ func (s *Server) Reset() {
 	defer s.mu.Unlock()
 	s.rules = nil
 	s.calls = nil
+	s.acted = nil
 	s.trap.reset()
 }
 
@@ -509,21 +511,32 @@ func (s *Server) decide(provider, model, keyID string) (rule Rule, honour bool) 
 	return r, honour
 }
 
-// marker finds "#fail:<mode>" in text.
-func marker(text string) (Mode, bool) {
-	i := strings.Index(text, "#fail:")
+// marker finds "#fail:<mode>" in text. raw is the word typed after "#fail:"
+// (found reports whether there is a marker at all); ok reports whether it names
+// a mode. Case does not matter: "#fail:Rate_Limit" is rate_limit.
+func marker(text string) (m Mode, ok bool) {
+	m, _, _, ok = findMarker(text)
+	return m, ok
+}
+
+func findMarker(text string) (m Mode, raw string, found, ok bool) {
+	i := strings.Index(strings.ToLower(text), "#fail:")
 	if i < 0 {
-		return "", false
+		return "", "", false, false
 	}
 	rest := text[i+len("#fail:"):]
 	end := strings.IndexFunc(rest, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_')
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-')
 	})
 	if end >= 0 {
 		rest = rest[:end]
 	}
-	m := Mode(rest)
-	return m, m.Valid()
+	const maxRaw = 40 // a mode name is short; the note quotes no more than this
+	if len(rest) > maxRaw {
+		rest = rest[:maxRaw]
+	}
+	m = Mode(strings.ToLower(rest))
+	return m, rest, true, m.Valid()
 }
 
 // wait pauses for d, or until the client leaves or the server closes; it reports

@@ -346,3 +346,55 @@ func TestKeyID(t *testing.T) {
 		t.Fatalf("key id %q", id)
 	}
 }
+
+// A marker that does nothing says why in the answer: an unknown mode is named
+// (with a suggestion and the valid modes), and a valid marker that reaches a
+// non-primary model without the primary having failed on it this turn says how
+// to get back to the primary. The fallback attempt of a turn whose primary the
+// marker did fail carries no note.
+func TestMarkerNotes(t *testing.T) {
+	s := start(t, WithModels("demo", "primary"), WithModels("backup", "fallback-1"))
+	answer := func(provider, model, text string) (int, string) {
+		t.Helper()
+		resp := post(t, context.Background(), s.BaseURL(provider)+"/chat/completions", "", chatBody(model, text, false))
+		defer resp.Body.Close()
+		var out struct {
+			Choices []struct {
+				Message struct{ Content string } `json:"message"`
+			} `json:"choices"`
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		if len(out.Choices) == 0 {
+			return resp.StatusCode, ""
+		}
+		return resp.StatusCode, out.Choices[0].Message.Content
+	}
+	allModes := "Valid modes: ok, rate_limit, insufficient_quota, billing_402, unauthorized_401, revoked_403, model_not_found_404, context_overflow_400, format_400, server_500, bad_gateway_502_html, unavailable_503, overloaded_529, stall_after_first_chunk, hang_before_headers, slow_stream, empty_reply, unknown_finish_reason, midstream_error, connection_reset, quota_reset_text, gzip_bomb, endless_stream, huge_line, huge_chunk, huge_error_body, redirect_other_port, redirect_loop."
+	for _, tc := range []struct {
+		name, provider, model, text string
+		status                      int
+		want                        string
+	}{
+		{"typo on the primary", "demo", "primary", "hi #fail:rate_limt", 200,
+			"[demo/primary] you said: hi #fail:rate_limt\n(fake provider) unknown failure mode \"rate_limt\" in #fail:rate_limt, so nothing failed. Did you mean #fail:rate_limit? " + allModes},
+		{"nothing after the colon", "demo", "primary", "hi #fail:", 200,
+			"[demo/primary] you said: hi #fail:\n(fake provider) #fail: needs a failure mode after the colon, so nothing failed. " + allModes},
+		{"no near mode", "backup", "fallback-1", "hi #fail:zzzzzzzzzzzz", 200,
+			"[backup/fallback-1] you said: hi #fail:zzzzzzzzzzzz\n(fake provider) unknown failure mode \"zzzzzzzzzzzz\" in #fail:zzzzzzzzzzzz, so nothing failed. " + allModes},
+		{"marker straight on the fallback", "backup", "fallback-1", "again #fail:server_500", 200,
+			"[backup/fallback-1] you said: again #fail:server_500\n(fake provider) #fail:server_500 was not applied: markers act only on models whose name contains \"primary\", and this turn went straight to backup/fallback-1 (the conversation is on a fallback, or the primary is cooling down). To go back to the primary: /model default, /reset, or /recover demo/primary."},
+		{"upper case is the same mode", "demo", "primary", "x #fail:Server_500", 500, ""},
+		{"the primary failed on it", "demo", "primary", "turn #fail:server_500", 500, ""},
+		{"the same turn's fallback", "backup", "fallback-1", "turn #fail:server_500", 200,
+			"[backup/fallback-1] you said: turn #fail:server_500"},
+	} {
+		status, text := answer(tc.provider, tc.model, tc.text)
+		if status != tc.status || text != tc.want {
+			t.Errorf("%s: %d %q\nwant %d %q", tc.name, status, text, tc.status, tc.want)
+		}
+	}
+	s.Reset()
+	if _, text := answer("backup", "fallback-1", "turn #fail:server_500"); !strings.Contains(text, "was not applied") {
+		t.Errorf("Reset kept the memory of acted markers: %q", text)
+	}
+}

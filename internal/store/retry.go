@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/mattn/go-sqlite3"
 	"gorm.io/gorm"
 )
 
@@ -93,19 +92,6 @@ func IsRetryable(err error) bool {
 	return false
 }
 
-// IsBusy reports whether err is SQLite's "database is locked" or "table is locked".
-func IsBusy(err error) bool {
-	var se sqlite3.Error
-	if errors.As(err, &se) {
-		return se.Code == sqlite3.ErrBusy || se.Code == sqlite3.ErrLocked
-	}
-	var sp *sqlite3.Error
-	if errors.As(err, &sp) && sp != nil {
-		return sp.Code == sqlite3.ErrBusy || sp.Code == sqlite3.ErrLocked
-	}
-	return false
-}
-
 const problemDamaged = "the database file is damaged"
 
 // Problem says in a few words why a write to the database failed when the cause
@@ -117,18 +103,8 @@ func Problem(err error) string {
 	if err == nil {
 		return ""
 	}
-	var se sqlite3.Error
-	if errors.As(err, &se) {
-		switch se.Code {
-		case sqlite3.ErrReadonly, sqlite3.ErrPerm:
-			return "the database is read-only"
-		case sqlite3.ErrFull:
-			return "the disk holding the database is full"
-		case sqlite3.ErrCorrupt, sqlite3.ErrNotADB:
-			return problemDamaged
-		case sqlite3.ErrIoErr, sqlite3.ErrCantOpen:
-			return "the database file cannot be written (input/output error)"
-		}
+	if p := sqliteProblem(err); p != "" {
+		return p
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {

@@ -1,0 +1,202 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+)
+
+// The YAML library reports a misplaced line at the start of the block it was
+// reading ("line 2: did not find expected key" for a key misindented on line
+// 5) and in parser terms. When it fails, the text is scanned for the first
+// line whose indentation lines up with nothing, and that line is reported in
+// plain words; other failures get plain words for the library's known messages.
+
+// indentProblem finds the first badly indented line of a block-style YAML text.
+// It returns its line number (1-based) and what is wrong, or 0 when it sees no
+// indentation problem. It never quotes a value (a value may be a secret), only
+// the key of the line.
+func indentProblem(data []byte) (int, string) {
+	type level struct{ indent, line int }
+	var stack []level
+	opens := false // the previous line ends a "key:" that opens a block
+	prevLine := 0  // the previous content line
+	block := -1    // inside a | or > block scalar whose key is indented this much
+	flow := 0      // depth of an unclosed { or [ spanning lines
+	flowLine := 0  // where it opened
+	lines := strings.Split(string(data), "\n")
+	for i, raw := range lines {
+		n := i + 1
+		raw = strings.TrimRight(raw, "\r")
+		body := strings.TrimLeft(raw, " \t")
+		lead := raw[:len(raw)-len(body)]
+		ind := len(lead)
+		if block >= 0 {
+			if body == "" || ind > block {
+				continue
+			}
+			block = -1
+		}
+		if body == "" || strings.HasPrefix(body, "#") || body == "---" || body == "..." {
+			continue
+		}
+		if flow > 0 {
+			flow += depth(body)
+			continue
+		}
+		if strings.Contains(lead, "\t") {
+			return n, "a tab indents this line; YAML needs spaces"
+		}
+		content := stripComment(body)
+		key := keyOf(content)
+		switch {
+		case len(stack) == 0:
+			stack = append(stack, level{ind, n})
+		case ind > stack[len(stack)-1].indent:
+			if !opens && key != "" {
+				top := stack[len(stack)-1]
+				return n, fmt.Sprintf("bad indentation: %q starts at %s, deeper than line %d, which already has its value; to put it beside line %d, start it at %s",
+					key, spaces(ind), prevLine, prevLine, spaces(top.indent))
+			}
+			stack = append(stack, level{ind, n})
+		case ind < stack[len(stack)-1].indent:
+			var popped level
+			for len(stack) > 0 && ind < stack[len(stack)-1].indent {
+				popped, stack = stack[len(stack)-1], stack[:len(stack)-1]
+			}
+			if len(stack) == 0 || ind != stack[len(stack)-1].indent {
+				what := "this line"
+				if key != "" {
+					what = fmt.Sprintf("%q", key)
+				}
+				msg := fmt.Sprintf("bad indentation: %s starts at %s, but the keys above it start at %s (line %d)", what, spaces(ind), spaces(popped.indent), popped.line)
+				if len(stack) > 0 {
+					outer := stack[len(stack)-1]
+					msg += fmt.Sprintf(" or %s (line %d)", spaces(outer.indent), outer.line)
+				}
+				return n, msg + "; keys of one section must line up exactly"
+			}
+		}
+		// A list item "- key: value" holds a mapping whose keys line up with key.
+		item := content
+		for strings.HasPrefix(item, "- ") || item == "-" {
+			rest := strings.TrimLeft(strings.TrimPrefix(item, "-"), " ")
+			col := ind + (len(content) - len(rest))
+			if rest != "" && keyOf(rest) != "" {
+				stack = append(stack, level{col, n})
+			}
+			item = rest
+		}
+		opens = strings.HasSuffix(item, ":") || item == "" || strings.HasSuffix(content, "-")
+		if v := valueOf(item); v != "" && (v[0] == '|' || v[0] == '>') {
+			block = ind
+			opens = false
+		}
+		if d := depth(item); d > 0 {
+			flow, flowLine = d, n
+		}
+		prevLine = n
+	}
+	if flow > 0 {
+		return flowLine, "a { ... } or [ ... ] opened on this line is never closed: a '}' or ']' is missing"
+	}
+	return 0, ""
+}
+
+// spaces renders an indentation width.
+func spaces(n int) string {
+	if n == 1 {
+		return "1 space"
+	}
+	return fmt.Sprintf("%d spaces", n)
+}
+
+// stripComment drops a trailing " # comment" outside quotes.
+func stripComment(s string) string {
+	var quote byte
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case quote != 0:
+			if c == quote {
+				quote = 0
+			}
+		case c == '"' || c == '\'':
+			quote = c
+		case c == '#' && i > 0 && (s[i-1] == ' ' || s[i-1] == '\t'):
+			return strings.TrimRight(s[:i], " \t")
+		}
+	}
+	return s
+}
+
+// keyOf returns the key of a "key: value" or "key:" line, or "".
+func keyOf(s string) string {
+	if s == "" || strings.ContainsRune("-[{\"'|>&*!%@`", rune(s[0])) {
+		return ""
+	}
+	i := strings.Index(s, ": ")
+	if i < 0 {
+		if !strings.HasSuffix(s, ":") {
+			return ""
+		}
+		i = len(s) - 1
+	}
+	k := s[:i]
+	if len(k) > 40 {
+		k = k[:40] + "…"
+	}
+	return k
+}
+
+// valueOf returns the value after "key: ", or "".
+func valueOf(s string) string {
+	if i := strings.Index(s, ": "); i >= 0 {
+		return strings.TrimSpace(s[i+2:])
+	}
+	return ""
+}
+
+// depth counts unclosed { and [ outside quotes.
+func depth(s string) int {
+	d := 0
+	var quote byte
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case quote != 0:
+			if c == quote {
+				quote = 0
+			}
+		case c == '"' || c == '\'':
+			quote = c
+		case c == '{' || c == '[':
+			d++
+		case c == '}' || c == ']':
+			d--
+		}
+	}
+	return d
+}
+
+// plainYAML rewords the YAML library's messages people meet most.
+func plainYAML(msg string) string {
+	switch {
+	case strings.Contains(msg, "mapping values are not allowed"):
+		return "a ':' where no key can start: put quotes around a value that contains ': ', or check the indentation"
+	case strings.Contains(msg, "did not find expected key"):
+		return "something on this line or just below does not line up with the keys around it (check the indentation)"
+	case strings.Contains(msg, "did not find expected ',' or '}'"):
+		return "a { ... } is not closed: a '}' or a ',' is missing"
+	case strings.Contains(msg, "did not find expected ',' or ']'"):
+		return "a [ ... ] is not closed: a ']' or a ',' is missing"
+	case strings.Contains(msg, "found character that cannot start any token"):
+		return "a character that cannot start a value here (a tab, or a value starting with ` or @ that needs quotes)"
+	case strings.Contains(msg, "found unexpected end of stream"):
+		return "the file ends inside a quoted value: a closing quote is missing"
+	case strings.Contains(msg, "could not find expected ':'"):
+		return "a line without ':' where a key is expected (key: value)"
+	case strings.Contains(msg, "found a tab character"):
+		return "a tab indents this line; YAML needs spaces"
+	}
+	return msg
+}
