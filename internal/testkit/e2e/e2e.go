@@ -49,6 +49,8 @@ type Spec struct {
 	Idle time.Duration
 	// ExtraYAML is appended to the generated configuration (top-level keys).
 	ExtraYAML string
+	// Channels adds entries to the channels section, e.g. "slack: {stream: false}".
+	Channels string
 	// Adapter is the channel under test; Secrets are its own secrets (tokens),
 	// checked like the keys.
 	Adapter adapters.Adapter
@@ -134,7 +136,11 @@ func Start(t testing.TB, spec Spec) *World {
 func (s Spec) yaml(llmURL, db string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "storage: {driver: sqlite, dsn: %q}\n", db)
-	b.WriteString("channels: {console: {enabled: false}}\n")
+	if s.Channels != "" {
+		fmt.Fprintf(&b, "channels: {console: {enabled: false}, %s}\n", s.Channels)
+	} else {
+		b.WriteString("channels: {console: {enabled: false}}\n")
+	}
 	providers := map[string]bool{}
 	for _, ref := range append([]string{s.Primary}, s.Fallbacks...) {
 		p, _, _ := strings.Cut(ref, "/")

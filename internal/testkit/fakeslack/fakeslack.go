@@ -78,6 +78,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -175,6 +176,13 @@ type Server struct {
 	// OnlyMentions models an app subscribed to app_mention and message.im only
 	// (slack-manifest-mentions.yaml): no message.channels/groups/mpim events.
 	OnlyMentions bool
+	// MethodLimits overrides DefaultMethodLimits: calls per minute per workspace
+	// for a method (0 = unlimited).
+	MethodLimits map[string]int
+	// RefuseStreaming, when set, is the error chat.startStream, chat.appendStream
+	// and chat.stopStream answer, as in a workspace without streaming (for
+	// example "unknown_method" or "not_allowed").
+	RefuseStreaming string
 
 	srv *httptest.Server
 
@@ -211,6 +219,11 @@ type Server struct {
 	retried      int            // envelopes sent again after a missed ack
 	retriedAcked int            // of those, acked
 	deliveries   map[int]int    // socket number → envelopes written
+	callLog      []Call
+	tierCalls    map[string][]time.Time // method → accepted calls within the last minute
+	msgs         map[string]*Message    // channel/ts → latest version
+	msgOrder     []string
+	statuses     map[string]threadStatus // channel/thread_ts → assistant status
 }
 
 // envelope is an events_api delivery waiting for its ack.
@@ -273,6 +286,9 @@ func New() *Server {
 		inflight:         map[string]int{},
 		deliveries:       map[int]int{},
 		lastPost:         map[string]time.Time{},
+		tierCalls:        map[string][]time.Time{},
+		msgs:             map[string]*Message{},
+		statuses:         map[string]threadStatus{},
 		connCtx:          ctx,
 		connCancel:       cancel,
 	}
@@ -998,14 +1014,16 @@ func (s *Server) handleAPI(w http.ResponseWriter, r *http.Request) {
 
 	s.mu.Lock()
 	s.calls[method]++
+	ci := s.logCallLocked(method, r.Form)
 	if q := s.rateLimit[method]; len(q) > 0 {
 		s.rateLimit[method] = q[1:]
-		s.throttle(w, Throttle{Method: method, Channel: r.Form.Get("channel"), RetryAfter: q[0], Injected: true})
+		s.outcomeLocked(ci, "ratelimited")
+		s.throttle(w, Throttle{Method: method, Channel: channelArg(r.Form), RetryAfter: q[0], Injected: true})
 		return
 	}
 	if q := s.failNext[method]; len(q) > 0 {
 		s.failNext[method] = q[1:]
-		s.notifyLocked()
+		s.outcomeLocked(ci, q[0])
 		s.mu.Unlock()
 		writeJSON(w, map[string]any{"ok": false, "error": q[0]})
 		return
@@ -1038,7 +1056,17 @@ func (s *Server) handleAPI(w http.ResponseWriter, r *http.Request) {
 		token = strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
 	}
 	if s.BotToken != "" && token != s.BotToken {
-		writeJSON(w, map[string]any{"ok": false, "error": "invalid_auth"})
+		s.fail(w, ci, "invalid_auth")
+		return
+	}
+	s.mu.Lock()
+	if ra := s.overTierLocked(method); ra > 0 {
+		s.outcomeLocked(ci, "ratelimited")
+		s.throttle(w, Throttle{Method: method, Channel: channelArg(r.Form), RetryAfter: ra})
+		return
+	}
+	s.mu.Unlock()
+	if s.handleLive(w, r, method, token, ci) {
 		return
 	}
 
@@ -1047,18 +1075,27 @@ func (s *Server) handleAPI(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, map[string]any{"ok": true, "url": "https://fake.slack.com/", "team": "Fake",
 			"user": "detour", "team_id": s.TeamID, "user_id": s.BotUserID, "bot_id": s.BotID})
 	case "chat.postMessage", "chat.postEphemeral", "chat.update":
-		s.recordPost(w, r, method, token)
+		s.recordPost(w, r, method, token, ci)
 	case "conversations.info":
 		ch := r.Form.Get("channel")
 		writeJSON(w, map[string]any{"ok": true, "channel": map[string]any{
 			"id": ch, "name": "general", "is_channel": strings.HasPrefix(ch, "C"),
 			"is_im": strings.HasPrefix(ch, "D"), "is_member": true}})
 	default:
-		writeJSON(w, map[string]any{"ok": false, "error": "unknown_method"})
+		s.fail(w, ci, "unknown_method")
 	}
 }
 
-func (s *Server) recordPost(w http.ResponseWriter, r *http.Request, method, token string) {
+// channelArg is the channel a call names (channel, or channel_id for the
+// assistant methods).
+func channelArg(form url.Values) string {
+	if c := form.Get("channel"); c != "" {
+		return c
+	}
+	return form.Get("channel_id")
+}
+
+func (s *Server) recordPost(w http.ResponseWriter, r *http.Request, method, token string, ci int) {
 	p := Post{
 		Method:   method,
 		Channel:  r.Form.Get("channel"),
@@ -1071,9 +1108,14 @@ func (s *Server) recordPost(w http.ResponseWriter, r *http.Request, method, toke
 		p.Blocks = json.RawMessage(b)
 	}
 	if p.Channel == "" {
-		writeJSON(w, map[string]any{"ok": false, "error": "channel_not_found"})
+		s.fail(w, ci, "channel_not_found")
 		return
 	}
+	if code := checkBlocks(p.Blocks); code != "" {
+		s.fail(w, ci, code)
+		return
+	}
+	_, blocksSent := r.Form["blocks"]
 	linkNames := r.Form.Get("link_names") == "1" || r.Form.Get("link_names") == "true" || r.Form.Get("parse") == "full"
 	p.Mentions = append(LiveMentions(p.Text, linkNames), blockMentions(p.Blocks)...)
 
@@ -1106,19 +1148,27 @@ func (s *Server) recordPost(w http.ResponseWriter, r *http.Request, method, toke
 	if method == "chat.postMessage" && s.PostInterval > 0 {
 		if last, ok := s.lastPost[p.Channel]; ok && now.Sub(last) < s.PostInterval {
 			wait := s.PostInterval - now.Sub(last)
+			s.outcomeLocked(ci, "ratelimited")
 			s.throttle(w, Throttle{Method: method, Channel: p.Channel, RetryAfter: int(math.Ceil(wait.Seconds()))})
 			return
 		}
 		s.lastPost[p.Channel] = now
 	}
 	p.At = now
+	p.Ephemeral = method == "chat.postEphemeral"
 	switch method {
 	case "chat.update":
 		p.TS = r.Form.Get("ts")
+		if code := s.updateLocked(&p, blocksSent); code != "" {
+			s.mu.Unlock()
+			s.fail(w, ci, code)
+			return
+		}
 	default:
 		p.TS = s.tsLocked()
+		s.addMessageLocked(&Message{Channel: p.Channel, ThreadTS: p.ThreadTS, TS: p.TS, Text: p.Text, Blocks: p.Blocks,
+			Ephemeral: p.Ephemeral, User: p.User})
 	}
-	p.Ephemeral = method == "chat.postEphemeral"
 	s.posts = append(s.posts, p)
 	s.notifyLocked()
 	echo := s.EchoPosts && method == "chat.postMessage"
