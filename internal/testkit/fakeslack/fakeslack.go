@@ -1,8 +1,10 @@
 // Package fakeslack is a local fake of the parts of Slack that detour uses: the Web API
 // methods (auth.test, apps.connections.open, chat.postMessage, chat.postEphemeral,
-// chat.update, conversations.info, response_url targets) and the Socket Mode WebSocket
-// (hello, ping frames, events_api and slash_commands envelopes, acks, disconnects). It
-// lets the real slack-go client run end to end on 127.0.0.1.
+// chat.update, chat.delete, chat.startStream, chat.appendStream, chat.stopStream,
+// assistant.threads.setStatus, setSuggestedPrompts and setTitle, conversations.info,
+// response_url targets) and the Socket Mode WebSocket (hello, ping frames, events_api,
+// slash_commands and interactive envelopes, acks, disconnects). It lets the real
+// slack-go client run end to end on 127.0.0.1.
 //
 // Usage:
 //
@@ -11,9 +13,13 @@
 //	defer srv.Close()
 //	api := slack.New("xoxb-…", slack.OptionAPIURL(srv.URL()), slack.OptionAppLevelToken("xapp-…"))
 //
-// Every post is recorded (Posts, WaitPost); every ack too (Acks, WaitAck). Faults are
-// injected with RateLimitNext, FailNext, Slow, DropAcks, Disconnect, SendDisconnect,
-// Redeliver and AppRateLimited.
+// Every post is recorded (Posts, WaitPost); every ack too (Acks, WaitAck); every Web
+// API call with its arguments and how it was answered (CallLog, CallsOf, WaitCall);
+// and every message as Slack shows it now, with the texts it showed before
+// (Messages, AllMessages, WaitMessages). Faults are injected with RateLimitNext,
+// FailNext, Slow, DropAcks, Disconnect, SendDisconnect, Redeliver, AppRateLimited and
+// RefuseStreaming. AssistantThreadStarted and AssistantMessage act in Slack's AI app
+// container; Pick chooses an option of a posted static select.
 //
 // # Strictness
 //
@@ -68,6 +74,54 @@
 //     (link_names, parse=full) and in mrkdwn text objects without verbatim: true
 //     (https://docs.slack.dev/reference/block-kit/composition-objects/text-object/);
 //     user, usergroup, broadcast and channel elements of rich_text blocks.
+//
+// # Live replies
+//
+//   - Method tiers. Slack limits each Web API method per workspace per minute by its
+//     tier (https://docs.slack.dev/apis/web-api/rate-limits/: Tier 2 20+, Tier 3 50+,
+//     Tier 4 100+ per minute). The fake allows exactly the tier's number of accepted
+//     calls in any 60 seconds of Now and answers the next with HTTP 429, Retry-After
+//     (until a call leaves the minute) and "ratelimited", recorded in Throttles:
+//     chat.startStream Tier 2 (https://docs.slack.dev/reference/methods/chat.startStream;
+//     slack-morphism's client applies Tier 2 to it too), chat.appendStream
+//     Tier 4 (https://docs.slack.dev/reference/methods/chat.appendStream),
+//     chat.stopStream Tier 2 (https://api.slack.com/methods/chat.stopStream),
+//     chat.update and chat.delete Tier 3
+//     (https://docs.slack.dev/reference/methods/chat.update), setSuggestedPrompts
+//     Tier 4 (https://docs.slack.dev/reference/methods/assistant.threads.setSuggestedPrompts)
+//     and setTitle, for which we found no published tier, Tier 4 too.
+//     assistant.threads.setStatus has "special rate limits" with no published number
+//     (https://docs.slack.dev/reference/methods/assistant.threads.setStatus): the fake
+//     limits it only when MethodLimits says so; RateLimitNext provokes 429s.
+//     MethodLimits overrides any of these.
+//   - Streaming (https://docs.slack.dev/reference/methods/chat.startStream,
+//     .../chat.appendStream, .../chat.stopStream). A stream is a reply: chat.startStream
+//     without thread_ts is refused (invalid_arguments); outside a DM it needs
+//     recipient_team_id and recipient_user_id (missing_recipient_team_id,
+//     missing_recipient_user_id). markdown_text holds at most 12,000 characters
+//     (msg_too_long); chat.appendStream needs text (no_text) and a message still
+//     streaming (message_not_in_streaming_state after chat.stopStream). A streamed
+//     message shows its Markdown as a markdown block and has no text of its own.
+//     RefuseStreaming makes all three methods answer that error, like a workspace or
+//     plan without them.
+//   - Editing (https://docs.slack.dev/reference/methods/chat.update). chat.update
+//     keeps a message's blocks unless the call sends blocks ("[]" removes them), so
+//     editing a streamed message without replacing its blocks leaves the streamed
+//     text showing. A message still streaming cannot be edited (cant_update_message):
+//     Slack documents no answer for that case, so the fake takes the strict one and a
+//     client stops the stream first. chat.delete removes a message.
+//   - Assistant threads. setStatus needs channel_id and thread_ts (invalid_thread_ts);
+//     the status shows until the bot posts a message in the thread, is set to "", or
+//     two minutes of Now pass ("A two minute timeout applies, which will cause the
+//     status to be removed if no message has been sent"). setSuggestedPrompts takes
+//     one to four prompts, each with a title and a message (invalid_arguments).
+//   - Pickers. A static select must fit Slack's sizes (at most 100 options, option
+//     text 75 characters, value 150, block_id 255, a section's text 3,000;
+//     https://docs.slack.dev/reference/block-kit/block-elements/select-menu-element/),
+//     else the post is refused with invalid_blocks. Pick sends the block_actions
+//     payload Slack sends over Socket Mode (an "interactive" envelope, not retried)
+//     for an option that post offers, and only for the person an ephemeral post was
+//     shown to.
 package fakeslack
 
 import (
