@@ -1,6 +1,7 @@
 package slack_test
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -63,6 +64,8 @@ type setup struct {
 	fallbacks []string
 	// idle is the idle stream timeout (default 2 s).
 	idle time.Duration
+	// wrapLLM wraps the fake provider's handler.
+	wrapLLM func(http.Handler) http.Handler
 }
 
 func startE2E(t testing.TB, mods ...func(*setup)) *world {
@@ -122,7 +125,7 @@ func startE2E(t testing.TB, mods ...func(*setup)) *world {
 		Primary: st.primary, Fallbacks: st.fallbacks,
 		Keys: e2eKeys, AdminChannel: "slack:C0ADMIN", Idle: st.idle,
 		Adapter: e.adapters[0], Extra: extra, Secrets: []string{e2eApp, e2eBot}, Logs: e.logs,
-		Channels: channels,
+		Channels: channels, WrapLLM: st.wrapLLM,
 	})
 	e.llm, e.clock = e.LLM, e.Clock
 	if err := e.slack.WaitOpen(st.replicas, wait); err != nil {
