@@ -19,6 +19,14 @@
 // closing right after it opens (too_many_websockets, Socket Mode turned off) is
 // redialed with a growing wait. Every Inbound carries EventID, the same for every
 // delivery of one message, so replicas on several sockets can answer it once.
+//
+// Live replies (SPEC L1-L4): while a turn runs, its thread shows Slack's assistant
+// status "is thinking…" (progress.go); the answer grows in one message of the
+// thread through chat.startStream / appendStream / stopStream and is edited in
+// place when a fallback replaces a failed attempt's words (stream.go); an answer
+// with choices (/model) is an ephemeral select whose pick comes back over Socket
+// Mode as the chosen command (picker.go); and each chat of Slack's AI app
+// container is its own session, offered the configured prompts (assistant.go).
 package slack
 
 import (

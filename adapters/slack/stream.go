@@ -142,6 +142,8 @@ func (s *stream) Finish(ctx context.Context, final adapters.Outbound) error {
 		defer s.mu.Unlock()
 		return s.result
 	case <-ctx.Done():
+		// The caller gives up (and may post final itself): stop posting it here.
+		s.cancel()
 		return ctx.Err()
 	}
 }
