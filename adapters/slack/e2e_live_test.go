@@ -237,8 +237,13 @@ func TestE2E_SlackLive_L1_StatusRefreshedUntilTheAnswerShows(t *testing.T) {
 			after++
 		}
 	}
-	if before < 3 || after != 0 {
-		t.Fatalf("status set %d times before the first text (want ≥ 3) and %d after (want 0)", before, after)
+	// One set already on its way when the text appeared may land after it; it
+	// is then cleared.
+	if before < 3 || after > 1 {
+		t.Fatalf("status set %d times before the first text (want ≥ 3) and %d after (want at most the one in flight)", before, after)
+	}
+	if got := e.slack.Status("C1", m.TS); got != "" {
+		t.Fatalf("status after the answer = %q", got)
 	}
 }
 
