@@ -65,7 +65,7 @@ func boolText(b bool) string {
 // the thread shows "is thinking…"; the reply clears it.
 func TestE2E_SlackLive_L1_ProgressVisibleBeforeFirstToken(t *testing.T) {
 	e := startE2E(t, live)
-	e.llm.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeSlowStream, Delay: 300 * time.Millisecond, Reply: "answer"})
+	e.llm.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeSlowStream, Delay: 300 * time.Millisecond, Reply: "first words"})
 	pushed := time.Now()
 	m := e.slack.Mention("C1", "U1", "hello", "")
 	status := e.call("assistant.threads.setStatus", func(c fakeslack.Call) bool { return c.Arg("status") != "" })
@@ -169,7 +169,7 @@ func TestE2E_SlackLive_L3_StallThenFallbackReplacesPartialText(t *testing.T) {
 // progress still shows).
 func TestE2E_SlackLive_L2_StreamingOffPostsOnce(t *testing.T) {
 	e := startE2E(t, live, func(st *setup) { st.channels = "slack: {stream: false}" })
-	e.llm.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeSlowStream, Delay: 5 * time.Millisecond, Reply: story})
+	e.llm.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeSlowStream, Delay: 20 * time.Millisecond, Reply: story})
 	m := e.slack.Mention("C1", "U1", "tell me a story", "")
 	ms := e.messages("C1", m.TS)
 	if len(ms) != 1 || ms[0].Streamed || ms[0].Text != story || len(ms[0].Versions) != 1 {
@@ -251,6 +251,9 @@ func TestE2E_SlackLive_L1_StatusRefreshedUntilTheAnswerShows(t *testing.T) {
 // up and no status call is made until the Retry-After has passed.
 func TestE2E_SlackLive_L1_StatusRateLimitedIsDropped(t *testing.T) {
 	e := startE2E(t, live)
+	// The model takes 100 ms to start: the refused status call is long answered
+	// when the next turn begins.
+	e.llm.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeSlowStream, Delay: 100 * time.Millisecond})
 	e.slack.RateLimitNext("assistant.threads.setStatus", 30)
 	m := e.slack.Mention("C1", "U1", "hi", "")
 	if ms := e.messages("C1", m.TS); len(ms) != 1 || !strings.Contains(ms[0].Text, "you said: hi") {
