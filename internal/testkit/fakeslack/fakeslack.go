@@ -1069,6 +1069,7 @@ func (s *Server) handleAPI(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.calls[method]++
 	ci := s.logCallLocked(method, r.Form)
+	defer s.answered(ci)
 	if q := s.rateLimit[method]; len(q) > 0 {
 		s.rateLimit[method] = q[1:]
 		s.outcomeLocked(ci, "ratelimited")

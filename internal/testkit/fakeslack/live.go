@@ -56,6 +56,9 @@ type Call struct {
 	At     time.Time  // the fake's clock
 	Wall   time.Time  // real time (latency measurements)
 	Error  string     // "" when answered ok, else the error code ("ratelimited", ...)
+	// Answered is true once the answer was written: what the call changed is in
+	// place.
+	Answered bool
 }
 
 // Arg returns one argument of the call.
@@ -152,6 +155,16 @@ func (s *Server) logCallLocked(method string, form url.Values) int {
 	return len(s.callLog) - 1
 }
 
+// answered marks call i answered.
+func (s *Server) answered(i int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if i >= 0 && i < len(s.callLog) {
+		s.callLog[i].Answered = true
+		s.notifyLocked()
+	}
+}
+
 // outcome records how call i was answered.
 func (s *Server) outcome(i int, errCode string) {
 	s.mu.Lock()
@@ -218,13 +231,13 @@ func (s *Server) CallsOf(method string) []Call {
 	return out
 }
 
-// WaitCall waits for a call matching pred and returns the first match. pred
-// runs under the server's lock: it must not call the Server.
+// WaitCall waits for an answered call matching pred and returns the first
+// match. pred runs under the server's lock: it must not call the Server.
 func (s *Server) WaitCall(timeout time.Duration, pred func(Call) bool) (Call, error) {
 	var found Call
 	ok := s.waitFor(timeout, func() bool {
 		for _, c := range s.callLog {
-			if pred(c) {
+			if c.Answered && pred(c) {
 				found = c
 				return true
 			}
