@@ -372,3 +372,34 @@ func TestE2E_SlackLive_AssistantThreadOwnSessionAndPrompts(t *testing.T) {
 		t.Fatalf("the DM's own conversation = %q", hist)
 	}
 }
+
+// covers T3, L2: hostile model output streamed word by word never forms a live
+// mention or a link to anything but http(s)/mailto, in any streamed call or in
+// the final message (the world also checks every post for live mentions).
+func TestE2E_SlackLive_T3_StreamedHostileOutputNeverPings(t *testing.T) {
+	e := startE2E(t, live)
+	hostile := "hey <!here> and <@U123> see [x](javascript:alert(1)) or [docs](https://example.com) @channel <!subteam^S1>"
+	e.llm.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeSlowStream, Delay: 10 * time.Millisecond, Reply: hostile})
+	m := e.slack.Mention("C1", "U1", "say something rude", "")
+	ms := e.messages("C1", m.TS)
+	if len(ms) != 1 || !ms[0].Streamed {
+		t.Fatalf("want one streamed message:%s", describeMessages(ms))
+	}
+	streamed := ""
+	for _, c := range e.slack.CallLog() {
+		if strings.HasSuffix(c.Method, "Stream") {
+			streamed += c.Arg("markdown_text")
+		}
+	}
+	if !strings.Contains(streamed, "hey") || !strings.Contains(streamed, "[docs](https://example.com)") {
+		t.Fatalf("streamed text = %q", streamed)
+	}
+	if m := fakeslack.LiveMentions(streamed, false); len(m) > 0 || strings.Contains(streamed, "](javascript") || strings.Contains(streamed, "@channel") {
+		t.Fatalf("streamed text pings or links: %q (%v)", streamed, m)
+	}
+	for _, v := range ms[0].Versions {
+		if m := fakeslack.LiveMentions(v, false); len(m) > 0 {
+			t.Fatalf("a version pings %v: %q", m, v)
+		}
+	}
+}
