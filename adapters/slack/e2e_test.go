@@ -1,6 +1,7 @@
 package slack_test
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -33,7 +34,7 @@ const wait = e2e.Wait
 // slack-go Socket Mode client, through the adapter, against fakeslack.
 type world struct {
 	*e2e.World
-	t     *testing.T
+	t     testing.TB
 	slack *fakeslack.Server
 	llm   *fakeprovider.Server
 	clock *failovertest.Clock
@@ -51,9 +52,24 @@ type setup struct {
 	config   slack.Config // template of every adapter
 	replicas int          // adapters (sockets) on the one app; default 1
 	yaml     string       // configuration added to the world's (top-level keys)
+	// live turns on streaming and progress (channels.slack.stream, .progress,
+	// the defaults); without it the world posts every answer whole, as the
+	// tests written before live replies expect.
+	live bool
+	// channels adds to the channels section of the configuration.
+	channels string
+	// realClock makes the adapters and the fake Slack run on the wall clock.
+	realClock bool
+	// primary and fallbacks replace the default chain p1/alpha → p2/beta → p3/gamma.
+	primary   string
+	fallbacks []string
+	// idle is the idle stream timeout (default 2 s).
+	idle time.Duration
+	// wrapLLM wraps the fake provider's handler.
+	wrapLLM func(http.Handler) http.Handler
 }
 
-func startE2E(t *testing.T, mods ...func(*setup)) *world {
+func startE2E(t testing.TB, mods ...func(*setup)) *world {
 	t.Helper()
 	e := &world{t: t, sleeps: failovertest.NewClock(e2e.T0), logs: &e2e.SyncBuffer{}}
 	e.slack = fakeslack.New()
@@ -67,6 +83,10 @@ func startE2E(t *testing.T, mods ...func(*setup)) *world {
 	}}
 	for _, m := range mods {
 		m(st)
+	}
+	if st.realClock {
+		e.slack.Now = time.Now
+		st.config.Now, st.config.Sleep = time.Now, nil
 	}
 	e.slack.Start()
 	t.Cleanup(func() {
@@ -92,11 +112,21 @@ func startE2E(t *testing.T, mods ...func(*setup)) *world {
 			extra = append(extra, a)
 		}
 	}
+	channels := st.channels
+	if !st.live {
+		channels = strings.TrimPrefix(channels+", slack: {stream: false, progress: false}", ", ")
+	}
+	if st.primary == "" {
+		st.primary, st.fallbacks = "p1/alpha", []string{"p2/beta", "p3/gamma"}
+	}
+	if st.idle == 0 {
+		st.idle = 2 * time.Second
+	}
 	e.World = e2e.Start(t, e2e.Spec{
-		Primary: "p1/alpha", Fallbacks: []string{"p2/beta", "p3/gamma"},
-		Keys: e2eKeys, AdminChannel: "slack:C0ADMIN", Idle: 2 * time.Second,
+		Primary: st.primary, Fallbacks: st.fallbacks,
+		Keys: e2eKeys, AdminChannel: "slack:C0ADMIN", Idle: st.idle,
 		Adapter: e.adapters[0], Extra: extra, Secrets: []string{e2eApp, e2eBot}, Logs: e.logs,
-		ExtraYAML: st.yaml,
+		Channels: channels, WrapLLM: st.wrapLLM, ExtraYAML: st.yaml,
 	})
 	e.llm, e.clock = e.LLM, e.Clock
 	if err := e.slack.WaitOpen(st.replicas, wait); err != nil {
@@ -271,4 +301,18 @@ func TestE2E_SlackThreadFallbackCommandsAndReliability(t *testing.T) {
 	if len(reports) != 1 || !strings.Contains(reports[0].Text, "all models unavailable") {
 		t.Fatalf("admin reports:%s", describe(reports))
 	}
+}
+
+// history returns the contents of a session's stored conversation, oldest first.
+func (e *world) history(key string) []string {
+	e.t.Helper()
+	var ms []sessions.Message
+	if err := e.Sys.DB.Where("session_key = ?", key).Order("id").Find(&ms).Error; err != nil {
+		e.t.Fatal(err)
+	}
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = m.Content
+	}
+	return out
 }

@@ -17,6 +17,9 @@ import (
 // manifest is the part of a Slack app manifest the checks read.
 type manifest struct {
 	Features struct {
+		AssistantView *struct {
+			Description string `yaml:"assistant_description"`
+		} `yaml:"assistant_view"`
 		SlashCommands []struct {
 			Command     string `yaml:"command"`
 			Description string `yaml:"description"`
@@ -32,7 +35,10 @@ type manifest struct {
 		Events struct {
 			Bot []string `yaml:"bot_events"`
 		} `yaml:"event_subscriptions"`
-		SocketMode bool `yaml:"socket_mode_enabled"`
+		SocketMode    bool `yaml:"socket_mode_enabled"`
+		Interactivity struct {
+			Enabled bool `yaml:"is_enabled"`
+		} `yaml:"interactivity"`
 	} `yaml:"settings"`
 }
 
@@ -163,4 +169,31 @@ func slashNames(m manifest) []string {
 		out = append(out, c.Command)
 	}
 	return out
+}
+
+// Both manifests enable what live replies need: the AI app container
+// (assistant_view, with its description, the assistant_thread_started event and
+// the assistant:write scope setSuggestedPrompts and setTitle need), chat:write
+// (messages, streaming and the thread status), and interactivity (the model
+// picker's block_actions over Socket Mode). covers L1, L2, L4
+func TestManifest_L1_L2_L4_LiveRepliesAndAIApp(t *testing.T) {
+	for _, file := range []string{"slack-manifest.yaml", "slack-manifest-mentions.yaml"} {
+		t.Run(file, func(t *testing.T) {
+			m := readManifest(t, file)
+			if v := m.Features.AssistantView; v == nil || strings.TrimSpace(v.Description) == "" || len(v.Description) > 1000 {
+				t.Error("features.assistant_view with an assistant_description is missing")
+			}
+			if !slices.Contains(m.Settings.Events.Bot, "assistant_thread_started") {
+				t.Error("the assistant_thread_started event is missing")
+			}
+			for _, scope := range []string{"assistant:write", "chat:write", "im:history"} {
+				if !slices.Contains(m.OAuth.Scopes.Bot, scope) {
+					t.Errorf("scope %s is missing", scope)
+				}
+			}
+			if !m.Settings.Interactivity.Enabled {
+				t.Error("interactivity must be on for the model picker")
+			}
+		})
+	}
 }

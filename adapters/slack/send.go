@@ -31,6 +31,9 @@ func (a *Adapter) Send(ctx context.Context, out adapters.Outbound) error {
 	if out.Kind == adapters.KindReport {
 		return a.postChunks(ctx, target{Channel: t.Channel}, ToMrkdwn(out.Text))
 	}
+	if len(out.Choices) > 0 {
+		return a.sendPicker(ctx, t, out)
+	}
 	if t.slash() {
 		return a.ephemeral(ctx, t, out)
 	}
@@ -47,7 +50,12 @@ func (a *Adapter) Send(ctx context.Context, out adapters.Outbound) error {
 
 // postChunks posts text in order, one message per chunk.
 func (a *Adapter) postChunks(ctx context.Context, t target, text string) error {
-	for i, chunk := range adapters.Split(text, maxChunk, utf8.RuneCountInString) {
+	return a.postParts(ctx, t, adapters.Split(text, maxChunk, utf8.RuneCountInString))
+}
+
+// postParts posts mrkdwn parts in order, one message each.
+func (a *Adapter) postParts(ctx context.Context, t target, parts []string) error {
+	for i, chunk := range parts {
 		opts := []slackgo.MsgOption{slackgo.MsgOptionText(chunk, false)}
 		if t.ThreadTS != "" {
 			opts = append(opts, slackgo.MsgOptionTS(t.ThreadTS))
@@ -59,6 +67,7 @@ func (a *Adapter) postChunks(ctx context.Context, t target, text string) error {
 		if err != nil {
 			return fmt.Errorf("slack: posting part %d: %w", i+1, err)
 		}
+		a.posted(t)
 	}
 	return nil
 }
@@ -84,6 +93,7 @@ func (a *Adapter) postNotice(ctx context.Context, t target, text string) error {
 	if err != nil {
 		return fmt.Errorf("slack: posting notice: %w", err)
 	}
+	a.posted(t)
 	return nil
 }
 

@@ -19,6 +19,14 @@
 // closing right after it opens (too_many_websockets, Socket Mode turned off) is
 // redialed with a growing wait. Every Inbound carries EventID, the same for every
 // delivery of one message, so replicas on several sockets can answer it once.
+//
+// Live replies (SPEC L1-L4): while a turn runs, its thread shows Slack's assistant
+// status "is thinking…" (progress.go); the answer grows in one message of the
+// thread through chat.startStream / appendStream / stopStream and is edited in
+// place when a fallback replaces a failed attempt's words (stream.go); an answer
+// with choices (/model) is an ephemeral select whose pick comes back over Socket
+// Mode as the chosen command (picker.go); and each chat of Slack's AI app
+// container is its own session, offered the configured prompts (assistant.go).
 package slack
 
 import (
@@ -37,6 +45,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	lru "github.com/hashicorp/golang-lru/v2"
 	slackgo "github.com/slack-go/slack"
 	"github.com/slack-go/slack/slackevents"
 	"github.com/slack-go/slack/socketmode"
@@ -88,15 +97,25 @@ type Config struct {
 	// of the same app, so an event Slack hands to any of them is answered once;
 	// nil = the adapter's own.
 	Memory *Memory
+	// SuggestedPrompts are offered in a new chat of Slack's AI app container
+	// (channels.slack.suggested_prompts; Slack shows at most 4).
+	SuggestedPrompts []string
+	// StatusRefresh is how often the "is thinking…" status is set again while a
+	// turn runs (default 90 s; Slack drops it after 2 minutes without a reply).
+	StatusRefresh time.Duration
+	// StreamInterval is the least time between two writes to a streamed reply
+	// (default 1 s).
+	StreamInterval time.Duration
 }
 
 // Memory is what an adapter remembers about events and threads: event and
 // trigger ids, handled messages (an app_mention and its message twin share one),
 // and the threads the bot takes part in.
 type Memory struct {
-	seen    *adapters.Recent // event ids, trigger ids
-	seenMsg *adapters.Recent // channel/ts of handled messages (app_mention + message twins)
-	threads *adapters.Recent // channel/thread_ts where the bot takes part
+	seen      *adapters.Recent // event ids, trigger ids
+	seenMsg   *adapters.Recent // channel/ts of handled messages (app_mention + message twins)
+	threads   *adapters.Recent // channel/thread_ts where the bot takes part
+	assistant *adapters.Recent // channel/thread_ts of AI app container chats (and "title:" + the titled ones)
 }
 
 // NewMemory returns a Memory remembering up to threads threads and event ids for
@@ -109,9 +128,10 @@ func NewMemory(threads int, ttl time.Duration, now func() time.Time) *Memory {
 		ttl = 30 * time.Minute
 	}
 	return &Memory{
-		seen:    adapters.NewRecent(50000, ttl, now),
-		seenMsg: adapters.NewRecent(50000, ttl, now),
-		threads: adapters.NewRecent(threads, 0, nil),
+		seen:      adapters.NewRecent(50000, ttl, now),
+		seenMsg:   adapters.NewRecent(50000, ttl, now),
+		threads:   adapters.NewRecent(threads, 0, nil),
+		assistant: adapters.NewRecent(threads, 0, nil),
 	}
 }
 
@@ -139,6 +159,15 @@ type Adapter struct {
 
 	warnedMessages atomic.Bool  // MentionsOnly, yet channel message events arrive
 	limitedMinute  atomic.Int64 // minute of the last app_rate_limited logged
+
+	limits      *window                    // per-minute limits of the live-reply methods
+	statusPause atomic.Int64               // no status call before (unix ns): a 429's Retry-After
+	askers      *lru.Cache[string, string] // reply target → who last wrote there (ephemeral pickers)
+	refusedMu   sync.Mutex
+	refused     map[string]time.Time // channel ("" = workspace) → no streaming before
+	life        atomic.Pointer[context.Context]
+	indicators  sync.Map       // channel/thread_ts → *indicator running there
+	bg          sync.WaitGroup // assistant calls made for events; Run waits for them
 }
 
 // New builds the adapter; it does not connect (Run does).
@@ -188,6 +217,12 @@ func New(cfg Config) (*Adapter, error) {
 	if cfg.DedupeTTL <= 0 {
 		cfg.DedupeTTL = 30 * time.Minute
 	}
+	if cfg.StatusRefresh <= 0 {
+		cfg.StatusRefresh = 90 * time.Second
+	}
+	if cfg.StreamInterval <= 0 {
+		cfg.StreamInterval = time.Second
+	}
 	log := cfg.Log.With("channel", Name)
 	opts := []slackgo.Option{
 		slackgo.OptionHTTPClient(&http.Client{Timeout: cfg.HTTPTimeout}),
@@ -201,12 +236,16 @@ func New(cfg Config) (*Adapter, error) {
 	if mem == nil {
 		mem = NewMemory(cfg.ThreadMemory, cfg.DedupeTTL, cfg.Now)
 	}
+	askers, _ := lru.New[string, string](cfg.ThreadMemory) // only a size < 1 errs
 	return &Adapter{
-		cfg:  cfg,
-		api:  slackgo.New(cfg.BotToken, opts...),
-		log:  log,
-		mem:  mem,
-		pace: newPacer(cfg.PostInterval, cfg.Now, cfg.Sleep),
+		cfg:     cfg,
+		api:     slackgo.New(cfg.BotToken, opts...),
+		log:     log,
+		mem:     mem,
+		pace:    newPacer(cfg.PostInterval, cfg.Now, cfg.Sleep),
+		limits:  newWindow(cfg.Now, methodLimits),
+		askers:  askers,
+		refused: map[string]time.Time{},
 	}, nil
 }
 
@@ -249,6 +288,8 @@ func (a *Adapter) Run(ctx context.Context, inbox chan<- adapters.Inbound) error 
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	a.life.Store(&runCtx)
+	defer a.bg.Wait()
 	work := make(chan socketmode.Event, 256)
 	smErr := make(chan error, 1)
 	var wg sync.WaitGroup
@@ -365,7 +406,7 @@ func (a *Adapter) ack(ctx context.Context, sm *socketmode.Client, evt socketmode
 		if err := sm.AckCtx(ctx, evt.Request.EnvelopeID, payload); err != nil && ctx.Err() == nil {
 			a.log.Warn("slack ack failed", "envelope", evt.Request.EnvelopeID, "err", err)
 		}
-		return evt.Type != socketmode.EventTypeInteractive
+		return true
 	case socketmode.EventTypeErrorBadMessage:
 		// An envelope slack-go could not parse (e.g. an event type it does not know):
 		// still ack it, or Slack redelivers it forever.
@@ -435,10 +476,20 @@ func (a *Adapter) dispatch(ctx context.Context, work <-chan socketmode.Event, in
 					a.appRateLimited(ev)
 					continue
 				}
+				if ev, ok := evt.Data.(slackevents.EventsAPIEvent); ok && ev.InnerEvent.Type == string(slackevents.AssistantThreadStarted) {
+					if evt.Request != nil {
+						a.assistantStarted(ctx, evt.Request.Payload)
+					}
+					continue
+				}
 				in = a.fromEvent(evt.Request)
 			case socketmode.EventTypeSlashCommand:
 				if cmd, ok := evt.Data.(slackgo.SlashCommand); ok {
 					in = a.fromSlash(cmd)
+				}
+			case socketmode.EventTypeInteractive:
+				if cb, ok := evt.Data.(slackgo.InteractionCallback); ok {
+					in = a.fromAction(cb)
 				}
 			}
 			if in == nil {
@@ -480,6 +531,8 @@ type innerEvent struct {
 	Channel      string `json:"channel"`
 	ChannelType  string `json:"channel_type"`
 	ParentUserID string `json:"parent_user_id"`
+	// AssistantThread is set on messages of an AI app container chat.
+	AssistantThread json.RawMessage `json:"assistant_thread"`
 }
 
 // Message subtypes that carry a person's new message; every other subtype
@@ -585,12 +638,27 @@ func (a *Adapter) fromEvent(req *socketmode.Request) *adapters.Inbound {
 		in.Direct = true
 		in.SessionKey = "slack:" + team + ":" + ev.Channel
 		in.ReplyTo = target{Channel: ev.Channel, ThreadTS: ev.ThreadTS}.encode()
+		if a.isAssistantThread(ev, team) {
+			// Each chat of the AI app container is its own conversation.
+			in.SessionKey += ":" + ev.ThreadTS
+			a.titleOnce(ev.Channel, ev.ThreadTS, text)
+		}
+		a.askers.Add(in.ReplyTo, ev.User)
 		return in
 	}
 	a.mem.threads.Add(threadKey(ev.Channel, root))
 	in.SessionKey = "slack:" + team + ":" + ev.Channel + ":" + root
 	in.ReplyTo = target{Channel: ev.Channel, ThreadTS: root}.encode()
+	a.askers.Add(in.ReplyTo, ev.User)
 	return in
+}
+
+// runCtx is the context of the running Run (nil before Run).
+func (a *Adapter) runCtx() context.Context {
+	if p := a.life.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // fromSlash maps a native slash command to an Inbound for the channel's session.

@@ -264,12 +264,13 @@ func buildAdapters(cfg *config.Config, opts Options, log *slog.Logger) ([]adapte
 	models := modelStrings(cfg.ModelRefs())
 	if s := cfg.Channels.Slack; s.Enabled {
 		a, err := slack.New(slack.Config{
-			AppToken:     s.AppToken.Reveal(),
-			BotToken:     s.BotToken.Reveal(),
-			APIURL:       s.APIURL,
-			MentionsOnly: s.Events == "mentions",
-			Log:          log,
-			Models:       func() []string { return models },
+			AppToken:         s.AppToken.Reveal(),
+			BotToken:         s.BotToken.Reveal(),
+			APIURL:           s.APIURL,
+			MentionsOnly:     s.Events == "mentions",
+			Log:              log,
+			Models:           func() []string { return models },
+			SuggestedPrompts: append([]string(nil), s.SuggestedPrompts...),
 		})
 		if err != nil {
 			return nil, &ConfigError{fmt.Sprintf("channels.slack: %v", err)}

@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"sort"
 	"strings"
@@ -50,8 +51,11 @@ type Spec struct {
 	Idle time.Duration
 	// ExtraYAML is appended to the generated configuration (top-level keys).
 	ExtraYAML string
-	// Channels is added to the channels section, e.g. "discord: {stream: false}".
+	// Channels adds entries to the channels section, e.g. "slack: {stream: false}".
 	Channels string
+	// WrapLLM, when set, wraps the fake provider's handler (a benchmark timing
+	// what the provider writes).
+	WrapLLM func(http.Handler) http.Handler
 	// Adapter is the channel under test; Secrets are its own secrets (tokens),
 	// checked like the keys.
 	Adapter adapters.Adapter
@@ -85,7 +89,11 @@ func Start(t testing.TB, spec Spec) *World {
 	log := Logger(w.Logs)
 
 	w.LLM = fakeprovider.New(fakeprovider.WithNow(w.Clock.Now))
-	srv := httptest.NewServer(w.LLM.Handler())
+	h := w.LLM.Handler()
+	if spec.WrapLLM != nil {
+		h = spec.WrapLLM(h)
+	}
+	srv := httptest.NewServer(h)
 	t.Cleanup(func() { w.LLM.Close(); srv.Close() })
 
 	driver := spec.Driver

@@ -1,8 +1,10 @@
 // Package fakeslack is a local fake of the parts of Slack that detour uses: the Web API
 // methods (auth.test, apps.connections.open, chat.postMessage, chat.postEphemeral,
-// chat.update, conversations.info, response_url targets) and the Socket Mode WebSocket
-// (hello, ping frames, events_api and slash_commands envelopes, acks, disconnects). It
-// lets the real slack-go client run end to end on 127.0.0.1.
+// chat.update, chat.delete, chat.startStream, chat.appendStream, chat.stopStream,
+// assistant.threads.setStatus, setSuggestedPrompts and setTitle, conversations.info,
+// response_url targets) and the Socket Mode WebSocket (hello, ping frames, events_api,
+// slash_commands and interactive envelopes, acks, disconnects). It lets the real
+// slack-go client run end to end on 127.0.0.1.
 //
 // Usage:
 //
@@ -11,9 +13,13 @@
 //	defer srv.Close()
 //	api := slack.New("xoxb-…", slack.OptionAPIURL(srv.URL()), slack.OptionAppLevelToken("xapp-…"))
 //
-// Every post is recorded (Posts, WaitPost); every ack too (Acks, WaitAck). Faults are
-// injected with RateLimitNext, FailNext, Slow, DropAcks, Disconnect, SendDisconnect,
-// Redeliver and AppRateLimited.
+// Every post is recorded (Posts, WaitPost); every ack too (Acks, WaitAck); every Web
+// API call with its arguments and how it was answered (CallLog, CallsOf, WaitCall);
+// and every message as Slack shows it now, with the texts it showed before
+// (Messages, AllMessages, WaitMessages). Faults are injected with RateLimitNext,
+// FailNext, Slow, DropAcks, Disconnect, SendDisconnect, Redeliver, AppRateLimited and
+// RefuseStreaming. AssistantThreadStarted and AssistantMessage act in Slack's AI app
+// container; Pick chooses an option of a posted static select.
 //
 // # Strictness
 //
@@ -68,6 +74,54 @@
 //     (link_names, parse=full) and in mrkdwn text objects without verbatim: true
 //     (https://docs.slack.dev/reference/block-kit/composition-objects/text-object/);
 //     user, usergroup, broadcast and channel elements of rich_text blocks.
+//
+// # Live replies
+//
+//   - Method tiers. Slack limits each Web API method per workspace per minute by its
+//     tier (https://docs.slack.dev/apis/web-api/rate-limits/: Tier 2 20+, Tier 3 50+,
+//     Tier 4 100+ per minute). The fake allows exactly the tier's number of accepted
+//     calls in any 60 seconds of Now and answers the next with HTTP 429, Retry-After
+//     (until a call leaves the minute) and "ratelimited", recorded in Throttles:
+//     chat.startStream Tier 2 (https://docs.slack.dev/reference/methods/chat.startStream;
+//     slack-morphism's client applies Tier 2 to it too), chat.appendStream
+//     Tier 4 (https://docs.slack.dev/reference/methods/chat.appendStream),
+//     chat.stopStream Tier 2 (https://api.slack.com/methods/chat.stopStream),
+//     chat.update and chat.delete Tier 3
+//     (https://docs.slack.dev/reference/methods/chat.update), setSuggestedPrompts
+//     Tier 4 (https://docs.slack.dev/reference/methods/assistant.threads.setSuggestedPrompts)
+//     and setTitle, for which we found no published tier, Tier 4 too.
+//     assistant.threads.setStatus has "special rate limits" with no published number
+//     (https://docs.slack.dev/reference/methods/assistant.threads.setStatus): the fake
+//     limits it only when MethodLimits says so; RateLimitNext provokes 429s.
+//     MethodLimits overrides any of these.
+//   - Streaming (https://docs.slack.dev/reference/methods/chat.startStream,
+//     .../chat.appendStream, .../chat.stopStream). A stream is a reply: chat.startStream
+//     without thread_ts is refused (invalid_arguments); outside a DM it needs
+//     recipient_team_id and recipient_user_id (missing_recipient_team_id,
+//     missing_recipient_user_id). markdown_text holds at most 12,000 characters
+//     (msg_too_long); chat.appendStream needs text (no_text) and a message still
+//     streaming (message_not_in_streaming_state after chat.stopStream). A streamed
+//     message shows its Markdown as a markdown block and has no text of its own.
+//     RefuseStreaming makes all three methods answer that error, like a workspace or
+//     plan without them.
+//   - Editing (https://docs.slack.dev/reference/methods/chat.update). chat.update
+//     keeps a message's blocks unless the call sends blocks ("[]" removes them), so
+//     editing a streamed message without replacing its blocks leaves the streamed
+//     text showing. A message still streaming cannot be edited (cant_update_message):
+//     Slack documents no answer for that case, so the fake takes the strict one and a
+//     client stops the stream first. chat.delete removes a message.
+//   - Assistant threads. setStatus needs channel_id and thread_ts (invalid_thread_ts);
+//     the status shows until the bot posts a message in the thread, is set to "", or
+//     two minutes of Now pass ("A two minute timeout applies, which will cause the
+//     status to be removed if no message has been sent"). setSuggestedPrompts takes
+//     one to four prompts, each with a title and a message (invalid_arguments).
+//   - Pickers. A static select must fit Slack's sizes (at most 100 options, option
+//     text 75 characters, value 150, block_id 255, a section's text 3,000;
+//     https://docs.slack.dev/reference/block-kit/block-elements/select-menu-element/),
+//     else the post is refused with invalid_blocks. Pick sends the block_actions
+//     payload Slack sends over Socket Mode (an "interactive" envelope, not retried)
+//     for an option that post offers, and only for the person an ephemeral post was
+//     shown to.
 package fakeslack
 
 import (
@@ -78,6 +132,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -175,6 +230,13 @@ type Server struct {
 	// OnlyMentions models an app subscribed to app_mention and message.im only
 	// (slack-manifest-mentions.yaml): no message.channels/groups/mpim events.
 	OnlyMentions bool
+	// MethodLimits overrides DefaultMethodLimits: calls per minute per workspace
+	// for a method (0 = unlimited).
+	MethodLimits map[string]int
+	// RefuseStreaming, when set, is the error chat.startStream, chat.appendStream
+	// and chat.stopStream answer, as in a workspace without streaming (for
+	// example "unknown_method" or "not_allowed").
+	RefuseStreaming string
 
 	srv *httptest.Server
 
@@ -211,6 +273,11 @@ type Server struct {
 	retried      int            // envelopes sent again after a missed ack
 	retriedAcked int            // of those, acked
 	deliveries   map[int]int    // socket number → envelopes written
+	callLog      []Call
+	tierCalls    map[string][]time.Time // method → accepted calls within the last minute
+	msgs         map[string]*Message    // channel/ts → latest version
+	msgOrder     []string
+	statuses     map[string]threadStatus // channel/thread_ts → assistant status
 }
 
 // envelope is an events_api delivery waiting for its ack.
@@ -273,6 +340,9 @@ func New() *Server {
 		inflight:         map[string]int{},
 		deliveries:       map[int]int{},
 		lastPost:         map[string]time.Time{},
+		tierCalls:        map[string][]time.Time{},
+		msgs:             map[string]*Message{},
+		statuses:         map[string]threadStatus{},
 		connCtx:          ctx,
 		connCancel:       cancel,
 	}
@@ -998,14 +1068,17 @@ func (s *Server) handleAPI(w http.ResponseWriter, r *http.Request) {
 
 	s.mu.Lock()
 	s.calls[method]++
+	ci := s.logCallLocked(method, r.Form)
+	defer s.answered(ci)
 	if q := s.rateLimit[method]; len(q) > 0 {
 		s.rateLimit[method] = q[1:]
-		s.throttle(w, Throttle{Method: method, Channel: r.Form.Get("channel"), RetryAfter: q[0], Injected: true})
+		s.outcomeLocked(ci, "ratelimited")
+		s.throttle(w, Throttle{Method: method, Channel: channelArg(r.Form), RetryAfter: q[0], Injected: true})
 		return
 	}
 	if q := s.failNext[method]; len(q) > 0 {
 		s.failNext[method] = q[1:]
-		s.notifyLocked()
+		s.outcomeLocked(ci, q[0])
 		s.mu.Unlock()
 		writeJSON(w, map[string]any{"ok": false, "error": q[0]})
 		return
@@ -1038,7 +1111,17 @@ func (s *Server) handleAPI(w http.ResponseWriter, r *http.Request) {
 		token = strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
 	}
 	if s.BotToken != "" && token != s.BotToken {
-		writeJSON(w, map[string]any{"ok": false, "error": "invalid_auth"})
+		s.fail(w, ci, "invalid_auth")
+		return
+	}
+	s.mu.Lock()
+	if ra := s.overTierLocked(method); ra > 0 {
+		s.outcomeLocked(ci, "ratelimited")
+		s.throttle(w, Throttle{Method: method, Channel: channelArg(r.Form), RetryAfter: ra})
+		return
+	}
+	s.mu.Unlock()
+	if s.handleLive(w, r, method, token, ci) {
 		return
 	}
 
@@ -1047,18 +1130,27 @@ func (s *Server) handleAPI(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, map[string]any{"ok": true, "url": "https://fake.slack.com/", "team": "Fake",
 			"user": "detour", "team_id": s.TeamID, "user_id": s.BotUserID, "bot_id": s.BotID})
 	case "chat.postMessage", "chat.postEphemeral", "chat.update":
-		s.recordPost(w, r, method, token)
+		s.recordPost(w, r, method, token, ci)
 	case "conversations.info":
 		ch := r.Form.Get("channel")
 		writeJSON(w, map[string]any{"ok": true, "channel": map[string]any{
 			"id": ch, "name": "general", "is_channel": strings.HasPrefix(ch, "C"),
 			"is_im": strings.HasPrefix(ch, "D"), "is_member": true}})
 	default:
-		writeJSON(w, map[string]any{"ok": false, "error": "unknown_method"})
+		s.fail(w, ci, "unknown_method")
 	}
 }
 
-func (s *Server) recordPost(w http.ResponseWriter, r *http.Request, method, token string) {
+// channelArg is the channel a call names (channel, or channel_id for the
+// assistant methods).
+func channelArg(form url.Values) string {
+	if c := form.Get("channel"); c != "" {
+		return c
+	}
+	return form.Get("channel_id")
+}
+
+func (s *Server) recordPost(w http.ResponseWriter, r *http.Request, method, token string, ci int) {
 	p := Post{
 		Method:   method,
 		Channel:  r.Form.Get("channel"),
@@ -1071,9 +1163,14 @@ func (s *Server) recordPost(w http.ResponseWriter, r *http.Request, method, toke
 		p.Blocks = json.RawMessage(b)
 	}
 	if p.Channel == "" {
-		writeJSON(w, map[string]any{"ok": false, "error": "channel_not_found"})
+		s.fail(w, ci, "channel_not_found")
 		return
 	}
+	if code := checkBlocks(p.Blocks); code != "" {
+		s.fail(w, ci, code)
+		return
+	}
+	_, blocksSent := r.Form["blocks"]
 	linkNames := r.Form.Get("link_names") == "1" || r.Form.Get("link_names") == "true" || r.Form.Get("parse") == "full"
 	p.Mentions = append(LiveMentions(p.Text, linkNames), blockMentions(p.Blocks)...)
 
@@ -1106,19 +1203,27 @@ func (s *Server) recordPost(w http.ResponseWriter, r *http.Request, method, toke
 	if method == "chat.postMessage" && s.PostInterval > 0 {
 		if last, ok := s.lastPost[p.Channel]; ok && now.Sub(last) < s.PostInterval {
 			wait := s.PostInterval - now.Sub(last)
+			s.outcomeLocked(ci, "ratelimited")
 			s.throttle(w, Throttle{Method: method, Channel: p.Channel, RetryAfter: int(math.Ceil(wait.Seconds()))})
 			return
 		}
 		s.lastPost[p.Channel] = now
 	}
 	p.At = now
+	p.Ephemeral = method == "chat.postEphemeral"
 	switch method {
 	case "chat.update":
 		p.TS = r.Form.Get("ts")
+		if code := s.updateLocked(&p, blocksSent); code != "" {
+			s.mu.Unlock()
+			s.fail(w, ci, code)
+			return
+		}
 	default:
 		p.TS = s.tsLocked()
+		s.addMessageLocked(&Message{Channel: p.Channel, ThreadTS: p.ThreadTS, TS: p.TS, Text: p.Text, Blocks: p.Blocks,
+			Ephemeral: p.Ephemeral, User: p.User})
 	}
-	p.Ephemeral = method == "chat.postEphemeral"
 	s.posts = append(s.posts, p)
 	s.notifyLocked()
 	echo := s.EchoPosts && method == "chat.postMessage"

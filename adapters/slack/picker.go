@@ -1,0 +1,171 @@
+package slack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	slackgo "github.com/slack-go/slack"
+
+	"github.com/detourbot/detour/adapters"
+)
+
+// Pickers (L4). An answer with Choices (/model without an argument) is an
+// ephemeral message, shown to the person who asked, with a static select of the
+// choices. Picking one sends a block_actions payload over Socket Mode; it is
+// acknowledged at once and becomes an Inbound of that person, in the session the
+// picker was offered in, whose Text is the choice's Command ("/model x"), so the
+// router applies it exactly like "/model x" typed.
+
+// pickAction is the action_id of detour's select; its block_id is
+// pickBlockPrefix + the session key the choice applies to.
+const (
+	pickAction      = "detour_pick"
+	pickBlockPrefix = "detour_pick|"
+)
+
+// Slack's sizes for a static select: 100 options, option text 75 characters,
+// value 150, block_id 255, a section's text 3,000
+// (https://docs.slack.dev/reference/block-kit/block-elements/select-menu-element/,
+// https://docs.slack.dev/reference/block-kit/composition-objects/option-object/).
+const (
+	maxOptions     = 100
+	maxOptionText  = 75
+	maxOptionValue = 150
+	maxBlockID     = 255
+	maxSectionText = 3000
+)
+
+// pickerBlocks renders out as a section (its text) and a select of its
+// choices; false when no choice fits Slack's sizes.
+func pickerBlocks(out adapters.Outbound) ([]slackgo.Block, bool) {
+	blockID := pickBlockPrefix + out.SessionKey
+	if len(blockID) > maxBlockID {
+		return nil, false
+	}
+	var opts []*slackgo.OptionBlockObject
+	for _, c := range out.Choices {
+		if len(opts) == maxOptions {
+			break
+		}
+		if c.Command == "" || utf8.RuneCountInString(c.Command) > maxOptionValue || strings.TrimSpace(c.Label) == "" {
+			continue
+		}
+		label := slackgo.NewTextBlockObject(slackgo.PlainTextType, truncateRunes(c.Label, maxOptionText), false, false)
+		opts = append(opts, slackgo.NewOptionBlockObject(c.Command, label, nil))
+	}
+	if len(opts) == 0 {
+		return nil, false
+	}
+	placeholder := slackgo.NewTextBlockObject(slackgo.PlainTextType, "Choose…", false, false)
+	sel := slackgo.NewOptionsSelectBlockElement(slackgo.OptTypeStatic, placeholder, pickAction, opts...)
+	// Verbatim, so Slack does not turn names in the text into mentions (T3).
+	text := slackgo.NewTextBlockObject(slackgo.MarkdownType, truncateRunes(ToMrkdwn(out.Text), maxSectionText), false, true)
+	return []slackgo.Block{slackgo.NewSectionBlock(text, nil, nil), slackgo.NewActionBlock(blockID, sel)}, true
+}
+
+// sendPicker posts out with its select: ephemeral to the person who asked when
+// the adapter knows who that is, otherwise in the thread for everyone in it (a
+// thread's model is everyone's there).
+func (a *Adapter) sendPicker(ctx context.Context, t target, out adapters.Outbound) error {
+	blocks, ok := pickerBlocks(out)
+	if !ok {
+		out.Choices = nil
+		return a.Send(ctx, out)
+	}
+	fallback := escapeMrkdwn(truncateRunes(out.Text, maxChunk))
+	opts := []slackgo.MsgOption{slackgo.MsgOptionText(fallback, false), slackgo.MsgOptionBlocks(blocks...)}
+	if t.ThreadTS != "" {
+		opts = append(opts, slackgo.MsgOptionTS(t.ThreadTS))
+	}
+	user := t.User
+	if user == "" {
+		user = a.askerOf(t)
+	}
+	if user == "" {
+		err := a.call(ctx, "chat.postMessage", t.Channel, func(ctx context.Context) error {
+			_, _, err := a.api.PostMessageContext(ctx, t.Channel, opts...)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("slack: posting a picker: %w", err)
+		}
+		return nil
+	}
+	err := a.call(ctx, "chat.postEphemeral", "", func(ctx context.Context) error {
+		_, err := a.api.PostEphemeralContext(ctx, t.Channel, user, opts...)
+		return err
+	})
+	var se slackgo.SlackErrorResponse
+	if err != nil && errors.As(err, &se) && t.ResponseURL != "" {
+		err = a.call(ctx, "response_url", "", func(ctx context.Context) error {
+			_, _, err := a.api.PostMessageContext(ctx, t.Channel, slackgo.MsgOptionText(fallback, false),
+				slackgo.MsgOptionBlocks(blocks...), slackgo.MsgOptionResponseURL(t.ResponseURL, slackgo.ResponseTypeEphemeral))
+			return safeErr(err)
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("slack: posting a picker: %w", err)
+	}
+	return nil
+}
+
+// askerOf is who last wrote to the bot where t answers (a thread, a DM), so a
+// picker answering a typed "!model" is shown to that person only.
+func (a *Adapter) askerOf(t target) string {
+	u, _ := a.askers.Get(target{Channel: t.Channel, ThreadTS: t.ThreadTS}.encode())
+	return u
+}
+
+// fromAction turns a pick in detour's select into an Inbound, or nil.
+func (a *Adapter) fromAction(cb slackgo.InteractionCallback) *adapters.Inbound {
+	if cb.Type != slackgo.InteractionTypeBlockActions || cb.User.ID == "" {
+		return nil
+	}
+	var act *slackgo.BlockAction
+	for _, ba := range cb.ActionCallback.BlockActions {
+		if ba != nil && ba.ActionID == pickAction && strings.HasPrefix(ba.BlockID, pickBlockPrefix) {
+			act = ba
+			break
+		}
+	}
+	if act == nil {
+		return nil
+	}
+	if a.mem.seen.Seen("act:" + cb.TriggerID + ":" + act.ActionTs) {
+		return nil
+	}
+	command := act.SelectedOption.Value
+	key := strings.TrimPrefix(act.BlockID, pickBlockPrefix)
+	parts := strings.Split(key, ":")
+	if !strings.HasPrefix(command, "/") || len(parts) < 3 || len(parts) > 4 || parts[0] != "slack" {
+		a.log.Debug("slack: a pick that is not detour's", "block_id", act.BlockID)
+		return nil
+	}
+	team, channel := parts[1], parts[2]
+	if channel == "" || (cb.Channel.ID != "" && cb.Channel.ID != channel) || (cb.Team.ID != "" && cb.Team.ID != team) {
+		a.log.Warn("slack: a pick names another conversation than the one it was made in; ignored")
+		return nil
+	}
+	thread := ""
+	if len(parts) == 4 {
+		thread = parts[3]
+	}
+	in := &adapters.Inbound{
+		Channel:    Name,
+		SessionKey: key,
+		User:       "slack:" + cb.User.ID,
+		Text:       command,
+		ReplyTo:    target{Channel: channel, ThreadTS: thread, User: cb.User.ID, ResponseURL: cb.ResponseURL}.encode(),
+		Direct:     strings.HasPrefix(channel, "D"),
+		Native:     true,
+		EventID:    "slack:act:" + cb.TriggerID,
+	}
+	if !in.Direct && thread == "" {
+		// The channel's defaults session: the pick sets what new threads use.
+		in.DefaultsFor = "new threads in " + channelLabel(cb.Channel.Name)
+	}
+	return in
+}
