@@ -402,6 +402,7 @@ func (r *Router) compact(ctx context.Context, e *Entry, keep uint64) error {
 
 // run makes one engine run for ts.
 func (r *Router) run(ctx context.Context, ts *turnState) (failover.Result, error) {
+	turnCtx := ctx // a stream outlives the attempt that starts it (a fallback may finish it)
 	e, sel := ts.entry, ts.sel
 	req := failover.Request{
 		SessionKey:   e.Key,
@@ -475,7 +476,7 @@ func (r *Router) run(ctx context.Context, ts *turnState) (failover.Result, error
 			msgs = append(append([]llm.Message{}, msgs...), llm.Message{Role: "system", Content: "Your previous reply was empty. Answer the user's last message."})
 		}
 		ts.live.beginAttempt()
-		return c.Chat(ctx, llm.Request{Model: a.Candidate.Model, Messages: msgs, MaxTokens: r.cfg.MaxTokens}, ts.live.delta(ctx))
+		return c.Chat(ctx, llm.Request{Model: a.Candidate.Model, Messages: msgs, MaxTokens: r.cfg.MaxTokens}, ts.live.delta(turnCtx))
 	}
 	return r.engine.Run(ctx, req, attempt)
 }
