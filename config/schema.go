@@ -1,0 +1,262 @@
+// The key tables of the configuration: every key the file may hold, section
+// by section, and where its value goes.
+
+package config
+
+import (
+	"time"
+
+	"github.com/detourbot/detour/failover"
+	"go.yaml.in/yaml/v3"
+)
+
+// root decodes the top level.
+func (d *decoder) root(n *yaml.Node) {
+	c := d.cfg
+	d.fields(n, "", map[string]func(*yaml.Node, string){
+		"storage": func(v *yaml.Node, key string) {
+			d.fields(v, key, map[string]func(*yaml.Node, string){
+				"driver": d.str(&c.Storage.Driver),
+				"dsn":    d.str(&c.Storage.DSN),
+			})
+		},
+		"channels":  d.channels,
+		"providers": d.providers,
+		"auth":      d.auth,
+		"agents":    d.agents,
+		"models":    d.models,
+		"limits": func(v *yaml.Node, key string) {
+			d.fields(v, key, map[string]func(*yaml.Node, string){
+				"max_paid_attempts_per_minute": d.integer(&c.Limits.MaxPaidAttemptsPerMinute, 0),
+				"max_message_bytes":            d.integer(&c.Limits.MaxMessageBytes, 1),
+				"max_response_bytes":           d.integer(&c.Limits.MaxResponseBytes, minResponseBytes),
+				"max_answer_bytes":             d.integer(&c.Limits.MaxAnswerBytes, minAnswerBytes),
+				"per_user_daily_paid_calls":    d.integer(&c.Limits.PerUserDailyPaidCalls, 0),
+				"per_user_daily_usd":           d.number(&c.Limits.PerUserDailyUSD, 0, 1e9),
+			})
+		},
+		"notices": func(v *yaml.Node, key string) {
+			d.fields(v, key, map[string]func(*yaml.Node, string){
+				"users": d.str(&c.Notices.Users),
+			})
+		},
+		"admin": func(v *yaml.Node, key string) {
+			d.fields(v, key, map[string]func(*yaml.Node, string){
+				"channel": d.str(&c.Admin.Channel),
+				"users":   d.strings(&c.Admin.Users),
+			})
+		},
+		"access": func(v *yaml.Node, key string) {
+			d.fields(v, key, map[string]func(*yaml.Node, string){
+				"users":           d.strings(&c.Access.Users),
+				"channels":        d.strings(&c.Access.Channels),
+				"direct_messages": d.boolean(&c.Access.DirectMessages),
+			})
+		},
+		"server": func(v *yaml.Node, key string) {
+			d.fields(v, key, map[string]func(*yaml.Node, string){
+				"listen": d.str(&c.Server.Listen),
+			})
+		},
+	})
+}
+
+// channelSection decodes a channel whose env references matter only when enabled.
+func (d *decoder) channelSection(v *yaml.Node, key string, enabled *bool, fs map[string]func(*yaml.Node, string)) {
+	var pending []error
+	outer := d.envErrs
+	d.envErrs = &pending
+	fs["enabled"] = d.boolean(enabled)
+	d.fields(v, key, fs)
+	d.envErrs = outer
+	if *enabled {
+		d.errs = append(d.errs, pending...)
+	}
+}
+
+func (d *decoder) channels(v *yaml.Node, key string) {
+	ch := &d.cfg.Channels
+	d.fields(v, key, map[string]func(*yaml.Node, string){
+		"console": func(v *yaml.Node, key string) {
+			d.fields(v, key, map[string]func(*yaml.Node, string){
+				"enabled":  d.boolean(&ch.Console.Enabled),
+				"format":   d.str(&ch.Console.Format),
+				"stream":   d.boolean(&ch.Console.Stream),
+				"progress": d.boolean(&ch.Console.Progress),
+			})
+		},
+		"slack": func(v *yaml.Node, key string) {
+			d.channelSection(v, key, &ch.Slack.Enabled, map[string]func(*yaml.Node, string){
+				"app_token":         d.hinted("export it: the xapp-... app-level token; or set channels.slack.enabled: false", d.secret(&ch.Slack.AppToken)),
+				"bot_token":         d.hinted("export it: the xoxb-... bot token; or set channels.slack.enabled: false", d.secret(&ch.Slack.BotToken)),
+				"api_url":           d.str(&ch.Slack.APIURL),
+				"events":            d.str(&ch.Slack.Events),
+				"stream":            d.boolean(&ch.Slack.Stream),
+				"progress":          d.boolean(&ch.Slack.Progress),
+				"suggested_prompts": d.strings(&ch.Slack.SuggestedPrompts),
+			})
+		},
+		"discord": func(v *yaml.Node, key string) {
+			d.channelSection(v, key, &ch.Discord.Enabled, map[string]func(*yaml.Node, string){
+				"token":           d.hinted("export it: the bot token; or set channels.discord.enabled: false", d.secret(&ch.Discord.Token)),
+				"guild_id":        d.str(&ch.Discord.GuildID),
+				"api_url":         d.str(&ch.Discord.APIURL),
+				"message_content": d.boolean(&ch.Discord.MessageContent),
+				"shard_id":        d.integer(&ch.Discord.ShardID, 0),
+				"shard_count":     d.integer(&ch.Discord.ShardCount, 1),
+				"stream":          d.boolean(&ch.Discord.Stream),
+				"progress":        d.boolean(&ch.Discord.Progress),
+				"threads":         d.boolean(&ch.Discord.Threads),
+			})
+		},
+	})
+}
+
+func (d *decoder) providers(v *yaml.Node, key string) {
+	c := d.cfg
+	d.entries(v, key, func(name string, _, v *yaml.Node, key string) {
+		p := Provider{ID: name}
+		d.fields(v, key, map[string]func(*yaml.Node, string){
+			"base_url":              d.str(&p.BaseURL),
+			"billing_backoff_hours": d.units(&p.BillingBackoff, time.Hour),
+		})
+		c.Providers[name] = p
+		c.ProviderIDs = append(c.ProviderIDs, name)
+	})
+}
+
+func (d *decoder) auth(v *yaml.Node, key string) {
+	a := &d.cfg.Auth
+	cd := &a.Cooldowns
+	d.fields(v, key, map[string]func(*yaml.Node, string){
+		"profiles": func(v *yaml.Node, key string) {
+			d.entries(v, key, func(id string, _, v *yaml.Node, key string) {
+				p := Profile{ID: id, Type: failover.ProfileAPIKey}
+				var typ, expires string
+				d.fields(v, key, map[string]func(*yaml.Node, string){
+					"provider":   d.str(&p.Provider),
+					"type":       d.str(&typ),
+					"key":        d.profileKey(id, &p.Key),
+					"expires_at": d.str(&expires),
+				})
+				if typ != "" {
+					p.Type = failover.ProfileType(typ)
+				}
+				if expires != "" {
+					t, err := time.Parse(time.RFC3339, expires)
+					if err != nil {
+						d.errAt(d.lines[key+".expires_at"], key+".expires_at", "bad time %q: want RFC 3339, e.g. 2026-01-31T00:00:00Z", expires)
+					}
+					p.ExpiresAt = t
+				}
+				a.Profiles[id] = p
+				a.ProfileIDs = append(a.ProfileIDs, id)
+			})
+		},
+		"order": func(v *yaml.Node, key string) {
+			d.entries(v, key, func(provider string, _, v *yaml.Node, key string) {
+				var ids []string
+				d.strings(&ids)(v, key)
+				a.Order[provider] = ids
+			})
+		},
+		"cooldowns": func(v *yaml.Node, key string) {
+			d.fields(v, key, map[string]func(*yaml.Node, string){
+				"billing_backoff_hours":          d.units(&cd.BillingBackoff, time.Hour),
+				"billing_max_hours":              d.units(&cd.BillingMax, time.Hour),
+				"auth_permanent_backoff_minutes": d.units(&cd.AuthPermanentBackoff, time.Minute),
+				"auth_permanent_max_minutes":     d.units(&cd.AuthPermanentMax, time.Minute),
+				"failure_window_hours":           d.units(&cd.FailureWindow, time.Hour),
+				"overloaded_profile_rotations":   d.integer(&cd.OverloadedProfileRotations, 0),
+				"overloaded_backoff_ms":          d.units(&cd.OverloadedBackoff, time.Millisecond),
+				"rate_limited_profile_rotations": d.integer(&cd.RateLimitedProfileRotations, 0),
+				"ladder":                         d.durations(&cd.Ladder),
+				"jitter":                         d.number(&cd.Jitter, 0, 0.5),
+			})
+		},
+	})
+}
+
+func (d *decoder) agents(v *yaml.Node, key string) {
+	ag := &d.cfg.Agents
+	df := &ag.Defaults
+	d.fields(v, key, map[string]func(*yaml.Node, string){
+		"defaults": func(v *yaml.Node, key string) {
+			d.fields(v, key, map[string]func(*yaml.Node, string){
+				"model": func(v *yaml.Node, key string) {
+					d.fields(v, key, map[string]func(*yaml.Node, string){
+						"primary":   d.ref(&df.Model.Primary),
+						"fallbacks": d.refs(&df.Model.Fallbacks),
+						"allow":     d.strings(&df.Model.Allow),
+					})
+				},
+				"system_prompt": d.str(&df.SystemPrompt),
+				"max_tokens":    d.integer(&df.MaxTokens, 0),
+				"timeouts": func(v *yaml.Node, key string) {
+					d.fields(v, key, map[string]func(*yaml.Node, string){
+						"idle_seconds":    d.units(&df.Timeouts.Idle, time.Second),
+						"attempt_seconds": d.units(&df.Timeouts.Attempt, time.Second),
+						"run_seconds":     d.units(&df.Timeouts.Run, time.Second),
+					})
+				},
+				"budget": func(v *yaml.Node, key string) {
+					d.fields(v, key, map[string]func(*yaml.Node, string){
+						"max_paid_attempts_per_turn": d.integer(&df.Budget.MaxPaidAttemptsPerTurn, 1),
+						"max_turn_cost_usd":          d.number(&df.Budget.MaxTurnCostUSD, 0, 1e9),
+					})
+				},
+				"failover": func(v *yaml.Node, key string) {
+					f := &df.Failover
+					d.fields(v, key, map[string]func(*yaml.Node, string){
+						"retry_after_max_wait":     d.duration(&f.RetryAfterMaxWait),
+						"timeout_switch_threshold": d.integer(&f.TimeoutSwitchThreshold, 1),
+						"fallback_skip_ttl":        d.duration(&f.FallbackSkipTTL),
+						"primary_probe_interval":   d.duration(&f.PrimaryProbeInterval),
+						"cooldown_probe_interval":  d.duration(&f.CooldownProbeInterval),
+						"cooldown_probe_window":    d.duration(&f.CooldownProbeWindow),
+						"billing_probe_interval":   d.duration(&f.BillingProbeInterval),
+						"idle_retries":             d.integer(&f.IdleRetries, 0),
+						"breaker_trip":             d.integer(&f.BreakerTrip, 1),
+						"empty_output_retries":     d.integer(&f.EmptyOutputRetries, 0),
+						"min_parsed_wait":          d.duration(&f.MinParsedWait),
+						"max_parsed_wait":          d.duration(&f.MaxParsedWait),
+						"timeout_compact_ratio":    d.number(&f.TimeoutCompactRatio, 0.05, 1),
+					})
+				},
+			})
+		},
+		"list": func(v *yaml.Node, key string) {
+			d.list(v, key, func(_ int, v *yaml.Node, key string) {
+				var a Agent
+				d.lines[key] = resolve(v).Line
+				d.fields(v, key, map[string]func(*yaml.Node, string){
+					"id":    d.str(&a.ID),
+					"model": d.ref(&a.Model),
+					"fallbacks": func(v *yaml.Node, key string) {
+						fb := []failover.ModelRef{}
+						d.refs(&fb)(v, key)
+						a.Fallbacks = &fb
+					},
+					"system_prompt": d.str(&a.SystemPrompt),
+					"channels":      d.strings(&a.Channels),
+				})
+				ag.List = append(ag.List, a)
+			})
+		},
+	})
+}
+
+func (d *decoder) models(v *yaml.Node, key string) {
+	c := d.cfg
+	d.entries(v, key, func(name string, _, v *yaml.Node, key string) {
+		var m Model
+		d.fields(v, key, map[string]func(*yaml.Node, string){
+			"context_window":   d.integer(&m.ContextWindow, 0),
+			"usd_per_mtok_in":  d.number(&m.USDPerMTokIn, 0, 1e9),
+			"usd_per_mtok_out": d.number(&m.USDPerMTokOut, 0, 1e9),
+			"selectable":       d.boolean(&m.Selectable),
+			"aliases":          d.strings(&m.Aliases),
+		})
+		c.Models[failover.ModelRef(name)] = m
+	})
+}
