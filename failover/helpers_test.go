@@ -1,15 +1,14 @@
 package failover
 
 import (
-	"bytes"
 	"context"
-	"io"
 	"log/slog"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/detourbot/detour/classify"
+	"github.com/detourbot/detour/internal/testkit/syncbuf"
 
 	"github.com/detourbot/detour/failover/failovertest"
 )
@@ -20,34 +19,23 @@ type harness struct {
 	e   *Engine
 	clk *failovertest.Clock
 	st  *MemStore
-	log *bytes.Buffer
+	log *syncbuf.Buffer
 }
 
 func newHarness(t testing.TB) *harness {
 	t.Helper()
 	clk := failovertest.NewClock(t0)
 	st := NewMemStore()
-	buf := &bytes.Buffer{}
+	buf := &syncbuf.Buffer{}
 	h := &harness{clk: clk, st: st, log: buf}
 	h.e = &Engine{
 		Store:  st,
 		Clock:  clk,
 		Policy: DefaultPolicy(),
 		Rand:   func() float64 { return 0.5 }, // no jitter
-		Log:    slog.New(slog.NewJSONHandler(&lockedWriter{w: buf}, nil)),
+		Log:    slog.New(slog.NewJSONHandler(buf, nil)),
 	}
 	return h
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 func (h *harness) state(t testing.TB, key string) ProfileState {

@@ -22,6 +22,7 @@ import (
 	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/failover"
 	"github.com/detourbot/detour/internal/fakeprovider"
+	"github.com/detourbot/detour/internal/testkit/syncbuf"
 )
 
 func TestMain(m *testing.M) {
@@ -37,7 +38,7 @@ const canary = "sk-CANARY-7f3a9c2e51d84b06a1e2"
 type rig struct {
 	fake   *fakeprovider.Server
 	client *Client
-	logs   *bytes.Buffer
+	logs   *syncbuf.Buffer
 	mu     sync.Mutex
 	seen   []classify.Response
 }
@@ -48,7 +49,7 @@ func newRig(t *testing.T, idle time.Duration, rules ...fakeprovider.Rule) *rig {
 	if err := fake.Start("127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{fake: fake, logs: &bytes.Buffer{}}
+	r := &rig{fake: fake, logs: &syncbuf.Buffer{}}
 	r.client = r.newClient(t, fake.BaseURL("openai"), idle, nil)
 	t.Cleanup(func() {
 		fake.Close()
@@ -57,23 +58,12 @@ func newRig(t *testing.T, idle time.Duration, rules ...fakeprovider.Rule) *rig {
 	return r
 }
 
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
-
 func (r *rig) newClient(t *testing.T, base string, idle time.Duration, hc *http.Client) *Client {
 	t.Helper()
 	c, err := New(Config{
 		Provider: "openai", BaseURL: base, ProfileID: "openai:main", APIKey: canary,
 		IdleTimeout: idle, HTTPClient: hc,
-		Logger: slog.New(slog.NewTextHandler(&lockedWriter{w: r.logs}, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Logger: slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -336,7 +326,7 @@ func TestChat_CallerCancelIsAborted(t *testing.T) {
 			if err := fake.Start("127.0.0.1:0"); err != nil {
 				t.Fatal(err)
 			}
-			r := &rig{fake: fake, logs: &bytes.Buffer{}}
+			r := &rig{fake: fake, logs: &syncbuf.Buffer{}}
 			c := r.newClient(t, fake.BaseURL("openai"), 10*time.Second, nil)
 			ctx, cancel := context.WithCancel(context.Background())
 			time.AfterFunc(100*time.Millisecond, cancel)
@@ -362,7 +352,7 @@ func TestChat_NoLeakAfterIdleTimeout(t *testing.T) {
 	if err := fake.Start("127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{fake: fake, logs: &bytes.Buffer{}}
+	r := &rig{fake: fake, logs: &syncbuf.Buffer{}}
 	c := r.newClient(t, fake.BaseURL("openai"), 100*time.Millisecond, nil)
 	for range 3 {
 		if _, err := c.Chat(context.Background(), userReq("m", "x"), nil); err == nil {
@@ -386,7 +376,7 @@ func TestChat_P4_CanaryKeyNeverLeaks(t *testing.T) {
 	})
 	srv := httptest.NewServer(echo)
 	defer srv.Close()
-	r := &rig{logs: &bytes.Buffer{}}
+	r := &rig{logs: &syncbuf.Buffer{}}
 	c := r.newClient(t, srv.URL+"/v1", time.Second, nil)
 	defer c.CloseIdleConnections()
 
@@ -442,7 +432,7 @@ func TestProbe_V5(t *testing.T) {
 	}))
 	defer srv.Close()
 	defer fake.Close()
-	r := &rig{logs: &bytes.Buffer{}}
+	r := &rig{logs: &syncbuf.Buffer{}}
 	c := r.newClient(t, srv.URL+"/openai/v1", time.Second, nil)
 	defer c.CloseIdleConnections()
 
@@ -506,7 +496,7 @@ func TestChat_TransportFailures(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := &rig{logs: &bytes.Buffer{}}
+			r := &rig{logs: &syncbuf.Buffer{}}
 			c := r.newClient(t, tc.base, time.Second, tc.hc)
 			defer c.CloseIdleConnections()
 			_, err := c.Chat(context.Background(), userReq("m", "x"), nil)
@@ -543,7 +533,7 @@ func TestChat_R8_Progress(t *testing.T) {
 		`data: {"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":50,"total_tokens":55}}` + "\n\n" + "data: [DONE]\n\n")
 	defer tokens.Close()
 
-	r := &rig{logs: &bytes.Buffer{}}
+	r := &rig{logs: &syncbuf.Buffer{}}
 	c := r.newClient(t, tool.URL+"/v1", time.Second, nil)
 	out, err := c.Chat(context.Background(), userReq("m", "x"), nil)
 	c.CloseIdleConnections()

@@ -18,6 +18,7 @@ import (
 
 	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/internal/fakeprovider"
+	"github.com/detourbot/detour/internal/testkit/syncbuf"
 )
 
 // covers T1: the body and line caps are exact, whatever the read sizes.
@@ -157,7 +158,7 @@ func TestChat_T1_NoCompression(t *testing.T) {
 	}))
 	defer srv.Close()
 	for _, hc := range []*http.Client{nil, {Transport: &http.Transport{}}} {
-		r := &rig{logs: &bytes.Buffer{}}
+		r := &rig{logs: &syncbuf.Buffer{}}
 		c := r.newClient(t, srv.URL+"/v1", time.Second, hc)
 		_, err := c.Chat(context.Background(), userReq("m", "x"), nil)
 		c.CloseIdleConnections()
@@ -185,7 +186,7 @@ func TestChat_T2_RedirectNamedAndRedacted(t *testing.T) {
 				http.Redirect(w, req, loc, status)
 			}))
 			defer src.Close()
-			r := &rig{logs: &bytes.Buffer{}}
+			r := &rig{logs: &syncbuf.Buffer{}}
 			c := r.newClient(t, src.URL+"/v1", time.Second, nil)
 			defer c.CloseIdleConnections()
 			_, err := c.Chat(context.Background(), userReq("m", "the secret prompt"), nil)

@@ -1,7 +1,6 @@
 package llm
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/detourbot/detour/classify"
+	"github.com/detourbot/detour/internal/testkit/syncbuf"
 )
 
 // covers P4: classify returns the provider's message unredacted (it knows no
@@ -30,7 +30,7 @@ func TestChat_P4_ClassifiedMessageRedacted(t *testing.T) {
 			w.WriteHeader(http.StatusUnauthorized)
 			fmt.Fprint(w, body)
 		}))
-		r := &rig{logs: &bytes.Buffer{}}
+		r := &rig{logs: &syncbuf.Buffer{}}
 		c := r.newClient(t, srv.URL+"/v1", time.Second, nil)
 		var raw classify.Verdict
 		c.classify = func(resp classify.Response, now time.Time) classify.Verdict {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/detourbot/detour/failover/failovertest"
 	"github.com/detourbot/detour/internal/fakeprovider"
+	"github.com/detourbot/detour/internal/testkit/syncbuf"
 	"github.com/detourbot/detour/internal/testkit/testdb"
 )
 
@@ -28,7 +29,7 @@ const (
 // stdin line and printing "ACK <reply>" once the turn is done and stored.
 func crashChild(t *testing.T) {
 	h := &harness{t: t, clock: failovertest.NewClock(t0), rec: &recorder{name: "test"}, admin: &recorder{name: "console"},
-		logs: &lockedBuffer{}, idle: time.Minute, logLevel: slog.LevelDebug, url: os.Getenv(crashURLEnv),
+		logs: &syncbuf.Buffer{}, idle: time.Minute, logLevel: slog.LevelDebug, url: os.Getenv(crashURLEnv),
 		driver: os.Getenv(crashDriverEnv), dsn: os.Getenv(crashDBEnv)}
 	h.open(baseConfig())
 	sc := bufio.NewScanner(os.Stdin)

@@ -1,7 +1,6 @@
 package sessions
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -20,6 +19,7 @@ import (
 	"github.com/detourbot/detour/failover/failovertest"
 	"github.com/detourbot/detour/internal/fakeprovider"
 	"github.com/detourbot/detour/internal/store"
+	"github.com/detourbot/detour/internal/testkit/syncbuf"
 	"github.com/detourbot/detour/internal/testkit/testdb"
 	"github.com/detourbot/detour/llm"
 )
@@ -70,24 +70,6 @@ func (r *recorder) all() []adapters.Outbound {
 	return append([]adapters.Outbound(nil), r.out...)
 }
 
-// lockedBuffer collects log output for the canary check.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // inflight wraps the fake LLM's handler to count calls that have started (the
 // fake logs a call only when it ends).
 type inflight struct {
@@ -121,7 +103,7 @@ type harness struct {
 	r      *Router
 	rec    *recorder
 	admin  *recorder
-	logs   *lockedBuffer
+	logs   *syncbuf.Buffer
 	driver string // testdb.SQLite or testdb.Postgres
 	dsn    string
 	cfg    Config // as opened
@@ -184,7 +166,7 @@ func newBenchHarness(b *testing.B, driver string) *harness {
 func newHarnessTB(t testing.TB, driver string, opts ...harnessOpt) *harness {
 	t.Helper()
 	h := &harness{t: t, clock: failovertest.NewClock(t0), rec: &recorder{name: "test"}, admin: &recorder{name: "console"},
-		logs: &lockedBuffer{}, idle: 2 * time.Second, logLevel: slog.LevelDebug}
+		logs: &syncbuf.Buffer{}, idle: 2 * time.Second, logLevel: slog.LevelDebug}
 	h.fake, h.url, h.calls = serveFake(t, h.clock.Now)
 	cfg := baseConfig()
 	h.driver, h.dsn = driver, testdb.DSN(t, driver)

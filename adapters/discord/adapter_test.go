@@ -18,6 +18,7 @@ import (
 	"github.com/detourbot/detour/adapters"
 	"github.com/detourbot/detour/failover/failovertest"
 	"github.com/detourbot/detour/internal/testkit/fakediscord"
+	"github.com/detourbot/detour/internal/testkit/syncbuf"
 )
 
 // covers T5 (/recover registered for administrators only)
@@ -549,7 +550,7 @@ func TestRun_P4_BadTokenNeverLogged(t *testing.T) {
 	fake.Token = "the-right-token"
 	fake.Start()
 	defer fake.Close()
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	a, err := New(Config{Token: canaryToken, APIURL: fake.URL(), Log: slogTo(logs)})
 	if err != nil {
 		t.Fatal(err)
@@ -616,7 +617,7 @@ func TestRun_HandshakeDeadline(t *testing.T) {
 	}))
 	defer srv.Close()
 	defer close(hold)
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	clock := failovertest.NewClock(t0)
 	a, err := New(Config{Token: "t", APIURL: srv.URL, OpenTimeout: 150 * time.Millisecond, ReconnectBackoff: 10 * time.Millisecond,
 		Log: slogTo(logs), Sleep: clock.Sleep, Now: clock.Now})

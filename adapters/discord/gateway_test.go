@@ -18,6 +18,7 @@ import (
 	"github.com/detourbot/detour/adapters"
 	"github.com/detourbot/detour/failover/failovertest"
 	"github.com/detourbot/detour/internal/testkit/fakediscord"
+	"github.com/detourbot/detour/internal/testkit/syncbuf"
 )
 
 // op 9 is honoured: a resumable invalid session resumes (no identify spent), a
@@ -130,7 +131,7 @@ func TestGateway_ShardAndRefusedIntents(t *testing.T) {
 			tc.fake(fake)
 			fake.Start()
 			defer fake.Close()
-			logs := &syncBuffer{}
+			logs := &syncbuf.Buffer{}
 			cfg := Config{Token: "t", APIURL: fake.URL(), Log: slogTo(logs), Sleep: clock.Sleep, Now: clock.Now}
 			tc.cfg(&cfg)
 			a, err := New(cfg)
@@ -287,7 +288,7 @@ func TestLimiter_GlobalPauseSingleSleeper(t *testing.T) {
 		}
 		return clock.Sleep(ctx, d)
 	}
-	l := newLimiter(clock.Now, sleep, time.Minute, slogTo(&syncBuffer{}))
+	l := newLimiter(clock.Now, sleep, time.Minute, slogTo(&syncbuf.Buffer{}))
 	resp := &http.Response{StatusCode: 429, Header: http.Header{"X-Ratelimit-Global": {"true"}},
 		Body: http.NoBody}
 	l.observe(routeOf("POST", "/api/v9/channels/1/messages"), resp)
@@ -338,7 +339,7 @@ func TestGateway_TLSZombieResumes(t *testing.T) {
 	defer fake.Close()
 	pool := x509.NewCertPool()
 	pool.AddCert(fake.Certificate())
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	a, err := New(Config{Token: canaryToken, APIURL: fake.URL(), Log: slogTo(logs), Sleep: clock.Sleep, Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"github.com/detourbot/detour/adapters"
 	"github.com/detourbot/detour/failover/failovertest"
 	"github.com/detourbot/detour/internal/testkit/fakediscord"
+	"github.com/detourbot/detour/internal/testkit/syncbuf"
 )
 
 func TestMain(m *testing.M) {
@@ -24,29 +25,12 @@ const canaryToken = "CANARY-discord-bot-token-7f3a9c"
 
 const wait = 5 * time.Second
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type harness struct {
 	t      *testing.T
 	fake   *fakediscord.Server
 	a      *Adapter
 	inbox  chan adapters.Inbound
-	logs   *syncBuffer
+	logs   *syncbuf.Buffer
 	sleeps *failovertest.Clock
 	ctx    context.Context
 	stop   func() error
@@ -72,7 +56,7 @@ func start(t *testing.T, mod func(*Config), fakeMod ...func(*fakediscord.Server)
 		f(fake)
 	}
 	fake.Start()
-	h := &harness{t: t, fake: fake, inbox: make(chan adapters.Inbound, 16), logs: &syncBuffer{}, sleeps: clock}
+	h := &harness{t: t, fake: fake, inbox: make(chan adapters.Inbound, 16), logs: &syncbuf.Buffer{}, sleeps: clock}
 	cfg := Config{
 		Token:       canaryToken,
 		GuildID:     "G1",
@@ -161,6 +145,6 @@ func (h *harness) send(out adapters.Outbound) {
 	}
 }
 
-func slogTo(w *syncBuffer) *slog.Logger {
+func slogTo(w *syncbuf.Buffer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/detourbot/detour/adapters"
 	"github.com/detourbot/detour/internal/testkit/fakeslack"
+	"github.com/detourbot/detour/internal/testkit/syncbuf"
 )
 
 func TestName(t *testing.T) {
@@ -419,7 +420,7 @@ func TestRun_InvalidTokenErrorHasNoSecret(t *testing.T) { // covers P4
 	srv.BotToken = "xoxb-the-real-one"
 	srv.Start()
 	defer srv.Close()
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	a, err := New(Config{AppToken: canaryApp, BotToken: canaryBot, APIURL: srv.URL(),
 		Log: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {

@@ -1,11 +1,9 @@
 package slack
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +12,7 @@ import (
 	"github.com/detourbot/detour/adapters"
 	"github.com/detourbot/detour/failover/failovertest"
 	"github.com/detourbot/detour/internal/testkit/fakeslack"
+	"github.com/detourbot/detour/internal/testkit/syncbuf"
 )
 
 // TestMain checks that every goroutine stops. gorm's statement cache starts a
@@ -30,24 +29,6 @@ const (
 
 const wait = 5 * time.Second
 
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type harness struct {
 	t      testing.TB
 	srv    *fakeslack.Server
@@ -55,7 +36,7 @@ type harness struct {
 	inbox  chan adapters.Inbound
 	cancel context.CancelFunc
 	done   chan error
-	logs   *syncBuffer
+	logs   *syncbuf.Buffer
 	// clock is the adapter's and the fake's clock: the adapter's waits (pace,
 	// Retry-After) advance it at once and are recorded.
 	clock *failovertest.Clock
@@ -78,7 +59,7 @@ func startWith(t testing.TB, fake func(*fakeslack.Server), mod func(*Config)) *h
 		fake(srv)
 	}
 	srv.Start()
-	h := &harness{t: t, srv: srv, inbox: make(chan adapters.Inbound, 64), done: make(chan error, 1), logs: &syncBuffer{},
+	h := &harness{t: t, srv: srv, inbox: make(chan adapters.Inbound, 64), done: make(chan error, 1), logs: &syncbuf.Buffer{},
 		clock: clock}
 	cfg := Config{
 		AppToken:     canaryApp,

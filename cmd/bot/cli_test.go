@@ -16,6 +16,7 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/detourbot/detour/internal/fakeprovider"
+	"github.com/detourbot/detour/internal/testkit/syncbuf"
 )
 
 // Every subcommand answers --help with its usage on stdout and exit 0; the bot
@@ -58,7 +59,7 @@ func TestBinary_SIGHUPDrains(t *testing.T) {
 	srv.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeOK, Delay: 500 * time.Millisecond, Reply: "slow answer"})
 	cmd := exec.Command(bin, "--config", testConfig(t, srv, ""))
 	stdin, _ := cmd.StdinPipe()
-	var stdout, stderr lockedBuffer
+	var stdout, stderr syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -108,7 +109,7 @@ func TestBinary_TerminalChat(t *testing.T) {
 		t.Skipf("no pseudo-terminal on this machine: %v", err)
 	}
 	defer tty.Close()
-	screen := &lockedBuffer{}
+	screen := &syncbuf.Buffer{}
 	go func() { _, _ = io.Copy(screen, tty) }()
 	waitFor := func(what string, ok func(string) bool) {
 		t.Helper()

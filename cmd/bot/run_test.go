@@ -11,31 +11,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/detourbot/detour/internal/app"
 	"github.com/detourbot/detour/internal/fakeprovider"
+	"github.com/detourbot/detour/internal/testkit/syncbuf"
 )
-
-// lockedBuffer is a bytes.Buffer safe for concurrent writers and readers.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *lockedBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *lockedBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // startFake starts a fake LLM server on 127.0.0.1 for one test.
 func startFake(t *testing.T, opts ...fakeprovider.Option) *fakeprovider.Server {
@@ -108,7 +90,7 @@ func TestRun_JSONL_N1_FallbackNoticeThenReply(t *testing.T) {
 	srv.Script(fakeprovider.Rule{Provider: "p1", Model: "primary", Mode: fakeprovider.ModeInsufficientQuota})
 	path := testConfig(t, srv, "")
 	in := `{"session": "s1", "user": "u1", "text": "hello"}` + "\n" + `{"session": "s1", "text": "and again"}` + "\n"
-	var stdout, stderr lockedBuffer
+	var stdout, stderr syncbuf.Buffer
 	code := dispatch(context.Background(), []string{"--config", path}, strings.NewReader(in), &stdout, &stderr)
 	if code != 0 {
 		t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
@@ -145,7 +127,7 @@ func TestRun_JSONL_SessionsAndErrors(t *testing.T) {
 	srv := startFake(t)
 	path := testConfig(t, srv, "")
 	in := "plain hello\n{not json\n" + `{"session": "s2", "text": "/status"}` + "\n"
-	var stdout, stderr lockedBuffer
+	var stdout, stderr syncbuf.Buffer
 	if code := dispatch(context.Background(), []string{"--config", path}, strings.NewReader(in), &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
 	}
@@ -181,7 +163,7 @@ func TestRun_SignalDrainsInFlight(t *testing.T) {
 	defer pw.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stdout, stderr lockedBuffer
+	var stdout, stderr syncbuf.Buffer
 	done := make(chan int, 1)
 	go func() { done <- dispatch(ctx, []string{"--config", path}, pr, &stdout, &stderr) }()
 	if _, err := io.WriteString(pw, `{"session": "s1", "text": "hi"}`+"\n"); err != nil {
@@ -215,7 +197,7 @@ func TestRun_BadConfigExit2(t *testing.T) {
 	if err := os.WriteFile(path, []byte("providers:\n  o: {base_url: http://127.0.0.1:1/v1}\nagents:\n  defaults:\n    model: {primary: x/y}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var stdout, stderr lockedBuffer
+	var stdout, stderr syncbuf.Buffer
 	code := dispatch(context.Background(), []string{"run", "--config", path}, strings.NewReader(""), &stdout, &stderr)
 	if code != 2 {
 		t.Errorf("exit %d, want 2", code)
@@ -239,7 +221,7 @@ func TestRun_NoChannel(t *testing.T) {
 	path := testConfig(t, srv, "")
 	data, _ := os.ReadFile(path)
 	_ = os.WriteFile(path, bytes.Replace(data, []byte("enabled: true, format: jsonl"), []byte("enabled: false"), 1), 0o600)
-	var stderr lockedBuffer
+	var stderr syncbuf.Buffer
 	if code := dispatch(context.Background(), []string{"--config", path}, strings.NewReader(""), io.Discard, &stderr); code != 2 {
 		t.Errorf("exit %d, want 2", code)
 	}
@@ -305,7 +287,7 @@ func TestBinary_Demo(t *testing.T) {
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "NO_COLOR=1")
 	cmd.Stdin = strings.NewReader("hello there\n/status\nhi #fail:insufficient_quota\n")
-	var stdout, stderr lockedBuffer
+	var stdout, stderr syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	done := make(chan error, 1)
 	if err := cmd.Start(); err != nil {
@@ -394,7 +376,7 @@ func TestRun_JSONL_T5_AccessRefusesStrangers(t *testing.T) {
 {"session": "s1", "user": "mallory", "text": "/model p2/fallback-1"}
 {"session": "s2", "user": "alice", "text": "hello"}
 `
-	var stdout, stderr lockedBuffer
+	var stdout, stderr syncbuf.Buffer
 	if code := dispatch(context.Background(), []string{"--config", path}, strings.NewReader(in), &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
@@ -417,7 +399,7 @@ func TestRun_JSONL_T6_DailyBudgetSurvivesARestart(t *testing.T) {
 	srv := startFake(t)
 	path := testConfig(t, srv, "limits: {per_user_daily_paid_calls: 1}\n")
 	run := func(lines string) []outLine {
-		var stdout, stderr lockedBuffer
+		var stdout, stderr syncbuf.Buffer
 		if code := dispatch(context.Background(), []string{"--config", path}, strings.NewReader(lines), &stdout, &stderr); code != 0 {
 			t.Fatalf("exit %d: %s", code, stderr.String())
 		}

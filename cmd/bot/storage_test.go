@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/detourbot/detour/internal/fakeprovider"
+	"github.com/detourbot/detour/internal/testkit/syncbuf"
 	"github.com/detourbot/detour/internal/testkit/testdb"
 )
 
@@ -36,7 +37,7 @@ func TestRun_JSONL_M1_Postgres(t *testing.T) {
 	path := testConfig(t, srv, "")
 	withStorage(t, path, `storage: {driver: postgres, dsn: "`+dsn+`"}`)
 	in := `{"session": "s1", "text": "hello"}` + "\n" + `{"session": "s1", "text": "and again"}` + "\n"
-	var stdout, stderr lockedBuffer
+	var stdout, stderr syncbuf.Buffer
 	if code := dispatch(context.Background(), []string{"--config", path}, strings.NewReader(in), &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
 	}
@@ -76,7 +77,7 @@ func TestRun_T7_UntrustedDatabaseStartsNothing(t *testing.T) {
 			path := testConfig(t, srv, "")
 			db := filepath.Join(filepath.Dir(path), "bot.db")
 			tc.prepare(t, db)
-			var stdout, stderr lockedBuffer
+			var stdout, stderr syncbuf.Buffer
 			code := dispatch(context.Background(), []string{"--config", path}, strings.NewReader(`{"session": "s1", "text": "hello"}`+"\n"), &stdout, &stderr)
 			if code != exitFailed {
 				t.Fatalf("exit %d, want %d; stderr:\n%s", code, exitFailed, stderr.String())

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -16,6 +15,7 @@ import (
 	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/failover"
 	"github.com/detourbot/detour/failover/failovertest"
+	"github.com/detourbot/detour/internal/testkit/syncbuf"
 	"github.com/detourbot/detour/internal/testkit/testdb"
 )
 
@@ -45,7 +45,7 @@ func engineReq(session string, openaiProfiles ...string) failover.Request {
 
 // newEngine returns an engine over the state store of the database dsn of
 // driver, with no jitter and a log the test can inspect.
-func newEngine(t testing.TB, driver, dsn string, clock failover.Clock) (*failover.Engine, *StateStore, *bytes.Buffer) {
+func newEngine(t testing.TB, driver, dsn string, clock failover.Clock) (*failover.Engine, *StateStore, *syncbuf.Buffer) {
 	t.Helper()
 	st := newStoreT(t, openDriverT(t, driver, dsn))
 	log, buf := testLogger(t)

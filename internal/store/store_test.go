@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"unicode/utf8"
@@ -17,28 +15,16 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/detourbot/detour/failover"
+	"github.com/detourbot/detour/internal/testkit/syncbuf"
 	"github.com/detourbot/detour/internal/testkit/testdb"
 )
 
 const canary = "sk-CANARY-7f3a9c1e5b2d4f60"
 
-func testLogger(t testing.TB) (*slog.Logger, *bytes.Buffer) {
+func testLogger(t testing.TB) (*slog.Logger, *syncbuf.Buffer) {
 	t.Helper()
-	var buf bytes.Buffer
-	var mu sync.Mutex
-	h := slog.NewTextHandler(&lockedWriter{w: &buf, mu: &mu}, &slog.HandlerOptions{Level: slog.LevelDebug})
-	return slog.New(h), &buf
-}
-
-type lockedWriter struct {
-	w  *bytes.Buffer
-	mu *sync.Mutex
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
+	buf := &syncbuf.Buffer{}
+	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})), buf
 }
 
 func openT(t testing.TB, path string) *gorm.DB {

@@ -6,7 +6,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -14,7 +13,6 @@ import (
 	"net/http/httptest"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +22,7 @@ import (
 	"github.com/detourbot/detour/failover/failovertest"
 	"github.com/detourbot/detour/internal/app"
 	"github.com/detourbot/detour/internal/fakeprovider"
+	"github.com/detourbot/detour/internal/testkit/syncbuf"
 	"github.com/detourbot/detour/internal/testkit/testdb"
 	"github.com/detourbot/detour/sessions"
 )
@@ -63,7 +62,7 @@ type Spec struct {
 	Extra   []adapters.Adapter
 	Secrets []string
 	// Logs collects the logs (give the adapter Logger(Logs) too); nil = a new one.
-	Logs *SyncBuffer
+	Logs *syncbuf.Buffer
 	// Driver is the database driver (testdb.SQLite when empty, or
 	// testdb.Postgres); each world gets a fresh database.
 	Driver string
@@ -75,7 +74,7 @@ type World struct {
 	Clock *failovertest.Clock
 	LLM   *fakeprovider.Server
 	Sys   *app.System
-	Logs  *SyncBuffer
+	Logs  *syncbuf.Buffer
 }
 
 // Start builds and runs a world; it stops (and checks that no secret reached the
@@ -84,7 +83,7 @@ func Start(t testing.TB, spec Spec) *World {
 	t.Helper()
 	w := &World{T: t, Clock: failovertest.NewClock(T0), Logs: spec.Logs}
 	if w.Logs == nil {
-		w.Logs = &SyncBuffer{}
+		w.Logs = &syncbuf.Buffer{}
 	}
 	log := Logger(w.Logs)
 
@@ -219,27 +218,12 @@ func (w *World) Entry(key string) sessions.Entry {
 	return got
 }
 
+// SyncBuffer is the log sink of a world (goroutine-safe).
+type SyncBuffer = syncbuf.Buffer
+
 // Logger logs everything, as text, into buf.
-func Logger(buf *SyncBuffer) *slog.Logger {
+func Logger(buf *syncbuf.Buffer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-// SyncBuffer is a goroutine-safe log sink.
-type SyncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *SyncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *SyncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // envName is the environment variable that holds a profile's key.
