@@ -287,6 +287,12 @@ func (s *System) Close() {
 	}
 }
 
+// Channels builds the configured chat channels without running them, for a
+// caller that only probes them (`bot check --probe`).
+func Channels(cfg *config.Config, log *slog.Logger) ([]adapters.Adapter, error) {
+	return buildAdapters(cfg, Options{Log: log}, log)
+}
+
 // buildAdapters returns the configured channels.
 func buildAdapters(cfg *config.Config, opts Options, log *slog.Logger) ([]adapters.Adapter, error) {
 	var out []adapters.Adapter
@@ -361,34 +367,41 @@ func (c *clientCache) get(provider, profileID string) (sessions.LLM, error) {
 	if cl, ok := c.m[key]; ok {
 		return cl, nil
 	}
-	p, ok := c.cfg.Providers[provider]
-	if !ok {
-		return nil, fmt.Errorf("provider %q is not configured", provider)
-	}
-	var apiKey string
-	if profileID != "" {
-		prof, ok := c.cfg.Auth.Profiles[profileID]
-		if !ok || prof.Provider != provider {
-			return nil, fmt.Errorf("profile %q of provider %q is not configured", profileID, provider)
-		}
-		apiKey = prof.Key.Reveal()
-	}
-	cl, err := llm.New(llm.Config{
-		Provider:         provider,
-		BaseURL:          p.BaseURL,
-		ProfileID:        profileID,
-		APIKey:           apiKey,
-		IdleTimeout:      c.cfg.Agents.Defaults.Timeouts.Idle,
-		MaxResponseBytes: c.cfg.Limits.MaxResponseBytes,
-		MaxAnswerBytes:   c.cfg.Limits.MaxAnswerBytes,
-		Logger:           c.log,
-		Now:              c.now,
-	})
+	cl, err := LLMClient(c.cfg, provider, profileID, c.log, c.now)
 	if err != nil {
 		return nil, err
 	}
 	c.m[key] = cl
 	return cl, nil
+}
+
+// LLMClient builds the client of provider with profileID ("" = no credential)
+// as the bot uses it: the configured base URL, key, idle timeout and input
+// caps (T1). now reads stated waits; nil = the wall clock.
+func LLMClient(cfg *config.Config, provider, profileID string, log *slog.Logger, now func() time.Time) (*llm.Client, error) {
+	p, ok := cfg.Providers[provider]
+	if !ok {
+		return nil, fmt.Errorf("provider %q is not configured", provider)
+	}
+	var apiKey string
+	if profileID != "" {
+		prof, ok := cfg.Auth.Profiles[profileID]
+		if !ok || prof.Provider != provider {
+			return nil, fmt.Errorf("profile %q of provider %q is not configured", profileID, provider)
+		}
+		apiKey = prof.Key.Reveal()
+	}
+	return llm.New(llm.Config{
+		Provider:         provider,
+		BaseURL:          p.BaseURL,
+		ProfileID:        profileID,
+		APIKey:           apiKey,
+		IdleTimeout:      cfg.Agents.Defaults.Timeouts.Idle,
+		MaxResponseBytes: cfg.Limits.MaxResponseBytes,
+		MaxAnswerBytes:   cfg.Limits.MaxAnswerBytes,
+		Logger:           log,
+		Now:              now,
+	})
 }
 
 func (c *clientCache) closeIdle() {
