@@ -46,3 +46,8 @@ func (a *Adapter) Probe(ctx context.Context, target string) []adapters.ProbeResu
 	}
 	return append(out, r)
 }
+
+// Connected reports whether a Socket Mode link is up now (adapters.Connector):
+// from Slack's hello until the link drops, Slack asks for a reconnect, or Run
+// ends. /readyz and the "ready" log line wait for it.
+func (a *Adapter) Connected() bool { return a.connected.Load() }
