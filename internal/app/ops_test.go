@@ -11,8 +11,10 @@ import (
 	"time"
 
 	"github.com/detourbot/detour/adapters"
+	"github.com/detourbot/detour/adapters/slack"
 	"github.com/detourbot/detour/internal/fakeprovider"
 	"github.com/detourbot/detour/internal/testkit/e2e"
+	"github.com/detourbot/detour/internal/testkit/fakeslack"
 	"github.com/detourbot/detour/internal/testkit/testdb"
 )
 
@@ -220,4 +222,47 @@ func detourLines(body string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// covers M5 through the real Slack channel: /readyz follows slack-go's Socket
+// Mode link to a fake Slack that turns the link off and on again.
+func TestOps_M5_ReadyzFollowsSlack(t *testing.T) {
+	fs := fakeslack.New()
+	fs.AppToken, fs.BotToken = "xapp-CANARY-ops-1", "xoxb-CANARY-ops-1"
+	fs.Start()
+	t.Cleanup(fs.Close)
+	logs := &e2e.SyncBuffer{}
+	a, err := slack.New(slack.Config{AppToken: fs.AppToken, BotToken: fs.BotToken, APIURL: fs.URL(), PingInterval: 2 * time.Second,
+		Log: e2e.Logger(logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := e2e.Start(t, e2e.Spec{
+		Primary: "p1/alpha", Keys: map[string]string{"p1:main": "sk-CANARY-ops-p1-000000"},
+		ExtraYAML: "server: {listen: \"127.0.0.1:0\"}\n", Adapter: a, Secrets: []string{fs.AppToken, fs.BotToken}, Logs: logs,
+	})
+	waitReady := func(code int, body string) {
+		t.Helper()
+		deadline := time.Now().Add(e2e.Wait)
+		for {
+			c, b := get(t, w, "/readyz")
+			if c == code && b == body {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("/readyz = %d %q, want %d %q", c, b, code, body)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitReady(http.StatusOK, "ready\n")
+	if err := fs.SendDisconnect("link_disabled"); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(http.StatusServiceUnavailable, "not ready: not connected: slack\n")
+	if code, _ := get(t, w, "/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz = %d while Slack is away", code)
+	}
+	fs.EnableLink()
+	waitReady(http.StatusOK, "ready\n")
 }
