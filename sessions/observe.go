@@ -52,7 +52,10 @@ type TurnReport struct {
 	PaidCalls int
 	Outcome   string // OutcomeOK, OutcomeFallback, a failure's reason, or a stop such as "exhausted"
 	Duration  time.Duration
-	LLMTime   time.Duration // spent in model calls, so Duration-LLMTime is the bot's own share
+	// LLMTime is the time spent in model calls, as the engine's clock measures
+	// attempts (the wall clock in the bot; a drill's fake clock may make it
+	// zero or larger than Duration), so Duration-LLMTime is the bot's own share.
+	LLMTime time.Duration
 }
 
 // tally collects one turn's report across its runs (an O6 restart, an R15 retry).
