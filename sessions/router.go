@@ -93,6 +93,9 @@ type Options struct {
 	Clock   failover.Clock   // nil = Engine.Clock, else the wall clock
 	Clients func(provider, profileID string) (LLM, error)
 	Log     *slog.Logger
+	// Observer is told about attempts, fallbacks and finished turns (the
+	// metrics of M5); nil = none.
+	Observer Observer
 }
 
 // Router owns every session queue. It is safe for concurrent use.
@@ -104,6 +107,7 @@ type Router struct {
 	clock   failover.Clock
 	clients func(provider, profileID string) (LLM, error)
 	log     *slog.Logger
+	obs     Observer
 
 	base   context.Context
 	cancel context.CancelFunc
@@ -164,7 +168,7 @@ func NewRouter(cfg Config, opts Options) (*Router, error) {
 	db := opts.DB.Session(&gorm.Session{SkipDefaultTransaction: true})
 	r := &Router{
 		cfg: cfg, st: sessionStore{db: db}, engine: opts.Engine, clock: clock,
-		clients: opts.Clients, log: log.With("component", "sessions"),
+		clients: opts.Clients, log: log.With("component", "sessions"), obs: opts.Observer,
 		queues: map[string]*queue{}, adapters: map[string]adapters.Adapter{},
 		refused: adapters.NewRecent(10000, time.Hour, clock.Now),
 		choices: newChoices(cfg),

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -97,6 +99,19 @@ type AttemptRow struct {
 
 // TableName names the attempts table.
 func (AttemptRow) TableName() string { return "session_attempts" }
+
+// NoticeRow is one fallback or cleared notice (N1, N2) as the session's notice
+// state changed, kept for `bot history`. It is an operator's record, never part
+// of the conversation history (N4).
+type NoticeRow struct {
+	ID         uint64 `gorm:"primaryKey;autoIncrement"`
+	SessionKey string `gorm:"index"`
+	Text       string
+	CreatedAt  time.Time `gorm:"index"`
+}
+
+// TableName names the notices table.
+func (NoticeRow) TableName() string { return "session_notices" }
 
 func (e *Entry) notice() notices.State {
 	return notices.State{Selected: e.NoticeSelected, Active: e.NoticeActive, Reason: classify.Reason(e.NoticeReason)}
@@ -232,7 +247,7 @@ func (s sessionStore) addSpend(ctx context.Context, user, day string, usd float6
 type sessionStore struct{ db *gorm.DB }
 
 func (s sessionStore) migrate(ctx context.Context) error {
-	if err := store.Migrate(ctx, s.db, &Entry{}, &Message{}, &AttemptRow{}, &incidentRow{}, &inboundEvent{}, &userUsage{}); err != nil {
+	if err := store.Migrate(ctx, s.db, &Entry{}, &Message{}, &AttemptRow{}, &incidentRow{}, &NoticeRow{}, &inboundEvent{}, &userUsage{}); err != nil {
 		return fmt.Errorf("sessions: %w", err)
 	}
 	return nil
@@ -444,6 +459,9 @@ type exchange struct {
 	// pin: the profile to pin (P2) unless the user pinned one; "" = none.
 	pin          string
 	pinCompacted int
+	// notice is the fallback or cleared notice this turn's state change makes
+	// ("" = none), kept for `bot history`.
+	notice string
 }
 
 // storeExchange writes a successful turn: history, attempts, notice state and
@@ -472,6 +490,11 @@ func (s sessionStore) storeExchange(ctx context.Context, x exchange) error {
 		}
 		if err := tx.Model(&Entry{}).Where(byKey(x.key)).Updates(upd).Error; err != nil {
 			return err
+		}
+		if x.notice != "" {
+			if err := tx.Create(&NoticeRow{SessionKey: x.key, Text: x.notice, CreatedAt: x.messages[0].CreatedAt}).Error; err != nil {
+				return err
+			}
 		}
 		if x.returned {
 			q := tx.Model(&Entry{}).Where(byKey(x.key)).Where(map[string]any{"model_override_source": string(failover.SourceAuto)})
@@ -547,4 +570,87 @@ func clearedOverride() map[string]any {
 		"auth_profile_override": "", "auth_profile_override_source": "", "auth_profile_override_compaction_count": 0,
 		"fallback_origin": "", "fallback_reason": "", "fallback_status": 0,
 	}
+}
+
+// HistoryQuery selects the fallback history (`bot history`).
+type HistoryQuery struct {
+	Session string    // one session's key; "" = every session
+	Since   time.Time // zero = from the start
+	// All includes the turns whose first call answered; by default only turns
+	// with a failed or skipped attempt are shown.
+	All   bool
+	Limit int // the newest Limit events; 0 = 1000
+}
+
+// HistoryEvent is one recorded attempt (V1) or notice.
+type HistoryEvent struct {
+	Time    time.Time
+	Session string
+	Turn    string // the attempts of one turn share it; "" for a notice
+	Notice  string // the notice's text; "" for an attempt
+	// An attempt's record.
+	Model, Profile, Kind string
+	Reason               string // "" on success
+	Skipped              string // why no call was made
+	Status               int
+	Code                 string
+	Summary              string
+	Duration             time.Duration
+}
+
+// ReadHistory returns the attempts and notices q selects, oldest first. A
+// database where no turn ever ran has none. It only reads.
+func ReadHistory(ctx context.Context, db *gorm.DB, q HistoryQuery) ([]HistoryEvent, error) {
+	if q.Limit <= 0 {
+		q.Limit = 1000
+	}
+	db = db.WithContext(ctx)
+	var out []HistoryEvent
+	if db.Migrator().HasTable(&AttemptRow{}) {
+		aq := db.Model(&AttemptRow{})
+		if q.Session != "" {
+			aq = aq.Where("session_key = ?", store.CleanText(q.Session))
+		}
+		if !q.Since.IsZero() {
+			aq = aq.Where("started_at >= ?", q.Since.UTC())
+		}
+		if !q.All {
+			aq = aq.Where("EXISTS (SELECT 1 FROM session_attempts b WHERE b.session_key = session_attempts.session_key" +
+				" AND b.turn = session_attempts.turn AND (b.reason <> '' OR b.skipped <> ''))")
+		}
+		var rows []AttemptRow
+		if err := aq.Order("started_at DESC, id DESC").Limit(q.Limit).Find(&rows).Error; err != nil {
+			return nil, fmt.Errorf("sessions: read attempts: %w", err)
+		}
+		slices.Reverse(rows) // oldest first
+		for _, a := range rows {
+			out = append(out, HistoryEvent{Time: a.StartedAt, Session: a.SessionKey, Turn: a.Turn, Model: a.Model,
+				Profile: a.Profile, Kind: a.Kind, Reason: a.Reason, Skipped: a.Skipped, Status: a.Status, Code: a.Code,
+				Summary: a.Summary, Duration: time.Duration(a.DurationMS) * time.Millisecond})
+		}
+	}
+	if db.Migrator().HasTable(&NoticeRow{}) {
+		nq := db.Model(&NoticeRow{})
+		if q.Session != "" {
+			nq = nq.Where("session_key = ?", store.CleanText(q.Session))
+		}
+		if !q.Since.IsZero() {
+			nq = nq.Where("created_at >= ?", q.Since.UTC())
+		}
+		var rows []NoticeRow
+		if err := nq.Order("created_at DESC, id DESC").Limit(q.Limit).Find(&rows).Error; err != nil {
+			return nil, fmt.Errorf("sessions: read notices: %w", err)
+		}
+		slices.Reverse(rows)
+		for _, n := range rows {
+			out = append(out, HistoryEvent{Time: n.CreatedAt, Session: n.SessionKey, Notice: n.Text})
+		}
+	}
+	// Newest last; a turn's notice comes after its attempts (it is stored when
+	// the answer is, after every attempt began).
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Time.Before(out[j].Time) })
+	if len(out) > q.Limit {
+		out = out[len(out)-q.Limit:]
+	}
+	return out, nil
 }

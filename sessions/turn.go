@@ -193,6 +193,7 @@ type turnState struct {
 	system   string
 	live     *live   // progress and the growing reply (L1-L3)
 	cost     float64 // estimated cost of this turn's runs (B1 prices), for /status
+	tally    *tally  // the turn's log line and metrics (M5)
 }
 
 const (
@@ -259,12 +260,14 @@ func (r *Router) window(ref failover.ModelRef) int { return r.cfg.Models[ref].Co
 
 // turn answers one user message through the failover engine.
 func (r *Router) turn(ctx context.Context, in adapters.Inbound, lv *live) {
-	r.turnOnce(ctx, in, lv, true)
+	t := newTally()
+	defer r.finishTurn(in, t)
+	r.turnOnce(ctx, in, lv, true, t)
 }
 
 // turnOnce runs one turn; mayRestart allows one restart when the user switched
 // models while it ran and the engine could not jump to that model (O6).
-func (r *Router) turnOnce(ctx context.Context, in adapters.Inbound, lv *live, mayRestart bool) {
+func (r *Router) turnOnce(ctx context.Context, in adapters.Inbound, lv *live, mayRestart bool, t *tally) {
 	now := r.clock.Now()
 	// T7: the turn writes before its first paid call, so a database that cannot
 	// be written (read-only, full disk) stops it before anything is paid for.
@@ -275,7 +278,7 @@ func (r *Router) turnOnce(ctx context.Context, in adapters.Inbound, lv *live, ma
 		r.send(ctx, reply(in, adapters.KindError, storageFailure("the session could not be loaded", err)))
 		return
 	}
-	ts := &turnState{in: in, entry: e, sel: r.selectionFor(e, in.Channel), cur: snapshot(e), live: lv}
+	ts := &turnState{in: in, entry: e, sel: r.selectionFor(e, in.Channel), cur: snapshot(e), live: lv, tally: t}
 	if ts.sel.source == failover.SourceAuto && (e.LastProbeAt == nil || !now.Before(e.LastProbeAt.Add(r.cfg.ProbeInterval))) {
 		// S3: re-try the origin first with the real request; persist the probe time
 		// first so a crash cannot make every restart probe again.
@@ -323,7 +326,7 @@ func (r *Router) turnOnce(ctx context.Context, in adapters.Inbound, lv *live, ma
 		// O6: the user's new model is not in this chain; start the turn again
 		// on it. Nothing was stored for the abandoned run but its attempts.
 		r.recordAttempts(ctx, ts)
-		r.turnOnce(ctx, in, lv, false)
+		r.turnOnce(ctx, in, lv, false, t)
 		return
 	}
 	if err != nil {
@@ -442,7 +445,7 @@ func (r *Router) run(ctx context.Context, ts *turnState) (failover.Result, error
 		},
 		AfterFailedFallback: func(ctx context.Context, c failover.Candidate, f failover.Failure) { r.afterFailedFallback(ctx, ts, c) },
 		OnAttempt: func(a failover.AttemptRecord) {
-			ts.attempts = append(ts.attempts, a)
+			r.onAttempt(ts, a)
 			if spent != nil {
 				spent(a) // T6
 			}
@@ -598,6 +601,7 @@ func (r *Router) succeed(ctx context.Context, ts *turnState, res failover.Result
 		}
 	}
 	text := notices.ForChange(prevNotice, next)
+	ts.tally.answered(answered, res.FellBack)
 	returned := answered == sel.selected && ts.cur.Source == string(failover.SourceAuto)
 
 	now := r.clock.Now().UTC()
@@ -614,6 +618,7 @@ func (r *Router) succeed(ctx context.Context, ts *turnState, res failover.Result
 		tokensOut: int64(res.Output.OutputTokens),
 		returned:  returned,
 		cost:      ts.cost,
+		notice:    text,
 	}
 	// P2: pin the profile that served, unless the user pinned one.
 	pinned := e.AuthProfileOverride == res.Candidate.Profile && e.AuthProfileOverrideSource == string(failover.SourceAuto) &&
@@ -654,6 +659,7 @@ func (r *Router) answer(ctx context.Context, ts *turnState, out adapters.Outboun
 // fail tells the user why no answer came, and the admin when every model is down.
 func (r *Router) fail(ctx context.Context, ts *turnState, err error) {
 	now := r.clock.Now()
+	ts.tally.failed(err)
 	if n := paidCalls(ts.attempts); n > 0 {
 		// Counted even when the turn was cancelled (a second SIGTERM): the
 		// provider was paid either way.

@@ -157,6 +157,7 @@ type Adapter struct {
 	lastDial time.Time // when the last Socket Mode dial ended
 	flaps    int       // consecutive links that closed soon after they opened
 
+	connected      atomic.Bool  // a Socket Mode link is up (adapters.Connector)
 	warnedMessages atomic.Bool  // MentionsOnly, yet channel message events arrive
 	limitedMinute  atomic.Int64 // minute of the last app_rate_limited logged
 
@@ -290,6 +291,7 @@ func (a *Adapter) Run(ctx context.Context, inbox chan<- adapters.Inbound) error 
 	defer cancel()
 	a.life.Store(&runCtx)
 	defer a.bg.Wait()
+	defer a.connected.Store(false)
 	work := make(chan socketmode.Event, 256)
 	smErr := make(chan error, 1)
 	var wg sync.WaitGroup
@@ -419,7 +421,10 @@ func (a *Adapter) ack(ctx context.Context, sm *socketmode.Client, evt socketmode
 			}
 		}
 		return false
+	case socketmode.EventTypeConnecting, socketmode.EventTypeDisconnect:
+		a.connected.Store(false)
 	case socketmode.EventTypeConnected:
+		a.connected.Store(true)
 		if c, ok := evt.Data.(*socketmode.ConnectedEvent); ok && c != nil {
 			a.log.Info("slack socket mode connected", "connection", c.ConnectionCount)
 		}
@@ -428,12 +433,14 @@ func (a *Adapter) ack(ctx context.Context, sm *socketmode.Client, evt socketmode
 			a.log.Debug("slack socket mode hello", "open_sockets", evt.Request.NumConnections)
 		}
 	case socketmode.EventTypeConnectionError:
+		a.connected.Store(false)
 		if c, ok := evt.Data.(*slackgo.ConnectionErrorEvent); ok && c != nil {
 			a.log.Warn("slack socket mode connection error", "attempt", c.Attempt, "backoff", c.Backoff, "err", safeErr(c.ErrorObj))
 		}
 	case socketmode.EventTypeInvalidAuth:
 		a.log.Error("slack socket mode: invalid app token")
 	case socketmode.EventTypeIncomingError:
+		a.connected.Store(false)
 		a.log.Debug("slack socket mode read error; reconnecting")
 	}
 	return false

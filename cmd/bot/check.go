@@ -19,10 +19,13 @@ import (
 // candidate chains, limits) and what the bot runs without (warnings). Exit 2
 // with file:line: key: errors on a bad one, and on settings that parse but
 // cannot work (swapped or malformed tokens, an admin channel that cannot
-// receive), which `bot run` only warns about.
-func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
+// receive), which `bot run` only warns about. With --probe it also tries the
+// database, each profile, Slack, Discord and the admin channel, prints a table
+// of what works, and exits 1 when something does not.
+func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	path := fs.String("config", "", "configuration file (default ./config.yaml if it exists, else the embedded demo)")
+	probe := fs.Bool("probe", false, "also try the database, one smallest model call per profile, Slack auth.test, Discord /users/@me and the admin channel")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
@@ -37,6 +40,15 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if src.demo {
 		src.baseURL = "http://127.0.0.1:0"
+		if *probe {
+			demo, err := startDemoLLM()
+			if err != nil {
+				fmt.Fprintf(stderr, "bot check: demo: %v\n", err)
+				return exitFailed
+			}
+			defer demo.Close()
+			src.baseURL = demo.URL()
+		}
 	}
 	cfg, err := src.load()
 	if err != nil {
@@ -51,6 +63,9 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	printConfig(stdout, src, cfg)
+	if *probe && runProbes(ctx, stdout, cfg) > 0 {
+		return exitFailed
+	}
 	return exitOK
 }
 

@@ -4,7 +4,8 @@
 // Usage:
 //
 //	bot [run] [--config PATH] [--format text|jsonl] [--db PATH] [--log-level LEVEL]
-//	bot check [--config PATH]
+//	bot check [--config PATH] [--probe]
+//	bot history [--config PATH] [--db PATH] [--session KEY] [--since 1h] [--format text|json]
 //	bot classify ...      classify provider error bodies (see bot classify -h)
 //	bot fake-llm ...      serve the fault-injecting OpenAI-compatible server
 //	bot drill ...         run failure drills against a fake provider
@@ -57,7 +58,7 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	cmd := "run"
 	if len(args) > 0 {
 		switch args[0] {
-		case "run", "check", "classify", "fake-llm", "drill", "version":
+		case "run", "check", "history", "classify", "fake-llm", "drill", "version":
 			cmd, args = args[0], args[1:]
 		case "help", "-h", "-help", "--help":
 			usage(stdout)
@@ -76,6 +77,8 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	switch cmd {
 	case "check":
 		return runCheck(ctx, args, stdout, stderr)
+	case "history":
+		return runHistory(ctx, args, stdout, stderr)
 	case "classify":
 		return runClassify(ctx, args, stdin, stdout, stderr)
 	case "fake-llm":
@@ -96,7 +99,11 @@ func usage(w io.Writer) {
 Usage:
   bot [run] [--config PATH] [--format text|jsonl] [--db PATH] [--log-level debug|info|warn|error]
             [--log-format text|json] [--log-file PATH]
-  bot check [--config PATH]     validate a configuration and print the resolved chains
+  bot check [--config PATH] [--probe]
+                                validate a configuration and print the resolved chains;
+                                --probe also tries every profile, Slack, Discord and the admin channel
+  bot history [--session KEY] [--since 1h] [--format text|json] [--config PATH] [--db PATH]
+                                the fallback history (attempts and notices) from the database
   bot classify ...              classify provider error bodies
   bot fake-llm ...              serve the fault-injecting OpenAI-compatible server
   bot drill ...                 run failure drills against a fake provider

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"gorm.io/gorm"
@@ -23,6 +24,7 @@ import (
 	"github.com/detourbot/detour/adapters/slack"
 	"github.com/detourbot/detour/config"
 	"github.com/detourbot/detour/failover"
+	"github.com/detourbot/detour/internal/opsserver"
 	"github.com/detourbot/detour/internal/store"
 	"github.com/detourbot/detour/llm"
 	"github.com/detourbot/detour/sessions"
@@ -70,6 +72,15 @@ type System struct {
 
 	log     *slog.Logger
 	clients *clientCache
+
+	// The operations endpoint (M5), when server.listen is set: listening from
+	// New, serving from Serve until Close.
+	metrics   *opsserver.Metrics
+	ops       *opsserver.Server
+	opsMu     sync.Mutex
+	opsCancel context.CancelFunc // nil until Serve starts it
+	opsDone   chan struct{}
+	stopping  atomic.Bool // Serve has returned: /readyz says so
 }
 
 // New opens the store and wires the engine, the LLM clients, the router and the
@@ -123,6 +134,11 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *System, err 
 		s.clients = &clientCache{cfg: cfg, log: log, now: clock.Now, m: map[string]*llm.Client{}}
 		clients = s.clients.get
 	}
+	var observer sessions.Observer
+	if cfg.Server.Listen != "" {
+		s.metrics = opsserver.NewMetrics(s.availability, log)
+		observer = s.metrics
+	}
 	scfg := SessionsConfig(cfg)
 	if !opts.Interactive {
 		// Live replies on the console are for a person at a terminal; scripts
@@ -131,7 +147,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *System, err 
 		scfg.NoProgress = setFlag(scfg.NoProgress, console.Name)
 	}
 	s.Router, err = sessions.NewRouter(scfg, sessions.Options{
-		DB: s.DB, Engine: s.Engine, Clock: clock, Clients: clients, Log: log,
+		DB: s.DB, Engine: s.Engine, Clock: clock, Clients: clients, Log: log, Observer: observer,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("router: %w", err)
@@ -140,6 +156,14 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *System, err 
 		s.Router.AddAdapter(a)
 		if l, ok := a.(adapters.SessionLookup); ok {
 			l.SetSessionLookup(s.Router.Known)
+		}
+	}
+	if s.metrics != nil {
+		s.ops, err = opsserver.Listen(cfg.Server.Listen, s.metrics, opsserver.Checks{
+			Ping: s.ping, Disconnected: s.disconnected, Stopping: s.stopping.Load,
+		}, log)
+		if err != nil {
+			return nil, err
 		}
 	}
 	return s, nil
@@ -167,6 +191,8 @@ func (s *System) ChannelNames() string {
 // keep running after ctx ends: call Drain to wait for them. An adapter that fails
 // stops the others, and its error is returned.
 func (s *System) Serve(ctx context.Context) error {
+	s.startOps()
+	defer s.stopping.Store(true)
 	inbox := make(chan adapters.Inbound)
 	actx, cancelAdapters := context.WithCancel(ctx)
 	defer cancelAdapters()
@@ -196,6 +222,18 @@ func (s *System) Serve(ctx context.Context) error {
 	default:
 		return nil
 	}
+}
+
+// Disconnected names the channels that hold a connection to their platform
+// (adapters.Connector) and are not connected now.
+func (s *System) disconnected() []string {
+	var out []string
+	for _, a := range s.Adapters {
+		if c, ok := a.(adapters.Connector); ok && !c.Connected() {
+			out = append(out, a.Name())
+		}
+	}
+	return out
 }
 
 // Connected reports whether every channel that holds a connection to its
@@ -230,6 +268,7 @@ func (s *System) Drain(ctx context.Context) error { return s.Router.Drain(ctx) }
 // Close cancels whatever still runs and releases the clients and the database, in
 // that order. It is safe to call more than once and on a partly built System.
 func (s *System) Close() {
+	s.stopOps()
 	if s.Router != nil {
 		s.Router.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
@@ -246,6 +285,12 @@ func (s *System) Close() {
 		}
 		s.DB = nil
 	}
+}
+
+// Channels builds the configured chat channels without running them, for a
+// caller that only probes them (`bot check --probe`).
+func Channels(cfg *config.Config, log *slog.Logger) ([]adapters.Adapter, error) {
+	return buildAdapters(cfg, Options{Log: log}, log)
 }
 
 // buildAdapters returns the configured channels.
@@ -324,34 +369,41 @@ func (c *clientCache) get(provider, profileID string) (sessions.LLM, error) {
 	if cl, ok := c.m[key]; ok {
 		return cl, nil
 	}
-	p, ok := c.cfg.Providers[provider]
-	if !ok {
-		return nil, fmt.Errorf("provider %q is not configured", provider)
-	}
-	var apiKey string
-	if profileID != "" {
-		prof, ok := c.cfg.Auth.Profiles[profileID]
-		if !ok || prof.Provider != provider {
-			return nil, fmt.Errorf("profile %q of provider %q is not configured", profileID, provider)
-		}
-		apiKey = prof.Key.Reveal()
-	}
-	cl, err := llm.New(llm.Config{
-		Provider:         provider,
-		BaseURL:          p.BaseURL,
-		ProfileID:        profileID,
-		APIKey:           apiKey,
-		IdleTimeout:      c.cfg.Agents.Defaults.Timeouts.Idle,
-		MaxResponseBytes: c.cfg.Limits.MaxResponseBytes,
-		MaxAnswerBytes:   c.cfg.Limits.MaxAnswerBytes,
-		Logger:           c.log,
-		Now:              c.now,
-	})
+	cl, err := LLMClient(c.cfg, provider, profileID, c.log, c.now)
 	if err != nil {
 		return nil, err
 	}
 	c.m[key] = cl
 	return cl, nil
+}
+
+// LLMClient builds the client of provider with profileID ("" = no credential)
+// as the bot uses it: the configured base URL, key, idle timeout and input
+// caps (T1). now reads stated waits; nil = the wall clock.
+func LLMClient(cfg *config.Config, provider, profileID string, log *slog.Logger, now func() time.Time) (*llm.Client, error) {
+	p, ok := cfg.Providers[provider]
+	if !ok {
+		return nil, fmt.Errorf("provider %q is not configured", provider)
+	}
+	var apiKey string
+	if profileID != "" {
+		prof, ok := cfg.Auth.Profiles[profileID]
+		if !ok || prof.Provider != provider {
+			return nil, fmt.Errorf("profile %q of provider %q is not configured", profileID, provider)
+		}
+		apiKey = prof.Key.Reveal()
+	}
+	return llm.New(llm.Config{
+		Provider:         provider,
+		BaseURL:          p.BaseURL,
+		ProfileID:        profileID,
+		APIKey:           apiKey,
+		IdleTimeout:      cfg.Agents.Defaults.Timeouts.Idle,
+		MaxResponseBytes: cfg.Limits.MaxResponseBytes,
+		MaxAnswerBytes:   cfg.Limits.MaxAnswerBytes,
+		Logger:           log,
+		Now:              now,
+	})
 }
 
 func (c *clientCache) closeIdle() {

@@ -11,8 +11,11 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -63,8 +66,8 @@ type Spec struct {
 	Secrets []string
 	// Logs collects the logs (give the adapter Logger(Logs) too); nil = a new one.
 	Logs *syncbuf.Buffer
-	// Driver is the database driver (testdb.SQLite when empty, or
-	// testdb.Postgres); each world gets a fresh database.
+	// Driver is the database driver (testdb.SQLite or testdb.Postgres); each
+	// world gets a fresh database. Empty = SQLite, or Postgres inside OnPostgres.
 	Driver string
 }
 
@@ -97,7 +100,7 @@ func Start(t testing.TB, spec Spec) *World {
 
 	driver := spec.Driver
 	if driver == "" {
-		driver = testdb.SQLite
+		driver = driverFor(t)
 	}
 	yaml := spec.yaml(srv.URL, driver, testdb.DSN(t, driver))
 	cfg, err := config.Parse("e2e.yaml", []byte(yaml), func(name string) (string, bool) {
@@ -254,4 +257,37 @@ func quoted(ss []string) []string {
 		out[i] = fmt.Sprintf("%q", s)
 	}
 	return out
+}
+
+// postgresRuns holds the names (with a trailing "/") of the tests running
+// OnPostgres: a world started by one of their subtests uses Postgres.
+var postgresRuns sync.Map
+
+// OnPostgres runs each test again as a subtest of t whose worlds (Spec.Driver
+// empty) each get a fresh Postgres database, so a package's end-to-end tests
+// also cover M1 without changing them. It skips t, naming testdb.EnvPostgres,
+// when no server is configured.
+func OnPostgres(t *testing.T, tests ...func(*testing.T)) {
+	t.Helper()
+	testdb.Require(t, testdb.Postgres)
+	prefix := t.Name() + "/"
+	postgresRuns.Store(prefix, true)
+	t.Cleanup(func() { postgresRuns.Delete(prefix) })
+	for _, fn := range tests {
+		name := runtime.FuncForPC(reflect.ValueOf(fn).Pointer()).Name()
+		t.Run(name[strings.LastIndexByte(name, '.')+1:], fn)
+	}
+}
+
+// driverFor is the database driver of a world started by t.
+func driverFor(t testing.TB) string {
+	driver := testdb.SQLite
+	postgresRuns.Range(func(k, _ any) bool {
+		if strings.HasPrefix(t.Name(), k.(string)) {
+			driver = testdb.Postgres
+			return false
+		}
+		return true
+	})
+	return driver
 }

@@ -1,0 +1,237 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/detourbot/detour/internal/store"
+	"github.com/detourbot/detour/redact"
+	"github.com/detourbot/detour/sessions"
+)
+
+// runHistory is `bot history`: the fallback history (attempts and notices)
+// read from the database, newest last. It only reads.
+func runHistory(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("history", flag.ContinueOnError)
+	path := fs.String("config", "", "configuration file (default ./config.yaml if it exists, else the embedded demo's database)")
+	db := fs.String("db", "", "SQLite database file (overrides storage.dsn)")
+	session := fs.String("session", "", "only this session key (console:default, slack:T…:C…:1712.0001, discord:…)")
+	since := fs.String("since", "", `only events since this long ago ("1h", "30m", "7d") or this time ("2026-03-01", RFC 3339)`)
+	format := fs.String("format", "text", "text (a table) or json (one object per line)")
+	all := fs.Bool("all", false, "also the turns whose first call answered (by default only turns with a failed or skipped attempt)")
+	limit := fs.Int("limit", 200, "at most this many events, the newest")
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "bot history: unexpected arguments: %v\n", fs.Args())
+		return exitUsage
+	}
+	if *format != "text" && *format != "json" {
+		fmt.Fprintf(stderr, "bot history: bad --format %q: want text or json\n", *format)
+		return exitUsage
+	}
+	if *limit <= 0 {
+		fmt.Fprintf(stderr, "bot history: bad --limit %d: want a positive number\n", *limit)
+		return exitUsage
+	}
+	q := sessions.HistoryQuery{Session: *session, All: *all, Limit: *limit}
+	if *since != "" {
+		t, err := parseSince(*since, time.Now())
+		if err != nil {
+			fmt.Fprintf(stderr, "bot history: bad --since: %v\n", err)
+			return exitUsage
+		}
+		q.Since = t
+	}
+
+	driver, dsn, code := historyStorage(*path, *db, stderr)
+	if code != exitOK {
+		return code
+	}
+	if driver == store.DriverSQLite {
+		// Opening would create the file: say where it was looked for instead.
+		if _, p, err := store.DSN(dsn); err == nil && p != "" {
+			if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
+				fmt.Fprintf(stderr, "bot history: no database at %s (a relative storage.dsn is relative to the folder the bot runs in)\n", p)
+				return exitFailed
+			}
+		}
+	}
+	gdb, err := store.Open(ctx, driver, dsn, slog.New(slog.DiscardHandler))
+	if err != nil {
+		fmt.Fprintf(stderr, "bot history: %v\n", err)
+		return exitFailed
+	}
+	defer store.Close(gdb)
+	events, err := sessions.ReadHistory(ctx, gdb, q)
+	if err != nil {
+		fmt.Fprintf(stderr, "bot history: %v\n", err)
+		return exitFailed
+	}
+	if *format == "json" {
+		return writeHistoryJSON(stdout, stderr, events)
+	}
+	if len(events) == 0 {
+		what := "no fallback history"
+		if *all {
+			what = "no attempts"
+		}
+		fmt.Fprintf(stdout, "%s%s\n", what, describeQuery(q))
+		return exitOK
+	}
+	writeHistoryText(stdout, events)
+	return exitOK
+}
+
+// historyStorage resolves the database to read: --db, else the configuration's
+// storage (the demo's when there is no configuration).
+func historyStorage(path, db string, stderr io.Writer) (driver, dsn string, code int) {
+	if db != "" {
+		return store.DriverSQLite, db, exitOK
+	}
+	src, err := resolveConfig(path)
+	if err != nil {
+		fmt.Fprintf(stderr, "bot history: %v\n", err)
+		return "", "", exitUsage
+	}
+	if src.demo {
+		src.baseURL = "http://127.0.0.1:0"
+	}
+	cfg, err := src.load()
+	if err != nil {
+		printConfigError(stderr, err)
+		return "", "", exitUsage
+	}
+	return cfg.Storage.Driver, cfg.Storage.DSN, exitOK
+}
+
+// parseSince reads "1h", "90m", "7d" (before now) or a date or RFC 3339 time.
+func parseSince(s string, now time.Time) (time.Time, error) {
+	if d, ok := strings.CutSuffix(s, "d"); ok {
+		if n, err := strconv.Atoi(d); err == nil && n >= 0 {
+			return now.Add(-time.Duration(n) * 24 * time.Hour), nil
+		}
+	}
+	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
+		return now.Add(-d), nil
+	}
+	for _, layout := range []string{time.RFC3339, "2006-01-02T15:04:05", "2006-01-02 15:04", "2006-01-02"} {
+		if t, err := time.ParseInLocation(layout, s, time.UTC); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("%q: want a duration such as 1h, 30m or 7d, or a time such as 2026-03-01 or 2026-03-01T14:00:00Z", s)
+}
+
+func describeQuery(q sessions.HistoryQuery) string {
+	var parts []string
+	if q.Session != "" {
+		parts = append(parts, "in session "+q.Session)
+	}
+	if !q.Since.IsZero() {
+		parts = append(parts, "since "+q.Since.UTC().Format("2006-01-02 15:04:05 UTC"))
+	}
+	if len(parts) == 0 {
+		return " recorded"
+	}
+	return " " + strings.Join(parts, " ")
+}
+
+// outcome is an attempt's result in words: ok, the failure reason with its
+// HTTP status, or why it was skipped.
+func outcome(e sessions.HistoryEvent) string {
+	switch {
+	case e.Skipped != "":
+		return "skipped: " + e.Skipped
+	case e.Reason == "":
+		return "ok"
+	case e.Status > 0:
+		return fmt.Sprintf("%s (HTTP %d)", e.Reason, e.Status)
+	}
+	return e.Reason
+}
+
+func writeHistoryText(w io.Writer, events []sessions.HistoryEvent) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIME (UTC)\tSESSION\tMODEL\tPROFILE\tOUTCOME\tDURATION\tDETAIL")
+	for _, e := range events {
+		at := e.Time.UTC().Format("2006-01-02 15:04:05")
+		if e.Notice != "" {
+			fmt.Fprintf(tw, "%s\t%s\t\t\tnotice\t\t%s\n", at, e.Session, e.Notice)
+			continue
+		}
+		model := e.Model
+		if e.Kind != "" && e.Kind != "normal" {
+			model += " (" + e.Kind + ")"
+		}
+		profile := e.Profile
+		if profile == "" {
+			profile = "-"
+		}
+		dur := "-"
+		if e.Skipped == "" {
+			dur = e.Duration.String()
+		}
+		detail := ""
+		if e.Reason != "" {
+			detail = redact.Preview(e.Summary, 80)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", at, e.Session, model, profile, outcome(e), dur, detail)
+	}
+	_ = tw.Flush()
+}
+
+// historyLine is one event of --format json.
+type historyLine struct {
+	Time       string `json:"time"`
+	Type       string `json:"type"` // attempt | notice
+	Session    string `json:"session"`
+	Turn       string `json:"turn,omitempty"`
+	Model      string `json:"model,omitempty"`
+	Profile    string `json:"profile,omitempty"`
+	Kind       string `json:"kind,omitempty"`
+	Outcome    string `json:"outcome,omitempty"` // ok, a failure reason, or skipped
+	Reason     string `json:"reason,omitempty"`
+	Skipped    string `json:"skipped,omitempty"`
+	Status     int    `json:"status,omitempty"`
+	Code       string `json:"code,omitempty"`
+	Summary    string `json:"summary,omitempty"`
+	DurationMS int64  `json:"duration_ms"`
+	Text       string `json:"text,omitempty"` // a notice's text
+}
+
+func writeHistoryJSON(stdout, stderr io.Writer, events []sessions.HistoryEvent) int {
+	enc := json.NewEncoder(stdout)
+	enc.SetEscapeHTML(false)
+	for _, e := range events {
+		l := historyLine{Time: e.Time.UTC().Format(time.RFC3339Nano), Type: "attempt", Session: e.Session, Turn: e.Turn,
+			Model: e.Model, Profile: e.Profile, Kind: e.Kind, Reason: e.Reason, Skipped: e.Skipped, Status: e.Status,
+			Code: e.Code, Summary: e.Summary, DurationMS: e.Duration.Milliseconds()}
+		switch {
+		case e.Notice != "":
+			l = historyLine{Time: l.Time, Type: "notice", Session: e.Session, Text: e.Notice}
+		case e.Skipped != "":
+			l.Outcome = "skipped"
+		case e.Reason == "":
+			l.Outcome = "ok"
+		default:
+			l.Outcome = e.Reason
+		}
+		if err := enc.Encode(l); err != nil {
+			fmt.Fprintf(stderr, "bot history: %v\n", err)
+			return exitFailed
+		}
+	}
+	return exitOK
+}

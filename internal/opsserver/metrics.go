@@ -1,0 +1,193 @@
+// Package opsserver is detour's operations endpoint (M5), served when
+// server.listen is set: /healthz (the process is up), /readyz (the database
+// answers and every enabled channel is connected) and /metrics (Prometheus text
+// format, on a registry of its own: turns, model calls, fallbacks, guard
+// refusals, profile and model availability read at scrape time, and the Go
+// runtime and process collectors).
+package opsserver
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/detourbot/detour/classify"
+	"github.com/detourbot/detour/failover"
+	"github.com/detourbot/detour/sessions"
+)
+
+// Availability is what is usable now, read from the engine's durable state
+// at scrape time: profile id → usable, model ref → usable.
+type Availability struct {
+	Profiles map[string]bool
+	Models   map[string]bool
+}
+
+// AvailabilityFunc reads the availability; it must honour ctx.
+type AvailabilityFunc func(ctx context.Context) (Availability, error)
+
+// stateTimeout bounds the read of the engine's state during a scrape.
+const stateTimeout = 3 * time.Second
+
+// turnBuckets spans a cached answer to a turn that walked a slow chain
+// (seconds); the run timeout caps turns at 30 minutes.
+var turnBuckets = []float64{0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120, 300, 600}
+
+// Metrics is detour's metrics on a registry of their own (no global state, so
+// several systems in one test process do not collide). It implements
+// sessions.Observer and is safe for concurrent use.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	llmCalls     *prometheus.CounterVec
+	llmDuration  *prometheus.HistogramVec
+	skips        *prometheus.CounterVec
+	fallbacks    *prometheus.CounterVec
+	turns        *prometheus.CounterVec
+	turnDuration *prometheus.HistogramVec
+	turnOverhead prometheus.Histogram
+	guard        *prometheus.CounterVec
+}
+
+var _ sessions.Observer = (*Metrics)(nil)
+
+// NewMetrics registers detour's metrics, the Go runtime and process
+// collectors, and (when avail is set) the availability gauges read at scrape
+// time. log receives a failed availability read.
+func NewMetrics(avail AvailabilityFunc, log *slog.Logger) *Metrics {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	m := &Metrics{reg: prometheus.NewRegistry()}
+	m.llmCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "detour_llm_calls_total",
+		Help: `Paid model calls by provider, model and outcome: "ok" or the failure reason (rate_limit, timeout, billing, ...).`,
+	}, []string{"provider", "model", "outcome"})
+	m.llmDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "detour_llm_call_duration_seconds",
+		Help:    "Duration of paid model calls, failed or not, by provider.",
+		Buckets: turnBuckets,
+	}, []string{"provider"})
+	m.skips = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "detour_candidate_skips_total",
+		Help: "Chain candidates skipped without a call (cooling down, disabled, context window too small), by provider, model and reason.",
+	}, []string{"provider", "model", "reason"})
+	m.fallbacks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "detour_fallbacks_total",
+		Help: "Steps of a run from one model to the next (provider/model), by the reason it left the first.",
+	}, []string{"from", "to", "reason"})
+	m.turns = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "detour_turns_total",
+		Help: `Finished turns by channel and outcome: "ok", "fallback" (answered by a later candidate), or why no answer came ("exhausted", a failure reason, "paid_call_guard", "storage_error", ...).`,
+	}, []string{"channel", "outcome"})
+	m.turnDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "detour_turn_duration_seconds",
+		Help:    "Duration of a turn, from its start to its answer or error, by channel.",
+		Buckets: turnBuckets,
+	}, []string{"channel"})
+	m.turnOverhead = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "detour_turn_overhead_seconds",
+		Help:    "The bot's own share of a turn: its duration less the time spent in model calls (database, routing, posting).",
+		Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5},
+	})
+	m.guard = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "detour_guard_rejections_total",
+		Help: `Turns refused a paid call by a limit: "paid_calls_per_minute" (limits.max_paid_attempts_per_minute) or "turn_budget" (agents.defaults.budget).`,
+	}, []string{"guard"})
+	m.reg.MustRegister(m.llmCalls, m.llmDuration, m.skips, m.fallbacks, m.turns, m.turnDuration, m.turnOverhead, m.guard,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, g := range []string{sessions.GuardPerMinute, sessions.GuardTurnBudget} {
+		m.guard.WithLabelValues(g) // present at 0 before the first refusal, so alerts see the series
+	}
+	if avail != nil {
+		m.reg.MustRegister(&availabilityCollector{read: avail, log: log})
+	}
+	return m
+}
+
+// Registry is the registry /metrics serves.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Attempt counts one paid call, or one skipped candidate.
+func (m *Metrics) Attempt(a failover.AttemptRecord) {
+	c := a.Candidate
+	if a.Skipped != "" {
+		m.skips.WithLabelValues(c.Provider, c.Model, string(a.Skipped)).Inc()
+		return
+	}
+	outcome := "ok"
+	if a.Failure != nil {
+		outcome = string(a.Failure.Reason)
+		if outcome == "" {
+			outcome = string(classify.ReasonUnclassified)
+		}
+	}
+	m.llmCalls.WithLabelValues(c.Provider, c.Model, outcome).Inc()
+	m.llmDuration.WithLabelValues(c.Provider).Observe(a.Duration.Seconds())
+}
+
+// Fallback counts one step from one model to the next.
+func (m *Metrics) Fallback(from, to string, reason classify.Reason) {
+	m.fallbacks.WithLabelValues(from, to, string(reason)).Inc()
+}
+
+// GuardRejected counts one turn refused by a limit.
+func (m *Metrics) GuardRejected(guard string) { m.guard.WithLabelValues(guard).Inc() }
+
+// TurnDone counts one finished turn and its duration.
+func (m *Metrics) TurnDone(t sessions.TurnReport) {
+	m.turns.WithLabelValues(t.Channel, t.Outcome).Inc()
+	m.turnDuration.WithLabelValues(t.Channel).Observe(t.Duration.Seconds())
+	if own := t.Duration - t.LLMTime; own >= 0 {
+		m.turnOverhead.Observe(own.Seconds())
+	}
+}
+
+// availabilityCollector reads the engine's state at each scrape, so the gauges
+// are as fresh as the database (and agree across replicas).
+type availabilityCollector struct {
+	read AvailabilityFunc
+	log  *slog.Logger
+}
+
+var (
+	profileDesc = prometheus.NewDesc("detour_profile_available",
+		"1 when the auth profile can serve at least one configured model now (no cooldown, disable or expiry blocking it), else 0.",
+		[]string{"profile"}, nil)
+	modelDesc = prometheus.NewDesc("detour_model_available",
+		"1 when the configured model has a usable profile now and is not marked down itself, else 0.",
+		[]string{"model"}, nil)
+)
+
+func (c *availabilityCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- profileDesc
+	ch <- modelDesc
+}
+
+func (c *availabilityCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
+	defer cancel()
+	a, err := c.read(ctx)
+	if err != nil {
+		// The other metrics still serve; the gauges are absent, not wrong.
+		c.log.Warn("metrics: reading profile availability", "err", err)
+		ch <- prometheus.NewInvalidMetric(profileDesc, err)
+		return
+	}
+	for id, ok := range a.Profiles {
+		ch <- prometheus.MustNewConstMetric(profileDesc, prometheus.GaugeValue, gauge(ok), id)
+	}
+	for ref, ok := range a.Models {
+		ch <- prometheus.MustNewConstMetric(modelDesc, prometheus.GaugeValue, gauge(ok), ref)
+	}
+}
+
+func gauge(ok bool) float64 {
+	if ok {
+		return 1
+	}
+	return 0
+}

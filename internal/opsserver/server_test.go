@@ -1,0 +1,138 @@
+package opsserver
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/detourbot/detour/classify"
+	"github.com/detourbot/detour/failover"
+	"github.com/detourbot/detour/sessions"
+)
+
+// serve starts a server for t on a free loopback port and stops it at the end.
+func serve(t *testing.T, m *Metrics, c Checks) string {
+	t.Helper()
+	s, err := Listen("127.0.0.1:0", m, c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return "http://" + s.Addr()
+}
+
+func fetch(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// covers M5, T8: /readyz names what is not ready (a database that does not
+// answer, with any credential in its error hidden; channels; shutdown) and
+// /healthz stays 200 meanwhile.
+func TestReadyz_M5_Reasons(t *testing.T) {
+	var pingErr atomic.Pointer[error]
+	var down atomic.Pointer[[]string]
+	var stopping atomic.Bool
+	base := serve(t, NewMetrics(nil, nil), Checks{
+		Ping: func(ctx context.Context) error {
+			if e := pingErr.Load(); e != nil {
+				return *e
+			}
+			return nil
+		},
+		Disconnected: func() []string {
+			if d := down.Load(); d != nil {
+				return *d
+			}
+			return nil
+		},
+		Stopping: stopping.Load,
+	})
+	tests := []struct {
+		name     string
+		ping     error
+		down     []string
+		stopping bool
+		code     int
+		body     string
+	}{
+		{"all well", nil, nil, false, 200, "ready\n"},
+		{"database down", errors.New("dial postgres://detour:hunter2@db:5432/detour: connection refused"), nil, false, 503,
+			"not ready: database: dial postgres://[redacted]@db:5432/detour: connection refused\n"},
+		{"two channels down", nil, []string{"slack", "discord"}, false, 503, "not ready: not connected: slack, discord\n"},
+		{"shutting down", nil, nil, true, 503, "not ready: shutting down\n"},
+	}
+	for _, tc := range tests {
+		if tc.ping != nil {
+			pingErr.Store(&tc.ping)
+		} else {
+			pingErr.Store(nil)
+		}
+		down.Store(&tc.down)
+		stopping.Store(tc.stopping)
+		if code, body := fetch(t, base+"/readyz"); code != tc.code || body != tc.body {
+			t.Errorf("%s: /readyz = %d %q, want %d %q", tc.name, code, body, tc.code, tc.body)
+		}
+		if code, _ := fetch(t, base+"/healthz"); code != 200 {
+			t.Errorf("%s: /healthz = %d", tc.name, code)
+		}
+	}
+}
+
+// covers M5: a failed read of the engine's state leaves the availability gauges
+// out of a scrape; the counters are still served.
+func TestMetrics_M5_AvailabilityReadFails(t *testing.T) {
+	m := NewMetrics(func(ctx context.Context) (Availability, error) {
+		return Availability{}, errors.New("database is locked")
+	}, nil)
+	m.Attempt(failover.AttemptRecord{Candidate: failover.Candidate{Provider: "p1", Model: "a"}, Duration: time.Second,
+		Failure: &failover.Failure{Reason: classify.ReasonTimeout}})
+	m.TurnDone(sessions.TurnReport{Channel: "slack", Outcome: sessions.OutcomeError, Duration: 2 * time.Second, LLMTime: time.Second})
+	code, body := fetch(t, serve(t, m, Checks{})+"/metrics")
+	if code != 200 {
+		t.Fatalf("/metrics = %d", code)
+	}
+	for _, want := range []string{
+		`detour_llm_calls_total{model="a",outcome="timeout",provider="p1"} 1`,
+		`detour_turns_total{channel="slack",outcome="error"} 1`,
+		`detour_turn_overhead_seconds_sum 1`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if strings.Contains(body, "detour_profile_available{") {
+		t.Error("availability gauges served although the state could not be read")
+	}
+}
+
+// A busy address is an error at Listen, not later.
+func TestListen_M5_BusyAddress(t *testing.T) {
+	s, err := Listen("127.0.0.1:0", NewMetrics(nil, nil), Checks{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := Listen(s.Addr(), NewMetrics(nil, nil), Checks{}, nil); err == nil || !strings.Contains(err.Error(), "server.listen") {
+		t.Fatalf("second Listen on %s: %v, want an error naming server.listen", s.Addr(), err)
+	}
+}
