@@ -296,6 +296,13 @@ func (a *Adapter) command(ctx context.Context, i *discordgo.Interaction, receive
 	} else {
 		p.deferred = true
 	}
+	a.deliverInteraction(i, p, text)
+}
+
+// deliverInteraction remembers an acknowledged interaction and hands its text to
+// its channel's worker, in that channel's order, behind messages that arrived
+// before it.
+func (a *Adapter) deliverInteraction(i *discordgo.Interaction, p *pending, text string) {
 	a.interactions.put(i.ID, p)
 	in := adapters.Inbound{
 		Channel:    Name,
@@ -307,7 +314,6 @@ func (a *Adapter) command(ctx context.Context, i *discordgo.Interaction, receive
 		Native:     true,
 		EventID:    "discord:interaction:" + i.ID,
 	}
-	// In its channel's order, behind messages that arrived before it.
 	a.enqueue(i.ChannelID, job{in: in})
 }
 

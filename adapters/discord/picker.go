@@ -86,16 +86,5 @@ func (a *Adapter) component(ctx context.Context, i *discordgo.Interaction, recei
 	} else {
 		p.deferred = true
 	}
-	a.interactions.put(i.ID, p)
-	in := adapters.Inbound{
-		Channel:    Name,
-		SessionKey: sessionKey(i.GuildID, i.ChannelID),
-		User:       "discord:" + interactionUser(i),
-		Text:       text,
-		ReplyTo:    interactionPrefix + i.ID + ":" + i.ChannelID,
-		Direct:     i.GuildID == "",
-		Native:     true,
-		EventID:    "discord:interaction:" + i.ID,
-	}
-	a.enqueue(i.ChannelID, job{in: in})
+	a.deliverInteraction(i, p, text)
 }

@@ -75,17 +75,7 @@ func (a *Adapter) isAssistantThread(ev innerEvent, team string) bool {
 	if a.mem.assistant.Has(threadKey(ev.Channel, ev.ThreadTS)) || (len(ev.AssistantThread) > 0 && string(ev.AssistantThread) != "null") {
 		return true
 	}
-	known := a.known.Load()
-	if known == nil || *known == nil {
-		return false
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if !(*known)(ctx, "slack:"+team+":"+ev.Channel+":"+ev.ThreadTS) {
-		return false
-	}
-	a.mem.assistant.Add(threadKey(ev.Channel, ev.ThreadTS))
-	return true
+	return a.knownThread(ev, team, a.mem.assistant)
 }
 
 // titleOnce names an assistant thread after its first question.

@@ -560,6 +560,12 @@ func (a *Adapter) inThread(ev innerEvent, team, botUser string) bool {
 	if a.mem.threads.Has(threadKey(ev.Channel, ev.ThreadTS)) || ev.ParentUserID == botUser {
 		return true
 	}
+	return a.knownThread(ev, team, a.mem.threads)
+}
+
+// knownThread asks the router whether the thread of ev holds a conversation (it
+// was answered before a restart), and remembers it in mem when it does.
+func (a *Adapter) knownThread(ev innerEvent, team string, mem *adapters.Recent) bool {
 	known := a.known.Load()
 	if known == nil || *known == nil {
 		return false
@@ -569,7 +575,7 @@ func (a *Adapter) inThread(ev innerEvent, team, botUser string) bool {
 	if !(*known)(ctx, "slack:"+team+":"+ev.Channel+":"+ev.ThreadTS) {
 		return false
 	}
-	a.mem.threads.Add(threadKey(ev.Channel, ev.ThreadTS))
+	mem.Add(threadKey(ev.Channel, ev.ThreadTS))
 	return true
 }
 
