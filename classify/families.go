@@ -150,53 +150,58 @@ func expandLeadingGroup(p string) []string {
 
 // closingParen returns the index of the ")" that closes p[0], or -1.
 func closingParen(p string) int {
-	depth, inClass := 0, false
-	for i := 0; i < len(p); i++ {
-		switch c := p[i]; {
-		case c == '\\':
-			i++
-		case inClass:
-			if c == ']' {
-				inClass = false
-			}
-		case c == '[':
-			inClass = true
-		case c == '(':
-			depth++
-		case c == ')':
-			depth--
-			if depth == 0 {
-				return i
-			}
+	end := -1
+	walkPattern(p, func(i int, c byte, depth int) bool {
+		if c == ')' && depth == 0 {
+			end = i
+			return false
 		}
-	}
-	return -1
+		return true
+	})
+	return end
 }
 
 // splitAlternatives splits a pattern at its top-level "|".
 func splitAlternatives(p string) []string {
 	var out []string
-	depth, start, inClass := 0, 0, false
+	start := 0
+	walkPattern(p, func(i int, c byte, depth int) bool {
+		if c == '|' && depth == 0 {
+			out = append(out, p[start:i])
+			start = i + 1
+		}
+		return true
+	})
+	return append(out, p[start:])
+}
+
+// walkPattern calls fn for every byte of a regular expression that is neither
+// escaped nor inside a character class, with the group depth after it (so a "("
+// reports 1 and its ")" 0); fn returns false to stop.
+func walkPattern(p string, fn func(i int, c byte, depth int) bool) {
+	depth, inClass := 0, false
 	for i := 0; i < len(p); i++ {
 		switch c := p[i]; {
 		case c == '\\':
 			i++
+			continue
 		case inClass:
 			if c == ']' {
 				inClass = false
 			}
+			continue
 		case c == '[':
 			inClass = true
+			continue
 		case c == '(':
 			depth++
 		case c == ')':
 			depth--
-		case c == '|' && depth == 0:
-			out = append(out, p[start:i])
-			start = i + 1
+		}
+		if !fn(i, p[i], depth) {
+			return
 		}
 	}
-	return append(out, p[start:])
 }
 
 func (r rule) unlessRe(re *regexp.Regexp) rule { r.unless = re; return r }

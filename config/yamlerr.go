@@ -112,21 +112,38 @@ func spaces(n int) string {
 
 // stripComment drops a trailing " # comment" outside quotes.
 func stripComment(s string) string {
+	end := len(s)
+	unquoted(s, func(i int) bool {
+		if s[i] == '#' && i > 0 && (s[i-1] == ' ' || s[i-1] == '\t') {
+			end = i
+			return false
+		}
+		return true
+	})
+	if end < len(s) {
+		return strings.TrimRight(s[:end], " \t")
+	}
+	return s
+}
+
+// unquoted calls fn with the index of every byte of s outside quotes (the
+// quotes themselves excluded); fn returns false to stop.
+func unquoted(s string, fn func(i int) bool) {
 	var quote byte
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
+		switch c := s[i]; {
 		case quote != 0:
 			if c == quote {
 				quote = 0
 			}
 		case c == '"' || c == '\'':
 			quote = c
-		case c == '#' && i > 0 && (s[i-1] == ' ' || s[i-1] == '\t'):
-			return strings.TrimRight(s[:i], " \t")
+		default:
+			if !fn(i) {
+				return
+			}
 		}
 	}
-	return s
 }
 
 // keyOf returns the key of a "key: value" or "key:" line, or "".
@@ -159,22 +176,15 @@ func valueOf(s string) string {
 // depth counts unclosed { and [ outside quotes.
 func depth(s string) int {
 	d := 0
-	var quote byte
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case quote != 0:
-			if c == quote {
-				quote = 0
-			}
-		case c == '"' || c == '\'':
-			quote = c
-		case c == '{' || c == '[':
+	unquoted(s, func(i int) bool {
+		switch s[i] {
+		case '{', '[':
 			d++
-		case c == '}' || c == ']':
+		case '}', ']':
 			d--
 		}
-	}
+		return true
+	})
 	return d
 }
 

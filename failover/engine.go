@@ -204,7 +204,7 @@ type Engine struct {
 	// Process-local caches (R11 probe throttle, R12 auth skip cache), created on
 	// first use. A nil Store uses a private MemStore.
 	mu      sync.Mutex
-	probeAt map[string]time.Time // provider (or provider+"#billing") -> last contact
+	probeAt map[string]time.Time // claimProbe's fallback when the store fails: key -> last probe
 	skips   map[string]time.Time // sessionKey + "\x00" + ref -> skip until
 	used    map[string]time.Time // state key -> last success in this process (P1, lazy LastUsed)
 	mem     *MemStore

@@ -1,6 +1,7 @@
 package failover
 
 import (
+	"slices"
 	"sort"
 	"time"
 
@@ -196,7 +197,7 @@ func profilesFor(req *Request, prov string, now time.Time) (out []Profile, stric
 				return p, true
 			}
 		}
-		if containsString(order, id) {
+		if slices.Contains(order, id) {
 			return Profile{ID: id, Provider: prov, Type: ProfileAPIKey}, true
 		}
 		return Profile{}, false

@@ -3,6 +3,7 @@ package failover
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -103,10 +104,10 @@ func (e *SummaryError) UserMessage(loc *time.Location) string {
 		if a.Failure != nil {
 			r = a.Failure.Reason
 		}
-		if r != "" && !containsReason(reasons, r) {
+		if r != "" && !slices.Contains(reasons, r) {
 			reasons = append(reasons, r)
 		}
-		if ref := a.Candidate.Ref(); !containsString(refs, ref) {
+		if ref := a.Candidate.Ref(); !slices.Contains(refs, ref) {
 			refs = append(refs, ref)
 		}
 	}
@@ -164,24 +165,6 @@ func joinReasons(rs []classify.Reason) string {
 		ss[i] = string(r)
 	}
 	return strings.Join(ss, ", ")
-}
-
-func containsReason(rs []classify.Reason, r classify.Reason) bool {
-	for _, x := range rs {
-		if x == r {
-			return true
-		}
-	}
-	return false
-}
-
-func containsString(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func (r *runner) summary(stop error) (Result, error) {

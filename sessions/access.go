@@ -1,6 +1,7 @@
 package sessions
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/detourbot/detour/adapters"
@@ -28,7 +29,7 @@ func (r *Router) allowed(in adapters.Inbound) bool {
 	if in.Direct && a.RefuseDirect && in.Channel != "console" {
 		return false
 	}
-	if len(a.Users) > 0 && !contains(a.Users, in.User) {
+	if len(a.Users) > 0 && !slices.Contains(a.Users, in.User) {
 		return false
 	}
 	if len(a.Channels) > 0 {
@@ -58,13 +59,4 @@ func (r *Router) refuse(in adapters.Inbound) {
 	out := reply(in, adapters.KindError, refusal)
 	out.Ephemeral = true
 	r.send(r.base, out)
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -320,7 +321,7 @@ func (r *Router) isAdmin(in adapters.Inbound) bool {
 
 // isConfiguredAdmin reports whether user is listed in admin.users.
 func (r *Router) isConfiguredAdmin(user string) bool {
-	return user != "" && contains(r.cfg.AdminUsers, user)
+	return user != "" && slices.Contains(r.cfg.AdminUsers, user)
 }
 
 // adminTarget splits AdminChannel into adapter name and ReplyTo.

@@ -160,7 +160,7 @@ func serve(ctx context.Context, sys *app.System, log *slog.Logger, interactive b
 
 // newLogger builds the process's logger from the flags: level (info, warn in the
 // demo), text or JSON, stderr or a file. close flushes and closes the file.
-func newLogger(f runFlags, demo bool, stderr io.Writer) (_ *slog.Logger, close func(), err error) {
+func newLogger(f runFlags, demo bool, stderr io.Writer) (_ *slog.Logger, closeLog func(), err error) {
 	level := slog.LevelInfo
 	if demo {
 		level = slog.LevelWarn
@@ -170,22 +170,22 @@ func newLogger(f runFlags, demo bool, stderr io.Writer) (_ *slog.Logger, close f
 			return nil, nil, fmt.Errorf("bad --log-level %q: want debug, info, warn or error", f.logLevel)
 		}
 	}
-	w, close := stderr, func() {}
+	w, closeLog := stderr, func() {}
 	if f.logFile != "" {
 		file, err := os.OpenFile(f.logFile, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 		if err != nil {
 			return nil, nil, fmt.Errorf("--log-file: %w", err)
 		}
-		w, close = file, func() { _ = file.Close() }
+		w, closeLog = file, func() { _ = file.Close() }
 	}
 	opts := &slog.HandlerOptions{Level: level}
 	switch f.logFormat {
 	case "", "text":
-		return slog.New(slog.NewTextHandler(w, opts)), close, nil
+		return slog.New(slog.NewTextHandler(w, opts)), closeLog, nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), close, nil
+		return slog.New(slog.NewJSONHandler(w, opts)), closeLog, nil
 	}
-	close()
+	closeLog()
 	return nil, nil, fmt.Errorf("bad --log-format %q: want text or json", f.logFormat)
 }
 

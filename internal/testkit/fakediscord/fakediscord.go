@@ -915,13 +915,20 @@ func (s *Server) handleChannelMessage(w http.ResponseWriter, r *http.Request) {
 	echo := s.EchoOwnMessages
 	guild := s.channels[ch].guildID
 	s.mu.Unlock()
+	s.answerMessage(w, m, "MESSAGE_CREATE", echo, guild)
+}
+
+// answerMessage answers a create or edit with the message, and, as Discord does
+// to a bot that listens, dispatches it on the gateway as event when echo is set.
+// The caller has released s.mu.
+func (s *Server) answerMessage(w http.ResponseWriter, m Message, event string, echo bool, guild string) {
 	body := s.messageJSON(m)
 	writeJSON(w, http.StatusOK, body)
 	if echo {
 		if guild != "" {
 			body["guild_id"] = guild
 		}
-		s.Dispatch("MESSAGE_CREATE", body)
+		s.Dispatch(event, body)
 	}
 }
 

@@ -343,14 +343,7 @@ func (s *Server) applyEdit(w http.ResponseWriter, id, channel string, b editBody
 	echo := s.EchoOwnMessages && channel != ""
 	guild := s.channels[channel].guildID
 	s.mu.Unlock()
-	body := s.messageJSON(out)
-	writeJSON(w, http.StatusOK, body)
-	if echo {
-		if guild != "" {
-			body["guild_id"] = guild
-		}
-		s.Dispatch("MESSAGE_UPDATE", body)
-	}
+	s.answerMessage(w, out, "MESSAGE_UPDATE", echo, guild)
 }
 
 // handleMessageDelete is DELETE /channels/{c}/messages/{m}: the bot may delete its
