@@ -144,8 +144,8 @@ func TestT1_PeakRSS(t *testing.T) {
 				if (want == "") != (rep.Err == "") || !strings.Contains(rep.Err, want) {
 					t.Errorf("call ended %q, want %q", rep.Err, want)
 				}
-				if want != "" && want != "HTTP 500" && rep.Reason != string(classify.ReasonFormat) {
-					t.Errorf("reason %q, want format", rep.Reason)
+				if want != "" && want != "HTTP 500" && rep.Reason != string(classify.ReasonRefusedResponse) {
+					t.Errorf("reason %q, want refused_response (A2)", rep.Reason)
 				}
 				if strings.Contains(rep.Err, "CANARY") {
 					t.Errorf("key in %q", rep.Err)
