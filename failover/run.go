@@ -46,6 +46,7 @@ func (e *Engine) Run(ctx context.Context, req Request, attempt AttemptFunc) (Res
 		r.log = slog.Default()
 	}
 	r.maxIter = iterationCap(&req)
+	defer r.releaseClaims() // A1: a probe claim never outlives its run
 	return r.run()
 }
 
@@ -85,7 +86,8 @@ type runner struct {
 	breaker int // R8: whole run
 	iter    int
 	maxIter int
-	probed  map[string]bool // R11: one transient-cooldown probe per provider per run
+	probed  map[string]bool   // R11: one transient-cooldown probe per provider per run
+	claims  map[string]*claim // A1: the providers' probe rows this run claimed
 
 	origin    Candidate // Chain[0] as tried (or skipped)
 	cause     *Failure  // what moved the run off Chain[0]
@@ -127,7 +129,7 @@ func (r *runner) run() (Result, error) {
 			i, r.jump = r.jump-1, 0
 		}
 	}
-	if res, err, done := r.probeSoonest(cooling); done {
+	if res, err, done := r.sharedProbe(cooling); done { // A1: no refusal while a candidate may answer
 		return res, err
 	}
 	return r.summary(nil)
@@ -242,6 +244,9 @@ func (r *runner) walk(i int, pl *plan) (Result, error, bool) {
 			return res, err, true
 		}
 		f := r.failureOf(&out, err, attemptTimedOut, cand, end)
+		if kind == AttemptProbe {
+			r.settleProbe(cand.Provider, f, end) // A1: the turns waiting on this probe learn its verdict
+		}
 		if out.Progress {
 			r.breaker = 0 // R8: completed progress resets
 		}
@@ -302,6 +307,8 @@ func (r *runner) walk(i int, pl *plan) (Result, error, bool) {
 				rs.OverloadRotations++
 			case classify.ReasonTimeout:
 				rs.TimeoutRotations++
+			case classify.ReasonRefusedResponse:
+				rs.RefusedRotations++
 			}
 			rs.IdleRetries, rs.ShortWaitRetries, rs.EmptyRetries = 0, 0, 0
 			cur = r.nextSlot(pl)
@@ -401,6 +408,10 @@ func (r *runner) failureOf(out *Output, err error, attemptTimedOut bool, c Candi
 			f = Failure{Reason: classify.ReasonTimeout, Class: classify.ClassTransient, Idle: true, Message: string(classify.ReasonIdleTimeout)}
 		case errors.Is(err, classify.ErrEmptyOutput):
 			f = Failure{Reason: classify.ReasonEmptyResponse, Class: classify.ClassUnknown, Message: "empty output"}
+		case errors.Is(err, context.Canceled):
+			// The run's context is alive (checked before), so nobody asked for
+			// this cancellation: it is ours, not the provider's (A4).
+			f = Failure{Reason: classify.ReasonLocal, Class: classify.ClassTransient, Message: clip(err.Error())}
 		default:
 			// An error that is not a Failure comes from the attempt function
 			// itself, not from a provider's body: its text holds no provider secret.
