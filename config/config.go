@@ -223,17 +223,19 @@ func (p Profile) Engine() failover.Profile {
 	return failover.Profile{ID: p.ID, Provider: p.Provider, Type: p.Type, ExpiresAt: p.ExpiresAt}
 }
 
-// Cooldowns are the auth.cooldowns settings (D1-D4, R3, B8).
+// Cooldowns are the auth.cooldowns settings (D1-D4, A3, R3, B8).
 type Cooldowns struct {
 	BillingBackoff              time.Duration   // billing_backoff_hours (5)
 	BillingMax                  time.Duration   // billing_max_hours (24)
 	AuthPermanentBackoff        time.Duration   // auth_permanent_backoff_minutes (10)
 	AuthPermanentMax            time.Duration   // auth_permanent_max_minutes (60)
-	FailureWindow               time.Duration   // failure_window_hours (24)
+	FailureWindow               time.Duration   // failure_window_hours (24): D1's ladder and D3/D4's doubling
 	OverloadedProfileRotations  int             // overloaded_profile_rotations (1)
 	OverloadedBackoff           time.Duration   // overloaded_backoff_ms (0)
 	RateLimitedProfileRotations int             // rate_limited_profile_rotations (1)
-	Ladder                      []time.Duration // ladder ([30s, 1m, 5m])
+	Ladder                      []time.Duration // ladder ([30s, 1m, 5m]): D1, climbed by auth failures
+	TransientLadder             []time.Duration // transient_ladder ([5s, 15s, 60s]): A3
+	TransientWindow             time.Duration   // failure_window_minutes (10): A3's ladder window
 	Jitter                      float64         // jitter (0.10)
 }
 
@@ -281,8 +283,10 @@ type Failover struct {
 	TimeoutSwitchThreshold int           // timeout_switch_threshold (3), R7
 	FallbackSkipTTL        time.Duration // fallback_skip_ttl (0 = off), R12
 	PrimaryProbeInterval   time.Duration // primary_probe_interval (5m), S3
-	CooldownProbeInterval  time.Duration // cooldown_probe_interval (30s), R11
+	CooldownProbeInterval  time.Duration // cooldown_probe_interval (30s), R11: a cooling candidate while others may answer
 	CooldownProbeWindow    time.Duration // cooldown_probe_window (2m), R11
+	SharedProbeInterval    time.Duration // probe_interval_seconds (5), A1: the shared probe when nothing can be tried
+	SharedProbeWait        time.Duration // probe_wait_seconds (10), A1
 	BillingProbeInterval   time.Duration // billing_probe_interval (30m), R11
 	IdleRetries            int           // idle_retries (1), R5
 	BreakerTrip            int           // breaker_trip (5), R8
@@ -378,6 +382,8 @@ func Default() *Config {
 				OverloadedBackoff:           p.OverloadedBackoff,
 				RateLimitedProfileRotations: p.RateLimitedProfileRotations,
 				Ladder:                      append([]time.Duration(nil), p.CooldownLadder...),
+				TransientLadder:             append([]time.Duration(nil), p.TransientLadder...),
+				TransientWindow:             p.TransientWindow,
 				Jitter:                      p.Jitter,
 			},
 		},
@@ -391,6 +397,8 @@ func Default() *Config {
 				PrimaryProbeInterval:   5 * time.Minute,
 				CooldownProbeInterval:  p.ProbeInterval,
 				CooldownProbeWindow:    p.ProbeWindow,
+				SharedProbeInterval:    p.SharedProbeInterval,
+				SharedProbeWait:        p.SharedProbeWait,
 				BillingProbeInterval:   p.BillingProbeInterval,
 				IdleRetries:            p.IdleRetries,
 				BreakerTrip:            p.BreakerTrip,
@@ -414,7 +422,11 @@ func (c *Config) Policy() failover.Policy {
 	if len(cd.Ladder) > 0 {
 		p.CooldownLadder = append([]time.Duration(nil), cd.Ladder...)
 	}
+	if len(cd.TransientLadder) > 0 {
+		p.TransientLadder = append([]time.Duration(nil), cd.TransientLadder...)
+	}
 	p.FailureWindow = cd.FailureWindow
+	p.TransientWindow = cd.TransientWindow
 	p.BillingBackoff = cd.BillingBackoff
 	p.BillingMax = cd.BillingMax
 	p.AuthPermanentBackoff = cd.AuthPermanentBackoff
@@ -437,6 +449,8 @@ func (c *Config) Policy() failover.Policy {
 	p.FallbackSkipTTL = f.FallbackSkipTTL
 	p.ProbeInterval = f.CooldownProbeInterval
 	p.ProbeWindow = f.CooldownProbeWindow
+	p.SharedProbeInterval = f.SharedProbeInterval
+	p.SharedProbeWait = f.SharedProbeWait
 	p.BillingProbeInterval = f.BillingProbeInterval
 	p.IdleRetries = f.IdleRetries
 	p.BreakerTrip = f.BreakerTrip

@@ -171,6 +171,8 @@ func (d *decoder) auth(v *yaml.Node, key string) {
 				"overloaded_backoff_ms":          d.units(&cd.OverloadedBackoff, time.Millisecond),
 				"rate_limited_profile_rotations": d.integer(&cd.RateLimitedProfileRotations, 0),
 				"ladder":                         d.durations(&cd.Ladder),
+				"transient_ladder":               d.durations(&cd.TransientLadder),
+				"failure_window_minutes":         d.units(&cd.TransientWindow, time.Minute),
 				"jitter":                         d.number(&cd.Jitter, 0, 0.5),
 			})
 		},
@@ -214,6 +216,8 @@ func (d *decoder) agents(v *yaml.Node, key string) {
 						"primary_probe_interval":   d.duration(&f.PrimaryProbeInterval),
 						"cooldown_probe_interval":  d.duration(&f.CooldownProbeInterval),
 						"cooldown_probe_window":    d.duration(&f.CooldownProbeWindow),
+						"probe_interval_seconds":   d.units(&f.SharedProbeInterval, time.Second),
+						"probe_wait_seconds":       d.units(&f.SharedProbeWait, time.Second),
 						"billing_probe_interval":   d.duration(&f.BillingProbeInterval),
 						"idle_retries":             d.integer(&f.IdleRetries, 0),
 						"breaker_trip":             d.integer(&f.BreakerTrip, 1),
