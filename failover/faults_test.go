@@ -47,7 +47,7 @@ func TestRun_A2_RefusedResponseFallsBackAndCoolsDown(t *testing.T) {
 	h := newHarness(t)
 	req := baseReq("openai/gpt-4o", "anthropic/claude")
 	refused := fail(Failure{Reason: classify.ReasonRefusedResponse, Class: classify.ClassTransient, Status: 307,
-		Message: "HTTP 307 redirect to https://elsewhere.example/… (redirects are never followed)"})
+		Message: "redirect to https://elsewhere.example/… (HTTP 307, never followed)"})
 	sc := newScript(h.clk, ok("from the fallback")).on("openai/gpt-4o", refused, refused)
 	res, err := h.e.Run(bg, req, sc.fn)
 	if err != nil || res.Candidate.Ref() != "anthropic/claude" {
@@ -65,7 +65,7 @@ func TestRun_A2_RefusedResponseFallsBackAndCoolsDown(t *testing.T) {
 		t.Fatalf("model state %+v, want 2 consecutive transient failures", ms)
 	}
 	words := res.Cause.Describe()
-	if !strings.HasPrefix(words, "response refused by detour: HTTP 307 redirect to https://elsewhere.example/") || strings.Contains(words, "invalid request") {
+	if !strings.HasPrefix(words, "response refused by detour: redirect to https://elsewhere.example/") || strings.Contains(words, "invalid request") {
 		t.Fatalf("cause reads %q", words)
 	}
 }

@@ -39,7 +39,7 @@ const RefusedWords = "response refused by detour"
 type RefusedError struct {
 	Rule   string // what was broken: a config key such as "limits.max_response_bytes", "content-encoding" or "redirect"
 	Status int    // the HTTP status of a refused redirect, else 0
-	Why    string // what was refused, in plain words and without secrets: "redirect to https://host/…"
+	Why    string // what was refused, in plain words and without secrets: "redirect to https://host/… (HTTP 307, never followed)"
 }
 
 func (e *RefusedError) Error() string        { return RefusedWords + ": " + e.Why }
@@ -78,7 +78,7 @@ func refuseRedirect(req *http.Request, _ []*http.Request) error {
 		status = req.Response.StatusCode
 	}
 	return &RefusedError{Rule: "redirect", Status: status,
-		Why: fmt.Sprintf("HTTP %d redirect to %s (redirects are never followed)", status, redirectTarget(req.URL))}
+		Why: fmt.Sprintf("redirect to %s (HTTP %d, never followed)", redirectTarget(req.URL), status)}
 }
 
 // redirectTarget names where a redirect pointed without anything that may be
@@ -119,7 +119,7 @@ func (t *boundTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			ce = "gzip"
 		}
 		return nil, &RefusedError{Rule: "content-encoding",
-			Why: fmt.Sprintf("HTTP %d compressed with Content-Encoding %q, which was not asked for", resp.StatusCode, truncate(ce, 40))}
+			Why: fmt.Sprintf("compressed body (Content-Encoding %q, HTTP %d), which was not asked for", truncate(ce, 40), resp.StatusCode)}
 	}
 	b := &boundedBody{rc: resp.Body, max: t.max}
 	if req.Header.Get("Accept") == "text/event-stream" {

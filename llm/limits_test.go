@@ -118,14 +118,14 @@ func TestProbe_T1_T2_Caps(t *testing.T) {
 		reason classify.Reason
 		says   string
 	}{
-		{fakeprovider.Rule{Mode: fakeprovider.ModeGzipBomb}, classify.ReasonRefusedResponse, `Content-Encoding "gzip"`},
+		{fakeprovider.Rule{Mode: fakeprovider.ModeGzipBomb}, classify.ReasonRefusedResponse, `compressed body (Content-Encoding "gzip"`},
 		{fakeprovider.Rule{Mode: fakeprovider.ModeEndlessStream}, classify.ReasonRefusedResponse, "limits.max_response_bytes (8388608 bytes)"},
 		{fakeprovider.Rule{Mode: fakeprovider.ModeHugeLine}, classify.ReasonRefusedResponse, "limits.max_response_bytes (8388608 bytes)"},
 		{fakeprovider.Rule{Mode: fakeprovider.ModeHugeChunk}, classify.ReasonRefusedResponse, "limits.max_response_bytes (8388608 bytes)"},
 		{fakeprovider.Rule{Mode: fakeprovider.ModeHugeChunk, Size: 2 << 20}, classify.ReasonRefusedResponse, "limits.max_answer_bytes (1048576 bytes)"},
 		{fakeprovider.Rule{Mode: fakeprovider.ModeHugeErrorBody}, classify.ReasonTimeout, "server"},
-		{fakeprovider.Rule{Mode: fakeprovider.ModeRedirectOtherPort}, classify.ReasonRefusedResponse, "HTTP 307 redirect to http://127.0.0.1:"},
-		{fakeprovider.Rule{Mode: fakeprovider.ModeRedirectLoop}, classify.ReasonRefusedResponse, "HTTP 307 redirect to http://127.0.0.1:"},
+		{fakeprovider.Rule{Mode: fakeprovider.ModeRedirectOtherPort}, classify.ReasonRefusedResponse, "redirect to http://127.0.0.1:"},
+		{fakeprovider.Rule{Mode: fakeprovider.ModeRedirectLoop}, classify.ReasonRefusedResponse, "redirect to http://127.0.0.1:"},
 	}
 	for _, tc := range cases {
 		t.Run(fmt.Sprintf("%s/%d", tc.rule.Mode, tc.rule.Size), func(t *testing.T) {
@@ -196,8 +196,8 @@ func TestChat_T2_RedirectNamedAndRedacted(t *testing.T) {
 				f := asFailure(t, e)
 				dump := fmt.Sprintf("%v %+v %s", e, *f, r.logs.String())
 				if f.Reason != classify.ReasonRefusedResponse || f.Status != status ||
-					!strings.Contains(f.Message, fmt.Sprintf("HTTP %d redirect to http://127.0.0.1:", status)) ||
-					!strings.Contains(f.Message, "never followed") {
+					!strings.Contains(f.Message, "redirect to http://127.0.0.1:") ||
+					!strings.Contains(f.Message, fmt.Sprintf("(HTTP %d, never followed)", status)) {
 					t.Fatalf("failure %+v", f)
 				}
 				if strings.Contains(dump, "CANARY") || strings.Contains(dump, "hunter2") {
