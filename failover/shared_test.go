@@ -8,77 +8,8 @@ import (
 	"time"
 
 	"github.com/detourbot/detour/classify"
+	"github.com/detourbot/detour/failover/failovertest"
 )
-
-// manualClock is a virtual clock whose Sleep blocks until the test moves time
-// past its end (or ctx ends), so tests can hold turns inside a wait without
-// sleeping for real.
-type manualClock struct {
-	mu      sync.Mutex
-	now     time.Time
-	waiters []*sleeper
-}
-
-type sleeper struct {
-	until time.Time
-	wake  chan struct{}
-}
-
-func newManualClock(t time.Time) *manualClock { return &manualClock{now: t} }
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *manualClock) Sleep(ctx context.Context, d time.Duration) error {
-	c.mu.Lock()
-	s := &sleeper{until: c.now.Add(d), wake: make(chan struct{})}
-	if d <= 0 {
-		c.mu.Unlock()
-		return ctx.Err()
-	}
-	c.waiters = append(c.waiters, s)
-	c.mu.Unlock()
-	select {
-	case <-s.wake:
-		return nil
-	case <-ctx.Done():
-		c.mu.Lock()
-		for i, w := range c.waiters {
-			if w == s {
-				c.waiters = append(c.waiters[:i], c.waiters[i+1:]...)
-				break
-			}
-		}
-		c.mu.Unlock()
-		return ctx.Err()
-	}
-}
-
-// Advance moves time forward and wakes every sleeper whose end has come.
-func (c *manualClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	keep := c.waiters[:0]
-	for _, w := range c.waiters {
-		if !w.until.After(c.now) {
-			close(w.wake)
-			continue
-		}
-		keep = append(keep, w)
-	}
-	c.waiters = keep
-}
-
-// sleeping is how many goroutines wait in Sleep.
-func (c *manualClock) sleeping() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.waiters)
-}
 
 // waitFor polls (in real time, briefly) until cond holds.
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -140,8 +71,10 @@ func TestRun_A1_AllCoolingProbesAndClearsForEveryone(t *testing.T) {
 // reset time has not passed (D5).
 func TestRun_A1_RefusedAtOnceWhenNothingMayAnswer(t *testing.T) {
 	cases := map[string]func(s *ProfileState){
-		"billing":        func(s *ProfileState) { s.DisabledUntil, s.DisabledReason = t0.Add(5*time.Hour), classify.ReasonBilling },
-		"auth_permanent": func(s *ProfileState) { s.DisabledUntil, s.DisabledReason = t0.Add(10*time.Minute), classify.ReasonAuthPermanent },
+		"billing": func(s *ProfileState) { s.DisabledUntil, s.DisabledReason = t0.Add(5*time.Hour), classify.ReasonBilling },
+		"auth_permanent": func(s *ProfileState) {
+			s.DisabledUntil, s.DisabledReason = t0.Add(10*time.Minute), classify.ReasonAuthPermanent
+		},
 		"stated reset ahead": func(s *ProfileState) { // a 503 with Retry-After: 120
 			s.CooldownUntil, s.CooldownReason, s.RecoveryAt = t0.Add(2*time.Minute), classify.ReasonTimeout, t0.Add(2*time.Minute)
 		},
@@ -232,7 +165,7 @@ func TestRun_A1_MostLikelyCandidate(t *testing.T) {
 // once it answered each makes its own call to the recovered candidate.
 func TestRun_A1_SingleFlightAcrossSessions(t *testing.T) {
 	h := newHarness(t)
-	clk := newManualClock(t0)
+	clk := failovertest.NewManualClock(t0)
 	h.e.Clock = clk
 	h.e.Policy.ProbeWindow = time.Second
 	req := baseReq("openai/gpt-4o", "anthropic/claude")
@@ -264,7 +197,7 @@ func TestRun_A1_SingleFlightAcrossSessions(t *testing.T) {
 			}
 		}()
 	}
-	waitFor(t, "one probe and seven waiting turns", func() bool { return probes.Load() == 1 && clk.sleeping() == n-1 })
+	waitFor(t, "one probe and seven waiting turns", func() bool { return probes.Load() == 1 && clk.Sleeping() == n-1 })
 	close(release)
 	wg.Wait()
 	probeAnswers := 0
@@ -288,7 +221,7 @@ func TestRun_A1_SingleFlightAcrossSessions(t *testing.T) {
 // joins the probe in flight and learns its result from the store.
 func TestRun_A1_SingleFlightAcrossReplicas(t *testing.T) {
 	h := newHarness(t)
-	clk := newManualClock(t0)
+	clk := failovertest.NewManualClock(t0)
 	h.e.Clock = clk
 	h.e.Policy.ProbeWindow = time.Second
 	other := &Engine{Store: h.st, Clock: clk, Policy: h.e.Policy, Rand: func() float64 { return 0.5 }, Log: h.e.Log}
@@ -316,7 +249,7 @@ func TestRun_A1_SingleFlightAcrossReplicas(t *testing.T) {
 		}
 		done <- err
 	}()
-	waitFor(t, "the replica waiting", func() bool { return clk.sleeping() == 1 })
+	waitFor(t, "the replica waiting", func() bool { return clk.Sleeping() == 1 })
 	close(release)
 	if err := <-done; err != nil {
 		t.Fatal(err)
