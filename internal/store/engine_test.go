@@ -186,7 +186,7 @@ func testConcurrentRuns(t *testing.T, driver string) {
 	// the same two openai attempts (one per profile) and every failure is a
 	// read-modify-write of a shared row.
 	eng.Policy.TransientLadder = []time.Duration{0} // rate limits climb the A3 ladder
-	eng.Policy.TimeoutSwitchThreshold = 0 // the model key only counts (R7 off)
+	eng.Policy.TimeoutSwitchThreshold = 0           // the model key only counts (R7 off)
 
 	var mu sync.Mutex
 	failures := map[string]int{} // profile id -> rate limits returned

@@ -50,7 +50,10 @@ func TestEngine_A1_SharedProbeAcrossReplicas(t *testing.T) {
 			return failover.Output{Text: "ok", FinishReason: "stop", Progress: true}, nil
 		}
 		done := make(chan error, 2)
-		go func() { _, err := e1.Run(context.Background(), engineReq("s1", "openai:default"), attempt); done <- err }()
+		go func() {
+			_, err := e1.Run(context.Background(), engineReq("s1", "openai:default"), attempt)
+			done <- err
+		}()
 		waitUntil(t, "the probe", func() bool { return probes.Load() == 1 })
 		kind := make(chan failover.AttemptKind, 1)
 		go func() {
