@@ -273,6 +273,9 @@ func (r *runner) walk(i int, pl *plan) (Result, error, bool) {
 
 		rs.Now = end
 		rs.Breaker = r.breaker
+		if kind == AttemptProbe {
+			rs.IdleRetries = r.p.IdleRetries // R5 at most once: a probe's stall is its verdict (A1)
+		}
 		rs.MoreProfiles = kind != AttemptProbe && r.nextSlot(pl) >= 0
 		rs.UsableLater = false
 		if f.Reason == classify.ReasonRateLimit && rs.MoreCandidates && statedWait(f, end) > 0 {

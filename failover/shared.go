@@ -288,16 +288,71 @@ func (r *runner) sharedProbe(cooling []plan) (Result, error, bool) {
 		}
 		return lastOK(&cands[a]).After(lastOK(&cands[b]))
 	})
-	for i := range cands {
-		c := &cands[i]
-		switch probeStatusOf(rows[c.prov], now, r.p.SharedProbeInterval, r.p.SharedProbeWait) {
-		case probeFailed, probeAnswered:
-			continue // probed within the interval: at most one per provider (A1)
+	// In that order, each provider's probe is joined or made until one answers
+	// (a provider whose probe failed says nothing of the next one). A provider
+	// probed within the interval is waited for: its next probe may answer the
+	// turn. All of it within SharedProbeWait of the turn's start; then, or when
+	// every provider's probe failed, the turn is refused.
+	deadline := now.Add(r.p.SharedProbeWait)
+	failed := map[string]bool{} // providers whose probe this turn saw fail
+	for round := 0; round < maxProbeRounds; round++ {
+		if res, err, done := r.checkCtx(); done {
+			return res, err, true
 		}
-		return r.leadOrJoin(c)
+		now := r.now()
+		if round > 0 {
+			if !now.Before(deadline) {
+				break
+			}
+			rows = r.probeRows(cands)
+		}
+		var wake time.Time // when a provider probed within the interval may be probed again
+		acted, left := false, false
+		for i := range cands {
+			c := &cands[i]
+			if failed[c.prov] {
+				continue
+			}
+			left = true
+			row := rows[c.prov]
+			if st := probeStatusOf(row, now, r.p.SharedProbeInterval, r.p.SharedProbeWait); st == probeFailed || st == probeAnswered {
+				if at := row.LastProbe.Add(r.p.SharedProbeInterval); wake.IsZero() || at.Before(wake) {
+					wake = at
+				}
+				continue
+			}
+			out, res, err, done := r.leadOrJoin(c, deadline)
+			if done {
+				return res, err, true
+			}
+			switch out {
+			case joinFailed:
+				failed[c.prov] = true
+			case joinTimedOut:
+				return Result{}, nil, false
+			}
+			acted = true
+			break // read the rows again: the probe changed them
+		}
+		switch {
+		case !left:
+			return Result{}, nil, false // every provider's probe failed: refused
+		case acted:
+			continue
+		case wake.IsZero():
+			return Result{}, nil, false
+		}
+		if !wake.Before(deadline) {
+			break // no probe can start within the wait
+		}
+		r.pause(wake.Sub(now), nil) // until a provider's next probe may start
 	}
 	return Result{}, nil, false
 }
+
+// maxProbeRounds bounds sharedProbe's rounds (each joins, makes or waits for a
+// probe), whatever the clock does.
+const maxProbeRounds = 64
 
 // probeRows reads the probe rows of the candidates' providers in one call.
 func (r *runner) probeRows(cands []plan) map[string]ProfileState {
@@ -332,42 +387,42 @@ func (e *Engine) lastSuccess(slots []slot) time.Time {
 }
 
 // leadOrJoin claims the shared probe of c's provider and makes it, or waits for
-// the one in flight; a claim released or lapsed while waiting is taken over once.
-func (r *runner) leadOrJoin(c *plan) (Result, error, bool) {
-	for range 2 {
-		won, st, row := r.claimShared(c.prov, r.now())
-		if won {
-			if r.probed == nil {
-				r.probed = make(map[string]bool)
-			}
-			r.probed[c.prov] = true
-			pl := *c
-			pl.skip, pl.kind = "", AttemptProbe
-			return r.walk(pl.index, &pl)
+// the one in flight until deadline. done reports that the run is over (it was
+// answered, or stopped); otherwise out says how the probe ended: joinFailed,
+// joinTimedOut, or joinReleased when the claim moved on (taken by another
+// turn, or released) and the rows must be read again.
+func (r *runner) leadOrJoin(c *plan, deadline time.Time) (out joinOutcome, res Result, err error, done bool) {
+	won, st, row := r.claimShared(c.prov, r.now())
+	if won {
+		if r.probed == nil {
+			r.probed = make(map[string]bool)
 		}
-		if st != probeRunning {
-			return Result{}, nil, false // probed within the interval meanwhile
+		r.probed[c.prov] = true
+		pl := *c
+		pl.skip, pl.kind = "", AttemptProbe
+		if res, err, done := r.walk(pl.index, &pl); done {
+			return 0, res, err, true
 		}
-		out := r.awaitProbe(c.prov, row.LastProbe)
-		r.log.LogAttrs(r.ctx, slog.LevelInfo, "joined the shared probe",
-			slog.String("sessionKey", r.req.SessionKey), slog.String("provider", c.prov),
-			slog.String("outcome", out.String()))
-		switch out {
-		case joinAnswered:
-			pl := r.inspect(c.index) // the probe cleared a cooldown: try it now
-			if pl.skip != "" || pl.usable == 0 || pl.mblocked {
-				return Result{}, nil, false
-			}
-			return r.walk(c.index, &pl)
-		case joinReleased:
-			continue
-		}
-		if res, err, done := r.checkCtx(); done {
-			return res, err, true
-		}
-		return Result{}, nil, false // the shared probe failed or did not answer in time: refused
+		return joinFailed, Result{}, nil, false
 	}
-	return Result{}, nil, false
+	if st != probeRunning {
+		return joinReleased, Result{}, nil, false // probed meanwhile: read the rows again
+	}
+	out = r.awaitProbe(c.prov, row.LastProbe, deadline)
+	r.log.LogAttrs(r.ctx, slog.LevelInfo, "joined the shared probe",
+		slog.String("sessionKey", r.req.SessionKey), slog.String("provider", c.prov),
+		slog.String("outcome", out.String()))
+	if out != joinAnswered {
+		return out, Result{}, nil, false
+	}
+	pl := r.inspect(c.index) // the probe cleared a cooldown: try it now
+	if pl.skip != "" || pl.usable == 0 || pl.mblocked {
+		return joinFailed, Result{}, nil, false
+	}
+	if res, err, done := r.walk(c.index, &pl); done {
+		return 0, res, err, true
+	}
+	return joinFailed, Result{}, nil, false
 }
 
 // joinOutcome is how a wait for another turn's probe ended.
@@ -392,10 +447,9 @@ func (o joinOutcome) String() string {
 	return "no result within probe_wait_seconds"
 }
 
-// awaitProbe waits for the result of prov's probe claimed at at, at most
-// SharedProbeWait, with the engine's clock.
-func (r *runner) awaitProbe(prov string, at time.Time) joinOutcome {
-	deadline := r.now().Add(r.p.SharedProbeWait)
+// awaitProbe waits for the result of prov's probe claimed at at, until
+// deadline, with the engine's clock.
+func (r *runner) awaitProbe(prov string, at, deadline time.Time) joinOutcome {
 	fl := r.e.localFlight(prov, at)
 	for {
 		if fl != nil {

@@ -101,10 +101,13 @@ func TestRun_A1_RefusedAtOnceWhenNothingMayAnswer(t *testing.T) {
 	}
 }
 
-// covers A1: a shared probe that fails refuses its turn; turns within
-// probe_interval_seconds are refused at once without a call; the next interval
-// probes again, and the candidate that recovered answers.
-func TestRun_A1_FailedProbeRefusesWithinTheInterval(t *testing.T) {
+// covers A1: a shared probe that fails leaves the turn to the next
+// provider's probe, in order of likelihood, and when every one failed the turn
+// is refused. A turn that comes while every provider was probed within
+// probe_interval_seconds waits for the next probe instead of refusing: it is
+// answered when a provider recovered meanwhile, and refused within the probe
+// wait when none did.
+func TestRun_A1_TurnsWaitForTheNextProbe(t *testing.T) {
 	h := newHarness(t)
 	h.e.Policy.ProbeWindow = time.Second
 	req := baseReq("openai/gpt-4o", "anthropic/claude")
@@ -114,30 +117,31 @@ func TestRun_A1_FailedProbeRefusesWithinTheInterval(t *testing.T) {
 	sc := newScript(h.clk, down)
 	_, err := h.e.Run(bg, req, sc.fn)
 	mustSummary(t, err)
-	if got := sc.keys(); !eqStrings(got, []string{"anthropic/claude@anthropic:main"}) {
-		t.Fatalf("turn 1 calls %v, want one probe of the soonest", got)
+	if got := sc.keys(); !eqStrings(got, []string{"anthropic/claude@anthropic:main", "openai/gpt-4o@openai:a"}) || h.clk.Now() != t0 {
+		t.Fatalf("turn 1 calls %v at %v, want the probe of the soonest, then of the other provider, at once", got, h.clk.Now())
 	}
-	// A second later anthropic still ends sooner, but its probe failed within
-	// the interval: the turn probes openai, the provider not probed yet.
+	// A second later: both were probed within the interval. The turn waits
+	// for the next probe (4 s) and openai, recovered, answers it.
 	h.clk.Advance(time.Second)
-	sc = newScript(h.clk, down)
-	_, err = h.e.Run(bg, req, sc.fn)
-	mustSummary(t, err)
-	if got := sc.keys(); !eqStrings(got, []string{"openai/gpt-4o@openai:a"}) {
-		t.Fatalf("turn 2 calls %v, want a probe of the other provider", got)
-	}
-	// Both probed and failed within the interval: refused at once, no call.
-	h.clk.Advance(time.Second)
-	sc = newScript(h.clk, ok("x"))
-	if _, err := h.e.Run(bg, req, sc.fn); err == nil || sc.count() != 0 {
-		t.Fatalf("turn 3: %v, calls %v; want a refusal without a call", err, sc.keys())
-	}
-	// After the interval a probe goes out again and the recovered provider answers.
-	h.clk.Advance(h.e.Policy.SharedProbeInterval)
-	sc = newScript(h.clk, ok("back"))
+	sc = newScript(h.clk, ok("back")).on("anthropic/claude", down)
 	res, err := h.e.Run(bg, req, sc.fn)
-	if err != nil || res.Output.Text != "back" || sc.count() != 1 {
-		t.Fatalf("turn 4: %v, calls %v", err, sc.keys())
+	if err != nil || res.Output.Text != "back" {
+		t.Fatalf("turn 2: %v, calls %v", err, sc.keys())
+	}
+	if waited := h.clk.Now().Sub(t0.Add(time.Second)); waited != h.e.Policy.SharedProbeInterval-time.Second {
+		t.Fatalf("turn 2 waited %v, want until the interval ended (4s)", waited)
+	}
+	// Everything down again: a turn within the interval waits, the next probes
+	// fail, and it is refused within the probe wait.
+	coolAll(t, h, map[string]time.Duration{"openai:a": time.Hour, "anthropic:main": time.Hour})
+	h.clk.Advance(time.Second)
+	start := h.clk.Now()
+	sc = newScript(h.clk, down)
+	if _, err := h.e.Run(bg, req, sc.fn); err == nil {
+		t.Fatal("answered with every provider down")
+	}
+	if waited := h.clk.Now().Sub(start); waited > h.e.Policy.SharedProbeWait || sc.count() == 0 || sc.count() > 2 {
+		t.Fatalf("refused after %v with %d calls, want within probe_wait_seconds and one probe per provider", waited, sc.count())
 	}
 }
 

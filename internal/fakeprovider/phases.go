@@ -156,8 +156,10 @@ type FlapOptions struct {
 	// stall_after_first_chunk).
 	Down []Rule
 	// AllDown is the share of phases in which every provider fails at once
-	// (default 0.15); the others fail 0, 1 or 2 of the providers alike.
+	// (default 0.15); in the others, from none up to Partial providers fail
+	// (default 1: flaps hit one provider or all of them), each count alike.
 	AllDown float64
+	Partial int
 	Seed    uint64 // the same seed gives the same script
 }
 
@@ -173,6 +175,10 @@ func Flapping(o FlapOptions) []Phase {
 	if all == 0 {
 		all = 0.15
 	}
+	partial := o.Partial
+	if partial <= 0 {
+		partial = 1
+	}
 	rng := rand.New(rand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15))
 	out := make([]Phase, 0, o.Phases)
 	n := len(o.Providers)
@@ -185,7 +191,7 @@ func Flapping(o FlapOptions) []Phase {
 		if rng.Float64() < all {
 			k = n
 		} else if n > 1 {
-			k = rng.IntN(n) // 0..n-1: at least one stays healthy
+			k = rng.IntN(min(partial, n-1) + 1) // at least one stays healthy
 		}
 		failing := rng.Perm(n)[:k]
 		p := Phase{For: d}

@@ -120,7 +120,22 @@ func TestFlapping(t *testing.T) {
 			healthy++
 		}
 	}
-	if all < 30 || all > 100 || healthy < 60 {
+	if all < 30 || all > 100 || healthy < 100 {
 		t.Fatalf("%d all-down and %d healthy phases of 400", all, healthy)
+	}
+	for _, p := range p1 {
+		if n := len(p.Rules); n != 0 && n != 1 && n != 3 {
+			t.Fatalf("a phase failing %d providers: flaps hit one or all (Partial 1)", n)
+		}
+	}
+	o.Partial = 2
+	two := 0
+	for _, p := range Flapping(o) {
+		if len(p.Rules) == 2 {
+			two++
+		}
+	}
+	if two == 0 {
+		t.Fatal("Partial 2 never failed two providers")
 	}
 }
