@@ -90,6 +90,9 @@ func BudgetsFrom(cfg *config.Config) Budgets {
 		TimeoutSwitchThreshold: d.Failover.TimeoutSwitchThreshold,
 		IdleTimeout:            d.Timeouts.Idle,
 		CooldownProbeInterval:  d.Failover.CooldownProbeInterval,
+		ProbeInterval:          d.Failover.SharedProbeInterval,
+		ProbeWait:              d.Failover.SharedProbeWait,
+		PrimaryProbeInterval:   d.Failover.PrimaryProbeInterval,
 	}
 }
 

@@ -598,8 +598,8 @@ func (r *Router) succeed(ctx context.Context, ts *turnState, res failover.Result
 		next.Reason, next.Status = classify.Reason(ts.cur.Reason), ts.cur.Status
 		if res.FellBack && res.Cause != nil {
 			next.Reason, next.Status = res.Cause.Reason, res.Cause.Status
-			if res.Cause.Reason == classify.ReasonRefusedResponse {
-				next.Words = res.Cause.Describe() // A2: what was refused
+			if res.Cause.Reason == classify.ReasonRefusedResponse && res.Cause.Status != classify.StatusUnknown {
+				next.Words = res.Cause.Describe() // A2: what was refused (a skip knows only the reason)
 			}
 		}
 	}
