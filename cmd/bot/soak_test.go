@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -90,7 +91,6 @@ type soakResult struct {
 	UnansweredTurns  int
 	CallsPerTurn     float64
 	AnsweredShare    float64 // of the turns sent while some provider was healthy
-	AllDownFastModes bool    // no all-down phase stalled (so its refusal can be timed)
 }
 
 // jsonl is a running bot's console: lines in, answer lines out.
@@ -148,10 +148,11 @@ func readLines(r io.Reader) <-chan outLine {
 	return ch
 }
 
-// runSoak plays phases on srv and sends a message from one of sessions every
-// gap (after the previous one's answer) until the script ends, then judges.
-// A turn with no answer within stuck is a stuck turn and ends the soak.
-func runSoak(t testing.TB, c jsonl, srv *fakeprovider.Server, phases []fakeprovider.Phase, sessions int, gap, stuck time.Duration) soakResult {
+// runSoak plays phases on srv and, through each of conns at once, sends a
+// message from one of sessions every gap (after the previous one's answer)
+// until the script ends, then judges. A turn with no answer within stuck is a
+// stuck turn and ends its connection's soak.
+func runSoak(t testing.TB, conns []jsonl, srv *fakeprovider.Server, phases []fakeprovider.Phase, sessions int, gap, stuck time.Duration) soakResult {
 	t.Helper()
 	var total time.Duration
 	for _, p := range phases {
@@ -160,56 +161,60 @@ func runSoak(t testing.TB, c jsonl, srv *fakeprovider.Server, phases []fakeprovi
 	calls0 := len(srv.Calls())
 	srv.Play(phases)
 	start := time.Now()
-	var res soakResult
-	on := map[string]string{} // session -> the model that answered it last (its chain, K3)
-	for i := 0; time.Since(start) < total; i++ {
-		tr := soakTurn{Session: fmt.Sprintf("s%d", i%sessions), Sent: time.Now()}
-		tr.Phase = srv.PhaseAt(tr.Sent)
-		tr.Healthy = tr.Phase < 0 || healthy(phases[tr.Phase], soakChain(on[tr.Session]))
-		line := fmt.Sprintf(`{"session": %q, "user": "u%d", "text": "soak message %d"}`+"\n", tr.Session, i%sessions, i)
-		if _, err := io.WriteString(c.in, line); err != nil {
-			t.Fatalf("write: %v", err)
-		}
-		timer := time.NewTimer(stuck)
-	wait:
-		for {
-			select {
-			case o, ok := <-c.out:
-				if !ok {
-					t.Fatal("the bot stopped answering")
+	turns := make([][]soakTurn, len(conns))
+	var wg sync.WaitGroup
+	for k, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			on := map[string]string{} // session -> the model that answered it last (its chain, K3)
+			for i := 0; time.Since(start) < total; i++ {
+				tr := soakTurn{Session: fmt.Sprintf("c%d-s%d", k, i%sessions), Sent: time.Now()}
+				tr.Phase = srv.PhaseAt(tr.Sent)
+				tr.Healthy = tr.Phase < 0 || healthy(phases[tr.Phase], soakChain(on[tr.Session]))
+				line := fmt.Sprintf(`{"session": %q, "user": "u%d", "text": "soak message %d"}`+"\n", tr.Session, i%sessions, i)
+				if _, err := io.WriteString(c.in, line); err != nil {
+					t.Errorf("write: %v", err)
+					return
 				}
-				if o.Type == "reply" || o.Type == "error" {
-					tr.Kind, tr.Model, tr.Text = o.Type, o.Model, o.Text
-					break wait
+				timer := time.NewTimer(stuck)
+			wait:
+				for {
+					select {
+					case o, ok := <-c.out:
+						if !ok {
+							t.Errorf("the bot stopped answering")
+							return
+						}
+						if o.Type == "reply" || o.Type == "error" {
+							tr.Kind, tr.Model, tr.Text = o.Type, o.Model, o.Text
+							break wait
+						}
+					case <-timer.C:
+						break wait
+					}
 				}
-			case <-timer.C:
-				break wait
+				timer.Stop()
+				tr.Done = time.Now()
+				if tr.Kind == "reply" {
+					on[tr.Session] = tr.Model
+				}
+				turns[k] = append(turns[k], tr)
+				if tr.Kind == "" {
+					t.Errorf("turn %d (%s) stuck: no answer within %v", i, tr.Session, stuck)
+					return
+				}
+				time.Sleep(gap)
 			}
-		}
-		timer.Stop()
-		tr.Done = time.Now()
-		if tr.Kind == "reply" {
-			on[tr.Session] = tr.Model
-		}
-		res.Turns = append(res.Turns, tr)
-		if tr.Kind == "" {
-			t.Errorf("turn %d (%s) stuck: no answer within %v", i, tr.Session, stuck)
-			break
-		}
-		time.Sleep(gap)
+		}()
 	}
+	wg.Wait()
 	srv.Play(nil)
-	res.Calls = len(srv.Calls()) - calls0
-	res.AllDownFastModes = true
-	for _, p := range phases {
-		if !healthy(p, soakProviders) {
-			for _, r := range p.Rules {
-				if r.Mode == fakeprovider.ModeStallAfterFirstChunk || r.Mode == fakeprovider.ModeHangBeforeHeaders {
-					res.AllDownFastModes = false
-				}
-			}
-		}
+	var res soakResult
+	for _, ts := range turns {
+		res.Turns = append(res.Turns, ts...)
 	}
+	res.Calls = len(srv.Calls()) - calls0
 	for _, tr := range res.Turns {
 		d := tr.Done.Sub(tr.Sent)
 		res.Slowest = max(res.Slowest, d)
@@ -319,7 +324,7 @@ func TestRun_JSONL_A1_A3_Flapping(t *testing.T) {
 	})
 	// The last phase: every provider fails fast, to time the refusal.
 	phases = append(phases, fakeprovider.Phase{For: 2 * time.Second, Rules: []fakeprovider.Rule{{Mode: fakeprovider.ModeServer500}}})
-	r := runSoak(t, c, srv, phases, 5, 10*time.Millisecond, 10*time.Second)
+	r := runSoak(t, []jsonl{c}, srv, phases, 5, 10*time.Millisecond, 10*time.Second)
 	t.Logf("%d turns (%d while some provider was healthy, %d all down), %d calls (%.2f a turn), answered %.1f%%, slowest turn %v, slowest all-down refusal %v",
 		len(r.Turns), r.HealthyTurns, r.AllDownTurns, r.Calls, r.CallsPerTurn, 100*r.AnsweredShare, r.Slowest.Round(time.Millisecond), r.SlowestRefusal.Round(time.Millisecond))
 	if r.HealthyTurns < 50 {
