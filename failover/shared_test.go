@@ -164,6 +164,24 @@ func TestRun_A1_MostLikelyCandidate(t *testing.T) {
 	}
 }
 
+// heldProbe is an attempt function whose probes wait for release; it counts
+// probes and calls.
+type heldProbe struct {
+	release      chan struct{}
+	probes, call atomic.Int32
+}
+
+func newHeldProbe() *heldProbe { return &heldProbe{release: make(chan struct{})} }
+
+func (p *heldProbe) fn(ctx context.Context, a Attempt) (Output, error) {
+	p.call.Add(1)
+	if a.Kind == AttemptProbe {
+		p.probes.Add(1)
+		<-p.release
+	}
+	return Output{Text: "hi " + string(a.Kind), FinishReason: "stop", Progress: true}, nil
+}
+
 // covers A1: turns of many sessions that find nothing to try join ONE probe:
 // one paid probe, the others wait for its result (on the engine's clock), and
 // once it answered each makes its own call to the recovered candidate.
@@ -174,16 +192,8 @@ func TestRun_A1_SingleFlightAcrossSessions(t *testing.T) {
 	h.e.Policy.ProbeWindow = time.Second
 	req := baseReq("openai/gpt-4o", "anthropic/claude")
 	coolAll(t, h, map[string]time.Duration{"openai:a": time.Minute, "openai:b": time.Minute, "anthropic:main": 40 * time.Second})
-	release := make(chan struct{})
-	var probes, calls atomic.Int32
-	fn := func(ctx context.Context, a Attempt) (Output, error) {
-		calls.Add(1)
-		if a.Kind == AttemptProbe {
-			probes.Add(1)
-			<-release
-		}
-		return Output{Text: "hi " + string(a.Kind), FinishReason: "stop", Progress: true}, nil
-	}
+	hp := newHeldProbe()
+	fn, probes, calls, release := hp.fn, &hp.probes, &hp.call, hp.release
 	const n = 8
 	var wg sync.WaitGroup
 	errs := make([]error, n)
@@ -231,16 +241,8 @@ func TestRun_A1_SingleFlightAcrossReplicas(t *testing.T) {
 	other := &Engine{Store: h.st, Clock: clk, Policy: h.e.Policy, Rand: func() float64 { return 0.5 }, Log: h.e.Log}
 	req := baseReq("openai/gpt-4o", "anthropic/claude")
 	coolAll(t, h, map[string]time.Duration{"openai:a": time.Minute, "openai:b": time.Minute, "anthropic:main": 40 * time.Second})
-	release := make(chan struct{})
-	var probes, calls atomic.Int32
-	fn := func(ctx context.Context, a Attempt) (Output, error) {
-		calls.Add(1)
-		if a.Kind == AttemptProbe {
-			probes.Add(1)
-			<-release
-		}
-		return Output{Text: "hi", FinishReason: "stop", Progress: true}, nil
-	}
+	hp := newHeldProbe()
+	fn, probes, calls, release := hp.fn, &hp.probes, &hp.call, hp.release
 	done := make(chan error, 2)
 	go func() { _, err := h.e.Run(bg, req, fn); done <- err }()
 	waitFor(t, "the probe", func() bool { return probes.Load() == 1 })

@@ -96,15 +96,7 @@ func BenchmarkFlapping(b *testing.B) {
 	for _, bin := range benchBinaries(b) {
 		b.Run(bin.name, func(b *testing.B) {
 			for range b.N {
-				srv := startFakeB(b)
-				dir := b.TempDir()
-				cfg := soakConfig(b, srv, filepath.Join(dir, "bot.db"), soakTimeouts, "jitter: 0.1", "retry_after_max_wait: 60s")
-				var conns []jsonl
-				for i := range 2 {
-					c, stop := startBinary(b, bin.path, cfg, dir, fmt.Sprintf("replica%d", i))
-					defer stop()
-					conns = append(conns, c)
-				}
+				srv, conns := soakReplicas(b, bin)
 				phases := fakeprovider.Flapping(fakeprovider.FlapOptions{
 					Providers: soakProviders, Phases: 40, Min: 3 * time.Second, Max: 6 * time.Second, Seed: 21})
 				b.ResetTimer()
@@ -129,15 +121,7 @@ func BenchmarkOutageRecovery(b *testing.B) {
 	for _, bin := range benchBinaries(b) {
 		b.Run(bin.name, func(b *testing.B) {
 			for range b.N {
-				srv := startFakeB(b)
-				dir := b.TempDir()
-				cfg := soakConfig(b, srv, filepath.Join(dir, "bot.db"), soakTimeouts, "jitter: 0.1", "retry_after_max_wait: 60s")
-				var conns []jsonl
-				for i := range 2 {
-					c, stop := startBinary(b, bin.path, cfg, dir, fmt.Sprintf("replica%d", i))
-					defer stop()
-					conns = append(conns, c)
-				}
+				srv, conns := soakReplicas(b, bin)
 				const outage = 150 * time.Second
 				phases := []fakeprovider.Phase{
 					{For: outage, Rules: []fakeprovider.Rule{{Mode: fakeprovider.ModeUnavailable503}}},
@@ -168,6 +152,23 @@ func BenchmarkOutageRecovery(b *testing.B) {
 			}
 		})
 	}
+}
+
+// soakReplicas starts a fake provider and two processes of bin on one SQLite
+// file (console jsonl), with the soak's timeouts and every other default; they
+// stop at the end of b.
+func soakReplicas(b *testing.B, bin benchBinary) (*fakeprovider.Server, []jsonl) {
+	b.Helper()
+	srv := startFakeB(b)
+	dir := b.TempDir()
+	cfg := soakConfig(b, srv, filepath.Join(dir, "bot.db"), soakTimeouts, "jitter: 0.1", "retry_after_max_wait: 60s")
+	var conns []jsonl
+	for i := range 2 {
+		c, stop := startBinary(b, bin.path, cfg, dir, fmt.Sprintf("replica%d", i))
+		b.Cleanup(stop)
+		conns = append(conns, c)
+	}
+	return srv, conns
 }
 
 func startFakeB(b *testing.B) *fakeprovider.Server {

@@ -80,17 +80,17 @@ type soakTurn struct {
 
 // soakResult sums a soak up.
 type soakResult struct {
-	Turns            []soakTurn
-	Calls            int // calls the fake received during the soak
-	HealthyTurns     int
-	HealthyAnswered  int
-	AllDownTurns     int
-	AllDownRefused   int
-	SlowestRefusal   time.Duration // of a turn sent while every provider was down
-	Slowest          time.Duration // of any turn
-	UnansweredTurns  int
-	CallsPerTurn     float64
-	AnsweredShare    float64 // of the turns sent while some provider was healthy
+	Turns           []soakTurn
+	Calls           int // calls the fake received during the soak
+	HealthyTurns    int
+	HealthyAnswered int
+	AllDownTurns    int
+	AllDownRefused  int
+	SlowestRefusal  time.Duration // of a turn sent while every provider was down
+	Slowest         time.Duration // of any turn
+	UnansweredTurns int
+	CallsPerTurn    float64
+	AnsweredShare   float64 // of the turns sent while some provider was healthy
 }
 
 // jsonl is a running bot's console: lines in, answer lines out.

@@ -13,10 +13,10 @@ import (
 	"github.com/detourbot/detour/failover"
 )
 
-// serveLimited starts a server within lim for t.
-func serveLimited(t *testing.T, m *Metrics, lim Limits) string {
+// serveLimited starts a server within lim for t and returns its address.
+func serveLimited(t *testing.T, m *Metrics, c Checks, lim Limits) string {
 	t.Helper()
-	s, err := ListenLimited("127.0.0.1:0", m, Checks{}, nil, lim)
+	s, err := ListenLimited("127.0.0.1:0", m, c, nil, lim)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func closedWithin(c net.Conn, d time.Duration) bool {
 func TestServer_A4_ConnectionLimitAndHeaderTimeout(t *testing.T) {
 	m := NewMetrics(nil, nil)
 	lim := Limits{ReadHeader: 300 * time.Millisecond, Read: time.Second, Write: time.Second, Idle: time.Second, MaxConns: 4}
-	addr := serveLimited(t, m, lim)
+	addr := serveLimited(t, m, Checks{}, lim)
 	var held []net.Conn
 	for range lim.MaxConns {
 		c, err := net.Dial("tcp", addr)
@@ -88,7 +88,7 @@ func TestServer_A4_ConnectionLimitAndHeaderTimeout(t *testing.T) {
 // the idle timeout, and the server sets read, write and header timeouts.
 func TestServer_A4_IdleKeepAliveClosed(t *testing.T) {
 	lim := Limits{ReadHeader: time.Second, Read: time.Second, Write: time.Second, Idle: 200 * time.Millisecond, MaxConns: 4}
-	addr := serveLimited(t, NewMetrics(nil, nil), lim)
+	addr := serveLimited(t, NewMetrics(nil, nil), Checks{}, lim)
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -123,7 +123,7 @@ func TestMetrics_A4_LocalFailures(t *testing.T) {
 	m := NewMetrics(nil, nil)
 	m.Attempt(failover.AttemptRecord{Candidate: failover.Candidate{Provider: "p1", Model: "a"},
 		Failure: &failover.Failure{Reason: classify.ReasonLocal, Message: "too many open files"}})
-	addr := serveLimited(t, m, DefaultLimits)
+	addr := serveLimited(t, m, Checks{}, DefaultLimits)
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
