@@ -303,6 +303,10 @@ func todo(l ReportLine) string {
 		return "fix the model id in the config"
 	case classify.ReasonRateLimit, classify.ReasonOverloaded:
 		return "wait for the reset, or /recover " + l.Model + " to probe now"
+	case classify.ReasonRefusedResponse:
+		return "check providers." + l.Provider + ".base_url (a redirect, or a compressed or oversized answer; limits.max_response_bytes, max_answer_bytes), then /recover " + l.Model
+	case classify.ReasonLocal:
+		return "the bot itself failed (file descriptors, memory), not the provider: check the process (ulimit -n, memory)"
 	}
 	return "/recover " + l.Model + " probes it now"
 }

@@ -34,3 +34,18 @@ func TestTexts_A2_RefusedResponse(t *testing.T) {
 		t.Fatalf("failure text %q", txt)
 	}
 }
+
+// covers A2, A4, V4: the admin report says what to do about a refused response
+// (the provider's address or the caps) and a local failure (the bot itself).
+func TestAdminReport_A2_A4(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	r := AdminReport([]ReportLine{
+		{Model: "a/m", Provider: "a", Reason: classify.ReasonRefusedResponse, Error: "redirect to https://edge.example/… (HTTP 307, never followed)"},
+		{Model: "b/m", Provider: "b", Reason: classify.ReasonLocal, Error: "socket: too many open files"},
+	}, "console:x", now)
+	for _, want := range []string{"providers.a.base_url", "the bot itself failed"} {
+		if !strings.Contains(r, want) {
+			t.Errorf("report lacks %q:\n%s", want, r)
+		}
+	}
+}
