@@ -138,14 +138,21 @@ func BenchmarkOutageRecovery(b *testing.B) {
 						first = tr.Done.Sub(healed)
 					}
 				}
-				during := 0
+				during, calls := 0, 0
 				for _, tr := range r.Turns {
 					if tr.Sent.Before(healed) {
 						during++
 					}
 				}
+				for _, c := range srv.Calls() {
+					if c.Time.Before(healed) {
+						calls++
+					}
+				}
 				b.ReportMetric(first.Seconds(), "recovery-s")
-				b.Logf("%s: first answer %v after the recovery; %d messages during the outage cost %d calls in all", bin.name, first.Round(100*time.Millisecond), during, r.Calls)
+				b.ReportMetric(float64(calls), "outage-calls")
+				b.Logf("%s: first answer %v after the recovery; the %d messages sent during the outage cost %d calls (%.0f a minute)",
+					bin.name, first.Round(100*time.Millisecond), during, calls, float64(calls)/outage.Minutes())
 				if first < 0 || first > 35*time.Second {
 					b.Errorf("%s: first answer %v after the recovery, want within 35 s", bin.name, first)
 				}
