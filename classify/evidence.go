@@ -33,9 +33,13 @@ type evidence struct {
 	code    string   // the most specific code or type, for Verdict.Code
 	hasRaw  bool     // OpenRouter metadata.raw was present
 	isHTML  bool
-	hasBody bool              // the body held something non-blank
-	hdrs    map[string]string // header-like values found inside the body (lower-case keys)
-	status  effectiveStatus
+	// cloudflare: the body is Cloudflare's own error document ("cloudflare_error":
+	// true), written by the edge about the origin, not by the provider.
+	cloudflare bool
+	param      string            // the request parameter the provider named (error.param, a validation loc)
+	hasBody    bool              // the body held something non-blank
+	hdrs       map[string]string // header-like values found inside the body (lower-case keys)
+	status     effectiveStatus
 
 	bodyStatus      int // a status number (400..599) in a code/status field of the body
 	bodyStatusDepth int
@@ -219,8 +223,10 @@ func (ev *evidence) fromJSON(v any, depth int, prose *[]string) {
 		}
 		if inner != nil {
 			ev.pickCode(inner)
+			ev.pickParam(inner)
 		}
 		ev.pickCode(m)
+		ev.pickParam(m)
 	}
 	ev.walk(v, "", 0, depth, prose)
 }
@@ -279,6 +285,38 @@ func (ev *evidence) pickCode(o map[string]any) {
 	}
 	if len(cands) > 0 {
 		ev.code = cands[0]
+	}
+}
+
+// pickParam keeps the request parameter an error object names: OpenAI's
+// error.param ("messages[1].content"), a validation error's loc (["body",
+// "store"] becomes "store").
+func (ev *evidence) pickParam(o map[string]any) {
+	if ev.param != "" {
+		return
+	}
+	if p, ok := o["param"].(string); ok && strings.TrimSpace(p) != "" {
+		ev.param = clip(strings.TrimSpace(p), 128)
+		return
+	}
+	var first map[string]any
+	switch d := o["detail"].(type) {
+	case []any:
+		if len(d) > 0 {
+			first, _ = d[0].(map[string]any)
+		}
+	}
+	if first == nil {
+		return
+	}
+	if loc, ok := first["loc"].([]any); ok {
+		var names []string
+		for _, e := range loc {
+			if s, ok := e.(string); ok && s != "body" {
+				names = append(names, s)
+			}
+		}
+		ev.param = clip(strings.Join(names, "."), 128)
 	}
 }
 
@@ -372,6 +410,10 @@ func (ev *evidence) walkMember(k string, v any, path string, level, depth int, p
 			if n := httpStatusValue(x); n != 0 && (ev.bodyStatus == 0 || level < ev.bodyStatusDepth) {
 				ev.bodyStatus, ev.bodyStatusDepth = n, level
 			}
+		}
+	case bool:
+		if lk == "cloudflare_error" && x {
+			ev.cloudflare = true
 		}
 	case map[string]any, []any:
 		ev.walk(v, p, level+1, depth, prose)
@@ -524,7 +566,10 @@ func (ev *evidence) buildText(prose []string) {
 				return " "
 			})
 		}
-		low = collapseSpace(low)
+		// A blank line ends a paragraph (a sentence, for the patterns); curly
+		// quotes are read as straight ones ("isn’t supported").
+		low = paragraphs.ReplaceAllString(low, " . ")
+		low = quotes.Replace(collapseSpace(low))
 		if low == "" {
 			continue
 		}
@@ -534,6 +579,11 @@ func (ev *evidence) buildText(prose []string) {
 	ev.text = clip(sentenceEnds.Replace(strings.Join(ev.parts, " | ")), maxScanText)
 	ev.text = strings.TrimRight(ev.text, ".!。 ")
 }
+
+var (
+	paragraphs = regexp.MustCompile(`\n[ \t\r]*\n`)
+	quotes     = strings.NewReplacer("\u2019", "'", "\u2018", "'", "\u201c", `"`, "\u201d", `"`)
+)
 
 // sentenceEnds turns the ends of sentences into part separators, so a gap in a
 // family's pattern (which never crosses "|") stays inside one sentence, while a
