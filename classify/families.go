@@ -328,6 +328,10 @@ var families = []family{
 		pat("no-asset", "no available", `\bno available (asset|resource package|balance)\b`),
 		pat("openrouter-key-limit", "limit|budget|capacity", `\bkey limit (exceeded|reached)\b|\bbudget limit (exceeded|reached)\b|\bkey budget\b|\b(create|use) a key with a higher\b|\btoken capacity required\b|\bprompt tokens limit exceeded\b`).only("openrouter"),
 		pat("more-credits-required", "credit", `\bmore credits (are |is )?(required|needed)\b`),
+		// A cap the account set for itself, with no reset: someone must raise it
+		// (a cap that names its reset is a window, C3).
+		pat("self-set-cap", "set|configured|custom", `\b(reached|exceeded|hit)\b~\b(the |your )?(set|configured|self-set|custom) (\w+ )?(limit|cap|quota|budget)\b`).
+			unlessRe(rx(`\b(daily|weekly|monthly|hourly|per[ -](minute|second|hour|day)|today|resets?|refresh)\b`)),
 		// A free grant or a token allowance used up: nothing refills it by waiting
 		// unless the text names a period or a reset (then it is a window, C3).
 		pat("allowance-spent", "quota", `\bfree (allocated |tier |trial )?quota\b~\b(exceeded|exhausted|used up|run out|reached)\b|\busage (has )?exceeded (the |your )?(token |usage )?quota\b|\b(token|prepaid|package|resource pack) quota\b~\b(exceeded|exhausted|used up|run out)\b`).
@@ -382,8 +386,8 @@ var families = []family{
 		// file): retrying may or may not help and another key will not; it still
 		// advances while candidates remain (R2). Ranked above the words of what it
 		// was doing ("error loading model", "loading"), which describe, not decide.
-		pat("process-died", "process|crashed|exit status|segmentation|core dumped",
-			`\b(process|runner|subprocess|worker)\b~\b(has |have |had )?(terminated|exited|crashed|died)\b|\b(has|had|have) crashed\b|\bexit status [1-9]\d*\b|\bsegmentation fault\b|\bcore dumped\b`),
+		pat("process-died", "process|runner|worker|crashed|exit status|segmentation|core dumped",
+			`\b(process|runner|subprocess|worker)\b~\b(has |have |had )?(unexpectedly )?(terminated|exited|crashed|died|stopped)\b|\b(has|had|have) crashed\b|\bexit status [1-9]\d*\b|\bsegmentation fault\b|\bcore dumped\b`),
 	}},
 	{name: "overloaded", rank: rankOverloaded, reason: ReasonOverloaded, rules: []rule{
 		pat("overloaded", "overload", `(\b|_)overload(ed|ing)?\b`),
@@ -447,6 +451,7 @@ var families = []family{
 		pat("auth-failed", "auth", `\bauthenticat\w*\b~\b(fail\w*|error|required|invalid|denied)\b|\b(failed|could not|unable) to authenticate\b|\bunauthenticated\b|\bunauthori[sz]ed\b|\bnot authori[sz]ed\b|\bauthori[sz]ation (required|failed|header)\b|\bno auth available\b|\bauth[ _]unavailable\b`),
 		pat("permission", "permission|access|scope", `\bpermission[ _]denied\b|\bpermission_error\b|\binsufficient[ _]permissions?\b|\b(does not|do not|doesn't|don't) have (the )?(required |necessary )?permissions?\b|\bmissing (required )?scopes?\b|\baccess[ _]?denied\b|\bnot allowed to access\b|\bno permission\b|\b(do not|don't|does not|doesn't) have access to (the |this |your |that )?(organi[sz]ation|project|workspace|account|resource)`),
 		pat("forbidden", "forbidden", `^forbidden\b|\b403 forbidden\b|\bforbidden:|\brequest[ _]forbidden\b`),
+		pat("not-authenticated", "authenticated", `\bnot authenticated\b`),
 		pat("sign-in", "sign|log|authenticate|session", `\b(sign|log)[ -]?in again\b|\bnot (signed|logged) in\b|\bplease (sign|log) ?in\b|\blogin (fail\w*|required|expired)\b|\bre-?authenticate\b|\bsession (has )?expired\b`),
 		pat("endpoint-or-credentials", "credentials", `\binvalid (api )?(endpoint|url) or (api )?(key|credentials)\b`),
 		pat("location", "location|country|region|territory", `\blocation is not supported\b|\bnot (available|supported) in your (country|region|territory|location)\b|\bunsupported[ _]country\b|\bcountry, region, or territory not supported\b`),
@@ -494,7 +499,7 @@ var families = []family{
 		pat("dns", "name|resolv|getaddrinfo|servname|dns",
 			`\btemporary failure in name resolution\b|\bname or service not known\b|\bnodename nor servname provided\b|\bgetaddrinfo( failed|\b)|\bno address associated with hostname\b|\bcould not resolve (host|hostname|proxy)\b|\bfailed to resolve\b|\bnameresolutionerror\b|\bclientconnectordnserror\b`),
 		pat("refused", "refused|connect|winerror|errno|route|unreachable|remote end|connection aborted",
-			`\bactively refused\b|\bwinerror 100(61|60|54|53|51)\b|\bconnectex\b|\[errno (111|104|110|113|101|61|54|60|65)\]|\ball connection attempts failed\b|\bcannot connect to host\b|\bfailed to establish a new connection\b|\b(newconnectionerror|connecterror|connecttimeout|connecttimeouterror|readtimeout|readerror|writeerror|remoteprotocolerror|pooltimeout|connectionreseterror|connectionrefusederror|serverdisconnectederror|clientconnectorerror|clientoserror|apiconnectionerror)\b|\bremote end closed connection\b|\bconnection aborted\b|\bno route to host\b|\b(network|host) is unreachable\b`),
+			`\bactively refused\b|\b(unable|failed|could not|couldn't|can't|cannot) (to )?connect\b|\bwinerror 100(61|60|54|53|51)\b|\bconnectex\b|\[errno (111|104|110|113|101|61|54|60|65)\]|\ball connection attempts failed\b|\bcannot connect to host\b|\bfailed to establish a new connection\b|\b(newconnectionerror|connecterror|connecttimeout|connecttimeouterror|readtimeout|readerror|writeerror|remoteprotocolerror|pooltimeout|connectionreseterror|connectionrefusederror|serverdisconnectederror|clientconnectorerror|clientoserror|apiconnectionerror)\b|\bremote end closed connection\b|\bconnection aborted\b|\bno route to host\b|\b(network|host) is unreachable\b`),
 		// TLS: a certificate the client will not trust, or a broken handshake. No
 		// provider answered; another endpoint may (a proxy on this path is the
 		// usual cause, and is not fixed by waiting, but the next candidate is
