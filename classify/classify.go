@@ -1,15 +1,19 @@
 // Package classify turns one failed LLM provider response into a reason, a class
-// and a recovery time (docs/behaviour.md section 1, rules C1-C12). It is a pure function of the
-// response and a clock reading and imports nothing but the standard library, so
-// every decision is tested on recorded provider bodies in microseconds.
+// and a recovery time (docs/behaviour.md section 1, rules C1-C12), and judges
+// whether an invalid request's words point at the request (RequestFault, C13).
+// It is a pure function of the response and a clock reading and imports nothing
+// but the standard library, so every decision is tested on recorded provider
+// bodies in microseconds.
 //
 // Classify reads structure first and words second. Each step is a small table:
 //
 //  1. transport: the error the client saw when there was no response (our own
 //     timeouts, the caller's cancel, a dropped connection);
 //  2. fields: the provider's machine-readable fields (error.type, error.code,
-//     Google status strings, AWS exception names and the x-amzn-errortype
-//     header, stop reasons);
+//     Google status strings and ErrorInfo reasons, AWS exception names and the
+//     x-amzn-errortype header, Azure and Tencent codes, stop reasons), and the
+//     numeric codes of providers that have their own (Zhipu, MiniMax, Qianfan:
+//     providercodes.go), read only for that provider;
 //  3. status: the HTTP status, reconciled with a status number inside the body or
 //     stated in the text (a body "code":429 never turns an HTTP 400 or 401 into a
 //     rate limit; a gateway's 5xx wrapping an upstream 429 is a rate limit);
