@@ -264,7 +264,8 @@ var families = []family{
 		// Only a caller's cancel without a server response (see specificAdmits);
 		// a server's 408 "Request was aborted" is a timeout.
 		pat("request-aborted", "abort", `\brequest (was |has been )?aborted\b|\b(user|caller|client) aborted\b|\baborted by (the )?(user|client|caller)\b`),
-		pat("cancelled-by-caller", "cancel", `\b(request|call|generation|completion) (was |has been )?cancell?ed\b|\bcancell?ed by (the )?(user|client|caller)\b`),
+		pat("cancelled-by-caller", "cancel", `\b(request|call|generation|completion) (was |has been )?cancell?ed\b|\bcancell?ed by (the )?(user|client|caller)\b`).
+			unlessRe(rx(`\btimeout\b|deadline`)), // Go's "request canceled ... (Client.Timeout exceeded ...)" is a timeout
 		pat("interrupted-by-user", "interrupted|context cancel", `\binterrupted by (the )?(user|caller|client)\b|\bcontext cancell?ed\b`),
 		lit("cancelled-zh", "请求已取消", "用户取消", "已取消请求"),
 	}},
@@ -294,13 +295,15 @@ var families = []family{
 			`\b(has been|have been|was|is|got) (deactivated|suspended|banned|terminated|disabled|blocked|locked) (in|for|on) (this|your|the) (account|organi[sz]ation|org|project|workspace|team)\b`).unlessRe(reBillingOrTemporary),
 		// A service or API that was never switched on for the account: a person must enable it.
 		pat("service-not-activated", "activated|enabled|not open|开通",
-			`\b(service|api|product)\b~\b(is |has )?(not|never)( yet)? (been )?(activated|enabled|opened|open)\b|\bthe api you are accessing is not open\b|\bnot (been )?activated for (this|your|the) (account|project|organi[sz]ation)\b|服务未开通|未开通`).unlessRe(reBillingWords),
+			`\b(service|api|product)\b~\b(is |has )?(not|never)( yet)? (been )?(activated|enabled|opened|open)\b|\bthe api you are accessing is not open\b|\bnot (been )?(activated|enabled) (for|on|in) (this|your|the) (account|project|organi[sz]ation|subscription|tenant|workspace)\b|服务未开通|未开通`).
+			unlessRe(rx(reBillingWords.String() + `|\bmodels?\b`)), // a model not enabled is model_not_found
+		pat("archived", "archived|no longer accessible", `\b(project|organi[sz]ation|org|workspace|account|team|key)\b~\b(has been |was |is )?archived\b|\b(project|organi[sz]ation|workspace|account)\b~\bno longer accessible\b`),
 		pat("leaked-key", "leak", `\b(key|token|credential)s?\b~\bleaked\b|\bleaked (api )?(key|token|credential)`).and("key|token|credential"),
 		pat("oauth-refresh", "refresh", `\brefresh[ _]token\b~\b(invalid|expired|revoked|not found|reused|been used)\b|\bcould not be refreshed\b|\b(token|oauth) refresh (failed|failure|error)\b|\bfailed to refresh (the )?(access |oauth )?token\b`),
 		lit("invalid-grant", "invalid_grant"),
 		pat("access-ended", "access|account", `\baccess (was |has been |is )?(terminated|revoked|suspended|banned)\b|\baccess_terminated\b|\b(service|access) (is )?(unavailable|disabled|blocked) for (this |your |the )?account\b`),
 		pat("org-not-allowed", "not allowed for this organ", `not allowed for this organi[sz]ation`),
-		lit("banned-zh", "封禁", "已被禁用", "已禁用", "已停用", "被冻结", "已冻结", "已注销", "账号异常", "账户异常", "被封", "已被锁定", "被锁定", "已锁定", "非活动状态", "停服").unlessRe(reBillingWords),
+		lit("banned-zh", "封禁", "已被禁用", "已禁用", "已停用", "被冻结", "已冻结", "已注销", "账号异常", "账户异常", "被封", "已被锁定", "被锁定", "已锁定", "非活动状态", "停服", "令牌状态不可用").unlessRe(reBillingWords),
 	}},
 	{name: "billing", rank: rankBilling, reason: ReasonBilling, rules: []rule{
 		pat("insufficient-funds", "insufficient", `\binsufficient(_|\s~\b)(balance|credits?|funds|quota)\b`),
@@ -426,10 +429,10 @@ var families = []family{
 		// A model this credential may not use: the key is good for its other
 		// models, so the chain falls back at once and the key keeps no cooldown
 		// (an auth verdict would cool it down for every model and skip the provider).
-		pat("model-access", "model", `\baccess (to|the) (the |this |that )?model\b|\bmodel access (is )?(denied|not granted)\b|\bnot (allowed|permitted|authori[sz]ed|entitled) to (access|use) (this |the |that )?(publisher )?model\b|\bnot (agreed|accepted)\b~\bterms\b|\b(unable|cannot|can't|could not) (to )?access (the |this )?model\b|\b(does not|doesn't|do not|don't) have access to (the |this |that )?model\b|\bcan only access models\b`).unlessRe(reIAM),
+		pat("model-access", "model", `\baccess (to|the) (the |this |that )?model\b|\bmodel access (is )?(denied|not granted)\b|\bnot (allowed|permitted|authori[sz]ed|entitled) to (access|use|sample from|call) (this |the |that )?(publisher )?model\b|\bnot (agreed|accepted)\b~\bterms\b|\b(unable|cannot|can't|could not) (to )?access (the |this )?model\b|\b(does not|doesn't|do not|don't) have access to (the |this |that )?model\b|\bcan only access models\b`).unlessRe(reIAM),
 		// The model (or this deployment of it) cannot do what the request needs:
 		// another candidate can serve the same request (model_not_found, not format).
-		pat("model-capability", "support|not enabled for", `\b(does not|doesn't|do not|don't) support\b~\b(tools?|tool use|tool[ _]calling|tool calls|tool_choice|function[ _]calling|functions|images?|image input|vision|audio|video|thinking|reasoning|system (prompts?|messages?|instructions?|role)|developer (instructions?|messages?|role)|json mode|structured outputs?|generate|chat|completions?|embeddings?|insert|multimodal|pdfs?)\b|\bno endpoints? found that support\b|\bnot enabled for (models/|this model\b|the model\b)|\b(image|audio|video|file|pdf|document)s? (input|inputs|modality) (is |are )?not (supported|enabled)\b`),
+		pat("model-capability", "support|not enabled for|provisioned", `\b(does not|doesn't|do not|don't) support\b~\b(tools?|tool use|tool[ _]calling|tool calls|tool_choice|function[ _]calling|functions|images?|image input|vision|audio|video|thinking|reasoning\w*|system (prompts?|messages?|instructions?|role)|developer (instructions?|messages?|role)|json mode|structured outputs?|generate|chat|completions?|embeddings?|insert|multimodal|pdfs?)\b|\b(tools?|tool use|tool[ _]calling|tool calls|function[ _]calling|functions|images?|image_url|image input|vision|audio|video|thinking|reasoning\w*|json mode|json_object|response_format|structured outputs?|system (prompts?|messages?|instructions?)|streaming|multimodal|pdfs?)\W{0,3} (is |are )?not (supported|enabled|available) (with|for|by|on|in) (this|the|that) model\b|\bonly supported by (certain|some|specific|selected|other) models\b|\b(doesn't|does not) support the model\b|\brequires provisioned throughput\b|\bno endpoints? found that support\b|\bnot enabled for (models/|this model\b|the model\b)|\b(image|audio|video|file|pdf|document)s? (input|inputs|modality) (is |are )?not (supported|enabled)\b`),
 		pat("tools-unsupported", "tool", `\btools? (param|parameter)s? (requires|is not|are not)\b|\bunsupported param(eter)?\W{0,3}(tools?|tool_choice|functions?)\b|\btool choice requires\b|\btool[ _]use[ _]not[ _]supported\b`),
 		pat("chat-template", "template", `\b(error|failed|unable|cannot|can't) (rendering|to render|render|applying|to apply|apply)\b~\btemplate\b|\bjinja template\b|\bchat[ _]template\b~\b(error|not (found|set|defined|supported)|missing|no longer allowed|must provide|requires?)\b|\bmust provide a chat template\b|\btemplate error\b`),
 		pat("organization-unverified", "verif", `\borgani[sz]ation (must|needs to) be verified\b|\bmust be verified to (use|stream|access|generate)\b|\bverify (your )?organi[sz]ation\b`),
@@ -440,7 +443,7 @@ var families = []family{
 		pat("no-endpoints", "endpoint|provider|router", `\bno endpoints? found\b|\bno allowed providers\b|\brouter not found\b|\bno (available )?(model )?providers? (available|that|can)\b|\bno available model provider\b`),
 		pat("nothing-loaded", "loaded", `\bno models? (is |are )?loaded\b`),
 		pat("deployment-missing", "deployment|engine|endpoint", `\b(deployment|engine|endpoint)s?\b~\b(not found|does not exist|not exist|not running|not deployed|not started)\b`).and("not found|not exist|not running|not deployed|not started"),
-		pat("model-missing-zh", "模型|无可用渠道", `模型不存在|模型未找到|找不到模型|不支持该模型|不支持的模型|模型已下线|模型已下架|无可用渠道|模型[^。|]{0,20}(不存在|未找到|已下线|已下架)|(当前|该|此)模型不支持`),
+		pat("model-missing-zh", "模型|无可用渠道", `模型不存在|模型未找到|找不到模型|不支持该模型|不支持的模型|模型已下线|模型已下架|无可用渠道|模型[^。|]{0,20}(不存在|未找到|已下线|已下架)|(当前|该|此)模型不支持|无权(访问|使用|调用)(该)?模型|没有(权限)?(访问|使用)(该)?模型的权限`),
 	}},
 	{name: "auth", rank: rankAuth, reason: ReasonAuth, rules: []rule{
 		pat("bad-credential", "invalid|incorrect|wrong|bad|missing|expired|revoked|malformed",
@@ -498,14 +501,14 @@ var families = []family{
 		// wording of DNS, refused and broken connections.
 		pat("dns", "name|resolv|getaddrinfo|servname|dns",
 			`\btemporary failure in name resolution\b|\bname or service not known\b|\bnodename nor servname provided\b|\bgetaddrinfo( failed|\b)|\bno address associated with hostname\b|\bcould not resolve (host|hostname|proxy)\b|\bfailed to resolve\b|\bnameresolutionerror\b|\bclientconnectordnserror\b`),
-		pat("refused", "refused|connect|winerror|errno|route|unreachable|remote end|connection aborted",
-			`\bactively refused\b|\b(unable|failed|could not|couldn't|can't|cannot) (to )?connect\b|\bwinerror 100(61|60|54|53|51)\b|\bconnectex\b|\[errno (111|104|110|113|101|61|54|60|65)\]|\ball connection attempts failed\b|\bcannot connect to host\b|\bfailed to establish a new connection\b|\b(newconnectionerror|connecterror|connecttimeout|connecttimeouterror|readtimeout|readerror|writeerror|remoteprotocolerror|pooltimeout|connectionreseterror|connectionrefusederror|serverdisconnectederror|clientconnectorerror|clientoserror|apiconnectionerror)\b|\bremote end closed connection\b|\bconnection aborted\b|\bno route to host\b|\b(network|host) is unreachable\b`),
+		pat("refused", "refused|connect|winerror|errno|route|unreachable|remote end|connection aborted|timeout|error|disconnect|exception",
+			`\bactively refused\b|\b(unable|failed|could not|couldn't|can't|cannot) (to )?connect\b|\bwinerror 100(61|60|54|53|51)\b|\bconnectex\b|\[errno (111|104|110|113|101|61|54|60|65)\]|\ball connection attempts failed\b|\bcannot connect to host\b|\bfailed to establish a new connection\b|\b(newconnectionerror|connecterror|connecttimeout|connecttimeouterror|readtimeout|readerror|writeerror|remoteprotocolerror|pooltimeout|connectionreseterror|connectionrefusederror|serverdisconnectederror|clientconnectorerror|clientoserror|apiconnectionerror)\b|\bremote end closed connection\b|\bconnection aborted\b|\bno route to host\b|\b(network|host) is unreachable\b|\b(unknownhostexception|sockettimeoutexception|sslhandshakeexception|connecttimeoutexception|httpconnecttimeoutexception)\b`),
 		// TLS: a certificate the client will not trust, or a broken handshake. No
 		// provider answered; another endpoint may (a proxy on this path is the
 		// usual cause, and is not fixed by waiting, but the next candidate is
 		// often reached another way).
 		pat("tls", "cert|ssl|tls|x509|handshake|eof occurred|wrong_version",
-			`\bcertificate[_ ]verify[_ ]failed\b|\bself[- _]signed[ _](cert|certificate)\b|\bself_signed_cert_in_chain\b|\bdepth_zero_self_signed_cert\b|\bunable to (get|verify) (the )?(local issuer|first|issuer) certificate\b|\bunable_to_(get_issuer_cert_locally|verify_leaf_signature)\b|\bcert_has_expired\b|\bcertificate has expired\b|\bx509:|\berr_tls_cert_altname_invalid\b|\bdoes not match certificate'?s altnames\b|\b(sslerror|ssleoferror|sslcertverificationerror|sslzeroreturnerror)\b|\[ssl[:\]]|\beof occurred in violation of protocol\b|\bwrong_version_number\b|\bhandshake failure\b`),
+			`\bcertificate[_ ]verify[_ ]failed\b|\bself[- _]signed[ _](cert|certificate)\b|\bself_signed_cert_in_chain\b|\bdepth_zero_self_signed_cert\b|\bunable to (get|verify) (the )?(local issuer|first|issuer) certificate\b|\bunable_to_(get_issuer_cert_locally|verify_leaf_signature)\b|\bcert_has_expired\b|\bcertificate has expired\b|\bx509:|\berr_tls_cert_altname_invalid\b|\bdoes not match certificate'?s altnames\b|\b(sslerror|ssleoferror|sslcertverificationerror|sslzeroreturnerror)\b|\[ssl[:\]]|\beof occurred in violation of protocol\b|\bwrong_version_number\b|\bhandshake failure\b|\bssl_error_\w+|\bssl_connect\b`),
 		lit("server-zh", "内部错误", "服务器错误", "服务器内部错误", "系统错误", "系统异常", "网络错误", "网络异常", "服务不可用", "请求超时", "连接超时", "连接错误", "超时"),
 	}},
 }
@@ -750,7 +753,6 @@ func tokensOverMax(t string) bool {
 }
 
 var (
-	reCountGT      = regexp.MustCompile(`(\d[\d,]*)\s*>\s*(\d[\d,]*)`)
 	reMaxLength    = regexp.MustCompile(`expected maxlength\W{1,3}(\d+)\W{1,3}actual\W{1,3}(\d+)`)
 	reMemberLength = regexp.MustCompile(`value at '(body|prompt|messages?|inputtext|input|text|content)[^']{0,40}' failed to satisfy constraint: member must have length less than or equal to`)
 )
@@ -767,13 +769,58 @@ func countsOver(t string) bool {
 		if reNotPromptCount.MatchString(part) {
 			continue
 		}
-		for _, g := range reCountGT.FindAllStringSubmatch(part, 4) {
-			if a, b, ok := counts(g[1], g[2]); ok && a > b && b > 0 {
+		for i, n := 0, 0; n < 8; n++ {
+			k := strings.IndexByte(part[i:], '>')
+			if k < 0 {
+				break
+			}
+			k += i
+			i = k + 1
+			if k > 0 && (part[k-1] == '-' || part[k-1] == '=') {
+				continue // an arrow, not a comparison
+			}
+			a, okA := lastNumber(part[max(0, k-28):k])
+			b, okB := firstNumber(part[k+1 : min(len(part), k+30)])
+			if okA && okB && a > b && b > 0 {
 				return true
 			}
 		}
 	}
 	return false
+}
+
+// lastNumber and firstNumber read the number nearest the end (start) of s:
+// "prompt tokens (250000) " gives 250000, " max context (200000)" 200000.
+func lastNumber(s string) (int64, bool) {
+	j := len(s)
+	for j > 0 && !isDigit(s[j-1]) {
+		j--
+	}
+	i := j
+	for i > 0 && (isDigit(s[i-1]) || s[i-1] == ',') {
+		i--
+	}
+	if i == j {
+		return 0, false
+	}
+	n, _, ok := counts(s[i:j], "0")
+	return n, ok
+}
+
+func firstNumber(s string) (int64, bool) {
+	i := 0
+	for i < len(s) && !isDigit(s[i]) {
+		i++
+	}
+	j := i
+	for j < len(s) && (isDigit(s[j]) || s[j] == ',' && j+1 < len(s) && isDigit(s[j+1])) {
+		j++
+	}
+	if i == j {
+		return 0, false
+	}
+	n, _, ok := counts(s[i:j], "0")
+	return n, ok
 }
 
 // schemaLengthOver finds a schema length limit on the prompt or the body that the
