@@ -12,9 +12,7 @@ import (
 // a bounded one-line message, an explanation and no negative wait (C12). The
 // seeds are every corpus case plus testdata/fuzz/FuzzClassify.
 func FuzzClassify(f *testing.F) {
-	for _, path := range []string{"testdata/corpus/errors-public.jsonl", "testdata/corpus/errors-peer.jsonl", "testdata/corpus/errors-extra.jsonl",
-		"testdata/corpus/errors-holdout.jsonl", "testdata/corpus/errors-holdout2.jsonl", "testdata/corpus/errors-families.jsonl",
-		"testdata/corpus/errors-unseen.jsonl", "testdata/corpus/errors-unseen2.jsonl"} {
+	for _, path := range corpusFiles {
 		for _, c := range loadCorpus(f, path) {
 			st := 0
 			if c.HTTPStatus != nil {
