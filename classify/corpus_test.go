@@ -171,7 +171,11 @@ func TestClassify_CorpusHoldout2(t *testing.T) {
 // asked, keys restricted to some models, disabled APIs, Python and TLS
 // transport texts, quota wording, numeric reset fields): 100%.
 func TestClassify_CorpusFamilies(t *testing.T) {
-	runCorpus(t, "testdata/corpus/errors-families.jsonl", 50)
+	for _, c := range runCorpus(t, "testdata/corpus/errors-families.jsonl", 50) {
+		if c.PeerReason != "" && (c.PeerReason == c.ExpectedReason || !strings.Contains(c.Note, "detour disagrees")) {
+			t.Errorf("%s: peer_reason %q without an argued disagreement in the note", c.ID, c.PeerReason)
+		}
+	}
 }
 
 // TestClassify_CorpusUnseen runs the set gathered and labelled before the
