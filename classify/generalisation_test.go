@@ -389,3 +389,49 @@ func TestClassify_C11_BodyResetFields(t *testing.T) {
 		}
 	}
 }
+
+// TestClassify_DisabledServiceVersusBlockedAccount argues issue 22's pair.
+//
+// A service or API that is switched off for a project or an account (Google's
+// SERVICE_DISABLED, "has not been activated", Azure's key authentication turned
+// off, Workers AI's "Service unavailable for account") is auth_permanent: no key of
+// that project works until a person turns it on, so the profile is disabled for
+// 10 minutes, doubling to an hour (D4), and the next profile or model is tried at
+// once. Reading it as auth would re-try it every 30 s to 5 min (D1), paying for
+// the same refusal each time.
+//
+// An account block is auth_permanent too when it states no end ("has been
+// blocked", "locked, contact support": the shared corpus's label rule 3 and its
+// holdout's Workers AI "Account blocked"), but auth when it says it lifts by
+// itself ("temporarily blocked ... try again later"): the ordinary ladder finds
+// it again within minutes, where a disable would keep a working key benched for
+// an hour. A key restricted to other APIs (API_KEY_SERVICE_BLOCKED) is auth: the
+// key's settings, not the account, must change, and another key of the provider
+// may be unrestricted (R1 rotates to it).
+func TestClassify_DisabledServiceVersusBlockedAccount(t *testing.T) {
+	cases := []struct {
+		p    string
+		st   int
+		b    string
+		want Reason
+	}{
+		{"google-gemini", 403, `{"error":{"code":403,"message":"Generative Language API has not been used in project 1234 before or it is disabled.","status":"PERMISSION_DENIED","details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"SERVICE_DISABLED"}]}}`, ReasonAuthPermanent},
+		{"dashscope", 403, `{"code":"AccessDenied","message":"The service has not been activated for this account."}`, ReasonAuthPermanent},
+		{"azure-openai", 403, `{"error":{"code":"AuthenticationTypeDisabled","message":"Key based authentication is disabled for this resource."}}`, ReasonAuthPermanent},
+		{"tencent-hunyuan", 400, `{"Response":{"Error":{"Code":"FailedOperation.ServiceNotActivated","Message":"服务未开通，请前往控制台申请试用。"}}}`, ReasonAuthPermanent},
+		{"workers-ai", 403, `{"errors":[{"message":"Workers AI is not enabled for this account","code":10000}],"success":false}`, ReasonAuthPermanent},
+		{"any", 403, `Your account has been blocked. Please contact support.`, ReasonAuthPermanent},
+		{"zhipu", 401, `{"error":{"code":"1112","message":"您的账户已被锁定，请联系客服解锁"}}`, ReasonAuthPermanent},
+		{"any", 403, `Your account is temporarily blocked due to unusual activity. Please try again later.`, ReasonAuth},
+		{"any", 403, `This account has been locked for 30 minutes after too many failed attempts.`, ReasonAuth},
+		{"google-gemini", 403, `{"error":{"code":403,"message":"Requests to this API generativelanguage.googleapis.com method google.ai.generativelanguage.v1beta.GenerativeService.GenerateContent are blocked.","status":"PERMISSION_DENIED","details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"API_KEY_SERVICE_BLOCKED"}]}}`, ReasonAuth},
+		// billing words make a stopped service a billing matter (D3), whatever the verb
+		{"tencent-hunyuan", 400, `{"Response":{"Error":{"Code":"FailedOperation.ServiceStopArrears","Message":"欠费停服。"}}}`, ReasonBilling},
+	}
+	for _, c := range cases {
+		f := Classify(Response{Provider: c.p, Status: c.st, Body: c.b}, clNow)
+		if f.Reason != c.want {
+			t.Errorf("%s %d: got %s, want %s (%s %q): %.100s", c.p, c.st, f.Reason, c.want, f.Why.Rule, f.Why.Evidence, c.b)
+		}
+	}
+}
