@@ -23,12 +23,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"syscall"
 )
-
-// version is set at build time with -ldflags "-X main.version=v1.2.3".
-var version = ""
 
 func main() {
 	os.Exit(realMain(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
@@ -64,7 +60,7 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			usage(stdout)
 			return exitOK
 		case "--version", "-version", "-v":
-			fmt.Fprintln(stdout, "detour", versionString())
+			fmt.Fprintln(stdout, "detour", readBuildInfo())
 			return exitOK
 		default:
 			if len(args[0]) == 0 || args[0][0] != '-' {
@@ -86,7 +82,7 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	case "drill":
 		return runDrill(ctx, args, stdout, stderr)
 	case "version":
-		fmt.Fprintln(stdout, "detour", versionString())
+		fmt.Fprintln(stdout, "detour", readBuildInfo())
 		return exitOK
 	default:
 		return runBot(ctx, args, stdin, stdout, stderr)
@@ -138,25 +134,4 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (exit
 	fmt.Fprintf(stderr, "bot %s: %v\n", fs.Name(), err)
 	fs.Usage()
 	return exitUsage, false
-}
-
-// versionString is the -ldflags version, else the module version or VCS revision.
-func versionString() string {
-	if version != "" {
-		return version
-	}
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "(devel)"
-	}
-	v := bi.Main.Version
-	if v == "" {
-		v = "(devel)"
-	}
-	for _, s := range bi.Settings {
-		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-			v += " " + s.Value[:12]
-		}
-	}
-	return v + " " + bi.GoVersion
 }

@@ -95,7 +95,8 @@ func runBot(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	}
 	defer closeLog()
 
-	sys, err := app.New(ctx, cfg, app.Options{Log: log, Stdin: stdin, Stdout: stdout, Interactive: interactive})
+	build := readBuildInfo()
+	sys, err := app.New(ctx, cfg, app.Options{Log: log, Stdin: stdin, Stdout: stdout, Interactive: interactive, Version: build.Short()})
 	if err != nil {
 		if app.IsConfigError(err) {
 			fmt.Fprintf(stderr, "bot: %v\n", err)
@@ -113,7 +114,7 @@ func runBot(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	go func() {
 		// "ready" means every channel that holds a connection is connected.
 		if sys.WaitConnected(ctx) == nil {
-			log.Info("ready", "config", src.name(), "channels", sys.ChannelNames(), "startup", time.Since(start).Round(time.Microsecond))
+			log.Info("ready", "version", build.Short(), "config", src.name(), "channels", sys.ChannelNames(), "startup", time.Since(start).Round(time.Microsecond))
 		}
 	}()
 	if err := serve(ctx, sys, log, interactive, stderr); err != nil {
