@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -46,8 +47,11 @@ func TestCLI_HelpAndVersion(t *testing.T) {
 	}
 }
 
-// SIGHUP drains like SIGTERM: the in-flight turn is answered and the bot exits 0.
-func TestBinary_SIGHUPDrains(t *testing.T) {
+// SIGHUP is a reload the shipped unit honours: a configuration file with a
+// problem is refused (logged; the bot keeps answering on the one it started
+// with), a good one drains the in-flight turn and exits 3, the status
+// packaging/detour.service restarts on (RestartForceExitStatus=3).
+func TestBinary_SIGHUPReloads(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
@@ -57,7 +61,9 @@ func TestBinary_SIGHUPDrains(t *testing.T) {
 	}
 	srv := startFake(t)
 	srv.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeOK, Delay: 500 * time.Millisecond, Reply: "slow answer"})
-	cmd := exec.Command(bin, "--config", testConfig(t, srv, ""))
+	cfg := testConfig(t, srv, "")
+	good, _ := os.ReadFile(cfg)
+	cmd := exec.Command(bin, "--config", cfg, "--log-format", "json")
 	stdin, _ := cmd.StdinPipe()
 	var stdout, stderr syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -65,22 +71,48 @@ func TestBinary_SIGHUPDrains(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stdin.Close()
+	waitUntil(t, "ready", func() bool { return strings.Contains(stderr.String(), `"msg":"ready"`) })
+
+	// A typo in the file: refused, and the bot goes on.
+	if err := os.WriteFile(cfg, append(good, []byte("agents: {defaults: {model: {primary: nope/x}}}\n")...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Process.Signal(syscall.SIGHUP)
+	waitUntil(t, "the refusal", func() bool { return strings.Contains(stderr.String(), "reload refused") })
+	_, _ = io.WriteString(stdin, `{"session": "s1", "text": "still there?"}`+"\n")
+	waitUntil(t, "an answer after the refused reload", func() bool { return strings.Count(stdout.String(), "\n") == 1 })
+
+	// The file fixed: the in-flight turn is answered, then exit 3.
+	if err := os.WriteFile(cfg, good, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	calls := srv.CallCount(fakeprovider.Filter{Provider: "p1"})
 	_, _ = io.WriteString(stdin, `{"session": "s1", "text": "hi"}`+"\n")
-	waitUntil(t, "the turn to reach the provider", func() bool { return srv.CallCount(fakeprovider.Filter{Provider: "p1"}) > 0 })
+	waitUntil(t, "the turn to reach the provider", func() bool { return srv.CallCount(fakeprovider.Filter{Provider: "p1"}) > calls })
 	_ = cmd.Process.Signal(syscall.SIGHUP)
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	select {
 	case err := <-done:
-		if err != nil {
-			t.Fatalf("exit: %v\nstderr:\n%s", err, stderr.String())
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != exitRestart {
+			t.Fatalf("exit after a good reload: %v, want status %d\nstderr:\n%s", err, exitRestart, stderr.String())
 		}
 	case <-time.After(30 * time.Second):
 		_ = cmd.Process.Kill()
 		t.Fatal("no exit after SIGHUP")
 	}
-	if lines := parseLines(t, stdout.String()); len(lines) != 1 || lines[0].Text != "slow answer" {
+	if lines := parseLines(t, stdout.String()); len(lines) != 2 || lines[1].Text != "slow answer" {
 		t.Fatalf("in-flight turn lost: %q", stdout.String())
+	}
+	unit, err := os.ReadFile(filepath.Join("..", "..", "packaging", "detour.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"\nRestartForceExitStatus=3\n", "\nRestart=on-failure\n", "\nExecReload=/bin/kill -HUP $MAINPID\n", "\nExecStart=/usr/local/bin/bot run "} {
+		if !strings.Contains(string(unit), want) {
+			t.Errorf("packaging/detour.service lacks %q", strings.TrimSpace(want))
+		}
 	}
 }
 

@@ -37,16 +37,16 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return dispatch(ctx, args, stdin, stdout, stderr)
 }
 
-// stopSignals end the bot gracefully: in-flight turns get drainGrace to finish. A
-// SIGHUP (a closed terminal, or a supervisor's reload) drains the same way, so a
-// supervisor restarts the bot on the new configuration without a lost turn.
-var stopSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
+// stopSignals end the bot gracefully: in-flight turns get drainGrace to finish.
+// SIGHUP is `bot run`'s reload (see watchReload).
+var stopSignals = []os.Signal{os.Interrupt, syscall.SIGTERM}
 
 // Exit codes.
 const (
-	exitOK     = 0
-	exitFailed = 1 // a runtime failure (database, network, adapter)
-	exitUsage  = 2 // bad arguments or a bad configuration
+	exitOK      = 0
+	exitFailed  = 1 // a runtime failure (database, network, adapter)
+	exitUsage   = 2 // bad arguments or a bad configuration
+	exitRestart = 3 // SIGHUP: the configuration on disk is good; start me again to apply it
 )
 
 // dispatch picks the subcommand: the first argument when it names one, else run.
@@ -109,9 +109,13 @@ Usage:
 Without --config, ./config.yaml is used when it exists; otherwise the embedded
 demo starts (a console chat against a built-in fake provider, no account needed).
 
-Exit codes: 0 clean stop (end of input, SIGINT, SIGTERM or SIGHUP after the
-in-flight turns finished), 1 runtime failure (database, a channel that cannot
-connect, a failing subcommand), 2 bad arguments or a bad configuration.
+Exit codes: 0 clean stop (end of input, SIGINT or SIGTERM after the in-flight
+turns finished), 1 runtime failure (database, a channel that cannot connect, a
+failing subcommand), 2 bad arguments or a bad configuration, 3 reload: after a
+SIGHUP the configuration file was read again and is good, the in-flight turns
+finished, and the bot exits so that its supervisor starts it on the new
+configuration (packaging/detour.service does: RestartForceExitStatus=3); a
+configuration with problems is refused, logged, and the bot keeps running.
 `)
 }
 

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/detourbot/detour/adapters/console"
@@ -37,6 +38,9 @@ type runFlags struct {
 // has ended (the console at end of input) or a signal arrives. In both cases the
 // queued turns are drained before exit. Exit 2 on a bad configuration.
 func runBot(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	var f runFlags
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.StringVar(&f.config, "config", "", "configuration file (default ./config.yaml if it exists, else the embedded demo)")
@@ -117,11 +121,53 @@ func runBot(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 			log.Info("ready", "version", build.Short(), "config", src.name(), "channels", sys.ChannelNames(), "startup", time.Since(start).Round(time.Microsecond))
 		}
 	}()
+	ctx, restart := context.WithCancelCause(ctx)
+	defer restart(nil)
+	go watchReload(ctx, hup, src, log, func() { restart(errReload) })
 	if err := serve(ctx, sys, log, interactive, stderr); err != nil {
 		log.Error("stopped with an error", "err", err)
 		return exitFailed
 	}
+	if errors.Is(context.Cause(ctx), errReload) {
+		log.Info("reload: in-flight turns finished; exiting so the supervisor starts the bot on the new configuration", "exit", exitRestart)
+		return exitRestart
+	}
 	return exitOK
+}
+
+// errReload is the cause of a run ended by a SIGHUP whose configuration is good.
+var errReload = errors.New("reload requested (SIGHUP)")
+
+// watchReload answers each SIGHUP until ctx ends: it reads the configuration
+// again; a good one ends the run (reload), which drains the in-flight turns and
+// exits with exitRestart so that the supervisor starts the bot on it. A
+// configuration with problems is refused: they are logged, and the bot keeps
+// running on the one it started with, so a typo never takes it down.
+func watchReload(ctx context.Context, hup <-chan os.Signal, src configSource, log *slog.Logger, reload func()) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+		}
+		if !src.demo {
+			if _, err := src.load(); err != nil {
+				n := 0
+				for _, e := range config.Errors(err) {
+					log.Error("reload refused: configuration problem", "problem", e.Error())
+					n++
+				}
+				if n == 0 {
+					log.Error("reload refused: configuration problem", "problem", err.Error())
+				}
+				log.Warn("reload refused: the bot keeps running on the configuration it started with; fix the file and send SIGHUP again", "config", src.name())
+				continue
+			}
+		}
+		log.Info("reload: the configuration is good; finishing in-flight turns", "config", src.name())
+		reload()
+		return
+	}
 }
 
 // serve runs the system until its channels end (the console at end of input) or a
