@@ -193,8 +193,10 @@ func (d *decoder) validate() {
 		d.checkRef("models."+string(r), r, line)
 	}
 	d.checkChoices(bad)
+	d.checkChains(line)
 	d.leaveOutUnsetKeys()
 	d.checkReach(line)
+	d.checkPitfalls(line)
 
 	switch c.Notices.Users {
 	case "all", "direct_only", "off":

@@ -55,6 +55,12 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		printConfigError(stderr, err)
 		return exitUsage
 	}
+	if ch := cfg.Channels; !ch.Console.Enabled && !ch.Slack.Enabled && !ch.Discord.Enabled {
+		// F1: bot run stops at once on this (exit 2); so does check.
+		fmt.Fprintf(stderr, "%s: channels: %s\n", src.name(), noChannel)
+		fmt.Fprintln(stderr, "bot: the configuration has 1 problem(s); nothing was started")
+		return exitUsage
+	}
 	if len(cfg.Doubts) > 0 {
 		for _, e := range cfg.Doubts {
 			fmt.Fprintln(stderr, e.Error())
@@ -68,6 +74,10 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	return exitOK
 }
+
+// noChannel is what check says when no channel is enabled, in the words of
+// the start-up error of bot run (internal/app).
+const noChannel = "no channel is enabled: enable channels.console, channels.slack or channels.discord"
 
 // printWarnings writes what the bot runs without, and (for `bot run`) the
 // settings `bot check` doubts, one "warning:" line each.
@@ -179,7 +189,10 @@ func printConfig(w io.Writer, src configSource, cfg *config.Config) {
 	b := d.Budget
 	fmt.Fprintf(w, "timeouts: idle %s, attempt %s, run %s\n", t.Idle, t.Attempt, t.Run)
 	cost := "no cost cap"
-	if b.MaxTurnCostUSD > 0 {
+	switch {
+	case cfg.CostCapInert(b.MaxTurnCostUSD):
+		cost = fmt.Sprintf("no cost cap in effect (max_turn_cost_usd %g needs prices under models)", b.MaxTurnCostUSD) // F2
+	case b.MaxTurnCostUSD > 0:
 		cost = fmt.Sprintf("max $%.4g per turn", b.MaxTurnCostUSD)
 	}
 	fmt.Fprintf(w, "budget: %d paid attempts per turn, %s, %d paid attempts per minute overall\n",
