@@ -104,3 +104,19 @@ func TestParse_F7_UnclosedQuote(t *testing.T) {
 		t.Errorf("an apostrophe in plain text taken for a quote %c", q)
 	}
 }
+
+// covers T9: access.channel_model is admins unless set to everyone.
+func TestParse_T9_ChannelModel(t *testing.T) {
+	cfg, err := Parse("c.yaml", []byte(base), nil)
+	if err != nil || cfg.Access.ChannelModel != "admins" {
+		t.Fatalf("default: %v %q", err, cfg.Access.ChannelModel)
+	}
+	cfg, err = Parse("c.yaml", []byte("access: {channel_model: everyone}\n"+base), nil)
+	if err != nil || cfg.Access.ChannelModel != "everyone" {
+		t.Fatalf("everyone: %v %+v", err, cfg.Access)
+	}
+	_, err = Parse("c.yaml", []byte("access: {channel_model: anyone}\n"+base), nil)
+	if err == nil || err.Error() != `c.yaml:1: access.channel_model: bad value "anyone": want admins or everyone` {
+		t.Fatalf("bad value: %v", err)
+	}
+}

@@ -216,6 +216,11 @@ func (d *decoder) validate() {
 			bad(fmt.Sprintf("access.users[%d]", i), "bad user %q: want slack:<user id>, discord:<user id> or console:<name>", u)
 		}
 	}
+	switch c.Access.ChannelModel {
+	case "admins", "everyone":
+	default:
+		bad("access.channel_model", "bad value %q: want admins or everyone", c.Access.ChannelModel)
+	}
 	for i, ch := range c.Access.Channels {
 		if !accessChannel.MatchString(ch) {
 			bad(fmt.Sprintf("access.channels[%d]", i), "bad channel %q: want a channel name (slack, discord, console) or a session-key prefix such as slack:T0123:C0456", ch)
