@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/creack/pty"
 
@@ -191,5 +192,121 @@ func waitUntil(t *testing.T, what string, ok func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// screen renders what a terminal shows for raw pty output: enough of a
+// terminal for the console's own control sequences (carriage return, line
+// feed, erase to end of line, save and restore the cursor, erase below).
+func screen(raw string) string {
+	lines := []string{""}
+	row, col := 0, 0
+	saveRow, saveCol := 0, 0
+	put := func(r rune) {
+		l := []rune(lines[row])
+		for len(l) < col {
+			l = append(l, ' ')
+		}
+		if col < len(l) {
+			l[col] = r
+		} else {
+			l = append(l, r)
+		}
+		lines[row] = string(l)
+		col++
+	}
+	for i := 0; i < len(raw); {
+		switch {
+		case strings.HasPrefix(raw[i:], "\x1b[K"):
+			l := []rune(lines[row])
+			lines[row] = string(l[:min(col, len(l))])
+			i += 3
+		case strings.HasPrefix(raw[i:], "\x1b[J"):
+			l := []rune(lines[row])
+			lines[row] = string(l[:min(col, len(l))])
+			lines = lines[:row+1]
+			i += 3
+		case strings.HasPrefix(raw[i:], "\x1b7"):
+			saveRow, saveCol = row, col
+			i += 2
+		case strings.HasPrefix(raw[i:], "\x1b8"):
+			row, col = saveRow, saveCol
+			i += 2
+		case raw[i] == '\r':
+			col = 0
+			i++
+		case raw[i] == '\n':
+			row++
+			if row == len(lines) {
+				lines = append(lines, "")
+			}
+			i++
+		default:
+			r, size := utf8.DecodeRuneInString(raw[i:])
+			put(r)
+			i += size
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// The README's demo transcript at a real terminal (a pty): the fallback notice
+// is a line of its own before the reply, as the README shows it, though the
+// reply streams; and a paste longer than the terminal's line limit is not sent
+// half, but answered with what to do. covers N4, L2, T4
+func TestBinary_TerminalTranscriptAsInTheReadme(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := builtBot(t)
+	cmd := exec.Command(bin)
+	cmd.Dir, cmd.Env = t.TempDir(), cleanEnv()
+	tty, err := pty.Start(cmd)
+	if err != nil {
+		t.Skipf("no pseudo-terminal on this machine: %v", err)
+	}
+	defer tty.Close()
+	raw := &syncbuf.Buffer{}
+	go func() { _, _ = io.Copy(raw, tty) }()
+	waitFor := func(what string, ok func(string) bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for !ok(screen(raw.String())) {
+			if time.Now().After(deadline) {
+				t.Fatalf("waiting for %s; the terminal shows:\n%s", what, screen(raw.String()))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitFor("the prompt", func(s string) bool { return strings.HasSuffix(s, "> ") })
+	_, _ = io.WriteString(tty, "hello\r")
+	waitFor("the answer", func(s string) bool { return strings.HasSuffix(s, "you said: hello\n> ") })
+	_, _ = io.WriteString(tty, "what is 2+2? #fail:rate_limit\r")
+	waitFor("the fallback's answer", func(s string) bool { return strings.HasSuffix(s, "#fail:rate_limit\n> ") })
+	_, _ = io.WriteString(tty, strings.Repeat("x", 5000)+"\r")
+	waitFor("the warning", func(s string) bool { return strings.Contains(s, "the most a terminal passes on in one line") })
+	_, _ = tty.Write([]byte{4}) // Ctrl-D
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exit: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("no exit after Ctrl-D")
+	}
+	shown := screen(raw.String())
+	transcript := "> hello\n[demo/primary] you said: hello\n" +
+		"> what is 2+2? #fail:rate_limit\n" +
+		"↪️ model fallback: backup/fallback-1 (selected demo/primary; rate limit)\n" +
+		"[backup/fallback-1] you said: what is 2+2? #fail:rate_limit\n"
+	if !strings.Contains(shown, transcript) {
+		t.Errorf("the terminal shows:\n%s\nwant, as the README:\n%s", shown, transcript)
+	}
+	inReadme(t, transcript)
+	if strings.Contains(shown, "you said: xxxx") {
+		t.Error("the cut paste was sent")
 	}
 }
