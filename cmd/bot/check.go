@@ -25,6 +25,7 @@ import (
 func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	path := fs.String("config", "", "configuration file (default ./config.yaml if it exists, else the embedded demo)")
+	envFile := fs.String("env-file", "", "KEY=value lines for the configuration's ${VAR} references (default ./detour.env if it exists)")
 	probe := fs.Bool("probe", false, "also try the database, one smallest model call per profile, Slack auth.test, Discord /users/@me and the admin channel")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
@@ -34,6 +35,9 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitUsage
 	}
 	src, err := resolveConfig(*path)
+	if err == nil && !src.demo {
+		err = src.withEnvFile(*envFile, stderr)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "bot check: %v\n", err)
 		return exitUsage

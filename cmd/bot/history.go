@@ -102,6 +102,9 @@ func historyStorage(path, db string, stderr io.Writer) (driver, dsn string, code
 		return store.DriverSQLite, db, exitOK
 	}
 	src, err := resolveConfig(path)
+	if err == nil && !src.demo {
+		err = src.withEnvFile("", stderr) // ./detour.env, as bot run reads it
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "bot history: %v\n", err)
 		return "", "", exitUsage

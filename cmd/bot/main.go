@@ -3,8 +3,9 @@
 //
 // Usage:
 //
-//	bot [run] [--config PATH] [--format text|jsonl] [--db PATH] [--log-level LEVEL]
-//	bot check [--config PATH] [--probe]
+//	bot [run] [--config PATH] [--env-file PATH] [--format text|jsonl] [--db PATH] [--log-level LEVEL]
+//	bot init [--non-interactive --provider NAME --key-env PROVIDER=VAR --channel NAME ...]
+//	bot check [--config PATH] [--env-file PATH] [--probe]
 //	bot history [--config PATH] [--db PATH] [--session KEY] [--since 1h] [--format text|json]
 //	bot classify ...      classify provider error bodies (see bot classify -h)
 //	bot fake-llm ...      serve the fault-injecting OpenAI-compatible server
@@ -54,7 +55,7 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	cmd := "run"
 	if len(args) > 0 {
 		switch args[0] {
-		case "run", "check", "history", "classify", "fake-llm", "drill", "version":
+		case "run", "init", "check", "history", "classify", "fake-llm", "drill", "version":
 			cmd, args = args[0], args[1:]
 		case "help", "-h", "-help", "--help":
 			usage(stdout)
@@ -71,6 +72,8 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		}
 	}
 	switch cmd {
+	case "init":
+		return runInit(ctx, args, stdin, stdout, stderr)
 	case "check":
 		return runCheck(ctx, args, stdout, stderr)
 	case "history":
@@ -93,11 +96,14 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `detour: a chat bot that keeps answering when LLM providers fail.
 
 Usage:
-  bot [run] [--config PATH] [--format text|jsonl] [--db PATH] [--log-level debug|info|warn|error]
-            [--log-format text|json] [--log-file PATH]
-  bot check [--config PATH] [--probe]
+  bot [run] [--config PATH] [--env-file PATH] [--format text|jsonl] [--db PATH]
+            [--log-level debug|info|warn|error] [--log-format text|json] [--log-file PATH]
+  bot init [--non-interactive] [--provider NAME]... [--key-env PROVIDER=VAR]... [--channel NAME]...
+                                write config.yaml, detour.env (the keys, 0600) and the Slack
+                                manifest from a few questions (or flags), then run bot check
+  bot check [--config PATH] [--env-file PATH] [--probe]
                                 validate a configuration and print the resolved chains;
-                                --probe also tries every profile, Slack, Discord and the admin channel
+                                --probe also tries every model and key, Slack, Discord and the admin channel
   bot history [--session KEY] [--since 1h] [--format text|json] [--config PATH] [--db PATH]
                                 the fallback history (attempts and notices) from the database
   bot classify ...              classify provider error bodies
@@ -108,6 +114,8 @@ Usage:
 
 Without --config, ./config.yaml is used when it exists; otherwise the embedded
 demo starts (a console chat against a built-in fake provider, no account needed).
+Without --env-file, ./detour.env is read when it exists (KEY=value lines for the
+configuration's ${VAR} references; the environment wins).
 
 Exit codes: 0 clean stop (end of input, SIGINT or SIGTERM after the in-flight
 turns finished), 1 runtime failure (database, a channel that cannot connect, a

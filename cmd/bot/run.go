@@ -31,6 +31,7 @@ type runFlags struct {
 	logLevel  string
 	logFormat string
 	logFile   string
+	envFile   string
 }
 
 // runBot is `bot run`: it loads the configuration (or the embedded demo), wires
@@ -48,6 +49,7 @@ func runBot(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	fs.StringVar(&f.db, "db", "", "SQLite database file (overrides storage.dsn)")
 	fs.StringVar(&f.logLevel, "log-level", "", "log level: debug, info, warn or error (default info; warn in the demo)")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json (one JSON object per line)")
+	fs.StringVar(&f.envFile, "env-file", "", "KEY=value lines for the configuration's ${VAR} references (default ./detour.env if it exists; the environment wins)")
 	fs.StringVar(&f.logFile, "log-file", "", `write logs to this file instead of stderr (default: stderr; "detour.log" when chatting in the terminal, "detour-demo.log" in the demo)`)
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
@@ -59,6 +61,9 @@ func runBot(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 
 	start := time.Now()
 	src, err := resolveConfig(f.config)
+	if err == nil && !src.demo {
+		err = src.withEnvFile(f.envFile, stderr)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "bot: %v\n", err)
 		return exitUsage
@@ -267,6 +272,32 @@ type configSource struct {
 	path    string // a file, or "" for the embedded demo
 	demo    bool
 	baseURL string // the demo fake's root URL (set once it runs)
+	envFile string // KEY=value lines for ${VAR} references; "" = none
+}
+
+// defaultEnvFile is read when it exists and --env-file is not given; bot init
+// writes the keys there.
+const defaultEnvFile = "detour.env"
+
+// withEnvFile sets the env file: the flag's, else ./detour.env when it exists.
+// A file that others may read is allowed, with a warning.
+func (s *configSource) withEnvFile(flag string, stderr io.Writer) error {
+	path := flag
+	if path == "" {
+		if _, err := os.Stat(defaultEnvFile); err != nil {
+			return nil
+		}
+		path = defaultEnvFile
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("--env-file: %w", err)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		fmt.Fprintf(stderr, "warning: %s holds secrets and other users may read it (mode %04o): chmod 600 %s\n", path, fi.Mode().Perm(), path)
+	}
+	s.envFile = path
+	return nil
 }
 
 func (s configSource) name() string {
@@ -294,7 +325,20 @@ func (s configSource) load() (*config.Config, error) {
 	if s.demo {
 		return demoConfig(s.baseURL)
 	}
-	return config.Load(s.path)
+	if s.envFile == "" {
+		return config.Load(s.path)
+	}
+	file, err := config.ReadEnvFile(s.envFile)
+	if err != nil {
+		return nil, err
+	}
+	return config.LoadWith(s.path, func(k string) (string, bool) {
+		if v, ok := os.LookupEnv(k); ok {
+			return v, true // the environment wins over the file, as in systemd and docker
+		}
+		v, ok := file[k]
+		return v, ok
+	})
 }
 
 // printConfigError prints every configuration problem on its own line.
