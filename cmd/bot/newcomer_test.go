@@ -340,7 +340,7 @@ func TestNewcomer_RealProvidersOneKey(t *testing.T) {
 // each message word for word, exit 2, nothing started.
 func TestNewcomer_ConfigMessages(t *testing.T) {
 	bin := builtBot(t)
-	const tail = "providers:\n  openai: {base_url: https://api.openai.com/v1}\nauth:\n  profiles:\n    openai:main: {provider: openai, key: \"${OPENAI_API_KEY}\"}\nagents:\n  defaults:\n    model: {primary: openai/gpt-4o-mini}\n"
+	const tail = "providers:\n  openai: {base_url: https://api.openai.com/v1}\nauth:\n  profiles:\n    openai:main: {provider: openai, key: \"${OPENAI_API_KEY}\"}\nagents:\n  defaults:\n    model: {primary: openai/gpt-4o-mini, fallbacks: [openai/gpt-4o]}\n"
 	key := "OPENAI_API_KEY=sk-CANARY-newcomer-0002"
 	for _, tc := range []struct {
 		name, config string
