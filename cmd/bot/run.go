@@ -126,14 +126,14 @@ func runBot(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 			log.Info("ready", "version", build.Short(), "config", src.name(), "channels", sys.ChannelNames(), "startup", time.Since(start).Round(time.Microsecond))
 		}
 	}()
-	ctx, restart := context.WithCancelCause(ctx)
+	rctx, restart := context.WithCancelCause(ctx)
 	defer restart(nil)
-	go watchReload(ctx, hup, src, log, func() { restart(errReload) })
-	if err := serve(ctx, sys, log, interactive, stderr); err != nil {
+	go watchReload(rctx, hup, src, log, func() { restart(errReload) })
+	if err := serve(rctx, sys, log, interactive, stderr); err != nil {
 		log.Error("stopped with an error", "err", err)
 		return exitFailed
 	}
-	if errors.Is(context.Cause(ctx), errReload) {
+	if errors.Is(context.Cause(rctx), errReload) {
 		log.Info("reload: in-flight turns finished; exiting so the supervisor starts the bot on the new configuration", "exit", exitRestart)
 		return exitRestart
 	}
