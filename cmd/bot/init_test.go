@@ -55,7 +55,7 @@ func TestInit_F9_NonInteractiveWritesWhatCheckAcceptsAndRunStarts(t *testing.T) 
 	}
 
 	// The keys are no longer in the environment: bot reads them from detour.env.
-	out, errOut, code = runIn(t, bin, dir, "", cleanEnv(), "check")
+	_, errOut, code = runIn(t, bin, dir, "", cleanEnv(), "check")
 	if code != exitOK {
 		t.Fatalf("check: exit %d\n%s", code, errOut)
 	}
