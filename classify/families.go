@@ -251,8 +251,9 @@ func (m *matcher) matchString(s string) bool {
 	}
 	return false
 }
-func (r rule) and(keys string) rule            { r.also = strings.Split(keys, "|"); return r }
-func (r rule) only(provider string) rule       { r.provider = provider; return r }
+
+func (r rule) and(keys string) rule      { r.also = strings.Split(keys, "|"); return r }
+func (r rule) only(provider string) rule { r.provider = provider; return r }
 func (r rule) when(check func(c *textCtx, m string) bool) rule {
 	r.check = check
 	return r
