@@ -10,12 +10,7 @@ import (
 // OpenRouter, DashScope, Moonshot, Zhipu, MiniMax, one-api, Ollama, vLLM, Azure,
 // Bedrock, xAI) keep their meaning (C1-C10).
 func TestClassify_Generalisation(t *testing.T) {
-	cases := []struct {
-		p    string
-		st   int
-		b    string
-		want Reason
-	}{
+	checkReasons(t, []reasonCase{
 		{"openai", 429, `{"error":{"message":"You exceeded your current quota, please check your plan and billing details. For more information on this error, read the docs: https://platform.openai.com/docs/guides/error-codes/api-errors.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`, "billing"},
 		{"openai", 404, `{"error":{"message":"The model ` + "`gpt-4-32k`" + ` does not exist or you do not have access to it.","type":"invalid_request_error","param":null,"code":"model_not_found"}}`, "model_not_found"},
 		// Issue 22: an organisation that must be verified may not use (or stream)
@@ -107,13 +102,7 @@ func TestClassify_Generalisation(t *testing.T) {
 		{"any", 0, `This operation was aborted`, "timeout"},
 		{"any", 0, `Premature close`, "timeout"},
 		{"any", 0, `context window too small: minimum is 16000 tokens`, "unclassified"},
-	}
-	for _, c := range cases {
-		f := Classify(Response{Provider: c.p, Status: c.st, Body: c.b}, clNow)
-		if f.Reason != c.want {
-			t.Errorf("%s %d: got %s, want %s: %.120s", c.p, c.st, f.Reason, c.want, c.b)
-		}
-	}
+	})
 }
 
 // TestClassify_FamiliesOfMeaning: more failures in none of the corpora, worded
@@ -209,12 +198,7 @@ func TestClassify_FamiliesOfMeaning(t *testing.T) {
 // disabled services and archived projects (auth_permanent) against blocks that
 // lift and keys restricted to other APIs (auth), and reset fields (C11).
 func TestClassify_FamiliesStructureFirst(t *testing.T) {
-	cases := []struct {
-		p    string
-		st   int
-		b    string
-		want Reason
-	}{
+	checkReasons(t, []reasonCase{
 		{"llama.cpp", 400, "{\"error\":{\"code\":400,\"message\":\"input is too large to process. increase the physical batch size\",\"type\":\"invalid_request_error\"}}", "context_overflow"},
 		{"llama.cpp", 500, "{\"error\":{\"code\":500,\"message\":\"the prompt does not fit in the context window (8193 > 8192)\",\"type\":\"server_error\"}}", "context_overflow"},
 		{"any", 0, "Error: prompt (5000 tokens) does not fit in the context window (4096)", "context_overflow"},
@@ -357,13 +341,7 @@ func TestClassify_FamiliesStructureFirst(t *testing.T) {
 		{"any", 429, "{\"error\":{\"message\":\"Rate limit exceeded\",\"reset_after\":42.5}}", "rate_limit"},
 		{"any", 429, "{\"error\":{\"message\":\"Too many requests\",\"retry_after_ms\":45000}}", "rate_limit"},
 		{"any", 429, "{\"error\":{\"message\":\"quota window closed\",\"reset_at\":\"2026-03-16T00:00:00Z\"}}", "rate_limit"},
-	}
-	for _, c := range cases {
-		f := Classify(Response{Provider: c.p, Status: c.st, Body: c.b}, clNow)
-		if f.Reason != c.want {
-			t.Errorf("%s %d: got %s, want %s (%s %q): %.100s", c.p, c.st, f.Reason, c.want, f.Why.Rule, f.Why.Evidence, c.b)
-		}
-	}
+	})
 }
 
 // TestClassify_C11_BodyResetFields: numeric and timestamp reset fields of an
@@ -409,12 +387,7 @@ func TestClassify_C11_BodyResetFields(t *testing.T) {
 // key's settings, not the account, must change, and another key of the provider
 // may be unrestricted (R1 rotates to it).
 func TestClassify_DisabledServiceVersusBlockedAccount(t *testing.T) {
-	cases := []struct {
-		p    string
-		st   int
-		b    string
-		want Reason
-	}{
+	checkReasons(t, []reasonCase{
 		{"google-gemini", 403, `{"error":{"code":403,"message":"Generative Language API has not been used in project 1234 before or it is disabled.","status":"PERMISSION_DENIED","details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"SERVICE_DISABLED"}]}}`, ReasonAuthPermanent},
 		{"dashscope", 403, `{"code":"AccessDenied","message":"The service has not been activated for this account."}`, ReasonAuthPermanent},
 		{"azure-openai", 403, `{"error":{"code":"AuthenticationTypeDisabled","message":"Key based authentication is disabled for this resource."}}`, ReasonAuthPermanent},
@@ -427,7 +400,19 @@ func TestClassify_DisabledServiceVersusBlockedAccount(t *testing.T) {
 		{"google-gemini", 403, `{"error":{"code":403,"message":"Requests to this API generativelanguage.googleapis.com method google.ai.generativelanguage.v1beta.GenerativeService.GenerateContent are blocked.","status":"PERMISSION_DENIED","details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"API_KEY_SERVICE_BLOCKED"}]}}`, ReasonAuth},
 		// billing words make a stopped service a billing matter (D3), whatever the verb
 		{"tencent-hunyuan", 400, `{"Response":{"Error":{"Code":"FailedOperation.ServiceStopArrears","Message":"欠费停服。"}}}`, ReasonBilling},
-	}
+	})
+}
+
+// reasonCase is one body and the reason it must get.
+type reasonCase struct {
+	p    string // provider
+	st   int    // HTTP status
+	b    string // body
+	want Reason
+}
+
+func checkReasons(t *testing.T, cases []reasonCase) {
+	t.Helper()
 	for _, c := range cases {
 		f := Classify(Response{Provider: c.p, Status: c.st, Body: c.b}, clNow)
 		if f.Reason != c.want {
