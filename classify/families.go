@@ -301,7 +301,7 @@ var (
 	reBillingOrTemporary = rx(reBillingWords.String() + `|` + reTemporary.String())
 	// A count of output tokens, bytes or images over a cap is a parameter or an
 	// attachment of the request, not a prompt too long for the window.
-	reNotPromptCount = rx(`\bmax[_ ](new[_ ]|completion[_ ]|output[_ ])?tokens\b|\boutput tokens\b|\bcompletion tokens\b|\bbytes\b|\bimages?\b|\bmb\b|\bper[ -](minute|second|hour|day)\b|\b(tpm|rpm|tpd|rpd)\b|rate[ _-]?limit`)
+	reNotPromptCount = rx(`\bmax[_ ](new[_ ]|completion[_ ]|output[_ ])?tokens\b|\boutput tokens\b|\bcompletion tokens\b|\bbytes\b|\bimages?\b|\bmb\b|\bfiles?\b|\battachments?\b|\buploads?\b|\bpdfs?\b|\bvideos?\b|\bper[ -](minute|second|hour|day)\b|\b(tpm|rpm|tpd|rpd)\b|rate[ _-]?limit`)
 )
 
 // families is the text step's table, in rank order.
@@ -380,7 +380,7 @@ var families = []family{
 		// A cap the account set for itself, with no reset: someone must raise it
 		// (a cap that names its reset is a window, C3).
 		pat("self-set-cap", "set|configured|custom", `\b(reached|exceeded|hit)\b~\b(the |your )?(set|configured|self-set|custom) (\w+ )?(limit|cap|quota|budget)\b`).
-			unlessRe(rx(`\b(daily|weekly|monthly|hourly|per[ -](minute|second|hour|day)|today|resets?|refresh)\b`)),
+			unlessRe(rx(`\b(daily|weekly|monthly|hourly|per[ -](minute|second|hour|day)|today|resets?|refresh|concurren\w*|requests)\b|rate[ _-]?limit`)),
 		// A free grant or a token allowance used up: nothing refills it by waiting
 		// unless the text names a period or a reset (then it is a window, C3).
 		pat("allowance-spent", "quota", `\bfree (allocated |tier |trial )?quota\b~\b(exceeded|exhausted|used up|run out|reached)\b|\busage (has )?exceeded (the |your )?(token |usage )?quota\b|\b(token|prepaid|package|resource pack) quota\b~\b(exceeded|exhausted|used up|run out)\b`).

@@ -341,6 +341,12 @@ func TestClassify_FamiliesStructureFirst(t *testing.T) {
 		{"any", 429, "{\"error\":{\"message\":\"Rate limit exceeded\",\"reset_after\":42.5}}", "rate_limit"},
 		{"any", 429, "{\"error\":{\"message\":\"Too many requests\",\"retry_after_ms\":45000}}", "rate_limit"},
 		{"any", 429, "{\"error\":{\"message\":\"quota window closed\",\"reset_at\":\"2026-03-16T00:00:00Z\"}}", "rate_limit"},
+		// negative controls of the new families: a rate limit is not a self-set cap,
+		// a file too large is the request's attachment, not its prompt
+		{"any", 429, "You've reached the configured rate limit for this key. Please try again later.", "rate_limit"},
+		{"any", 400, "File exceeds the maximum size of 20 MB.", "format"},
+		{"any", 413, "Request exceeds the maximum size", "context_overflow"},
+		{"any", 400, "The uploaded file exceeds the maximum allowed size.", "format"},
 	})
 }
 
