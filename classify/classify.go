@@ -152,9 +152,11 @@ type Explanation struct {
 	// the HTTP status; "" when nothing matched.
 	Family string
 	// Field says where the deciding evidence was: a path of the body
-	// ("error.code", "base_resp.status_code", "header x-amzn-errortype"),
-	// "message" for the text, "http status"/"body status"/"text status", "error"
-	// for the transport error; "" when nothing matched.
+	// ("error.code", "base_resp.status_code", "header x-amzn-errortype", for a
+	// text family the string it matched in: "error.message", "body",
+	// "error.metadata.raw>error.message" inside OpenRouter's raw upstream body),
+	// "http status"/"body status"/"text status", "error" or "transport error"
+	// for the client's error; "" when nothing matched.
 	Field  string
 	Status int // the effective status the decision saw (HTTP, body code or stated in text)
 	// StatusFrom says where Status came from: "http", "body" or "text" ("" when none).
@@ -186,6 +188,11 @@ func Classify(r Response, now time.Time) (res Verdict) {
 func classify(r Response, now time.Time) Verdict {
 	ev := gather(r)
 	d := decide(r, ev)
+	if d.step == StepText {
+		if f := ev.fieldOf(d.evidence); f != "" {
+			d.field = f // the JSON path of the part the family matched in
+		}
+	}
 	res := Verdict{
 		Reason:  d.reason,
 		Class:   ReasonClass(d.reason),

@@ -25,7 +25,10 @@ const (
 // evidence is what the steps look at, gathered once from the response.
 type evidence struct {
 	prose   []string // prose of the body and the error text, original case
+	paths   []string // where each prose string was found ("error.message", "body", "transport error")
 	parts   []string // prose lower-cased, URLs removed
+	partAt  []string // the path of each part
+	base    string   // path prefix while a nested document (metadata.raw) is read
 	text    string   // parts joined by " | " (what the text families match)
 	urls    []string // URLs removed from parts, lower-cased (weak billing hints)
 	fields  []field  // machine-readable values (codes, types, exception names, stop reasons)
@@ -91,6 +94,7 @@ func gather(r Response) *evidence {
 		es := clip(r.Err.Error(), maxPartLength)
 		if strings.TrimSpace(es) != "" {
 			prose = append(prose, es)
+			ev.paths = append(ev.paths, "transport error")
 			if ev.message == "" {
 				ev.message = es
 			}
@@ -137,6 +141,7 @@ func (ev *evidence) parseBody(body string, depth int, prose *[]string) {
 		for _, s := range []string{title, text} {
 			if s != "" {
 				*prose = append(*prose, s)
+				ev.paths = append(ev.paths, ev.base+"html")
 				if ev.message == "" {
 					ev.message = s
 				}
@@ -156,6 +161,7 @@ func (ev *evidence) parseBody(body string, depth int, prose *[]string) {
 				if v, ok := decodeJSON(trimmed[i : j+1]); ok {
 					prefix := strings.TrimSpace(trimmed[:i])
 					*prose = append(*prose, prefix)
+					ev.paths = append(ev.paths, ev.base+"text")
 					ev.fromJSON(v, depth, prose)
 					if ev.message == "" {
 						ev.message = prefix
@@ -167,6 +173,7 @@ func (ev *evidence) parseBody(body string, depth int, prose *[]string) {
 	}
 	text := clip(trimmed, maxScanText)
 	*prose = append(*prose, text)
+	ev.paths = append(ev.paths, ev.base+"body")
 	if ev.message == "" {
 		ev.message = text
 	}
@@ -340,6 +347,7 @@ func (ev *evidence) walk(v any, path string, level, depth int, prose *[]string) 
 	case string:
 		if s := strings.TrimSpace(x); s != "" && !codeLike(s) {
 			*prose = append(*prose, clip(s, maxPartLength))
+			ev.paths = append(ev.paths, ev.base+path)
 		}
 	}
 }
@@ -359,9 +367,10 @@ func (ev *evidence) walkMember(k string, v any, path string, level, depth int, p
 		if s, ok := v.(string); ok && strings.TrimSpace(s) != "" {
 			ev.hasRaw = true
 			if depth < maxRawDepth {
-				outer := ev.message
-				ev.message = ""
+				outer, base := ev.message, ev.base
+				ev.message, ev.base = "", ev.base+p+">"
 				ev.parseBody(s, depth+1, prose)
+				ev.base = base
 				switch {
 				case outer != "" && ev.message != "":
 					ev.message = outer + ": " + ev.message
@@ -387,6 +396,7 @@ func (ev *evidence) walkMember(k string, v any, path string, level, depth int, p
 		if s := scalarString(v); s != "" {
 			ev.addHdr(lk, s)
 			*prose = append(*prose, lk+" "+s)
+			ev.paths = append(ev.paths, ev.base+p)
 			return
 		}
 	}
@@ -401,6 +411,7 @@ func (ev *evidence) walkMember(k string, v any, path string, level, depth int, p
 			}
 		case isMessageKey(lk) || codeKeys[lk] || lk == "error" || isProse(s):
 			*prose = append(*prose, clip(s, maxPartLength))
+			ev.paths = append(ev.paths, ev.base+p)
 		}
 	case float64:
 		if codeKeys[lk] || statusKeys[lk] {
@@ -550,7 +561,7 @@ var reURL = regexp.MustCompile("https?://[^\\s\"'<>)\\]`]+")
 // joins the parts.
 func (ev *evidence) buildText(prose []string) {
 	total := 0
-	for _, p := range prose {
+	for i, p := range prose {
 		if total > maxScanText {
 			break
 		}
@@ -574,6 +585,11 @@ func (ev *evidence) buildText(prose []string) {
 			continue
 		}
 		ev.parts = append(ev.parts, low)
+		if i < len(ev.paths) {
+			ev.partAt = append(ev.partAt, ev.paths[i])
+		} else {
+			ev.partAt = append(ev.partAt, "text")
+		}
 		total += len(low) + 3
 	}
 	ev.text = clip(sentenceEnds.Replace(strings.Join(ev.parts, " | ")), maxScanText)
@@ -622,4 +638,18 @@ func boundEvidence(s string) string {
 		s = string([]rune(s)[:119]) + "…"
 	}
 	return s
+}
+
+// fieldOf names where a text match was found: the path of the first part that
+// holds it ("error.message", "error.metadata.raw>error.message", "body").
+func (ev *evidence) fieldOf(match string) string {
+	if match == "" {
+		return ""
+	}
+	for i, p := range ev.parts {
+		if strings.Contains(p, match) {
+			return ev.partAt[i]
+		}
+	}
+	return ""
 }

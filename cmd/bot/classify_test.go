@@ -242,9 +242,10 @@ func TestRunClassify_ExplainFamilyAndField(t *testing.T) {
 	in := `{"provider":"zhipu","http_status":429,"body":"{\"error\":{\"code\":\"1305\",\"message\":\"Request rejected\"}}"}` + "\n" +
 		`{"provider":"lmstudio","body":"The number of tokens to keep from the initial prompt is greater than the context length."}` + "\n" +
 		`{"provider":"x","http_status":400,"body":"400 status code (no body)"}` + "\n" +
-		`{"provider":"x","http_status":400,"body":"{\"error\":{\"message\":\"bad\",\"param\":\"messages[0].role\"}}"}` + "\n"
+		`{"provider":"x","http_status":400,"body":"{\"error\":{\"message\":\"bad\",\"param\":\"messages[0].role\"}}"}` + "\n" +
+		`{"provider":"openrouter","http_status":400,"body":"{\"error\":{\"message\":\"Provider returned error\",\"code\":400,\"metadata\":{\"raw\":\"{\\\"error\\\":{\\\"message\\\":\\\"This model's maximum context length is 8192 tokens\\\"}}\"}}}"}` + "\n"
 	_, raw, code := runClassifyOn(t, in, "--now", "2026-03-15T12:00:00Z", "--explain")
-	if code != exitOK || len(raw) != 4 {
+	if code != exitOK || len(raw) != 5 {
 		t.Fatalf("exit %d, %d lines", code, len(raw))
 	}
 	want := []struct {
@@ -252,9 +253,10 @@ func TestRunClassify_ExplainFamilyAndField(t *testing.T) {
 		requestFault          *bool
 	}{
 		{"overloaded", "overloaded", "error.code", nil},
-		{"context_overflow", "context-overflow", "message", nil},
+		{"context_overflow", "context-overflow", "body", nil},
 		{"format", "status", "http status", ptr(false)},
 		{"format", "status", "http status", ptr(true)},
+		{"context_overflow", "context-overflow", "error.metadata.raw>error.message", nil},
 	}
 	for i, line := range raw {
 		var e struct {
