@@ -154,7 +154,7 @@ type Explanation struct {
 	// Field says where the deciding evidence was: a path of the body
 	// ("error.code", "base_resp.status_code", "header x-amzn-errortype", for a
 	// text family the string it matched in: "error.message", "body",
-	// "error.metadata.raw>error.message" inside OpenRouter's raw upstream body),
+	// "error.metadata.raw:error.message" inside OpenRouter's raw upstream body),
 	// "http status"/"body status"/"text status", "error" or "transport error"
 	// for the client's error; "" when nothing matched.
 	Field  string

@@ -368,7 +368,7 @@ func (ev *evidence) walkMember(k string, v any, path string, level, depth int, p
 			ev.hasRaw = true
 			if depth < maxRawDepth {
 				outer, base := ev.message, ev.base
-				ev.message, ev.base = "", ev.base+p+">"
+				ev.message, ev.base = "", ev.base+p+":"
 				ev.parseBody(s, depth+1, prose)
 				ev.base = base
 				switch {
@@ -641,7 +641,7 @@ func boundEvidence(s string) string {
 }
 
 // fieldOf names where a text match was found: the path of the first part that
-// holds it ("error.message", "error.metadata.raw>error.message", "body").
+// holds it ("error.message", "error.metadata.raw:error.message", "body").
 func (ev *evidence) fieldOf(match string) string {
 	if match == "" {
 		return ""

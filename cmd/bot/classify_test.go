@@ -256,7 +256,7 @@ func TestRunClassify_ExplainFamilyAndField(t *testing.T) {
 		{"context_overflow", "context-overflow", "body", nil},
 		{"format", "status", "http status", ptr(false)},
 		{"format", "status", "http status", ptr(true)},
-		{"context_overflow", "context-overflow", "error.metadata.raw>error.message", nil},
+		{"context_overflow", "context-overflow", "error.metadata.raw:error.message", nil},
 	}
 	for i, line := range raw {
 		var e struct {
