@@ -388,7 +388,7 @@ func (a *answer) anthropicHostile(mode Mode) (status int, ok bool) {
 			return http.StatusOK, true
 		}
 		a.anthropicStart()
-		if a.send([]byte(`event: content_block_delta` + "\n" + `data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"`)) &&
+		if a.send([]byte(`event: content_block_delta`+"\n"+`data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"`)) &&
 			a.sendFill(n) && a.send([]byte("\"}}\n\n")) {
 			a.anthropicEnd("end_turn", 1)
 		}

@@ -269,10 +269,10 @@ type Call struct {
 	// deployment when the body names none.
 	Model      string `json:"model"`
 	Deployment string `json:"deployment,omitempty"` // Azure's path segment
-	KeyID    string    `json:"key_id"`
-	Stream   bool      `json:"stream"`
-	Mode     Mode      `json:"mode"`
-	Status   int       `json:"status"` // HTTP status sent; 0 when none (hang, reset) or not yet
+	KeyID      string `json:"key_id"`
+	Stream     bool   `json:"stream"`
+	Mode       Mode   `json:"mode"`
+	Status     int    `json:"status"` // HTTP status sent; 0 when none (hang, reset) or not yet
 	// Duration is how long the handler ran; 0 while the call is still running.
 	Duration time.Duration `json:"duration"`
 }
