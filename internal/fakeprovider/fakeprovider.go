@@ -420,13 +420,22 @@ func (s *Server) BaseURL(provider string) string {
 // <URL>/<provider>/v1 for openai and anthropic, <URL>/<provider> for azure (the
 // client adds /openai/deployments/...), <URL>/<provider>/v1beta/openai for gemini.
 func (s *Server) BaseURLFor(provider string, api API) string {
+	return s.URL() + RoutePath(provider, api)
+}
+
+// RoutePath is BaseURLFor without the server root, for a fake mounted
+// elsewhere (httptest).
+func RoutePath(provider string, api API) string {
 	switch api {
 	case APIAzure:
-		return s.URL() + "/" + provider
+		return "/" + provider
 	case APIGemini:
-		return s.URL() + "/" + provider + "/v1beta/openai"
+		return "/" + provider + "/v1beta/openai"
 	}
-	return s.BaseURL(provider)
+	if provider == "" || provider == "default" {
+		return "/v1"
+	}
+	return "/" + provider + "/v1"
 }
 
 // Close ends waiting handlers, stops the listener (if started) and waits for
