@@ -47,7 +47,15 @@ func writeAnthropicError(w http.ResponseWriter, status int, headers map[string]s
 	}
 	id := "req_fake" + strconv.FormatInt(chatSeq.Add(1), 10)
 	w.Header().Set("request-id", id)
-	b, _ := json.Marshal(map[string]any{"type": "error", "error": map[string]string{"type": typ, "message": msg}, "request_id": id})
+	type detail struct {
+		Type    string `json:"type"`
+		Message string `json:"message"`
+	}
+	b, _ := json.Marshal(struct {
+		Type      string `json:"type"`
+		Error     detail `json:"error"`
+		RequestID string `json:"request_id"`
+	}{"error", detail{typ, msg}, id})
 	return writeRaw(w, status, "application/json", string(b))
 }
 
