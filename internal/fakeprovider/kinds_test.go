@@ -85,13 +85,13 @@ func TestKinds_AnthropicRequestChecked(t *testing.T) {
 	url := s.BaseURLFor("claude", APIAnthropic) + "/messages"
 	h := map[string]string{"x-api-key": "k", "anthropic-version": "2023-06-01"}
 	for body, says := range map[string]string{
-		`{"max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`:                                       "model: Field required",
-		`{"model":"m","messages":[{"role":"user","content":"hi"}]}`:                                          "max_tokens: Field required",
-		`{"model":"m","max_tokens":0,"messages":[{"role":"user","content":"hi"}]}`:                           "max_tokens: Input should be greater than or equal to 1",
-		`{"model":"m","max_tokens":5,"messages":[]}`:                                                         "messages: Field required",
-		`{"model":"m","max_tokens":5,"messages":[{"role":"system","content":"hi"}]}`:                         `Unexpected role \"system\"`,
-		`{"model":"m","max_tokens":5,"messages":[{"role":"robot","content":"hi"}]}`:                          "messages.0.role: Input should be 'user' or 'assistant'",
-		`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"text","text":""}]}]}`:    "messages.0.content: text content blocks must be non-empty",
+		`{"max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`:                                        "model: Field required",
+		`{"model":"m","messages":[{"role":"user","content":"hi"}]}`:                                           "max_tokens: Field required",
+		`{"model":"m","max_tokens":0,"messages":[{"role":"user","content":"hi"}]}`:                            "max_tokens: Input should be greater than or equal to 1",
+		`{"model":"m","max_tokens":5,"messages":[]}`:                                                          "messages: Field required",
+		`{"model":"m","max_tokens":5,"messages":[{"role":"system","content":"hi"}]}`:                          `Unexpected role \"system\"`,
+		`{"model":"m","max_tokens":5,"messages":[{"role":"robot","content":"hi"}]}`:                           "messages.0.role: Input should be 'user' or 'assistant'",
+		`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"text","text":""}]}]}`:     "messages.0.content: text content blocks must be non-empty",
 		`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}],"system":[{"type":"text"}]}`: "system: text content blocks must be non-empty",
 		`not json`: "not valid JSON",
 	} {
