@@ -21,7 +21,7 @@ var (
 	azureDeployment = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 	azureVersion    = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}(-preview)?$`)
 	anthropicVer    = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}$`)
-	channelID  = regexp.MustCompile(`^(slack|discord):[A-Za-z0-9_.:-]+$`)
+	channelID       = regexp.MustCompile(`^(slack|discord):[A-Za-z0-9_.:-]+$`)
 )
 
 // The smallest caps on provider responses (T1) that still leave room for a

@@ -276,16 +276,9 @@ func (c *Client) chatAnthropic(ctx context.Context, req Request, onDelta func(st
 		}
 		// ping, content_block_stop, message_stop and event types added later
 		// carry no answer text (the API's versioning policy adds event types).
-		if d != "" {
-			if text.Len()+len(d) > c.cfg.MaxAnswerBytes {
-				// T1: nothing past the cap is kept, shown or returned.
-				out.Text = text.String()
-				return out, c.fail(ctx, wctx, req.Model, holder, answerTooLarge(c.cfg.MaxAnswerBytes), true, start)
-			}
-			text.WriteString(d)
-			if onDelta != nil {
-				onDelta(d)
-			}
+		if !c.addText(&text, d, onDelta) {
+			out.Text = text.String()
+			return out, c.fail(ctx, wctx, req.Model, holder, answerTooLarge(c.cfg.MaxAnswerBytes), true, start)
 		}
 		if typ == "message_stop" {
 			break

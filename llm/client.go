@@ -337,16 +337,9 @@ func (c *Client) Chat(ctx context.Context, req Request, onDelta func(string)) (f
 			out.OutputTokens = ck.Usage.CompletionTokens
 		}
 		for _, ch := range ck.Choices {
-			if d := ch.Delta.Content; d != "" {
-				if text.Len()+len(d) > c.cfg.MaxAnswerBytes {
-					// T1: nothing past the cap is kept, shown or returned.
-					out.Text = text.String()
-					return out, c.fail(ctx, wctx, req.Model, holder, answerTooLarge(c.cfg.MaxAnswerBytes), true, start)
-				}
-				text.WriteString(d)
-				if onDelta != nil {
-					onDelta(d)
-				}
+			if !c.addText(&text, ch.Delta.Content, onDelta) {
+				out.Text = text.String()
+				return out, c.fail(ctx, wctx, req.Model, holder, answerTooLarge(c.cfg.MaxAnswerBytes), true, start)
 			}
 			if len(ch.Delta.ToolCalls) > 0 || ch.Delta.FunctionCall != nil {
 				sawTools = true
@@ -359,6 +352,23 @@ func (c *Client) Chat(ctx context.Context, req Request, onDelta func(string)) (f
 	wd.stop()
 	out.Text = text.String()
 	return c.finish(ctx, req.Model, holder, out, finish, sawTools, start)
+}
+
+// addText adds d to the answer and shows it, or reports false when it would
+// pass limits.max_answer_bytes: nothing past the cap is kept, shown or
+// returned (T1).
+func (c *Client) addText(text *strings.Builder, d string, onDelta func(string)) bool {
+	if d == "" {
+		return true
+	}
+	if text.Len()+len(d) > c.cfg.MaxAnswerBytes {
+		return false
+	}
+	text.WriteString(d)
+	if onDelta != nil {
+		onDelta(d)
+	}
+	return true
 }
 
 // finish ends a stream that ran to its end: a stream without a stop reason is

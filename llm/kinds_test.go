@@ -64,12 +64,7 @@ func newKindRig(t *testing.T, k kind, idle time.Duration, rules ...fakeprovider.
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.classify = func(resp classify.Response, now time.Time) classify.Verdict {
-		r.mu.Lock()
-		r.seen = append(r.seen, resp)
-		r.mu.Unlock()
-		return classify.Classify(resp, now)
-	}
+	r.watch(c)
 	r.client = c
 	t.Cleanup(func() {
 		fake.Close()

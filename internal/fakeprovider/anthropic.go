@@ -239,10 +239,7 @@ func (a *answer) anthropicStream(mode Mode) int {
 	}
 	gap := time.Duration(0)
 	if mode == ModeSlowStream {
-		gap = a.rule.Delay
-		if gap <= 0 {
-			gap = 200 * time.Millisecond
-		}
+		gap = a.slowGap()
 	}
 	for i, w := range ws {
 		if gap > 0 && !a.s.wait(a.r.Context(), gap) {
@@ -276,11 +273,7 @@ func (a *answer) anthropicMessage(mode Mode) int {
 	case ModeUnknownFinishReason:
 		stop = "weird_reason"
 	case ModeSlowStream:
-		d := a.rule.Delay
-		if d <= 0 {
-			d = 200 * time.Millisecond
-		}
-		if !a.s.wait(a.r.Context(), d) {
+		if !a.s.wait(a.r.Context(), a.slowGap()) {
 			return 0
 		}
 	}

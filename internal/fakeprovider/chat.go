@@ -390,6 +390,14 @@ func (a *answer) openaiFailure(mode Mode) (status int, ok bool) {
 	return 0, false
 }
 
+// slowGap is slow_stream's pause between chunks (and before a non-streamed answer).
+func (a *answer) slowGap() time.Duration {
+	if a.rule.Delay > 0 {
+		return a.rule.Delay
+	}
+	return 200 * time.Millisecond
+}
+
 // rateWait is the wait the rate_limit mode announces.
 func (a *answer) rateWait() time.Duration {
 	if a.rule.RetryAfter > 0 {
@@ -496,11 +504,7 @@ func (a *answer) nonStream(mode Mode) int {
 	case ModeUnknownFinishReason:
 		finish = "weird_reason"
 	case ModeSlowStream:
-		d := a.rule.Delay
-		if d <= 0 {
-			d = 200 * time.Millisecond
-		}
-		if !a.s.wait(a.r.Context(), d) {
+		if !a.s.wait(a.r.Context(), a.slowGap()) {
 			return 0
 		}
 	}
@@ -585,10 +589,7 @@ func (a *answer) stream(mode Mode) int {
 
 	gap := time.Duration(0)
 	if mode == ModeSlowStream {
-		gap = a.rule.Delay
-		if gap <= 0 {
-			gap = 200 * time.Millisecond
-		}
+		gap = a.slowGap()
 	}
 	if !a.chunk(delta{Role: "assistant"}, nil) {
 		return http.StatusOK
