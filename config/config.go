@@ -362,6 +362,10 @@ type Access struct {
 	Users          []string // "slack:U123", "discord:456", "console:alice"
 	Channels       []string // channel names ("slack") or session-key prefixes ("slack:T1:C9")
 	DirectMessages bool     // direct messages allowed (true)
+	// ChannelModel says who may set the model of a whole channel's new
+	// conversations (a Slack slash command in the channel, T9): "admins"
+	// (default) or "everyone".
+	ChannelModel string
 }
 
 // Server is the opt-in operations endpoint (M5).
@@ -381,7 +385,7 @@ func Default() *Config {
 	p := failover.DefaultPolicy()
 	return &Config{
 		Storage: Storage{Driver: "sqlite", DSN: "detour.db"},
-		Access:  Access{DirectMessages: true},
+		Access:  Access{DirectMessages: true, ChannelModel: "admins"},
 		Channels: Channels{
 			Console: Console{Enabled: true, Format: "text", Live: Live{Stream: true, Progress: true}},
 			Discord: Discord{MessageContent: true, ShardCount: 1, Live: Live{Stream: true, Progress: true}},

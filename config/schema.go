@@ -51,6 +51,7 @@ func (d *decoder) root(n *yaml.Node) {
 				"users":           d.strings(&c.Access.Users),
 				"channels":        d.strings(&c.Access.Channels),
 				"direct_messages": d.boolean(&c.Access.DirectMessages),
+				"channel_model":   d.str(&c.Access.ChannelModel),
 			})
 		},
 		"server": func(v *yaml.Node, key string) {

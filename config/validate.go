@@ -207,8 +207,10 @@ func (d *decoder) validate() {
 		}
 	}
 	d.checkChoices(bad)
+	d.checkChains(line)
 	d.leaveOutUnsetKeys()
 	d.checkReach(line)
+	d.checkPitfalls(line)
 
 	switch c.Notices.Users {
 	case "all", "direct_only", "off":
@@ -227,6 +229,11 @@ func (d *decoder) validate() {
 		if !accessUser.MatchString(u) {
 			bad(fmt.Sprintf("access.users[%d]", i), "bad user %q: want slack:<user id>, discord:<user id> or console:<name>", u)
 		}
+	}
+	switch c.Access.ChannelModel {
+	case "admins", "everyone":
+	default:
+		bad("access.channel_model", "bad value %q: want admins or everyone", c.Access.ChannelModel)
 	}
 	for i, ch := range c.Access.Channels {
 		if !accessChannel.MatchString(ch) {

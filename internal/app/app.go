@@ -51,6 +51,8 @@ type Options struct {
 	// Policy adjusts the engine's policy after it is taken from the configuration
 	// (a test turning jitter off).
 	Policy func(*failover.Policy)
+	// Version names the build in /readyz; "" = not shown.
+	Version string
 }
 
 // closeGrace bounds how long Close waits for turns it has cancelled.
@@ -160,7 +162,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *System, err 
 	}
 	if s.metrics != nil {
 		s.ops, err = opsserver.Listen(cfg.Server.Listen, s.metrics, opsserver.Checks{
-			Ping: s.ping, Disconnected: s.disconnected, Stopping: s.stopping.Load,
+			Ping: s.ping, Disconnected: s.disconnected, Stopping: s.stopping.Load, Version: opts.Version,
 		}, log)
 		if err != nil {
 			return nil, err
