@@ -115,6 +115,9 @@ func httpFailure(h *capture) classify.Response {
 	return classify.Response{Status: h.statusCode(), Headers: h.headers(), Body: h.bodyText()}
 }
 
+// errBadEvent: a stream event whose data is not JSON.
+var errBadEvent = errors.New("anthropic stream: an event that is not JSON")
+
 // Stream events, as far as detour reads them.
 type anthropicEvent struct {
 	Type    string `json:"type"`
@@ -241,9 +244,11 @@ func (c *Client) chatAnthropic(ctx context.Context, req Request, onDelta func(st
 			continue
 		}
 		var ev anthropicEvent
-		if err := json.Unmarshal(data, &ev); err != nil {
+		if json.Unmarshal(data, &ev) != nil {
+			// Not the decoder's words: "invalid character ... object key" would
+			// read as a bad key to the classifier.
 			out.Text = text.String()
-			return out, c.fail(ctx, wctx, req.Model, holder, fmt.Errorf("anthropic stream event %q: %w", truncate(typ, 40), err), true, start)
+			return out, c.fail(ctx, wctx, req.Model, holder, fmt.Errorf("%w: event %q", errBadEvent, truncate(typ, 40)), true, start)
 		}
 		d := ""
 		switch typ {

@@ -271,7 +271,9 @@ func TestKinds_V5_Probe(t *testing.T) {
 	for _, k := range kinds {
 		for _, tc := range cases {
 			t.Run(fmt.Sprintf("%s/%s", k.api, tc.rule.Mode), func(t *testing.T) {
-				r := newKindRig(t, k, 5*time.Second, tc.rule)
+				// A long idle timeout: a probe reads its capped body in one go,
+				// which takes seconds under -race on a loaded machine.
+				r := newKindRig(t, k, 30*time.Second, tc.rule)
 				err := r.client.Probe(context.Background(), "gpt-test")
 				calls := r.fake.Calls()
 				if len(calls) != 1 || calls[0].Stream || calls[0].API != k.fake || len(r.fake.TrapHits()) != 0 {
@@ -376,6 +378,21 @@ func TestKinds_T2_RedirectRefused(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// covers C7, C12: a stream event that is not JSON fails the attempt without
+// the decoder's words, which the classifier would read as a bad key.
+func TestAnthropic_BadEventIsNotAuth(t *testing.T) {
+	c, err := New(Config{Provider: "anthropic", API: APIAnthropic, BaseURL: "http://x.invalid/v1", APIKey: "sk-ant-test",
+		HTTPClient: &http.Client{Transport: bodyTransport("event: message_start\ndata: {not json, no key\n\n")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Chat(context.Background(), userReq("m", "x"), nil)
+	f := asFailure(t, err)
+	if f.Reason == classify.ReasonAuth || f.Class == classify.ClassDeterministic || !strings.Contains(f.Message, "not JSON") {
+		t.Fatalf("failure %+v", f)
 	}
 }
 
