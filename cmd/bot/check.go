@@ -130,8 +130,14 @@ func printConfig(w io.Writer, src configSource, cfg *config.Config) {
 			base = "(the built-in fake, on a loopback port chosen at start)"
 		}
 		extra := ""
+		if p.API != "" && p.API != config.APIOpenAI {
+			extra = "\tapi " + p.API
+			if p.APIVersion != "" {
+				extra += " " + p.APIVersion
+			}
+		}
 		if p.BillingBackoff > 0 {
-			extra = "\tbilling backoff " + p.BillingBackoff.String()
+			extra += "\tbilling backoff " + p.BillingBackoff.String()
 		}
 		fmt.Fprintf(tw, "  %s\t%s%s\n", id, base, extra)
 	}
