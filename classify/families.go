@@ -295,6 +295,8 @@ var (
 	reAccessEnded = rx(`\baccess (was |has been |is )?(terminated|revoked|suspended|banned)\b|\b(account|organi[sz]ation|team|workspace|project|key)s? (was |has been |is |have been )?(terminated|suspended|banned|deactivated|disabled)\b|\b(has been|have been|was|is) (terminated|suspended|banned|deactivated|disabled|blocked|locked) (in|for|on) (this|your|the) (account|organi[sz]ation|project|workspace|team)\b`)
 	// An IAM role without the permission is the credential's problem, not the model's.
 	reIAM = rx(`\biam\b|not authori[sz]ed to perform`)
+	// Go's JSON syntax errors name an "object key": a malformed body, not a bad key.
+	reGoJSONSyntax = rx(`\binvalid character '.{1,6}' (looking for|after|in)\b`)
 	// A block that lifts by itself is an ordinary auth cooldown, not a disable.
 	reTemporary = rx(`\btemporar(y|ily)\b|\bfor (\d+|a few|several) (seconds?|minutes?|hours?)\b|\btry again (later|in)\b`)
 	// Billing words, or a block that lifts by itself: neither is a revoked account.
@@ -493,7 +495,7 @@ var families = []family{
 	}},
 	{name: "auth", rank: rankAuth, reason: ReasonAuth, rules: []rule{
 		pat("bad-credential", "invalid|incorrect|wrong|bad|missing|expired|revoked|malformed",
-			`\b(invalid|incorrect|wrong|bad|missing|expired|revoked|malformed)\b~\b(api[ _-]?keys?|keys?|(access |auth |bearer |api |oauth |session )?token|credentials?|client secret|secret|x-api-key|authentication|authori[sz]ation|bearer)\b`).and("key|token|credential|secret|authenticat|authori|bearer"),
+			`\b(invalid|incorrect|wrong|bad|missing|expired|revoked|malformed)\b~\b(api[ _-]?keys?|keys?|(access |auth |bearer |api |oauth |session )?token|credentials?|client secret|secret|x-api-key|authentication|authori[sz]ation|bearer)\b`).and("key|token|credential|secret|authenticat|authori|bearer").unlessRe(reGoJSONSyntax),
 		pat("no-credential", "no ", `\bno (api[ _-]?key|credentials?|auth\w*)\b`),
 		pat("credential-bad", "key|token|credential|secret|signature",
 			`\b(api[ _-]?key|key|token|credentials?|secret|signature)s?\b~\b(is |was |has |have )?(been )?(invalid|not valid|expired|revoked|incorrect|missing|not found|required|invalidated|does not match|must be (set|provided)|not set|not provided|not configured)\b`).and("invalid|not valid|expired|revoked|incorrect|missing|not found|required|does not match|must be|not set|not provided|not configured"),
@@ -512,8 +514,10 @@ var families = []family{
 	{name: "stream-broke", rank: rankStream, reason: ReasonTimeout, rules: []rule{
 		// A stream that ended without its end event says so in words that may
 		// also name a tool call or JSON: it is the transport, not the request.
-		pat("stream-broke", "stream|chunks|ended|incomplete|unexpected end|unable to process",
-			`\bstream (closed|was closed|aborted|ended|interrupted|disconnected|error|terminated|reset)\b|\bwithout sending (any )?chunks\b|\b(request|response|stream) ended (early|prematurely|unexpectedly)\b|\bincomplete (stream|response)\b|\bunexpected end of (stream|json input|file)\b|\bis unable to process your request\b`),
+		// Go's JSON decoder on a malformed chunk ("invalid character 'x' looking for
+		// beginning of object key string") is the provider's broken stream too.
+		pat("stream-broke", "stream|chunks|ended|incomplete|unexpected end|unable to process|invalid character",
+			`\binvalid character '.{1,6}' (looking for|after|in)\b|\bstream (closed|was closed|aborted|ended|interrupted|disconnected|error|terminated|reset)\b|\bwithout sending (any )?chunks\b|\b(request|response|stream) ended (early|prematurely|unexpectedly)\b|\bincomplete (stream|response)\b|\bunexpected end of (stream|json input|file)\b|\bis unable to process your request\b`),
 	}},
 	{name: "format", rank: rankFormat, reason: ReasonFormat, rules: []rule{
 		pat("invalid-request", "invalid", `\binvalid[ _](request|argument|parameter|value|type|json|format|body|input|schema|enum|field|role)s?\b|\binvalid '[^']{1,40}'|\binvalid `+"`"+`\w+`+"`"),

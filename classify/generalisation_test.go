@@ -1,6 +1,7 @@
 package classify
 
 import (
+	"errors"
 	"testing"
 	"time"
 )
@@ -423,6 +424,24 @@ func checkReasons(t *testing.T, cases []reasonCase) {
 		f := Classify(Response{Provider: c.p, Status: c.st, Body: c.b}, clNow)
 		if f.Reason != c.want {
 			t.Errorf("%s %d: got %s, want %s (%s %q): %.100s", c.p, c.st, f.Reason, c.want, f.Why.Rule, f.Why.Evidence, c.b)
+		}
+	}
+}
+
+// covers C6, C12: Go's JSON decoder on a provider's malformed chunk names an
+// "object key"; that is a broken stream (transient), never a bad API key, which
+// would cool the key down for every model.
+func TestClassify_C6_GoJSONSyntaxIsNotAuth(t *testing.T) {
+	for _, msg := range []string{
+		"invalid character 'x' looking for beginning of object key string",
+		"invalid character '}' after object key:value pair",
+		"invalid character 'd' after top-level value",
+	} {
+		for _, status := range []int{200, StatusUnknown} {
+			v := Classify(Response{Provider: "openai", Status: status, Stream: true, Err: errors.New(msg)}, time.Now())
+			if v.Reason != ReasonTimeout || v.Class != ClassTransient {
+				t.Errorf("%q (status %d) = %s/%s, want timeout/transient", msg, status, v.Reason, v.Class)
+			}
 		}
 	}
 }
