@@ -390,6 +390,21 @@ func (ev *evidence) walkMember(k string, v any, path string, level, depth int, p
 			}
 			return
 		}
+	case lk == "quotametric" || lk == "quotaid" || lk == "quotavalue":
+		// Google's QuotaFailure violations ({"quotaMetric": ".../free_tier_requests",
+		// "quotaId": "...PerMinute...", "quotaValue": "15"}) say which window ran
+		// out: read as "quota metric ..." and "limit: 15", so a per-minute window
+		// under OpenAI's billing sentence stays a rate limit, and a limit of 0 (no
+		// free tier at all) stays billing, as when the message spells them out.
+		if s := scalarString(v); s != "" {
+			if lk == "quotavalue" {
+				*prose = append(*prose, "limit: "+clip(s, 40))
+			} else {
+				*prose = append(*prose, "quota metric "+clip(s, maxPartLength))
+			}
+			ev.paths = append(ev.paths, ev.base+p)
+			return
+		}
 	case strings.Contains(lk, "retry") || strings.Contains(lk, "reset") || strings.Contains(lk, "ratelimit"):
 		// {"retryDelay":"34s"}, {"retry_after":30}: header-like values; the key
 		// is kept with the value so the text reads "retrydelay 34s".

@@ -445,3 +445,27 @@ func TestClassify_C6_GoJSONSyntaxIsNotAuth(t *testing.T) {
 		}
 	}
 }
+
+// covers C3, C4, C11: Gemini's QuotaFailure details name the window that ran out
+// under OpenAI's billing sentence: a per-minute free-tier window is a rate limit
+// with its retryDelay; a quotaValue of 0 (no free tier for that model) is billing.
+func TestClassify_C3_GoogleQuotaFailureDetails(t *testing.T) {
+	body := func(value string) string {
+		return `[{"error":{"code":429,"message":"You exceeded your current quota, please check your plan and billing details.","status":"RESOURCE_EXHAUSTED","details":[` +
+			`{"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[{"quotaMetric":"generativelanguage.googleapis.com/generate_content_free_tier_requests","quotaId":"GenerateRequestsPerMinutePerProjectPerModel-FreeTier","quotaValue":"` + value + `"}]},` +
+			`{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"43s"}]}}]`
+	}
+	now := time.Date(2026, 3, 15, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		value string
+		want  Reason
+	}{{"15", ReasonRateLimit}, {"0", ReasonBilling}} {
+		v := Classify(Response{Provider: "gemini", Status: 429, Body: body(tc.value)}, now)
+		if v.Reason != tc.want {
+			t.Errorf("quotaValue %s: %s, want %s", tc.value, v.Reason, tc.want)
+		}
+		if tc.want == ReasonRateLimit && v.RetryAfter != 43*time.Second {
+			t.Errorf("quotaValue %s: retry after %v, want 43s", tc.value, v.RetryAfter)
+		}
+	}
+}
