@@ -248,9 +248,6 @@ func (r *runner) walk(i int, pl *plan) (Result, error, bool) {
 			return res, err, true
 		}
 		f := r.failureOf(&out, err, attemptTimedOut, cand, end)
-		if kind == AttemptProbe {
-			r.settleProbe(cand.Provider, f, end) // A1: the turns waiting on this probe learn its verdict
-		}
 		if out.Progress {
 			r.breaker = 0 // R8: completed progress resets
 		}
@@ -259,6 +256,7 @@ func (r *runner) walk(i int, pl *plan) (Result, error, bool) {
 		if f == nil {
 			pending = false
 			r.onSuccess(pl, cand, end)
+			r.settled(kind, cand, nil, end) // A1: after the state, so the turns waiting on this probe find it cleared
 			// V2: the step that led here was logged when it was taken; one line
 			// per step, so a success writes none of its own.
 			return Result{Output: out, Candidate: cand, Attempts: r.records, FellBack: i > 0, Cause: r.cause, CostUSD: r.cost}, nil, true
@@ -268,6 +266,7 @@ func (r *runner) walk(i int, pl *plan) (Result, error, bool) {
 		}
 		r.lastCand, r.lastFail = cand, f
 		rs.ModelUnavailable = r.onFailure(pl, cand, f, end)
+		r.settled(kind, cand, f, end)
 		if r.compactAfterTimeout(pl, f) {
 			kind = AttemptRetry // R15: the same candidate with the smaller prompt
 			continue

@@ -188,6 +188,14 @@ func (r *runner) claimCooling(prov string, now time.Time) bool {
 	return won
 }
 
+// settled tells the turns waiting on a probe its verdict, once the attempt's
+// outcome is in the state store (a no-op for any other kind of attempt).
+func (r *runner) settled(kind AttemptKind, c Candidate, f *Failure, end time.Time) {
+	if kind == AttemptProbe {
+		r.settleProbe(c.Provider, f, end)
+	}
+}
+
 // settleProbe writes the verdict of the probe this run holds for prov: it
 // answered (f nil), it failed, or, for a failure that says nothing about the
 // provider (ours, a cancellation, a terminal one), no verdict: the claim is
@@ -295,17 +303,19 @@ func (r *runner) sharedProbe(cooling []plan) (Result, error, bool) {
 	// every provider's probe failed, the turn is refused.
 	deadline := now.Add(r.p.SharedProbeWait)
 	failed := map[string]bool{} // providers whose probe this turn saw fail
+	retake := false             // a claim this turn waited on lapsed or was released: it may take it over, even at the deadline
 	for round := 0; round < maxProbeRounds; round++ {
 		if res, err, done := r.checkCtx(); done {
 			return res, err, true
 		}
 		now := r.now()
 		if round > 0 {
-			if !now.Before(deadline) {
+			if !now.Before(deadline) && !retake {
 				break
 			}
 			rows = r.probeRows(cands)
 		}
+		retake = false
 		var wake time.Time // when a provider probed within the interval may be probed again
 		acted, left := false, false
 		for i := range cands {
@@ -330,6 +340,8 @@ func (r *runner) sharedProbe(cooling []plan) (Result, error, bool) {
 				failed[c.prov] = true
 			case joinTimedOut:
 				return Result{}, nil, false
+			case joinReleased:
+				retake = true
 			}
 			acted = true
 			break // read the rows again: the probe changed them

@@ -2,6 +2,8 @@ package failover
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -387,5 +389,62 @@ func TestProbeStatusOf_A1(t *testing.T) {
 		if got := probeStatusOf(c.s, c.now, iv, wait); got != c.want {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// slowStore delays the writes of profile and model rows (not of probe rows),
+// like a database under load.
+type slowStore struct{ *MemStore }
+
+func (s slowStore) Update(ctx context.Context, key string, fn func(*ProfileState)) (ProfileState, error) {
+	if !strings.HasPrefix(key, "probe:") {
+		time.Sleep(30 * time.Millisecond)
+	}
+	return s.MemStore.Update(ctx, key, fn)
+}
+
+func (s slowStore) UpdateMany(ctx context.Context, keys []string, fn func(int, *ProfileState)) ([]ProfileState, error) {
+	time.Sleep(30 * time.Millisecond)
+	return s.MemStore.UpdateMany(ctx, keys, fn)
+}
+
+// covers A1: the turns waiting on a probe learn that it answered only once its
+// success is in the store, so each finds the cooldown cleared and is answered,
+// however slow the store's writes.
+func TestRun_A1_JoinersSeeTheClearedCooldown(t *testing.T) {
+	h := newHarness(t)
+	clk := failovertest.NewManualClock(t0)
+	h.e.Clock, h.e.Store = clk, slowStore{h.st}
+	h.e.Policy.ProbeWindow = time.Second
+	req := baseReq("openai/gpt-4o", "anthropic/claude")
+	coolAll(t, h, map[string]time.Duration{"openai:a": time.Minute, "openai:b": time.Minute, "anthropic:main": 40 * time.Second})
+	h.put(t, ModelKey("anthropic/claude"), func(s *ProfileState) { // R7's mark too: the success clears both rows
+		s.CooldownUntil, s.CooldownReason, s.Consecutive, s.ErrorCount = t0.Add(40*time.Second), classify.ReasonConsecutiveTimeout, 3, 1
+	})
+	hp := newHeldProbe()
+	const n = 4
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			r := req
+			r.SessionKey = fmt.Sprintf("console:s%d", i)
+			_, err := h.e.Run(bg, r, hp.fn)
+			errs <- err
+		}()
+	}
+	waitFor(t, "one probe and the others waiting", func() bool { return hp.probes.Load() == 1 && clk.Sleeping() == n-1 })
+	close(hp.release)
+	for range n {
+		select {
+		case err := <-errs:
+			if err != nil {
+				t.Fatalf("a turn that waited on the probe was refused: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a turn that waited on the answered probe went on to wait for another one")
+		}
+	}
+	if hp.probes.Load() != 1 || hp.call.Load() != n {
+		t.Fatalf("%d probes, %d calls", hp.probes.Load(), hp.call.Load())
 	}
 }
