@@ -73,6 +73,11 @@ func Effective(cfg *config.Config, fast bool) *config.Config {
 		t.Idle = max(scale(t.Idle), fastIdleFloor)
 		t.Attempt = max(scale(t.Attempt), fastAttemptFloor, 5*t.Idle)
 		t.Run = max(scale(t.Run), fastRunFloor, 4*t.Attempt)
+		// A1's probe wait is spent on the drill clock, whose sleeps --fast
+		// shortens 300 times, waiting for another turn's real call: in real
+		// time it must still last one attempt.
+		f := &c.Agents.Defaults.Failover
+		f.SharedProbeWait = max(f.SharedProbeWait, time.Duration(float64(t.Attempt)/FastScale))
 	}
 	return &c
 }
