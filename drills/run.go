@@ -231,6 +231,7 @@ func (w *world) start(ctx context.Context) (cleanup func(), err error) {
 		sc = FastScale
 	}
 	w.clock = NewClock(sc)
+	fakeprovider.PrepareBombs() // gzip_bomb answers at once, as a real edge would
 	w.fake = fakeprovider.New(fakeprovider.WithNow(w.clock.Now))
 	if err := w.fake.Start("127.0.0.1:0"); err != nil {
 		return cleanup, err
