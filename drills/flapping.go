@@ -206,8 +206,8 @@ func flapAllDownTold(down [][]int) Check {
 }
 
 // redirectingEdge: the primary's edge answers with what detour refuses, one
-// kind at a time: a redirect, an unrequested gzip body, an oversized stream
-// line (A2, T1, T2). Each time a new session's turn falls back at once and its
+// kind at a time: a stream line over its cap, an unrequested gzip body, a
+// redirect (A2, T1, T2). Each time a new session's turn falls back at once and its
 // notice names the refusal; then two more new sessions find the primary
 // cooling down: at most one call between them (R11's probe of a cooling
 // primary), where a primary that was not cooling would get one per key each.
@@ -218,9 +218,12 @@ func redirectingEdge() Scenario {
 		mode fakeprovider.Mode
 		says string
 	}{
-		{fakeprovider.ModeRedirectOtherPort, "response refused by detour: redirect to http://127.0.0.1:"},
-		{fakeprovider.ModeGzipBomb, "response refused by detour: compressed body"},
+		// One chunk past the stream line cap, first: the sessions that come
+		// later re-try the primary (S3), and megabytes each would load a small
+		// machine more than the drill means to.
 		{fakeprovider.ModeHugeChunk, "response refused by detour: stream line longer than"},
+		{fakeprovider.ModeGzipBomb, "response refused by detour: compressed body"},
+		{fakeprovider.ModeRedirectOtherPort, "response refused by detour: redirect to http://127.0.0.1:"},
 	} {
 		first := len(steps) + 1
 		adv := time.Duration(0)
@@ -241,7 +244,7 @@ func redirectingEdge() Scenario {
 	}
 	return Scenario{
 		Name:  "redirecting-edge",
-		Doc:   "the primary's edge answers a redirect, then a gzip body nobody asked for, then an oversized stream line: every turn falls back, the primary cools down, the notice names the refusal (A2)",
+		Doc:   "the primary's edge answers an oversized stream line, then a gzip body nobody asked for, then a redirect: every turn falls back, the primary cools down, the notice names the refusal (A2)",
 		Steps: steps, Checks: checks,
 	}
 }

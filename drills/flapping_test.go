@@ -125,7 +125,7 @@ func TestJudge_A2_RedirectingEdge(t *testing.T) {
 	if !ok {
 		t.Fatal("no redirecting-edge drill")
 	}
-	words := []string{"redirect to http://127.0.0.1:1/… (HTTP 307, never followed)", "compressed body (Content-Encoding \"gzip\", HTTP 200), which was not asked for", "stream line longer than 2162688 bytes"}
+	words := []string{"stream line longer than 2162688 bytes (twice limits.max_answer_bytes plus 64 KiB)", "compressed body (Content-Encoding \"gzip\", HTTP 200), which was not asked for", "redirect to http://127.0.0.1:1/… (HTTP 307, never followed)"}
 	build := func() Report {
 		r := Report{Scenario: "redirecting-edge", Primary: "a/p", Fallbacks: []string{"b/f1"}, Profiles: map[string]int{"a": 2, "b": 1}, Notices: "all"}
 		for i, st := range sc.Steps {
