@@ -107,7 +107,6 @@ func TestKinds_U1_NoUsage(t *testing.T) {
 	}
 }
 
-
 // finished waits until every call the fake logged has ended (its handler
 // writes the call's usage after the client has read the answer).
 func finished(t *testing.T, f *fakeprovider.Server) []fakeprovider.Call {
