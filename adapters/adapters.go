@@ -36,6 +36,15 @@ type Inbound struct {
 	// threads are the sessions "<SessionKey>:<thread ts>"); it names them for the
 	// answer, e.g. "new threads in #general".
 	DefaultsFor string
+	// Files are the files sent with the message (I1-I4): read through the
+	// adapter's FileReader when the turn needs them.
+	Files []File
+	// Earlier is set when the bot is addressed for the first time in a
+	// conversation that began without it (a Slack thread it did not start, a
+	// Discord thread or reply chain): where the messages before this one can
+	// be read through the adapter's HistoryReader (H1). Opaque to everyone but
+	// the adapter; "" = nothing to read.
+	Earlier string
 }
 
 // Outbound is one message to post.
