@@ -34,8 +34,8 @@ func (d *decoder) root(n *yaml.Node) {
 				"per_user_daily_paid_calls":    d.integer(&c.Limits.PerUserDailyPaidCalls, 0),
 				"per_user_daily_usd":           d.number(&c.Limits.PerUserDailyUSD, 0, 1e9),
 				"max_file_bytes":               d.integer(&c.Limits.MaxFileBytes, 1),
-				"max_files":                    d.integer(&c.Limits.MaxFiles, 0),
-				"max_text_file_bytes":          d.integer(&c.Limits.MaxTextFileBytes, 0),
+				"max_files":                    d.integer(&c.Limits.MaxFiles, 1),
+				"max_text_file_bytes":          d.integer(&c.Limits.MaxTextFileBytes, 1),
 			})
 		},
 		"notices": func(v *yaml.Node, key string) {

@@ -78,6 +78,7 @@ func newTally() *tally { return &tally{start: time.Now(), outcome: OutcomeStorag
 // moved to another model, the observer also hears of the fallback step.
 func (r *Router) onAttempt(ts *turnState, a failover.AttemptRecord) {
 	ts.attempts = append(ts.attempts, a)
+	r.recordUsage(ts.in, a) // U2
 	t := ts.tally
 	if a.Skipped == "" {
 		t.paid++

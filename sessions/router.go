@@ -54,6 +54,7 @@ type ModelInfo struct {
 	Price         failover.Price
 	Selectable    bool     // people may choose it with /model though no chain names it
 	Aliases       []string // short names for /model ("fast"); unique across models
+	Images        bool     // it takes images (models.<ref>.input: [text, image], I5)
 }
 
 // Config is everything the router needs, mapped from config.Config by internal/app.
@@ -85,6 +86,26 @@ type Config struct {
 	RunTimeout      time.Duration
 	// MaxTokens caps each answer (0 = provider default).
 	MaxTokens int
+	// ImageFallbacks are tried after the chain's own image-taking models by a
+	// turn whose message holds images (I5).
+	ImageFallbacks []failover.ModelRef
+	// Files bounds what is read of the files of a message (I2).
+	Files FileLimits
+	// ThreadMessages bounds the earlier messages read when the bot is first
+	// addressed in a conversation that began without it (H2); 0 = none.
+	ThreadMessages int
+	// Summary replaces the turns compaction drops by a summary a model writes,
+	// at most SummaryMaxTokens long (R16); false drops them.
+	Summary          bool
+	SummaryMaxTokens int
+}
+
+// FileLimits bound the files of one message (I2); zero values take the
+// defaults (5 MiB a file, 4 files, text files of up to 32 KiB inlined).
+type FileLimits struct {
+	MaxBytes     int64
+	MaxFiles     int
+	MaxTextBytes int64
 }
 
 // Options are the router's collaborators.
@@ -149,6 +170,18 @@ func NewRouter(cfg Config, opts Options) (*Router, error) {
 	}
 	if cfg.MaxMessageBytes <= 0 {
 		cfg.MaxMessageBytes = 65536
+	}
+	if cfg.Files.MaxBytes <= 0 {
+		cfg.Files.MaxBytes = 5 << 20
+	}
+	if cfg.Files.MaxFiles <= 0 {
+		cfg.Files.MaxFiles = 4
+	}
+	if cfg.Files.MaxTextBytes <= 0 {
+		cfg.Files.MaxTextBytes = 32 << 10
+	}
+	if cfg.SummaryMaxTokens <= 0 {
+		cfg.SummaryMaxTokens = 400
 	}
 	clock := opts.Clock
 	if clock == nil {
@@ -296,11 +329,16 @@ func (r *Router) Active() int {
 	return len(r.queues)
 }
 
+// adapter returns the adapter named name, nil when there is none.
+func (r *Router) adapter(name string) adapters.Adapter {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.adapters[name]
+}
+
 // send posts out through the adapter named by out.Channel.
 func (r *Router) send(ctx context.Context, out adapters.Outbound) {
-	r.mu.Lock()
-	a := r.adapters[out.Channel]
-	r.mu.Unlock()
+	a := r.adapter(out.Channel)
 	if a == nil {
 		r.log.Warn("no adapter for outbound message", "channel", out.Channel, "kind", out.Kind, "session", out.SessionKey)
 		return
