@@ -26,9 +26,18 @@ type message struct {
 	posted bool     // the notes were told (a restarted turn tells them once)
 }
 
-// llm is the message as one prompt message.
+// llm is the message as one prompt message: its text, then a line for each
+// file not read, so the model does not answer as if it had seen them.
 func (m *message) llm() llm.Message {
-	return llm.Message{Role: "user", Content: m.text, Images: m.images}
+	return llm.Message{Role: "user", Content: m.text + m.notLines(), Images: m.images}
+}
+
+func (m *message) notLines() string {
+	var b strings.Builder
+	for _, n := range m.notes {
+		b.WriteString("\n[not read: " + n + "]")
+	}
+	return b.String()
 }
 
 // stored is the message as the history keeps it: images are not stored, a
@@ -38,7 +47,7 @@ func (m *message) stored() string {
 	for _, n := range m.names {
 		s += "\n[image: " + n + "]"
 	}
-	return s
+	return s + m.notLines()
 }
 
 // empty reports whether there is nothing for a model to answer.
@@ -187,16 +196,7 @@ func (r *Router) readMessage(ctx context.Context, in adapters.Inbound) *message 
 		fmt.Fprintf(&inlined, "\n\n[file %s]\n%s\n[end of %s]", displayName(f), text, displayName(f))
 	}
 	m.text += inlined.String()
-	m.noteForModel()
 	return m
-}
-
-// noteForModel tells the model what was not read, so it does not answer as if
-// it had seen it.
-func (m *message) noteForModel() {
-	for _, n := range m.notes {
-		m.text += "\n[not read: " + n + "]"
-	}
 }
 
 // tooLarge is why a file over its cap was left out.
@@ -247,9 +247,7 @@ func textOf(data []byte) (string, bool) {
 // them (I5), with a note saying so and which models would.
 func (m *message) dropImages(why string) {
 	for _, n := range m.names {
-		note := n + " (" + why + ")"
-		m.notes = append(m.notes, note)
-		m.text += "\n[not read: " + note + "]"
+		m.notes = append(m.notes, n+" ("+why+")")
 	}
 	m.images, m.names = nil, nil
 }
