@@ -1,7 +1,6 @@
 package adapters
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -110,17 +109,44 @@ func Download(ctx context.Context, c *http.Client, u string, header http.Header,
 	if resp.ContentLength > max {
 		return nil, "", fmt.Errorf("%w (%d bytes announced, the cap is %d)", ErrFileTooLarge, resp.ContentLength, max)
 	}
-	var buf bytes.Buffer
-	if resp.ContentLength > 0 {
-		buf.Grow(int(resp.ContentLength) + 1)
-	}
-	_, err = buf.ReadFrom(io.LimitReader(resp.Body, max+1))
-	b := buf.Bytes()
+	b, err := readCapped(resp.Body, resp.ContentLength, max)
 	if err != nil {
+		if errors.Is(err, ErrFileTooLarge) {
+			return nil, "", err
+		}
 		return nil, "", fmt.Errorf("download from %s: %w", pu.Host, err)
 	}
-	if int64(len(b)) > max {
-		return nil, "", fmt.Errorf("%w (more than %d bytes)", ErrFileTooLarge, max)
-	}
 	return b, resp.Header.Get("Content-Type"), nil
+}
+
+// readCapped reads r whole, at most max bytes: its buffer grows by doubling but
+// never past max+1 bytes, so a body of unknown length costs at most about
+// twice the cap while it is read (the last copy), whatever it holds.
+func readCapped(r io.Reader, length, max int64) ([]byte, error) {
+	size := int64(64 << 10)
+	if length > 0 {
+		size = length + 1
+	}
+	buf := make([]byte, 0, min(size, max+1))
+	for {
+		if len(buf) == cap(buf) {
+			if int64(cap(buf)) > max {
+				return nil, fmt.Errorf("%w (more than %d bytes)", ErrFileTooLarge, max)
+			}
+			grown := make([]byte, len(buf), min(2*int64(cap(buf)), max+1))
+			copy(grown, buf)
+			buf = grown
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if errors.Is(err, io.EOF) {
+			if int64(len(buf)) > max {
+				return nil, fmt.Errorf("%w (more than %d bytes)", ErrFileTooLarge, max)
+			}
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 }

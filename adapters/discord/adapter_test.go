@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -110,7 +111,7 @@ func TestInbound_Routing(t *testing.T) {
 		// message id, for de-duplication across replicas (M3).
 		tc.want.ReplyTo = tc.ch + "/" + id
 		tc.want.EventID = "discord:msg:" + id
-		if got != tc.want {
+		if !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: got %+v, want %+v", tc.name, got, tc.want)
 		}
 	}
@@ -260,7 +261,7 @@ func TestInteraction_ModelDeferredThenEdited(t *testing.T) {
 	want := adapters.Inbound{Channel: Name, SessionKey: "discord:G1:C1", User: "discord:U1",
 		Text: "/model openai/gpt-4.1@openai:backup", ReplyTo: "interaction:" + id + ":C1", Native: true,
 		EventID: "discord:interaction:" + id}
-	if in != want {
+	if !reflect.DeepEqual(in, want) {
 		t.Fatalf("inbound = %+v, want %+v", in, want)
 	}
 	// Deferred at once, before any answer exists, for the asker only.

@@ -237,6 +237,12 @@ type Server struct {
 	// and chat.stopStream answer, as in a workspace without streaming (for
 	// example "unknown_method" or "not_allowed").
 	RefuseStreaming string
+	// RepliesPageSize is the most replies a conversations.replies page holds
+	// (default 1000, Slack's maximum limit; history.go).
+	RepliesPageSize int
+	// MissingScopes are the read scopes the app was not granted
+	// (channels:history, groups:history, im:history, files:read); nil = all.
+	MissingScopes map[string]bool
 
 	srv *httptest.Server
 
@@ -278,6 +284,10 @@ type Server struct {
 	msgs         map[string]*Message    // channel/ts → latest version
 	msgOrder     []string
 	statuses     map[string]threadStatus // channel/thread_ts → assistant status
+	saidByKey    map[string]*said        // channel/ts → a person's message (history.go)
+	hostedFiles  map[string]*hosted      // file id → file (files.go)
+	downloads    []Download
+	signin       signIn
 }
 
 // envelope is an events_api delivery waiting for its ack.
@@ -357,6 +367,7 @@ func (s *Server) Start() {
 	mux.HandleFunc("/api/", s.handleAPI)
 	mux.HandleFunc("/link/", s.handleSocket)
 	mux.HandleFunc("/resp/", s.handleResponseURL)
+	mux.HandleFunc("GET /files-pri/", s.handleFile)
 	s.srv = httptest.NewServer(mux)
 }
 
@@ -383,6 +394,7 @@ func (s *Server) Close() {
 	}
 	s.connWG.Wait()
 	s.timerWG.Wait()
+	s.closeSignIn()
 }
 
 // notifyLocked wakes every waiter; s.mu must be held.
@@ -836,6 +848,7 @@ func (s *Server) PushEvent(event map[string]any) Sent {
 		"event_id": eventID, "event_time": 1700000000 + n, "event": event,
 	}
 	s.byEvent[eventID] = outer
+	s.rememberLocked(event)
 	ok, notify, minute := s.budgetLocked()
 	if !ok {
 		sent := Sent{EventID: eventID, TS: ts, Dropped: true}
@@ -1131,6 +1144,8 @@ func (s *Server) handleAPI(w http.ResponseWriter, r *http.Request) {
 			"user": "detour", "team_id": s.TeamID, "user_id": s.BotUserID, "bot_id": s.BotID})
 	case "chat.postMessage", "chat.postEphemeral", "chat.update":
 		s.recordPost(w, r, method, token, ci)
+	case "conversations.replies":
+		s.handleReplies(w, r, ci)
 	case "conversations.info":
 		ch := r.Form.Get("channel")
 		writeJSON(w, map[string]any{"ok": true, "channel": map[string]any{
