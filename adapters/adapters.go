@@ -41,10 +41,14 @@ type Inbound struct {
 	Files []File
 	// Earlier is set when the bot is addressed for the first time in a
 	// conversation that began without it (a Slack thread it did not start, a
-	// Discord thread or reply chain): where the messages before this one can
-	// be read through the adapter's HistoryReader (H1). Opaque to everyone but
-	// the adapter; "" = nothing to read.
+	// Discord thread): where the conversation's earlier messages can be read
+	// through the adapter's HistoryReader (H1). Opaque to everyone but the
+	// adapter; "" = nothing to read.
 	Earlier string
+	// RepliesTo is set when the message answers earlier messages of its
+	// channel (a Discord reply chain): where that chain can be read, for this
+	// message only (H1). Opaque like Earlier.
+	RepliesTo string
 }
 
 // Outbound is one message to post.

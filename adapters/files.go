@@ -40,11 +40,11 @@ type Earlier struct {
 	At    time.Time
 }
 
-// HistoryReader is an optional capability: read the messages written before
-// in in its conversation (in.Earlier), oldest first, at most max of them,
+// HistoryReader is an optional capability: read the messages ref points at
+// (an Inbound's Earlier or RepliesTo), oldest first, at most max of them,
 // without the bot's own messages (H1-H2).
 type HistoryReader interface {
-	ReadEarlier(ctx context.Context, in Inbound, max int) ([]Earlier, error)
+	ReadEarlier(ctx context.Context, ref string, max int) ([]Earlier, error)
 }
 
 // ErrFileTooLarge is matched (errors.Is) by a download stopped at its cap.

@@ -30,7 +30,7 @@ type team struct {
 
 func newTeam() *team { return &team{recorder: recorder{name: "team"}, files: map[string][]byte{}} }
 
-func (tm *team) ReadEarlier(_ context.Context, _ adapters.Inbound, max int) ([]adapters.Earlier, error) {
+func (tm *team) ReadEarlier(_ context.Context, _ string, max int) ([]adapters.Earlier, error) {
 	tm.mu.Lock()
 	defer tm.mu.Unlock()
 	tm.asked = append(tm.asked, max)

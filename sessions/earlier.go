@@ -31,12 +31,21 @@ func (r *Router) readEarlier(ctx context.Context, ts *turnState) {
 	if in.Earlier == "" || e.ThreadRead || r.cfg.ThreadMessages <= 0 {
 		return
 	}
+	if len(ts.parts.hist) > 0 || e.PaidCalls > 0 {
+		// The bot took part before (a session older than this rule, found
+		// again after a restart): its history has what it needs.
+		if err := r.st.patch(ctx, e.Key, map[string]any{"thread_read": true}); err != nil {
+			r.log.Warn("store earlier messages", "session", e.Key, "err", err)
+		}
+		e.ThreadRead = true
+		return
+	}
 	hr, ok := r.adapter(in.Channel).(adapters.HistoryReader)
 	if !ok {
 		return
 	}
 	rctx, cancel := context.WithTimeout(ctx, earlierTimeout)
-	msgs, err := hr.ReadEarlier(rctx, in, r.cfg.ThreadMessages)
+	msgs, err := hr.ReadEarlier(rctx, in.Earlier, r.cfg.ThreadMessages)
 	cancel()
 	if err != nil {
 		r.log.Warn("earlier messages not read; answering without them", "session", e.Key, "err", err)
@@ -101,3 +110,33 @@ func (r *Router) mayTalk(user string) bool {
 	a := r.cfg.Access
 	return len(a.Users) == 0 || slices.Contains(a.Users, user) || r.isConfiguredAdmin(user)
 }
+
+// readRepliedTo puts the chain of messages in answers (a Discord reply chain)
+// into m, for this message only: it is stored with it, so a restart does not
+// read it again (H1-H4).
+func (r *Router) readRepliedTo(ctx context.Context, in adapters.Inbound, m *message) {
+	if in.RepliesTo == "" || r.cfg.ThreadMessages <= 0 {
+		return
+	}
+	hr, ok := r.adapter(in.Channel).(adapters.HistoryReader)
+	if !ok {
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, earlierTimeout)
+	msgs, err := hr.ReadEarlier(rctx, in.RepliesTo, r.cfg.ThreadMessages)
+	cancel()
+	if err != nil {
+		r.log.Warn("the messages replied to were not read; answering without them", "session", in.SessionKey, "err", err)
+		return
+	}
+	text, left := r.renderEarlier(msgs, r.window(r.cfg.Primary)/2)
+	if left > 0 {
+		r.log.Info("replied-to messages of people the bot does not serve were left out", "session", in.SessionKey, "count", left)
+	}
+	if text != "" {
+		m.text = repliedIntro + text + "\n\n" + m.text
+	}
+}
+
+// repliedIntro introduces the messages a message answers.
+const repliedIntro = "(This message replies to these earlier messages of the channel, oldest first:)\n"

@@ -135,6 +135,7 @@ const fileReadTimeout = 60 * time.Second
 // downloaded, and the download itself stops at the cap.
 func (r *Router) readMessage(ctx context.Context, in adapters.Inbound) *message {
 	m := &message{text: in.Text}
+	r.readRepliedTo(ctx, in, m) // H1: a reply chain, for this message only
 	if len(in.Files) == 0 {
 		return m
 	}

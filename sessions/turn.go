@@ -245,6 +245,7 @@ func (r *Router) turnOnce(ctx context.Context, in adapters.Inbound, msg *message
 		r.send(ctx, reply(in, adapters.KindError, storageFailure("the history could not be loaded", err)))
 		return
 	}
+	ts.parts = promptParts{system: r.systemPrompt(e.Key, in.Channel), summary: e.Summary, hist: hist}
 	r.readEarlier(ctx, ts) // H1: the first turn in a conversation begun without the bot
 	r.fitImages(ts)        // I5
 	r.tellNotes(ctx, in, msg)
@@ -253,8 +254,7 @@ func (r *Router) turnOnce(ctx context.Context, in adapters.Inbound, msg *message
 		t.outcome = OutcomeError
 		return
 	}
-	ts.parts = promptParts{system: r.systemPrompt(e.Key, in.Channel), context: e.ThreadContext, summary: e.Summary,
-		hist: hist, user: msg.llm()}
+	ts.parts.context, ts.parts.user = e.ThreadContext, msg.llm()
 	r.fitPrompt(ctx, ts) // R15, R16
 
 	res, err := r.run(ctx, ts)

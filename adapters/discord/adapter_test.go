@@ -40,7 +40,7 @@ func TestRun_IdentifiesAndRegistersCommands(t *testing.T) {
 	for _, c := range sets[0].Commands {
 		names = append(names, c.Name)
 	}
-	if want := []string{"model", "new", "reset", "status", "recover", "help"}; !slices.Equal(names, want) {
+	if want := []string{"model", "new", "reset", "compact", "status", "usage", "recover", "help"}; !slices.Equal(names, want) {
 		t.Fatalf("commands = %v, want %v", names, want)
 	}
 	// T5: /recover is hidden from everyone but administrators by default.

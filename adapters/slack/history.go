@@ -44,8 +44,8 @@ func decodeEarlier(s string) (earlierRef, bool) {
 // ReadEarlier implements adapters.HistoryReader: the thread's parent and the
 // newest messages before the one that addressed the bot, max in all, without
 // the bot's own messages (its answers, notices and errors).
-func (a *Adapter) ReadEarlier(ctx context.Context, in adapters.Inbound, max int) ([]adapters.Earlier, error) {
-	ref, ok := decodeEarlier(in.Earlier)
+func (a *Adapter) ReadEarlier(ctx context.Context, earlier string, max int) ([]adapters.Earlier, error) {
+	ref, ok := decodeEarlier(earlier)
 	if !ok || max <= 0 {
 		return nil, nil
 	}
