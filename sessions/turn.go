@@ -197,8 +197,8 @@ type turnState struct {
 	// not take the message's images (I5): nothing about it is sticky.
 	imageDetour bool
 	live        *live   // progress and the growing reply (L1-L3)
-	cost     float64 // estimated cost of this turn's runs (B1 prices), for /status
-	tally    *tally  // the turn's log line and metrics (M5)
+	cost        float64 // estimated cost of this turn's runs (B1 prices), for /status
+	tally       *tally  // the turn's log line and metrics (M5)
 }
 
 func (r *Router) window(ref failover.ModelRef) int { return r.cfg.Models[ref].ContextWindow }

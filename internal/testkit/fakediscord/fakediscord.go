@@ -332,9 +332,9 @@ type Server struct {
 	budgetStart  time.Time
 	budgetUsed   int
 	messages     []Message
-	byID         map[string]int    // message id -> index in messages (the bot's posts)
-	known        map[string]string // message id -> author id
-	where        map[string]string // message id -> channel id (channel messages)
+	byID         map[string]int         // message id -> index in messages (the bot's posts)
+	known        map[string]string      // message id -> author id
+	where        map[string]string      // message id -> channel id (channel messages)
 	said         map[string]*said       // message id -> a person's message (history.go)
 	cdn          map[string]*attachment // attachment id -> file (history.go)
 	cdnLog       []CDNRequest
