@@ -47,8 +47,8 @@ func TestKinds_I1_ImagesReachTheModel(t *testing.T) {
 	}
 }
 
-// covers I5: a model without vision refuses an image as the protocol does;
-// the refusal is a format error (so the chain must never send one there).
+// covers I5: a model without vision refuses an image as the protocol does,
+// a deterministic 400 (so the chain must never send one there).
 func TestKinds_I5_TextOnlyModelRefusesImages(t *testing.T) {
 	png, _ := os.ReadFile("testdata/red.png")
 	for _, k := range kinds {
@@ -57,8 +57,8 @@ func TestKinds_I5_TextOnlyModelRefusesImages(t *testing.T) {
 			r.fake.TextOnly("gpt-test")
 			req := Request{Model: "gpt-test", Messages: []Message{{Role: "user", Content: "look", Images: []Image{{MIME: "image/png", Data: png}}}}}
 			_, err := r.client.Chat(context.Background(), req, nil)
-			if f := asFailure(t, err); f.Reason != classify.ReasonFormat || f.Status != 400 {
-				t.Fatalf("want a 400 format failure, got %+v", f)
+			if f := asFailure(t, err); f.Class != classify.ClassDeterministic || f.Status != 400 {
+				t.Fatalf("want a deterministic 400 failure, got %+v", f)
 			}
 			// Text still works.
 			if _, err := r.client.Chat(context.Background(), userReq("gpt-test", "hello"), nil); err != nil {

@@ -687,23 +687,22 @@ type usageRow struct {
 // TableName names the usage table.
 func (usageRow) TableName() string { return "usage_days" }
 
-// addUsage adds one paid call's usage to its row.
-func (s sessionStore) addUsage(ctx context.Context, u usageRow) error {
+// addUsage adds rows to the stored ones, one upsert each (usually one a turn).
+func (s sessionStore) addUsage(ctx context.Context, rows []usageRow) error {
 	db := s.db.WithContext(ctx)
-	key := usageRow{Day: u.Day, User: store.CleanText(u.User), Place: store.CleanText(u.Place), Model: store.CleanText(u.Model)}
-	if err := db.Clauses(clause.OnConflict{DoNothing: true}).Create(&key).Error; err != nil {
-		return fmt.Errorf("sessions: usage: %w", err)
+	add := func(col string) clause.Expr {
+		return gorm.Expr("usage_days." + col + " + excluded." + col)
 	}
-	err := db.Model(&usageRow{}).Where(map[string]any{"day": key.Day, "user_id": key.User, "place": key.Place, "model": key.Model}).
-		Updates(map[string]any{
-			"calls":      gorm.Expr("calls + ?", u.Calls),
-			"tokens_in":  gorm.Expr("tokens_in + ?", u.TokensIn),
-			"tokens_out": gorm.Expr("tokens_out + ?", u.TokensOut),
-			"estimated":  gorm.Expr("estimated + ?", u.Estimated),
-			"usd":        gorm.Expr("usd + ?", u.USD),
-		}).Error
-	if err != nil {
-		return fmt.Errorf("sessions: usage: %w", err)
+	for _, u := range rows {
+		u.User, u.Place, u.Model = store.CleanText(u.User), store.CleanText(u.Place), store.CleanText(u.Model)
+		err := db.Clauses(clause.OnConflict{
+			Columns: []clause.Column{{Name: "day"}, {Name: "user_id"}, {Name: "place"}, {Name: "model"}},
+			DoUpdates: clause.Assignments(map[string]any{"calls": add("calls"), "tokens_in": add("tokens_in"),
+				"tokens_out": add("tokens_out"), "estimated": add("estimated"), "usd": add("usd")}),
+		}).Create(&u).Error
+		if err != nil {
+			return fmt.Errorf("sessions: usage: %w", err)
+		}
 	}
 	return nil
 }

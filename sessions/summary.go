@@ -201,6 +201,7 @@ func (r *Router) CompactNow(ctx context.Context, in adapters.Inbound) (string, e
 	before := estimate(ts.parts.head()) + estimate(historyMessages(hist))
 	s, err := r.summarise(ctx, ts, e.Summary, hist)
 	r.recordAttempts(context.WithoutCancel(ctx), ts)
+	r.storeUsage(in, ts.tally)
 	if n := paidCalls(ts.attempts); n > 0 {
 		if err := r.st.addPaidCalls(context.WithoutCancel(ctx), e.Key, n, ts.cost); err != nil {
 			r.log.Warn("record paid calls", "session", e.Key, "err", err)

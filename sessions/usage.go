@@ -2,6 +2,7 @@ package sessions
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"time"
 
@@ -38,20 +39,39 @@ func placeOf(key string) string {
 	return key
 }
 
-// recordUsage counts one paid call of ts's user (U2).
-func (r *Router) recordUsage(in adapters.Inbound, a failover.AttemptRecord) {
+// countUsage adds one paid call of in's user to the turn's usage (U2); the
+// turn stores it once, when it ends (storeUsage).
+func (t *tally) countUsage(in adapters.Inbound, a failover.AttemptRecord) {
 	if a.Skipped != "" {
 		return
 	}
 	day, _ := dayOf(a.Started)
-	row := usageRow{Day: day, User: in.User, Place: placeOf(in.SessionKey), Model: a.Candidate.Ref(), Calls: 1,
-		TokensIn: int64(a.InputTokens), TokensOut: int64(a.OutputTokens), USD: a.CostUSD}
-	if a.UsageEstimated {
-		row.Estimated = 1
+	row := usageRow{Day: day, User: in.User, Place: placeOf(in.SessionKey), Model: a.Candidate.Ref()}
+	i := slices.IndexFunc(t.usage, func(u usageRow) bool { return u.Day == row.Day && u.Model == row.Model })
+	if i < 0 {
+		t.usage = append(t.usage, row)
+		i = len(t.usage) - 1
 	}
-	if err := r.st.addUsage(context.WithoutCancel(r.base), row); err != nil {
+	u := &t.usage[i]
+	u.Calls++
+	u.TokensIn += int64(a.InputTokens)
+	u.TokensOut += int64(a.OutputTokens)
+	u.USD += a.CostUSD
+	if a.UsageEstimated {
+		u.Estimated++
+	}
+}
+
+// storeUsage stores what t counted, whatever the turn came to (a paid call
+// counts, answered or not).
+func (r *Router) storeUsage(in adapters.Inbound, t *tally) {
+	if len(t.usage) == 0 {
+		return
+	}
+	if err := r.st.addUsage(context.WithoutCancel(r.base), t.usage); err != nil {
 		r.log.Warn("record usage", "session", in.SessionKey, "err", err)
 	}
+	t.usage = nil
 }
 
 // monthOf is the UTC month of now: its first day, and the first day of the next.
