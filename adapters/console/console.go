@@ -23,6 +23,7 @@ import (
 	"sync"
 
 	"github.com/detourbot/detour/adapters"
+	"github.com/detourbot/detour/internal/termsafe"
 )
 
 // Name is the adapter's channel name.
@@ -351,7 +352,7 @@ func (a *Adapter) answer() {
 // textLine renders one outbound message for the text format, with terminal
 // control sequences removed (T4).
 func textLine(out adapters.Outbound) string {
-	text := Sanitize(strings.TrimRight(out.Text, "\n"))
+	text := termsafe.Strip(strings.TrimRight(out.Text, "\n"))
 	switch out.Kind {
 	case adapters.KindNotice:
 		if !strings.HasPrefix(text, "↪️") {
