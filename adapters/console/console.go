@@ -311,7 +311,7 @@ func (a *Adapter) Send(ctx context.Context, out adapters.Outbound) error {
 		if out.Kind == adapters.KindReply || out.Kind == "" {
 			o.Model = out.Model
 		}
-		enc := json.NewEncoder(&b)
+		enc := json.NewEncoder(termsafe.NewJSONWriter(&b)) // T4: no raw C1 or bidi control either
 		enc.SetEscapeHTML(false)
 		if err := enc.Encode(o); err != nil {
 			return fmt.Errorf("console: encode: %w", err)
