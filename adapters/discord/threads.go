@@ -44,8 +44,9 @@ func (a *Adapter) moveToThread(ctx context.Context, j *job) {
 		a.log.Warn("discord thread not started; answering in the channel", "channel_id", ch, "err", err)
 		return
 	}
-	a.threads.Add(id)
+	a.threads.Put(id, ch)
 	j.in.SessionKey = sessionKey(j.guild, id)
+	j.in.Parent = sessionKey(j.guild, ch) // T5: where the question was asked
 	j.in.ReplyTo = id // the question is the thread's starter: nothing to reference
 }
 
