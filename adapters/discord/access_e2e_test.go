@@ -1,6 +1,7 @@
 package discord_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -24,37 +25,44 @@ func TestE2E_T5_ThreadsOfAnAllowedChannel(t *testing.T) {
 		adapter: func(c *discord.Config) { c.Threads = true },
 		spec:    func(s *e2e.Spec) { s.ExtraYAML = "access: {channels: [\"discord:G1:C1\"]}\n" },
 	})
+	// answered waits for the n-th message of ch to be final (answers stream)
+	// and returns its text.
+	answered := func(ch string, n int) string {
+		t.Helper()
+		e.waitFor("answer "+fmt.Sprint(n)+" in "+ch, func() bool {
+			m := e.fake.Latest(ch)
+			return len(m) >= n && (strings.Contains(m[n-1].Content, "you said:") || strings.Contains(m[n-1].Content, refusedText))
+		})
+		e.Drain()
+		return e.fake.Latest(ch)[n-1].Content
+	}
 	q := e.fake.SendMention("G1", "C1", "U1", "how do I bake bread?")
-	e.waitFor("the answer in the new thread", func() bool { return len(e.fake.Latest(q)) == 1 })
+	answered(q, 1) // a thread has its starter message's id
 	starts := e.fake.ThreadStarts()
 	if len(starts) != 1 || starts[0].ParentID != "C1" {
 		t.Fatalf("threads started = %+v", starts)
 	}
 	thread := starts[0].ThreadID
-	if m := e.fake.Latest(thread)[0]; strings.Contains(m.Content, refusedText) || !strings.Contains(m.Content, "you said: how do I bake bread?") {
-		t.Fatalf("the question in the thread the bot opened got %q", m.Content)
+	if got := answered(thread, 1); !strings.Contains(got, "you said: how do I bake bread?") {
+		t.Fatalf("the question in the thread the bot opened got %q", got)
 	}
 	e.fake.SendMessage(fakediscord.Msg{GuildID: "G1", ChannelID: thread, AuthorID: "U1", Content: "and rye?"})
-	e.waitFor("the second answer", func() bool { return len(e.fake.Latest(thread)) == 2 })
-	if m := e.fake.Latest(thread)[1]; !strings.Contains(m.Content, "you said: and rye?") {
-		t.Errorf("second answer in the thread = %q", m.Content)
+	if got := answered(thread, 2); !strings.Contains(got, "you said: and rye?") {
+		t.Errorf("second answer in the thread = %q", got)
 	}
 
 	// A thread people made under the allowed channel, and one under another.
 	e.fake.AddThread("G1", "C1", "T7")
 	e.fake.AddThread("G1", "C2", "T8")
 	e.fake.SendMention("G1", "T7", "U1", "in a thread of mine")
-	e.waitFor("the answer in T7", func() bool { return len(e.fake.Latest("T7")) == 1 })
-	if m := e.fake.Latest("T7")[0]; !strings.Contains(m.Content, "you said: in a thread of mine") {
-		t.Errorf("answer in T7 = %q", m.Content)
+	if got := answered("T7", 1); !strings.Contains(got, "you said: in a thread of mine") {
+		t.Errorf("answer in T7 = %q", got)
 	}
 	calls := len(e.llm.Calls())
 	e.fake.SendMention("G1", "T8", "U1", "in a thread elsewhere")
-	e.waitFor("the refusal in T8", func() bool { return len(e.fake.Latest("T8")) == 1 })
-	if m := e.fake.Latest("T8")[0]; !strings.Contains(m.Content, refusedText) {
-		t.Errorf("a thread of another channel got %q, want the refusal", m.Content)
+	if got := answered("T8", 1); !strings.Contains(got, refusedText) {
+		t.Errorf("a thread of another channel got %q, want the refusal", got)
 	}
-	e.Drain()
 	if n := len(e.llm.Calls()) - calls; n != 0 {
 		t.Errorf("%d model calls for a refused message", n)
 	}
