@@ -46,8 +46,9 @@ func (a *Adapter) moveToThread(ctx context.Context, j *job) {
 	}
 	a.threads.Put(id, ch)
 	j.in.SessionKey = sessionKey(j.guild, id)
-	j.in.Parent = sessionKey(j.guild, ch) // T5: where the question was asked
 	j.in.ReplyTo = id // the question is the thread's starter: nothing to reference
+	// T5: the thread is where the question was asked.
+	j.in.Parent = sessionKey(j.guild, ch)
 }
 
 // threadName is the question's first line, its spaces collapsed, cut at a word

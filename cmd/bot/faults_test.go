@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +16,7 @@ import (
 	"github.com/detourbot/detour/internal/fakeprovider"
 	"github.com/detourbot/detour/internal/store"
 	"github.com/detourbot/detour/internal/testkit/syncbuf"
+	"github.com/detourbot/detour/internal/testkit/testdb"
 )
 
 // jsonlBot is the bot run over the console jsonl contract with input the test
@@ -169,7 +169,7 @@ func (g *gatedProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // order. Nothing crashes. It needs root and a file system with the immutable
 // flag.
 func TestRun_JSONL_T7_ReadOnlyWhileRunning(t *testing.T) {
-	requireChattr(t)
+	testdb.RequireChattr(t)
 	llm := startFake(t)
 	gate := &gatedProvider{next: llm.Handler(), release: make(chan struct{})}
 	gated := httptest.NewServer(gate)
@@ -244,24 +244,5 @@ func TestRun_JSONL_T7_ReadOnlyWhileRunning(t *testing.T) {
 	}
 	if want := "one,three,four"; strings.Join(roles, ",") != want || len(got) != 6 {
 		t.Errorf("history = %q, want the exchanges of lines %s, once each, in order", got, want)
-	}
-}
-
-// requireChattr skips t unless this process may set the immutable flag on a
-// file in the test's temporary folder (root on ext4, xfs, btrfs...).
-func requireChattr(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("the immutable flag (chattr +i) needs root: skipping the read-only-while-running test")
-	}
-	probe := filepath.Join(t.TempDir(), "probe")
-	if err := os.WriteFile(probe, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("chattr", "+i", probe).CombinedOutput(); err != nil {
-		t.Skipf("chattr +i is not possible here (%v: %s): skipping the read-only-while-running test", err, out)
-	}
-	if out, err := exec.Command("chattr", "-i", probe).CombinedOutput(); err != nil {
-		t.Fatal(fmt.Sprint(err, string(out)))
 	}
 }

@@ -210,7 +210,7 @@ func TestStateStore_T7_DiskFull(t *testing.T) {
 // a file system with the immutable flag (ext4, xfs, btrfs).
 // covers T7
 func TestStore_T7_ImmutableWhileRunning(t *testing.T) {
-	requireChattr(t)
+	testdb.RequireChattr(t)
 	for _, tc := range []struct {
 		name string
 		dsn  func(path string) string
@@ -332,23 +332,6 @@ func faultChild(path, dsn string) int {
 	}
 	fmt.Println("fault child: ok")
 	return 0
-}
-
-// requireChattr skips t unless this process may set the immutable flag on a
-// file in the test's temporary folder (root on ext4, xfs, btrfs...).
-func requireChattr(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("the immutable flag (chattr +i) needs root: skipping the read-only-while-running test")
-	}
-	probe := filepath.Join(t.TempDir(), "probe")
-	if err := os.WriteFile(probe, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("chattr", "+i", probe).CombinedOutput(); err != nil {
-		t.Skipf("chattr +i is not possible here (%v: %s): skipping the read-only-while-running test", err, out)
-	}
-	chattr(t, "-i", probe)
 }
 
 // chattr runs chattr with flag on the files that exist.

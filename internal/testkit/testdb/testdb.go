@@ -312,3 +312,23 @@ func freePort(t testing.TB) int {
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
 }
+
+// RequireChattr skips t unless this process may set the immutable flag on a
+// file in the test's temporary folder (root on ext4, xfs, btrfs...): the tests
+// that make a database read-only while the bot runs use chattr +i.
+func RequireChattr(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("the immutable flag (chattr +i) needs root: skipping the read-only-while-running test")
+	}
+	probe := filepath.Join(t.TempDir(), "probe")
+	if err := os.WriteFile(probe, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("chattr", "+i", probe).CombinedOutput(); err != nil {
+		t.Skipf("chattr +i is not possible here (%v: %s): skipping the read-only-while-running test", err, out)
+	}
+	if out, err := exec.Command("chattr", "-i", probe).CombinedOutput(); err != nil {
+		t.Fatalf("chattr -i: %v %s", err, out)
+	}
+}
