@@ -41,7 +41,7 @@ type Inbound struct {
 	// access.direct_messages sees it (T5); "" = as Direct says.
 	Conversation string
 	// Parent is the session key of the channel a thread belongs to
-	// ("discord:G1:C1" for a message in the thread "discord:G1:T9"), so that
+	// ("discord:G1:C1" for a message in the thread "discord:G1:T7"), so that
 	// access.channels allows the threads of an allowed channel (T5); "" outside
 	// a thread, or when the adapter does not know it.
 	Parent string

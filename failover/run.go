@@ -111,10 +111,13 @@ func (r *runner) run() (Result, error) {
 				c.Profile = pl.slots[0].prof.ID
 			}
 			r.record(AttemptRecord{Candidate: c, Skipped: pl.skip, Started: r.now()})
+			skipped := &Failure{Reason: pl.skip, Class: classify.ClassTransient, Provider: pl.prov, Model: pl.model,
+				Profile: c.Profile, Message: "skipped: unavailable", Status: classify.StatusUnknown}
 			if i == 0 {
-				r.origin = c
-				r.cause = &Failure{Reason: pl.skip, Class: classify.ClassTransient, Provider: pl.prov, Model: pl.model,
-					Profile: c.Profile, Message: "skipped: unavailable", Status: classify.StatusUnknown}
+				r.origin, r.cause = c, skipped
+			}
+			if i+1 < len(chain) {
+				r.logStep(c, skipped, string(chain[i+1]), "next_candidate") // V2: a skip is a step too
 			}
 			r.iter++
 			continue
@@ -250,11 +253,9 @@ func (r *runner) walk(i int, pl *plan) (Result, error, bool) {
 		if f == nil {
 			pending = false
 			r.onSuccess(pl, cand, end)
-			res := Result{Output: out, Candidate: cand, Attempts: r.records, FellBack: i > 0, Cause: r.cause, CostUSD: r.cost}
-			if i > 0 {
-				r.logStep(r.origin, r.cause, cand.Ref(), "succeeded")
-			}
-			return res, nil, true
+			// V2: the step that led here was logged when it was taken; one line
+			// per step, so a success writes none of its own.
+			return Result{Output: out, Candidate: cand, Attempts: r.records, FellBack: i > 0, Cause: r.cause, CostUSD: r.cost}, nil, true
 		}
 		if f.Idle && !out.Progress {
 			r.breaker++ // R8: survives profile and model changes

@@ -18,6 +18,9 @@ type Access struct {
 	// RefuseDirect refuses direct messages, group DMs included
 	// (access.direct_messages: false).
 	RefuseDirect bool
+	// ChannelModelEveryone lets anyone set the model of a channel's new
+	// conversations (access.channel_model: everyone); else only admins (T9).
+	ChannelModelEveryone bool
 }
 
 // refusal is the one short answer a refused person gets.

@@ -66,7 +66,17 @@ func (a *Adapter) clearStatus() {
 // StartStream prints the answer as it arrives (L2); a text that does not extend
 // what was printed (a failed attempt's words, L3) is erased and replaced.
 func (a *Adapter) StartStream(ctx context.Context, in adapters.Inbound) (adapters.Stream, error) {
-	return &stream{a: a}, nil
+	s := &stream{a: a}
+	a.mu.Lock()
+	a.live = s
+	a.mu.Unlock()
+	return s, nil
+}
+
+// above prints line (which ends in a newline) where the streamed text began and
+// shows the text again below it. The caller holds a.mu.
+func (s *stream) above(line string) {
+	_, _ = s.a.bw.WriteString(restoreDown + line + saveCursor + s.shown)
 }
 
 type stream struct {
@@ -106,6 +116,9 @@ func (s *stream) Finish(ctx context.Context, final adapters.Outbound) error {
 	s.write(textLine(final))
 	_, _ = a.bw.WriteString("\n")
 	a.streaming = false
+	if a.live == s {
+		a.live = nil
+	}
 	err := a.bw.Flush()
 	a.answer()
 	return err

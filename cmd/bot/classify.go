@@ -103,7 +103,7 @@ With --explain each answer also holds "explain": {"step", "rule", "evidence",
 	}
 
 	in := bufio.NewReaderSize(stdin, 64<<10)
-	out := bufio.NewWriterSize(termsafe.NewJSONWriter(stdout), 64<<10) // T9: evidence is a provider's text
+	out := bufio.NewWriterSize(termsafe.NewJSONWriter(stdout), 64<<10) // T10: evidence is a provider's text
 	for {
 		if err := ctx.Err(); err != nil {
 			out.Flush()

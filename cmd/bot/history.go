@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/internal/store"
 	"github.com/detourbot/detour/internal/termsafe"
 	"github.com/detourbot/detour/redact"
@@ -102,6 +103,9 @@ func historyStorage(path, db string, stderr io.Writer) (driver, dsn string, code
 		return store.DriverSQLite, db, exitOK
 	}
 	src, err := resolveConfig(path)
+	if err == nil && !src.demo {
+		err = src.withEnvFile("", stderr) // ./detour.env, as bot run reads it
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "bot history: %v\n", err)
 		return "", "", exitUsage
@@ -149,8 +153,9 @@ func describeQuery(q sessions.HistoryQuery) string {
 	return " " + strings.Join(parts, " ")
 }
 
-// outcome is an attempt's result in words: ok, the failure reason with its
-// HTTP status, or why it was skipped.
+// outcome is an attempt's result in words: ok, the failure with its HTTP
+// status beside it (a 500 is "server_error (HTTP 500)", never a timeout), or why
+// it was skipped.
 func outcome(e sessions.HistoryEvent) string {
 	switch {
 	case e.Skipped != "":
@@ -158,9 +163,9 @@ func outcome(e sessions.HistoryEvent) string {
 	case e.Reason == "":
 		return "ok"
 	case e.Status > 0:
-		return fmt.Sprintf("%s (HTTP %d)", e.Reason, e.Status)
+		return fmt.Sprintf("%s (HTTP %d)", classify.Outcome(classify.Reason(e.Reason), e.Status), e.Status)
 	}
-	return e.Reason
+	return classify.Outcome(classify.Reason(e.Reason), e.Status)
 }
 
 func writeHistoryText(w io.Writer, events []sessions.HistoryEvent) {
@@ -188,7 +193,7 @@ func writeHistoryText(w io.Writer, events []sessions.HistoryEvent) {
 		if e.Reason != "" {
 			detail = redact.Preview(e.Summary, 80)
 		}
-		// T9: session keys, notices and provider messages are anyone's text.
+		// T10: session keys, notices and provider messages are anyone's text.
 		termsafe.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", at, e.Session, model, profile, outcome(e), dur, detail)
 	}
 	_ = tw.Flush()
@@ -203,7 +208,7 @@ type historyLine struct {
 	Model      string `json:"model,omitempty"`
 	Profile    string `json:"profile,omitempty"`
 	Kind       string `json:"kind,omitempty"`
-	Outcome    string `json:"outcome,omitempty"` // ok, a failure reason, or skipped
+	Outcome    string `json:"outcome,omitempty"` // ok, the failure (classify.Outcome: server_error for a 5xx), or skipped
 	Reason     string `json:"reason,omitempty"`
 	Skipped    string `json:"skipped,omitempty"`
 	Status     int    `json:"status,omitempty"`
@@ -214,7 +219,7 @@ type historyLine struct {
 }
 
 func writeHistoryJSON(stdout, stderr io.Writer, events []sessions.HistoryEvent) int {
-	enc := json.NewEncoder(termsafe.NewJSONWriter(stdout)) // T9: no raw C1 or bidi control
+	enc := json.NewEncoder(termsafe.NewJSONWriter(stdout)) // T10: no raw C1 or bidi control
 	enc.SetEscapeHTML(false)
 	for _, e := range events {
 		l := historyLine{Time: e.Time.UTC().Format(time.RFC3339Nano), Type: "attempt", Session: e.Session, Turn: e.Turn,
@@ -228,7 +233,7 @@ func writeHistoryJSON(stdout, stderr io.Writer, events []sessions.HistoryEvent) 
 		case e.Reason == "":
 			l.Outcome = "ok"
 		default:
-			l.Outcome = e.Reason
+			l.Outcome = classify.Outcome(classify.Reason(e.Reason), e.Status) // reason keeps the classifier's word
 		}
 		if err := enc.Encode(l); err != nil {
 			fmt.Fprintf(stderr, "bot history: %v\n", err)

@@ -47,11 +47,11 @@ func rawControl(s string) string {
 	return ""
 }
 
-// covers T9, T4: a hostile provider's error body and a hostile session name
+// covers T10, T4: a hostile provider's error body and a hostile session name
 // reach `bot history` (table and JSON), `bot check --probe` and the JSON logs
 // with every terminal control neutralised: visible as \x1b... in the table and
 // the probe, escaped in JSON (which still decodes to the original text).
-func TestCLI_T9_HostileTextNeutralised(t *testing.T) {
+func TestCLI_T10_HostileTextNeutralised(t *testing.T) {
 	llm := startFake(t)
 	path := testConfig(t, llm, "")
 	src, err := os.ReadFile(path)
@@ -159,9 +159,9 @@ func TestCLI_T9_HostileTextNeutralised(t *testing.T) {
 	}
 }
 
-// covers T9: `bot classify --explain` prints a provider's body without a raw C1
+// covers T10: `bot classify --explain` prints a provider's body without a raw C1
 // or bidi control, and its JSON still decodes to the evidence.
-func TestClassify_T9_HostileBody(t *testing.T) {
+func TestClassify_T10_HostileBody(t *testing.T) {
 	body, _ := json.Marshal(map[string]any{"provider": "openai", "http_status": 429,
 		"body": `{"error":{"message":"Rate limit reached ` + "\u009b2J\u202eevil\u202c" + `"}}`})
 	var out, errw syncbuf.Buffer

@@ -22,13 +22,13 @@ func TestMetrics_M6_OtherForUnconfiguredNames(t *testing.T) {
 	call("p1", "another-one", &failover.Failure{Reason: classify.ReasonTimeout}, "")
 	call("p9", "alpha", nil, "")
 	call("p2", "typo", nil, classify.ReasonRateLimit)
-	m.Fallback("p1/chosen-by-a-user", "p2/beta", classify.ReasonTimeout)
+	m.Fallback("p1/chosen-by-a-user", "p2/beta", classify.ReasonTimeout, 0)
 	_, body := fetch(t, serve(t, m, Checks{})+"/metrics")
 	for _, want := range []string{
-		`detour_llm_calls_total{model="alpha",outcome="ok",provider="p1"} 1`,
-		`detour_llm_calls_total{model="other",outcome="ok",provider="p1"} 1`,
-		`detour_llm_calls_total{model="other",outcome="timeout",provider="p1"} 1`,
-		`detour_llm_calls_total{model="other",outcome="ok",provider="other"} 1`,
+		`detour_llm_calls_total{model="alpha",outcome="ok",provider="p1",status=""} 1`,
+		`detour_llm_calls_total{model="other",outcome="ok",provider="p1",status=""} 1`,
+		`detour_llm_calls_total{model="other",outcome="timeout",provider="p1",status="none"} 1`,
+		`detour_llm_calls_total{model="other",outcome="ok",provider="other",status=""} 1`,
 		`detour_llm_call_duration_seconds_count{provider="other"} 1`,
 		`detour_candidate_skips_total{model="other",provider="p2",reason="rate_limit"} 1`,
 		`detour_fallbacks_total{from="other",reason="timeout",to="p2/beta"} 1`,

@@ -12,7 +12,7 @@
 //     conversation this way (T4).
 //   - Show and Line write each one as a visible escape (\x1b, \u009b, \u202e), so
 //     an operator reading `bot history` or `bot check --probe` sees what the text
-//     held while the terminal acts on none of it (T9). Fprintf applies Line to
+//     held while the terminal acts on none of it (T10). Fprintf applies Line to
 //     every text argument of a format.
 //
 // JSON output gets the same protection from NewJSONWriter: Go's encoders already

@@ -15,8 +15,8 @@ import (
 // second line.
 const hostile = "quota\x1b]52;c;ZXZpbA==\x07 \x1b]0;pwned\x1b\\\x1b[31mred\u009b2J \u202eevil\u202c\nFAKE ROW\tcol\r\x7f"
 
-// covers T9
-func TestShow_T9_Visible(t *testing.T) {
+// covers T10
+func TestShow_T10_Visible(t *testing.T) {
 	for _, tc := range []struct{ name, in, show, line string }{
 		{"plain", "hello world", "hello world", "hello world"},
 		{"newline and tab", "a\n\tb", "a\n\tb", `a\n\tb`},
@@ -38,9 +38,9 @@ func TestShow_T9_Visible(t *testing.T) {
 	}
 }
 
-// covers T9: Fprintf neutralises its text arguments, whatever their type, and
+// covers T10: Fprintf neutralises its text arguments, whatever their type, and
 // leaves its own format alone.
-func TestFprintf_T9(t *testing.T) {
+func TestFprintf_T10(t *testing.T) {
 	var b bytes.Buffer
 	_, _ = Fprintf(&b, "%s\t%v\t%s\t%d\n", hostile, errors.New("e\x1b[1m"), stringer("s\u202e"), 42)
 	out := b.String()
@@ -59,9 +59,9 @@ type stringer string
 
 func (s stringer) String() string { return string(s) }
 
-// covers T9: JSON through the writer decodes to the same values, and the raw
+// covers T10: JSON through the writer decodes to the same values, and the raw
 // bytes hold no C1 or bidi control; a character split across writes survives.
-func TestJSONWriter_T9(t *testing.T) {
+func TestJSONWriter_T10(t *testing.T) {
 	var b bytes.Buffer
 	w := NewJSONWriter(&b)
 	enc := json.NewEncoder(w)
@@ -90,9 +90,9 @@ func TestJSONWriter_T9(t *testing.T) {
 	}
 }
 
-// covers T9: a JSON log line about a hostile provider body carries no raw C1 or
+// covers T10: a JSON log line about a hostile provider body carries no raw C1 or
 // bidi control, and still decodes to the body.
-func TestJSONWriter_T9_SlogJSON(t *testing.T) {
+func TestJSONWriter_T10_SlogJSON(t *testing.T) {
 	var b bytes.Buffer
 	log := slog.New(slog.NewJSONHandler(NewJSONWriter(&b), nil))
 	log.Warn("attempt failed", "body", hostile)
@@ -120,7 +120,7 @@ func checkNoControl(t *testing.T, s string, keepLines bool) {
 	}
 }
 
-// covers T9: whatever the input, Show leaves no control but newline and tab,
+// covers T10: whatever the input, Show leaves no control but newline and tab,
 // Line none at all, both valid UTF-8; the JSON writer keeps the decoded value.
 func FuzzShow(f *testing.F) {
 	for _, s := range []string{hostile, "\x1b[31mx", "\u009b2J", "a\u202eb", "\xff\xfe", "plain"} {
