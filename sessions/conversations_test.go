@@ -476,6 +476,9 @@ func testUsageTotals(t *testing.T, driver string) {
 	// A failed call counts too (with no tokens: the provider bills none).
 	h.fake.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeRateLimit, Times: 1})
 	expect(t, ask("test:u2", "slack:T1:C2:99", "a longer question for the model"), "notice,reply")
+	// A thread counts with its channel (Inbound.Parent).
+	h.sayAs(adapters.Inbound{Channel: "test", SessionKey: "discord:G1:T9", Parent: "discord:G1:C9", User: "test:u2", Text: "in a thread", ReplyTo: "r"})
+	expect(t, h.rec.take(), "reply")
 	var in, outT int64
 	calls := map[string]int64{}
 	for _, c := range h.fake.Calls() {
@@ -485,7 +488,7 @@ func testUsageTotals(t *testing.T, driver string) {
 		}
 		calls[c.Provider]++
 	}
-	if calls["p1"] != 4 || calls["p2"] != 1 {
+	if calls["p1"] != 5 || calls["p2"] != 1 {
 		t.Fatalf("fake calls by provider: %v", calls)
 	}
 	out := expect(t, ask("test:admin", "console:x", "/usage all"), "reply")
@@ -494,9 +497,9 @@ func testUsageTotals(t *testing.T, driver string) {
 	if want := fmt.Sprintf("everyone today: %d paid call(s), %s tokens in, %s out", total, commands.Thousands(in), commands.Thousands(outT)); !strings.Contains(text, want) {
 		t.Fatalf("U4: /usage all lacks %q:\n%s", want, text)
 	}
-	for _, want := range []string{"by user, this month:", "test:u1: 3 paid call(s)", "test:u2: 2 paid call(s)",
-		"by channel, this month:", "slack:T1:C1: 3 paid call(s)", "slack:T1:C2: 2 paid call(s)",
-		"by model, this month:", "p1/alpha: 4 paid call(s)", "p2/beta: 1 paid call(s)"} {
+	for _, want := range []string{"by user, this month:", "test:u1: 3 paid call(s)", "test:u2: 3 paid call(s)",
+		"by channel, this month:", "slack:T1:C1: 3 paid call(s)", "slack:T1:C2: 2 paid call(s)", "discord:G1:C9: 1 paid call(s)",
+		"by model, this month:", "p1/alpha: 5 paid call(s)", "p2/beta: 1 paid call(s)"} {
 		if !strings.Contains(text, want) {
 			t.Fatalf("U4: /usage all lacks %q:\n%s", want, text)
 		}
@@ -506,7 +509,7 @@ func testUsageTotals(t *testing.T, driver string) {
 		t.Fatalf("a non-admin's /usage all: %q", out[0].Text)
 	}
 	out = expect(t, ask("test:u2", "slack:T1:C2:99", "/usage"), "reply")
-	if !strings.Contains(out[0].Text, "your usage today (2026-03-01 UTC): 2 paid call(s)") || !strings.Contains(out[0].Text, "this month (March 2026): 2 paid call(s)") {
+	if !strings.Contains(out[0].Text, "your usage today (2026-03-01 UTC): 3 paid call(s)") || !strings.Contains(out[0].Text, "this month (March 2026): 3 paid call(s)") {
 		t.Fatalf("U3: /usage:\n%s", out[0].Text)
 	}
 }

@@ -29,10 +29,15 @@ func withEstimate(out failover.Output, err error, prompt []llm.Message) failover
 	return out
 }
 
-// placeOf is where a session's conversation is: a Slack thread's channel
-// ("slack:T1:C1" for "slack:T1:C1:1712.0001"), else the session itself (a
-// Discord channel or thread, a direct message, a console session).
-func placeOf(key string) string {
+// placeOf is where in's conversation is: the channel a thread belongs to (the
+// adapter's Inbound.Parent, or a Slack thread's channel: "slack:T1:C1" for
+// "slack:T1:C1:1712.0001"), else the session itself (a channel, a direct
+// message, a console session).
+func placeOf(in adapters.Inbound) string {
+	if in.Parent != "" {
+		return in.Parent
+	}
+	key := in.SessionKey
 	if strings.HasPrefix(key, "slack:") && strings.Count(key, ":") >= 3 {
 		return key[:strings.LastIndexByte(key, ':')]
 	}
@@ -46,7 +51,7 @@ func (t *tally) countUsage(in adapters.Inbound, a failover.AttemptRecord) {
 		return
 	}
 	day, _ := dayOf(a.Started)
-	row := usageRow{Day: day, User: in.User, Place: placeOf(in.SessionKey), Model: a.Candidate.Ref()}
+	row := usageRow{Day: day, User: in.User, Place: placeOf(in), Model: a.Candidate.Ref()}
 	i := slices.IndexFunc(t.usage, func(u usageRow) bool { return u.Day == row.Day && u.Model == row.Model })
 	if i < 0 {
 		t.usage = append(t.usage, row)
