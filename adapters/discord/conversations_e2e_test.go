@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -15,22 +14,6 @@ import (
 	"github.com/detourbot/detour/internal/testkit/e2e"
 	"github.com/detourbot/detour/internal/testkit/fakediscord"
 )
-
-func lastPrompt(t *testing.T, f *fakeprovider.Server, model string) string {
-	t.Helper()
-	calls := f.Calls()
-	for i := len(calls) - 1; i >= 0; i-- {
-		if calls[i].Model == model {
-			var b strings.Builder
-			for _, m := range calls[i].Messages {
-				b.WriteString(m.Role + ": " + m.Text + "\n")
-			}
-			return b.String()
-		}
-	}
-	t.Fatalf("no call to %s", model)
-	return ""
-}
 
 // botPost posts text in channel as the bot, through the fake's REST API.
 func (e *world) botPost(channel, text string) {
@@ -69,7 +52,7 @@ func TestE2E_H1_DiscordThreadContext(t *testing.T) {
 	e.fake.SendMention("G1", "T1", "U1", "what caused the outage?")
 	e.posts("T1", 2)
 	e.Drain()
-	p := lastPrompt(t, e.llm, "alpha")
+	p := e.LastPrompt("alpha")
 	for i, s := range said {
 		u := fmt.Sprintf("U%d", 2+(i+1)%3)
 		if want := "- user-" + u + " (discord:" + u + "): " + s; !strings.Contains(p, want) {
@@ -92,7 +75,7 @@ func TestE2E_H1_DiscordThreadContext(t *testing.T) {
 	if e.fake.MessagesRead() != reads {
 		t.Fatal("H3: the thread was read again")
 	}
-	if !strings.Contains(lastPrompt(t, e.llm, "alpha"), said[3]) {
+	if !strings.Contains(e.LastPrompt("alpha"), said[3]) {
 		t.Fatal("H2: the earlier messages are part of every later prompt")
 	}
 }
@@ -108,20 +91,11 @@ func TestE2E_H1_DiscordReplyChain(t *testing.T) {
 		Content: "<@" + fakediscord.DefaultBotID + "> can you explain?", MentionBot: true})
 	e.posts("C2", 1)
 	e.Drain()
-	p := lastPrompt(t, e.llm, "alpha")
+	p := e.LastPrompt("alpha")
 	ia, ib, iq := strings.Index(p, "user-U2 (discord:U2): the cache is stale"), strings.Index(p, "user-U3 (discord:U3): since the deploy?"), strings.Index(p, "can you explain?")
 	if ia < 0 || ib < ia || iq < ib {
 		t.Fatalf("H1: the chain, oldest first, before the question:\n%s", p)
 	}
-}
-
-func png(t *testing.T) []byte {
-	t.Helper()
-	b, err := os.ReadFile("testdata/red.png")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 // covers I1, I3, I5, N1 through Discord: an attached image sent to a
@@ -131,7 +105,7 @@ func TestE2E_I5_DiscordImageToTextOnlyPrimary(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t, withYAML("models:\n  p2/beta: {input: [text, image]}\n"))
 	e.llm.TextOnly("alpha")
-	shot := png(t)
+	shot := e2e.PNG()
 	e.fake.SendMessage(fakediscord.Msg{GuildID: "G1", ChannelID: "C3", AuthorID: "U1", MentionBot: true,
 		Content: "<@" + fakediscord.DefaultBotID + "> what does this show?", Attachments: []map[string]any{e.fake.AddAttachment("C3", "shot.png", "image/png", shot)}})
 	m := e.posts("C3", 2)
@@ -155,7 +129,7 @@ func TestE2E_I5_DiscordImageToTextOnlyPrimary(t *testing.T) {
 		t.Fatalf("I4: %+v", dm)
 	}
 	e.Drain()
-	if p := lastPrompt(t, e.llm, "alpha"); !strings.Contains(p, "[file notes.txt]\nship on friday") {
+	if p := e.LastPrompt("alpha"); !strings.Contains(p, "[file notes.txt]\nship on friday") {
 		t.Fatalf("I1: the text file is not in the prompt:\n%s", p)
 	}
 }
@@ -190,7 +164,7 @@ func TestE2E_R16_DiscordSummaries(t *testing.T) {
 	if en.Summary == "" || en.CompactionCount == 0 {
 		t.Fatalf("R16: no summary: %+v", en)
 	}
-	p := lastPrompt(t, e.llm, "alpha")
+	p := e.LastPrompt("alpha")
 	if !strings.Contains(p, "Summary of the earlier part of this conversation") || !strings.Contains(p, en.Summary) || strings.Contains(p, "user: turn 0 ") {
 		t.Fatalf("R16: the last prompt should carry the summary instead of turn 0:\n%s", p)
 	}
@@ -209,14 +183,7 @@ func TestE2E_U3_DiscordUsageMatchesTheProvider(t *testing.T) {
 		e.posts(ch, 1)
 		e.Drain()
 	}
-	var calls, in, out int64
-	for _, c := range e.llm.Calls() {
-		calls++
-		if c.Usage != nil {
-			in += int64(c.Usage.PromptTokens)
-			out += int64(c.Usage.CompletionTokens)
-		}
-	}
+	calls, in, out := e.ProviderTotals()
 	_, tok := e.fake.SendCommand(fakediscord.Command{GuildID: "G1", ChannelID: "C6", UserID: "U1", Name: "usage"})
 	st, err := e.fake.WaitMessages(wait, 1, fakediscord.ForInteraction(tok))
 	if err != nil {

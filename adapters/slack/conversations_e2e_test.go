@@ -2,7 +2,6 @@ package slack_test
 
 import (
 	"fmt"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -14,32 +13,6 @@ import (
 	"github.com/detourbot/detour/internal/testkit/e2e"
 	"github.com/detourbot/detour/internal/testkit/fakeslack"
 )
-
-// lastPrompt is the prompt of the fake provider's last call to model.
-func lastPrompt(t *testing.T, f *fakeprovider.Server, model string) string {
-	t.Helper()
-	calls := f.Calls()
-	for i := len(calls) - 1; i >= 0; i-- {
-		if calls[i].Model == model {
-			var b strings.Builder
-			for _, m := range calls[i].Messages {
-				b.WriteString(m.Role + ": " + m.Text + "\n")
-			}
-			return b.String()
-		}
-	}
-	t.Fatalf("no call to %s", model)
-	return ""
-}
-
-func png(t *testing.T) []byte {
-	t.Helper()
-	b, err := os.ReadFile("testdata/red.png")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
 
 // covers H1, H2, H3 through Slack: mentioned in a thread of 12 earlier
 // messages it did not start, the bot reads them with conversations.replies
@@ -64,7 +37,7 @@ func TestE2E_H1_SlackThreadContext(t *testing.T) {
 	if !strings.Contains(ps[len(ps)-1].Text, "what is blocking the release?") {
 		t.Fatalf("answer:%s", describe(ps))
 	}
-	p := lastPrompt(t, e.llm, "alpha")
+	p := e.LastPrompt("alpha")
 	for i, s := range said {
 		who := "slack:U2"
 		if i > 0 {
@@ -92,7 +65,7 @@ func TestE2E_H1_SlackThreadContext(t *testing.T) {
 	if got := e.slack.Calls("conversations.replies"); got != reads {
 		t.Fatalf("H3: the thread was read again (%d reads, was %d)", got, reads)
 	}
-	if !strings.Contains(lastPrompt(t, e.llm, "alpha"), said[5]) {
+	if !strings.Contains(e.LastPrompt("alpha"), said[5]) {
 		t.Fatal("H2: the earlier messages are part of every later prompt")
 	}
 }
@@ -104,7 +77,7 @@ func TestE2E_H1_SlackThreadContext(t *testing.T) {
 func TestE2E_I5_SlackImageToTextOnlyPrimary(t *testing.T) {
 	e := startE2E(t, func(st *setup) { st.yaml = "models:\n  p2/beta: {input: [text, image]}\n" })
 	e.llm.TextOnly("alpha") // the fake refuses images to it, as a model without vision does
-	shot := png(t)
+	shot := e2e.PNG()
 	m := e.slack.MentionFiles("C1", "U1", "what does this show?", "", e.slack.AddFile("screenshot.png", "image/png", shot))
 	ps := e.waitThread("C1", m.TS, 2)
 	if !isNotice(ps[0]) || ps[0].Text != "↪️ model fallback: p2/beta (selected p1/alpha; does not take images)" {
@@ -132,7 +105,7 @@ func TestE2E_I5_SlackImageToTextOnlyPrimary(t *testing.T) {
 	if _, err := e.slack.WaitPost(wait, func(p fakeslack.Post) bool { return p.Channel == "D1" && strings.Contains(p.Text, "[p1/alpha]") }); err != nil {
 		t.Fatal(err)
 	}
-	if p := lastPrompt(t, e.llm, "alpha"); !strings.Contains(p, "[file notes.txt]\nship on friday") {
+	if p := e.LastPrompt("alpha"); !strings.Contains(p, "[file notes.txt]\nship on friday") {
 		t.Fatalf("I1: the text file is not in the prompt:\n%s", p)
 	}
 }
@@ -156,7 +129,7 @@ func TestE2E_I2_SlackLargeFileRefused(t *testing.T) {
 		t.Fatalf("I2: notice %q, want %q", ps[0].Text, want)
 	}
 	e.slack.MissingScopes = map[string]bool{"files:read": true}
-	m = e.slack.MentionFiles("C3", "U1", "one more", "", e.slack.AddFile("a.png", "image/png", png(t)))
+	m = e.slack.MentionFiles("C3", "U1", "one more", "", e.slack.AddFile("a.png", "image/png", e2e.PNG()))
 	ps = e.waitThread("C3", m.TS, 2)
 	if !strings.Contains(ps[0].Text, "a.png (it could not be downloaded: slack answered with its sign-in page instead of the file: the bot token needs the files:read scope") {
 		t.Fatalf("I3: notice %q", ps[0].Text)
@@ -182,7 +155,7 @@ func TestE2E_R16_SlackSummaries(t *testing.T) {
 	if en.Summary == "" || en.CompactionCount == 0 {
 		t.Fatalf("R16: no summary: %+v", en)
 	}
-	p := lastPrompt(t, e.llm, "alpha")
+	p := e.LastPrompt("alpha")
 	if !strings.Contains(p, "Summary of the earlier part of this conversation") || !strings.Contains(p, en.Summary) || strings.Contains(p, "user: turn 0 ") {
 		t.Fatalf("R16: the last prompt should carry the summary instead of turn 0:\n%s", p)
 	}
@@ -209,18 +182,6 @@ func usageOf(t *testing.T, text string) (calls, in, out int64) {
 	return n(m[1]), n(m[2]), n(m[3])
 }
 
-// callLogTotals adds up the fake provider's calls and the usage it reported.
-func callLogTotals(f *fakeprovider.Server) (calls, in, out int64) {
-	for _, c := range f.Calls() {
-		calls++
-		if c.Usage != nil {
-			in += int64(c.Usage.PromptTokens)
-			out += int64(c.Usage.CompletionTokens)
-		}
-	}
-	return calls, in, out
-}
-
 // covers U2, U3 through Slack: /usage adds up exactly the calls and tokens the
 // fake provider's call log holds, a failed call included.
 func TestE2E_U3_SlackUsageMatchesTheProvider(t *testing.T) {
@@ -230,7 +191,7 @@ func TestE2E_U3_SlackUsageMatchesTheProvider(t *testing.T) {
 		m := e.slack.Mention(ch, "U1", fmt.Sprintf("question %d about the release", i), "")
 		e.waitThread(ch, m.TS, 1)
 	}
-	calls, in, out := callLogTotals(e.llm)
+	calls, in, out := e.ProviderTotals()
 	m := e.slack.Mention("C4", "U1", "!usage", "")
 	ps := e.waitThread("C4", m.TS, 1)
 	gc, gi, gout := usageOf(t, ps[len(ps)-1].Text)

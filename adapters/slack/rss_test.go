@@ -1,21 +1,19 @@
 package slack
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"runtime"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/detourbot/detour/adapters"
 	"github.com/detourbot/detour/internal/testkit/fakeslack"
+	"github.com/detourbot/detour/internal/testkit/peakrss"
 )
 
 // rssChildEnv switches the test binary into a child of TestI2_DownloadPeakRSS:
@@ -47,7 +45,7 @@ func rssChild() int {
 	if err != nil {
 		rep.Err = err.Error()
 	}
-	if rep.VmHWMKiB, err = vmHWM(); err != nil {
+	if rep.VmHWMKiB, err = peakrss.VmHWM(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
@@ -55,21 +53,6 @@ func rssChild() int {
 		return 2
 	}
 	return 0
-}
-
-func vmHWM() (int64, error) {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
-			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-		}
-	}
-	return 0, errors.New("no VmHWM in /proc/self/status")
 }
 
 // TestI2_DownloadPeakRSS downloads files through the adapter in a child
@@ -84,7 +67,7 @@ func TestI2_DownloadPeakRSS(t *testing.T) {
 	if raceEnabled {
 		t.Skip("peak RSS: not measured under the race detector, whose shadow memory inflates RSS several times")
 	}
-	if _, err := vmHWM(); err != nil {
+	if _, err := peakrss.VmHWM(); err != nil {
 		t.Skipf("peak RSS: cannot read VmHWM here: %v", err)
 	}
 	const capBytes = 5 << 20
@@ -94,16 +77,7 @@ func TestI2_DownloadPeakRSS(t *testing.T) {
 	defer srv.Close()
 	run := func(t *testing.T, file map[string]any) rssReport {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), rssChildEnv+"="+file["url_private_download"].(string), rssAPIEnv+"="+srv.URL())
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("child: %v\n%s", err, stderr.String())
-		}
+		out := peakrss.Child(t, rssChildEnv+"="+file["url_private_download"].(string), rssAPIEnv+"="+srv.URL())
 		var rep rssReport
 		if err := json.Unmarshal(out, &rep); err != nil {
 			t.Fatalf("child said %q: %v", out, err)
