@@ -2,8 +2,11 @@
 // their model overrides (O1-O7), history and attempt records in gorm, a router with
 // one queue per session key (turns of one session never overlap, different
 // sessions run in parallel, an idle session costs no goroutine), and the turn
-// itself: commands, context fitting (R15, B7), the failover run with the override
-// hooks (O2, O3), the primary probe (S3), notices (N1-N4, B4) and admin reports (V4).
+// itself: commands, the message's files (I1-I4) and a conversation's earlier
+// messages (H1-H4), context fitting with summaries of what is dropped (R15,
+// R16, B7), capability-aware chains (I5), the failover run with the override
+// hooks (O2, O3), the primary probe (S3), notices (N1-N4, B4), admin reports
+// (V4) and the usage of every paid call (U1-U4).
 //
 // Channel defaults: a session created under another one (the Slack thread
 // "slack:T1:C1:1712.0001" under its channel "slack:T1:C1": the key without its
