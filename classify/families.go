@@ -240,9 +240,8 @@ var (
 	reGoogleMetric = rx(`quota exceeded for (quota )?metric|quota_metric|quotametric|quota metric`)
 	// Billing words that make a suspension a billing matter, not a revoked key.
 	reBillingWords = rx(`billing|balance|credit|payment|overdue|invoice|arrear|unpaid|quota|plan\b|欠费|余额`)
-	// Rate wording: a token count over a per-minute limit is a rate limit.
-	reRateWords = rx(`rate[ _-]?limit|per[ -](minute|min|second|day|hour)\b|\b(tpm|rpm|tpd|rpd)\b|tokens per|requests per`)
-	// ... and a max_tokens over the model's output cap is a bad parameter.
+	// Rate wording (a token count over a per-minute limit is a rate limit), or
+	// a max_tokens over the model's output cap (a bad parameter).
 	reRateOrOutputCap = rx(`rate[ _-]?limit|per[ -](minute|min|second|day|hour)\b|\b(tpm|rpm|tpd|rpd)\b|tokens per|requests per|\b(maximum|max)[ _](new[ _])?tokens\b`)
 	// The account's access ended (for a policy violation, say): not a filtered request.
 	reAccessEnded = rx(`\baccess (was |has been |is )?(terminated|revoked|suspended|banned)\b|\b(account|organi[sz]ation|team|workspace|project|key)s? (was |has been |is |have been )?(terminated|suspended|banned|deactivated|disabled)\b`)

@@ -366,13 +366,6 @@ func (s sessionStore) history(ctx context.Context, key string) ([]Message, error
 	return msgs, nil
 }
 
-// userTurns counts the user messages in key's history.
-func (s sessionStore) userTurns(ctx context.Context, key string) (int, error) {
-	var n int64
-	err := s.db.WithContext(ctx).Model(&Message{}).Where(map[string]any{"session_key": store.CleanText(key), "role": "user"}).Count(&n).Error
-	return int(n), err
-}
-
 // patch updates fields of key.
 func (s sessionStore) patch(ctx context.Context, key string, fields map[string]any) error {
 	if err := s.db.WithContext(ctx).Model(&Entry{}).Where(byKey(key)).Updates(fields).Error; err != nil {
