@@ -89,7 +89,7 @@ type Config struct {
 
 // Options are the router's collaborators.
 type Options struct {
-	DB      *gorm.DB         // opened by internal/store.Open (SQLite or Postgres)
+	DB      *gorm.DB         // opened by internal/database.Open (SQLite or Postgres)
 	Engine  *failover.Engine // with the SQLite StateStore, clock, policy, guard
 	Clock   failover.Clock   // nil = Engine.Clock, else the wall clock
 	Clients func(provider, profileID string) (LLM, error)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/detourbot/detour/config"
 	"github.com/detourbot/detour/failover"
-	"github.com/detourbot/detour/internal/store"
+	"github.com/detourbot/detour/internal/database"
 	"github.com/detourbot/detour/redact"
 )
 
@@ -100,8 +100,8 @@ func printWarnings(w io.Writer, cfg *config.Config, doubts bool) {
 func printConfig(w io.Writer, src configSource, cfg *config.Config) {
 	fmt.Fprintf(w, "config %s: ok\n", src.name())
 	dsn := cfg.Storage.DSN
-	if cfg.Storage.Driver == store.DriverPostgres {
-		dsn = store.PostgresName(dsn) // T8: never the password
+	if cfg.Storage.Driver == database.DriverPostgres {
+		dsn = database.PostgresName(dsn) // T8: never the password
 	}
 	fmt.Fprintf(w, "storage: %s %s\n", cfg.Storage.Driver, dsn)
 

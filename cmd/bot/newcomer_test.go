@@ -424,7 +424,7 @@ func TestBuild_WithoutCgoSaysWhatToInstall(t *testing.T) {
 			errs = append(errs, l)
 		}
 	}
-	if len(errs) != 1 || !strings.HasSuffix(errs[0], "undefined: "+ident) || !strings.HasPrefix(errs[0], "../../internal/store/store_nocgo.go:") {
+	if len(errs) != 1 || !strings.HasSuffix(errs[0], "undefined: "+ident) || !strings.HasPrefix(errs[0], "../../internal/database/sqlite_nocgo.go:") {
 		t.Fatalf("the build without cgo says:\n%s\nwant exactly one error: undefined: %s", out, ident)
 	}
 	if strings.Contains(string(out), "sqlite3") {

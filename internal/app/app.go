@@ -24,6 +24,7 @@ import (
 	"github.com/detourbot/detour/adapters/slack"
 	"github.com/detourbot/detour/config"
 	"github.com/detourbot/detour/failover"
+	"github.com/detourbot/detour/internal/database"
 	"github.com/detourbot/detour/internal/opsserver"
 	"github.com/detourbot/detour/internal/store"
 	"github.com/detourbot/detour/llm"
@@ -112,7 +113,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *System, err 
 		return nil, &ConfigError{"no channel is enabled: enable channels.console, channels.slack or channels.discord"}
 	}
 
-	if s.DB, err = store.Open(ctx, cfg.Storage.Driver, cfg.Storage.DSN, log); err != nil {
+	if s.DB, err = database.Open(ctx, cfg.Storage.Driver, cfg.Storage.DSN, log); err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
 	states, err := store.NewStateStore(s.DB)
@@ -282,7 +283,7 @@ func (s *System) Close() {
 		s.clients.closeIdle()
 	}
 	if s.DB != nil {
-		if err := store.Close(s.DB); err != nil {
+		if err := database.Close(s.DB); err != nil {
 			s.log.Warn("closing the database", "err", err)
 		}
 		s.DB = nil

@@ -1,4 +1,4 @@
-package store
+package database
 
 import (
 	"context"
@@ -15,6 +15,8 @@ import (
 
 	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
+
+	"github.com/detourbot/detour/internal/store"
 )
 
 // defaultParams are the connection settings of every SQLite handle (platforms.md 4.3).
@@ -39,7 +41,7 @@ var defaultParams = []struct {
 // in-memory database).
 func DSN(pathOrDSN string) (dsn, path string, err error) {
 	if strings.TrimSpace(pathOrDSN) == "" {
-		return "", "", errors.New("store: empty database path")
+		return "", "", errors.New("database: empty database path")
 	}
 	var base, query string
 	if strings.HasPrefix(pathOrDSN, "file:") {
@@ -58,7 +60,7 @@ func DSN(pathOrDSN string) (dsn, path string, err error) {
 	}
 	params, err := url.ParseQuery(query)
 	if err != nil {
-		return "", "", fmt.Errorf("store: bad query in database DSN for %q: %w", path, err)
+		return "", "", fmt.Errorf("database: bad query in database DSN for %q: %w", path, err)
 	}
 	var extra []string
 	for _, p := range defaultParams {
@@ -104,13 +106,13 @@ func uriPath(base, query string) (string, error) {
 		// file://authority/path: SQLite accepts only "" or "localhost" here.
 		_, after, found := strings.Cut(rest, "/")
 		if !found {
-			return "", errors.New("store: database DSN has no path")
+			return "", errors.New("database: database DSN has no path")
 		}
 		p = "/" + after
 	}
 	dec, err := url.PathUnescape(p)
 	if err != nil {
-		return "", fmt.Errorf("store: bad database path in DSN: %w", err)
+		return "", fmt.Errorf("database: bad database path in DSN: %w", err)
 	}
 	if dec == "" || dec == ":memory:" || strings.Contains("&"+query+"&", "&mode=memory&") {
 		return "", nil
@@ -131,12 +133,12 @@ func openSQLite(ctx context.Context, pathOrDSN string, log *slog.Logger) (*gorm.
 	}
 	if path != "" {
 		if err := prepareFile(path); err != nil {
-			return nil, name, fmt.Errorf("store: database %q: %w", name, err)
+			return nil, name, fmt.Errorf("database: database %q: %w", name, err)
 		}
 	}
 	sqlDB, err := sql.Open(sqlite.DriverName, dsn)
 	if err != nil {
-		return nil, name, fmt.Errorf("store: open database %q: %w", name, err)
+		return nil, name, fmt.Errorf("database: open database %q: %w", name, err)
 	}
 	// One connection: SQLite has one writer anyway, and this avoids SQLITE_BUSY
 	// between connections of the same process.
@@ -146,18 +148,19 @@ func openSQLite(ctx context.Context, pathOrDSN string, log *slog.Logger) (*gorm.
 	sqlDB.SetConnMaxIdleTime(0)
 	if err := pingUntilFree(ctx, sqlDB); err != nil {
 		_ = sqlDB.Close()
-		if Problem(err) == problemDamaged {
+		err = mark(err)
+		if store.Problem(err) == problemDamaged {
 			return nil, name, damagedError(name, err)
 		}
-		return nil, name, fmt.Errorf("store: open database %q: %w", name, explain(err))
+		return nil, name, fmt.Errorf("database: open database %q: %w", name, explain(err))
 	}
-	db, err := gorm.Open(sqlite.New(sqlite.Config{DriverName: sqlite.DriverName, DSN: dsn, Conn: sqlDB}), gormConfig(log))
+	db, err := gorm.Open(sqliteDialect{&sqlite.Dialector{DriverName: sqlite.DriverName, DSN: dsn, Conn: sqlDB}}, gormConfig(log))
 	if err == nil {
 		err = finish(db)
 	}
 	if err != nil {
 		_ = sqlDB.Close()
-		return nil, name, fmt.Errorf("store: open database %q: %w", name, err)
+		return nil, name, fmt.Errorf("database: open database %q: %w", name, err)
 	}
 	if err := quickCheck(ctx, db); err != nil {
 		_ = sqlDB.Close()
@@ -199,7 +202,7 @@ func prepareFile(path string) error {
 
 // damagedError is the start-up error of a database file that is not sound (T7).
 func damagedError(name string, err error) error {
-	return fmt.Errorf("store: database %q is damaged (integrity check: %w): restore it from a backup, or move it away to start with an empty one", name, err)
+	return fmt.Errorf("database: database %q is damaged (integrity check: %w): restore it from a backup, or move it away to start with an empty one", name, err)
 }
 
 // quickCheck runs SQLite's quick integrity check and returns its first complaints.
@@ -224,11 +227,18 @@ func pingUntilFree(ctx context.Context, db *sql.DB) error {
 	const tries, pause = 100, 20 * time.Millisecond
 	var err error
 	for range tries {
-		if err = db.PingContext(ctx); err == nil || !IsBusy(err) {
+		if err = db.PingContext(ctx); err == nil {
+			return nil
+		}
+		if busy, _ := sqliteFault(err); !busy {
 			return err
 		}
-		if !sleep(ctx, pause) {
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
 			return ctx.Err()
+		case <-t.C:
 		}
 	}
 	return err
