@@ -124,14 +124,13 @@ func printConfig(w io.Writer, src configSource, cfg *config.Config) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "providers:")
 	for _, id := range cfg.ProviderIDs {
-		p := cfg.Providers[id]
-		base := redact.URL(p.BaseURL) // T8: credentials inside a URL are never printed
+		base := redact.URL(cfg.Providers[id].BaseURL) // T8: credentials inside a URL are never printed
 		if src.demo {
 			base = "(the built-in fake, on a loopback port chosen at start)"
 		}
 		extra := ""
-		if p.BillingBackoff > 0 {
-			extra = "\tbilling backoff " + p.BillingBackoff.String()
+		if b := cfg.Policy.BillingBackoffByProvider[id]; b > 0 {
+			extra = "\tbilling backoff " + b.String()
 		}
 		fmt.Fprintf(tw, "  %s\t%s%s\n", id, base, extra)
 	}
@@ -189,9 +188,8 @@ func printConfig(w io.Writer, src configSource, cfg *config.Config) {
 		fmt.Fprintf(w, "  agent %s [%s]: %s%s\n", a.ID, where, joinRefs(c), note)
 	}
 
-	t := d.Timeouts
-	b := d.Budget
-	fmt.Fprintf(w, "timeouts: idle %s, attempt %s, run %s\n", t.Idle, t.Attempt, t.Run)
+	b := cfg.Policy
+	fmt.Fprintf(w, "timeouts: idle %s, attempt %s, run %s\n", d.IdleTimeout, b.AttemptTimeout, b.RunTimeout)
 	cost := "no cost cap"
 	switch {
 	case cfg.CostCapInert(b.MaxTurnCostUSD):

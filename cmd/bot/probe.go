@@ -171,7 +171,7 @@ func probeModel(ctx context.Context, cfg *config.Config, prov, profile, model st
 		return "FAIL", redact.Preview(err.Error(), 200)
 	}
 	defer c.CloseIdleConnections()
-	timeout := min(probeTimeout, cfg.Agents.Defaults.Timeouts.Attempt)
+	timeout := min(probeTimeout, cfg.Policy.AttemptTimeout)
 	if timeout <= 0 {
 		timeout = probeTimeout
 	}

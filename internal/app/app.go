@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -120,7 +122,10 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *System, err 
 	if err != nil {
 		return nil, fmt.Errorf("state store: %w", err)
 	}
-	policy := cfg.Policy()
+	policy := cfg.Policy
+	// The engine's own slices and map, so opts.Policy cannot change cfg's.
+	policy.CooldownLadder = slices.Clone(policy.CooldownLadder)
+	policy.BillingBackoffByProvider = maps.Clone(policy.BillingBackoffByProvider)
 	if opts.Policy != nil {
 		opts.Policy(&policy)
 	}
@@ -401,7 +406,7 @@ func LLMClient(cfg *config.Config, provider, profileID string, log *slog.Logger,
 		BaseURL:          p.BaseURL,
 		ProfileID:        profileID,
 		APIKey:           apiKey,
-		IdleTimeout:      cfg.Agents.Defaults.Timeouts.Idle,
+		IdleTimeout:      cfg.Agents.Defaults.IdleTimeout,
 		MaxResponseBytes: cfg.Limits.MaxResponseBytes,
 		MaxAnswerBytes:   cfg.Limits.MaxAnswerBytes,
 		Logger:           log,
