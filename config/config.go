@@ -122,20 +122,22 @@ type Config struct {
 	Access  Access
 	Server  Server
 
-	// Warnings say what the bot does without (a profile whose key variable is
-	// unset, the models only it could reach); the configuration is usable.
+	// Warnings say what the bot does without (an optional profile whose key
+	// variable is unset, the models only it could reach); the configuration is
+	// usable.
 	// `bot run` and `bot check` print them.
 	Warnings []*Error
 	// Doubts are settings that parse but cannot work as meant: a swapped or
 	// malformed Slack or Discord token, an admin channel that cannot receive.
 	// `bot check` fails on them; `bot run` prints them as warnings.
 	Doubts []*Error
-	// LeftOut lists the profiles left out because their key variable is unset.
+	// LeftOut lists the optional profiles left out because their key variable
+	// is unset.
 	LeftOut []LeftOutProfile
 }
 
-// LeftOutProfile is a configured profile the bot runs without: its key's
-// environment variables are unset or empty.
+// LeftOutProfile is a configured optional profile the bot runs without: its
+// key's environment variables are unset or empty.
 type LeftOutProfile struct {
 	ID       string
 	Provider string
@@ -225,6 +227,10 @@ type Profile struct {
 	Type      failover.ProfileType
 	Key       Secret
 	ExpiresAt time.Time // zero = no expiry
+	// Optional (optional: true) lets the bot run without the profile: when its
+	// key's variables are unset or empty it is left out, with a warning. A
+	// profile that is not optional and has no key is an error.
+	Optional bool
 }
 
 // Engine returns the engine's view of the profile (no secret).

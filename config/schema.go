@@ -146,6 +146,7 @@ func (d *decoder) auth(v *yaml.Node, key string) {
 					"type":       d.str(&typ),
 					"key":        d.profileKey(id, &p.Key),
 					"expires_at": d.str(&expires),
+					"optional":   d.boolean(&p.Optional),
 				})
 				if typ != "" {
 					p.Type = failover.ProfileType(typ)
