@@ -184,7 +184,7 @@ func (c *Client) ProfileID() string { return c.cfg.ProfileID }
 func (c *Client) CloseIdleConnections() { c.http.CloseIdleConnections() }
 
 // errTruncated: the stream ended without [DONE] and without a finish_reason.
-var errTruncated = errors.New("stream closed before a finish_reason was received")
+var errTruncated = errors.New("llm: stream closed before a finish_reason was received")
 
 func (c *Client) messages(req Request) []openai.ChatCompletionMessage {
 	out := make([]openai.ChatCompletionMessage, len(req.Messages))
