@@ -89,8 +89,8 @@ func pat(name, keys, p string) rule {
 
 // alt is one alternative of a rule's pattern, compiled on its own: an
 // alternative that starts with a literal is found with a plain substring search
-// (Go's regexp then skips to it), which keeps Classify far below 100 µs. A
-// leading \b is checked by hand for the same reason.
+// (Go's regexp then skips to it), which keeps Classify well inside its target
+// (BENCHMARKS.md). A leading \b is checked by hand for the same reason.
 type alt struct {
 	re        *regexp.Regexp
 	prefix    string // literal every match starts with ("" = none)
@@ -510,8 +510,7 @@ func first(ms []match, admit func(*family) bool) match {
 // has reports whether the text contains k. Some 1,000 keys and literal prefixes
 // are checked per text and few of them occur: the triple filter answers "no" for
 // nine in ten without a search, which nearly halves Classify's time
-// (BenchmarkClassifyCPU openai-429-json: about 45 µs of CPU without it, 25 µs with
-// it, on a loaded 2-core machine; BENCHMARKS.md).
+// (BenchmarkClassifyCPU; the figures are in BENCHMARKS.md).
 func (c *textCtx) has(k string) bool {
 	if !c.triplesBuilt {
 		c.triples.add(c.text)
