@@ -27,8 +27,6 @@ import (
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
-
-	"github.com/detourbot/detour/internal/store"
 )
 
 // Driver names, as in the config's storage.driver.
@@ -112,14 +110,6 @@ func (l sqlLogger) Trace(ctx context.Context, begin time.Time, fc func() (string
 // finish applies what every handle shares after gorm.Open.
 func finish(db *gorm.DB) error {
 	return registerCleaner(db)
-}
-
-// explain puts the plain words of a storage problem in front of err.
-func explain(err error) error {
-	if p := store.Problem(err); p != "" {
-		return fmt.Errorf("%s: %w", p, err)
-	}
-	return err
 }
 
 // Close closes a database handle returned by Open.

@@ -152,7 +152,7 @@ func openSQLite(ctx context.Context, pathOrDSN string, log *slog.Logger) (*gorm.
 		if store.Problem(err) == problemDamaged {
 			return nil, name, damagedError(name, err)
 		}
-		return nil, name, fmt.Errorf("database: open database %q: %w", name, explain(err))
+		return nil, name, fmt.Errorf("database: open database %q: %w", name, store.Explain(err))
 	}
 	db, err := gorm.Open(sqliteDialect{&sqlite.Dialector{DriverName: sqlite.DriverName, DSN: dsn, Conn: sqlDB}}, gormConfig(log))
 	if err == nil {
@@ -209,7 +209,7 @@ func damagedError(name string, err error) error {
 func quickCheck(ctx context.Context, db *gorm.DB) error {
 	var rows []string
 	if err := db.WithContext(ctx).Raw("PRAGMA quick_check(3)").Scan(&rows).Error; err != nil {
-		return explain(err)
+		return store.Explain(err)
 	}
 	if len(rows) == 1 && rows[0] == "ok" {
 		return nil

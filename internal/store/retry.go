@@ -117,8 +117,8 @@ func Problem(err error) string {
 	return ""
 }
 
-// explain puts Problem's plain words in front of a storage failure.
-func explain(err error) error {
+// Explain puts Problem's plain words in front of a storage failure.
+func Explain(err error) error {
 	if p := Problem(err); p != "" {
 		return fmt.Errorf("%s: %w", p, err)
 	}

@@ -370,7 +370,7 @@ func (s *StateStore) UpdateMany(ctx context.Context, keys []string, fn func(i in
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("store: update profile states %q: %w", keys, explain(err))
+		return nil, fmt.Errorf("store: update profile states %q: %w", keys, Explain(err))
 	}
 	return out, nil
 }

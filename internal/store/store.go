@@ -53,7 +53,7 @@ func Migrate(ctx context.Context, db *gorm.DB, models ...any) error {
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("store: migrate: %w", explain(err))
+		return fmt.Errorf("store: migrate: %w", Explain(err))
 	}
 	return nil
 }
