@@ -205,11 +205,31 @@ type Discord struct {
 	Threads bool
 }
 
-// Provider is one OpenAI-compatible endpoint family. Its billing_backoff_hours
-// (D3) is Policy.BillingBackoffByProvider[ID].
+// Provider is one endpoint family and the protocol it speaks. Its
+// billing_backoff_hours (D3) is Policy.BillingBackoffByProvider[ID].
 type Provider struct {
-	ID      string
-	BaseURL string
+	ID string
+	// API is the protocol: APIOpenAI (the default), APIAzure, APIAnthropic or
+	// APIGemini (docs/providers.md).
+	API     string
+	BaseURL string // defaulted for anthropic and gemini
+	// APIVersion is Azure's api-version (required there) or Anthropic's
+	// anthropic-version header ("" = the client's default).
+	APIVersion string
+}
+
+// The protocols a provider may speak (providers.<id>.api).
+const (
+	APIOpenAI    = "openai"
+	APIAzure     = "azure"
+	APIAnthropic = "anthropic"
+	APIGemini    = "gemini"
+)
+
+// defaultBaseURLs are the base URLs of the protocols whose service has one.
+var defaultBaseURLs = map[string]string{
+	APIAnthropic: "https://api.anthropic.com/v1",
+	APIGemini:    "https://generativelanguage.googleapis.com/v1beta/openai",
 }
 
 // Auth holds the credentials and their rotation and cooldown rules.
@@ -282,6 +302,9 @@ type Agent struct {
 // Model holds optional facts about one model (B1, B7), and whether people may
 // choose it with /model.
 type Model struct {
+	// Deployment is the Azure deployment serving the model ("" = the model's
+	// own name); only for models of an azure provider.
+	Deployment    string
 	ContextWindow int
 	USDPerMTokIn  float64
 	USDPerMTokOut float64
@@ -374,6 +397,18 @@ func Load(path string) (*Config, error) {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	return Parse(path, data, os.LookupEnv)
+}
+
+// Deployments maps the models of provider that name an Azure deployment
+// (models.<ref>.deployment) to it; the others are their own deployment.
+func (c *Config) Deployments(provider string) map[string]string {
+	out := map[string]string{}
+	for ref, m := range c.Models {
+		if p, model := ref.Split(); p == provider && m.Deployment != "" {
+			out[model] = m.Deployment
+		}
+	}
+	return out
 }
 
 // ModelRefs lists the models people can choose with /model: those of the

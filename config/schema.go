@@ -119,7 +119,9 @@ func (d *decoder) providers(v *yaml.Node, key string) {
 		p := Provider{ID: name}
 		var billing time.Duration // 0 = auth.cooldowns.billing_backoff_hours
 		d.fields(v, key, map[string]func(*yaml.Node, string){
+			"api":                   d.str(&p.API),
 			"base_url":              d.str(&p.BaseURL),
+			"api_version":           d.str(&p.APIVersion),
 			"billing_backoff_hours": d.units(&billing, time.Hour),
 		})
 		if billing > 0 {
@@ -127,6 +129,12 @@ func (d *decoder) providers(v *yaml.Node, key string) {
 				c.Policy.BillingBackoffByProvider = map[string]time.Duration{}
 			}
 			c.Policy.BillingBackoffByProvider[name] = billing
+		}
+		if p.API == "" {
+			p.API = APIOpenAI
+		}
+		if p.BaseURL == "" {
+			p.BaseURL = defaultBaseURLs[p.API]
 		}
 		c.Providers[name] = p
 		c.ProviderIDs = append(c.ProviderIDs, name)
@@ -260,6 +268,7 @@ func (d *decoder) models(v *yaml.Node, key string) {
 	d.entries(v, key, func(name string, _, v *yaml.Node, key string) {
 		var m Model
 		d.fields(v, key, map[string]func(*yaml.Node, string){
+			"deployment":       d.str(&m.Deployment),
 			"context_window":   d.integer(&m.ContextWindow, 0),
 			"usd_per_mtok_in":  d.number(&m.USDPerMTokIn, 0, 1e9),
 			"usd_per_mtok_out": d.number(&m.USDPerMTokOut, 0, 1e9),

@@ -124,13 +124,20 @@ func printConfig(w io.Writer, src configSource, cfg *config.Config) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "providers:")
 	for _, id := range cfg.ProviderIDs {
-		base := redact.URL(cfg.Providers[id].BaseURL) // T8: credentials inside a URL are never printed
+		p := cfg.Providers[id]
+		base := redact.URL(p.BaseURL) // T8: credentials inside a URL are never printed
 		if src.demo {
 			base = "(the built-in fake, on a loopback port chosen at start)"
 		}
 		extra := ""
+		if p.API != "" && p.API != config.APIOpenAI {
+			extra = "\tapi " + p.API
+			if p.APIVersion != "" {
+				extra += " " + p.APIVersion
+			}
+		}
 		if b := cfg.Policy.BillingBackoffByProvider[id]; b > 0 {
-			extra = "\tbilling backoff " + b.String()
+			extra += "\tbilling backoff " + b.String()
 		}
 		fmt.Fprintf(tw, "  %s\t%s%s\n", id, base, extra)
 	}

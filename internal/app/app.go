@@ -386,8 +386,8 @@ func (c *clientCache) get(provider, profileID string) (sessions.LLM, error) {
 }
 
 // LLMClient builds the client of provider with profileID ("" = no credential)
-// as the bot uses it: the configured base URL, key, idle timeout and input
-// caps (T1). now reads stated waits; nil = the wall clock.
+// as the bot uses it: the configured protocol (api), base URL, api version,
+// Azure deployments, key, idle timeout and input caps (T1). now reads stated waits; nil = the wall clock.
 func LLMClient(cfg *config.Config, provider, profileID string, log *slog.Logger, now func() time.Time) (*llm.Client, error) {
 	p, ok := cfg.Providers[provider]
 	if !ok {
@@ -403,7 +403,10 @@ func LLMClient(cfg *config.Config, provider, profileID string, log *slog.Logger,
 	}
 	return llm.New(llm.Config{
 		Provider:         provider,
+		API:              llm.API(p.API),
 		BaseURL:          p.BaseURL,
+		APIVersion:       p.APIVersion,
+		Deployments:      cfg.Deployments(provider),
 		ProfileID:        profileID,
 		APIKey:           apiKey,
 		IdleTimeout:      cfg.Agents.Defaults.IdleTimeout,
