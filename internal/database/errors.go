@@ -29,6 +29,9 @@ func mark(err error) error {
 	if errors.As(err, &de) {
 		return err
 	}
+	if ro := (*readOnlyError)(nil); errors.As(err, &ro) {
+		return &store.DriverError{Err: err, Problem: problemReadOnly}
+	}
 	retry, problem := sqliteFault(err)
 	if !retry && problem == "" {
 		retry, problem = postgresFault(err)

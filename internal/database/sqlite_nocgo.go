@@ -2,6 +2,8 @@
 
 package database
 
+import "database/sql/driver"
+
 // detour keeps its state in SQLite through mattn/go-sqlite3, which is C code: it
 // needs cgo and a C compiler. Without them the Go toolchain builds with
 // CGO_ENABLED=0, and this file makes that build fail with one error whose name
@@ -12,3 +14,5 @@ package database
 func sqliteFault(err error) (retry bool, problem string) {
 	return detour_needs_cgo__install_gcc_or_Xcode_command_line_tools__see_README_Troubleshooting, ""
 }
+
+func sqliteConnector(string, string, *writeGuard) driver.Connector { return nil }
