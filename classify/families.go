@@ -90,8 +90,8 @@ func pat(name, keys, p string) rule {
 
 // alt is one alternative of a rule's pattern, compiled on its own: an
 // alternative that starts with a literal is found with a plain substring search
-// (Go's regexp then skips to it), which keeps Classify far below 100 µs. A
-// leading \b is checked by hand for the same reason.
+// (Go's regexp then skips to it), which keeps Classify well inside its target
+// (BENCHMARKS.md). A leading \b is checked by hand for the same reason.
 type alt struct {
 	re        *regexp.Regexp
 	prefix    string // literal every match starts with ("" = none)
@@ -210,7 +210,8 @@ func (r rule) unlessRe(re *regexp.Regexp) rule { r.unless = newMatcher(re.String
 // matcher is a pattern split at its top-level alternatives, each compiled on its
 // own with its literal prefix (as a rule's alts): a veto such as
 // reNotPromptCount, read as one regular expression, has no literal to jump to and
-// costs about 100 µs on a 250-byte text; split, it costs under 1 µs.
+// is tried at every position of the text; split, each alternative jumps to its
+// literal (the figures are in BENCHMARKS.md).
 type matcher struct{ alts []alt }
 
 func newMatcher(p string) *matcher {
@@ -630,8 +631,7 @@ func first(ms []match, admit func(*family) bool) match {
 // has reports whether the text contains k. Some 1,000 keys and literal prefixes
 // are checked per text and few of them occur: the triple filter answers "no" for
 // nine in ten without a search, which nearly halves Classify's time
-// (BenchmarkClassifyCPU openai-429-json: about 45 µs of CPU without it, 25 µs with
-// it, on a loaded 2-core machine; BENCHMARKS.md).
+// (BenchmarkClassifyCPU; the figures are in BENCHMARKS.md).
 func (c *textCtx) has(k string) bool {
 	if !c.triplesBuilt {
 		c.triples.add(c.text)
