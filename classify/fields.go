@@ -284,6 +284,12 @@ func fieldStep(c *textCtx) (exact, hint, typ fieldHit) {
 			continue
 		}
 		if e, ok := codeTable[n]; ok {
+			if routedRegion(n, f.path) {
+				// The upstream behind a router refused the region: the router's
+				// key is good, and its other models (other upstreams) answer.
+				set(&exact, ReasonModelNotFound, "field/routed-region", ev)
+				continue
+			}
 			pick(e.tier, &exact, &hint, &typ, set, e.reason, "field/"+strings.ReplaceAll(n, " ", "_"), ev)
 			continue
 		}
@@ -354,4 +360,13 @@ func normalizeCode(s string) string {
 		}
 	}
 	return strings.Join(strings.Fields(b.String()), " ")
+}
+
+// routedRegion reports a region refusal written by the upstream provider inside a
+// router's envelope (OpenRouter's metadata.raw). A direct provider that refuses
+// the region refuses every model of the credential (auth: rotate, then another
+// provider); through a router only this upstream does, so it reads as this
+// model being unavailable (model_not_found) and the router's key keeps working.
+func routedRegion(code, path string) bool {
+	return code == "unsupported country region territory" && strings.Contains(path, "raw:")
 }
