@@ -433,7 +433,7 @@ func findMoment(low string, now time.Time) (time.Time, bool) {
 			}
 		}
 	}
-	if strings.Contains(low, ":") {
+	if hasClockDigits(low) { // reClock has no literal to start from
 		for _, m := range reClock.FindAllStringSubmatchIndex(low, 4) {
 			if !hasMomentContext(low, m[0]) {
 				continue
@@ -764,4 +764,19 @@ func bodyResetFields(h map[string]string, now time.Time) (time.Duration, time.Ti
 		return waitUntil(best.at, now), best.at, best.key, true
 	}
 	return 0, time.Time{}, "", false
+}
+
+// hasClockDigits reports a time of day's shape, a digit, ':' and two digits.
+func hasClockDigits(s string) bool {
+	for from := 0; ; {
+		i := strings.IndexByte(s[from:], ':')
+		if i < 0 {
+			return false
+		}
+		i += from
+		if i > 0 && isDigit(s[i-1]) && i+2 < len(s) && isDigit(s[i+1]) && isDigit(s[i+2]) {
+			return true
+		}
+		from = i + 1
+	}
 }
