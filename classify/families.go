@@ -304,6 +304,10 @@ var (
 	reTemporary = rx(`\btemporar(y|ily)\b|\bfor (\d+|a few|several) (seconds?|minutes?|hours?)\b|\btry again (later|in)\b`)
 	// Billing words, or a block that lifts by itself: neither is a revoked account.
 	reBillingOrTemporary = rx(reBillingWords.String() + `|` + reTemporary.String())
+	// A field or parameter named in quotes: a value of the request, not the prompt.
+	reNamedField = rx(`'[^'|]{1,40}' (field|parameter|param|property|argument)\b|\b(field|parameter|param|property|argument) '[^'|]{1,40}'`)
+	// A limit of one request's shape or of its output, not of a rate.
+	reShapeOrOutputCap = rx(`\bper (message|request|prompt|call|turn|conversation|input|response)\b|\bin a single (message|request|prompt|call|turn|conversation)\b|\bmax[_ ]?(completion[_ ]|output[_ ]|new[_ ])?tokens\b|\boutput (token )?limit\b`)
 	// A count of output tokens, bytes or images over a cap is a parameter or an
 	// attachment of the request, not a prompt too long for the window.
 	reNotPromptCount = rx(`\bmax[_ ](new[_ ]|completion[_ ]|output[_ ])?tokens\b|\boutput tokens\b|\bcompletion tokens\b|\bbytes\b|\bimages?\b|\bmb\b|\bfiles?\b|\battachments?\b|\buploads?\b|\bpdfs?\b|\bvideos?\b|\bper[ -](minute|second|hour|day)\b|\b(tpm|rpm|tpd|rpd)\b|rate[ _-]?limit`)
@@ -431,7 +435,9 @@ var families = []family{
 		pat("does-not-fit", "fit|n_keep|keep", `\b(does not|doesn't|do not|don't|will not|won't|cannot|can't|could not|couldn't|did not|didn't) fit (in|into|within) (the )?(model'?s |available |current |slot )?(context|kv[ -]?cache)\b|\bn_keep\b~(>=|>|greater than|exceeds?)~\bn_ctx\b|\btokens to keep\b~\bgreater than the (model'?s )?context\b|\bgreater than the (model'?s )?context (length|window|size)\b`),
 		pat("sequence-length", "sequence length", `\b(exceed\w*|longer than|greater than|larger than|more than)\b~\b(maximum|max)( supported| allowed)? sequence length\b|\b(maximum|max)( supported| allowed)? sequence length (is|of)( just| only)? [\d,]+`).unlessRe(reRateWords),
 		pat("max-input-length", "exceed|supports up to|longer than",
-			`\bexceeds? (the )?(model'?s )?(maximum|max) (allowed |supported |permitted )?(input |prompt |context |request )?(length|size)\b|\btoken count is [\d,]+ but (the )?model only supports up to\b|\bmodel only supports up to [\d,]+ (input )?tokens\b|\blength of (the )?prompt\b~\b(longer|greater|more) than\b|\bprompt ?\+ ?(generation|completion|tokens_to_generate)\b~\b(exceed\w*|longer|greater|limit)\b`).unlessRe(reNotPromptCount),
+			`\bexceeds? (the )?(model'?s )?(maximum|max) (allowed |supported |permitted )?(input |prompt |context |request )?(length|size)\b|\btoken count is [\d,]+ but (the )?model only supports up to\b|\bmodel only supports up to [\d,]+ (input )?tokens\b|\blength of (the )?prompt\b~\b(longer|greater|more) than\b|\bprompt ?\+ ?(generation|completion|tokens_to_generate)\b~\b(exceed\w*|longer|greater|limit)\b`).
+			// "the 'user' field exceeds the maximum length" is a parameter
+			unlessRe(rx(reNotPromptCount.String() + `|` + reNamedField.String())),
 		// Bedrock's schema limits on the body or the prompt: "expected maxLength:
 		// 42000, actual: 46735", "Value at 'body' failed to satisfy constraint:
 		// Member must have length less than or equal to 25000000"
@@ -482,7 +488,11 @@ var families = []family{
 		pat("per-unit", "per|pm|pd", `\b(requests?|tokens?|calls?|queries)\s+per\s+(minute|second|day|hour|min)\b|\bper[ -](minute|second)\b|\b(rpm|tpm|rpd|tpd|ipm|itpm|otpm)\b|\b(requests?|tokens?|calls?|queries)\s*/\s*(minute|min|second|sec|hour|day)\b|\b(maximum|max) number of (requests|calls|tokens)\b~\bper (minute|second|hour|day)\b`),
 		pat("resource-exhausted", "exhausted", `\bresource[ _]?(has been )?exhausted\b|\bresourceexhausted\b`),
 		pat("quota-exceeded", "quota", `\bquota\b~\b(exceeded|reached|limit)\b|\bexceeded[ _](the |your )?(current |allocated )?quota\b|\ballocated quota\b`),
-		pat("limit-hit", "limit", `\blimits?\s+(has been |have been |was )?(exceeded|reached|hit)\b|\b(exceeded|reached|hit)\s+(the |your |its )?(request |requests |token |call )?limits?\b`),
+		pat("limit-hit", "limit", `\blimits?\s+(has been |have been |was )?(exceeded|reached|hit)\b|\b(exceeded|reached|hit)\s+(the |your |its )?(request |requests |token |call )?limits?\b`).
+			// a cap on one request's shape ("the limit of 10 images per message")
+			// or its output ("max_tokens or model output limit was reached") is the
+			// request's, not a window that reopens
+			unlessRe(reShapeOrOutputCap),
 		pat("request-rate", "rate", `\brequest rate\b~\b(increased|too high|exceeded|too quickly|limit)`),
 		pat("slow-down", "slow", `\bslow (down|your rate)\b`),
 		pat("cooldown", "cool", `\bmodel[ _]cooldown\b|\bcooling down\b`),
@@ -1039,7 +1049,7 @@ var reBillingURL = regexp.MustCompile(`[/.=_-](billing|credits?|payments?|top-?u
 // down for every model.
 var (
 	reNotCredentialBefore = regexp.MustCompile(`(?:\d[\d,.]*|\bone|\ba single|\bunexpected|\bgiven|\bprimary|\bforeign|\bsort|\bpartition|\bmap|\bdictionary|\bdict|\bjson|\bobject|\bhash|\bcache)\s*$`)
-	reNotCredentialAfter  = regexp.MustCompile(`^\s*(?:frames?|long|counts?|limits?|budgets?|usage|length|lengths)\b`)
+	reNotCredentialAfter  = regexp.MustCompile(`^\s*(?:frames?|long|counts?|limits?|budgets?|usage|length|lengths|(?:in|of) (?:the )?(?:json|schema|expression|template|grammar)|at (?:position|line|column|offset))\b`)
 	reClassNameAfter      = regexp.MustCompile(`^\s*(?:exception|error)\b`)
 )
 

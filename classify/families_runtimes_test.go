@@ -82,7 +82,10 @@ func TestClassify_FamiliesRuntimesRelaysStacks(t *testing.T) {
 // answer (C6), never the request (format, which would end the turn, C9) and never
 // a bad key ("Unexpected token", "KeyNotFoundException" name no credential; auth
 // would cool the key down for every model). A server's 4xx that could not read
-// our JSON stays format.
+// our JSON stays format, and so do caps on one request's shape or output ("10
+// images per message", "max_tokens or model output limit was reached") and a
+// named field over its length: the words "limit" and "maximum length" there
+// are not a window (rate_limit) or the prompt (context_overflow).
 func TestClassify_C6_ClientStacksNotCredentialsOrRequests(t *testing.T) {
 	cases := []struct {
 		text string
@@ -126,6 +129,17 @@ func TestClassify_C6_ClientStacksNotCredentialsOrRequests(t *testing.T) {
 			}
 		}
 	}
+	// A cap on one request's shape or output is the request's (format, C9), not a
+	// window (rate_limit would retry it); a named field over its length is a
+	// parameter, not the prompt (context_overflow would compact the history).
+	checkReasons(t, []reasonCase{
+		{"any", 400, "Request exceeded the limit of 10 images per message", "format"},
+		{"anthropic", 400, "Could not finish the message because max_tokens or model output limit was reached. Please try again with higher max_tokens.", "format"},
+		{"openai-compatible", 400, "The 'user' field exceeds the maximum length of 256 characters", "format"},
+		{"any", 400, "Invalid token in schema at position 14", "format"},
+		{"any", 429, "You exceeded the limit of 60 requests per minute", "rate_limit"},
+		{"any", 400, "Prompt exceeds the maximum length of 100000 characters", "context_overflow"},
+	})
 	// A server that could not read our JSON answers 400: the request (C9).
 	if v := Classify(Response{Provider: "openai-compatible", Status: 400, Body: `{"error":"Unexpected token } in JSON at position 42"}`}, clNow); v.Reason != ReasonFormat {
 		t.Errorf("server-side JSON parse of the request: got %s, want format", v.Reason)
