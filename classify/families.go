@@ -371,7 +371,7 @@ var families = []family{
 		pat("trial-ended", "trial", `\b(free|your|api) trial( period| credits?)?\b~\b(has )?(expired|ended|is over|used up|exhausted)\b`),
 		pat("out-of-credits", "credit", `\b(out of|run out of|ran out of|no|not enough|any|zero|requires? more|needs? more) (api )?credits?\b|\bused (up )?all (of )?(your |the |available |remaining )*credits\b|\bcredits? (have been |has been |have |has |are |is )?(exhausted|depleted|used up|run out)\b|\bcredits remaining: 0\b`),
 		pat("used-up", "used up", `\bused up (all )?(your |the |its )?(credits?|points|balance|quota|allowance)\b`),
-		pat("payment", "payment", `\bpayment[ _](required|method|failed|overdue|declined|is overdue|is required)\b`),
+		pat("payment", "payment", `\bpayment[ _](required|method|failed|overdue|declined|is overdue|is required)\b`).unlessRe(reRateWords),
 		pat("billing-trouble", "billing", `\bbilling[ _](hard[ _]limit|not[ _]active|issue|problem|error|is not enabled|has been disabled|is disabled|account|required|to be enabled)\b|\benable billing\b|\b(issue|problem) with (your )?(account'?s? )?billing\b|\bplans? (&|and) billing\b|\bbilling details\b`).unlessRe(reGoogleMetric),
 		pat("hard-limit", "hard limit", `\bhard limit (has been )?reached\b`),
 		pat("current-quota", "current", `\bexceeded[ _](your |the )?current[ _]quota\b`).unlessRe(reGoogleMetric),
@@ -466,13 +466,16 @@ var families = []family{
 		pat("overloaded", "overload", `(\b|_)overload(ed|ing)?\b`),
 		pat("high-demand", "demand|load|traffic|volume|experiencing", `\b(high|heavy|peak|unusually high|increased) (demand|load|traffic|volume of requests)\b|\bexperiencing (high|heavy|a high|an unusually)\b`),
 		pat("busy", "busy", `\b(server|servers|service|system|api|model|engine|platform|backend|gpus?|llm|runner)s? (is |are )?(currently |too |very )?busy\b|\btoo busy\b|\bcurrently busy\b`),
-		pat("capacity", "capacity", `\b(at|over|out of|no|insufficient|lack of|limited|exceeded|reached)\s+(available |serving |compute |gpu )?capacity\b|\bcapacity\b~\b(exhausted|constraints?|issues?|reached|unavailable|is full|exceeded|limits?)\b|\binsufficientcapacity\b`),
+		pat("capacity", "capacity", `\b(at|over|out of|no|insufficient|lack of|limited|exceeded|reached)\s+(available |serving |compute |gpu |maximum |full |peak )?capacity\b|\bcapacity\b~\b(exhausted|constraints?|issues?|reached|unavailable|is full|exceeded|limits?)\b|\binsufficientcapacity\b`),
 		// llama.cpp and llamafile: "slot unavailable", "all slots are busy". Only
 		// at the start of a message, so prose about a meeting slot is not a server.
 		pat("slots-busy", "slot|worker", `(?:^|\| )(no |all )?(the )?(free |available |idle )?(slots?|workers?) (is |are )?(currently )?(unavailable|busy|in use|occupied|full)\b|\ball (the )?(slots|workers) are (currently )?(busy|in use|occupied|full)\b`),
-		pat("no-room", "no more|no free|no available|slots", `\bno (more |free |available )?(data centers?|servers?|workers?|replicas?|instances?|slots?|gpus?|nodes?)\b~\b(available|to forward|left|free)\b|\bno (free|available) (slots?|workers?|gpus?)\b`),
+		pat("no-room", "no ", `\bno (more |free |available )?(data centers?|servers?|workers?|replicas?|instances?|slots?|gpus?|nodes?)\b~\b(available|to forward|left|free)\b|\bno (free|available) (slots?|workers?|gpus?)\b`),
 		pat("loading", "loading|ready", `\bmodel\b~\b(is |still )?(currently )?loading\b|\bloading (the )?model\b|\bmodel (is )?(not|not yet) ready\b|\bmodelnotready`).
 			unlessRe(rx(`\b(error|failed|failure|unable|cannot|could not) (while )?(loading|to load)\b`)), // a load that failed is not one under way
+		// Lepton, Modal, Baseten: a deployment that is scaling or starting is
+		// there and will serve shortly.
+		pat("scaling-up", "scaling|warming|starting|spinning|cold|booting", `\b(model|deployment|endpoint|app|server|service|instance|replica|container)s?\b~\b(is |are )?(still )?(scaling up|warming up|starting up|spinning up|cold[- ]starting|booting)\b`),
 		pat("temporarily-unavailable", "temporarily", `\btemporarily (unavailable|unable to (handle|process|serve|accept))\b`),
 		pat("model-unavailable-later", "unavailable", `\bmodel\b~\b(is |currently )?unavailable\b`).and("try again|retry|later|shortly|moment"),
 		lit("busy-zh", "繁忙", "过载", "负载过高", "负载较高", "访问量过大", "请求量过大", "资源紧张", "算力不足", "模型未就绪", "模型加载中", "模型正在加载", "暂时不可用"),
@@ -526,7 +529,10 @@ var families = []family{
 			and("not found|exist|be found|available|supported|deprecated|decommissioned|retired|deactivated|no longer|not enabled|not loaded|not served|not accessible|disabled|is invalid|not a valid|legacy"),
 		pat("unknown-model", "model", `\b(unknown|unsupported|invalid|nonexistent)[ _]model\b|\bnot supported model\b|\bmodel[ _](not[ _]found|is[ _]deactivated|decommissioned)\b`).unlessRe(rx(`invalid model reference`)),
 		pat("no-endpoints", "endpoint|provider|router", `\bno endpoints? found\b|\bno allowed providers\b|\brouter not found\b|\bno (available )?(model )?providers? (available|that|can)\b|\bno available model provider\b`),
-		pat("nothing-loaded", "loaded", `\bno models? (is |are )?loaded\b`),
+		pat("nothing-loaded", "loaded", `\bno models? (is |are )?loaded\b|^model (has been |was )?unloaded\W{0,3}(\||$)`),
+		// Replicate: "Invalid version or not permitted", "The specified version
+		// does not exist". A version is the model there.
+		pat("version-missing", "version", `\b(specified|model|requested) version\b~\b(does not exist|not found|is not available)\b|\binvalid version or not permitted\b`),
 		// A region refusal inside a router's raw upstream body (see routedRegion).
 		pat("routed-region", "location|country|region|territory", reLocation).when(func(c *textCtx, _ string) bool { return c.ev.hasRaw }),
 		pat("deployment-missing", "deployment|engine|endpoint", `\b(deployment|engine|endpoint)s?\b~\b(not found|does not exist|not exist|not running|not deployed|not started)\b`).and("not found|not exist|not running|not deployed|not started"),

@@ -18,7 +18,10 @@ import "testing"
 //   - a card that must be entered to go on (billing);
 //   - iFlytek Spark's header codes (provider codes, C2);
 //   - a region refused by the upstream behind a router (model_not_found; auth
-//     when the provider itself refuses it).
+//     when the provider itself refuses it);
+//   - a serverless deployment with no instance yet, scaling or starting up (C5);
+//   - a model version that does not exist, a model that was unloaded (R2);
+//   - a missing payment method that only lowers the rate limits (rate_limit).
 func TestClassify_FamiliesRuntimesRelaysStacks(t *testing.T) {
 	checkReasons(t, []reasonCase{
 		// a bracketed status before the message
@@ -73,6 +76,22 @@ func TestClassify_FamiliesRuntimesRelaysStacks(t *testing.T) {
 		{"openrouter", 403, `{"error":{"message":"Provider returned error","code":403,"metadata":{"raw":"{\"error\":{\"code\":400,\"message\":\"User location is not supported for the API use.\",\"status\":\"FAILED_PRECONDITION\"}}","provider_name":"Google AI Studio"}}}`, "model_not_found"},
 		{"openai", 403, `{"error":{"code":"unsupported_country_region_territory","message":"Country, region, or territory not supported","param":null,"type":"request_forbidden"}}`, "auth"},
 		{"google-gemini", 400, `{"error":{"code":400,"message":"User location is not supported for the API use.","status":"FAILED_PRECONDITION"}}`, "auth"},
+		// a serverless deployment with no instance yet, scaling or starting (C5)
+		{"chutes", 503, `{"detail":"No instances available (yet) for chute_id='5c2e9b21-8a4e-5b0e-9c3f-1f7d2a6c9e11'"}`, "overloaded"},
+		{"chutes", 503, `{"detail":"Infrastructure is at maximum capacity, try again later"}`, "overloaded"},
+		{"lepton", 503, `{"error":"deployment is scaling up, please retry in a few seconds"}`, "overloaded"},
+		{"modal", 503, "modal-http: app for invoked web endpoint is stopped or is still starting up", "overloaded"},
+		{"baseten", 503, `{"error":"Model is still warming up. Please try again shortly."}`, "overloaded"},
+		{"any", 0, "We are scaling up the sales team next quarter.", "unclassified"},
+		{"any", 0, "There is no time left to finish the report.", "unclassified"},
+		// a model version that does not exist, and a model that was unloaded (R2)
+		{"replicate", 422, `{"title":"Invalid version or not permitted","detail":"The specified version does not exist (or perhaps you don't have permission to use it?)","status":422}`, "model_not_found"},
+		{"lmstudio", 400, `{"error":"Model unloaded."}`, "model_not_found"},
+		{"any", 400, `{"error":"Invalid version: 'v2' is not a semantic version"}`, "format"},
+		// a missing payment method whose cost is a lower rate, not a refusal (C4)
+		{"voyage", 429, `{"detail":"You have not yet added your payment method in the billing page and will have reduced rate limits of 3 RPM and 10K TPM. To unlock our standard rate limits, please add a payment method in the billing page for the appropriate organization in the user dashboard."}`, "rate_limit"},
+		{"ai21", 402, `{"detail":"Your account has insufficient credits. Please add a payment method."}`, "billing"},
+		{"any", 402, "Payment required", "billing"},
 	})
 }
 
