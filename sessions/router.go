@@ -124,6 +124,8 @@ type Router struct {
 
 	incidentMu   sync.Mutex
 	incidentOpen bool // V4: a report was sent and no turn has succeeded since
+
+	unsaved unsaved // M8: answers delivered whose exchange waits for the database
 }
 
 type queue struct {
@@ -263,8 +265,16 @@ func (r *Router) Run(ctx context.Context, inbox <-chan adapters.Inbound) error {
 	}
 }
 
-// Drain waits until every queued turn has finished, or ctx ends.
+// Drain waits until every queued turn has finished, or ctx ends. Answers kept
+// in memory because the database failed (M8) get one more write then.
 func (r *Router) Drain(ctx context.Context) error {
+	defer func() {
+		if r.unsaved.pending() {
+			if err := r.flushUnsaved(ctx); err != nil {
+				r.log.Warn("answers kept in memory could not be stored", "err", err)
+			}
+		}
+	}()
 	r.mu.Lock()
 	ch := r.drained
 	n := r.pending
@@ -296,18 +306,22 @@ func (r *Router) Active() int {
 	return len(r.queues)
 }
 
-// send posts out through the adapter named by out.Channel.
-func (r *Router) send(ctx context.Context, out adapters.Outbound) {
+// send posts out through the adapter named by out.Channel, and notes it as the
+// final answer of the message being processed when it is one (delivery).
+func (r *Router) send(ctx context.Context, out adapters.Outbound) error {
 	r.mu.Lock()
 	a := r.adapters[out.Channel]
 	r.mu.Unlock()
 	if a == nil {
 		r.log.Warn("no adapter for outbound message", "channel", out.Channel, "kind", out.Kind, "session", out.SessionKey)
-		return
+		return errors.New("sessions: no adapter for channel " + out.Channel)
 	}
-	if err := a.Send(ctx, out); err != nil {
+	err := a.Send(ctx, out)
+	if err != nil {
 		r.log.Warn("send failed", "channel", out.Channel, "kind", out.Kind, "session", out.SessionKey, "err", err)
 	}
+	deliveryOf(ctx).note(out, err == nil)
+	return err
 }
 
 func reply(in adapters.Inbound, kind adapters.Kind, text string) adapters.Outbound {

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/detourbot/detour/adapters"
+	"github.com/detourbot/detour/internal/termsafe"
 )
 
 // Terminal control of the console's own making (never from model output, T4).
@@ -40,7 +41,7 @@ func (p *progress) Status(text string) {
 	if p.stopped || a.streaming {
 		return
 	}
-	_, _ = a.bw.WriteString(eraseLine + "… " + Sanitize(strings.ReplaceAll(text, "\n", " ")))
+	_, _ = a.bw.WriteString(eraseLine + "… " + termsafe.Strip(strings.ReplaceAll(text, "\n", " ")))
 	_ = a.bw.Flush()
 	a.status = true
 }
@@ -87,7 +88,7 @@ func (s *stream) Update(ctx context.Context, text string) error {
 	a := s.a
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	s.write(Sanitize(text))
+	s.write(termsafe.Strip(text))
 	return a.bw.Flush()
 }
 

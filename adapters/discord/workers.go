@@ -125,6 +125,7 @@ func (a *Adapter) isThread(ctx context.Context, channelID string) bool {
 		return false
 	}
 	if ch.IsThread() {
+		a.threads.Put(channelID, ch.ParentID)
 		return true
 	}
 	a.notThreads.Add(channelID)
