@@ -22,7 +22,7 @@ const apiPrefix = "/api/v9"
 
 // errRateLimited marks a call that stayed rate limited, or would have to wait
 // longer than MaxRateLimitWait.
-var errRateLimited = errors.New("rate limited")
+var errRateLimited = errors.New("discord: rate limited")
 
 // transport is the HTTP client discordgo uses for every REST call. It is the one
 // place that honours Discord's rate limits, because discordgo v0.29.0 sleeps
