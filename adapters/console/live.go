@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/detourbot/detour/adapters"
+	"github.com/detourbot/detour/adapters/live"
 )
 
 // Terminal control of the console's own making (never from model output, T4).
@@ -62,50 +63,52 @@ func (a *Adapter) clearStatus() {
 	}
 }
 
-// StartStream prints the answer as it arrives (L2); a text that does not extend
-// what was printed (a failed attempt's words, L3) is erased and replaced.
+// StartStream prints the answer as it arrives (L2), through the live kit's
+// growing reply drawn on the terminal: text that extends what was printed is
+// appended, any other replaces it (L3), and the final answer ends the line.
 func (a *Adapter) StartStream(ctx context.Context, in adapters.Inbound) (adapters.Stream, error) {
-	return &stream{a: a}, nil
+	return live.New(terminal{a}, live.Options{Inline: true, Render: func(kind adapters.Kind, text string) string {
+		return textLine(adapters.Outbound{Kind: kind, Text: text})
+	}}), nil
 }
 
-type stream struct {
-	a     *Adapter
-	shown string // sanitized text on the screen since the saved cursor position
-}
+// terminal is the console as a live.Surface: one message from the saved cursor.
+type terminal struct{ a *Adapter }
 
-func (s *stream) Update(ctx context.Context, text string) error {
-	a := s.a
+func (t terminal) write(s string, end bool) error {
+	a := t.a
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	s.write(Sanitize(text))
+	if !a.streaming {
+		a.clearStatus()
+		a.streaming = true
+	}
+	_, _ = a.bw.WriteString(s)
+	if end {
+		_, _ = a.bw.WriteString("\n")
+		a.streaming = false
+		defer a.answer()
+	}
 	return a.bw.Flush()
 }
 
-// write shows text, printing only what extends the screen, else replacing it.
-// The caller holds a.mu.
-func (s *stream) write(text string) {
-	a := s.a
-	switch {
-	case !a.streaming:
-		a.clearStatus()
-		a.streaming = true
-		_, _ = a.bw.WriteString(saveCursor + text)
-	case strings.HasPrefix(text, s.shown):
-		_, _ = a.bw.WriteString(text[len(s.shown):])
-	default:
-		_, _ = a.bw.WriteString(restoreDown + text)
-	}
-	s.shown = text
+func (t terminal) Post(_ context.Context, _ int, text string) (string, error) {
+	return "", t.write(saveCursor+text, false)
 }
+func (t terminal) Edit(_ context.Context, _, text string) error {
+	return t.write(restoreDown+text, false)
+}
+func (t terminal) Append(_ context.Context, _, more string) error { return t.write(more, false) }
+func (t terminal) Stop(_ context.Context, _, more string) error   { return t.write(more, true) }
 
-func (s *stream) Finish(ctx context.Context, final adapters.Outbound) error {
-	a := s.a
+// Delete erases what was printed; the line is free for a notice (A5).
+func (t terminal) Delete(context.Context, string) error {
+	a := t.a
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	s.write(textLine(final))
-	_, _ = a.bw.WriteString("\n")
+	_, _ = a.bw.WriteString(restoreDown)
 	a.streaming = false
-	err := a.bw.Flush()
-	a.answer()
-	return err
+	return a.bw.Flush()
 }
+
+func (t terminal) Send(ctx context.Context, out adapters.Outbound) error { return t.a.Send(ctx, out) }

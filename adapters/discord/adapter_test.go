@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/detourbot/detour/adapters"
+	"github.com/detourbot/detour/adapters/discord/link"
 	"github.com/detourbot/detour/failover/failovertest"
 	"github.com/detourbot/detour/internal/testkit/fakediscord"
 	"github.com/detourbot/detour/internal/testkit/syncbuf"
@@ -506,7 +507,7 @@ func TestSend_RateLimitBounded(t *testing.T) {
 		h.fake.RateLimitNext("POST /channels/*/messages", 10*time.Millisecond)
 	}
 	err := h.a.Send(h.ctx, adapters.Outbound{Kind: adapters.KindReply, ReplyTo: "C1", Text: "x"})
-	if !errors.Is(err, errRateLimited) {
+	if !errors.Is(err, link.ErrRateLimited) {
 		t.Fatalf("err = %v, want rate limited after retries", err)
 	}
 	if n := len(h.sleeps.Sleeps()); n != 2 {
@@ -517,7 +518,7 @@ func TestSend_RateLimitBounded(t *testing.T) {
 	// milliseconds first; the 90 s wait must never be taken.)
 	h.fake.RateLimitNext("POST /channels/*/messages", 90*time.Second)
 	err = h.a.Send(h.ctx, adapters.Outbound{Kind: adapters.KindReply, ReplyTo: "C1", Text: "x"})
-	if !errors.Is(err, errRateLimited) {
+	if !errors.Is(err, link.ErrRateLimited) {
 		t.Fatalf("err = %v; want rate limited at once", err)
 	}
 	for _, d := range h.sleeps.Sleeps()[2:] {

@@ -125,11 +125,12 @@ func TestE2E_L2_ReplyGrowsByEditsAndEndsComplete(t *testing.T) {
 	}
 }
 
-// covers L3, N4, R8: the primary streams a word and stalls; after the idle
+// covers L3, N4, R8, A5: the primary streams a word and stalls; after the idle
 // timeout the fallback answers. The message that showed the primary's words is
-// edited in place to the fallback's answer, no message's latest version holds the
-// primary's text, the fallback notice is its own quiet message, and history holds
-// the final answer only.
+// taken down, the fallback notice is its own quiet message, and the fallback's
+// answer comes below it (A5: the reader sees the notice, then the answer); no
+// message's latest version holds the primary's text, and history holds the
+// final answer only.
 func TestE2E_L3_StalledPrimaryReplacedInPlaceByFallback(t *testing.T) {
 	t.Parallel()
 	e := liveWorld(t, 30*time.Millisecond, e2eOpts{spec: func(s *e2e.Spec) { s.Idle = 400 * time.Millisecond }})
@@ -137,31 +138,27 @@ func TestE2E_L3_StalledPrimaryReplacedInPlaceByFallback(t *testing.T) {
 	e.fake.SendMention("G1", "C1", "U1", "hello")
 	e.waitFor("the reply and the notice", func() bool { return len(e.fake.Latest("C1")) == 2 })
 	e.Drain()
-	var reply, notice []fakediscord.Message
-	for _, m := range e.fake.Latest("C1") {
-		if isNotice(m) {
-			notice = append(notice, m)
-		} else {
-			reply = append(reply, m)
-		}
-	}
+	latest := e.fake.Latest("C1")
 	want := "[" + e2eFallback + "] you said: hello"
-	if len(reply) != 1 || reply[0].Content != want {
-		t.Fatalf("reply = %+v, want %q", reply, want)
+	if len(latest) != 2 || !isNotice(latest[0]) || latest[1].Content != want {
+		t.Fatalf("C1 shows %q, want the N1 notice, then %q (A5)", contents(latest), want)
 	}
-	if !strings.HasPrefix(reply[0].Versions[0], "PRIMARY-PARTIAL") {
-		t.Fatalf("the primary's words were never shown (versions %q): the test proved nothing", reply[0].Versions)
+	notice := latest[0]
+	if !strings.Contains(notice.Content, "model fallback: "+e2eFallback) || strings.Contains(notice.Content, "you said") {
+		t.Errorf("notice = %+v, want the N1 notice as its own message", notice)
 	}
+	shown := false
 	for _, m := range e.fake.Messages() {
+		shown = shown || (m.Deleted && strings.HasPrefix(m.Versions[0], "PRIMARY-PARTIAL"))
 		if !m.Deleted && strings.Contains(m.Content, "PRIMARY-PARTIAL") {
 			t.Errorf("message %s still shows the primary's partial text: %q", m.ID, m.Content)
 		}
 	}
-	if len(notice) != 1 || !strings.Contains(notice[0].Content, "model fallback: "+e2eFallback) || strings.Contains(notice[0].Content, "you said") {
-		t.Errorf("notice = %+v, want the N1 notice as its own message", notice)
+	if !shown {
+		t.Fatal("the primary's words were never shown: the test proved nothing")
 	}
-	if n := e.channelPosts("C1"); n != 2 {
-		t.Errorf("%d posts in C1, want the reply (edited in place) and the notice", n)
+	if n, d := e.channelPosts("C1"), len(e.fake.Deletes()); n != 3 || d != 1 {
+		t.Errorf("%d posts and %d deletes in C1, want the partial reply (taken down), the notice and the answer", n, d)
 	}
 	if h := e.history("discord:G1:C1"); len(h) != 2 || h[1].Content != want {
 		t.Errorf("history = %+v, want the question and the fallback's answer", h)

@@ -92,17 +92,6 @@ func (a *Adapter) onMessage(_ *discordgo.Session, mc *discordgo.MessageCreate) {
 	a.enqueue(m.ChannelID, job{in: in, lookup: lookup, openThread: open, guild: m.GuildID, message: m.ID})
 }
 
-// handle is a channel worker's step for one job.
-func (a *Adapter) handle(ctx context.Context, j job) {
-	if j.lookup && a.isThread(ctx, j.channel()) {
-		a.threads.Add(j.channel())
-	}
-	if j.openThread && !a.threads.Has(j.channel()) {
-		a.moveToThread(ctx, &j)
-	}
-	a.deliver(ctx, j.in)
-}
-
 func (a *Adapter) onThreadCreate(_ *discordgo.Session, tc *discordgo.ThreadCreate) {
 	if tc == nil || tc.Channel == nil {
 		return

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/detourbot/detour/adapters"
+	"github.com/detourbot/detour/adapters/live"
 	"github.com/detourbot/detour/failover/failovertest"
 	"github.com/detourbot/detour/internal/testkit/fakeslack"
 )
@@ -59,14 +60,14 @@ func TestSend_PacedPerChannelPausedWorkspaceWideOn429(t *testing.T) {
 // own pace holds only that channel.
 func TestPacer_PauseIsWorkspaceWidePaceIsPerChannel(t *testing.T) {
 	clock := failovertest.NewClock(time.Date(2026, 3, 1, 14, 0, 0, 0, time.UTC))
-	p := newPacer(time.Second, clock.Now, clock.Sleep)
+	p := newPacer(time.Second, live.NewPauses(clock.Now, clock.Sleep))
 	ctx := context.Background()
 	c1, err := p.acquire(ctx, "C1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.posted(c1)
-	p.pause("chat.postMessage", 7*time.Second)
+	p.Pause("chat.postMessage", 7*time.Second)
 	p.release(c1)
 	c2, _ := p.acquire(ctx, "C2")
 	start := clock.Now()

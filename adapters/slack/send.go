@@ -160,7 +160,7 @@ func (a *Adapter) call(ctx context.Context, method, channel string, fn func(cont
 			wait = time.Second
 		}
 		wait = min(wait, a.cfg.MaxRetryWait)
-		a.pace.pause(method, wait)
+		a.pace.Pause(method, wait)
 		a.log.Warn("slack rate limited; the message waits its turn", "method", method, "channel", channel,
 			"retry_after", wait, "attempt", attempt+1)
 	}
