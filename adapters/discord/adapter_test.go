@@ -693,3 +693,47 @@ func TestSend_EmptyBucketWaitIsOurs(t *testing.T) {
 		t.Error("the bucket wait is not logged")
 	}
 }
+
+// A 502 on a message post is not repeated (discordgo would retry it up to
+// MaxRestRetries times, and a post that landed would show twice): one request,
+// and the error is the caller's.
+func TestSend_BadGatewayIsNotRepeated(t *testing.T) {
+	t.Parallel()
+	h := start(t, nil)
+	h.fake.FailNext("POST /channels/{id}/messages", http.StatusBadGateway, 0)
+	err := h.a.Send(h.ctx, adapters.Outbound{Kind: adapters.KindReply, Channel: Name, ReplyTo: "C1", Text: "once"})
+	if err == nil {
+		t.Fatal("Send reported success for a 502")
+	}
+	n := 0
+	for _, r := range h.fake.Requests() {
+		if r.Method == "POST" && r.Path == "/channels/C1/messages" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d posts, want the one that got the 502", n)
+	}
+}
+
+// covers L1: a channel that refuses the typing indicator (403 Missing
+// Permissions) is not asked again, in this turn nor the next: each refusal
+// would count toward Discord's 10,000 invalid requests in 10 minutes.
+func TestProgress_L1_TypingRefusedIsNotRetried(t *testing.T) {
+	t.Parallel()
+	h := start(t, nil)
+	h.a.mu.Lock()
+	h.a.typingEvery = 10 * time.Millisecond
+	h.a.mu.Unlock()
+	h.fake.Forbid("C7")
+	ind := h.a.StartProgress(h.ctx, adapters.Inbound{SessionKey: "discord:G1:C7", ReplyTo: "C7/1"})
+	if err := fakediscord.WaitFor(wait, func() bool { return h.fake.InvalidRequests() == 1 }); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(80 * time.Millisecond) // eight renewal periods
+	ind.Stop()
+	h.a.StartProgress(h.ctx, adapters.Inbound{SessionKey: "discord:G1:C7", ReplyTo: "C7/2"}).Stop()
+	if n := h.fake.InvalidRequests(); n != 1 {
+		t.Fatalf("%d refused typing calls, want the first only", n)
+	}
+}

@@ -6,6 +6,7 @@ package discord_test
 // strict fakediscord.
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -341,5 +342,58 @@ func TestE2E_Threads_MentionOpensThreadAndConversationContinues(t *testing.T) {
 	e.posts("C1", 1)
 	if n := len(e.fake.ThreadStarts()); n != 1 {
 		t.Errorf("%d threads started, want none for a command", n)
+	}
+}
+
+// covers A5, N1, L2: the primary fails before any text; while the fallback's
+// answer streams, its notice is in the channel before the answer's first text.
+func TestE2E_A5_NoticeBeforeTheFallbacksFirstText(t *testing.T) {
+	t.Parallel()
+	e := liveWorld(t, 30*time.Millisecond)
+	e.llm.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeServer500})
+	e.llm.Script(fakeprovider.Rule{Provider: "p2", Mode: fakeprovider.ModeSlowStream, Delay: 15 * time.Millisecond, Reply: sentences(20)})
+	e.fake.SendMention("G1", "C1", "U1", "hello")
+	e.waitFor("the notice and the answer", func() bool { return len(e.fake.Latest("C1")) == 2 })
+	e.Drain()
+	ms := e.fake.Latest("C1")
+	if !isNotice(ms[0]) || !strings.Contains(ms[0].Content, "model fallback: "+e2eFallback) || ms[1].Content != sentences(20) {
+		t.Fatalf("C1 shows %q, want the notice, then the answer", contents(ms))
+	}
+	if !ms[0].At.Before(ms[1].At) || len(ms[1].Versions) < 2 {
+		t.Fatalf("the notice (%v) did not precede the streamed answer (%v, %d versions)", ms[0].At, ms[1].At, len(ms[1].Versions))
+	}
+	if len(e.fake.Deletes()) != 0 {
+		t.Fatalf("deleted %d messages: nothing was shown before the fallback", len(e.fake.Deletes()))
+	}
+}
+
+// covers L2, L5: a 429 on the edits of a growing reply (and a drained bucket)
+// is waited out by the transport: the answer ends complete, once, and no
+// request goes out that Discord would refuse but the one injected. An answer
+// of 45,000 characters is split into messages Discord takes, never refused.
+func TestE2E_L2_L5_RateLimitedEditsAndAnOversizeAnswer(t *testing.T) {
+	t.Parallel()
+	e := liveWorld(t, 20*time.Millisecond)
+	var b strings.Builder
+	for i := 0; b.Len() < 45000; i++ {
+		b.WriteString(fmt.Sprintf("Line-%d-%s ends.\n\n", i, strings.Repeat("x", 150+i%40)))
+	}
+	answer := strings.TrimSpace(b.String())
+	e.llm.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeSlowStream, Delay: 2 * time.Millisecond, Reply: answer})
+	e.fake.RateLimitNext("PATCH /channels/{id}/messages/{mid}", 300*time.Millisecond)
+	e.fake.SendMention("G1", "C1", "U1", "a long one")
+	want := adapters.Split(answer, discord.MaxMessageLen, func(s string) int { return len(s) })
+	e.waitFor("the whole answer", func() bool { return slices.Equal(contents(e.fake.Latest("C1")), want) })
+	e.Drain()
+	if got := contents(e.fake.Latest("C1")); !slices.Equal(got, want) || len(want) < 23 {
+		t.Fatalf("C1 shows %d messages, want the answer in %d", len(got), len(want))
+	}
+	for _, r := range e.fake.Requests() {
+		if r.Status >= 400 && r.Status != 429 {
+			t.Fatalf("Discord refused %s %s: %d (code %d)", r.Method, r.Path, r.Status, r.Code)
+		}
+	}
+	if n := e.fake.RateLimited(); n != 1 {
+		t.Fatalf("%d 429s, want the one injected", n)
 	}
 }
