@@ -17,13 +17,16 @@
 // is logged; with MentionsOnly only mentions and direct messages are read, for
 // workspaces near Slack's 30,000 events per hour; a Socket Mode link that keeps
 // closing right after it opens (too_many_websockets, Socket Mode turned off) is
-// redialed with a growing wait. Every Inbound carries EventID, the same for every
-// delivery of one message, so replicas on several sockets can answer it once.
+// asked for again with a growing wait; an event the work queue has no room for is
+// still acknowledged and answered "busy". Every Inbound carries EventID, the same
+// for every delivery of one message, so replicas on several sockets can answer it
+// once.
 //
-// Live replies (SPEC L1-L4): while a turn runs, its thread shows Slack's assistant
-// status "is thinking…" (progress.go); the answer grows in one message of the
-// thread through chat.startStream / appendStream / stopStream and is edited in
-// place when a fallback replaces a failed attempt's words (stream.go); an answer
+// Live replies (SPEC L1-L5, A5), drawn by the live kit: while a turn runs, its
+// thread shows Slack's assistant status "is thinking…" (progress.go); the answer
+// grows in the thread through chat.startStream / appendStream / stopStream, and a
+// failed attempt's stream is deleted and the fallback's started anew below its
+// notice (stream.go); an answer
 // with choices (/model) is an ephemeral select whose pick comes back over Socket
 // Mode as the chosen command (picker.go); and each chat of Slack's AI app
 // container is its own session, offered the configured prompts (assistant.go).
