@@ -17,7 +17,11 @@
 # With server.listen: "0.0.0.0:9464" in config.yaml, /healthz, /readyz and
 # /metrics are reachable through the published port. `docker stop` sends
 # SIGTERM: the bot finishes its in-flight turns (30 s grace) before it exits, so
-# give it `--stop-timeout 45` (or stop_grace_period in compose).
+# give it `--stop-timeout 45` (or stop_grace_period in compose). The binary is
+# /usr/local/bin/bot, as everywhere; `docker kill -s HUP detour` reloads (exit 3,
+# restarted by --restart on-failure). packaging/smoke-docker.sh builds and tries
+# this image where a Docker engine runs. .git is not in the build context, so
+# pass --build-arg VERSION=... for a version other than "devel".
 
 ARG GO_VERSION=1.26
 
@@ -27,14 +31,14 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 ARG VERSION=""
-RUN CGO_ENABLED=1 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/detour ./cmd/bot \
+RUN CGO_ENABLED=1 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/bot ./cmd/bot \
  && mkdir -p /out/state /out/etc \
  && chmod 0700 /out/state
 
 # distroless base: glibc (for cgo), CA certificates, tzdata, a "nonroot" user
 # (uid 65532), no shell and no package manager.
 FROM gcr.io/distroless/base-debian12:nonroot
-COPY --from=build /out/detour /usr/local/bin/detour
+COPY --from=build /out/bot /usr/local/bin/bot
 COPY --from=build --chown=65532:65532 /out/state /var/lib/detour
 COPY --from=build /out/etc /etc/detour
 USER 65532:65532
@@ -42,5 +46,5 @@ WORKDIR /var/lib/detour
 VOLUME ["/var/lib/detour"]
 EXPOSE 9464
 STOPSIGNAL SIGTERM
-ENTRYPOINT ["/usr/local/bin/detour"]
+ENTRYPOINT ["/usr/local/bin/bot"]
 CMD ["run", "--config", "/etc/detour/config.yaml", "--log-format", "json"]

@@ -33,4 +33,50 @@ func BenchmarkClassifyCPU(b *testing.B) {
 			b.ReportMetric(float64(threadCPU()-start)/float64(b.N), "cpu-ns/op")
 		})
 	}
+	b.Run("corpus", func(b *testing.B) { // every corpus case in turn: the mean per failure
+		var rs []Response
+		for _, p := range corpusFiles {
+			for _, c := range loadCorpus(b, p) {
+				rs = append(rs, c.response())
+			}
+		}
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		b.ReportAllocs()
+		start := threadCPU()
+		i := 0
+		for b.Loop() {
+			sinkVerdict = Classify(rs[i%len(rs)], benchNow)
+			i++
+		}
+		b.ReportMetric(float64(threadCPU()-start)/float64(b.N), "cpu-ns/op")
+	})
+}
+
+// BenchmarkClassifyCPUSlowestCorpusCase times, in thread CPU, the corpus case
+// that takes longest (found first by a quick pass): the per-failure bound is a
+// bound on the worst case, not the average.
+func BenchmarkClassifyCPUSlowestCorpusCase(b *testing.B) {
+	var slowest Response
+	var worst time.Duration
+	for _, p := range corpusFiles {
+		for _, c := range loadCorpus(b, p) {
+			r := c.response()
+			start := time.Now()
+			for range 20 {
+				sinkVerdict = Classify(r, benchNow)
+			}
+			if d := time.Since(start); d > worst {
+				worst, slowest = d, r
+			}
+		}
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	b.ReportAllocs()
+	start := threadCPU()
+	for b.Loop() {
+		sinkVerdict = Classify(slowest, benchNow)
+	}
+	b.ReportMetric(float64(threadCPU()-start)/float64(b.N), "cpu-ns/op")
 }

@@ -25,6 +25,11 @@ var benchCases = []struct {
 
 var benchNow = time.Date(2026, 3, 15, 12, 0, 0, 0, time.UTC)
 
+// corpusFiles are every corpus of testdata/corpus.
+var corpusFiles = []string{"testdata/corpus/errors-public.jsonl", "testdata/corpus/errors-peer.jsonl",
+	"testdata/corpus/errors-extra.jsonl", "testdata/corpus/errors-holdout.jsonl", "testdata/corpus/errors-holdout2.jsonl",
+	"testdata/corpus/errors-families.jsonl", "testdata/corpus/errors-unseen.jsonl", "testdata/corpus/errors-unseen2.jsonl"}
+
 // BenchmarkClassify runs Classify on typical failures, and on every corpus case
 // in turn (corpus: time per case).
 func BenchmarkClassify(b *testing.B) {
@@ -38,7 +43,7 @@ func BenchmarkClassify(b *testing.B) {
 	}
 	b.Run("corpus", func(b *testing.B) {
 		var rs []Response
-		for _, p := range []string{"testdata/corpus/errors-public.jsonl", "testdata/corpus/errors-peer.jsonl"} {
+		for _, p := range corpusFiles {
 			for _, c := range loadCorpus(b, p) {
 				rs = append(rs, c.response())
 			}

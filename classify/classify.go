@@ -1,15 +1,19 @@
 // Package classify turns one failed LLM provider response into a reason, a class
-// and a recovery time (docs/behaviour.md section 1, rules C1-C12). It is a pure function of the
-// response and a clock reading and imports nothing but the standard library, so
-// every decision is tested on recorded provider bodies in microseconds.
+// and a recovery time (docs/behaviour.md section 1, rules C1-C12), and judges
+// whether an invalid request's words point at the request (RequestFault, C13).
+// It is a pure function of the response and a clock reading and imports nothing
+// but the standard library, so every decision is tested on recorded provider
+// bodies in microseconds.
 //
 // Classify reads structure first and words second. Each step is a small table:
 //
 //  1. transport: the error the client saw when there was no response (our own
 //     timeouts, the caller's cancel, a dropped connection);
 //  2. fields: the provider's machine-readable fields (error.type, error.code,
-//     Google status strings, AWS exception names and the x-amzn-errortype
-//     header, stop reasons);
+//     Google status strings and ErrorInfo reasons, AWS exception names and the
+//     x-amzn-errortype header, Azure and Tencent codes, stop reasons), and the
+//     numeric codes of providers that have their own (Zhipu, MiniMax, Qianfan:
+//     providercodes.go), read only for that provider;
 //  3. status: the HTTP status, reconciled with a status number inside the body or
 //     stated in the text (a body "code":429 never turns an HTTP 400 or 401 into a
 //     rate limit; a gateway's 5xx wrapping an upstream 429 is a rate limit);
@@ -115,7 +119,10 @@ type Verdict struct {
 	// Message is the provider's message: one line, valid UTF-8, at most
 	// MaxMessageRunes runes. It is NOT redacted: Classify knows no secrets, so
 	// every caller that logs, shows or stores it redacts it first.
-	Message    string
+	Message string
+	// Param is the request parameter the provider named as the culprit, when it
+	// did (OpenAI's error.param, a validation error's loc); see RequestFault.
+	Param      string
 	RetryAfter time.Duration // what the provider asked us to wait (0 = not stated)
 	RecoveryAt time.Time     // when the provider said it recovers (zero = not stated), as stated
 	Idle       bool          // the failure was an idle stream (R5, R8)
@@ -140,7 +147,18 @@ type Explanation struct {
 	Step     Step
 	Rule     string // rule id: "billing/insufficient-funds", "field/overloaded_error", "status/429", ...
 	Evidence string // what matched: a phrase of the text, "error.type=overloaded_error", "HTTP 429"
-	Status   int    // the effective status the decision saw (HTTP, body code or stated in text)
+	// Family is the family of meaning that decided ("context-overflow",
+	// "model-not-found", ...), "transport" for the client's error, "status" for
+	// the HTTP status; "" when nothing matched.
+	Family string
+	// Field says where the deciding evidence was: a path of the body
+	// ("error.code", "base_resp.status_code", "header x-amzn-errortype", for a
+	// text family the string it matched in: "error.message", "body",
+	// "error.metadata.raw:error.message" inside OpenRouter's raw upstream body),
+	// "http status"/"body status"/"text status", "error" or "transport error"
+	// for the client's error; "" when nothing matched.
+	Field  string
+	Status int // the effective status the decision saw (HTTP, body code or stated in text)
 	// StatusFrom says where Status came from: "http", "body" or "text" ("" when none).
 	StatusFrom string
 	Recovery   string // where RetryAfter/RecoveryAt came from: "header retry-after", "text", ...
@@ -152,7 +170,8 @@ type Explanation struct {
 // RetryAfter and RecoveryAt describe one recovery signal, the first found of:
 // Retry-After / retry-after-ms headers, a wait stated in the text ("try again in
 // 18.6s"), a moment stated in the text ("reset at 08-25 01:37:00 UTC"),
-// header-like fields in the body, and, for rate limits only, the
+// header-like fields in the body, reset fields of the body ("resets_at" epoch
+// seconds, "resets_in_seconds", "reset_after"), and, for rate limits only, the
 // x-ratelimit-reset-* headers. A wait sets RecoveryAt to now+wait; a moment sets
 // RetryAfter to the time left (zero when already passed). Nothing is capped here:
 // the engine caps cooldowns.
@@ -169,15 +188,21 @@ func Classify(r Response, now time.Time) (res Verdict) {
 func classify(r Response, now time.Time) Verdict {
 	ev := gather(r)
 	d := decide(r, ev)
+	if d.step == StepText {
+		if f := ev.fieldOf(d.evidence); f != "" {
+			d.field = f // the JSON path of the part the family matched in
+		}
+	}
 	res := Verdict{
 		Reason:  d.reason,
 		Class:   ReasonClass(d.reason),
 		Status:  r.Status,
 		Code:    ev.code,
 		Message: boundMessage(ev.message),
+		Param:   ev.param,
 		Idle:    d.idle,
 		Why: Explanation{Step: d.step, Rule: d.rule, Evidence: boundEvidence(d.evidence),
-			Status: ev.status.code, StatusFrom: ev.status.from},
+			Family: d.family, Field: d.field, Status: ev.status.code, StatusFrom: ev.status.from},
 	}
 	res.RetryAfter, res.RecoveryAt, res.Why.Recovery = recovery(r, ev, d.reason, now)
 	return res

@@ -15,6 +15,8 @@ type decision struct {
 	step     Step
 	rule     string
 	evidence string
+	family   string // the family of meaning (see Explanation.Family)
+	field    string // the field that decided (see Explanation.Field)
 	idle     bool
 }
 
@@ -37,6 +39,12 @@ func decide(r Response, ev *evidence) decision {
 	tr, empty := transportStep(r, ev)
 	if tr.reason != "" {
 		return tr
+	}
+	if ev.cloudflare && ev.status.code >= 500 && ev.status.code <= 599 {
+		// Cloudflare's edge wrote this page about the origin (C6): its prose
+		// ("may indicate the origin is overloaded") guesses, the status says.
+		return decision{reason: ReasonTimeout, step: StepField, rule: "field/cloudflare-edge",
+			evidence: "cloudflare_error=true, status " + strconv.Itoa(ev.status.code), family: "server-or-network", field: "cloudflare_error"}
 	}
 	exact, hint, typ := fieldStep(c)
 	found := scan(c)
@@ -114,11 +122,12 @@ func formatStatus(status int) bool {
 }
 
 func fromText(m match) decision {
-	return decision{reason: m.fam.reason, step: StepText, rule: m.fam.name + "/" + m.rule.name, evidence: m.evidence}
+	return decision{reason: m.fam.reason, step: StepText, rule: m.fam.name + "/" + m.rule.name, evidence: m.evidence,
+		family: m.fam.name, field: "message"}
 }
 
 func fromField(h fieldHit) decision {
-	return decision{reason: h.reason, step: StepField, rule: h.rule, evidence: h.evidence}
+	return decision{reason: h.reason, step: StepField, rule: h.rule, evidence: h.evidence, family: h.family, field: h.field}
 }
 
 // transportStep decides when the client's error says it all. empty reports an
@@ -129,7 +138,8 @@ func transportStep(r Response, ev *evidence) (d decision, empty bool) {
 		return d, false
 	}
 	t := func(reason Reason, rule, evidence string) decision {
-		return decision{reason: reason, step: StepTransport, rule: "transport/" + rule, evidence: evidence}
+		return decision{reason: reason, step: StepTransport, rule: "transport/" + rule, evidence: evidence,
+			family: "transport", field: "error"}
 	}
 	switch {
 	case errors.Is(err, ErrIdleTimeout):
@@ -216,7 +226,8 @@ func statusDecision(r Reason, st effectiveStatus) decision {
 	if st.from != "http" {
 		ev = "status " + strconv.Itoa(st.code) + " in the " + st.from
 	}
-	return decision{reason: r, step: StepStatus, rule: "status/" + strconv.Itoa(st.code), evidence: ev}
+	return decision{reason: r, step: StepStatus, rule: "status/" + strconv.Itoa(st.code), evidence: ev,
+		family: "status", field: st.from + " status"}
 }
 
 // Statuses stated in text. A leading number counts only when its reason phrase,

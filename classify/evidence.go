@@ -25,7 +25,10 @@ const (
 // evidence is what the steps look at, gathered once from the response.
 type evidence struct {
 	prose   []string // prose of the body and the error text, original case
+	paths   []string // where each prose string was found ("error.message", "body", "transport error")
 	parts   []string // prose lower-cased, URLs removed
+	partAt  []string // the path of each part
+	base    string   // path prefix while a nested document (metadata.raw) is read
 	text    string   // parts joined by " | " (what the text families match)
 	urls    []string // URLs removed from parts, lower-cased (weak billing hints)
 	fields  []field  // machine-readable values (codes, types, exception names, stop reasons)
@@ -33,9 +36,13 @@ type evidence struct {
 	code    string   // the most specific code or type, for Verdict.Code
 	hasRaw  bool     // OpenRouter metadata.raw was present
 	isHTML  bool
-	hasBody bool              // the body held something non-blank
-	hdrs    map[string]string // header-like values found inside the body (lower-case keys)
-	status  effectiveStatus
+	// cloudflare: the body is Cloudflare's own error document ("cloudflare_error":
+	// true), written by the edge about the origin, not by the provider.
+	cloudflare bool
+	param      string            // the request parameter the provider named (error.param, a validation loc)
+	hasBody    bool              // the body held something non-blank
+	hdrs       map[string]string // header-like values found inside the body (lower-case keys)
+	status     effectiveStatus
 
 	bodyStatus      int // a status number (400..599) in a code/status field of the body
 	bodyStatusDepth int
@@ -87,6 +94,7 @@ func gather(r Response) *evidence {
 		es := clip(r.Err.Error(), maxPartLength)
 		if strings.TrimSpace(es) != "" {
 			prose = append(prose, es)
+			ev.paths = append(ev.paths, "transport error")
 			if ev.message == "" {
 				ev.message = es
 			}
@@ -133,6 +141,7 @@ func (ev *evidence) parseBody(body string, depth int, prose *[]string) {
 		for _, s := range []string{title, text} {
 			if s != "" {
 				*prose = append(*prose, s)
+				ev.paths = append(ev.paths, ev.base+"html")
 				if ev.message == "" {
 					ev.message = s
 				}
@@ -152,6 +161,7 @@ func (ev *evidence) parseBody(body string, depth int, prose *[]string) {
 				if v, ok := decodeJSON(trimmed[i : j+1]); ok {
 					prefix := strings.TrimSpace(trimmed[:i])
 					*prose = append(*prose, prefix)
+					ev.paths = append(ev.paths, ev.base+"text")
 					ev.fromJSON(v, depth, prose)
 					if ev.message == "" {
 						ev.message = prefix
@@ -163,6 +173,7 @@ func (ev *evidence) parseBody(body string, depth int, prose *[]string) {
 	}
 	text := clip(trimmed, maxScanText)
 	*prose = append(*prose, text)
+	ev.paths = append(ev.paths, ev.base+"body")
 	if ev.message == "" {
 		ev.message = text
 	}
@@ -219,8 +230,10 @@ func (ev *evidence) fromJSON(v any, depth int, prose *[]string) {
 		}
 		if inner != nil {
 			ev.pickCode(inner)
+			ev.pickParam(inner)
 		}
 		ev.pickCode(m)
+		ev.pickParam(m)
 	}
 	ev.walk(v, "", 0, depth, prose)
 }
@@ -282,6 +295,38 @@ func (ev *evidence) pickCode(o map[string]any) {
 	}
 }
 
+// pickParam keeps the request parameter an error object names: OpenAI's
+// error.param ("messages[1].content"), a validation error's loc (["body",
+// "store"] becomes "store").
+func (ev *evidence) pickParam(o map[string]any) {
+	if ev.param != "" {
+		return
+	}
+	if p, ok := o["param"].(string); ok && strings.TrimSpace(p) != "" {
+		ev.param = clip(strings.TrimSpace(p), 128)
+		return
+	}
+	var first map[string]any
+	switch d := o["detail"].(type) {
+	case []any:
+		if len(d) > 0 {
+			first, _ = d[0].(map[string]any)
+		}
+	}
+	if first == nil {
+		return
+	}
+	if loc, ok := first["loc"].([]any); ok {
+		var names []string
+		for _, e := range loc {
+			if s, ok := e.(string); ok && s != "body" {
+				names = append(names, s)
+			}
+		}
+		ev.param = clip(strings.Join(names, "."), 128)
+	}
+}
+
 // walk collects prose and fields in a stable order (keys sorted).
 func (ev *evidence) walk(v any, path string, level, depth int, prose *[]string) {
 	if level > maxWalkDepth || len(*prose) >= maxTexts {
@@ -302,6 +347,7 @@ func (ev *evidence) walk(v any, path string, level, depth int, prose *[]string) 
 	case string:
 		if s := strings.TrimSpace(x); s != "" && !codeLike(s) {
 			*prose = append(*prose, clip(s, maxPartLength))
+			ev.paths = append(ev.paths, ev.base+path)
 		}
 	}
 }
@@ -321,9 +367,10 @@ func (ev *evidence) walkMember(k string, v any, path string, level, depth int, p
 		if s, ok := v.(string); ok && strings.TrimSpace(s) != "" {
 			ev.hasRaw = true
 			if depth < maxRawDepth {
-				outer := ev.message
-				ev.message = ""
+				outer, base := ev.message, ev.base
+				ev.message, ev.base = "", ev.base+p+":"
 				ev.parseBody(s, depth+1, prose)
+				ev.base = base
 				switch {
 				case outer != "" && ev.message != "":
 					ev.message = outer + ": " + ev.message
@@ -343,12 +390,28 @@ func (ev *evidence) walkMember(k string, v any, path string, level, depth int, p
 			}
 			return
 		}
+	case lk == "quotametric" || lk == "quotaid" || lk == "quotavalue":
+		// Google's QuotaFailure violations ({"quotaMetric": ".../free_tier_requests",
+		// "quotaId": "...PerMinute...", "quotaValue": "15"}) say which window ran
+		// out: read as "quota metric ..." and "limit: 15", so a per-minute window
+		// under OpenAI's billing sentence stays a rate limit, and a limit of 0 (no
+		// free tier at all) stays billing, as when the message spells them out.
+		if s := scalarString(v); s != "" {
+			if lk == "quotavalue" {
+				*prose = append(*prose, "limit: "+clip(s, 40))
+			} else {
+				*prose = append(*prose, "quota metric "+clip(s, maxPartLength))
+			}
+			ev.paths = append(ev.paths, ev.base+p)
+			return
+		}
 	case strings.Contains(lk, "retry") || strings.Contains(lk, "reset") || strings.Contains(lk, "ratelimit"):
 		// {"retryDelay":"34s"}, {"retry_after":30}: header-like values; the key
 		// is kept with the value so the text reads "retrydelay 34s".
 		if s := scalarString(v); s != "" {
 			ev.addHdr(lk, s)
 			*prose = append(*prose, lk+" "+s)
+			ev.paths = append(ev.paths, ev.base+p)
 			return
 		}
 	}
@@ -363,6 +426,7 @@ func (ev *evidence) walkMember(k string, v any, path string, level, depth int, p
 			}
 		case isMessageKey(lk) || codeKeys[lk] || lk == "error" || isProse(s):
 			*prose = append(*prose, clip(s, maxPartLength))
+			ev.paths = append(ev.paths, ev.base+p)
 		}
 	case float64:
 		if codeKeys[lk] || statusKeys[lk] {
@@ -372,6 +436,10 @@ func (ev *evidence) walkMember(k string, v any, path string, level, depth int, p
 			if n := httpStatusValue(x); n != 0 && (ev.bodyStatus == 0 || level < ev.bodyStatusDepth) {
 				ev.bodyStatus, ev.bodyStatusDepth = n, level
 			}
+		}
+	case bool:
+		if lk == "cloudflare_error" && x {
+			ev.cloudflare = true
 		}
 	case map[string]any, []any:
 		ev.walk(v, p, level+1, depth, prose)
@@ -508,7 +576,7 @@ var reURL = regexp.MustCompile("https?://[^\\s\"'<>)\\]`]+")
 // joins the parts.
 func (ev *evidence) buildText(prose []string) {
 	total := 0
-	for _, p := range prose {
+	for i, p := range prose {
 		if total > maxScanText {
 			break
 		}
@@ -524,16 +592,29 @@ func (ev *evidence) buildText(prose []string) {
 				return " "
 			})
 		}
-		low = collapseSpace(low)
+		// A blank line ends a paragraph (a sentence, for the patterns); curly
+		// quotes are read as straight ones ("isn’t supported").
+		low = paragraphs.ReplaceAllString(low, " . ")
+		low = quotes.Replace(collapseSpace(low))
 		if low == "" {
 			continue
 		}
 		ev.parts = append(ev.parts, low)
+		if i < len(ev.paths) {
+			ev.partAt = append(ev.partAt, ev.paths[i])
+		} else {
+			ev.partAt = append(ev.partAt, "text")
+		}
 		total += len(low) + 3
 	}
 	ev.text = clip(sentenceEnds.Replace(strings.Join(ev.parts, " | ")), maxScanText)
 	ev.text = strings.TrimRight(ev.text, ".!。 ")
 }
+
+var (
+	paragraphs = regexp.MustCompile(`\n[ \t\r]*\n`)
+	quotes     = strings.NewReplacer("\u2019", "'", "\u2018", "'", "\u201c", `"`, "\u201d", `"`)
+)
 
 // sentenceEnds turns the ends of sentences into part separators, so a gap in a
 // family's pattern (which never crosses "|") stays inside one sentence, while a
@@ -572,4 +653,18 @@ func boundEvidence(s string) string {
 		s = string([]rune(s)[:119]) + "…"
 	}
 	return s
+}
+
+// fieldOf names where a text match was found: the path of the first part that
+// holds it ("error.message", "error.metadata.raw:error.message", "body").
+func (ev *evidence) fieldOf(match string) string {
+	if match == "" {
+		return ""
+	}
+	for i, p := range ev.parts {
+		if strings.Contains(p, match) {
+			return ev.partAt[i]
+		}
+	}
+	return ""
 }

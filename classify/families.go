@@ -30,6 +30,7 @@ const (
 	rankBilling
 	rankWindow // periodic usage windows and self-set spend caps: rate_limit (C3)
 	rankContext
+	rankCrashed // a local runtime's process died: says nothing about who must act (C7)
 	rankOverloaded
 	rankRateLimit
 	rankBillingRemedy // "purchase credits", "upgrade your plan" with nothing stronger
@@ -59,7 +60,7 @@ type rule struct {
 	words bool     // keys count only as whole words
 	alts  []alt    // when set, one must match too; its match is the evidence
 	// unless, when set, vetoes the rule when it matches anywhere in the text.
-	unless *regexp.Regexp
+	unless *matcher
 	// provider, when set, limits the rule to providers whose id contains it (C2).
 	provider string
 	// check, when set, must accept the text and the match.
@@ -204,9 +205,55 @@ func walkPattern(p string, fn func(i int, c byte, depth int) bool) {
 	}
 }
 
-func (r rule) unlessRe(re *regexp.Regexp) rule { r.unless = re; return r }
-func (r rule) and(keys string) rule            { r.also = strings.Split(keys, "|"); return r }
-func (r rule) only(provider string) rule       { r.provider = provider; return r }
+func (r rule) unlessRe(re *regexp.Regexp) rule { r.unless = newMatcher(re.String()); return r }
+
+// matcher is a pattern split at its top-level alternatives, each compiled on its
+// own with its literal prefix (as a rule's alts): a veto such as
+// reNotPromptCount, read as one regular expression, has no literal to jump to and
+// costs about 100 µs on a 250-byte text; split, it costs under 1 µs.
+type matcher struct{ alts []alt }
+
+func newMatcher(p string) *matcher {
+	m := &matcher{}
+	for _, a := range splitAlternatives(p) {
+		for _, e := range expandLeadingGroup(a) {
+			m.alts = append(m.alts, newAlt(e))
+		}
+	}
+	return m
+}
+
+// match reports whether any alternative occurs in c.text, using the text's
+// triple filter before each search.
+func (m *matcher) match(c *textCtx) bool {
+	for i := range m.alts {
+		a := &m.alts[i]
+		if a.prefix != "" && !c.has(a.prefix) {
+			continue
+		}
+		if a.find(c.text) != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// matchString is match on any string.
+func (m *matcher) matchString(s string) bool {
+	for i := range m.alts {
+		a := &m.alts[i]
+		if a.prefix != "" && !strings.Contains(s, a.prefix) {
+			continue
+		}
+		if a.find(s) != "" {
+			return true
+		}
+	}
+	return false
+}
+
+func (r rule) and(keys string) rule      { r.also = strings.Split(keys, "|"); return r }
+func (r rule) only(provider string) rule { r.provider = provider; return r }
 func (r rule) when(check func(c *textCtx, m string) bool) rule {
 	r.check = check
 	return r
@@ -245,9 +292,18 @@ var (
 	// ... and a max_tokens over the model's output cap is a bad parameter.
 	reRateOrOutputCap = rx(`rate[ _-]?limit|per[ -](minute|min|second|day|hour)\b|\b(tpm|rpm|tpd|rpd)\b|tokens per|requests per|\b(maximum|max)[ _](new[ _])?tokens\b`)
 	// The account's access ended (for a policy violation, say): not a filtered request.
-	reAccessEnded = rx(`\baccess (was |has been |is )?(terminated|revoked|suspended|banned)\b|\b(account|organi[sz]ation|team|workspace|project|key)s? (was |has been |is |have been )?(terminated|suspended|banned|deactivated|disabled)\b`)
+	reAccessEnded = rx(`\baccess (was |has been |is )?(terminated|revoked|suspended|banned)\b|\b(account|organi[sz]ation|team|workspace|project|key)s? (was |has been |is |have been )?(terminated|suspended|banned|deactivated|disabled)\b|\b(has been|have been|was|is) (terminated|suspended|banned|deactivated|disabled|blocked|locked) (in|for|on) (this|your|the) (account|organi[sz]ation|project|workspace|team)\b`)
 	// An IAM role without the permission is the credential's problem, not the model's.
 	reIAM = rx(`\biam\b|not authori[sz]ed to perform`)
+	// Go's JSON syntax errors name an "object key": a malformed body, not a bad key.
+	reGoJSONSyntax = rx(`\binvalid character '.{1,6}' (looking for|after|in)\b`)
+	// A block that lifts by itself is an ordinary auth cooldown, not a disable.
+	reTemporary = rx(`\btemporar(y|ily)\b|\bfor (\d+|a few|several) (seconds?|minutes?|hours?)\b|\btry again (later|in)\b`)
+	// Billing words, or a block that lifts by itself: neither is a revoked account.
+	reBillingOrTemporary = rx(reBillingWords.String() + `|` + reTemporary.String())
+	// A count of output tokens, bytes or images over a cap is a parameter or an
+	// attachment of the request, not a prompt too long for the window.
+	reNotPromptCount = rx(`\bmax[_ ](new[_ ]|completion[_ ]|output[_ ])?tokens\b|\boutput tokens\b|\bcompletion tokens\b|\bbytes\b|\bimages?\b|\bmb\b|\bfiles?\b|\battachments?\b|\buploads?\b|\bpdfs?\b|\bvideos?\b|\bper[ -](minute|second|hour|day)\b|\b(tpm|rpm|tpd|rpd)\b|rate[ _-]?limit`)
 )
 
 // families is the text step's table, in rank order.
@@ -256,7 +312,8 @@ var families = []family{
 		// Only a caller's cancel without a server response (see specificAdmits);
 		// a server's 408 "Request was aborted" is a timeout.
 		pat("request-aborted", "abort", `\brequest (was |has been )?aborted\b|\b(user|caller|client) aborted\b|\baborted by (the )?(user|client|caller)\b`),
-		pat("cancelled-by-caller", "cancel", `\b(request|call|generation|completion) (was |has been )?cancell?ed\b|\bcancell?ed by (the )?(user|client|caller)\b`),
+		pat("cancelled-by-caller", "cancel", `\b(request|call|generation|completion) (was |has been )?cancell?ed\b|\bcancell?ed by (the )?(user|client|caller)\b`).
+			unlessRe(rx(`\btimeout\b|deadline`)), // Go's "request canceled ... (Client.Timeout exceeded ...)" is a timeout
 		pat("interrupted-by-user", "interrupted|context cancel", `\binterrupted by (the )?(user|caller|client)\b|\bcontext cancell?ed\b`),
 		lit("cancelled-zh", "请求已取消", "用户取消", "已取消请求"),
 	}},
@@ -278,15 +335,23 @@ var families = []family{
 	}},
 	{name: "auth-permanent", rank: rankAuthPermanent, reason: ReasonAuthPermanent, rules: []rule{
 		pat("subject-disabled", "deactivated|suspended|banned|revoked|terminated|disabled|deleted|frozen|blocked|restricted|locked",
-			`\b(account|organi[sz]ation|org|workspace|team|project|api[ _-]?key|key|token|credential)s?\b~\b(deactivated|suspended|banned|revoked|terminated|disabled|deleted|frozen|blocked|restricted|locked)\b`).and("account|organi|org|workspace|team|project|key|token|credential").unlessRe(reBillingWords),
+			`\b(account|organi[sz]ation|org|workspace|team|project|api[ _-]?key|key|token|credential)s?\b~\b(deactivated|suspended|banned|revoked|terminated|disabled|deleted|frozen|blocked|restricted|locked)\b`).and("account|organi|org|workspace|team|project|key|token|credential").unlessRe(reBillingOrTemporary),
 		pat("disabled-subject", "deactivated|suspended|banned|revoked|terminated|disabled|deleted|frozen|blocked|restricted|locked",
-			`\b(deactivated|suspended|banned|revoked|terminated|disabled|deleted|frozen|blocked|restricted|locked)[ _](account|organi[sz]ation|workspace|team|project|api key|key)\b`).and("account|organi|workspace|team|project|key").unlessRe(reBillingWords),
+			`\b(deactivated|suspended|banned|revoked|terminated|disabled|deleted|frozen|blocked|restricted|locked)[ _](account|organi[sz]ation|workspace|team|project|api key|key)\b`).and("account|organi|workspace|team|project|key").unlessRe(reBillingOrTemporary),
+		// "Gemini has been disabled in this account", "the API is disabled for the project"
+		pat("disabled-in-account", "deactivated|suspended|banned|terminated|disabled|blocked|locked",
+			`\b(has been|have been|was|is|got) (deactivated|suspended|banned|terminated|disabled|blocked|locked) (in|for|on) (this|your|the) (account|organi[sz]ation|org|project|workspace|team)\b`).unlessRe(reBillingOrTemporary),
+		// A service or API that was never switched on for the account: a person must enable it.
+		pat("service-not-activated", "activated|enabled|not open|开通",
+			`\b(service|api|product)\b~\b(is |has )?(not|never)( yet)? (been )?(activated|enabled|opened|open)\b|\bthe api you are accessing is not open\b|\bnot (been )?(activated|enabled) (for|on|in) (this|your|the) (account|project|organi[sz]ation|subscription|tenant|workspace)\b|服务未开通|未开通`).
+			unlessRe(rx(reBillingWords.String() + `|\bmodels?\b`)), // a model not enabled is model_not_found
+		pat("archived", "archived|no longer accessible", `\b(project|organi[sz]ation|org|workspace|account|team|key)\b~\b(has been |was |is )?archived\b|\b(project|organi[sz]ation|workspace|account)\b~\bno longer accessible\b`),
 		pat("leaked-key", "leak", `\b(key|token|credential)s?\b~\bleaked\b|\bleaked (api )?(key|token|credential)`).and("key|token|credential"),
 		pat("oauth-refresh", "refresh", `\brefresh[ _]token\b~\b(invalid|expired|revoked|not found|reused|been used)\b|\bcould not be refreshed\b|\b(token|oauth) refresh (failed|failure|error)\b|\bfailed to refresh (the )?(access |oauth )?token\b`),
 		lit("invalid-grant", "invalid_grant"),
 		pat("access-ended", "access|account", `\baccess (was |has been |is )?(terminated|revoked|suspended|banned)\b|\baccess_terminated\b|\b(service|access) (is )?(unavailable|disabled|blocked) for (this |your |the )?account\b`),
 		pat("org-not-allowed", "not allowed for this organ", `not allowed for this organi[sz]ation`),
-		lit("banned-zh", "封禁", "已被禁用", "已禁用", "已停用", "被冻结", "已冻结", "已注销", "账号异常", "账户异常", "被封"),
+		lit("banned-zh", "封禁", "已被禁用", "已禁用", "已停用", "被冻结", "已冻结", "已注销", "账号异常", "账户异常", "被封", "已被锁定", "被锁定", "已锁定", "非活动状态", "停服", "令牌状态不可用").unlessRe(reBillingWords),
 	}},
 	{name: "billing", rank: rankBilling, reason: ReasonBilling, rules: []rule{
 		pat("insufficient-funds", "insufficient", `\binsufficient(_|\s~\b)(balance|credits?|funds|quota)\b`),
@@ -312,8 +377,18 @@ var families = []family{
 		pat("exceeded-credits", "credit", `\bexceeded (your |the )?(\w+ ){0,3}credits?\b`),
 		pat("account-ceiling", "maximum allowed|credit limit", `\bmaximum allowed (monthly )?(spend|spending) limit\b|\bcredit limit (exceeded|reached|has been reached)\b`),
 		pat("no-asset", "no available", `\bno available (asset|resource package|balance)\b`),
-		pat("openrouter-key-limit", "limit|budget", `\bkey limit (exceeded|reached)\b|\bbudget limit (exceeded|reached)\b|\bkey budget\b`).only("openrouter"),
-		lit("balance-zh", "余额不足", "欠费", "账户余额", "无可用资源包", "资源包已用完", "资源包已耗尽", "套餐已过期", "套餐已到期", "未购买", "请购买", "余额已用完", "余额为0", "信用额度", "额度已用尽", "额度已用完", "额度已耗尽"),
+		pat("openrouter-key-limit", "limit|budget|capacity", `\bkey limit (exceeded|reached)\b|\bbudget limit (exceeded|reached)\b|\bkey budget\b|\b(create|use) a key with a higher\b|\btoken capacity required\b|\bprompt tokens limit exceeded\b`).only("openrouter"),
+		pat("more-credits-required", "credit", `\bmore credits (are |is )?(required|needed)\b`),
+		// A cap the account set for itself, with no reset: someone must raise it
+		// (a cap that names its reset is a window, C3).
+		pat("self-set-cap", "set|configured|custom", `\b(reached|exceeded|hit)\b~\b(the |your )?(set|configured|self-set|custom) (\w+ )?(limit|cap|quota|budget)\b`).
+			unlessRe(rx(`\b(daily|weekly|monthly|hourly|per[ -](minute|second|hour|day)|today|resets?|refresh|concurren\w*|requests)\b|rate[ _-]?limit`)),
+		// A free grant or a token allowance used up: nothing refills it by waiting
+		// unless the text names a period or a reset (then it is a window, C3).
+		pat("allowance-spent", "quota", `\bfree (allocated |tier |trial )?quota\b~\b(exceeded|exhausted|used up|run out|reached)\b|\busage (has )?exceeded (the |your )?(token |usage )?quota\b|\b(token|prepaid|package|resource pack) quota\b~\b(exceeded|exhausted|used up|run out)\b`).
+			unlessRe(rx(reGoogleMetric.String() + `|\b(daily|weekly|monthly|hourly|per[ -](minute|second|hour|day)|today|reset|resets|refresh)\b`)),
+		pat("over-budget", "budget", `\bover (the |its |your )?budget\b|\bexceededbudget\b`),
+		lit("balance-zh", "余额不足", "欠费", "账户余额", "余量已用尽", "无可用资源包", "资源包已用完", "资源包已耗尽", "套餐已过期", "套餐已到期", "未购买", "请购买", "余额已用完", "余额为0", "信用额度", "额度已用尽", "额度已用完", "额度已耗尽"),
 		lit("credit-zh", "额度不足").unlessRe(rx(`每日|每天|每周|每月|每小时|今日|本周|本月`)),
 	}},
 	{name: "usage-window", rank: rankWindow, reason: ReasonRateLimit, rules: []rule{
@@ -345,7 +420,25 @@ var families = []family{
 		pat("reduce-length", "length", `\breduce the length of the (messages|prompt|input|conversation)\b|\bcurrent length is [\d,]+ while limit is [\d,]+|\brange of input length\b|\binput length (should|must|exceeds)\b`),
 		pat("string-too-long", "string", `\bstring[ _]too[ _]long\b|\bstring_above_max_length\b`).when(stringTooLongIsPrompt),
 		rule{name: "token-counts", keys: []string{"token", "requested"}, check: func(c *textCtx, _ string) bool { return tokensOverMax(c.text) || limitBelowRequested(c.text) }},
+		// "does not fit in the context", llama.cpp's and LM Studio's n_keep >= n_ctx
+		pat("does-not-fit", "fit|n_keep|keep", `\b(does not|doesn't|do not|don't|will not|won't|cannot|can't|could not|couldn't|did not|didn't) fit (in|into|within) (the )?(model'?s |available |current |slot )?(context|kv[ -]?cache)\b|\bn_keep\b~(>=|>|greater than|exceeds?)~\bn_ctx\b|\btokens to keep\b~\bgreater than the (model'?s )?context\b|\bgreater than the (model'?s )?context (length|window|size)\b`),
+		pat("sequence-length", "sequence length", `\b(exceed\w*|longer than|greater than|larger than|more than)\b~\b(maximum|max)( supported| allowed)? sequence length\b|\b(maximum|max)( supported| allowed)? sequence length (is|of)( just| only)? [\d,]+`).unlessRe(reRateWords),
+		pat("max-input-length", "exceed|supports up to|longer than",
+			`\bexceeds? (the )?(model'?s )?(maximum|max) (allowed |supported |permitted )?(input |prompt |context |request )?(length|size)\b|\btoken count is [\d,]+ but (the )?model only supports up to\b|\bmodel only supports up to [\d,]+ (input )?tokens\b|\blength of (the )?prompt\b~\b(longer|greater|more) than\b|\bprompt ?\+ ?(generation|completion|tokens_to_generate)\b~\b(exceed\w*|longer|greater|limit)\b`).unlessRe(reNotPromptCount),
+		// Bedrock's schema limits on the body or the prompt: "expected maxLength:
+		// 42000, actual: 46735", "Value at 'body' failed to satisfy constraint:
+		// Member must have length less than or equal to 25000000"
+		rule{name: "schema-length", keys: []string{"maxlength", "length less than or equal"}, check: func(c *textCtx, _ string) bool { return schemaLengthOver(c.text) }},
+		rule{name: "counts-over", keys: []string{">"}, also: []string{"token"}, check: func(c *textCtx, _ string) bool { return countsOver(c.text) }},
 		lit("context-zh", "上下文过长", "上下文超出", "上下文长度超", "超出最大上下文", "超出上下文", "超过上下文", "请压缩上下文", "输入过长", "输入长度超", "超出最大长度", "超过最大长度", "超过模型最大", "超出模型最大", "文本过长", "长度超过限制", "超出长度限制", "超长"),
+	}},
+	{name: "runtime-crashed", rank: rankCrashed, reason: ReasonUnclassified, rules: []rule{
+		// A local runtime whose process died (a GPU driver abort, a corrupt model
+		// file): retrying may or may not help and another key will not; it still
+		// advances while candidates remain (R2). Ranked above the words of what it
+		// was doing ("error loading model", "loading"), which describe, not decide.
+		pat("process-died", "process|runner|worker|crashed|exit status|segmentation|core dumped",
+			`\b(process|runner|subprocess|worker)\b~\b(has |have |had )?(unexpectedly )?(terminated|exited|crashed|died|stopped)\b|\b(has|had|have) crashed\b|\bexit status [1-9]\d*\b|\bsegmentation fault\b|\bcore dumped\b`),
 	}},
 	{name: "overloaded", rank: rankOverloaded, reason: ReasonOverloaded, rules: []rule{
 		pat("overloaded", "overload", `(\b|_)overload(ed|ing)?\b`),
@@ -353,8 +446,10 @@ var families = []family{
 		pat("busy", "busy", `\b(server|servers|service|system|api|model|engine|platform|backend|gpus?|llm|runner)s? (is |are )?(currently |too |very )?busy\b|\btoo busy\b|\bcurrently busy\b`),
 		pat("capacity", "capacity", `\b(at|over|out of|no|insufficient|lack of|limited|exceeded|reached)\s+(available |serving |compute |gpu )?capacity\b|\bcapacity\b~\b(exhausted|constraints?|issues?|reached|unavailable|is full|exceeded|limits?)\b|\binsufficientcapacity\b`),
 		pat("no-room", "no more|no free|no available|slots", `\bno (more |free |available )?(data centers?|servers?|workers?|replicas?|instances?|slots?|gpus?|nodes?)\b~\b(available|to forward|left|free)\b|\bno (free|available) (slots?|workers?|gpus?)\b`),
-		pat("loading", "loading|ready", `\bmodel\b~\b(is |still )?(currently )?loading\b|\bloading (the )?model\b|\bmodel (is )?(not|not yet) ready\b|\bmodelnotready`),
+		pat("loading", "loading|ready", `\bmodel\b~\b(is |still )?(currently )?loading\b|\bloading (the )?model\b|\bmodel (is )?(not|not yet) ready\b|\bmodelnotready`).
+			unlessRe(rx(`\b(error|failed|failure|unable|cannot|could not) (while )?(loading|to load)\b`)), // a load that failed is not one under way
 		pat("temporarily-unavailable", "temporarily", `\btemporarily (unavailable|unable to (handle|process|serve|accept))\b`),
+		pat("model-unavailable-later", "unavailable", `\bmodel\b~\b(is |currently )?unavailable\b`).and("try again|retry|later|shortly|moment"),
 		lit("busy-zh", "繁忙", "过载", "负载过高", "负载较高", "访问量过大", "请求量过大", "资源紧张", "算力不足", "模型未就绪", "模型加载中", "模型正在加载", "暂时不可用"),
 	}},
 	{name: "rate-limit", rank: rankRateLimit, reason: ReasonRateLimit, rules: []rule{
@@ -379,24 +474,35 @@ var families = []family{
 		rule{name: "billing-link", keys: []string{}, check: billingLink},
 	}},
 	{name: "model-not-found", rank: rankModelNotFound, reason: ReasonModelNotFound, rules: []rule{
-		pat("model-access", "model", `\baccess (to|the) (the |this |that )?model\b|\bmodel access (is )?(denied|not granted)\b|\bnot (allowed|permitted|authori[sz]ed|entitled) to (access|use) (this|the|that) model\b|\bnot (agreed|accepted)\b~\bterms\b|\b(unable|cannot|can't|could not) (to )?access (the |this )?model\b`).unlessRe(reIAM),
-		pat("model-capability", "support", `\b(does not|doesn't|do not) support (tools|tool use|tool calling|tool calls|function calling|functions|images?|image input|vision|audio)\b|\bno endpoints? found that support\b`),
-		pat("model-missing", "model", `\bmodels?\b~\b(not found|does not exist|doesn't exist|do not exist|not exists?|could not be found|cannot be found|can't be found|is not available|not available|is not supported|not supported|deprecated|decommissioned|retired|deactivated|no longer (available|supported|exists?|served)|not enabled|not loaded|not served|not accessible|disabled|is invalid|is not a valid|not a valid|legacy)\b`).and("not|exist|deprecated|decommissioned|retired|deactivated|no longer|disabled|invalid|legacy"),
+		// A model this credential may not use: the key is good for its other
+		// models, so the chain falls back at once and the key keeps no cooldown
+		// (an auth verdict would cool it down for every model and skip the provider).
+		pat("model-access", "model", `\baccess (to|the) (the |this |that )?model\b|\bmodel access (is )?(denied|not granted)\b|\bnot (allowed|permitted|authori[sz]ed|entitled) to (access|use|sample from|call) (this |the |that )?(publisher )?model\b|\bnot (agreed|accepted)\b~\bterms\b|\b(unable|cannot|can't|could not) (to )?access (the |this )?model\b|\b(does not|doesn't|do not|don't) have access to (the |this |that )?model\b|\bcan only access models\b`).unlessRe(reIAM),
+		// The model (or this deployment of it) cannot do what the request needs:
+		// another candidate can serve the same request (model_not_found, not format).
+		pat("model-capability", "support|not enabled for|provisioned", `\b(does not|doesn't|do not|don't) support\b~\b(tools?|tool use|tool[ _]calling|tool calls|tool_choice|function[ _]calling|functions|images?|image input|vision|audio|video|thinking|reasoning\w*|system (prompts?|messages?|instructions?|role)|developer (instructions?|messages?|role)|json mode|structured outputs?|generate|chat|completions?|embeddings?|insert|multimodal|pdfs?)\b|\b(tools?|tool use|tool[ _]calling|tool calls|function[ _]calling|functions|images?|image_url|image input|vision|audio|video|thinking|reasoning\w*|json mode|json_object|response_format|structured outputs?|system (prompts?|messages?|instructions?)|streaming|multimodal|pdfs?)\W{0,3} (is |are )?not (supported|enabled|available) (with|for|by|on|in) (this|the|that) model\b|\bonly supported by (certain|some|specific|selected|other) models\b|\b(doesn't|does not) support the model\b|\brequires provisioned throughput\b|\bno endpoints? found that support\b|\bnot enabled for (models/|this model\b|the model\b)|\b(image|audio|video|file|pdf|document)s? (input|inputs|modality) (is |are )?not (supported|enabled)\b`),
+		pat("tools-unsupported", "tool", `\btools? (param|parameter)s? (requires|is not|are not)\b|\bunsupported param(eter)?\W{0,3}(tools?|tool_choice|functions?)\b|\btool choice requires\b|\btool[ _]use[ _]not[ _]supported\b`),
+		pat("chat-template", "template", `\b(error|failed|unable|cannot|can't) (rendering|to render|render|applying|to apply|apply)\b~\btemplate\b|\bjinja template\b|\bchat[ _]template\b~\b(error|not (found|set|defined|supported)|missing|no longer allowed|must provide|requires?)\b|\bmust provide a chat template\b|\btemplate error\b`),
+		pat("organization-unverified", "verif", `\borgani[sz]ation (must|needs to) be verified\b|\bmust be verified to (use|stream|access|generate)\b|\bverify (your )?organi[sz]ation\b`),
+		pat("operation-unsupported", "operation|chat model|only supported|please use", `\boperation (does not|doesn't|did not) work with the (specified )?model\b|\b(operation|method|call(ing)? (mode|method)) (is )?not supported (for|by|with|on) (this|the)( specified| current)? model\b|\bnot a chat model\b|\bonly supported (in|on|by|via) (the )?/?(v1/)?(responses|completions)\b|\bplease use (the )?/?(v1/)?(completions|responses) (api|endpoint)\b`),
+		pat("load-failed", "load", `\b(failed|unable) to load (the )?model\b|\bcould not load (the )?model\b|\bmodel could not be loaded\b|\berror loading model\b|\bmodel (failed to load|load failed)\b`),
+		pat("model-missing", "model", `\bmodels?\b~\b(not found|does not exist|doesn't exist|do not exist|not exists?|could not be found|cannot be found|can't be found|is not available|not available|is not supported|not supported|isn't supported|isn't available|deprecated|decommissioned|retired|deactivated|no longer (available|supported|exists?|served)|not enabled|not loaded|not served|not accessible|disabled|is invalid|is not a valid|not a valid|legacy)\b`).and("not|n't|exist|deprecated|decommissioned|retired|deactivated|no longer|disabled|invalid|legacy"),
 		pat("unknown-model", "model", `\b(unknown|unsupported|invalid|nonexistent)[ _]model\b|\bnot supported model\b|\bmodel[ _](not[ _]found|is[ _]deactivated|decommissioned)\b`).unlessRe(rx(`invalid model reference`)),
 		pat("no-endpoints", "endpoint|provider|router", `\bno endpoints? found\b|\bno allowed providers\b|\brouter not found\b|\bno (available )?(model )?providers? (available|that|can)\b|\bno available model provider\b`),
 		pat("nothing-loaded", "loaded", `\bno models? (is |are )?loaded\b`),
 		pat("deployment-missing", "deployment|engine|endpoint", `\b(deployment|engine|endpoint)s?\b~\b(not found|does not exist|not exist|not running|not deployed|not started)\b`).and("not found|not exist|not running|not deployed|not started"),
-		pat("model-missing-zh", "模型|无可用渠道", `模型不存在|模型未找到|找不到模型|不支持该模型|不支持的模型|模型已下线|模型已下架|无可用渠道|模型[^。|]{0,20}(不存在|未找到|已下线|已下架)`),
+		pat("model-missing-zh", "模型|无可用渠道", `模型不存在|模型未找到|找不到模型|不支持该模型|不支持的模型|模型已下线|模型已下架|无可用渠道|模型[^。|]{0,20}(不存在|未找到|已下线|已下架)|(当前|该|此)模型不支持|无权(访问|使用|调用)(该)?模型|没有(权限)?(访问|使用)(该)?模型的权限`),
 	}},
 	{name: "auth", rank: rankAuth, reason: ReasonAuth, rules: []rule{
 		pat("bad-credential", "invalid|incorrect|wrong|bad|missing|expired|revoked|malformed",
-			`\b(invalid|incorrect|wrong|bad|missing|expired|revoked|malformed)\b~\b(api[ _-]?keys?|keys?|(access |auth |bearer |api |oauth |session )?token|credentials?|client secret|secret|x-api-key|authentication|authori[sz]ation|bearer)\b`).and("key|token|credential|secret|authenticat|authori|bearer"),
+			`\b(invalid|incorrect|wrong|bad|missing|expired|revoked|malformed)\b~\b(api[ _-]?keys?|keys?|(access |auth |bearer |api |oauth |session )?token|credentials?|client secret|secret|x-api-key|authentication|authori[sz]ation|bearer)\b`).and("key|token|credential|secret|authenticat|authori|bearer").unlessRe(reGoJSONSyntax),
 		pat("no-credential", "no ", `\bno (api[ _-]?key|credentials?|auth\w*)\b`),
 		pat("credential-bad", "key|token|credential|secret|signature",
 			`\b(api[ _-]?key|key|token|credentials?|secret|signature)s?\b~\b(is |was |has |have )?(been )?(invalid|not valid|expired|revoked|incorrect|missing|not found|required|invalidated|does not match|must be (set|provided)|not set|not provided|not configured)\b`).and("invalid|not valid|expired|revoked|incorrect|missing|not found|required|does not match|must be|not set|not provided|not configured"),
 		pat("auth-failed", "auth", `\bauthenticat\w*\b~\b(fail\w*|error|required|invalid|denied)\b|\b(failed|could not|unable) to authenticate\b|\bunauthenticated\b|\bunauthori[sz]ed\b|\bnot authori[sz]ed\b|\bauthori[sz]ation (required|failed|header)\b|\bno auth available\b|\bauth[ _]unavailable\b`),
 		pat("permission", "permission|access|scope", `\bpermission[ _]denied\b|\bpermission_error\b|\binsufficient[ _]permissions?\b|\b(does not|do not|doesn't|don't) have (the )?(required |necessary )?permissions?\b|\bmissing (required )?scopes?\b|\baccess[ _]?denied\b|\bnot allowed to access\b|\bno permission\b|\b(do not|don't|does not|doesn't) have access to (the |this |your |that )?(organi[sz]ation|project|workspace|account|resource)`),
 		pat("forbidden", "forbidden", `^forbidden\b|\b403 forbidden\b|\bforbidden:|\brequest[ _]forbidden\b`),
+		pat("not-authenticated", "authenticated", `\bnot authenticated\b`),
 		pat("sign-in", "sign|log|authenticate|session", `\b(sign|log)[ -]?in again\b|\bnot (signed|logged) in\b|\bplease (sign|log) ?in\b|\blogin (fail\w*|required|expired)\b|\bre-?authenticate\b|\bsession (has )?expired\b`),
 		pat("endpoint-or-credentials", "credentials", `\binvalid (api )?(endpoint|url) or (api )?(key|credentials)\b`),
 		pat("location", "location|country|region|territory", `\blocation is not supported\b|\bnot (available|supported) in your (country|region|territory|location)\b|\bunsupported[ _]country\b|\bcountry, region, or territory not supported\b`),
@@ -408,8 +514,10 @@ var families = []family{
 	{name: "stream-broke", rank: rankStream, reason: ReasonTimeout, rules: []rule{
 		// A stream that ended without its end event says so in words that may
 		// also name a tool call or JSON: it is the transport, not the request.
-		pat("stream-broke", "stream|chunks|ended|incomplete|unexpected end|unable to process",
-			`\bstream (closed|was closed|aborted|ended|interrupted|disconnected|error|terminated|reset)\b|\bwithout sending (any )?chunks\b|\b(request|response|stream) ended (early|prematurely|unexpectedly)\b|\bincomplete (stream|response)\b|\bunexpected end of (stream|json input|file)\b|\bis unable to process your request\b`),
+		// Go's JSON decoder on a malformed chunk ("invalid character 'x' looking for
+		// beginning of object key string") is the provider's broken stream too.
+		pat("stream-broke", "stream|chunks|ended|incomplete|unexpected end|unable to process|invalid character",
+			`\binvalid character '.{1,6}' (looking for|after|in)\b|\bstream (closed|was closed|aborted|ended|interrupted|disconnected|error|terminated|reset)\b|\bwithout sending (any )?chunks\b|\b(request|response|stream) ended (early|prematurely|unexpectedly)\b|\bincomplete (stream|response)\b|\bunexpected end of (stream|json input|file)\b|\bis unable to process your request\b`),
 	}},
 	{name: "format", rank: rankFormat, reason: ReasonFormat, rules: []rule{
 		pat("invalid-request", "invalid", `\binvalid[ _](request|argument|parameter|value|type|json|format|body|input|schema|enum|field|role)s?\b|\binvalid '[^']{1,40}'|\binvalid `+"`"+`\w+`+"`"),
@@ -439,7 +547,18 @@ var families = []family{
 		pat("unknown-occurred", "unknown error", `\ban unknown error (has )?occurred\b`),
 		pat("retry", "retr|try again", `\bplease retry or report\b|\b(please|you can|kindly|you may) (retry|try again)(\s*(\||$)| (later|shortly|soon|in a|after|your request|the request|or|if|when))|\bretry your request\b|\bfailed after repeated internal retries\b`),
 		lit("openrouter-provider-error", "provider returned error").only("openrouter").when(func(c *textCtx, _ string) bool { return !c.ev.hasRaw }),
-		pat("runner-died", "exit status", `\bexit status \d+\b`),
+		// Python (httpx, httpcore, aiohttp, requests/urllib3), Windows and curl
+		// wording of DNS, refused and broken connections.
+		pat("dns", "name|resolv|getaddrinfo|servname|dns",
+			`\btemporary failure in name resolution\b|\bname or service not known\b|\bnodename nor servname provided\b|\bgetaddrinfo( failed|\b)|\bno address associated with hostname\b|\bcould not resolve (host|hostname|proxy)\b|\bfailed to resolve\b|\bnameresolutionerror\b|\bclientconnectordnserror\b`),
+		pat("refused", "refused|connect|winerror|errno|route|unreachable|remote end|connection aborted|timeout|error|disconnect|exception",
+			`\bactively refused\b|\b(unable|failed|could not|couldn't|can't|cannot) (to )?connect\b|\bwinerror 100(61|60|54|53|51)\b|\bconnectex\b|\[errno (111|104|110|113|101|61|54|60|65)\]|\ball connection attempts failed\b|\bcannot connect to host\b|\bfailed to establish a new connection\b|\b(newconnectionerror|connecterror|connecttimeout|connecttimeouterror|readtimeout|readerror|writeerror|remoteprotocolerror|pooltimeout|connectionreseterror|connectionrefusederror|serverdisconnectederror|clientconnectorerror|clientoserror|apiconnectionerror)\b|\bremote end closed connection\b|\bconnection aborted\b|\bno route to host\b|\b(network|host) is unreachable\b|\b(unknownhostexception|sockettimeoutexception|sslhandshakeexception|connecttimeoutexception|httpconnecttimeoutexception)\b`),
+		// TLS: a certificate the client will not trust, or a broken handshake. No
+		// provider answered; another endpoint may (a proxy on this path is the
+		// usual cause, and is not fixed by waiting, but the next candidate is
+		// often reached another way).
+		pat("tls", "cert|ssl|tls|x509|handshake|eof occurred|wrong_version",
+			`\bcertificate[_ ]verify[_ ]failed\b|\bself[- _]signed[ _](cert|certificate)\b|\bself_signed_cert_in_chain\b|\bdepth_zero_self_signed_cert\b|\bunable to (get|verify) (the )?(local issuer|first|issuer) certificate\b|\bunable_to_(get_issuer_cert_locally|verify_leaf_signature)\b|\bcert_has_expired\b|\bcertificate has expired\b|\bx509:|\berr_tls_cert_altname_invalid\b|\bdoes not match certificate'?s altnames\b|\b(sslerror|ssleoferror|sslcertverificationerror|sslzeroreturnerror)\b|\[ssl[:\]]|\beof occurred in violation of protocol\b|\bwrong_version_number\b|\bhandshake failure\b|\bssl_error_\w+|\bssl_connect\b`),
 		lit("server-zh", "内部错误", "服务器错误", "服务器内部错误", "系统错误", "系统异常", "网络错误", "网络异常", "服务不可用", "请求超时", "连接超时", "连接错误", "超时"),
 	}},
 }
@@ -580,7 +699,7 @@ func (r *rule) find(c *textCtx) (string, bool) {
 		}
 		ev = m
 	}
-	if r.unless != nil && r.unless.MatchString(t) {
+	if r.unless != nil && r.unless.match(c) {
 		return "", false
 	}
 	if r.check != nil && !r.check(c, ev) {
@@ -621,13 +740,26 @@ func isWordByte(c byte) bool {
 // stringTooLongIsPrompt: "string too long" is a context overflow when it is about
 // the prompt; "Invalid 'user': string too long" is a format error.
 func stringTooLongIsPrompt(c *textCtx, _ string) bool {
-	m := reInvalidParam.FindStringSubmatch(c.text)
-	if m == nil {
+	p := strings.ToLower(c.ev.param)
+	if m := reInvalidParam.FindStringSubmatch(c.text); m != nil {
+		p = m[1]
+	}
+	if p == "" {
 		return true
 	}
-	p := m[1]
-	return strings.Contains(p, "message") || strings.Contains(p, "content") ||
-		strings.Contains(p, "prompt") || strings.Contains(p, "input")
+	// The last name of the path says what is long: "messages[1].content" is the
+	// prompt, "messages[2].tool_calls[0].id" an id.
+	if i := strings.LastIndexByte(p, '.'); i >= 0 {
+		p = p[i+1:]
+	}
+	if i := strings.IndexByte(p, '['); i >= 0 {
+		p = p[:i]
+	}
+	switch p {
+	case "messages", "message", "content", "prompt", "input", "text", "system", "instructions":
+		return true
+	}
+	return false
 }
 
 var reInvalidParam = regexp.MustCompile(`invalid '([^']{1,60})'`)
@@ -668,6 +800,91 @@ func tokensOverMax(t string) bool {
 		}
 	}
 	return false
+}
+
+var (
+	notPromptCount = newMatcher(reNotPromptCount.String())
+	reMaxLength    = regexp.MustCompile(`expected maxlength\W{1,3}(\d+)\W{1,3}actual\W{1,3}(\d+)`)
+	reMemberLength = regexp.MustCompile(`value at '(body|prompt|messages?|inputtext|input|text|content)[^']{0,40}' failed to satisfy constraint: member must have length less than or equal to`)
+)
+
+// countsOver finds a stated count over a stated maximum in a sentence about
+// tokens, context or length: "Prompt tokens: 230799 > 91442", "(4096 > 4096 -
+// 100)". A count of output tokens, bytes or images over a cap is the request's
+// parameter or attachment (reNotPromptCount), not its prompt.
+func countsOver(t string) bool {
+	for _, part := range strings.Split(t, " | ") {
+		if !strings.Contains(part, ">") || !strings.Contains(part, "token") && !strings.Contains(part, "context") {
+			continue
+		}
+		if notPromptCount.matchString(part) {
+			continue
+		}
+		for i, n := 0, 0; n < 8; n++ {
+			k := strings.IndexByte(part[i:], '>')
+			if k < 0 {
+				break
+			}
+			k += i
+			i = k + 1
+			if k > 0 && (part[k-1] == '-' || part[k-1] == '=') {
+				continue // an arrow, not a comparison
+			}
+			a, okA := lastNumber(part[max(0, k-28):k])
+			b, okB := firstNumber(part[k+1 : min(len(part), k+30)])
+			if okA && okB && a > b && b > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// lastNumber and firstNumber read the number nearest the end (start) of s:
+// "prompt tokens (250000) " gives 250000, " max context (200000)" 200000.
+func lastNumber(s string) (int64, bool) {
+	j := len(s)
+	for j > 0 && !isDigit(s[j-1]) {
+		j--
+	}
+	i := j
+	for i > 0 && (isDigit(s[i-1]) || s[i-1] == ',') {
+		i--
+	}
+	if i == j {
+		return 0, false
+	}
+	n, _, ok := counts(s[i:j], "0")
+	return n, ok
+}
+
+func firstNumber(s string) (int64, bool) {
+	i := 0
+	for i < len(s) && !isDigit(s[i]) {
+		i++
+	}
+	j := i
+	for j < len(s) && (isDigit(s[j]) || s[j] == ',' && j+1 < len(s) && isDigit(s[j+1])) {
+		j++
+	}
+	if i == j {
+		return 0, false
+	}
+	n, _, ok := counts(s[i:j], "0")
+	return n, ok
+}
+
+// schemaLengthOver finds a schema length limit on the prompt or the body that the
+// request broke (Bedrock): "expected maxLength: 42000, actual: 46735", "Value at
+// 'body' failed to satisfy constraint: Member must have length less than or equal
+// to 25000000".
+func schemaLengthOver(t string) bool {
+	if g := reMaxLength.FindStringSubmatch(t); g != nil {
+		if a, b, ok := counts(g[1], g[2]); ok && b > a {
+			return true
+		}
+	}
+	return reMemberLength.MatchString(t)
 }
 
 // limitBelowRequested finds "Limit X ... Requested Y" in one sentence with Y > X:
@@ -745,6 +962,9 @@ func counts(a, b string) (int64, int64, bool) {
 // ("Visit https://console.example.com/settings/billing").
 func billingLink(c *textCtx, _ string) bool {
 	for _, u := range c.ev.urls {
+		if strings.Contains(u, "/docs") || strings.Contains(u, "docs.") {
+			continue // a documentation page about billing says nothing of this account
+		}
 		if containsAny(u, billingURLWords) && reBillingURL.MatchString(u) {
 			return true
 		}

@@ -59,6 +59,23 @@ var codeTable = map[string]codeEntry{
 	"invalid grant":            {ReasonAuthPermanent, tierExact}, // OAuth refresh failed
 	"consumer suspended":       {ReasonAuthPermanent, tierExact}, // Google ErrorInfo
 	"service disabled":         {ReasonAuthPermanent, tierExact}, // Google: the API is disabled for the project
+	// A way of access switched off for the resource or the account: no key of it
+	// works until a person turns it back on (D4), unlike a bad key (auth).
+	"authentication type disabled":                  {ReasonAuthPermanent, tierExact}, // Azure: key auth disabled
+	"failed operation service not activated":        {ReasonAuthPermanent, tierExact}, // Tencent Hunyuan
+	"failed operation service stop":                 {ReasonAuthPermanent, tierExact},
+	"unsupported operation non whitelist account":   {ReasonAuthPermanent, tierExact},
+	"failed operation service stop arrears":         {ReasonBilling, tierExact},
+	"failed operation free resource pack exhausted": {ReasonBilling, tierExact},
+	"failed operation resource pack exhausted":      {ReasonBilling, tierExact},
+	"exceed token quota limit":                      {ReasonBilling, tierExact}, // Tencent CloudBase: the token allowance is spent
+	"usage not included":                            {ReasonBilling, tierExact}, // ChatGPT/Codex: the plan does not include it
+	"failed operation engine server limit exceeded": {ReasonRateLimit, tierHint},
+	"limit exceeded":                                {ReasonRateLimit, tierHint},
+	"usage limit reached":                           {ReasonRateLimit, tierHint}, // ChatGPT/Codex plan window
+	"service quota exceeded exception":              {ReasonRateLimit, tierHint},
+	"failed operation engine request timeout":       {ReasonTimeout, tierType},
+	"failed operation engine server error":          {ReasonTimeout, tierType},
 	// billing
 	"insufficient balance":            {ReasonBilling, tierExact},
 	"billing hard limit reached":      {ReasonBilling, tierExact},
@@ -83,10 +100,12 @@ var codeTable = map[string]codeEntry{
 	"request too large":             {ReasonContextOverflow, tierExact},
 	"string above max length":       {ReasonContextOverflow, tierHint}, // also a too-long 'user' parameter
 	// overloaded
-	"overloaded error":          {ReasonOverloaded, tierExact},
-	"overloaded":                {ReasonOverloaded, tierExact},
-	"model not ready exception": {ReasonOverloaded, tierExact}, // Bedrock (C5)
-	"capacity exceeded":         {ReasonOverloaded, tierExact}, // Groq 498
+	"overloaded error":               {ReasonOverloaded, tierExact},
+	"overloaded":                     {ReasonOverloaded, tierExact},
+	"model not ready exception":      {ReasonOverloaded, tierExact}, // Bedrock (C5)
+	"capacity exceeded":              {ReasonOverloaded, tierExact}, // Groq 498
+	"model capacity exhausted":       {ReasonOverloaded, tierExact}, // Google ErrorInfo
+	"service tier capacity exceeded": {ReasonOverloaded, tierExact}, // Mistral 3505
 	// rate_limit: hints, since a "rate" code also comes with a request that can
 	// never fit or a spent plan
 	"rate limit exceeded":  {ReasonRateLimit, tierHint},
@@ -106,7 +125,11 @@ var codeTable = map[string]codeEntry{
 	"not found error":              {ReasonModelNotFound, tierExact}, // Anthropic 404
 	"resource not found error":     {ReasonModelNotFound, tierExact}, // Moonshot
 	"model is deactivated":         {ReasonModelNotFound, tierExact},
-	"not found":                    {ReasonModelNotFound, tierType}, // Google NOT_FOUND
+	"operation not supported":      {ReasonModelNotFound, tierExact}, // Azure: this model cannot serve the operation
+	"key model access denied":      {ReasonModelNotFound, tierExact}, // LiteLLM: the key may not use this model
+	"model not supported":          {ReasonModelNotFound, tierExact},
+	"exceed context size error":    {ReasonContextOverflow, tierExact}, // llama.cpp
+	"not found":                    {ReasonModelNotFound, tierType},    // Google NOT_FOUND
 	// auth
 	"invalid api key":                        {ReasonAuth, tierExact},
 	"api key invalid":                        {ReasonAuth, tierExact}, // Google ErrorInfo
@@ -122,6 +145,10 @@ var codeTable = map[string]codeEntry{
 	"unsupported country region territory":   {ReasonAuth, tierExact},
 	"api key service blocked":                {ReasonAuth, tierExact},
 	"auth unavailable":                       {ReasonAuth, tierExact},
+	"access token scope insufficient":        {ReasonAuth, tierExact}, // Google ErrorInfo
+	"iam permission denied":                  {ReasonAuth, tierExact},
+	"consumer invalid":                       {ReasonAuth, tierExact},
+	"user project denied":                    {ReasonAuth, tierExact},
 	"permission denied":                      {ReasonAuth, tierType},
 	"access denied exception":                {ReasonAuth, tierType}, // Bedrock: a model it cannot use reads as model access
 	"access denied":                          {ReasonAuth, tierType},
@@ -194,15 +221,22 @@ type fieldHit struct {
 	reason   Reason
 	rule     string
 	evidence string
+	family   string // the family of meaning the code belongs to
+	field    string // where the code was found ("error.code", "header x-amzn-errortype")
 }
 
 func (h fieldHit) ok() bool { return h.reason != "" }
 
 // fieldStep returns the first hit of each tier, in the order the fields were found.
 func fieldStep(c *textCtx) (exact, hint, typ fieldHit) {
+	var cur field // the field being read, for the hit's family and path
 	set := func(dst *fieldHit, r Reason, rule, evidence string) {
 		if !dst.ok() {
-			*dst = fieldHit{r, rule, evidence}
+			fam := reasonFamily(r)
+			if i := strings.IndexByte(rule, '/'); i >= 0 && strings.Count(rule, "/") == 2 {
+				fam = rule[i+1 : i+1+strings.IndexByte(rule[i+1:], '/')] // "field/<family>/<rule>"
+			}
+			*dst = fieldHit{r, rule, evidence, fam, cur.path}
 		}
 	}
 	fields := c.ev.fields
@@ -222,8 +256,16 @@ func fieldStep(c *textCtx) (exact, hint, typ fieldHit) {
 			fields = append(fields, field{"text error name", m[1]})
 		}
 	}
+	tables := providerTablesFor(c)
 	for _, f := range fields {
+		cur = f
 		ev := f.path + "=" + f.value
+		// Structure first: a provider's own numeric codes, read only for that
+		// provider (C2), say more than any text ("1261" is Zhipu's prompt too long).
+		if e, name, ok := lookupProviderCode(tables, f); ok {
+			pick(e.tier, &exact, &hint, &typ, set, e.reason, "field/"+name+"-code:"+f.value, ev)
+			continue
+		}
 		if isStopPath(f.path) {
 			v := strings.ToLower(f.value)
 			if e, ok := stopReasons[v]; ok {

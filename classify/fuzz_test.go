@@ -12,7 +12,7 @@ import (
 // a bounded one-line message, an explanation and no negative wait (C12). The
 // seeds are every corpus case plus testdata/fuzz/FuzzClassify.
 func FuzzClassify(f *testing.F) {
-	for _, path := range []string{"testdata/corpus/errors-public.jsonl", "testdata/corpus/errors-peer.jsonl", "testdata/corpus/errors-extra.jsonl"} {
+	for _, path := range corpusFiles {
 		for _, c := range loadCorpus(f, path) {
 			st := 0
 			if c.HTTPStatus != nil {
@@ -44,6 +44,7 @@ func FuzzClassify(f *testing.F) {
 		if got.RetryAfter < 0 {
 			t.Fatalf("negative wait %v", got.RetryAfter)
 		}
+		_ = RequestFault(got) // C13's judgement never panics either
 	})
 }
 
@@ -53,7 +54,8 @@ func FuzzParseResetTime(f *testing.F) {
 	for _, s := range []string{"Please try again in 18.642s", "retry in 9m38.016s", `retryDelay: "34s"`,
 		"resets at 2026-04-01 at 00:00 UTC", "The quota will reset at 08-25 01:37:00 UTC", "2026-09-09 05:38:28",
 		"Mon, 02 Jan 2006 15:04:05 GMT", "1741305600000", "1e400", "99-99 99:99:99", "请 30 秒后重试", "wait 1 hour and 3",
-		"try again after 11:34 AM", "available at 13:99 pm +14:00", "until 0:00 am"} {
+		"try again after 11:34 AM", "available at 13:99 pm +14:00", "until 0:00 am", "您的限额将在 2026-08-24 00:09:21 重置",
+		"resets_at 1775317531", "reset_after 9e999"} {
 		f.Add(s)
 	}
 	now := time.Date(2026, 8, 20, 10, 0, 0, 0, time.UTC)

@@ -406,7 +406,7 @@ func findMoment(low string, now time.Time) (time.Time, bool) {
 				continue
 			}
 			tries++
-			if m := reISOAnchored.FindStringSubmatchIndex(low[d:]); m != nil && hasMomentContext(low, d) {
+			if m := reISOAnchored.FindStringSubmatchIndex(low[d:]); m != nil && (hasMomentContext(low, d) || hasMomentAfter(low, d+m[1])) {
 				if t, ok := isoFromMatch(low[d:], m); ok {
 					return t, true
 				}
@@ -416,7 +416,7 @@ func findMoment(low string, now time.Time) (time.Time, bool) {
 				continue
 			}
 			tries++
-			if m := reYearlessAnchored.FindStringSubmatchIndex(low[d:]); m != nil && hasMomentContext(low, d) {
+			if m := reYearlessAnchored.FindStringSubmatchIndex(low[d:]); m != nil && (hasMomentContext(low, d) || hasMomentAfter(low, d+m[1])) {
 				if t, ok := yearlessFromMatch(low[d:], m, now); ok {
 					return t, true
 				}
@@ -475,6 +475,24 @@ func clockFromMatch(s string, m []int, now time.Time) (time.Time, bool) {
 		t = t.Add(24 * time.Hour)
 	}
 	return t.UTC(), true
+}
+
+// momentAfterKeywords follow the moment they name: Chinese puts the verb after
+// the time ("您的限额将在 2026-08-24 00:09:21 重置").
+var momentAfterKeywords = []string{"重置", "恢复", "解除", "刷新", "可用"}
+
+// hasMomentAfter reports whether a moment word follows the time ending at end.
+func hasMomentAfter(low string, end int) bool {
+	if end > len(low) {
+		return false
+	}
+	window := clip(low[end:], 24)
+	for _, kw := range momentAfterKeywords {
+		if strings.Contains(window, kw) {
+			return true
+		}
+	}
+	return false
 }
 
 func hasMomentContext(low string, at int) bool {
@@ -667,6 +685,9 @@ func recovery(r Response, ev *evidence, reason Reason, now time.Time) (time.Dura
 	if d, at, k, ok := retryAfterHeader(ev.hdrs, now); ok {
 		return d, at, "body " + k
 	}
+	if d, at, k, ok := bodyResetFields(ev.hdrs, now); ok {
+		return d, at, "body " + k
+	}
 	// x-ratelimit-reset-* describe the rate-limit buckets; they say nothing about
 	// a content filter or a bad key sent with them.
 	if reason == ReasonRateLimit {
@@ -678,4 +699,69 @@ func recovery(r Response, ev *evidence, reason Reason, now time.Time) (time.Dura
 		}
 	}
 	return 0, time.Time{}, ""
+}
+
+// bodyResetFields reads the reset fields a provider puts in its error body (C11):
+// a moment ("resets_at": 1775317531, epoch seconds; "reset_at":
+// "2026-04-01T00:00:00Z"; a copied "X-Codex-Primary-Reset-At" header) before a
+// wait ("resets_in_seconds": 602705, "reset_after": 30, "retry_after_ms": 1500).
+// Among moments the one under a plain name wins, then the soonest; likewise for
+// waits. Rate-limit bucket fields (x-ratelimit-reset-*) are left to resetHeaders,
+// which reads them for rate limits only.
+func bodyResetFields(h map[string]string, now time.Time) (time.Duration, time.Time, string, bool) {
+	type cand struct {
+		key   string
+		at    time.Time
+		plain bool
+	}
+	var moments, waits []cand
+	better := func(a, b cand) bool {
+		if a.plain != b.plain {
+			return a.plain
+		}
+		if !a.at.Equal(b.at) {
+			return a.at.Before(b.at)
+		}
+		return a.key < b.key
+	}
+	for k, v := range h {
+		if strings.Contains(k, "ratelimit") || strings.Contains(k, "rate-limit") {
+			continue
+		}
+		n := strings.NewReplacer("-", "", "_", "").Replace(k)
+		if !strings.Contains(n, "reset") && !strings.Contains(n, "retry") {
+			continue
+		}
+		switch {
+		case strings.HasSuffix(n, "resetat") || strings.HasSuffix(n, "resetsat") || strings.HasSuffix(n, "resettime") || strings.HasSuffix(n, "resettimestamp"):
+			if at, ok := parseHeaderMoment(v, now); ok {
+				moments = append(moments, cand{k, at, n == "resetat" || n == "resetsat"})
+			}
+		case strings.HasSuffix(n, "ms") || strings.HasSuffix(n, "millis") || strings.HasSuffix(n, "milliseconds"):
+			if f, err := strconv.ParseFloat(v, 64); err == nil {
+				if d, ok := secondsDuration(f / 1000); ok {
+					waits = append(waits, cand{k, now.Add(d), !strings.HasPrefix(n, "x")})
+				}
+			}
+		case strings.HasSuffix(n, "seconds") || strings.HasSuffix(n, "secs") || strings.HasSuffix(n, "after") || strings.HasSuffix(n, "resetsin") || strings.HasSuffix(n, "resetin"):
+			if f, err := strconv.ParseFloat(v, 64); err == nil {
+				if d, ok := secondsDuration(f); ok {
+					waits = append(waits, cand{k, now.Add(d), !strings.HasPrefix(n, "x")})
+				}
+			}
+		}
+	}
+	for _, cs := range [][]cand{moments, waits} {
+		if len(cs) == 0 {
+			continue
+		}
+		best := cs[0]
+		for _, c := range cs[1:] {
+			if better(c, best) {
+				best = c
+			}
+		}
+		return waitUntil(best.at, now), best.at, best.key, true
+	}
+	return 0, time.Time{}, "", false
 }

@@ -191,13 +191,33 @@ type Discord struct {
 	Threads bool
 }
 
-// Provider is one OpenAI-compatible endpoint family.
+// Provider is one endpoint family and the protocol it speaks.
 type Provider struct {
-	ID      string
-	BaseURL string
+	ID string
+	// API is the protocol: APIOpenAI (the default), APIAzure, APIAnthropic or
+	// APIGemini (docs/providers.md).
+	API     string
+	BaseURL string // defaulted for anthropic and gemini
+	// APIVersion is Azure's api-version (required there) or Anthropic's
+	// anthropic-version header ("" = the client's default).
+	APIVersion string
 	// BillingBackoff overrides auth.cooldowns.billing_backoff_hours for this
 	// provider (D3); 0 = use the global value.
 	BillingBackoff time.Duration
+}
+
+// The protocols a provider may speak (providers.<id>.api).
+const (
+	APIOpenAI    = "openai"
+	APIAzure     = "azure"
+	APIAnthropic = "anthropic"
+	APIGemini    = "gemini"
+)
+
+// defaultBaseURLs are the base URLs of the protocols whose service has one.
+var defaultBaseURLs = map[string]string{
+	APIAnthropic: "https://api.anthropic.com/v1",
+	APIGemini:    "https://generativelanguage.googleapis.com/v1beta/openai",
 }
 
 // Auth holds the credentials and their rotation and cooldown rules.
@@ -307,6 +327,9 @@ type Agent struct {
 // Model holds optional facts about one model (B1, B7), and whether people may
 // choose it with /model.
 type Model struct {
+	// Deployment is the Azure deployment serving the model ("" = the model's
+	// own name); only for models of an azure provider.
+	Deployment    string
 	ContextWindow int
 	USDPerMTokIn  float64
 	USDPerMTokOut float64
@@ -339,6 +362,10 @@ type Access struct {
 	Users          []string // "slack:U123", "discord:456", "console:alice"
 	Channels       []string // channel names ("slack") or session-key prefixes ("slack:T1:C9")
 	DirectMessages bool     // direct messages allowed (true)
+	// ChannelModel says who may set the model of a whole channel's new
+	// conversations (a Slack slash command in the channel, T9): "admins"
+	// (default) or "everyone".
+	ChannelModel string
 }
 
 // Server is the opt-in operations endpoint (M5).
@@ -358,7 +385,7 @@ func Default() *Config {
 	p := failover.DefaultPolicy()
 	return &Config{
 		Storage: Storage{Driver: "sqlite", DSN: "detour.db"},
-		Access:  Access{DirectMessages: true},
+		Access:  Access{DirectMessages: true, ChannelModel: "admins"},
 		Channels: Channels{
 			Console: Console{Enabled: true, Format: "text", Live: Live{Stream: true, Progress: true}},
 			Discord: Discord{MessageContent: true, ShardCount: 1, Live: Live{Stream: true, Progress: true}},
@@ -471,6 +498,18 @@ func Load(path string) (*Config, error) {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	return Parse(path, data, os.LookupEnv)
+}
+
+// Deployments maps the models of provider that name an Azure deployment
+// (models.<ref>.deployment) to it; the others are their own deployment.
+func (c *Config) Deployments(provider string) map[string]string {
+	out := map[string]string{}
+	for ref, m := range c.Models {
+		if p, model := ref.Split(); p == provider && m.Deployment != "" {
+			out[model] = m.Deployment
+		}
+	}
+	return out
 }
 
 // ModelRefs lists the models people can choose with /model: those of the

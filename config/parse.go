@@ -84,6 +84,10 @@ type decoder struct {
 	// unsetKeys are the profiles whose key comes from variables that are unset
 	// or empty: left out, or an error when the bot cannot do without them.
 	unsetKeys map[string]unsetKey
+	// literals are the secrets written into the file (checkPitfalls).
+	literals []literalSecret
+	// droppedFallbacks counts the fallbacks left out with their keys.
+	droppedFallbacks []failover.ModelRef
 }
 
 // unsetKey is a profile key whose environment variables gave nothing.
@@ -258,6 +262,9 @@ func (d *decoder) secret(dst *Secret) func(*yaml.Node, string) {
 		d.quiet = false
 		if ok {
 			*dst = Secret(s)
+		}
+		if rn := resolve(n); rn != nil && rn.Kind == yaml.ScalarNode && !isNull(rn) {
+			d.noteLiteral(key, rn.Line, d.restore(rn.Value))
 		}
 	}
 }

@@ -148,6 +148,7 @@ func (d *decoder) leaveOutUnsetKeys() {
 			k := fmt.Sprintf("%s[%d]", path, i)
 			if w, gone := why(r); gone {
 				d.warn(d.lines[k], k, "%s is left out of the fallbacks: %s", r, w)
+				d.droppedFallbacks = append(d.droppedFallbacks, r)
 				continue
 			}
 			out = append(out, r)

@@ -51,6 +51,7 @@ func (d *decoder) root(n *yaml.Node) {
 				"users":           d.strings(&c.Access.Users),
 				"channels":        d.strings(&c.Access.Channels),
 				"direct_messages": d.boolean(&c.Access.DirectMessages),
+				"channel_model":   d.str(&c.Access.ChannelModel),
 			})
 		},
 		"server": func(v *yaml.Node, key string) {
@@ -117,9 +118,17 @@ func (d *decoder) providers(v *yaml.Node, key string) {
 	d.entries(v, key, func(name string, _, v *yaml.Node, key string) {
 		p := Provider{ID: name}
 		d.fields(v, key, map[string]func(*yaml.Node, string){
+			"api":                   d.str(&p.API),
 			"base_url":              d.str(&p.BaseURL),
+			"api_version":           d.str(&p.APIVersion),
 			"billing_backoff_hours": d.units(&p.BillingBackoff, time.Hour),
 		})
+		if p.API == "" {
+			p.API = APIOpenAI
+		}
+		if p.BaseURL == "" {
+			p.BaseURL = defaultBaseURLs[p.API]
+		}
 		c.Providers[name] = p
 		c.ProviderIDs = append(c.ProviderIDs, name)
 	})
@@ -251,6 +260,7 @@ func (d *decoder) models(v *yaml.Node, key string) {
 	d.entries(v, key, func(name string, _, v *yaml.Node, key string) {
 		var m Model
 		d.fields(v, key, map[string]func(*yaml.Node, string){
+			"deployment":       d.str(&m.Deployment),
 			"context_window":   d.integer(&m.ContextWindow, 0),
 			"usd_per_mtok_in":  d.number(&m.USDPerMTokIn, 0, 1e9),
 			"usd_per_mtok_out": d.number(&m.USDPerMTokOut, 0, 1e9),

@@ -17,7 +17,11 @@ import (
 
 var (
 	providerID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
-	channelID  = regexp.MustCompile(`^(slack|discord):[A-Za-z0-9_.:-]+$`)
+	// An Azure deployment name becomes one segment of the request's path.
+	azureDeployment = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+	azureVersion    = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}(-preview)?$`)
+	anthropicVer    = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}$`)
+	channelID       = regexp.MustCompile(`^(slack|discord):[A-Za-z0-9_.:-]+$`)
 )
 
 // The smallest caps on provider responses (T1) that still leave room for a
@@ -99,6 +103,7 @@ func (d *decoder) validate() {
 		} else if !httpURL(p.BaseURL) {
 			bad(key+".base_url", "bad URL %q: want http:// or https://", p.BaseURL)
 		}
+		d.checkAPI(key, p, bad)
 	}
 
 	for _, id := range c.Auth.ProfileIDs {
@@ -191,10 +196,21 @@ func (d *decoder) validate() {
 	}
 	for _, r := range sortedKeys(c.Models) {
 		d.checkRef("models."+string(r), r, line)
+		if dep := c.Models[r].Deployment; dep != "" {
+			key := "models." + string(r) + ".deployment"
+			prov, _ := r.Split()
+			if p, ok := c.Providers[prov]; ok && p.API != APIAzure {
+				bad(key, "only a model of an azure provider has a deployment, and provider %q speaks %s", prov, p.API)
+			} else if !azureDeployment.MatchString(dep) {
+				bad(key, "bad deployment name %q: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit", dep)
+			}
+		}
 	}
 	d.checkChoices(bad)
+	d.checkChains(line)
 	d.leaveOutUnsetKeys()
 	d.checkReach(line)
+	d.checkPitfalls(line)
 
 	switch c.Notices.Users {
 	case "all", "direct_only", "off":
@@ -213,6 +229,11 @@ func (d *decoder) validate() {
 		if !accessUser.MatchString(u) {
 			bad(fmt.Sprintf("access.users[%d]", i), "bad user %q: want slack:<user id>, discord:<user id> or console:<name>", u)
 		}
+	}
+	switch c.Access.ChannelModel {
+	case "admins", "everyone":
+	default:
+		bad("access.channel_model", "bad value %q: want admins or everyone", c.Access.ChannelModel)
 	}
 	for i, ch := range c.Access.Channels {
 		if !accessChannel.MatchString(ch) {
@@ -239,6 +260,39 @@ func (d *decoder) checkRef(key string, r failover.ModelRef, line func(string) in
 	}
 	if !d.hasProvider(prov) {
 		d.errAt(line(key), key, "model %q uses provider %q, which is not configured under providers (configured: %s)", r, prov, d.providerList())
+		return
+	}
+	if d.cfg.Providers[prov].API == APIAzure && d.cfg.Models[r].Deployment == "" && !azureDeployment.MatchString(model) {
+		d.errAt(line(key), key, "model %q of azure provider %q names no deployment, and %q cannot be one (letters, digits, '.', '_' or '-'): set models.%s.deployment to the deployment's name", r, prov, model, r)
+	}
+}
+
+// checkAPI checks a provider's protocol and the keys that go with it.
+func (d *decoder) checkAPI(key string, p Provider, bad func(key, format string, args ...any)) {
+	switch p.API {
+	case APIOpenAI, APIGemini:
+		if p.APIVersion != "" {
+			bad(key+".api_version", "applies to api: azure (its api-version) and api: anthropic (its anthropic-version), not to api: %s", p.API)
+		}
+	case APIAzure:
+		switch {
+		case p.APIVersion == "":
+			bad(key+".api_version", "is required for api: azure: the api-version of your Azure OpenAI resource, e.g. 2024-10-21")
+		case !azureVersion.MatchString(p.APIVersion):
+			bad(key+".api_version", "bad api-version %q: want a date such as 2024-10-21 or 2025-04-01-preview", p.APIVersion)
+		}
+		if strings.Contains(p.BaseURL, "/openai/deployments") || strings.Contains(p.BaseURL, "api-version=") {
+			bad(key+".base_url", "give the resource endpoint only, e.g. https://NAME.openai.azure.com: detour adds /openai/deployments/<deployment>/chat/completions?api-version=...")
+		}
+	case APIAnthropic:
+		if p.APIVersion != "" && !anthropicVer.MatchString(p.APIVersion) {
+			bad(key+".api_version", "bad anthropic-version %q: want a date such as 2023-06-01", p.APIVersion)
+		}
+		if strings.HasSuffix(strings.TrimRight(p.BaseURL, "/"), "/messages") {
+			bad(key+".base_url", "give the API's base, e.g. https://api.anthropic.com/v1: detour adds /messages")
+		}
+	default:
+		bad(key+".api", "unknown api %q: want openai, azure, anthropic or gemini", p.API)
 	}
 }
 

@@ -39,6 +39,11 @@ func indentProblem(data []byte) (int, string) {
 		if body == "" || strings.HasPrefix(body, "#") || body == "---" || body == "..." {
 			continue
 		}
+		// An unclosed quote swallows the brackets and keys after it, so it is
+		// named before anything it would be mistaken for.
+		if q, open := openQuote(body); open && !continuesBelow(lines[i+1:], ind) {
+			return n, fmt.Sprintf("a value opened with %c on this line is never closed: add the closing %c at the end of the value (or remove the opening one)", q, q)
+		}
 		if flow > 0 {
 			flow += depth(body)
 			continue
@@ -100,6 +105,67 @@ func indentProblem(data []byte) (int, string) {
 		return flowLine, "a { ... } or [ ... ] opened on this line is never closed: a '}' or ']' is missing"
 	}
 	return 0, ""
+}
+
+// openQuote reports a quoted scalar that starts on line s and does not end
+// there, and its quote. A quote starts a scalar only where a value can start
+// (the line's start, after ": ", "- ", "{", "[" or ","), so "it's" is plain text.
+func openQuote(s string) (byte, bool) {
+	start := true
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == ' ' || c == '\t':
+		case start && (c == '"' || c == '\''):
+			j := closing(s, i)
+			if j < 0 {
+				return c, true
+			}
+			i, start = j, false
+		case c == '#' && (i == 0 || s[i-1] == ' '):
+			return 0, false // a comment
+		case c == '{' || c == '[' || c == ',':
+			start = true
+		case c == ':' && (i+1 == len(s) || s[i+1] == ' '):
+			start = true
+		case c == '-' && start && (i+1 == len(s) || s[i+1] == ' '):
+		default:
+			start = false
+		}
+	}
+	return 0, false
+}
+
+// closing returns the index of the quote that closes the one at s[open], or -1:
+// a double-quoted scalar escapes with a backslash, a single-quoted one by
+// doubling the quote.
+func closing(s string, open int) int {
+	q := s[open]
+	for i := open + 1; i < len(s); i++ {
+		switch {
+		case q == '"' && s[i] == '\\':
+			i++
+		case s[i] == q && q == '\'' && i+1 < len(s) && s[i+1] == '\'':
+			i++
+		case s[i] == q:
+			return i
+		}
+	}
+	return -1
+}
+
+// continuesBelow reports whether the next content line looks like the rest of
+// a quoted value spanning lines (indented deeper than ind, and not a key), as
+// YAML allows.
+func continuesBelow(rest []string, ind int) bool {
+	for _, raw := range rest {
+		body := strings.TrimLeft(strings.TrimRight(raw, "\r"), " \t")
+		if body == "" {
+			continue
+		}
+		return len(raw)-len(strings.TrimLeft(raw, " \t")) > ind && keyOf(stripComment(body)) == ""
+	}
+	return false
 }
 
 // spaces renders an indentation width.

@@ -252,17 +252,19 @@ func (w *world) start(ctx context.Context) (cleanup func(), err error) {
 }
 
 // pointAtFake returns a copy of the drill's configuration that runs against the
-// fake: every provider's base URL is the fake's, every profile sends a dummy key,
+// fake: every provider's base URL is the fake's route for its protocol, every profile sends a dummy key,
 // the configured channels are off (the recorder is the only one), admin reports
-// go to the recorder, and the state lives in db.
+// go to the recorder, the operations endpoint (server.listen) is off, and the
+// state lives in db.
 func (w *world) pointAtFake(db string) *config.Config {
 	c := *w.cfg
 	c.Storage = config.Storage{Driver: "sqlite", DSN: db}
 	c.Channels = config.Channels{}
+	c.Server = config.Server{} // never the operations port: a live bot may hold it
 	c.Admin.Channel = adminTarget
 	c.Providers = make(map[string]config.Provider, len(w.cfg.Providers))
 	for id, p := range w.cfg.Providers {
-		p.BaseURL = w.fake.BaseURL(id)
+		p.BaseURL = w.fake.BaseURLFor(id, fakeprovider.API(p.API)) // the fake speaks each provider's protocol
 		c.Providers[id] = p
 	}
 	c.Auth.Profiles = make(map[string]config.Profile, len(w.cfg.Auth.Profiles))

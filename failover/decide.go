@@ -41,6 +41,9 @@ type Decision struct {
 	Action Action
 	Delay  time.Duration
 	Why    string
+	// OtherProvider: FallbackModel goes to the next candidate of another
+	// provider, past this provider's siblings (C13).
+	OtherProvider bool
 }
 
 // RunState is what Decide looks at: the run's counters for the current candidate
@@ -67,6 +70,10 @@ type RunState struct {
 	// ModelUnavailable: this failure took the model to timeout_switch_threshold
 	// consecutive transient failures (R7), so no retry or rotation may follow.
 	ModelUnavailable bool
+	// OtherProviderLater: a later candidate belongs to another provider (C13).
+	OtherProviderLater bool
+	// SafetyNetUsed: C13 already moved this run once.
+	SafetyNetUsed bool
 }
 
 // Why texts of Decide.
@@ -87,6 +94,7 @@ const (
 	WhyExhausted        = "no candidate left (R2)"
 	WhyUnknownLast      = "unknown error on the last candidate surfaces (R2)"
 	WhyConsecutive      = "consecutive transient failures: the model is marked unavailable (R7)"
+	WhySafetyNet        = "format failure that names nothing of the request: one try on another provider (C13)"
 )
 
 // Decide returns the next step after failure f (R4). It is pure and allocation-free.
@@ -113,7 +121,12 @@ func Decide(s RunState, f Failure) Decision {
 			return Decision{Action: FallbackModel, Why: WhyContextFallback} // B7
 		}
 		return Decision{Action: SurfaceError, Why: WhyContextSurface} // C8
-	case classify.ReasonFormat, classify.ReasonContentFilter:
+	case classify.ReasonFormat:
+		if f.NotRequestFault && !s.SafetyNetUsed && s.OtherProviderLater {
+			return Decision{Action: FallbackModel, OtherProvider: true, Why: WhySafetyNet} // C13
+		}
+		return Decision{Action: SurfaceError, Why: WhyTerminal} // C9
+	case classify.ReasonContentFilter:
 		return Decision{Action: SurfaceError, Why: WhyTerminal} // C9
 	case classify.ReasonRateLimit:
 		// R6: another usable profile or candidate is used at once; the limited
@@ -171,6 +184,21 @@ func fallback(s RunState) Decision {
 		return Decision{Action: FallbackModel, Why: WhyStrictFallback}
 	}
 	return Decision{Action: FallbackModel, Why: WhyFallback}
+}
+
+// nextOtherProvider returns the index of the first candidate after i whose
+// provider differs from candidate i's, or -1 (C13).
+func nextOtherProvider(chain []ModelRef, i int) int {
+	if i < 0 || i >= len(chain) {
+		return -1
+	}
+	prov, _ := chain[i].Split()
+	for j := i + 1; j < len(chain); j++ {
+		if p, _ := chain[j].Split(); p != prov {
+			return j
+		}
+	}
+	return -1
 }
 
 // terminalReason reports whether a failure ends the run as itself, not as a

@@ -120,3 +120,60 @@ func BenchmarkDecide(b *testing.B) {
 		sinkDecision = Decide(s, fs[i%len(fs)])
 	}
 }
+
+// TestDecide_C13_FormatSafetyNet: a format failure whose words name nothing of
+// the request tries one candidate of another provider; one that names the
+// request, a second one, or one with no other provider left surfaces (C9).
+func TestDecide_C13_FormatSafetyNet(t *testing.T) {
+	base := RunState{MoreProfiles: true, MoreCandidates: true, OtherProviderLater: true}
+	vague := Failure{Reason: classify.ReasonFormat, NotRequestFault: true}
+	named := Failure{Reason: classify.ReasonFormat}
+	tests := []struct {
+		name  string
+		s     RunState
+		f     Failure
+		want  Action
+		other bool
+	}{
+		{"C13 vague format moves to another provider", base, vague, FallbackModel, true},
+		{"C9 format naming the request surfaces", base, named, SurfaceError, false},
+		{"C13 only once per run", RunState{MoreCandidates: true, OtherProviderLater: true, SafetyNetUsed: true}, vague, SurfaceError, false},
+		{"C13 no other provider later surfaces", RunState{MoreCandidates: true}, vague, SurfaceError, false},
+		{"C13 never rotates to a sibling profile", RunState{MoreProfiles: true, OtherProviderLater: true}, vague, FallbackModel, true},
+		{"C9 content filter is not a safety-net case", base, Failure{Reason: classify.ReasonContentFilter, NotRequestFault: true}, SurfaceError, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := Decide(tc.s, tc.f)
+			if d.Action != tc.want || d.OtherProvider != tc.other {
+				t.Fatalf("Decide = %v other=%v (%s), want %v other=%v", d.Action, d.OtherProvider, d.Why, tc.want, tc.other)
+			}
+		})
+	}
+	if got := Decide(base, vague).Why; got != WhySafetyNet {
+		t.Fatalf("why %q", got)
+	}
+}
+
+func TestNextOtherProvider_C13(t *testing.T) {
+	chain := []ModelRef{"openai/a", "openai/b", "anthropic/c", "openai/d"}
+	for _, tc := range []struct{ i, want int }{{0, 2}, {1, 2}, {2, 3}, {3, -1}, {-1, -1}, {9, -1}} {
+		if got := nextOtherProvider(chain, tc.i); got != tc.want {
+			t.Errorf("nextOtherProvider(%d) = %d, want %d", tc.i, got, tc.want)
+		}
+	}
+}
+
+// TestFailureFrom_C13_RequestFault: FailureFrom carries classify's judgement, so
+// a vague 400 may try another provider and one naming the request may not.
+func TestFailureFrom_C13_RequestFault(t *testing.T) {
+	vague := FailureFrom(classify.Classify(classify.Response{Provider: "openai", Status: 400, Body: `400 status code (no body)`}, t0))
+	named := FailureFrom(classify.Classify(classify.Response{Provider: "openai", Status: 400,
+		Body: `{"error":{"message":"Invalid 'messages[0].role': unknown role","type":"invalid_request_error","param":"messages[0].role"}}`}, t0))
+	if vague.Reason != classify.ReasonFormat || !vague.NotRequestFault {
+		t.Fatalf("vague: %+v", vague)
+	}
+	if named.Reason != classify.ReasonFormat || named.NotRequestFault {
+		t.Fatalf("named: %+v", named)
+	}
+}

@@ -24,16 +24,20 @@ type Failure struct {
 	RetryAfter time.Duration // what the provider asked us to wait (0 = not stated)
 	RecoveryAt time.Time     // when the provider said it recovers (zero = not stated), as stated
 	Idle       bool          // the failure was an idle stream (no chunk for idle_seconds), R5/R8
-	Provider   string
-	Model      string
-	Profile    string // profile id, never a secret
+	// NotRequestFault: the failure's words do not point at the request itself
+	// (classify.RequestFault is false), so a format failure may try another
+	// provider once (C13). The zero value keeps C9: surface.
+	NotRequestFault bool
+	Provider        string
+	Model           string
+	Profile         string // profile id, never a secret
 }
 
 // FailureFrom builds a Failure from classify's verdict; the caller fills in who
 // failed (Provider, Model, Profile) and redacts Message when it can hold a secret.
 func FailureFrom(r classify.Verdict) Failure {
 	return Failure{Reason: r.Reason, Class: r.Class, Status: r.Status, Code: r.Code, Message: r.Message,
-		RetryAfter: r.RetryAfter, RecoveryAt: r.RecoveryAt, Idle: r.Idle}
+		RetryAfter: r.RetryAfter, RecoveryAt: r.RecoveryAt, Idle: r.Idle, NotRequestFault: !classify.RequestFault(r)}
 }
 
 // Error renders the failure without any secret.

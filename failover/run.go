@@ -69,7 +69,7 @@ func iterationCap(req *Request) int {
 }
 
 type runner struct {
-	jump      int // O6: index of the candidate a live switch named; 0 = none
+	jump      int // O6, C13: index of the candidate to go to next; 0 = none
 	compacted int // R15: compactions after timeouts in this run
 	e         *Engine
 	p         *Policy
@@ -86,6 +86,7 @@ type runner struct {
 	iter    int
 	maxIter int
 	probed  map[string]bool // R11: one transient-cooldown probe per provider per run
+	netUsed bool            // C13: the format safety net moved this run once
 
 	origin    Candidate // Chain[0] as tried (or skipped)
 	cause     *Failure  // what moved the run off Chain[0]
@@ -111,10 +112,13 @@ func (r *runner) run() (Result, error) {
 				c.Profile = pl.slots[0].prof.ID
 			}
 			r.record(AttemptRecord{Candidate: c, Skipped: pl.skip, Started: r.now()})
+			skipped := &Failure{Reason: pl.skip, Class: classify.ClassTransient, Provider: pl.prov, Model: pl.model,
+				Profile: c.Profile, Message: "skipped: unavailable", Status: classify.StatusUnknown}
 			if i == 0 {
-				r.origin = c
-				r.cause = &Failure{Reason: pl.skip, Class: classify.ClassTransient, Provider: pl.prov, Model: pl.model,
-					Profile: c.Profile, Message: "skipped: unavailable", Status: classify.StatusUnknown}
+				r.origin, r.cause = c, skipped
+			}
+			if i+1 < len(chain) {
+				r.logStep(c, skipped, string(chain[i+1]), "next_candidate") // V2: a skip is a step too
 			}
 			r.iter++
 			continue
@@ -139,7 +143,7 @@ func (r *runner) walk(i int, pl *plan) (Result, error, bool) {
 	cand := Candidate{Provider: pl.prov, Model: pl.model, Profile: pl.slots[cur].prof.ID}
 	kind := pl.kind
 	rs := RunState{Policy: r.p, UserStrict: pl.strict, MoreCandidates: i < len(r.req.Chain)-1,
-		LargerContextLater: r.largerLater(i)}
+		LargerContextLater: r.largerLater(i), OtherProviderLater: nextOtherProvider(r.req.Chain, i) >= 0, SafetyNetUsed: r.netUsed}
 	r.hookStart = false
 	if i == 0 {
 		r.origin = cand
@@ -250,11 +254,9 @@ func (r *runner) walk(i int, pl *plan) (Result, error, bool) {
 		if f == nil {
 			pending = false
 			r.onSuccess(pl, cand, end)
-			res := Result{Output: out, Candidate: cand, Attempts: r.records, FellBack: i > 0, Cause: r.cause, CostUSD: r.cost}
-			if i > 0 {
-				r.logStep(r.origin, r.cause, cand.Ref(), "succeeded")
-			}
-			return res, nil, true
+			// V2: the step that led here was logged when it was taken; one line
+			// per step, so a success writes none of its own.
+			return Result{Output: out, Candidate: cand, Attempts: r.records, FellBack: i > 0, Cause: r.cause, CostUSD: r.cost}, nil, true
 		}
 		if f.Idle && !out.Progress {
 			r.breaker++ // R8: survives profile and model changes
@@ -318,9 +320,14 @@ func (r *runner) walk(i int, pl *plan) (Result, error, bool) {
 		}
 		switch d.Action {
 		case FallbackModel:
+			n := i + 1
+			if d.OtherProvider { // C13: past this provider's siblings, once per run
+				n = nextOtherProvider(r.req.Chain, i)
+				r.jump, r.netUsed = n, true
+			}
 			next := ""
-			if i+1 < len(r.req.Chain) {
-				next = string(r.req.Chain[i+1])
+			if n < len(r.req.Chain) {
+				next = string(r.req.Chain[n])
 			}
 			r.logStep(cand, f, next, "next_candidate")
 			return Result{}, nil, false

@@ -713,7 +713,6 @@ func TestRun_R12_AuthSkipCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.clk.Advance(40 * time.Second) // anthropic's own cooldown (30s) is over, the TTL is not
-	sc = newScript(h.clk, ok("x")).on("ollama/a", failR(classify.ReasonFormat))
 	sc = newScript(h.clk, ok("x")).on("ollama/a", failR(classify.ReasonModelNotFound))
 	res, err := h.e.Run(bg, req, sc.fn)
 	if err != nil || res.Attempts[1].Skipped != classify.ReasonAuth || res.Candidate.Model != "c" {
@@ -971,4 +970,61 @@ func TestRun_R15_TimeoutCompactsLargePrompt(t *testing.T) {
 			}
 		})
 	}
+}
+
+// covers C13: a format failure that names nothing of the request moves once to
+// the next candidate of another provider (skipping the same provider's sibling,
+// which would refuse it the same way), as a paid call of the turn (B1); a
+// second such failure surfaces as itself (C9).
+func TestRun_C13_FormatSafetyNet(t *testing.T) {
+	vague := fail(Failure{Reason: classify.ReasonFormat, Class: classify.ClassDeterministic, NotRequestFault: true, Message: "Bad Request"})
+	t.Run("moves to another provider once", func(t *testing.T) {
+		h := newHarness(t)
+		req := baseReq("openai/gpt-4o", "openai/gpt-4o-mini", "anthropic/claude")
+		sc := newScript(h.clk, ok("answer")).on("openai/gpt-4o", vague)
+		res, err := h.e.Run(bg, req, sc.fn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"openai/gpt-4o@openai:a", "anthropic/claude@anthropic:main"}
+		if got := sc.keys(); !eqStrings(got, want) {
+			t.Fatalf("calls %v, want %v", got, want)
+		}
+		if !res.FellBack || res.Cause == nil || res.Cause.Reason != classify.ReasonFormat || res.Output.Text != "answer" {
+			t.Fatalf("result %+v", res)
+		}
+	})
+	t.Run("a second vague format surfaces", func(t *testing.T) {
+		h := newHarness(t)
+		req := baseReq("openai/gpt-4o", "anthropic/claude", "ollama/qwen")
+		sc := newScript(h.clk, vague)
+		_, err := h.e.Run(bg, req, sc.fn)
+		var f *Failure
+		if !errors.As(err, &f) || f.Reason != classify.ReasonFormat || f.Provider != "anthropic" {
+			t.Fatalf("err %v", err)
+		}
+		if n := sc.count(); n != 2 {
+			t.Fatalf("%d calls, want 2", n)
+		}
+	})
+	t.Run("counted in the turn budget", func(t *testing.T) {
+		h := newHarness(t)
+		h.e.Policy.MaxPaidAttemptsPerTurn = 1
+		req := baseReq("openai/gpt-4o", "anthropic/claude")
+		sc := newScript(h.clk, ok("answer")).on("openai/gpt-4o", vague)
+		_, err := h.e.Run(bg, req, sc.fn)
+		if !errors.Is(err, ErrTurnBudget) || sc.count() != 1 {
+			t.Fatalf("err %v after %d calls, want the turn budget after 1", err, sc.count())
+		}
+	})
+	t.Run("a format failure about the request still surfaces", func(t *testing.T) {
+		h := newHarness(t)
+		req := baseReq("openai/gpt-4o", "anthropic/claude")
+		sc := newScript(h.clk, ok("answer")).on("openai/gpt-4o", fail(Failure{Reason: classify.ReasonFormat, Message: "messages: roles must alternate"}))
+		_, err := h.e.Run(bg, req, sc.fn)
+		var f *Failure
+		if !errors.As(err, &f) || f.Reason != classify.ReasonFormat || sc.count() != 1 {
+			t.Fatalf("err %v after %d calls", err, sc.count())
+		}
+	})
 }

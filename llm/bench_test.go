@@ -147,3 +147,26 @@ func BenchmarkDecodeChunk(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkChatStream200Protocols is BenchmarkChatStream200 in every protocol:
+// the same 200-word answer through each client and the fake's route for it.
+func BenchmarkChatStream200Protocols(b *testing.B) {
+	fake := benchFake(b)
+	for _, k := range kinds {
+		b.Run(string(k.api), func(b *testing.B) {
+			c, err := New(k.config(fake, "sk-bench"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.CloseIdleConnections()
+			req := userReq("gpt-bench", "hello")
+			b.ReportAllocs()
+			for b.Loop() {
+				out, err := c.Chat(context.Background(), req, func(string) {})
+				if err != nil || len(out.Text) != len(benchReply) {
+					b.Fatalf("%v %d", err, len(out.Text))
+				}
+			}
+		})
+	}
+}

@@ -1,5 +1,8 @@
-// Package llm calls OpenAI-compatible chat APIs through go-openai, one Client per
-// provider and auth profile. It streams with an idle watchdog, and turns every
+// Package llm calls chat APIs, one Client per provider and auth profile, in the
+// provider's own protocol (API): OpenAI-compatible chat completions, Azure
+// OpenAI and Gemini's OpenAI-compatible endpoint through go-openai, Anthropic's
+// Messages API through a small client of its own (anthropic.go). It streams
+// with an idle watchdog, and turns every
 // failure into a *failover.Failure built by classify.Classify from exactly what
 // the provider sent (status, headers, raw body, mid-stream flag, transport error),
 // so the failover engine decides from facts rather than from go-openai's error
@@ -24,8 +27,10 @@
 //     redirected request (key and prompt) is never sent.
 //   - The API key never appears in errors, Failure fields or logs (P4).
 //
-// go-openai builds and sends the request, reports HTTP errors, frames the SSE
-// stream and decodes each chunk (Recv).
+// Every protocol shares one http.Client, so the caps, the refused redirects and
+// the capture of what the provider sent hold for all of them alike. For the
+// go-openai protocols go-openai builds and sends the request, reports HTTP
+// errors, frames the SSE stream and decodes each chunk (Recv).
 package llm
 
 import (
@@ -50,8 +55,20 @@ const DefaultIdleTimeout = 60 * time.Second
 
 // Config configures one client: one provider, one auth profile.
 type Config struct {
-	Provider    string // provider id from config (openai, openrouter, ...)
-	BaseURL     string // OpenAI-compatible base URL, e.g. https://api.openai.com/v1
+	Provider string // provider id from config (openai, openrouter, ...)
+	// API is the protocol ("" = APIOpenAI).
+	API API
+	// BaseURL is where the API lives: https://api.openai.com/v1 (openai),
+	// https://NAME.openai.azure.com (azure), https://api.anthropic.com/v1
+	// (anthropic), https://generativelanguage.googleapis.com/v1beta/openai
+	// (gemini).
+	BaseURL string
+	// APIVersion is Azure's api-version (required for azure) or Anthropic's
+	// anthropic-version header ("" = DefaultAnthropicVersion).
+	APIVersion string
+	// Deployments maps a model to its Azure deployment; a model not listed is
+	// its own deployment.
+	Deployments map[string]string
 	ProfileID   string // "provider:name"; never a secret
 	APIKey      string // the secret; empty for providers without credentials
 	IdleTimeout time.Duration
@@ -73,7 +90,9 @@ type Config struct {
 	Now func() time.Time
 }
 
-// Message is one chat message.
+// Message is one chat message. Each protocol turns it into its own shape in one
+// function (openaiMessage, anthropicMessage), so content of other kinds (image
+// parts) is added there, once per protocol.
 type Message struct {
 	Role    string // system, user, assistant
 	Content string
@@ -91,7 +110,7 @@ type Request struct {
 type Client struct {
 	cfg  Config
 	http *http.Client
-	api  *openai.Client
+	api  *openai.Client // nil for APIAnthropic
 	log  *slog.Logger
 	key  string // the API key, for redaction only
 	now  func() time.Time
@@ -104,8 +123,20 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Provider == "" {
 		return nil, errors.New("llm: provider is required")
 	}
+	if cfg.API == "" {
+		cfg.API = APIOpenAI
+	}
+	if !cfg.API.Valid() {
+		return nil, fmt.Errorf("llm: provider %s: unknown api %q", cfg.Provider, cfg.API)
+	}
 	if cfg.BaseURL == "" {
 		return nil, fmt.Errorf("llm: provider %s: base url is required", cfg.Provider)
+	}
+	switch {
+	case cfg.API == APIAzure && cfg.APIVersion == "":
+		return nil, fmt.Errorf("llm: provider %s: azure needs an api version", cfg.Provider)
+	case cfg.API == APIAnthropic && cfg.APIVersion == "":
+		cfg.APIVersion = DefaultAnthropicVersion
 	}
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = DefaultIdleTimeout
@@ -134,9 +165,6 @@ func New(cfg Config) (*Client, error) {
 		base: base, max: maxBody, maxLine: streamLineCap(maxBody, cfg.MaxAnswerBytes),
 	}}
 
-	oc := openai.DefaultConfig(cfg.APIKey)
-	oc.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
-	oc.HTTPClient = &hc
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
@@ -144,11 +172,13 @@ func New(cfg Config) (*Client, error) {
 	c := &Client{
 		cfg:  cfg,
 		http: &hc,
-		api:  openai.NewClientWithConfig(oc),
 		log:  log.With("provider", cfg.Provider, "profile", cfg.ProfileID),
 		now:  cfg.Now,
 
 		classify: classify.Classify,
+	}
+	if cfg.API != APIAnthropic {
+		c.api = openai.NewClientWithConfig(openaiConfig(cfg, &hc))
 	}
 	if len(cfg.APIKey) >= 4 {
 		c.key = cfg.APIKey // redacted wherever a provider echoes it
@@ -157,6 +187,30 @@ func New(cfg Config) (*Client, error) {
 		c.now = time.Now
 	}
 	return c, nil
+}
+
+// openaiConfig is go-openai's configuration for the protocols it speaks.
+func openaiConfig(cfg Config, hc *http.Client) openai.ClientConfig {
+	base := strings.TrimRight(cfg.BaseURL, "/")
+	var oc openai.ClientConfig
+	if cfg.API == APIAzure {
+		// go-openai's own Azure mode: {base}/openai/deployments/{deployment}/...
+		// ?api-version=..., the key in the api-key header.
+		oc = openai.DefaultAzureConfig(cfg.APIKey, base)
+		oc.APIVersion = cfg.APIVersion
+		deployments := cfg.Deployments
+		oc.AzureModelMapperFunc = func(model string) string {
+			if d, ok := deployments[model]; ok && d != "" {
+				return d
+			}
+			return model
+		}
+	} else {
+		oc = openai.DefaultConfig(cfg.APIKey)
+		oc.BaseURL = base
+	}
+	oc.HTTPClient = hc
+	return oc
 }
 
 func defaultTransport() *http.Transport {
@@ -174,6 +228,9 @@ func defaultTransport() *http.Transport {
 	}
 }
 
+// API returns the protocol the client speaks.
+func (c *Client) API() API { return c.cfg.API }
+
 // Provider returns the provider id.
 func (c *Client) Provider() string { return c.cfg.Provider }
 
@@ -189,9 +246,15 @@ var errTruncated = errors.New("stream closed before a finish_reason was received
 func (c *Client) messages(req Request) []openai.ChatCompletionMessage {
 	out := make([]openai.ChatCompletionMessage, len(req.Messages))
 	for i, m := range req.Messages {
-		out[i] = openai.ChatCompletionMessage{Role: m.Role, Content: m.Content}
+		out[i] = openaiMessage(m)
 	}
 	return out
+}
+
+// openaiMessage is m in go-openai's shape; multi-part content (image parts)
+// goes into MultiContent here.
+func openaiMessage(m Message) openai.ChatCompletionMessage {
+	return openai.ChatCompletionMessage{Role: m.Role, Content: m.Content}
 }
 
 // buildRequest fits max tokens and temperature to go-openai's model checks
@@ -230,6 +293,9 @@ func (w *watchdog) stop() { w.t.Stop() }
 // Chat streams one chat completion, calling onDelta (may be nil) with each text
 // delta as it arrives. On failure it returns a *failover.Failure.
 func (c *Client) Chat(ctx context.Context, req Request, onDelta func(string)) (failover.Output, error) {
+	if c.cfg.API == APIAnthropic {
+		return c.chatAnthropic(ctx, req, onDelta)
+	}
 	start := c.now()
 	holder := &capture{}
 	wctx, wd, cancel := startWatchdog(withCapture(ctx, holder), c.cfg.IdleTimeout)
@@ -271,16 +337,9 @@ func (c *Client) Chat(ctx context.Context, req Request, onDelta func(string)) (f
 			out.OutputTokens = ck.Usage.CompletionTokens
 		}
 		for _, ch := range ck.Choices {
-			if d := ch.Delta.Content; d != "" {
-				if text.Len()+len(d) > c.cfg.MaxAnswerBytes {
-					// T1: nothing past the cap is kept, shown or returned.
-					out.Text = text.String()
-					return out, c.fail(ctx, wctx, req.Model, holder, answerTooLarge(c.cfg.MaxAnswerBytes), true, start)
-				}
-				text.WriteString(d)
-				if onDelta != nil {
-					onDelta(d)
-				}
+			if !c.addText(&text, ch.Delta.Content, onDelta) {
+				out.Text = text.String()
+				return out, c.fail(ctx, wctx, req.Model, holder, answerTooLarge(c.cfg.MaxAnswerBytes), true, start)
 			}
 			if len(ch.Delta.ToolCalls) > 0 || ch.Delta.FunctionCall != nil {
 				sawTools = true
@@ -292,9 +351,33 @@ func (c *Client) Chat(ctx context.Context, req Request, onDelta func(string)) (f
 	}
 	wd.stop()
 	out.Text = text.String()
+	return c.finish(ctx, req.Model, holder, out, finish, sawTools, start)
+}
+
+// addText adds d to the answer and shows it, or reports false when it would
+// pass limits.max_answer_bytes: nothing past the cap is kept, shown or
+// returned (T1).
+func (c *Client) addText(text *strings.Builder, d string, onDelta func(string)) bool {
+	if d == "" {
+		return true
+	}
+	if text.Len()+len(d) > c.cfg.MaxAnswerBytes {
+		return false
+	}
+	text.WriteString(d)
+	if onDelta != nil {
+		onDelta(d)
+	}
+	return true
+}
+
+// finish ends a stream that ran to its end: a stream without a stop reason is
+// truncated; the stop reason goes through failover.NormalizeFinish; an empty
+// answer is an error. finish is the provider's stop reason as sent.
+func (c *Client) finish(ctx context.Context, model string, holder *capture, out failover.Output, finish string, sawTools bool, start time.Time) (failover.Output, error) {
 	if finish == "" {
 		// covers C6: EOF without [DONE]/finish_reason is a truncated stream.
-		return out, c.failResponse(ctx, req.Model, classify.Response{
+		return out, c.failResponse(ctx, model, classify.Response{
 			Status: holder.statusCode(), Headers: holder.headers(), Stream: true, Err: errTruncated,
 		}, start)
 	}
@@ -307,16 +390,16 @@ func (c *Client) Chat(ctx context.Context, req Request, onDelta func(string)) (f
 	case stopFailure != nil:
 		// covers R14: a filtered, error or unknown stop is an error before any
 		// decision; the failure says which.
-		return out, c.failResponse(ctx, req.Model, classify.Response{
+		return out, c.failResponse(ctx, model, classify.Response{
 			Status: holder.statusCode(), Headers: holder.headers(), Stream: true, Err: stopFailure,
 		}, start)
 	case out.Text == "" && !toolDone:
 		// covers R13: an empty answer is an error the engine may retry once.
-		return out, c.failResponse(ctx, req.Model, classify.Response{
+		return out, c.failResponse(ctx, model, classify.Response{
 			Status: holder.statusCode(), Headers: holder.headers(), Err: classify.ErrEmptyOutput,
 		}, start)
 	}
-	c.log.Debug("llm call ok", "model", req.Model, "finish", finish,
+	c.log.Debug("llm call ok", "model", model, "finish", finish,
 		"in", out.InputTokens, "out", out.OutputTokens, "dur", c.now().Sub(start))
 	return out, nil
 }
@@ -324,6 +407,9 @@ func (c *Client) Chat(ctx context.Context, req Request, onDelta func(string)) (f
 // Probe makes the smallest possible request (max_tokens 1, non-streaming) to see
 // whether the model answers with this profile (V5). Nil means it answered.
 func (c *Client) Probe(ctx context.Context, model string) error {
+	if c.cfg.API == APIAnthropic {
+		return c.probeAnthropic(ctx, model)
+	}
 	start := c.now()
 	holder := &capture{}
 	wctx, wd, cancel := startWatchdog(withCapture(ctx, holder), c.cfg.IdleTimeout)

@@ -68,13 +68,18 @@ func (r *rig) newClient(t *testing.T, base string, idle time.Duration, hc *http.
 	if err != nil {
 		t.Fatal(err)
 	}
+	r.watch(c)
+	return c
+}
+
+// watch records every Response c feeds Classify.
+func (r *rig) watch(c *Client) {
 	c.classify = func(resp classify.Response, now time.Time) classify.Verdict {
 		r.mu.Lock()
 		r.seen = append(r.seen, resp)
 		r.mu.Unlock()
 		return classify.Classify(resp, now)
 	}
-	return c
 }
 
 func (r *rig) lastResponse(t *testing.T) classify.Response {

@@ -20,12 +20,13 @@ import (
 )
 
 // rssChildEnv switches the test binary into a child of TestT1_PeakRSS; its value
-// is the fake's base URL, rssModeEnv the mode (the model name) to call and
-// rssOpEnv the call: chat or probe.
+// is the fake's base URL, rssModeEnv the mode (the model name) to call,
+// rssOpEnv the call (chat or probe) and rssAPIEnv the protocol.
 const (
 	rssChildEnv = "DETOUR_LLM_RSS_CHILD"
 	rssModeEnv  = "DETOUR_LLM_RSS_MODE"
 	rssOpEnv    = "DETOUR_LLM_RSS_OP"
+	rssAPIEnv   = "DETOUR_LLM_RSS_API"
 )
 
 // rssReport is what a child prints: how its call ended and its peak RSS.
@@ -40,8 +41,9 @@ type rssReport struct {
 // rssReport on stdout.
 func rssChild() int {
 	mode := os.Getenv(rssModeEnv)
-	c, err := New(Config{Provider: "openai", BaseURL: os.Getenv(rssChildEnv), ProfileID: "openai:main",
-		APIKey: canary, IdleTimeout: 10 * time.Second})
+	api := API(os.Getenv(rssAPIEnv))
+	c, err := New(Config{Provider: string(api), API: api, BaseURL: os.Getenv(rssChildEnv), ProfileID: string(api) + ":main",
+		APIKey: canary, IdleTimeout: 10 * time.Second, APIVersion: map[API]string{APIAzure: "2024-10-21"}[api]})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
@@ -94,9 +96,10 @@ func vmHWM() (int64, error) {
 	return 0, errors.New("no VmHWM in /proc/self/status")
 }
 
-// TestT1_PeakRSS runs the real client in a child process against every hostile
-// mode of the fake (served here, in the parent) and checks the child's peak RSS
-// stays under 100 MB while each call fails or is cut at its cap. covers T1, T2
+// TestT1_PeakRSS runs the real client of every protocol in a child process
+// against every hostile mode of the fake (served here, in the parent, in that
+// protocol's shapes) and checks the child's peak RSS stays under 100 MB while
+// each call fails or is cut at its cap. covers T1, T2
 func TestT1_PeakRSS(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("T1 peak RSS is read from /proc/self/status (VmHWM), which only Linux has")
@@ -129,31 +132,33 @@ func TestT1_PeakRSS(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fake.Close()
-	for _, tc := range cases {
-		for _, op := range []string{"chat", "probe"} {
-			want := tc.chatSays
-			if op == "probe" {
-				want = tc.probeSays
+	for _, k := range kinds {
+		for _, tc := range cases {
+			for _, op := range []string{"chat", "probe"} {
+				want := tc.chatSays
+				if op == "probe" {
+					want = tc.probeSays
+				}
+				t.Run(string(k.api)+"/"+string(tc.mode)+"/"+op, func(t *testing.T) {
+					rep := runRSSChild(t, fake.BaseURLFor(k.provider(), k.fake), k.api, tc.mode, op)
+					t.Logf("peak RSS %.1f MiB; %s", float64(rep.VmHWMKiB)/1024, orOK(rep.Err))
+					if rep.VmHWMKiB >= limitKiB {
+						t.Errorf("T1: peak RSS %d KiB, want under 100 MB", rep.VmHWMKiB)
+					}
+					if (want == "") != (rep.Err == "") || !strings.Contains(rep.Err, want) {
+						t.Errorf("call ended %q, want %q", rep.Err, want)
+					}
+					if want != "" && want != "HTTP 500" && rep.Reason != refusedReason {
+						t.Errorf("reason %q, want %q", rep.Reason, refusedReason)
+					}
+					if strings.Contains(rep.Err, "CANARY") {
+						t.Errorf("key in %q", rep.Err)
+					}
+					if rep.Text > DefaultMaxAnswerBytes {
+						t.Errorf("T1: %d bytes of answer returned", rep.Text)
+					}
+				})
 			}
-			t.Run(string(tc.mode)+"/"+op, func(t *testing.T) {
-				rep := runRSSChild(t, fake.BaseURL("openai"), tc.mode, op)
-				t.Logf("peak RSS %.1f MiB; %s", float64(rep.VmHWMKiB)/1024, orOK(rep.Err))
-				if rep.VmHWMKiB >= limitKiB {
-					t.Errorf("T1: peak RSS %d KiB, want under 100 MB", rep.VmHWMKiB)
-				}
-				if (want == "") != (rep.Err == "") || !strings.Contains(rep.Err, want) {
-					t.Errorf("call ended %q, want %q", rep.Err, want)
-				}
-				if want != "" && want != "HTTP 500" && rep.Reason != string(classify.ReasonFormat) {
-					t.Errorf("reason %q, want format", rep.Reason)
-				}
-				if strings.Contains(rep.Err, "CANARY") {
-					t.Errorf("key in %q", rep.Err)
-				}
-				if rep.Text > DefaultMaxAnswerBytes {
-					t.Errorf("T1: %d bytes of answer returned", rep.Text)
-				}
-			})
 		}
 	}
 	if hits := fake.TrapHits(); len(hits) != 0 {
@@ -161,13 +166,16 @@ func TestT1_PeakRSS(t *testing.T) {
 	}
 }
 
+// refusedReason is the reason a refused response fails with (T1, T2).
+var refusedReason = string(classify.ReasonFormat)
+
 // runRSSChild re-executes the test binary as a child that makes one call.
-func runRSSChild(t *testing.T, baseURL string, mode fakeprovider.Mode, op string) rssReport {
+func runRSSChild(t *testing.T, baseURL string, api API, mode fakeprovider.Mode, op string) rssReport {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), rssChildEnv+"="+baseURL, rssModeEnv+"="+string(mode), rssOpEnv+"="+op)
+	cmd.Env = append(os.Environ(), rssChildEnv+"="+baseURL, rssModeEnv+"="+string(mode), rssOpEnv+"="+op, rssAPIEnv+"="+string(api))
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	stdout, err := cmd.Output()

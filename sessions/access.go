@@ -14,6 +14,9 @@ type Access struct {
 	Channels []string // channel names ("slack") or session-key prefixes ("slack:T1:C9")
 	// RefuseDirect refuses direct messages (access.direct_messages: false).
 	RefuseDirect bool
+	// ChannelModelEveryone lets anyone set the model of a channel's new
+	// conversations (access.channel_model: everyone); else only admins (T9).
+	ChannelModelEveryone bool
 }
 
 // refusal is the one short answer a refused person gets.

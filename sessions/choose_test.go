@@ -111,7 +111,7 @@ func TestRouter_ModelsList(t *testing.T) {
 func TestRouter_S4_ChannelDefaultByAlias(t *testing.T) {
 	h := newHarness(t, testdb.SQLite, choiceConfig)
 	h.sayAs(adapters.Inbound{Channel: "test", SessionKey: "test:T1:C1", User: "test:u1", Text: "/model fast",
-		ReplyTo: "slash", Native: true, DefaultsFor: "new threads in #general"})
+		ReplyTo: "slash", Native: true, DefaultsFor: "new threads in #general", Admin: true})
 	out := expect(t, h.rec.take(), "reply")
 	if !strings.HasPrefix(out[0].Text, "new threads in #general will use p2/beta") {
 		t.Fatalf("answer = %q", out[0].Text)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/commands"
 	"github.com/detourbot/detour/failover"
+	"github.com/detourbot/detour/internal/suggest"
 	"github.com/detourbot/detour/redact"
 )
 
@@ -48,6 +50,11 @@ func (r *Router) runCommand(ctx context.Context, in adapters.Inbound, c commands
 		c.Ref, c.Alias = string(ref), ""
 	}
 	if in.DefaultsFor != "" && ((c.Name == commands.CmdModel && (c.Ref != "" || c.Default)) || c.Name == commands.CmdNew || c.Name == commands.CmdReset) {
+		changes := c.Name != commands.CmdNew || c.Ref != ""
+		if changes && !r.cfg.Access.ChannelModelEveryone && !r.isAdmin(in) {
+			refuse(channelModelRefusal(in.DefaultsFor)) // T9
+			return
+		}
 		r.commandFailed(in, c, r.setDefaults(ctx, in, c, answer), refuse)
 		return
 	}
@@ -125,6 +132,13 @@ func (r *Router) runCommand(ctx context.Context, in adapters.Inbound, c commands
 		}
 	}
 	r.commandFailed(in, c, err, refuse)
+}
+
+// channelModelRefusal is the answer to someone who is not an admin and tries
+// to set the model of every new conversation of a channel (T9).
+func channelModelRefusal(what string) string {
+	return "only admins may choose the model for " + what + " (admin.users; access.channel_model: everyone lets anyone); " +
+		"to choose for one conversation, use !model <model> inside its thread, or /model in a direct message"
 }
 
 // commandFailed tells the user why a command failed (nothing when err is nil).
@@ -236,6 +250,42 @@ func (r *Router) providerKnown(p string) bool {
 		}
 	}
 	return false
+}
+
+// recoverable reports whether /recover may probe ref: a model the
+// configuration names (chains, agents, models:) or one people may choose
+// (agents.defaults.model.allow).
+func (r *Router) recoverable(ref string) bool {
+	if slices.Contains(r.configuredModels(), ref) || slices.Contains(r.choosableModels(), ref) {
+		return true
+	}
+	for _, p := range r.cfg.Allow {
+		if commands.MatchPattern(p, ref) {
+			return true
+		}
+	}
+	return false
+}
+
+// recoverHint is "; did you mean X?" for the nearest model or profile /recover
+// takes, and where to look otherwise (B3).
+func (r *Router) recoverHint(target string) string {
+	var known []string
+	if strings.Contains(target, "/") || !strings.Contains(target, ":") {
+		known = append(known, r.configuredModels()...)
+	}
+	if !strings.Contains(target, "/") {
+		for _, prof := range r.cfg.Profiles {
+			for _, p := range prof {
+				known = append(known, p.ID)
+			}
+		}
+		sort.Strings(known)
+	}
+	if best, ok := suggest.Closest(target, known); ok {
+		return "; did you mean " + best + "? (/recover takes a model of the configuration, provider/model, or a profile id, provider:name)"
+	}
+	return " (/recover takes a model of the configuration, provider/model, or a profile id, provider:name; /status lists them)"
 }
 
 // checkModel resolves ref (a model or an alias) to a model people may choose and
@@ -480,7 +530,12 @@ func (r *Router) Recover(ctx context.Context, target string) (string, error) {
 	case commands.ValidRef(target):
 		provider, model = failover.ModelRef(target).Split()
 		if !r.providerKnown(provider) {
-			return "", fmt.Errorf("%w: provider %q is not configured", ErrUnknownModel, provider)
+			return "", fmt.Errorf("%w: provider %q is not configured%s", ErrUnknownModel, provider, r.recoverHint(target))
+		}
+		if !r.recoverable(target) {
+			// A typo must not be "recovered": the probe of a name the
+			// provider happens to accept would clear nothing people use.
+			return "", fmt.Errorf("%w: %q is not a model of the configuration%s", ErrUnknownModel, target, r.recoverHint(target))
 		}
 		for _, pr := range r.cfg.Profiles[provider] {
 			ids = append(ids, pr.ID)
@@ -492,7 +547,7 @@ func (r *Router) Recover(ctx context.Context, target string) (string, error) {
 			found = found || pr.ID == target
 		}
 		if !found {
-			return "", fmt.Errorf("%w: %q", ErrUnknownProfile, target)
+			return "", fmt.Errorf("%w: %q is not a configured profile%s", ErrUnknownProfile, target, r.recoverHint(target))
 		}
 		ids = []string{target}
 		for _, m := range r.configuredModels() {
@@ -505,7 +560,7 @@ func (r *Router) Recover(ctx context.Context, target string) (string, error) {
 			return fmt.Sprintf("no configured model of provider %s to probe %s with", provider, target), nil
 		}
 	default:
-		return "", fmt.Errorf("%w: %q is neither provider/model nor a profile id", ErrUnknownModel, target)
+		return "", fmt.Errorf("%w: %q is neither provider/model nor a profile id%s", ErrUnknownModel, target, r.recoverHint(target))
 	}
 	if len(ids) == 0 {
 		ids = []string{""}

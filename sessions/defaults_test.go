@@ -37,7 +37,7 @@ func testRouter_S4_ChannelDefaultForNewThreads(t *testing.T, driver string) {
 	inChannel := func(text string) []adapters.Outbound {
 		t.Helper()
 		h.sayAs(adapters.Inbound{Channel: "test", SessionKey: channel, User: "test:u1", Text: text,
-			ReplyTo: "slash", Native: true, DefaultsFor: "new threads in #general"})
+			ReplyTo: "slash", Native: true, DefaultsFor: "new threads in #general", Admin: true})
 		return h.rec.take()
 	}
 	old := channel + ":100.000001"
@@ -124,5 +124,41 @@ func testRouter_S3_AutoOverrideIsNotAChannelDefault(t *testing.T, driver string)
 	}
 	if e := h.entry(channel + ":1.000001"); e.ModelOverride != "" {
 		t.Fatalf("auto override inherited: %+v", e)
+	}
+}
+
+// covers T9: a channel's model for new conversations is set by admins only (the
+// default); anyone else gets a clear refusal and nothing changes, while /model
+// in a thread or a DM stays theirs; access.channel_model: everyone opens it.
+func TestRouter_T9_ChannelModelIsForAdmins(t *testing.T) {
+	h := newHarness(t, testdb.SQLite)
+	const channel = "test:T1:C1"
+	say := func(user, key, text, defaultsFor string) []adapters.Outbound {
+		t.Helper()
+		h.sayAs(adapters.Inbound{Channel: "test", SessionKey: key, User: user, Text: text, ReplyTo: "slash", Native: true, DefaultsFor: defaultsFor})
+		return h.rec.take()
+	}
+	for _, cmd := range []string{"/model " + mThird, "/model default", "/reset", "/new " + mThird} {
+		out := expect(t, say("test:u1", channel, cmd, "new threads in #general"), "error")
+		want := "only admins may choose the model for new threads in #general (admin.users; access.channel_model: everyone lets anyone); to choose for one conversation, use !model <model> inside its thread, or /model in a direct message"
+		if out[0].Text != want {
+			t.Errorf("%s by a non-admin: %q\nwant %q", cmd, out[0].Text, want)
+		}
+	}
+	// /new without a model changes nothing, so anyone may ask.
+	expect(t, say("test:u1", channel, "/new", "new threads in #general"), "reply")
+	// A thread's own /model, and a DM's, are unchanged.
+	expect(t, say("test:u1", channel+":100.000001", "!model "+mThird, ""), "reply")
+	expect(t, say("test:u1", "test:D1", "/model "+mThird, ""), "reply")
+	// An admin may.
+	out := expect(t, say("test:admin", channel, "/model "+mThird, "new threads in #general"), "reply")
+	if !strings.HasPrefix(out[0].Text, "new threads in #general will use "+mThird) {
+		t.Errorf("admin: %q", out[0].Text)
+	}
+
+	open := newHarness(t, testdb.SQLite, func(c *Config, _ *harness) { c.Access.ChannelModelEveryone = true })
+	open.sayAs(adapters.Inbound{Channel: "test", SessionKey: channel, User: "test:u1", Text: "/model " + mThird, ReplyTo: "slash", Native: true, DefaultsFor: "new threads in #general"})
+	if out := expect(t, open.rec.take(), "reply"); !strings.HasPrefix(out[0].Text, "new threads in #general will use "+mThird) {
+		t.Errorf("access.channel_model: everyone: %q", out[0].Text)
 	}
 }

@@ -19,8 +19,9 @@ type Observer interface {
 	// Failure nil on success) or a candidate skipped without a call.
 	Attempt(a failover.AttemptRecord)
 	// Fallback is the run moving from one model to the next ("provider/model"),
-	// and the reason it left the first: its failure, or why it was skipped.
-	Fallback(from, to string, reason classify.Reason)
+	// and the reason it left the first: its failure, or why it was skipped, with
+	// the failure's HTTP status (classify.StatusUnknown for a skip).
+	Fallback(from, to string, reason classify.Reason, status int)
 	// GuardRejected is a turn refused a paid call by a limit: GuardPerMinute
 	// (B2), GuardTurnBudget (B1) or GuardUserBudget (T6).
 	GuardRejected(guard string)
@@ -90,11 +91,11 @@ func (r *Router) onAttempt(ts *turnState, a failover.AttemptRecord) {
 	if n := len(ts.attempts); n >= 2 {
 		prev := ts.attempts[n-2]
 		if from, to := prev.Candidate.Ref(), a.Candidate.Ref(); from != to {
-			reason := prev.Skipped
+			reason, status := prev.Skipped, classify.StatusUnknown
 			if prev.Failure != nil {
-				reason = prev.Failure.Reason
+				reason, status = prev.Failure.Reason, prev.Failure.Status
 			}
-			r.obs.Fallback(from, to, reason)
+			r.obs.Fallback(from, to, reason, status)
 		}
 	}
 }

@@ -39,7 +39,7 @@ func (o *fakeObserver) Attempt(a failover.AttemptRecord) {
 	}
 }
 
-func (o *fakeObserver) Fallback(from, to string, reason classify.Reason) {
+func (o *fakeObserver) Fallback(from, to string, reason classify.Reason, _ int) {
 	o.add("fallback " + from + " -> " + to + " " + string(reason))
 }
 

@@ -374,6 +374,20 @@ func testRouter_N5_StatusAndB3_Recover(t *testing.T, driver string) {
 	if out = expect(t, admin("/recover p9/x"), "error"); !strings.Contains(out[0].Text, "not configured") {
 		t.Fatalf("recover unknown: %q", out[0].Text)
 	}
+	// A typo is refused with the nearest name, never "recovered", and costs no call.
+	probes = h.fake.CallCount(fakeprovider.Filter{})
+	for typed, want := range map[string]string{
+		"/recover p1/alpah":  `unknown model: "p1/alpah" is not a model of the configuration; did you mean p1/alpha? (/recover takes a model of the configuration, provider/model, or a profile id, provider:name)`,
+		"/recover p1:mian":   `unknown profile: "p1:mian" is not a configured profile; did you mean p1:main? (/recover takes a model of the configuration, provider/model, or a profile id, provider:name)`,
+		"/recover p2/zzzzzz": `unknown model: "p2/zzzzzz" is not a model of the configuration (/recover takes a model of the configuration, provider/model, or a profile id, provider:name; /status lists them)`,
+	} {
+		if out = expect(t, admin(typed), "error"); out[0].Text != want {
+			t.Errorf("%s: %q\nwant %q", typed, out[0].Text, want)
+		}
+	}
+	if n := h.fake.CallCount(fakeprovider.Filter{}) - probes; n != 0 {
+		t.Errorf("B3: a mistyped target made %d probe call(s)", n)
+	}
 	// A console user is always an admin (the channel vouches).
 	h.sayAs(adapters.Inbound{Channel: "test", SessionKey: key1, Admin: true, Text: "/recover p2:main"})
 	if out := expect(t, h.rec.take(), "reply"); !strings.Contains(out[0].Text, "recovered") {

@@ -37,6 +37,14 @@ const (
 // DefaultSession is the session of text lines and of jsonl lines without one.
 const DefaultSession = "default"
 
+// TerminalLineLimit is the longest line a terminal in canonical mode passes on
+// (Linux's 4,096-byte line buffer less the newline): anything typed or pasted
+// beyond it is dropped by the terminal before the bot can read it.
+const TerminalLineLimit = 4095
+
+// cutLine answers a line the terminal cut at TerminalLineLimit.
+const cutLine = "this line reached 4,095 bytes, the most a terminal passes on in one line, so the rest of what you typed or pasted was cut and nothing was sent; send long text in parts, or put it in a file and pipe it in (bot < message.txt: one message per line)"
+
 // Options configure the console.
 type Options struct {
 	Format string    // FormatText (default) or FormatJSONL
@@ -61,8 +69,9 @@ type Adapter struct {
 	waiting  bool
 	answered chan struct{}
 	// status: a progress line shows (any output erases it first); streaming: a
-	// reply is being printed as it arrives.
+	// reply is being printed as it arrives, by live.
 	status, streaming bool
+	live              *stream
 }
 
 var _ adapters.Adapter = (*Adapter)(nil)
@@ -123,6 +132,13 @@ func (a *Adapter) Run(ctx context.Context, inbox chan<- adapters.Inbound) error 
 			return fmt.Errorf("console: read: %w", l.err)
 		}
 		n++
+		if a.opts.Interactive && len(l.text) == TerminalLineLimit {
+			// The terminal's line discipline keeps at most this many bytes of a
+			// line and drops the rest: sending what is left would answer half a
+			// question as if it were whole.
+			_ = a.Send(ctx, adapters.Outbound{Kind: adapters.KindError, Channel: Name, SessionKey: Name + ":" + DefaultSession, ReplyTo: DefaultSession, Text: cutLine})
+			continue
+		}
 		in, skip, errText, session := a.parse(l, n)
 		if skip {
 			if a.opts.Format == FormatText {
@@ -322,6 +338,12 @@ func (a *Adapter) Send(ctx context.Context, out adapters.Outbound) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.clearStatus()
+	if out.Kind == adapters.KindNotice && a.streaming && a.live != nil {
+		// N4: a notice is a line of its own before the reply, even when the
+		// reply is already showing: it goes above the streamed text.
+		a.live.above(b.String())
+		return a.bw.Flush()
+	}
 	_, err := a.bw.Write(b.Bytes())
 	if err == nil {
 		err = a.bw.Flush()

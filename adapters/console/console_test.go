@@ -306,3 +306,62 @@ func TestText_LiveReplyAtATerminal(t *testing.T) {
 		t.Fatalf("terminal got\n%q\nwant\n%q", got, want)
 	}
 }
+
+// covers N4, L3: a notice that arrives while the reply is already streaming
+// goes on a line of its own above it, never glued to the end of the reply.
+func TestText_N4_NoticeAboveAStreamingReply(t *testing.T) {
+	var out strings.Builder
+	a := New(Options{Format: FormatText, In: strings.NewReader("hi\n"), Out: &out, Interactive: true})
+	inbox := make(chan adapters.Inbound)
+	done := make(chan error, 1)
+	ctx := context.Background()
+	go func() { done <- a.Run(ctx, inbox) }()
+	in := <-inbox
+	st, _ := a.StartStream(ctx, in)
+	_ = st.Update(ctx, "[backup/fallback-1] you said")
+	_ = a.Send(ctx, adapters.Outbound{Kind: adapters.KindNotice, SessionKey: in.SessionKey, Text: "↪️ model fallback: backup/fallback-1 (selected demo/primary; rate limit)"})
+	_ = st.Finish(ctx, adapters.Outbound{Kind: adapters.KindReply, SessionKey: in.SessionKey, Text: "[backup/fallback-1] you said: hi"})
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	want := "> " + "\x1b7[backup/fallback-1] you said" +
+		"\x1b8\x1b[J↪️ model fallback: backup/fallback-1 (selected demo/primary; rate limit)\n\x1b7[backup/fallback-1] you said" +
+		": hi\n" + "> "
+	if got := out.String(); got != want {
+		t.Fatalf("terminal got\n%q\nwant\n%q", got, want)
+	}
+}
+
+// covers T4: at a terminal, a line of exactly TerminalLineLimit bytes is what the
+// terminal left of a longer one: it is not sent, and the person is told why
+// and what to do; the next line is read as usual.
+func TestText_TerminalCutLineIsNotSent(t *testing.T) {
+	var out strings.Builder
+	cut := strings.Repeat("a", TerminalLineLimit)
+	a := New(Options{Format: FormatText, In: strings.NewReader(cut + "\nhello\n"), Out: &out, Interactive: true})
+	inbox := make(chan adapters.Inbound, 2)
+	answering := inboxAnswering(a, inbox)
+	err := a.Run(context.Background(), answering)
+	close(answering)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(inbox) != 1 || (<-inbox).Text != "hello" {
+		t.Fatalf("the cut line was sent")
+	}
+	if !strings.Contains(out.String(), "error: "+cutLine+"\n") {
+		t.Errorf("no warning:\n%q", out.String())
+	}
+}
+
+// inboxAnswering answers every inbound at once with a reply, so Run reads on.
+func inboxAnswering(a *Adapter, keep chan adapters.Inbound) chan adapters.Inbound {
+	in := make(chan adapters.Inbound)
+	go func() {
+		for m := range in {
+			keep <- m
+			_ = a.Send(context.Background(), adapters.Outbound{Kind: adapters.KindReply, SessionKey: m.SessionKey, Text: "ok"})
+		}
+	}()
+	return in
+}

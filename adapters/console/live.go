@@ -67,48 +67,71 @@ func (a *Adapter) clearStatus() {
 // growing reply drawn on the terminal: text that extends what was printed is
 // appended, any other replaces it (L3), and the final answer ends the line.
 func (a *Adapter) StartStream(ctx context.Context, in adapters.Inbound) (adapters.Stream, error) {
-	return live.New(terminal{a}, live.Options{Inline: true, Render: func(kind adapters.Kind, text string) string {
+	s := &stream{a: a}
+	a.mu.Lock()
+	a.live = s
+	a.mu.Unlock()
+	return live.New(s, live.Options{Inline: true, Render: func(kind adapters.Kind, text string) string {
 		return textLine(adapters.Outbound{Kind: kind, Text: text})
 	}}), nil
 }
 
-// terminal is the console as a live.Surface: one message from the saved cursor.
-type terminal struct{ a *Adapter }
+// stream is the terminal as a live.Surface: one message, printed from the saved
+// cursor position.
+type stream struct {
+	a     *Adapter
+	shown string // sanitized text on the screen since the saved cursor position
+}
 
-func (t terminal) write(s string, end bool) error {
-	a := t.a
+// above prints line (which ends in a newline) where the streamed text began and
+// shows the text again below it. The caller holds a.mu.
+func (s *stream) above(line string) {
+	_, _ = s.a.bw.WriteString(restoreDown + line + saveCursor + s.shown)
+}
+
+// write prints out and makes shown what the screen holds; end finishes the line.
+func (s *stream) write(out, shown string, end bool) error {
+	a := s.a
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if !a.streaming {
 		a.clearStatus()
 		a.streaming = true
 	}
-	_, _ = a.bw.WriteString(s)
+	_, _ = a.bw.WriteString(out)
+	s.shown = shown
 	if end {
 		_, _ = a.bw.WriteString("\n")
 		a.streaming = false
+		if a.live == s {
+			a.live = nil
+		}
 		defer a.answer()
 	}
 	return a.bw.Flush()
 }
 
-func (t terminal) Post(_ context.Context, _ int, text string) (string, error) {
-	return "", t.write(saveCursor+text, false)
+func (s *stream) Post(_ context.Context, _ int, text string) (string, error) {
+	return "", s.write(saveCursor+text, text, false)
 }
-func (t terminal) Edit(_ context.Context, _, text string) error {
-	return t.write(restoreDown+text, false)
+func (s *stream) Edit(_ context.Context, _, text string) error {
+	return s.write(restoreDown+text, text, false)
 }
-func (t terminal) Append(_ context.Context, _, more string) error { return t.write(more, false) }
-func (t terminal) Stop(_ context.Context, _, more string) error   { return t.write(more, true) }
+func (s *stream) Append(_ context.Context, _, more string) error {
+	return s.write(more, s.shown+more, false)
+}
+func (s *stream) Stop(_ context.Context, _, more string) error {
+	return s.write(more, s.shown+more, true)
+}
 
 // Delete erases what was printed; the line is free for a notice (A5).
-func (t terminal) Delete(context.Context, string) error {
-	a := t.a
+func (s *stream) Delete(context.Context, string) error {
+	a := s.a
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	_, _ = a.bw.WriteString(restoreDown)
-	a.streaming = false
+	a.streaming, s.shown = false, ""
 	return a.bw.Flush()
 }
 
-func (t terminal) Send(ctx context.Context, out adapters.Outbound) error { return t.a.Send(ctx, out) }
+func (s *stream) Send(ctx context.Context, out adapters.Outbound) error { return s.a.Send(ctx, out) }

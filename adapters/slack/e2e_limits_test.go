@@ -82,16 +82,27 @@ func TestE2E_SlackChannelBurstOfSixMentions_AllAnsweredPacedNoneDropped(t *testi
 // "/model x" typed in a channel (Slack sends it without a thread) sets the model
 // new threads there start with; threads already started keep theirs, "!model" in
 // a thread stays in that thread, and "/reset" goes back to the configured model.
-// covers S4
+// Only an admin may do it: anyone else gets a clear refusal, and nothing
+// changes. covers S4, T9
 func TestE2E_SlackChannelModelCommand_NewThreadAnsweredByIt(t *testing.T) {
-	e := startE2E(t)
+	e := startE2E(t, asAdmin)
 	old := e.slack.Mention("C1", "U1", "before", "")
 	if p := e.only("C1", old.TS); !strings.HasPrefix(p.Text, "[p1/alpha]") {
 		t.Fatalf("before: %q", p.Text)
 	}
 
+	e.slack.Slash("/model", "p2/beta", "C1", "U2")
+	refusal, err := e.slack.WaitPost(wait, func(p fakeslack.Post) bool { return p.Ephemeral && p.User == "U2" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(refusal.Text, "only admins may choose the model for new threads in #general") {
+		t.Fatalf("a non-admin's channel /model was answered %q", refusal.Text)
+	}
+	e.drain() // the refusal touched no session: the channel has none yet
+
 	e.slack.Slash("/model", "p3/gamma", "C1", "U1")
-	eph, err := e.slack.WaitPost(wait, func(p fakeslack.Post) bool { return p.Ephemeral })
+	eph, err := e.slack.WaitPost(wait, func(p fakeslack.Post) bool { return p.Ephemeral && p.User == "U1" })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -279,7 +279,7 @@ func TestE2E_SlackLive_L1_StatusRateLimitedIsDropped(t *testing.T) {
 // "!model" offers the picker to the one who typed it and the pick sets the
 // thread's model.
 func TestE2E_SlackLive_L4_ModelPickerSetsTheModel(t *testing.T) {
-	e := startE2E(t, live)
+	e := startE2E(t, live, asAdmin)
 	e.slack.Slash("/model", "", "C1", "U1")
 	picker, err := e.slack.WaitPost(wait, func(p fakeslack.Post) bool { return p.Ephemeral && strings.Contains(string(p.Blocks), "static_select") })
 	if err != nil {

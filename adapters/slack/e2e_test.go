@@ -69,7 +69,12 @@ type setup struct {
 	idle time.Duration
 	// wrapLLM wraps the fake provider's handler.
 	wrapLLM func(http.Handler) http.Handler
+	// admins fill admin.users (a channel-wide /model needs one, T9).
+	admins []string
 }
+
+// asAdmin makes U1 an admin: only admins set a channel's model (T9).
+func asAdmin(st *setup) { st.admins = []string{"slack:U1"} }
 
 func startE2E(t testing.TB, mods ...func(*setup)) *world {
 	t.Helper()
@@ -134,7 +139,7 @@ func startE2E(t testing.TB, mods ...func(*setup)) *world {
 	}
 	e.World = e2e.Start(t, e2e.Spec{
 		Primary: st.primary, Fallbacks: st.fallbacks,
-		Keys: e2eKeys, AdminChannel: "slack:C0ADMIN", Idle: st.idle,
+		Keys: e2eKeys, AdminChannel: "slack:C0ADMIN", AdminUsers: st.admins, Idle: st.idle,
 		Adapter: e.adapters[0], Extra: extra, Secrets: []string{e2eApp, e2eBot}, Logs: e.logs,
 		Channels: channels, WrapLLM: st.wrapLLM, ExtraYAML: st.yaml,
 	})
@@ -187,7 +192,7 @@ func isNotice(p fakeslack.Post) bool {
 
 // covers N1, N3, N4, N5, S3, S4, V4 through Slack
 func TestE2E_SlackThreadFallbackCommandsAndReliability(t *testing.T) {
-	e := startE2E(t)
+	e := startE2E(t, asAdmin)
 	e.llm.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeInsufficientQuota})
 
 	// 1. Mention: answered in the mention's thread; the fallback notice is its own

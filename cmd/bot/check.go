@@ -25,6 +25,7 @@ import (
 func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	path := fs.String("config", "", "configuration file (default ./config.yaml if it exists, else the embedded demo)")
+	envFile := fs.String("env-file", "", "KEY=value lines for the configuration's ${VAR} references (default ./detour.env if it exists)")
 	probe := fs.Bool("probe", false, "also try the database, one smallest model call per profile, Slack auth.test, Discord /users/@me and the admin channel")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
@@ -34,6 +35,9 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitUsage
 	}
 	src, err := resolveConfig(*path)
+	if err == nil && !src.demo {
+		err = src.withEnvFile(*envFile, stderr)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "bot check: %v\n", err)
 		return exitUsage
@@ -55,6 +59,12 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		printConfigError(stderr, err)
 		return exitUsage
 	}
+	if ch := cfg.Channels; !ch.Console.Enabled && !ch.Slack.Enabled && !ch.Discord.Enabled {
+		// F1: bot run stops at once on this (exit 2); so does check.
+		fmt.Fprintf(stderr, "%s: channels: %s\n", src.name(), noChannel)
+		fmt.Fprintln(stderr, "bot: the configuration has 1 problem(s); nothing was started")
+		return exitUsage
+	}
 	if len(cfg.Doubts) > 0 {
 		for _, e := range cfg.Doubts {
 			fmt.Fprintln(stderr, e.Error())
@@ -68,6 +78,10 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	return exitOK
 }
+
+// noChannel is what check says when no channel is enabled, in the words of
+// the start-up error of bot run (internal/app).
+const noChannel = "no channel is enabled: enable channels.console, channels.slack or channels.discord"
 
 // printWarnings writes what the bot runs without, and (for `bot run`) the
 // settings `bot check` doubts, one "warning:" line each.
@@ -116,8 +130,14 @@ func printConfig(w io.Writer, src configSource, cfg *config.Config) {
 			base = "(the built-in fake, on a loopback port chosen at start)"
 		}
 		extra := ""
+		if p.API != "" && p.API != config.APIOpenAI {
+			extra = "\tapi " + p.API
+			if p.APIVersion != "" {
+				extra += " " + p.APIVersion
+			}
+		}
 		if p.BillingBackoff > 0 {
-			extra = "\tbilling backoff " + p.BillingBackoff.String()
+			extra += "\tbilling backoff " + p.BillingBackoff.String()
 		}
 		fmt.Fprintf(tw, "  %s\t%s%s\n", id, base, extra)
 	}
@@ -179,7 +199,10 @@ func printConfig(w io.Writer, src configSource, cfg *config.Config) {
 	b := d.Budget
 	fmt.Fprintf(w, "timeouts: idle %s, attempt %s, run %s\n", t.Idle, t.Attempt, t.Run)
 	cost := "no cost cap"
-	if b.MaxTurnCostUSD > 0 {
+	switch {
+	case cfg.CostCapInert(b.MaxTurnCostUSD):
+		cost = fmt.Sprintf("no cost cap in effect (max_turn_cost_usd %g needs prices under models)", b.MaxTurnCostUSD) // F2
+	case b.MaxTurnCostUSD > 0:
 		cost = fmt.Sprintf("max $%.4g per turn", b.MaxTurnCostUSD)
 	}
 	fmt.Fprintf(w, "budget: %d paid attempts per turn, %s, %d paid attempts per minute overall\n",

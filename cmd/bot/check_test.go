@@ -135,3 +135,42 @@ func TestCheck_T8_PostgresPasswordHidden(t *testing.T) {
 		}
 	}
 }
+
+// covers F1, F2: check fails where run would not start (no channel enabled:
+// run exits 2, so does check), and a dollar cap without prices is a doubt
+// whose words say it is inert; with prices, the cap is printed as acting.
+func TestCheck_F1_F2_WhatRunWouldRefuseOrIgnore(t *testing.T) {
+	srv := startFake(t)
+	path := testConfig(t, srv, "")
+	data, _ := os.ReadFile(path)
+	_ = os.WriteFile(path, bytes.Replace(data, []byte("enabled: true, format: jsonl"), []byte("enabled: false"), 1), 0o600)
+	var stdout, stderr bytes.Buffer
+	if code := dispatch(context.Background(), []string{"check", "--config", path}, nil, &stdout, &stderr); code != exitUsage {
+		t.Errorf("no channel: check exit %d, want %d (run exits %d)", code, exitUsage, exitUsage)
+	}
+	if want := path + ": channels: no channel is enabled: enable channels.console, channels.slack or channels.discord\n"; !strings.HasPrefix(stderr.String(), want) {
+		t.Errorf("no channel: stderr %q, want %q", stderr.String(), want)
+	}
+
+	capped := testConfig(t, srv, "    budget: {max_turn_cost_usd: 0.5}\n")
+	stdout.Reset()
+	stderr.Reset()
+	if code := dispatch(context.Background(), []string{"check", "--config", capped}, nil, &stdout, &stderr); code != exitUsage {
+		t.Errorf("an inert cap: exit %d, want %d", code, exitUsage)
+	}
+	if !strings.Contains(stderr.String(), "agents.defaults.budget.max_turn_cost_usd: the cap of $0.5 per turn can never act: no model has a price") {
+		t.Errorf("an inert cap is not named:\n%s", stderr.String())
+	}
+	if strings.Contains(stdout.String()+stderr.String(), "max $0.5 per turn") {
+		t.Errorf("check shows an inert cap as if it acted:\n%s", stdout.String())
+	}
+	// bot run starts, and says the same as a warning.
+	priced := testConfig(t, srv, "    budget: {max_turn_cost_usd: 0.5}\nmodels:\n  p1/primary: {usd_per_mtok_in: 1, usd_per_mtok_out: 2}\n  p2/fallback-1: {usd_per_mtok_in: 1, usd_per_mtok_out: 2}\n  p2/fallback-2: {usd_per_mtok_in: 1, usd_per_mtok_out: 2}\n")
+	stdout.Reset()
+	if code := dispatch(context.Background(), []string{"check", "--config", priced}, nil, &stdout, &stderr); code != exitOK {
+		t.Fatalf("priced: exit %d\n%s", code, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "budget: 8 paid attempts per turn, max $0.5 per turn, 120 paid attempts per minute overall") {
+		t.Errorf("a priced cap is not shown:\n%s", stdout.String())
+	}
+}

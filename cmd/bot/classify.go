@@ -41,13 +41,17 @@ type classifyOutput struct {
 // classifyExplain says why a line got its reason (bot classify --explain): the
 // step that decided (transport, field, status, text, default), the rule or
 // family ("billing/insufficient-funds", "field/overloaded_error",
-// "status/429"), the evidence it matched, the status the decision saw and where
-// it came from, where the recovery time came from, and the plain words people
-// read in notices. Evidence, code and message are redacted: the input may hold
-// a key.
+// "status/429"), the family of meaning alone and the field that decided
+// ("error.code", "base_resp.status_code", "message", "http status"), the
+// evidence it matched, the status the decision saw and where it came from,
+// where the recovery time came from, the plain words people read in notices,
+// and for a format verdict whether its words point at the request (C13).
+// Evidence, code and message are redacted: the input may hold a key.
 type classifyExplain struct {
 	Step         string `json:"step"`
 	Rule         string `json:"rule"`
+	Family       string `json:"family"`
+	Field        string `json:"field"`
 	Evidence     string `json:"evidence"`
 	Status       int    `json:"status"`
 	StatusFrom   string `json:"status_from"`
@@ -55,6 +59,7 @@ type classifyExplain struct {
 	Code         string `json:"code"`
 	Message      string `json:"message"`
 	Says         string `json:"says"`
+	RequestFault *bool  `json:"request_fault,omitempty"`
 }
 
 type classifyError struct {
@@ -78,8 +83,9 @@ Reads one JSON object per line: {"provider": "...", "http_status": 429 or null,
 and writes one line per input line, in order:
 {"reason": "...", "class": "...", "recovery_at": "<RFC 3339>" or null, "retry_after_ms": <number> or null}
 A line that cannot be read gets {"error": "..."} and processing goes on.
-With --explain each answer also holds "explain": {"step", "rule", "evidence",
-"status", "status_from", "recovery_from", "code", "message", "says"} (redacted).
+With --explain each answer also holds "explain": {"step", "rule", "family",
+"field", "evidence", "status", "status_from", "recovery_from", "code", "message",
+"says", and for format "request_fault"} (redacted).
 
 `)
 		fs.PrintDefaults()
@@ -227,9 +233,13 @@ func classifyLine(line []byte, now time.Time, explain bool) (out []byte) {
 	}
 	if explain {
 		w := f.Why
-		o.Explain = &classifyExplain{Step: string(w.Step), Rule: w.Rule, Evidence: redact.Preview(w.Evidence, 120),
-			Status: w.Status, StatusFrom: w.StatusFrom, RecoveryFrom: w.Recovery, Code: redact.Preview(f.Code, 80),
-			Message: redact.Preview(f.Message, 200), Says: classify.Describe(f.Reason, w.Status)}
+		o.Explain = &classifyExplain{Step: string(w.Step), Rule: w.Rule, Family: w.Family, Field: w.Field,
+			Evidence: redact.Preview(w.Evidence, 120), Status: w.Status, StatusFrom: w.StatusFrom, RecoveryFrom: w.Recovery,
+			Code: redact.Preview(f.Code, 80), Message: redact.Preview(f.Message, 200), Says: classify.Describe(f.Reason, w.Status)}
+		if f.Reason == classify.ReasonFormat {
+			rf := classify.RequestFault(f)
+			o.Explain.RequestFault = &rf
+		}
 	}
 	return mustJSON(o)
 }

@@ -212,8 +212,8 @@ func TestRunClassify_Explain(t *testing.T) {
 		Explain *classifyExplain
 	}
 	wantWhy := []classifyExplain{
-		{Step: "field", Rule: "field/invalid_api_key", Status: 401, StatusFrom: "http", Says: "invalid API key"},
-		{Step: "status", Rule: "status/429", Status: 429, StatusFrom: "body", Says: "rate limit"},
+		{Step: "field", Rule: "field/invalid_api_key", Family: "auth", Field: "error.code", Status: 401, StatusFrom: "http", Says: "invalid API key"},
+		{Step: "status", Rule: "status/429", Family: "status", Field: "body status", Status: 429, StatusFrom: "body", Says: "rate limit"},
 		{Step: "default", Rule: "default/unclassified", Says: "unknown error"},
 	}
 	for i, line := range raw {
@@ -222,7 +222,8 @@ func TestRunClassify_Explain(t *testing.T) {
 			t.Fatalf("line %d: %s", i, line)
 		}
 		w, x := wantWhy[i], *e.Explain
-		if x.Step != w.Step || x.Rule != w.Rule || x.Status != w.Status || x.StatusFrom != w.StatusFrom || x.Says != w.Says || x.Evidence == "" {
+		if x.Step != w.Step || x.Rule != w.Rule || x.Family != w.Family || x.Field != w.Field ||
+			x.Status != w.Status || x.StatusFrom != w.StatusFrom || x.Says != w.Says || x.Evidence == "" || x.RequestFault != nil {
 			t.Errorf("line %d: explain %+v, want %+v", i, x, w)
 		}
 		if strings.Contains(line, "CANARY") {
@@ -233,3 +234,44 @@ func TestRunClassify_Explain(t *testing.T) {
 		}
 	}
 }
+
+// TestRunClassify_ExplainFamilyAndField: --explain names the family of meaning
+// and the field that decided, for a provider's own code (structure first), a text
+// family and a format verdict with its C13 judgement.
+func TestRunClassify_ExplainFamilyAndField(t *testing.T) {
+	in := `{"provider":"zhipu","http_status":429,"body":"{\"error\":{\"code\":\"1305\",\"message\":\"Request rejected\"}}"}` + "\n" +
+		`{"provider":"lmstudio","body":"The number of tokens to keep from the initial prompt is greater than the context length."}` + "\n" +
+		`{"provider":"x","http_status":400,"body":"400 status code (no body)"}` + "\n" +
+		`{"provider":"x","http_status":400,"body":"{\"error\":{\"message\":\"bad\",\"param\":\"messages[0].role\"}}"}` + "\n" +
+		`{"provider":"openrouter","http_status":400,"body":"{\"error\":{\"message\":\"Provider returned error\",\"code\":400,\"metadata\":{\"raw\":\"{\\\"error\\\":{\\\"message\\\":\\\"This model's maximum context length is 8192 tokens\\\"}}\"}}}"}` + "\n"
+	_, raw, code := runClassifyOn(t, in, "--now", "2026-03-15T12:00:00Z", "--explain")
+	if code != exitOK || len(raw) != 5 {
+		t.Fatalf("exit %d, %d lines", code, len(raw))
+	}
+	want := []struct {
+		reason, family, field string
+		requestFault          *bool
+	}{
+		{"overloaded", "overloaded", "error.code", nil},
+		{"context_overflow", "context-overflow", "body", nil},
+		{"format", "status", "http status", ptr(false)},
+		{"format", "status", "http status", ptr(true)},
+		{"context_overflow", "context-overflow", "error.metadata.raw:error.message", nil},
+	}
+	for i, line := range raw {
+		var e struct {
+			Reason  string
+			Explain *classifyExplain
+		}
+		if err := json.Unmarshal([]byte(line), &e); err != nil || e.Explain == nil {
+			t.Fatalf("line %d: %s", i, line)
+		}
+		w, x := want[i], e.Explain
+		if e.Reason != w.reason || x.Family != w.family || x.Field != w.field ||
+			(w.requestFault == nil) != (x.RequestFault == nil) || w.requestFault != nil && *w.requestFault != *x.RequestFault {
+			t.Errorf("line %d: %s", i, line)
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

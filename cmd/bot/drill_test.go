@@ -4,6 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -89,5 +93,27 @@ func TestDrill_AllFast(t *testing.T) {
 			}
 			t.Errorf("%v: exit %d; failing:\n%s\n%s", args, code, strings.Join(failed, "\n"), stderr)
 		}
+	}
+}
+
+// A drill beside the live bot: the configuration's server.listen is held by
+// another process, and every drill still runs, because drills never bind the
+// operations port.
+func TestDrill_LeavesTheOperationsPortAlone(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.yaml")
+	yaml := fmt.Sprintf("server: {listen: %q}\nproviders:\n  p1: {base_url: \"http://127.0.0.1:1/v1\"}\n  p2: {base_url: \"http://127.0.0.1:1/v1\"}\n"+
+		"agents:\n  defaults:\n    model: {primary: p1/primary, fallbacks: [p2/fallback-1]}\n", ln.Addr().String())
+	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := drillRun(t, "--fast", "--config", cfg, "--scenario", "no-fault,a500")
+	if code != exitOK {
+		t.Fatalf("exit %d with server.listen busy:\n%s\n%s", code, out, stderr)
 	}
 }

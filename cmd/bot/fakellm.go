@@ -10,7 +10,8 @@ import (
 	"github.com/detourbot/detour/internal/fakeprovider"
 )
 
-// runFakeLLM serves the fault-injecting OpenAI-compatible server (`bot fake-llm`)
+// runFakeLLM serves the fault-injecting fake provider (`bot fake-llm`): the
+// OpenAI-compatible API, and Anthropic's, Azure's and Gemini's on their routes,
 // until ctx ends. Flags: --listen ADDR (default 127.0.0.1:8089) and --script FILE
 // (JSON lines of fakeprovider.Rule). It prints the base URL to stderr and returns the
 // process exit code.
@@ -47,6 +48,8 @@ func runFakeLLM(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	defer srv.Close()
 	fmt.Fprintf(stderr, "fake-llm: serving OpenAI-compatible API at %s (per provider: %s/<provider>/v1); %d rule(s) scripted\n",
 		srv.BaseURL(""), srv.URL(), len(rules))
+	fmt.Fprintf(stderr, "fake-llm: and per provider in its own protocol: api: anthropic at %s, api: azure at %s, api: gemini at %s\n",
+		srv.BaseURLFor("<provider>", fakeprovider.APIAnthropic), srv.BaseURLFor("<provider>", fakeprovider.APIAzure), srv.BaseURLFor("<provider>", fakeprovider.APIGemini))
 	fmt.Fprintf(stderr, "fake-llm: script with POST %s/_fake/script, reset with POST %s/_fake/reset, calls at GET %s/_fake/calls\n",
 		srv.URL(), srv.URL(), srv.URL())
 	_ = stdout

@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/internal/store"
 	"github.com/detourbot/detour/redact"
 	"github.com/detourbot/detour/sessions"
@@ -101,6 +102,9 @@ func historyStorage(path, db string, stderr io.Writer) (driver, dsn string, code
 		return store.DriverSQLite, db, exitOK
 	}
 	src, err := resolveConfig(path)
+	if err == nil && !src.demo {
+		err = src.withEnvFile("", stderr) // ./detour.env, as bot run reads it
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "bot history: %v\n", err)
 		return "", "", exitUsage
@@ -148,8 +152,9 @@ func describeQuery(q sessions.HistoryQuery) string {
 	return " " + strings.Join(parts, " ")
 }
 
-// outcome is an attempt's result in words: ok, the failure reason with its
-// HTTP status, or why it was skipped.
+// outcome is an attempt's result in words: ok, the failure with its HTTP
+// status beside it (a 500 is "server_error (HTTP 500)", never a timeout), or why
+// it was skipped.
 func outcome(e sessions.HistoryEvent) string {
 	switch {
 	case e.Skipped != "":
@@ -157,9 +162,9 @@ func outcome(e sessions.HistoryEvent) string {
 	case e.Reason == "":
 		return "ok"
 	case e.Status > 0:
-		return fmt.Sprintf("%s (HTTP %d)", e.Reason, e.Status)
+		return fmt.Sprintf("%s (HTTP %d)", classify.Outcome(classify.Reason(e.Reason), e.Status), e.Status)
 	}
-	return e.Reason
+	return classify.Outcome(classify.Reason(e.Reason), e.Status)
 }
 
 func writeHistoryText(w io.Writer, events []sessions.HistoryEvent) {
@@ -201,7 +206,7 @@ type historyLine struct {
 	Model      string `json:"model,omitempty"`
 	Profile    string `json:"profile,omitempty"`
 	Kind       string `json:"kind,omitempty"`
-	Outcome    string `json:"outcome,omitempty"` // ok, a failure reason, or skipped
+	Outcome    string `json:"outcome,omitempty"` // ok, the failure (classify.Outcome: server_error for a 5xx), or skipped
 	Reason     string `json:"reason,omitempty"`
 	Skipped    string `json:"skipped,omitempty"`
 	Status     int    `json:"status,omitempty"`
@@ -226,7 +231,7 @@ func writeHistoryJSON(stdout, stderr io.Writer, events []sessions.HistoryEvent) 
 		case e.Reason == "":
 			l.Outcome = "ok"
 		default:
-			l.Outcome = e.Reason
+			l.Outcome = classify.Outcome(classify.Reason(e.Reason), e.Status) // reason keeps the classifier's word
 		}
 		if err := enc.Encode(l); err != nil {
 			fmt.Fprintf(stderr, "bot history: %v\n", err)

@@ -138,3 +138,34 @@ func TestParseSince(t *testing.T) {
 		}
 	}
 }
+
+// covers V1, C6: `bot history` keeps the HTTP status beside the reason: a
+// primary answering 500 is "server_error (HTTP 500)" in the table and
+// "server_error" with status 500 in JSON, never a timeout.
+func TestHistory_V1_ServerErrorIsNotATimeout(t *testing.T) {
+	srv := startFake(t)
+	srv.Script(fakeprovider.Rule{Provider: "p1", Model: "primary", Mode: fakeprovider.ModeServer500})
+	path := testConfig(t, srv, "")
+	var stdout, stderr syncbuf.Buffer
+	if code := dispatch(context.Background(), []string{"--config", path}, strings.NewReader(`{"session": "s5", "text": "hello"}`+"\n"), &stdout, &stderr); code != 0 {
+		t.Fatalf("bot: exit %d\n%s", code, stderr.String())
+	}
+	var out, errw syncbuf.Buffer
+	if code := dispatch(context.Background(), []string{"history", "--config", path}, nil, &out, &errw); code != 0 {
+		t.Fatalf("history: exit %d\n%s", code, errw.String())
+	}
+	if !strings.Contains(squeeze(out.String()), "console:s5 p1/primary p1:main server_error (HTTP 500)") || strings.Contains(out.String(), "timeout") {
+		t.Errorf("history:\n%s", out.String())
+	}
+	out.Reset()
+	if code := dispatch(context.Background(), []string{"history", "--config", path, "--format", "json"}, nil, &out, &errw); code != 0 {
+		t.Fatal(code)
+	}
+	var first historyLine
+	if err := json.Unmarshal([]byte(strings.SplitN(out.String(), "\n", 2)[0]), &first); err != nil {
+		t.Fatal(err)
+	}
+	if first.Outcome != "server_error" || first.Status != 500 {
+		t.Errorf("json: %+v", first)
+	}
+}

@@ -3,8 +3,9 @@
 //
 // Usage:
 //
-//	bot [run] [--config PATH] [--format text|jsonl] [--db PATH] [--log-level LEVEL]
-//	bot check [--config PATH] [--probe]
+//	bot [run] [--config PATH] [--env-file PATH] [--format text|jsonl] [--db PATH] [--log-level LEVEL]
+//	bot init [--non-interactive --provider NAME --key-env PROVIDER=VAR --channel NAME ...]
+//	bot check [--config PATH] [--env-file PATH] [--probe]
 //	bot history [--config PATH] [--db PATH] [--session KEY] [--since 1h] [--format text|json]
 //	bot classify ...      classify provider error bodies (see bot classify -h)
 //	bot fake-llm ...      serve the fault-injecting OpenAI-compatible server
@@ -23,12 +24,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"syscall"
 )
-
-// version is set at build time with -ldflags "-X main.version=v1.2.3".
-var version = ""
 
 func main() {
 	os.Exit(realMain(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
@@ -41,16 +38,16 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return dispatch(ctx, args, stdin, stdout, stderr)
 }
 
-// stopSignals end the bot gracefully: in-flight turns get drainGrace to finish. A
-// SIGHUP (a closed terminal, or a supervisor's reload) drains the same way, so a
-// supervisor restarts the bot on the new configuration without a lost turn.
-var stopSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
+// stopSignals end the bot gracefully: in-flight turns get drainGrace to finish.
+// SIGHUP is `bot run`'s reload (see watchReload).
+var stopSignals = []os.Signal{os.Interrupt, syscall.SIGTERM}
 
 // Exit codes.
 const (
-	exitOK     = 0
-	exitFailed = 1 // a runtime failure (database, network, adapter)
-	exitUsage  = 2 // bad arguments or a bad configuration
+	exitOK      = 0
+	exitFailed  = 1 // a runtime failure (database, network, adapter)
+	exitUsage   = 2 // bad arguments or a bad configuration
+	exitRestart = 3 // SIGHUP: the configuration on disk is good; start me again to apply it
 )
 
 // dispatch picks the subcommand: the first argument when it names one, else run.
@@ -58,13 +55,13 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	cmd := "run"
 	if len(args) > 0 {
 		switch args[0] {
-		case "run", "check", "history", "classify", "fake-llm", "drill", "version":
+		case "run", "init", "check", "history", "classify", "fake-llm", "drill", "version":
 			cmd, args = args[0], args[1:]
 		case "help", "-h", "-help", "--help":
 			usage(stdout)
 			return exitOK
 		case "--version", "-version", "-v":
-			fmt.Fprintln(stdout, "detour", versionString())
+			fmt.Fprintln(stdout, "detour", readBuildInfo())
 			return exitOK
 		default:
 			if len(args[0]) == 0 || args[0][0] != '-' {
@@ -75,6 +72,8 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		}
 	}
 	switch cmd {
+	case "init":
+		return runInit(ctx, args, stdin, stdout, stderr)
 	case "check":
 		return runCheck(ctx, args, stdout, stderr)
 	case "history":
@@ -86,7 +85,7 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	case "drill":
 		return runDrill(ctx, args, stdout, stderr)
 	case "version":
-		fmt.Fprintln(stdout, "detour", versionString())
+		fmt.Fprintln(stdout, "detour", readBuildInfo())
 		return exitOK
 	default:
 		return runBot(ctx, args, stdin, stdout, stderr)
@@ -97,11 +96,14 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `detour: a chat bot that keeps answering when LLM providers fail.
 
 Usage:
-  bot [run] [--config PATH] [--format text|jsonl] [--db PATH] [--log-level debug|info|warn|error]
-            [--log-format text|json] [--log-file PATH]
-  bot check [--config PATH] [--probe]
+  bot [run] [--config PATH] [--env-file PATH] [--format text|jsonl] [--db PATH]
+            [--log-level debug|info|warn|error] [--log-format text|json] [--log-file PATH]
+  bot init [--non-interactive] [--provider NAME]... [--key-env PROVIDER=VAR]... [--channel NAME]...
+                                write config.yaml, detour.env (the keys, 0600) and the Slack
+                                manifest from a few questions (or flags), then run bot check
+  bot check [--config PATH] [--env-file PATH] [--probe]
                                 validate a configuration and print the resolved chains;
-                                --probe also tries every profile, Slack, Discord and the admin channel
+                                --probe also tries every model and key, Slack, Discord and the admin channel
   bot history [--session KEY] [--since 1h] [--format text|json] [--config PATH] [--db PATH]
                                 the fallback history (attempts and notices) from the database
   bot classify ...              classify provider error bodies
@@ -112,10 +114,16 @@ Usage:
 
 Without --config, ./config.yaml is used when it exists; otherwise the embedded
 demo starts (a console chat against a built-in fake provider, no account needed).
+Without --env-file, ./detour.env is read when it exists (KEY=value lines for the
+configuration's ${VAR} references; the environment wins).
 
-Exit codes: 0 clean stop (end of input, SIGINT, SIGTERM or SIGHUP after the
-in-flight turns finished), 1 runtime failure (database, a channel that cannot
-connect, a failing subcommand), 2 bad arguments or a bad configuration.
+Exit codes: 0 clean stop (end of input, SIGINT or SIGTERM after the in-flight
+turns finished), 1 runtime failure (database, a channel that cannot connect, a
+failing subcommand), 2 bad arguments or a bad configuration, 3 reload: after a
+SIGHUP the configuration file was read again and is good, the in-flight turns
+finished, and the bot exits so that its supervisor starts it on the new
+configuration (packaging/detour.service does: RestartForceExitStatus=3); a
+configuration with problems is refused, logged, and the bot keeps running.
 `)
 }
 
@@ -138,25 +146,4 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (exit
 	fmt.Fprintf(stderr, "bot %s: %v\n", fs.Name(), err)
 	fs.Usage()
 	return exitUsage, false
-}
-
-// versionString is the -ldflags version, else the module version or VCS revision.
-func versionString() string {
-	if version != "" {
-		return version
-	}
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "(devel)"
-	}
-	v := bi.Main.Version
-	if v == "" {
-		v = "(devel)"
-	}
-	for _, s := range bi.Settings {
-		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-			v += " " + s.Value[:12]
-		}
-	}
-	return v + " " + bi.GoVersion
 }

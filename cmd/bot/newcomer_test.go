@@ -12,6 +12,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +23,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/detourbot/detour/internal/fakeprovider"
+	"github.com/detourbot/detour/internal/testkit/syncbuf"
 )
 
 // newcomerBin builds the binary once for the tests of this file.
@@ -159,6 +165,7 @@ func TestNewcomer_Demo(t *testing.T) {
 		"/model backup/falback-1",
 		"/model fats",
 		"/status",
+		"/recover demo/primray",
 		"/recover demo/primary",
 		"/model default",
 		"/model fast",
@@ -190,6 +197,7 @@ func TestNewcomer_Demo(t *testing.T) {
 		"key in use: backup:main (picked automatically; another key of the provider takes over if it fails)\n" +
 			"this conversation: 6 paid call(s); ",
 		"context: about ",
+		"error: unknown model: \"demo/primray\" is not a model of the configuration; did you mean demo/primary? (/recover takes a model of the configuration, provider/model, or a profile id, provider:name)\n",
 		"recovered demo/primary: probe answered with demo:main, demo:backup; cooldown and disable cleared\n",
 		"back to the configured model demo/primary\n",
 		"model set to backup/fallback-1 (exact: if it fails you will see the failure; /model default goes back)\n",
@@ -221,6 +229,7 @@ func TestNewcomer_Demo(t *testing.T) {
 		"> /model backup/falback-1\nerror: \"backup/falback-1\" is not one of the models you can choose here; did you mean backup/fallback-1? (/models lists the models you can choose)",
 		"models you can choose with /model <model or alias>:\n  demo/primary — the configured default\n  backup/fallback-1 (alias fast)\n  backup/fallback-2 (alias spare)\n/model default goes back to the configured model",
 		"active fallback: backup/fallback-1 answers now, falling back from demo/primary because it failed: rate limit",
+		"> /recover demo/primray\nerror: unknown model: \"demo/primray\" is not a model of the configuration; did you mean demo/primary? (/recover takes a model of the configuration, provider/model, or a profile id, provider:name)\n> /recover demo/primary\n",
 	)
 }
 
@@ -331,7 +340,7 @@ func TestNewcomer_RealProvidersOneKey(t *testing.T) {
 // each message word for word, exit 2, nothing started.
 func TestNewcomer_ConfigMessages(t *testing.T) {
 	bin := builtBot(t)
-	const tail = "providers:\n  openai: {base_url: https://api.openai.com/v1}\nauth:\n  profiles:\n    openai:main: {provider: openai, key: \"${OPENAI_API_KEY}\"}\nagents:\n  defaults:\n    model: {primary: openai/gpt-4o-mini}\n"
+	const tail = "providers:\n  openai: {base_url: https://api.openai.com/v1}\nauth:\n  profiles:\n    openai:main: {provider: openai, key: \"${OPENAI_API_KEY}\"}\nagents:\n  defaults:\n    model: {primary: openai/gpt-4o-mini, fallbacks: [openai/gpt-4o]}\n"
 	key := "OPENAI_API_KEY=sk-CANARY-newcomer-0002"
 	for _, tc := range []struct {
 		name, config string
@@ -435,4 +444,158 @@ func lineWith(t *testing.T, data []byte, prefix string) int {
 	}
 	t.Fatalf("no line starts with %q", prefix)
 	return 0
+}
+
+// A team adopting detour, with the built binary and the README's own words:
+// a licence and a changelog; a version they can name in --version, the ready
+// line and /readyz; the README's scripted `bot init`, whose config `bot check`
+// accepts and `bot run` starts; the pre-flight that fails where run would fail
+// or do less than meant; a drill beside the live bot on its operations port;
+// one decision line per fallback step, and a 500 counted as a server error in
+// /metrics and `bot history`. (The terminal transcript, SIGHUP, the interactive
+// init and Slack's channel-wide /model have binary and end-to-end tests of their
+// own: TestBinary_TerminalTranscriptAsInTheReadme, TestBinary_SIGHUPReloads,
+// TestInit_F9_InteractiveAtATerminal, TestE2E_SlackChannelModelCommand_*.)
+// covers F1, F2, F3, F4, F5, F6, F7, F9, V1, V2, M5
+func TestNewcomer_Adoption(t *testing.T) {
+	bin := builtBot(t)
+	r := readme(t)
+	lic, _ := os.ReadFile(filepath.Join("..", "..", "LICENSE"))
+	chg, _ := os.ReadFile(filepath.Join("..", "..", "CHANGELOG.md"))
+	if !strings.HasPrefix(string(lic), "MIT License\n\nCopyright (c) 2026 the detour authors\n") {
+		t.Errorf("LICENSE:\n%.200s", lic)
+	}
+	if !strings.Contains(string(chg), "## [Unreleased]\n") || !strings.Contains(string(chg), "## [0.1.0] - ") || !strings.Contains(string(chg), "Keep a Changelog") {
+		t.Error("CHANGELOG.md does not keep a changelog")
+	}
+	inReadme(t, "[LICENSE](LICENSE)", "[CHANGELOG.md](CHANGELOG.md)")
+
+	// The README's scripted init, word for word.
+	const lead = "`bot init --non-interactive "
+	i := strings.Index(r, lead)
+	if i < 0 {
+		t.Fatal("the README shows no scripted bot init")
+	}
+	line := r[i+1 : i+1+strings.IndexByte(r[i+1:], '`')]
+	dir := t.TempDir()
+	key := cleanEnv("OPENAI_API_KEY=sk-CANARY-adopt-0001")
+	out, errOut, code := runIn(t, bin, dir, "", key, strings.Fields(line)[1:]...)
+	if code != exitOK || !strings.Contains(out, "config config.yaml: ok\n") || !strings.Contains(out, "  default: openai/gpt-4o-mini\n") {
+		t.Fatalf("%s: exit %d\n%s\n%s", line, code, out, errOut)
+	}
+	if _, errOut, code = runIn(t, bin, dir, "", cleanEnv(), "check"); code != exitOK {
+		t.Fatalf("bot check after init: exit %d\n%s", code, errOut)
+	}
+	if out, errOut, code = runIn(t, bin, dir, "", cleanEnv()); code != exitOK || strings.Contains(errOut, "level=ERROR") || !strings.Contains(errOut, "msg=ready") {
+		t.Fatalf("bot after init: exit %d\n%s\n%s", code, out, errOut)
+	}
+
+	// The pre-flight, through the binary.
+	pre := t.TempDir()
+	write := func(cfg string) {
+		if err := os.WriteFile(filepath.Join(pre, "config.yaml"), []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const prov = "providers:\n  openai: {base_url: https://api.openai.com/v1}\n"
+	write("channels: {console: {enabled: false}}\n" + prov + "agents: {defaults: {model: {primary: openai/gpt-4o-mini}}}\n")
+	_, errOut, code = runIn(t, bin, pre, "", cleanEnv(), "check")
+	_, runErr, runCode := runIn(t, bin, pre, "", cleanEnv())
+	if code != exitUsage || runCode != exitUsage || !strings.HasPrefix(errOut, "config.yaml: channels: no channel is enabled") || !strings.Contains(runErr, "no channel is enabled") {
+		t.Errorf("no channel: check exit %d %q; run exit %d %q", code, errOut, runCode, runErr)
+	}
+	write(strings.Replace(prov, "/v1}", "/v1/chat/completions}", 1) + "auth:\n  profiles:\n    openai:main: {provider: openai, key: sk-CANARY-adopt-0002}\n" +
+		"agents:\n  defaults:\n    model: {primary: openai/gpt-4o-mini, fallbacks: [openai/gpt-4o-mini]}\n    budget: {max_turn_cost_usd: 0.5}\n")
+	_, errOut, code = runIn(t, bin, pre, "", cleanEnv(), "check")
+	for _, want := range []string{
+		"config.yaml:2: providers.openai.base_url: ends in /chat/completions, which the bot adds itself",
+		"set base_url: https://api.openai.com/v1\n",
+		"config.yaml:5: auth.profiles.openai:main.key: the secret is written in the file",
+		"config.yaml:8: agents.defaults.model.fallbacks[0]: openai/gpt-4o-mini is the primary model itself, so it is no fallback",
+		"config.yaml:9: agents.defaults.budget.max_turn_cost_usd: the cap of $0.5 per turn can never act: no model has a price",
+		"bot check: 4 setting(s) would not work as meant",
+	} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("bot check does not say %q:\n%s", want, errOut)
+		}
+	}
+	if code != exitUsage || strings.Contains(errOut, "CANARY") {
+		t.Errorf("pitfalls: exit %d (want 2), or a key was printed", code)
+	}
+	write(prov + "auth:\n  profiles:\n    openai:main: {provider: openai, key: \"${OPENAI_API_KEY}}\nagents: {defaults: {model: {primary: openai/gpt-4o-mini}}}\n")
+	if _, errOut, _ = runIn(t, bin, pre, "", key, "check"); !strings.HasPrefix(errOut, "config.yaml:5: a value opened with \" on this line is never closed") {
+		t.Errorf("an unclosed quote: %q", errOut)
+	}
+
+	// A versioned build, live: --version, the ready line, /readyz; a drill
+	// beside it on its port; one decision line and a server error counted as one.
+	vbin := filepath.Join(t.TempDir(), "bot")
+	if b, err := exec.Command("go", "build", "-ldflags", "-X main.version=v0.0.0-newcomer", "-o", vbin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, b)
+	}
+	if out, _, _ := runIn(t, vbin, dir, "", cleanEnv(), "--version"); !strings.HasPrefix(out, "detour v0.0.0-newcomer (") {
+		t.Errorf("--version: %q", out)
+	}
+	srv := startFake(t)
+	srv.Script(fakeprovider.Rule{Provider: "p1", Model: "primary", Mode: fakeprovider.ModeServer500})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cfg := testConfig(t, srv, "server: {listen: \""+addr+"\"}\n")
+	cmd := exec.Command(vbin, "--config", cfg, "--log-format", "json")
+	cmd.Env = cleanEnv()
+	stdin, _ := cmd.StdinPipe()
+	var stdout, stderr syncbuf.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	waitUntil(t, "ready", func() bool { return strings.Contains(stderr.String(), `"msg":"ready","version":"v0.0.0-newcomer"`) })
+	if code, body := httpGet(t, "http://"+addr+"/readyz"); code != 200 || body != "ready (detour v0.0.0-newcomer)\n" {
+		t.Errorf("/readyz = %d %q", code, body)
+	}
+	if out, errOut, code := runIn(t, bin, filepath.Dir(cfg), "", cleanEnv(), "drill", "--fast", "--scenario", "no-fault", "--config", cfg); code != exitOK {
+		t.Errorf("a drill beside the live bot: exit %d\n%s\n%s", code, out, errOut)
+	}
+	_, _ = io.WriteString(stdin, `{"session": "s1", "text": "hello"}`+"\n")
+	waitUntil(t, "the answer", func() bool { return strings.Contains(stdout.String(), `"type":"reply"`) })
+	_, metrics := httpGet(t, "http://"+addr+"/metrics")
+	for _, want := range []string{
+		`detour_llm_calls_total{model="primary",outcome="server_error",provider="p1",status="500"} 1`,
+		`detour_fallbacks_total{from="p1/primary",reason="server_error",to="p2/fallback-1"} 1`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if strings.Contains(metrics, `outcome="timeout"`) {
+		t.Error("a 500 was counted as a timeout")
+	}
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("exit: %v\n%s", err, stderr.String())
+	}
+	if n := strings.Count(stderr.String(), `"msg":"model_fallback_decision"`); n != 1 {
+		t.Errorf("%d model_fallback_decision lines for one step, want 1", n)
+	}
+	hist, _, _ := runIn(t, bin, dir, "", cleanEnv(), "history", "--config", cfg)
+	if !strings.Contains(squeeze(hist), "p1/primary p1:main server_error (HTTP 500)") {
+		t.Errorf("bot history:\n%s", hist)
+	}
+}
+
+// httpGet fetches url and returns the status and body.
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }

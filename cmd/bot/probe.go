@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/detourbot/detour/adapters"
+	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/config"
 	"github.com/detourbot/detour/failover"
 	"github.com/detourbot/detour/internal/app"
@@ -101,46 +102,61 @@ func probeStorage(ctx context.Context, cfg *config.Config) probeRow {
 	return r
 }
 
-// probeModels makes one smallest model call per profile (or per provider
-// without credentials) on the first configured model of its provider.
+// probeModels makes one smallest model call for every model people can reach
+// (the chains, then the selectable models), each with the first profile of its
+// provider, then one for every other profile on its provider's first model: so
+// a fallback that answers 404 fails here, not in the middle of an outage, and
+// every key is tried once (F8). The per-minute guard bounds the calls; past it
+// the rest are skipped.
 func probeModels(ctx context.Context, cfg *config.Config) []probeRow {
 	guard := failover.NewGuard(cfg.Limits.MaxPaidAttemptsPerMinute, nil)
-	refs := cfg.ModelRefs()
+	profiles := map[string][]string{} // provider -> its profiles, in file order
+	for _, id := range cfg.Auth.ProfileIDs {
+		p := cfg.Auth.Profiles[id].Provider
+		profiles[p] = append(profiles[p], id)
+	}
+	firstModel := map[string]string{}
 	var rows []probeRow
-	for _, prov := range cfg.ProviderIDs {
-		var model string
-		for _, ref := range refs {
-			if p, m := ref.Split(); p == prov {
-				model = m
-				break
-			}
-		}
+	tried := map[string]bool{}
+	try := func(prov, id, model string) {
 		base := redact.URL(cfg.Providers[prov].BaseURL)
-		var profiles []string
-		for _, id := range cfg.Auth.ProfileIDs {
-			if cfg.Auth.Profiles[id].Provider == prov {
-				profiles = append(profiles, id)
-			}
+		r := probeRow{check: "model " + prov, target: prov + "/" + model + " at " + base}
+		if id != "" {
+			r.check = "model " + id
 		}
-		if len(profiles) == 0 {
-			profiles = []string{""} // a provider without credentials (a local model server)
+		switch {
+		case id != "" && expired(cfg.Auth.Profiles[id].ExpiresAt):
+			r.result, r.detail = "FAIL", "the token expired at "+cfg.Auth.Profiles[id].ExpiresAt.UTC().Format(time.RFC3339)
+		case !guard.Allow():
+			r.result, r.detail = "skip", "limits.max_paid_attempts_per_minute reached; run again in a minute"
+		default:
+			r.result, r.detail = probeModel(ctx, cfg, prov, id, model)
 		}
-		for _, id := range profiles {
-			r := probeRow{check: "model " + prov, target: prov + "/" + model + " at " + base}
-			if id != "" {
-				r.check = "model " + id
+		rows = append(rows, r)
+	}
+	for _, ref := range cfg.ModelRefs() {
+		prov, model := ref.Split()
+		if _, ok := firstModel[prov]; !ok {
+			firstModel[prov] = model
+		}
+		id := ""
+		if ids := profiles[prov]; len(ids) > 0 {
+			id = ids[0] // a provider without credentials (a local model server) has none
+		}
+		tried[id] = true
+		try(prov, id, model)
+	}
+	for _, prov := range cfg.ProviderIDs {
+		model, used := firstModel[prov]
+		if !used {
+			rows = append(rows, probeRow{result: "skip", check: "model " + prov, target: redact.URL(cfg.Providers[prov].BaseURL),
+				detail: "no configured chain uses this provider"})
+			continue
+		}
+		for _, id := range profiles[prov] {
+			if !tried[id] {
+				try(prov, id, model)
 			}
-			switch {
-			case model == "":
-				r.result, r.target, r.detail = "skip", base, "no configured chain uses this provider"
-			case id != "" && expired(cfg.Auth.Profiles[id].ExpiresAt):
-				r.result, r.detail = "FAIL", "the token expired at "+cfg.Auth.Profiles[id].ExpiresAt.UTC().Format(time.RFC3339)
-			case !guard.Allow():
-				r.result, r.detail = "skip", "limits.max_paid_attempts_per_minute reached; run again in a minute"
-			default:
-				r.result, r.detail = probeModel(ctx, cfg, prov, id, model)
-			}
-			rows = append(rows, r)
 		}
 	}
 	return rows
@@ -168,7 +184,11 @@ func probeModel(ctx context.Context, cfg *config.Config, prov, profile, model st
 	}
 	var f *failover.Failure
 	if errors.As(err, &f) {
-		return "FAIL", f.Describe() + ": " + redact.Preview(f.Error(), 160)
+		detail := f.Describe() + ": " + redact.Preview(f.Error(), 160)
+		if f.Status == 404 || f.Reason == classify.ReasonModelNotFound {
+			detail += "; check the model name, and that providers." + prov + ".base_url is the API's root (such as https://api.openai.com/v1)"
+		}
+		return "FAIL", detail
 	}
 	return "FAIL", redact.Preview(err.Error(), 200)
 }

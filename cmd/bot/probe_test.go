@@ -34,27 +34,27 @@ func TestCheck_Probe(t *testing.T) {
 	}{
 		{name: "everything works", admin: "slack:C0ADMIN", code: exitOK, want: []string{
 			"ok storage sqlite", "ok model p1:main p1/primary at http://127.0.0.1:",
-			"ok model p2:main p2/fallback-1 at", "ok slack bot token (auth.test) workspace Fake",
+			"ok model p2:main p2/fallback-1 at", "ok model p2:main p2/fallback-2 at", "ok slack bot token (auth.test) workspace Fake",
 			"ok slack app token (apps.connections.open)", "ok slack admin channel C0ADMIN (conversations.info) #general",
-			"ok discord bot token (GET /users/@me) bot user", "probes: every check works (7)",
+			"ok discord bot token (GET /users/@me) bot user", "probes: every check works (8)",
 		}},
 		{name: "a revoked key", admin: "discord:900", code: exitFailed,
 			setup: func(llm *fakeprovider.Server, _ *fakeslack.Server, _ *fakediscord.Server) {
 				llm.Script(fakeprovider.Rule{Provider: "p2", Mode: fakeprovider.ModeRevoked403})
 			},
-			want: []string{"ok model p1:main", "FAIL model p2:main p2/fallback-1 at", "ok discord admin channel 900 (GET /channels)",
-				"probes: 1 of 7 failed"}},
+			want: []string{"ok model p1:main", "FAIL model p2:main p2/fallback-1 at", "FAIL model p2:main p2/fallback-2 at", "ok discord admin channel 900 (GET /channels)",
+				"probes: 2 of 8 failed"}},
 		{name: "wrong platform tokens", admin: "slack:C0ADMIN", code: exitFailed,
 			setup: func(_ *fakeprovider.Server, s *fakeslack.Server, d *fakediscord.Server) {
 				s.BotToken, s.AppToken, d.Token = "xoxb-other", "xapp-other", "MTIzNDU2Nzg5MDEyMzQ1Njc4.other.wrong-token-000000000000"
 			},
 			want: []string{"FAIL slack bot token (auth.test) invalid_auth", "FAIL slack app token (apps.connections.open) invalid_auth",
-				"FAIL slack admin channel C0ADMIN", "FAIL discord bot token (GET /users/@me)", "probes: 4 of 7 failed"}},
+				"FAIL slack admin channel C0ADMIN", "FAIL discord bot token (GET /users/@me)", "probes: 4 of 8 failed"}},
 		{name: "admin channel not found", admin: "slack:C0GONE", code: exitFailed,
 			setup: func(_ *fakeprovider.Server, s *fakeslack.Server, _ *fakediscord.Server) {
 				s.FailNext("conversations.info", "channel_not_found")
 			},
-			want: []string{"FAIL slack admin channel C0GONE (conversations.info) channel_not_found", "probes: 1 of 7 failed"}},
+			want: []string{"FAIL slack admin channel C0GONE (conversations.info) channel_not_found", "probes: 1 of 8 failed"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -91,8 +91,8 @@ admin: {channel: %q}
 			if strings.Contains(out+stderr.String(), "CANARY") {
 				t.Errorf("P4: a secret was printed:\n%s", out)
 			}
-			if n := llm.CallCount(fakeprovider.Filter{}); n != 2 {
-				t.Errorf("%d model calls, want one per profile (2)", n)
+			if n := llm.CallCount(fakeprovider.Filter{}); n != 3 {
+				t.Errorf("%d model calls, want one per model of the chain (3; each key is used by one of them)", n)
 			}
 			if s.Calls("chat.postMessage") != 0 || len(d.Messages()) != 0 {
 				t.Error("a probe posted a message")
@@ -129,5 +129,68 @@ func TestCheck_ProbeCreatesNoDatabase(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(filepath.Dir(path), "bot.db")); !os.IsNotExist(err) {
 		t.Errorf("the probe created the database: %v", err)
+	}
+}
+
+// covers F8: `bot check --probe` calls every model of the chains once (a
+// fallback that answers 404 fails here, with what to check) and every key once,
+// and the per-minute guard bounds the calls: past it the rest are skipped.
+func TestCheck_F8_ProbeTriesEveryModelAndKey(t *testing.T) {
+	llm := startFake(t)
+	llm.Script(fakeprovider.Rule{Provider: "p2", Model: "gone", Mode: fakeprovider.ModeModelNotFound404})
+	write := func(extra string) string {
+		dir := t.TempDir()
+		cfg := fmt.Sprintf(`storage: {driver: sqlite, dsn: %q}
+channels: {console: {format: jsonl}}
+providers:
+  p1: {base_url: %q}
+  p2: {base_url: %q}
+auth:
+  profiles:
+    p1:main: {provider: p1, key: "${DETOUR_TEST_P1_KEY:-sk-CANARY-probe-1}"}
+    p1:backup: {provider: p1, key: "${DETOUR_TEST_P1B_KEY:-sk-CANARY-probe-2}"}
+    p2:main: {provider: p2, key: "${DETOUR_TEST_P2_KEY:-sk-CANARY-probe-3}"}
+agents:
+  defaults:
+    model: {primary: p1/primary, fallbacks: [p2/fallback-1, p2/gone]}
+%s`, filepath.Join(dir, "bot.db"), llm.BaseURL("p1"), llm.BaseURL("p2"), extra)
+		path := filepath.Join(dir, "config.yaml")
+		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	run := func(path string) (int, string) {
+		var stdout, stderr syncbuf.Buffer
+		code := dispatch(context.Background(), []string{"check", "--probe", "--config", path}, nil, &stdout, &stderr)
+		return code, squeeze(strings.ReplaceAll(stdout.String(), "\n", " | "))
+	}
+	code, table := run(write(""))
+	for _, w := range []string{
+		"ok model p1:main p1/primary at", "ok model p2:main p2/fallback-1 at",
+		"FAIL model p2:main p2/gone at http://127.0.0.1:", "model not found", "check the model name, and that providers.p2.base_url is the API's root",
+		"ok model p1:backup p1/primary at", "probes: 1 of 5 failed",
+	} {
+		if !strings.Contains(table, w) {
+			t.Errorf("the probe table lacks %q:\n%s", w, table)
+		}
+	}
+	if code != exitFailed {
+		t.Errorf("exit %d, want %d", code, exitFailed)
+	}
+	if n := llm.CallCount(fakeprovider.Filter{}); n != 4 {
+		t.Errorf("%d model calls, want 4 (three models, one more key)", n)
+	}
+	if strings.Contains(table, "CANARY") {
+		t.Error("P4: a key was printed")
+	}
+
+	before := llm.CallCount(fakeprovider.Filter{})
+	_, table = run(write("limits: {max_paid_attempts_per_minute: 2}\n"))
+	if !strings.Contains(table, "skip model p2:main p2/gone at") || !strings.Contains(table, "limits.max_paid_attempts_per_minute reached") {
+		t.Errorf("the guard did not bound the probes:\n%s", table)
+	}
+	if n := llm.CallCount(fakeprovider.Filter{}) - before; n != 2 {
+		t.Errorf("%d model calls with a guard of 2 a minute", n)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/detourbot/detour/adapters/console"
@@ -30,6 +31,7 @@ type runFlags struct {
 	logLevel  string
 	logFormat string
 	logFile   string
+	envFile   string
 }
 
 // runBot is `bot run`: it loads the configuration (or the embedded demo), wires
@@ -37,6 +39,9 @@ type runFlags struct {
 // has ended (the console at end of input) or a signal arrives. In both cases the
 // queued turns are drained before exit. Exit 2 on a bad configuration.
 func runBot(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	var f runFlags
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.StringVar(&f.config, "config", "", "configuration file (default ./config.yaml if it exists, else the embedded demo)")
@@ -44,6 +49,7 @@ func runBot(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	fs.StringVar(&f.db, "db", "", "SQLite database file (overrides storage.dsn)")
 	fs.StringVar(&f.logLevel, "log-level", "", "log level: debug, info, warn or error (default info; warn in the demo)")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json (one JSON object per line)")
+	fs.StringVar(&f.envFile, "env-file", "", "KEY=value lines for the configuration's ${VAR} references (default ./detour.env if it exists; the environment wins)")
 	fs.StringVar(&f.logFile, "log-file", "", `write logs to this file instead of stderr (default: stderr; "detour.log" when chatting in the terminal, "detour-demo.log" in the demo)`)
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
@@ -55,6 +61,9 @@ func runBot(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 
 	start := time.Now()
 	src, err := resolveConfig(f.config)
+	if err == nil && !src.demo {
+		err = src.withEnvFile(f.envFile, stderr)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "bot: %v\n", err)
 		return exitUsage
@@ -95,7 +104,8 @@ func runBot(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	}
 	defer closeLog()
 
-	sys, err := app.New(ctx, cfg, app.Options{Log: log, Stdin: stdin, Stdout: stdout, Interactive: interactive})
+	build := readBuildInfo()
+	sys, err := app.New(ctx, cfg, app.Options{Log: log, Stdin: stdin, Stdout: stdout, Interactive: interactive, Version: build.Short()})
 	if err != nil {
 		if app.IsConfigError(err) {
 			fmt.Fprintf(stderr, "bot: %v\n", err)
@@ -113,14 +123,56 @@ func runBot(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	go func() {
 		// "ready" means every channel that holds a connection is connected.
 		if sys.WaitConnected(ctx) == nil {
-			log.Info("ready", "config", src.name(), "channels", sys.ChannelNames(), "startup", time.Since(start).Round(time.Microsecond))
+			log.Info("ready", "version", build.Short(), "config", src.name(), "channels", sys.ChannelNames(), "startup", time.Since(start).Round(time.Microsecond))
 		}
 	}()
-	if err := serve(ctx, sys, log, interactive, stderr); err != nil {
+	rctx, restart := context.WithCancelCause(ctx)
+	defer restart(nil)
+	go watchReload(rctx, hup, src, log, func() { restart(errReload) })
+	if err := serve(rctx, sys, log, interactive, stderr); err != nil {
 		log.Error("stopped with an error", "err", err)
 		return exitFailed
 	}
+	if errors.Is(context.Cause(rctx), errReload) {
+		log.Info("reload: in-flight turns finished; exiting so the supervisor starts the bot on the new configuration", "exit", exitRestart)
+		return exitRestart
+	}
 	return exitOK
+}
+
+// errReload is the cause of a run ended by a SIGHUP whose configuration is good.
+var errReload = errors.New("reload requested (SIGHUP)")
+
+// watchReload answers each SIGHUP until ctx ends: it reads the configuration
+// again; a good one ends the run (reload), which drains the in-flight turns and
+// exits with exitRestart so that the supervisor starts the bot on it. A
+// configuration with problems is refused: they are logged, and the bot keeps
+// running on the one it started with, so a typo never takes it down.
+func watchReload(ctx context.Context, hup <-chan os.Signal, src configSource, log *slog.Logger, reload func()) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+		}
+		if !src.demo {
+			if _, err := src.load(); err != nil {
+				n := 0
+				for _, e := range config.Errors(err) {
+					log.Error("reload refused: configuration problem", "problem", e.Error())
+					n++
+				}
+				if n == 0 {
+					log.Error("reload refused: configuration problem", "problem", err.Error())
+				}
+				log.Warn("reload refused: the bot keeps running on the configuration it started with; fix the file and send SIGHUP again", "config", src.name())
+				continue
+			}
+		}
+		log.Info("reload: the configuration is good; finishing in-flight turns", "config", src.name())
+		reload()
+		return
+	}
 }
 
 // serve runs the system until its channels end (the console at end of input) or a
@@ -220,6 +272,32 @@ type configSource struct {
 	path    string // a file, or "" for the embedded demo
 	demo    bool
 	baseURL string // the demo fake's root URL (set once it runs)
+	envFile string // KEY=value lines for ${VAR} references; "" = none
+}
+
+// defaultEnvFile is read when it exists and --env-file is not given; bot init
+// writes the keys there.
+const defaultEnvFile = "detour.env"
+
+// withEnvFile sets the env file: the flag's, else ./detour.env when it exists.
+// A file that others may read is allowed, with a warning.
+func (s *configSource) withEnvFile(flag string, stderr io.Writer) error {
+	path := flag
+	if path == "" {
+		if _, err := os.Stat(defaultEnvFile); err != nil {
+			return nil
+		}
+		path = defaultEnvFile
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("--env-file: %w", err)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		fmt.Fprintf(stderr, "warning: %s holds secrets and other users may read it (mode %04o): chmod 600 %s\n", path, fi.Mode().Perm(), path)
+	}
+	s.envFile = path
+	return nil
 }
 
 func (s configSource) name() string {
@@ -247,7 +325,20 @@ func (s configSource) load() (*config.Config, error) {
 	if s.demo {
 		return demoConfig(s.baseURL)
 	}
-	return config.Load(s.path)
+	if s.envFile == "" {
+		return config.Load(s.path)
+	}
+	file, err := config.ReadEnvFile(s.envFile)
+	if err != nil {
+		return nil, err
+	}
+	return config.LoadWith(s.path, func(k string) (string, bool) {
+		if v, ok := os.LookupEnv(k); ok {
+			return v, true // the environment wins over the file, as in systemd and docker
+		}
+		v, ok := file[k]
+		return v, ok
+	})
 }
 
 // printConfigError prints every configuration problem on its own line.

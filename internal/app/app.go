@@ -51,6 +51,8 @@ type Options struct {
 	// Policy adjusts the engine's policy after it is taken from the configuration
 	// (a test turning jitter off).
 	Policy func(*failover.Policy)
+	// Version names the build in /readyz; "" = not shown.
+	Version string
 }
 
 // closeGrace bounds how long Close waits for turns it has cancelled.
@@ -160,7 +162,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *System, err 
 	}
 	if s.metrics != nil {
 		s.ops, err = opsserver.Listen(cfg.Server.Listen, s.metrics, opsserver.Checks{
-			Ping: s.ping, Disconnected: s.disconnected, Stopping: s.stopping.Load,
+			Ping: s.ping, Disconnected: s.disconnected, Stopping: s.stopping.Load, Version: opts.Version,
 		}, log)
 		if err != nil {
 			return nil, err
@@ -378,8 +380,8 @@ func (c *clientCache) get(provider, profileID string) (sessions.LLM, error) {
 }
 
 // LLMClient builds the client of provider with profileID ("" = no credential)
-// as the bot uses it: the configured base URL, key, idle timeout and input
-// caps (T1). now reads stated waits; nil = the wall clock.
+// as the bot uses it: the configured protocol (api), base URL, api version,
+// Azure deployments, key, idle timeout and input caps (T1). now reads stated waits; nil = the wall clock.
 func LLMClient(cfg *config.Config, provider, profileID string, log *slog.Logger, now func() time.Time) (*llm.Client, error) {
 	p, ok := cfg.Providers[provider]
 	if !ok {
@@ -395,7 +397,10 @@ func LLMClient(cfg *config.Config, provider, profileID string, log *slog.Logger,
 	}
 	return llm.New(llm.Config{
 		Provider:         provider,
+		API:              llm.API(p.API),
 		BaseURL:          p.BaseURL,
+		APIVersion:       p.APIVersion,
+		Deployments:      cfg.Deployments(provider),
 		ProfileID:        profileID,
 		APIKey:           apiKey,
 		IdleTimeout:      cfg.Agents.Defaults.Timeouts.Idle,

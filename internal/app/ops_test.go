@@ -134,8 +134,8 @@ func TestOps_M5_MetricsAfterFallback(t *testing.T) {
 			t.Fatalf("/metrics = %d\n%s", code, body)
 		}
 		for _, want := range []string{
-			`detour_llm_calls_total{model="alpha",outcome="rate_limit",provider="p1"} 1`,
-			`detour_llm_calls_total{model="beta",outcome="ok",provider="p2"} 1`,
+			`detour_llm_calls_total{model="alpha",outcome="rate_limit",provider="p1",status="429"} 1`,
+			`detour_llm_calls_total{model="beta",outcome="ok",provider="p2",status=""} 1`,
 			`detour_fallbacks_total{from="p1/alpha",reason="rate_limit",to="p2/beta"} 1`,
 			`detour_turns_total{channel="probe",outcome="fallback"} 1`,
 			`detour_turn_duration_seconds_count{channel="probe"} 1`,
@@ -172,7 +172,7 @@ func TestOps_M5_MetricsAfterFallback(t *testing.T) {
 		w.Drain()
 		_, body = get(t, w, "/metrics")
 		for _, want := range []string{
-			`detour_llm_calls_total{model="alpha",outcome="ok",provider="p1"} 1`,
+			`detour_llm_calls_total{model="alpha",outcome="ok",provider="p1",status=""} 1`,
 			`detour_fallbacks_total{from="p1/alpha",reason="rate_limit",to="p2/beta"} 1`,
 			`detour_turns_total{channel="probe",outcome="ok"} 1`,
 			`detour_turns_total{channel="probe",outcome="fallback"} 1`,

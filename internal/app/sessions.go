@@ -27,6 +27,8 @@ func SessionsConfig(cfg *config.Config) sessions.Config {
 			Users:        append([]string(nil), cfg.Access.Users...),
 			Channels:     append([]string(nil), cfg.Access.Channels...),
 			RefuseDirect: !cfg.Access.DirectMessages,
+			// T9
+			ChannelModelEveryone: cfg.Access.ChannelModel == "everyone",
 		},
 		ProbeInterval:   d.Failover.PrimaryProbeInterval,
 		MaxMessageBytes: cfg.Limits.MaxMessageBytes,

@@ -117,11 +117,27 @@ func bearerKey(r *http.Request) string {
 	return ""
 }
 
-func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
+// handle returns the handler of api's chat route.
+func (s *Server) handle(api API) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) { s.handleChat(w, r, api) }
+}
+
+// keyOf is the credential a request carries in the header api reads it from.
+func keyOf(r *http.Request, api API) string {
+	switch api {
+	case APIAzure:
+		return r.Header.Get("api-key")
+	case APIAnthropic:
+		return r.Header.Get("x-api-key")
+	}
+	return bearerKey(r)
+}
+
+func (s *Server) handleChat(w http.ResponseWriter, r *http.Request, api API) {
 	start := s.now()
 	provider := providerOf(r)
-	key := bearerKey(r)
-	call := Call{Time: start, Provider: provider, KeyID: KeyID(key)}
+	key := keyOf(r, api)
+	call := Call{Time: start, Provider: provider, API: api, KeyID: KeyID(key), Deployment: r.PathValue("deployment")}
 	idx := -1
 	defer func() {
 		call.Duration = max(s.now().Sub(start), time.Nanosecond)
@@ -132,11 +148,20 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 
-	var req chatRequest
-	if err := json.NewDecoder(io.LimitReader(r.Body, 8<<20)).Decode(&req); err != nil {
-		call.Mode, call.Status = ModeFormat400, http.StatusBadRequest
-		writeOpenAIError(w, http.StatusBadRequest, nil, "We could not parse the JSON body of your request.", "invalid_request_error", "", nil)
+	// The protocol's own refusals come first, as the real API checks the
+	// request before it does any work: a missing credential header, a missing
+	// version, a body it cannot read.
+	if mode, status := refuseHeaders(w, r, api); status != 0 {
+		call.Mode, call.Status = mode, status
 		return
+	}
+	req, status := decodeRequest(w, r, api)
+	if status != 0 {
+		call.Mode, call.Status = ModeFormat400, status
+		return
+	}
+	if api == APIAzure && req.Model == "" {
+		req.Model = call.Deployment // Azure routes by deployment; the body's model is optional
 	}
 	call.Model, call.Stream = req.Model, req.Stream
 
@@ -144,7 +169,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	mode := rule.Mode
 	note := ""
 	if m, raw, found, ok := findMarker(req.lastUser()); found {
-		key := promptKey(&req)
+		key := promptKey(req)
 		switch {
 		case !ok:
 			note = unknownModeNote(raw)
@@ -161,8 +186,46 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	if mode != ModeSlowStream && rule.Delay > 0 && !s.wait(r.Context(), rule.Delay) {
 		return
 	}
-	a := &answer{s: s, w: w, r: r, req: &req, rule: rule, provider: provider, key: key, note: note}
+	a := &answer{s: s, w: w, r: r, req: req, rule: rule, provider: provider, api: api, key: key, note: note}
 	call.Status = a.run(mode)
+}
+
+// refuseHeaders answers a request that lacks what api requires in its headers,
+// and returns the status sent (0 = nothing was wrong).
+func refuseHeaders(w http.ResponseWriter, r *http.Request, api API) (Mode, int) {
+	switch api {
+	case APIAzure:
+		return refuseAzure(w, r)
+	case APIAnthropic:
+		return refuseAnthropic(w, r)
+	case APIGemini:
+		return refuseGemini(w, r)
+	}
+	return "", 0
+}
+
+// decodeRequest reads the body of api's chat request into the common form, or
+// answers it as api answers a body it cannot use (status != 0).
+func decodeRequest(w http.ResponseWriter, r *http.Request, api API) (*chatRequest, int) {
+	if api == APIAnthropic {
+		return decodeAnthropic(w, r)
+	}
+	var req chatRequest
+	err := json.NewDecoder(io.LimitReader(r.Body, 8<<20)).Decode(&req)
+	switch {
+	case err != nil && api == APIGemini:
+		return nil, writeGoogleError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "Invalid JSON payload received. "+firstLine(err.Error()), nil)
+	case err != nil:
+		return nil, writeOpenAIError(w, http.StatusBadRequest, nil, "We could not parse the JSON body of your request.", "invalid_request_error", "", nil)
+	case api == APIGemini && req.Model == "":
+		return nil, writeGoogleError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "model is not specified", nil)
+	}
+	return &req, 0
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	return s
 }
 
 // answer is one call being answered.
@@ -173,6 +236,7 @@ type answer struct {
 	req      *chatRequest
 	rule     Rule
 	provider string
+	api      API // the protocol of the route ("" = openai)
 	key      string
 	note     string // said after the answer: why a "#fail:" marker did nothing
 	id       string
@@ -210,16 +274,81 @@ func words(text string) []string {
 func (a *answer) run(mode Mode) int {
 	a.id = "chatcmpl-fake-" + strconv.FormatInt(chatSeq.Add(1), 10)
 	a.created = a.s.now().Unix()
+	if a.api == APIAnthropic {
+		a.id = "msg_fake" + strconv.FormatInt(chatSeq.Load(), 10)
+	}
 	if status, ok := a.hostile(mode); ok {
 		return status
 	}
+	switch mode {
+	case ModeHangBeforeHeaders:
+		a.s.block(a.r.Context())
+		return 0
+	case ModeConnectionReset:
+		if a.req.Stream {
+			a.streamStart()
+			a.streamText(first(words(a.replyText())))
+			a.flush()
+		}
+		a.reset()
+		if a.req.Stream {
+			return http.StatusOK
+		}
+		return 0
+	}
+	if status, ok := a.failure(mode); ok {
+		return status
+	}
+	switch {
+	case a.api == APIAnthropic && !a.req.Stream:
+		return a.anthropicMessage(mode)
+	case a.api == APIAnthropic:
+		return a.anthropicStream(mode)
+	case !a.req.Stream:
+		return a.nonStream(mode)
+	}
+	return a.stream(mode)
+}
+
+// failure answers the error modes in the route's protocol; ok is false for the
+// modes that answer (ok, slow_stream, empty_reply, ...).
+func (a *answer) failure(mode Mode) (status int, ok bool) {
+	switch a.api {
+	case APIAnthropic:
+		return a.anthropicFailure(mode)
+	case APIGemini:
+		return a.geminiFailure(mode)
+	case APIAzure:
+		if status, ok := a.azureFailure(mode); ok {
+			return status, true
+		}
+	}
+	return a.openaiFailure(mode)
+}
+
+// streamStart sends the stream's headers and opening in the route's protocol.
+func (a *answer) streamStart() {
+	if a.api == APIAnthropic {
+		a.anthropicStart()
+		return
+	}
+	a.startStream()
+}
+
+// streamText sends one piece of answer text in the route's protocol.
+func (a *answer) streamText(text string) bool {
+	if a.api == APIAnthropic {
+		return a.anthropicDelta(text)
+	}
+	return a.chunk(delta{Role: "assistant", Content: text}, nil)
+}
+
+// openaiFailure answers the error modes in OpenAI's shapes.
+func (a *answer) openaiFailure(mode Mode) (status int, ok bool) {
 	model := a.req.Model
 	switch mode {
 	case ModeRateLimit:
-		wait := a.rule.RetryAfter
-		if wait <= 0 {
-			wait = 20 * time.Second
-		}
+		wait := a.rateWait()
 		secs := int(math.Ceil(wait.Seconds()))
 		h := map[string]string{
 			"Retry-After":                    strconv.Itoa(secs),
@@ -229,62 +358,70 @@ func (a *answer) run(mode Mode) int {
 			"x-ratelimit-reset-requests":     wait.String(),
 		}
 		msg := fmt.Sprintf("Rate limit reached for %s in organization org-fake on requests per min (RPM): Limit 3, Used 3, Requested 1. Please try again in %s. Visit https://platform.openai.com/account/rate-limits to learn more.", model, wait)
-		return writeOpenAIError(a.w, http.StatusTooManyRequests, h, msg, "requests", "rate_limit_exceeded", nil)
+		return writeOpenAIError(a.w, http.StatusTooManyRequests, h, msg, "requests", "rate_limit_exceeded", nil), true
 	case ModeInsufficientQuota:
-		return writeOpenAIError(a.w, http.StatusTooManyRequests, nil, "You exceeded your current quota, please check your plan and billing details.", "insufficient_quota", "", nil)
+		return writeOpenAIError(a.w, http.StatusTooManyRequests, nil, "You exceeded your current quota, please check your plan and billing details.", "insufficient_quota", "", nil), true
 	case ModeBilling402:
-		return writeRaw(a.w, http.StatusPaymentRequired, "application/json", `{"error":{"message":"Insufficient credits. This account has no credits left; add more at https://openrouter.ai/settings/credits","code":402}}`)
+		return writeRaw(a.w, http.StatusPaymentRequired, "application/json", `{"error":{"message":"Insufficient credits. This account has no credits left; add more at https://openrouter.ai/settings/credits","code":402}}`), true
 	case ModeUnauthorized401:
 		msg := fmt.Sprintf("Incorrect API key provided: %s. You can find your API key at https://platform.openai.com/account/api-keys.", maskKey(a.key))
-		return writeOpenAIError(a.w, http.StatusUnauthorized, nil, msg, "invalid_request_error", "invalid_api_key", nil)
+		return writeOpenAIError(a.w, http.StatusUnauthorized, nil, msg, "invalid_request_error", "invalid_api_key", nil), true
 	case ModeRevoked403:
-		return writeOpenAIError(a.w, http.StatusForbidden, nil, "API key has been revoked. Create a new key to keep using the API.", "invalid_request_error", "api_key_revoked", nil)
+		return writeOpenAIError(a.w, http.StatusForbidden, nil, "API key has been revoked. Create a new key to keep using the API.", "invalid_request_error", "api_key_revoked", nil), true
 	case ModeModelNotFound404:
 		msg := fmt.Sprintf("The model `%s` does not exist or you do not have access to it.", model)
-		return writeOpenAIError(a.w, http.StatusNotFound, nil, msg, "invalid_request_error", "model_not_found", nil)
+		return writeOpenAIError(a.w, http.StatusNotFound, nil, msg, "invalid_request_error", "model_not_found", nil), true
 	case ModeContextOverflow400:
 		msg := fmt.Sprintf("This model's maximum context length is 4096 tokens. However, your messages resulted in %d tokens. Please reduce the length of the messages.", 4096+a.req.promptChars())
-		return writeOpenAIError(a.w, http.StatusBadRequest, nil, msg, "invalid_request_error", "context_length_exceeded", strPtr("messages"))
+		return writeOpenAIError(a.w, http.StatusBadRequest, nil, msg, "invalid_request_error", "context_length_exceeded", strPtr("messages")), true
 	case ModeFormat400:
-		return writeOpenAIError(a.w, http.StatusBadRequest, nil, "Invalid value for 'messages[0].role': 'robot' is not one of ['system', 'assistant', 'user', 'tool'].", "invalid_request_error", "invalid_value", strPtr("messages[0].role"))
+		return writeOpenAIError(a.w, http.StatusBadRequest, nil, "Invalid value for 'messages[0].role': 'robot' is not one of ['system', 'assistant', 'user', 'tool'].", "invalid_request_error", "invalid_value", strPtr("messages[0].role")), true
 	case ModeServer500:
-		return writeOpenAIError(a.w, http.StatusInternalServerError, nil, "The server had an error while processing your request. Sorry about that!", "server_error", "", nil)
+		return writeOpenAIError(a.w, http.StatusInternalServerError, nil, "The server had an error while processing your request. Sorry about that!", "server_error", "", nil), true
 	case ModeBadGateway502HTML:
-		return writeRaw(a.w, http.StatusBadGateway, "text/html", "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>cloudflare</center>\r\n</body>\r\n</html>\r\n")
+		return writeBadGateway(a.w), true
 	case ModeUnavailable503:
-		return writeRaw(a.w, http.StatusServiceUnavailable, "text/plain", "Service Unavailable\n")
+		return writeRaw(a.w, http.StatusServiceUnavailable, "text/plain", "Service Unavailable\n"), true
 	case ModeOverloaded529:
-		return writeRaw(a.w, 529, "application/json", `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`)
+		return writeRaw(a.w, 529, "application/json", `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`), true
 	case ModeQuotaResetText:
-		reset := a.rule.ResetText
-		if reset == "" {
-			d := a.rule.RetryAfter
-			if d <= 0 {
-				d = 2 * time.Hour
-			}
-			reset = a.s.now().Add(d).UTC().Format("01-02 15:04:05") + " UTC"
-		}
-		msg := "Your token-plan 1-week quota has been exhausted. The quota will reset at " + reset + "."
-		return writeOpenAIError(a.w, http.StatusTooManyRequests, nil, msg, "insufficient_quota", "Throttling.AllocationQuota", nil)
-	case ModeHangBeforeHeaders:
-		a.s.block(a.r.Context())
-		return 0
-	case ModeConnectionReset:
-		if a.req.Stream {
-			a.startStream()
-			a.chunk(delta{Role: "assistant", Content: first(words(a.replyText()))}, nil)
-			a.flush()
-		}
-		a.reset()
-		if a.req.Stream {
-			return http.StatusOK
-		}
-		return 0
+		return writeOpenAIError(a.w, http.StatusTooManyRequests, nil, a.quotaText(), "insufficient_quota", "Throttling.AllocationQuota", nil), true
 	}
-	if !a.req.Stream {
-		return a.nonStream(mode)
+	return 0, false
+}
+
+// slowGap is slow_stream's pause between chunks (and before a non-streamed answer).
+func (a *answer) slowGap() time.Duration {
+	if a.rule.Delay > 0 {
+		return a.rule.Delay
 	}
-	return a.stream(mode)
+	return 200 * time.Millisecond
+}
+
+// rateWait is the wait the rate_limit mode announces.
+func (a *answer) rateWait() time.Duration {
+	if a.rule.RetryAfter > 0 {
+		return a.rule.RetryAfter
+	}
+	return 20 * time.Second
+}
+
+// quotaText is quota_reset_text's message, with its year-less reset time.
+func (a *answer) quotaText() string {
+	reset := a.rule.ResetText
+	if reset == "" {
+		d := a.rule.RetryAfter
+		if d <= 0 {
+			d = 2 * time.Hour
+		}
+		reset = a.s.now().Add(d).UTC().Format("01-02 15:04:05") + " UTC"
+	}
+	return "Your token-plan 1-week quota has been exhausted. The quota will reset at " + reset + "."
+}
+
+// writeBadGateway is a proxy's HTML page, the same in front of every API.
+func writeBadGateway(w http.ResponseWriter) int {
+	return writeRaw(w, http.StatusBadGateway, "text/html", "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>cloudflare</center>\r\n</body>\r\n</html>\r\n")
 }
 
 func first(ws []string) string {
@@ -367,11 +504,7 @@ func (a *answer) nonStream(mode Mode) int {
 	case ModeUnknownFinishReason:
 		finish = "weird_reason"
 	case ModeSlowStream:
-		d := a.rule.Delay
-		if d <= 0 {
-			d = 200 * time.Millisecond
-		}
-		if !a.s.wait(a.r.Context(), d) {
+		if !a.s.wait(a.r.Context(), a.slowGap()) {
 			return 0
 		}
 	}
@@ -445,17 +578,18 @@ func (a *answer) stream(mode Mode) int {
 		return http.StatusOK
 	case ModeMidstreamError:
 		a.chunk(delta{Role: "assistant", Content: first(ws)}, nil)
-		a.event([]byte(`{"error":{"message":"The server had an error processing your request. Sorry about that! You can retry your request, or contact us through our help center at help.openai.com if you keep seeing this error.","type":"server_error","param":null,"code":null}}`))
+		if a.api == APIGemini {
+			a.event(geminiStreamError())
+		} else {
+			a.event([]byte(`{"error":{"message":"The server had an error processing your request. Sorry about that! You can retry your request, or contact us through our help center at help.openai.com if you keep seeing this error.","type":"server_error","param":null,"code":null}}`))
+		}
 		a.flush()
 		return http.StatusOK
 	}
 
 	gap := time.Duration(0)
 	if mode == ModeSlowStream {
-		gap = a.rule.Delay
-		if gap <= 0 {
-			gap = 200 * time.Millisecond
-		}
+		gap = a.slowGap()
 	}
 	if !a.chunk(delta{Role: "assistant"}, nil) {
 		return http.StatusOK

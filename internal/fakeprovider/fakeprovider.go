@@ -1,13 +1,30 @@
-// Package fakeprovider is a fault-injecting OpenAI-compatible server for tests, drills
-// and the demo bot. The real go-openai client talks to it over 127.0.0.1.
+// Package fakeprovider is a fault-injecting LLM provider for tests, drills and the
+// demo bot: OpenAI-compatible chat completions, Azure OpenAI, Anthropic's
+// Messages API and Gemini's OpenAI-compatible endpoint, each with its own URLs,
+// auth header, stream framing and error bodies. detour's real clients talk to
+// it over 127.0.0.1.
 //
 // # URLs
 //
-// Each provider gets its own base URL, <URL>/<provider>/v1 (for example
-// http://127.0.0.1:PORT/openai/v1); a plain <URL>/v1 is provider "default".
-// Under a base URL it serves GET /models and POST /chat/completions, streaming
-// (real SSE framing, `data: {...}` + blank line, `data: [DONE]`, a usage chunk
-// with empty choices when stream_options.include_usage is set) and non-streaming.
+// Each provider gets its own base URL per protocol (BaseURLFor); the route a
+// call arrives on decides the protocol it is answered in:
+//
+//   - openai: <URL>/<provider>/v1, POST /chat/completions and GET /models
+//     (a plain <URL>/v1 is provider "default"); streaming with real SSE framing
+//     (`data: {...}` + blank line, `data: [DONE]`, a usage chunk with empty
+//     choices when stream_options.include_usage is set) and non-streaming. No
+//     key is required: local model servers take none.
+//   - azure: <URL>/<provider>, POST
+//     /openai/deployments/{deployment}/chat/completions?api-version=..., the
+//     key in the api-key header (azure.go).
+//   - anthropic: <URL>/<provider>/v1, POST /messages with x-api-key and
+//     anthropic-version, the Messages API's event stream (anthropic.go).
+//   - gemini: <URL>/<provider>/v1beta/openai, POST /chat/completions with
+//     Authorization: Bearer; errors as a JSON list holding {"error": {...}}
+//     (gemini.go).
+//
+// A request without the credential header its API requires is refused as that
+// API refuses it, before any rule is looked at.
 //
 // # Scripting
 //
@@ -52,7 +69,14 @@
 // When serving through Handler with httptest, call Close before the httptest
 // server's Close.
 //
-// The fake never logs or stores a bearer key, only its KeyID.
+// Every mode is answered in the protocol of the route: a rate limit is OpenAI's
+// 429 with x-ratelimit-* headers, Anthropic's rate_limit_error with retry-after
+// and anthropic-ratelimit-* headers, Gemini's RESOURCE_EXHAUSTED with a
+// RetryInfo, Azure's "exceeded call rate limit" text. Mode names keep the
+// OpenAI status they were named for; the protocol's own status is sent (Gemini
+// answers a bad key with 400 INVALID_ARGUMENT, as Google does).
+//
+// The fake never logs or stores a key, only its KeyID.
 package fakeprovider
 
 import (
@@ -123,6 +147,17 @@ var AllModes = []Mode{
 
 // Valid reports whether m is a known mode.
 func (m Mode) Valid() bool { return slices.Contains(AllModes, m) }
+
+// API is the protocol a route speaks.
+type API string
+
+// The protocols the fake speaks.
+const (
+	APIOpenAI    API = "openai"
+	APIAzure     API = "azure"
+	APIAnthropic API = "anthropic"
+	APIGemini    API = "gemini"
+)
 
 // Rule scripts how matching calls are answered. Empty Provider, Model or KeyID
 // match anything.
@@ -229,11 +264,15 @@ func (r Rule) matches(provider, model, keyID string) bool {
 type Call struct {
 	Time     time.Time `json:"time"`
 	Provider string    `json:"provider"`
-	Model    string    `json:"model"`
-	KeyID    string    `json:"key_id"`
-	Stream   bool      `json:"stream"`
-	Mode     Mode      `json:"mode"`
-	Status   int       `json:"status"` // HTTP status sent; 0 when none (hang, reset) or not yet
+	API      API       `json:"api"`
+	// Model is the body's model; for Azure, which routes by deployment, the
+	// deployment when the body names none.
+	Model      string `json:"model"`
+	Deployment string `json:"deployment,omitempty"` // Azure's path segment
+	KeyID      string `json:"key_id"`
+	Stream     bool   `json:"stream"`
+	Mode       Mode   `json:"mode"`
+	Status     int    `json:"status"` // HTTP status sent; 0 when none (hang, reset) or not yet
 	// Duration is how long the handler ran; 0 while the call is still running.
 	Duration time.Duration `json:"duration"`
 }
@@ -318,8 +357,12 @@ func New(opts ...Option) *Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{provider}/v1/models", s.handleModels)
 	mux.HandleFunc("GET /v1/models", s.handleModels)
-	mux.HandleFunc("POST /{provider}/v1/chat/completions", s.handleChat)
-	mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
+	mux.HandleFunc("POST /{provider}/v1/chat/completions", s.handle(APIOpenAI))
+	mux.HandleFunc("POST /v1/chat/completions", s.handle(APIOpenAI))
+	mux.HandleFunc("POST /{provider}/openai/deployments/{deployment}/chat/completions", s.handle(APIAzure))
+	mux.HandleFunc("POST /{provider}/v1/messages", s.handle(APIAnthropic))
+	mux.HandleFunc("POST /v1/messages", s.handle(APIAnthropic))
+	mux.HandleFunc("POST /{provider}/v1beta/openai/chat/completions", s.handle(APIGemini))
 	mux.HandleFunc("POST /_fake/script", s.handleScript)
 	mux.HandleFunc("POST /_fake/reset", s.handleReset)
 	mux.HandleFunc("GET /_fake/calls", s.handleCalls)
@@ -371,6 +414,28 @@ func (s *Server) BaseURL(provider string) string {
 		return s.URL() + "/v1"
 	}
 	return s.URL() + "/" + provider + "/v1"
+}
+
+// BaseURLFor is the base URL a client of api uses for provider ("" = openai):
+// <URL>/<provider>/v1 for openai and anthropic, <URL>/<provider> for azure (the
+// client adds /openai/deployments/...), <URL>/<provider>/v1beta/openai for gemini.
+func (s *Server) BaseURLFor(provider string, api API) string {
+	return s.URL() + RoutePath(provider, api)
+}
+
+// RoutePath is BaseURLFor without the server root, for a fake mounted
+// elsewhere (httptest).
+func RoutePath(provider string, api API) string {
+	switch api {
+	case APIAzure:
+		return "/" + provider
+	case APIGemini:
+		return "/" + provider + "/v1beta/openai"
+	}
+	if provider == "" || provider == "default" {
+		return "/v1"
+	}
+	return "/" + provider + "/v1"
 }
 
 // Close ends waiting handlers, stops the listener (if started) and waits for

@@ -99,6 +99,11 @@ func (a *answer) jsonHead(object, rest string) []byte {
 
 // hostile answers the T1/T2 modes; ok is false for any other mode.
 func (a *answer) hostile(mode Mode) (status int, ok bool) {
+	if a.api == APIAnthropic {
+		if status, ok := a.anthropicHostile(mode); ok {
+			return status, true
+		}
+	}
 	switch mode {
 	case ModeGzipBomb:
 		return a.gzipBomb(), true
@@ -302,7 +307,7 @@ func (t *trap) handler(s *Server) http.Handler {
 		n, _ := io.Copy(io.Discard, r.Body)
 		t.mu.Lock()
 		t.hits = append(t.hits, TrapHit{Time: s.now(), Method: r.Method, Path: r.URL.Path,
-			KeyID: KeyID(bearerKey(r)), BodyBytes: int64(len(body)) + n})
+			KeyID: KeyID(anyKey(r)), BodyBytes: int64(len(body)) + n})
 		t.mu.Unlock()
 
 		var req chatRequest
@@ -313,6 +318,15 @@ func (t *trap) handler(s *Server) http.Handler {
 		a := &answer{s: s, w: w, r: r, req: &req, provider: "trap", rule: Rule{Reply: "answer from the redirect target"}}
 		a.run(ModeOK)
 	})
+}
+
+// anyKey is whichever credential a request carries: a client that follows a
+// redirect sends the header of its own protocol.
+func anyKey(r *http.Request) string {
+	if k := r.Header.Get("api-key"); k != "" {
+		return k
+	}
+	return bearerKey(r)
 }
 
 func (t *trap) close() {

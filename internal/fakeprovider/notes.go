@@ -23,13 +23,16 @@ const markerMemory = 30 * time.Minute
 // maxActed bounds the prompts remembered.
 const maxActed = 4096
 
-// promptKey identifies one request's conversation (every message), so the
-// fallback attempts of a turn match the primary attempt that failed on the marker.
+// promptKey identifies one request's conversation (every message's role and
+// text), so the fallback attempts of a turn match the primary attempt that
+// failed on the marker, whatever protocol each speaks (a string in one, text
+// blocks in another).
 func promptKey(req *chatRequest) string {
 	h := sha256.New()
 	for _, m := range req.Messages {
-		fmt.Fprintf(h, "%s\x00%d\x00", m.Role, len(m.Content))
-		h.Write(m.Content)
+		t := m.text()
+		fmt.Fprintf(h, "%s\x00%d\x00", m.Role, len(t))
+		h.Write([]byte(t))
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }

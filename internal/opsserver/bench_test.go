@@ -21,7 +21,7 @@ func BenchmarkObserveTurn(b *testing.B) {
 	for b.Loop() {
 		m.Attempt(fail)
 		m.Attempt(ok)
-		m.Fallback("openai/gpt-4o-mini", "anthropic/claude-haiku-4-5", classify.ReasonRateLimit)
+		m.Fallback("openai/gpt-4o-mini", "anthropic/claude-haiku-4-5", classify.ReasonRateLimit, 429)
 		m.TurnDone(rep)
 	}
 }

@@ -64,8 +64,8 @@ func NewMetrics(avail AvailabilityFunc, log *slog.Logger) *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry()}
 	m.llmCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "detour_llm_calls_total",
-		Help: `Paid model calls by provider, model and outcome: "ok" or the failure reason (rate_limit, timeout, billing, ...).`,
-	}, []string{"provider", "model", "outcome"})
+		Help: `Paid model calls by provider, model, outcome ("ok" or the failure: rate_limit, billing, server_error, timeout, ...) and the HTTP status of a failure ("500", "429", "4xx", "none"; "" for ok).`,
+	}, []string{"provider", "model", "outcome", "status"})
 	m.llmDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "detour_llm_call_duration_seconds",
 		Help:    "Duration of paid model calls, failed or not, by provider.",
@@ -77,7 +77,7 @@ func NewMetrics(avail AvailabilityFunc, log *slog.Logger) *Metrics {
 	}, []string{"provider", "model", "reason"})
 	m.fallbacks = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "detour_fallbacks_total",
-		Help: "Steps of a run from one model to the next (provider/model), by the reason it left the first.",
+		Help: "Steps of a run from one model to the next (provider/model), by the reason it left the first (server_error for a 5xx, never timeout).",
 	}, []string{"from", "to", "reason"})
 	m.turns = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "detour_turns_total",
@@ -118,20 +118,17 @@ func (m *Metrics) Attempt(a failover.AttemptRecord) {
 		m.skips.WithLabelValues(c.Provider, c.Model, string(a.Skipped)).Inc()
 		return
 	}
-	outcome := "ok"
-	if a.Failure != nil {
-		outcome = string(a.Failure.Reason)
-		if outcome == "" {
-			outcome = string(classify.ReasonUnclassified)
-		}
+	outcome, status := "ok", ""
+	if f := a.Failure; f != nil {
+		outcome, status = failureOutcome(f.Reason, f.Status), StatusLabel(f.Status)
 	}
-	m.llmCalls.WithLabelValues(c.Provider, c.Model, outcome).Inc()
+	m.llmCalls.WithLabelValues(c.Provider, c.Model, outcome, status).Inc()
 	m.llmDuration.WithLabelValues(c.Provider).Observe(a.Duration.Seconds())
 }
 
 // Fallback counts one step from one model to the next.
-func (m *Metrics) Fallback(from, to string, reason classify.Reason) {
-	m.fallbacks.WithLabelValues(from, to, string(reason)).Inc()
+func (m *Metrics) Fallback(from, to string, reason classify.Reason, status int) {
+	m.fallbacks.WithLabelValues(from, to, failureOutcome(reason, status)).Inc()
 }
 
 // GuardRejected counts one turn refused by a limit.

@@ -23,6 +23,9 @@ type Checks struct {
 	Disconnected func() []string
 	// Stopping reports that the bot is shutting down (draining its turns).
 	Stopping func() bool
+	// Version names the running build in the ready answer ("ready (detour
+	// v1.2.3)") and in every answer's Detour-Version header; "" = not shown.
+	Version string
 }
 
 // readyTimeout bounds one readiness check, well inside a probe's usual timeout.
@@ -50,13 +53,17 @@ func Listen(addr string, m *Metrics, c Checks, log *slog.Logger) (*Server, error
 	}
 	s := &Server{ln: ln, log: log}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { plain(w, http.StatusOK, "ok") })
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { c.plain(w, http.StatusOK, "ok") })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		if why := c.notReady(r.Context()); why != "" {
-			plain(w, http.StatusServiceUnavailable, "not ready: "+why)
+			c.plain(w, http.StatusServiceUnavailable, "not ready: "+why)
 			return
 		}
-		plain(w, http.StatusOK, "ready")
+		ready := "ready"
+		if c.Version != "" {
+			ready += " (detour " + c.Version + ")" // which build a rollout reached
+		}
+		c.plain(w, http.StatusOK, ready)
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry(), promhttp.HandlerOpts{
 		// A failed availability read leaves those gauges out; the rest still serves.
@@ -121,7 +128,10 @@ func (c Checks) notReady(ctx context.Context) string {
 	return strings.Join(why, "; ")
 }
 
-func plain(w http.ResponseWriter, status int, body string) {
+func (c Checks) plain(w http.ResponseWriter, status int, body string) {
+	if c.Version != "" {
+		w.Header().Set("Detour-Version", c.Version)
+	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)

@@ -112,7 +112,7 @@ func TestMetrics_M5_AvailabilityReadFails(t *testing.T) {
 		t.Fatalf("/metrics = %d", code)
 	}
 	for _, want := range []string{
-		`detour_llm_calls_total{model="a",outcome="timeout",provider="p1"} 1`,
+		`detour_llm_calls_total{model="a",outcome="timeout",provider="p1",status="none"} 1`,
 		`detour_turns_total{channel="slack",outcome="error"} 1`,
 		`detour_turn_overhead_seconds_sum 1`,
 	} {
@@ -134,5 +134,37 @@ func TestListen_M5_BusyAddress(t *testing.T) {
 	defer s.Close()
 	if _, err := Listen(s.Addr(), NewMetrics(nil, nil), Checks{}, nil); err == nil || !strings.Contains(err.Error(), "server.listen") {
 		t.Fatalf("second Listen on %s: %v, want an error naming server.listen", s.Addr(), err)
+	}
+}
+
+// covers M5, V1, C6: the HTTP status stays beside the reason: a 500 is counted
+// as server_error with status "500", never as a timeout, in calls and in
+// fallback steps; unusual statuses fold into their class, so the label stays
+// bounded whatever a provider sends.
+func TestMetrics_M5_StatusBesideTheReason(t *testing.T) {
+	m := NewMetrics(nil, nil)
+	for _, st := range []int{500, 599, 777, 0} {
+		m.Attempt(failover.AttemptRecord{Candidate: failover.Candidate{Provider: "p1", Model: "a"}, Duration: time.Second,
+			Failure: &failover.Failure{Reason: classify.ReasonTimeout, Status: st}})
+	}
+	m.Fallback("p1/a", "p2/b", classify.ReasonTimeout, 500)
+	_, body := fetch(t, serve(t, m, Checks{})+"/metrics")
+	for _, want := range []string{
+		`detour_llm_calls_total{model="a",outcome="server_error",provider="p1",status="500"} 1`,
+		`detour_llm_calls_total{model="a",outcome="server_error",provider="p1",status="5xx"} 1`,
+		`detour_llm_calls_total{model="a",outcome="timeout",provider="p1",status="other"} 1`,
+		`detour_llm_calls_total{model="a",outcome="timeout",provider="p1",status="none"} 1`,
+		`detour_fallbacks_total{from="p1/a",reason="server_error",to="p2/b"} 1`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	seen := map[string]bool{}
+	for st := -1; st < 1000; st++ {
+		seen[StatusLabel(st)] = true
+	}
+	if len(seen) > 24 {
+		t.Errorf("the status label takes %d values", len(seen))
 	}
 }

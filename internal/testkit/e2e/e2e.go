@@ -51,6 +51,10 @@ type Spec struct {
 	AdminUsers   []string
 	// Idle is the idle timeout (default 5 s).
 	Idle time.Duration
+	// APIs gives providers a protocol other than openai ("p1": "anthropic");
+	// the fake serves each on its route. An azure provider gets api_version
+	// 2024-10-21, and each model is its own deployment.
+	APIs map[string]string
 	// ExtraYAML is appended to the generated configuration (top-level keys).
 	ExtraYAML string
 	// Channels adds entries to the channels section, e.g. "slack: {stream: false}".
@@ -173,7 +177,15 @@ func (s Spec) yaml(llmURL, driver, dsn string) string {
 	sort.Strings(ids)
 	b.WriteString("providers:\n")
 	for _, p := range sortedKeys(providers) {
-		fmt.Fprintf(&b, "  %s: {base_url: %q}\n", p, llmURL+"/"+p+"/v1")
+		api := s.APIs[p]
+		extra := ""
+		switch api {
+		case "":
+			api = "openai"
+		case "azure":
+			extra = ", api_version: 2024-10-21"
+		}
+		fmt.Fprintf(&b, "  %s: {api: %s, base_url: %q%s}\n", p, api, llmURL+fakeprovider.RoutePath(p, fakeprovider.API(api)), extra)
 	}
 	if len(ids) > 0 {
 		b.WriteString("auth:\n  profiles:\n")

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+
+	"github.com/detourbot/detour"
+	"github.com/detourbot/detour/internal/testkit/syncbuf"
+)
+
+// covers F9, F3: `bot init --non-interactive` with flags writes a config that
+// `bot check` accepts and `bot run` starts: the keys go to detour.env (0600)
+// and the configuration refers to them as ${VAR}, never by value; bot reads
+// ./detour.env by itself. A second init overwrites nothing without --force.
+func TestInit_F9_NonInteractiveWritesWhatCheckAcceptsAndRunStarts(t *testing.T) {
+	bin := builtBot(t)
+	srv := startFake(t)
+	dir := t.TempDir()
+	const key1, key2 = "sk-CANARY-init-0001", "sk-CANARY-init-0002"
+	args := []string{"init", "--non-interactive",
+		"--provider", "p1=" + srv.BaseURL("p1"), "--provider", "p2=" + srv.BaseURL("p2"),
+		"--model", "p1/primary", "--model", "p2/fallback-1",
+		"--key-env", "p1=P1_KEY", "--key-env", "p2=P2_KEY", "--channel", "console"}
+	out, errOut, code := runIn(t, bin, dir, "", cleanEnv("P1_KEY="+key1, "P2_KEY="+key2), args...)
+	if code != exitOK {
+		t.Fatalf("init: exit %d\n%s\n%s", code, out, errOut)
+	}
+	for _, want := range []string{"wrote config.yaml\n", "wrote detour.env (mode 0600", "config config.yaml: ok\n",
+		"  default: p1/primary -> p2/fallback-1\n", "next: start it with bot "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("init says no %q:\n%s", want, out)
+		}
+	}
+	cfg, _ := os.ReadFile(filepath.Join(dir, "config.yaml"))
+	env, _ := os.ReadFile(filepath.Join(dir, "detour.env"))
+	if strings.Contains(string(cfg), "CANARY") || !strings.Contains(string(cfg), `key: "${P1_KEY}"`) {
+		t.Errorf("config.yaml holds a key or no reference:\n%s", cfg)
+	}
+	if !strings.Contains(string(env), "P1_KEY="+key1+"\n") || !strings.Contains(string(env), "P2_KEY="+key2+"\n") {
+		t.Errorf("detour.env:\n%s", env)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "detour.env")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("detour.env mode %v (%v), want 0600", fi.Mode().Perm(), err)
+	}
+	if strings.Contains(out+errOut, "CANARY") {
+		t.Error("P4: init printed a key")
+	}
+
+	// The keys are no longer in the environment: bot reads them from detour.env.
+	_, errOut, code = runIn(t, bin, dir, "", cleanEnv(), "check")
+	if code != exitOK {
+		t.Fatalf("check: exit %d\n%s", code, errOut)
+	}
+	out, errOut, code = runIn(t, bin, dir, `{"text": "hello"}`+"\n", cleanEnv(), "--format", "jsonl")
+	var reply outLine
+	if code != exitOK || json.Unmarshal([]byte(out), &reply) != nil || reply.Type != "reply" || reply.Model != "p1/primary" {
+		t.Fatalf("run: exit %d, %q\n%s", code, out, errOut)
+	}
+
+	// Again: nothing is overwritten without --force.
+	_, errOut, code = runIn(t, bin, dir, "", cleanEnv("P1_KEY=other"), args...)
+	if code != exitUsage || errOut != "bot init: config.yaml exists (bot init --force overwrites it); nothing was written\n" {
+		t.Errorf("second init: exit %d, %q", code, errOut)
+	}
+	if env2, _ := os.ReadFile(filepath.Join(dir, "detour.env")); string(env2) != string(env) {
+		t.Error("detour.env changed without --force")
+	}
+	_ = os.Chmod(filepath.Join(dir, "detour.env"), 0o644)
+	if _, errOut, code = runIn(t, bin, dir, "", cleanEnv("P1_KEY="+key1, "P2_KEY="+key2), append(args, "--force")...); code != exitOK {
+		t.Errorf("init --force: exit %d\n%s", code, errOut)
+	}
+	if fi, _ := os.Stat(filepath.Join(dir, "detour.env")); fi.Mode().Perm() != 0o600 {
+		t.Errorf("after --force detour.env is %v, want 0600", fi.Mode().Perm())
+	}
+	// Bad flags say what is wrong and write nothing.
+	empty := t.TempDir()
+	_, errOut, code = runIn(t, bin, empty, "", cleanEnv(), "init", "--non-interactive", "--provider", "openia")
+	if code != exitUsage || !strings.Contains(errOut, `unknown provider "openia"`) {
+		t.Errorf("a typo: exit %d %q", code, errOut)
+	}
+	if entries, _ := os.ReadDir(empty); len(entries) != 0 {
+		t.Errorf("a refused init wrote %d file(s)", len(entries))
+	}
+}
+
+// covers F9, P4: `bot init` at a terminal (a pty): it asks for the providers,
+// the channels, the model and the keys; a typed key is not shown; Slack brings
+// its manifest; the result passes bot check.
+func TestInit_F9_InteractiveAtATerminal(t *testing.T) {
+	bin := builtBot(t)
+	dir := t.TempDir()
+	cmd := exec.Command(bin, "init")
+	cmd.Dir, cmd.Env = dir, cleanEnv()
+	tty, err := pty.Start(cmd)
+	if err != nil {
+		t.Skipf("no pseudo-terminal on this machine: %v", err)
+	}
+	defer tty.Close()
+	raw := &syncbuf.Buffer{}
+	go func() { _, _ = io.Copy(raw, tty) }()
+	answer := func(prompt, text string) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for !strings.HasSuffix(strings.TrimRight(raw.String(), " "), prompt+":") {
+			if time.Now().After(deadline) {
+				t.Fatalf("waiting for %q; the terminal shows:\n%s", prompt, raw.String())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		_, _ = io.WriteString(tty, text+"\r")
+	}
+	const key, app, bot = "sk-CANARY-typed-0003", "xapp-1-A0123-CANARY-0004", "xoxb-1-2-CANARY-0005"
+	answer("Providers (openai, anthropic, openrouter, ollama, or name=https://host/v1), the first answers first [openai]", "openai")
+	answer("Channels (console, slack, discord) [console]", "console, slack")
+	answer("Model of openai [gpt-4o-mini]", "")
+	answer("API key of openai (stored in the env file as OPENAI_API_KEY; Enter to fill it in later)", key)
+	answer("Slack app-level token (xapp-...) (stored in the env file as SLACK_APP_TOKEN; Enter to fill it in later)", app)
+	answer("Slack bot token (xoxb-...) (stored in the env file as SLACK_BOT_TOKEN; Enter to fill it in later)", bot)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("init: %v\n%s", err, raw.String())
+		}
+	case <-time.After(60 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatalf("init did not end:\n%s", raw.String())
+	}
+	shown := raw.String()
+	if strings.Contains(shown, "CANARY") {
+		t.Errorf("P4: a typed secret showed on the terminal:\n%s", shown)
+	}
+	for _, want := range []string{"wrote config.yaml", "wrote slack-manifest.yaml", "config config.yaml: ok", "channels: console (text), slack (app_token set, bot_token set)"} {
+		if !strings.Contains(shown, want) {
+			t.Errorf("the terminal lacks %q:\n%s", want, shown)
+		}
+	}
+	env, _ := os.ReadFile(filepath.Join(dir, "detour.env"))
+	for _, want := range []string{"OPENAI_API_KEY=" + key + "\n", "SLACK_APP_TOKEN=" + app + "\n", "SLACK_BOT_TOKEN=" + bot + "\n"} {
+		if !strings.Contains(string(env), want) {
+			t.Errorf("detour.env lacks %q", want)
+		}
+	}
+	if m, _ := os.ReadFile(filepath.Join(dir, "slack-manifest.yaml")); string(m) != string(detour.SlackManifest) {
+		t.Error("slack-manifest.yaml is not the shipped manifest")
+	}
+}
