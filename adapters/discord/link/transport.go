@@ -224,9 +224,7 @@ func (t *transport) observe(r route, resp *http.Response) {
 		}
 		p.Pause("global", wait)
 	case remaining == "0" && resetAfter > 0:
-		// Reset-After comes to the millisecond: a wait cut at it could land a
-		// moment before the bucket refills.
-		p.Pause(t.bucket(r), resetAfter+time.Millisecond)
+		p.Pause(t.bucket(r), resetAfter)
 	}
 }
 
