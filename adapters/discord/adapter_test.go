@@ -455,6 +455,9 @@ func TestReconnect_ResumesAndDeliversOnce(t *testing.T) {
 			if n := len(h.fake.Identifies()); n != 1 {
 				t.Errorf("identifies = %d, want 1 (resumed, not re-identified)", n)
 			}
+			if slices.Contains(h.fake.Closes(), 1000) || slices.Contains(h.fake.Closes(), 1001) {
+				t.Errorf("close codes %v: a 1000 or 1001 ends the session", h.fake.Closes())
+			}
 		})
 	}
 }

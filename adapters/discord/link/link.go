@@ -24,13 +24,14 @@
 //     waits while session_start_limit is used up (past it Discord resets the bot
 //     token), and discordgo's lookup is answered locally with that URL or the
 //     session's resume_gateway_url, which v0.29.0 ignores. Pinned by
-//     TestE2E_RepeatedSessionLossBacksOffWithinIdentifyBudget and
-//     TestReconnect_ResumesAndDeliversOnce (resumes land on /gw-resume/).
+//     TestE2E_RepeatedSessionLossBacksOffWithinIdentifyBudget (no identify past
+//     the budget) and TestE2E_HeartbeatMissResumesWithoutLosingQueuedEvents (the
+//     resume lands on resume_gateway_url).
 //   - Zombie connections (tap.go). discordgo waits five missed ACKs, then closes
 //     with 1000, which ends the session; here a heartbeat sent while the last one
 //     has no ACK closes the connection with 4000 at once, and the session resumes.
 //     Pinned by TestGateway_TLSZombieResumes and
-//     TestE2E_HeartbeatMissResumesWithoutLosingQueuedEvents.
+//     TestE2E_HeartbeatMissResumesWithoutLosingQueuedEvents (close codes [4000]).
 //   - Close codes. discordgo closes with 1000 even to reconnect, which invalidates
 //     the session; here 1000 and 1001 go out as 4000 unless the bot is stopping.
 //     Pinned by TestReconnect_ResumesAndDeliversOnce (close codes never 1000).
