@@ -166,9 +166,10 @@ func TestE2E_SlackLive_L5_OversizeAnswerSplitNeverRefused(t *testing.T) {
 		name     string
 		mod      func(*setup)
 		streamed bool
+		size     int // most characters a message may hold
 	}{
-		{"streamed", live, true},
-		{"whole", func(*setup) {}, false},
+		{"streamed", live, true, 12000}, // markdown_text's limit
+		{"whole", func(*setup) {}, false, 4000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := startE2E(t, tc.mod)
@@ -178,7 +179,7 @@ func TestE2E_SlackLive_L5_OversizeAnswerSplitNeverRefused(t *testing.T) {
 			ms := e.messages("C1", m.TS)
 			var all []string
 			for _, msg := range ms {
-				if n := utf8.RuneCountInString(msg.Shown()); n > 4000 {
+				if n := utf8.RuneCountInString(msg.Shown()); n > tc.size {
 					t.Fatalf("a message holds %d characters", n)
 				}
 				all = append(all, msg.Shown())
@@ -189,7 +190,7 @@ func TestE2E_SlackLive_L5_OversizeAnswerSplitNeverRefused(t *testing.T) {
 			if refused := refusedCalls(e); len(refused) > 0 {
 				t.Fatalf("Slack refused %s: %s", refused[0].Method, refused[0].Error)
 			}
-			if ms[0].Streamed != tc.streamed || len(ms) < 12 {
+			if ms[0].Streamed != tc.streamed || len(ms) < 45000/tc.size {
 				t.Fatalf("%d messages, the first streamed %v: want %v", len(ms), ms[0].Streamed, tc.streamed)
 			}
 		})

@@ -204,8 +204,8 @@ func TestStream_L3_UneditableMessageIsReplacedByANewPost(t *testing.T) {
 	}
 }
 
-// covers L2: a long answer streams into one message (at most 12,000
-// characters), then ends as Slack-sized messages holding the answer once.
+// covers L2, L5: a long answer streams into one message (at most 12,000
+// characters), then continues in a further one; they hold the answer once.
 func TestStream_L2_LongAnswerEndsSplit(t *testing.T) {
 	h := start(t, nil)
 	ws := make([]string, 300) // about 18,000 characters, 60 a word
@@ -215,12 +215,12 @@ func TestStream_L2_LongAnswerEndsSplit(t *testing.T) {
 	final := strings.Join(ws, "")
 	h.streamAll(threadIn("C1", "1.000001", "U1"), ws, adapters.Outbound{Kind: adapters.KindReply, Text: final})
 	ms := h.srv.Messages("C1", "1.000001")
-	if len(ms) < 5 || !ms[0].Streamed {
+	if len(ms) < 2 || !ms[0].Streamed || !ms[1].Streamed {
 		t.Fatalf("%d messages", len(ms))
 	}
 	var all strings.Builder
 	for _, m := range ms {
-		if utf8.RuneCountInString(m.Shown()) > maxChunk {
+		if utf8.RuneCountInString(m.Shown()) > maxStreamed {
 			t.Fatalf("a message holds %d characters", utf8.RuneCountInString(m.Shown()))
 		}
 		all.WriteString(m.Text + " ")
@@ -229,7 +229,7 @@ func TestStream_L2_LongAnswerEndsSplit(t *testing.T) {
 		t.Fatalf("the messages do not hold the answer once (%d vs %d characters)", len(got), len(final))
 	}
 	for _, v := range ms[0].Versions {
-		if utf8.RuneCountInString(v) > maxChunk { // one part of the answer
+		if utf8.RuneCountInString(v) > maxStreamed { // one part of the answer
 			t.Fatalf("streamed message grew to %d characters", utf8.RuneCountInString(v))
 		}
 	}

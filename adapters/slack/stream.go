@@ -15,7 +15,7 @@ import (
 // Streaming (L2, L3, A5) with Slack's documented calls only
 // (https://docs.slack.dev/reference/methods/chat.startStream, .../chat.appendStream,
 // .../chat.stopStream): the live kit's growing reply is drawn with
-// chat.startStream (a message per part of at most maxChunk characters),
+// chat.startStream (a message per part of at most maxStreamed characters),
 // chat.appendStream (what the text adds) and chat.stopStream (the rest, then the
 // stream ends: a finished answer is the streamed Markdown). Text that no longer
 // extends what was streamed (another attempt answers) is not edited: the
@@ -30,6 +30,12 @@ import (
 // and the next answer tries again. So one flaky call never turns streaming off
 // for everyone, and a persistent failure costs one call per answer, inside the
 // method's per-minute window.
+
+// maxStreamed caps what one streamed message holds: markdown_text takes at most
+// 12,000 characters a call, and a message's markdown at most 12,000 in all
+// (https://docs.slack.dev/reference/block-kit/blocks/markdown-block); a longer
+// answer continues in a further streamed message.
+const maxStreamed = 12000
 
 // refusalMemory is how long a refusal to stream is remembered.
 const refusalMemory = 10 * time.Minute
@@ -58,7 +64,7 @@ func (a *Adapter) StartStream(ctx context.Context, in adapters.Inbound) (adapter
 	}
 	s := &streamSurface{a: a, t: t}
 	s.team, s.user = recipient(in)
-	r := live.New(s, live.Options{Limit: maxChunk, Every: a.cfg.StreamInterval, Now: a.cfg.Now, Sleep: a.cfg.Sleep,
+	r := live.New(s, live.Options{Limit: maxStreamed, Every: a.cfg.StreamInterval, Now: a.cfg.Now, Sleep: a.cfg.Sleep,
 		Log: a.log, Render: func(_ adapters.Kind, md string) string { return streamSafe(md) },
 		// Slack streams only replies in a thread; a refused channel waits.
 		Whole: t.ThreadTS == "" || t.slash() || !a.mayStream(t.Channel)})
