@@ -36,7 +36,33 @@ type Inbound struct {
 	// threads are the sessions "<SessionKey>:<thread ts>"); it names them for the
 	// answer, e.g. "new threads in #general".
 	DefaultsFor string
+	// Conversation is the kind of place the message came from
+	// (ConversationDirect, ConversationGroup, ConversationChannel), as
+	// access.direct_messages sees it (T5); "" = as Direct says.
+	Conversation string
+	// Parent is the session key of the channel a thread belongs to
+	// ("discord:G1:C1" for a message in the thread "discord:G1:T7"), so that
+	// access.channels allows the threads of an allowed channel (T5); "" outside
+	// a thread, or when the adapter does not know it.
+	Parent string
+	// Replay asks, when EventID was answered before, for that stored answer
+	// again (marked Outbound.Replayed) rather than silence: set where the
+	// sender chose the id and sends a message again because it missed the
+	// answer (the console's "id", M7). Platforms leave it false: their
+	// redelivery of an event already answered and delivered is dropped (M3).
+	Replay bool
 }
+
+// Conversation kinds (Inbound.Conversation).
+const (
+	// ConversationDirect is a direct message between one person and the bot.
+	ConversationDirect = "direct"
+	// ConversationGroup is a direct message among several people and the bot
+	// (a Slack group DM, "mpim"): a direct message for access.direct_messages.
+	ConversationGroup = "group_direct"
+	// ConversationChannel is a channel, public or private, or a thread of one.
+	ConversationChannel = "channel"
+)
 
 // Outbound is one message to post.
 type Outbound struct {
@@ -47,6 +73,9 @@ type Outbound struct {
 	Text       string
 	Model      string // on replies: the "provider/model" that answered
 	Ephemeral  bool   // visible only to the user where the platform allows (command answers)
+	// Replayed marks an answer given before and sent again for a message sent
+	// again with the same id (Inbound.Replay, M7); no model was called for it.
+	Replayed bool
 	// Choices offers a pick (L4: /model without an argument). An adapter that
 	// can show a select menu shows one beside Text and sends the person's pick
 	// back as an Inbound whose Text is the choice's Command; others show Text.

@@ -123,6 +123,8 @@ type Router struct {
 
 	incidentMu   sync.Mutex
 	incidentOpen bool // V4: a report was sent and no turn has succeeded since
+
+	unsaved unsaved // M8: answers delivered whose exchange waits for the database
 }
 
 // NewRouter checks the configuration and migrates the session tables.
@@ -216,8 +218,16 @@ func (r *Router) Run(ctx context.Context, inbox <-chan adapters.Inbound) error {
 	}
 }
 
-// Drain waits until every queued turn has finished, or ctx ends.
+// Drain waits until every queued turn has finished, or ctx ends. Answers kept
+// in memory because the database failed (M8) get one more write then.
 func (r *Router) Drain(ctx context.Context) error {
+	defer func() {
+		if r.unsaved.pending() {
+			if err := r.flushUnsaved(ctx); err != nil {
+				r.log.Warn("answers kept in memory could not be stored", "err", err)
+			}
+		}
+	}()
 	if err := r.lanes.Wait(ctx); err != nil {
 		return fmt.Errorf("sessions: drain: %w", err)
 	}
@@ -234,18 +244,22 @@ func (r *Router) Close() {
 // Active returns how many sessions currently have a worker (queued or running).
 func (r *Router) Active() int { return r.lanes.Active() }
 
-// send posts out through the adapter named by out.Channel.
-func (r *Router) send(ctx context.Context, out adapters.Outbound) {
+// send posts out through the adapter named by out.Channel, and notes it as the
+// final answer of the message being processed when it is one (delivery).
+func (r *Router) send(ctx context.Context, out adapters.Outbound) error {
 	r.mu.Lock()
 	a := r.adapters[out.Channel]
 	r.mu.Unlock()
 	if a == nil {
 		r.log.Warn("no adapter for outbound message", "channel", out.Channel, "kind", out.Kind, "session", out.SessionKey)
-		return
+		return errors.New("sessions: no adapter for channel " + out.Channel)
 	}
-	if err := a.Send(ctx, out); err != nil {
+	err := a.Send(ctx, out)
+	if err != nil {
 		r.log.Warn("send failed", "channel", out.Channel, "kind", out.Kind, "session", out.SessionKey, "err", err)
 	}
+	deliveryOf(ctx).note(out, err == nil)
+	return err
 }
 
 func reply(in adapters.Inbound, kind adapters.Kind, text string) adapters.Outbound {

@@ -12,6 +12,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/detourbot/detour/adapters"
 	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/failover"
 	"github.com/detourbot/detour/internal/store"
@@ -48,6 +49,10 @@ type Entry struct {
 	// LastTurnAt is when the latest turn began: written before the turn's first
 	// paid call, so a database that cannot be written stops the turn first (T7).
 	LastTurnAt *time.Time
+	// LastExchange is the id of the latest exchange stored (M8): a write of an
+	// exchange retried after its commit was in doubt finds it here and stores
+	// nothing twice.
+	LastExchange string `gorm:"not null;default:''"`
 
 	// Notice state (N3).
 	NoticeSelected string
@@ -154,11 +159,24 @@ type incidentRow struct {
 // TableName names the incidents table.
 func (incidentRow) TableName() string { return "incidents" }
 
-// inboundEvent is one platform event already taken by a process (M3): the row's
-// insert is what only one replica (or one life of the process) wins.
+// inboundEvent is one platform event (or console message id) already taken by
+// a process (M3): the row's insert is what only one replica (or one life of the
+// process) wins. It keeps the event's answer once there is one (M7), so the
+// same message sent again gets that answer back instead of a new turn.
 type inboundEvent struct {
 	ID string    `gorm:"primaryKey"`
 	At time.Time `gorm:"index"`
+	// The answer: its session, kind (reply or error), text, model and whether
+	// it was ephemeral; AnsweredAt nil = none stored yet.
+	SessionKey string `gorm:"not null;default:''"`
+	Kind       string `gorm:"not null;default:''"`
+	Text       string `gorm:"not null;default:''"`
+	Model      string `gorm:"not null;default:''"`
+	Ephemeral  bool   `gorm:"not null;default:false"`
+	AnsweredAt *time.Time
+	// DeliveredAt is when the adapter took the answer; nil = stored but maybe
+	// never delivered (a crash in between): a redelivery then delivers it.
+	DeliveredAt *time.Time
 }
 
 // TableName names the inbound events table.
@@ -169,18 +187,65 @@ func (inboundEvent) TableName() string { return "inbound_events" }
 const eventMemory = 24 * time.Hour
 
 // claimEvent records event id as taken and reports whether this call took it
-// (false: another replica, or this process before a restart, already did).
-// Now and then it forgets ids older than eventMemory.
-func (s sessionStore) claimEvent(ctx context.Context, id string, now time.Time) (bool, error) {
+// (false: another replica, or this process before a restart, already did; prior
+// is then the event's row, with its answer when one was stored). Now and then it
+// forgets ids older than eventMemory.
+func (s sessionStore) claimEvent(ctx context.Context, id string, now time.Time) (taken bool, prior *inboundEvent, err error) {
 	db := s.db.WithContext(ctx)
 	res := db.Clauses(clause.OnConflict{DoNothing: true}).Create(&inboundEvent{ID: id, At: now.UTC()})
 	if res.Error != nil {
-		return false, fmt.Errorf("sessions: claim event: %w", res.Error)
+		return false, nil, fmt.Errorf("sessions: claim event: %w", res.Error)
 	}
 	if now.Unix()%64 == 0 { // an occasional sweep keeps the table small
 		db.Where("at < ?", now.Add(-eventMemory).UTC()).Delete(&inboundEvent{})
 	}
-	return res.RowsAffected == 1, nil
+	if res.RowsAffected == 1 {
+		return true, nil, nil
+	}
+	var ev inboundEvent
+	if err := db.Where(map[string]any{"id": store.CleanText(id)}).Limit(1).Find(&ev).Error; err != nil {
+		return false, nil, fmt.Errorf("sessions: read event: %w", err)
+	}
+	return false, &ev, nil
+}
+
+// eventAnswer is the answer kept for an event (M7).
+type eventAnswer struct {
+	session string
+	out     adapters.Outbound
+}
+
+func (a eventAnswer) fields(answered time.Time) map[string]any {
+	return map[string]any{"session_key": a.session, "kind": string(a.out.Kind), "text": a.out.Text, "model": a.out.Model,
+		"ephemeral": a.out.Ephemeral, "answered_at": gorm.Expr("COALESCE(answered_at, ?)", answered)}
+}
+
+// answerEvent keeps the answer of event id, and when it was delivered (nil =
+// not yet).
+func answerEvent(tx *gorm.DB, id string, a eventAnswer, now time.Time, delivered *time.Time) error {
+	f := a.fields(now)
+	if delivered != nil {
+		f["delivered_at"] = delivered.UTC()
+	}
+	if err := tx.Model(&inboundEvent{}).Where(map[string]any{"id": store.CleanText(id)}).Updates(f).Error; err != nil {
+		return fmt.Errorf("sessions: answer event: %w", err)
+	}
+	return nil
+}
+
+// answerEvent keeps the answer of event id (see the function of that name).
+func (s sessionStore) answerEvent(ctx context.Context, id string, a eventAnswer, now time.Time, delivered *time.Time) error {
+	return answerEvent(s.db.WithContext(ctx), id, a, now, delivered)
+}
+
+// eventDelivered records that the answer stored for event id was delivered.
+func (s sessionStore) eventDelivered(ctx context.Context, id string, at time.Time) error {
+	err := s.db.WithContext(ctx).Model(&inboundEvent{}).Where(map[string]any{"id": store.CleanText(id)}).
+		Update("delivered_at", at.UTC()).Error
+	if err != nil {
+		return fmt.Errorf("sessions: event delivered: %w", err)
+	}
+	return nil
 }
 
 // userUsage is one user's paid calls and estimated spend on one UTC day (T6),
@@ -445,6 +510,9 @@ func (s sessionStore) addAttempts(ctx context.Context, rows []AttemptRow) error 
 
 // exchange is what a successful turn stores, in one transaction.
 type exchange struct {
+	// id names this exchange (M8): a retried write whose first commit was in
+	// doubt (the connection broke during COMMIT) finds it stored and stops.
+	id        string
 	key       string
 	messages  []Message    // the user's message and the answer
 	attempts  []AttemptRow // V1
@@ -462,13 +530,56 @@ type exchange struct {
 	// notice is the fallback or cleared notice this turn's state change makes
 	// ("" = none), kept for `bot history`.
 	notice string
+	// event is the EventID the exchange answers ("" = none): its answer is kept
+	// with the event (M7), in the same transaction.
+	event  string
+	answer eventAnswer
+	// delivered is when the answer was delivered, when it was before the
+	// exchange could be stored (M8); nil = not known to be.
+	delivered *time.Time
 }
+
+// size is about the bytes x holds, for the bound on exchanges kept in memory.
+func (x exchange) size() int {
+	n := len(x.answer.out.Text)
+	for _, m := range x.messages {
+		n += len(m.Content)
+	}
+	for _, a := range x.attempts {
+		n += len(a.Summary) + 128
+	}
+	return n + 512
+}
+
+// errStoredBefore says an exchange was found stored already (M8).
+var errStoredBefore = errors.New("sessions: exchange stored before")
 
 // storeExchange writes a successful turn: history, attempts, notice state and
 // counters, the override and profile pin changes, and the end of any open
 // incident (a success anywhere ends it for every replica, V4).
+//
+// The entry's update comes first and names the exchange (LastExchange), only
+// where the entry does not name it already: a write retried after its commit
+// was in doubt stores nothing twice (M8), and storeExchange reports success.
 func (s sessionStore) storeExchange(ctx context.Context, x exchange) error {
-	return store.Transaction(ctx, s.db, func(tx *gorm.DB) error {
+	err := store.Transaction(ctx, s.db, func(tx *gorm.DB) error {
+		upd := map[string]any{
+			"paid_calls":    gorm.Expr("paid_calls + ?", x.paidCalls),
+			"input_tokens":  gorm.Expr("input_tokens + ?", x.tokensIn),
+			"output_tokens": gorm.Expr("output_tokens + ?", x.tokensOut),
+			"cost_usd":      gorm.Expr("cost_usd + ?", x.cost),
+			"last_exchange": x.id,
+		}
+		for k, v := range x.fields {
+			upd[k] = v
+		}
+		res := tx.Model(&Entry{}).Where(byKey(x.key)).Where("last_exchange IS NULL OR last_exchange <> ?", x.id).Updates(upd)
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			return errStoredBefore
+		}
 		msgs := append([]Message(nil), x.messages...) // Create sets IDs: a retry starts clean
 		if err := tx.Create(&msgs).Error; err != nil {
 			return err
@@ -478,18 +589,6 @@ func (s sessionStore) storeExchange(ctx context.Context, x exchange) error {
 			if err := tx.Create(&rows).Error; err != nil {
 				return err
 			}
-		}
-		upd := map[string]any{
-			"paid_calls":    gorm.Expr("paid_calls + ?", x.paidCalls),
-			"input_tokens":  gorm.Expr("input_tokens + ?", x.tokensIn),
-			"output_tokens": gorm.Expr("output_tokens + ?", x.tokensOut),
-			"cost_usd":      gorm.Expr("cost_usd + ?", x.cost),
-		}
-		for k, v := range x.fields {
-			upd[k] = v
-		}
-		if err := tx.Model(&Entry{}).Where(byKey(x.key)).Updates(upd).Error; err != nil {
-			return err
 		}
 		if x.notice != "" {
 			if err := tx.Create(&NoticeRow{SessionKey: x.key, Text: x.notice, CreatedAt: x.messages[0].CreatedAt}).Error; err != nil {
@@ -509,8 +608,17 @@ func (s sessionStore) storeExchange(ctx context.Context, x exchange) error {
 				return err
 			}
 		}
+		if x.event != "" {
+			if err := answerEvent(tx, x.event, x.answer, x.messages[0].CreatedAt, x.delivered); err != nil {
+				return err
+			}
+		}
 		return closeIncident(tx)
 	})
+	if errors.Is(err, errStoredBefore) {
+		return nil
+	}
+	return err
 }
 
 // incidentOpen reports whether an incident is open.

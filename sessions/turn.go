@@ -18,27 +18,43 @@ import (
 	"github.com/detourbot/detour/redact"
 )
 
-// process handles one inbound message: a command or a turn. It never panics.
+// process handles one inbound message: a command or a turn. It never panics,
+// and the message gets one final answer (a reply or an error) at most.
 func (r *Router) process(ctx context.Context, in adapters.Inbound) {
+	d := &delivery{in: in}
+	ctx = withDelivery(ctx, d)
+	defer r.recordAnswer(ctx, d)
 	defer func() {
 		if p := recover(); p != nil {
 			r.log.Error("turn panicked", "session", in.SessionKey, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
-			r.send(ctx, reply(in, adapters.KindError, "internal error; the message was not processed"))
+			if !d.answered() {
+				r.send(ctx, reply(in, adapters.KindError, "internal error; the message was not processed"))
+			}
 		}
 	}()
 	if !r.allowed(in) {
-		r.refuse(in) // T5: before any command or model, so no paid call
+		r.refuse(ctx, in) // T5: before any command or model, so no paid call
 		return
 	}
+	if r.unsaved.pending() {
+		// M8: answers kept while the database failed go first, so the history
+		// this message reads (any session's) holds them, in order.
+		if err := r.flushUnsaved(ctx); err != nil {
+			r.log.Warn("answers kept in memory still cannot be stored", "err", err)
+		}
+	}
 	if in.EventID != "" {
-		// M3: one answer per platform event across replicas and restarts.
-		taken, err := r.st.claimEvent(ctx, in.EventID, r.clock.Now())
+		// M3: one answer per platform event across replicas and restarts; M7:
+		// the same message sent again gets its stored answer.
+		taken, prior, err := r.st.claimEvent(ctx, in.EventID, r.clock.Now())
 		switch {
 		case err != nil:
 			r.log.Warn("event de-duplication unavailable; answering anyway", "event", in.EventID, "err", err)
 		case !taken:
-			r.log.Info("event already answered (another replica, or before a restart)", "event", in.EventID, "session", in.SessionKey)
+			r.duplicate(ctx, in, prior)
 			return
+		default:
+			d.claimed = true
 		}
 	}
 	if n := len(in.Text); n > r.cfg.MaxMessageBytes {
@@ -627,16 +643,28 @@ func (r *Router) succeed(ctx context.Context, ts *turnState, res failover.Result
 	}
 	out := reply(ts.in, adapters.KindReply, res.Output.Text)
 	out.Model = string(answered)
-	if err := r.st.storeExchange(ctx, x); err != nil {
-		// The answer was paid for: the user gets it, and is told it is not kept.
+	x.id = exchangeID()
+	if ts.in.EventID != "" && deliveryOf(ctx) != nil && deliveryOf(ctx).claimed {
+		x.event, x.answer = ts.in.EventID, eventAnswer{session: e.Key, out: out}
+	}
+	if err := r.storeAnswer(ctx, x); err != nil {
+		// M8: the answer was paid for: the person gets it, after a notice
+		// (its own message, so the message still has one final answer) that
+		// it is not saved yet; the exchange waits in memory for the database.
 		r.log.Error("store turn", "session", e.Key, "err", err)
-		r.answer(ctx, ts, out)
-		why := "the database failed"
-		if p := store.Problem(err); p != "" {
-			why = p
+		kept := r.keepUnsaved(&x)
+		if text != "" && notices.Deliver(r.cfg.Notices, ts.in.Direct) {
+			r.send(ctx, reply(ts.in, adapters.KindNotice, text))
 		}
-		r.send(ctx, reply(ts.in, adapters.KindError, "this answer could not be stored ("+why+"): the conversation's history will miss it"))
+		r.send(ctx, reply(ts.in, adapters.KindNotice, unsavedNotice(err, kept)))
+		r.answer(ctx, ts, out)
+		if d := deliveryOf(ctx); kept && d != nil && d.delivered {
+			r.unsaved.delivered(&x, r.clock.Now())
+		}
 		return
+	}
+	if d := deliveryOf(ctx); d != nil && x.event != "" {
+		d.stored = true
 	}
 	r.incidentMu.Lock()
 	r.incidentOpen = false // storeExchange ended it in the database
@@ -678,9 +706,11 @@ func (r *Router) fallbackNotice(ts *turnState, c failover.Candidate) string {
 // answer posts a turn's final message: into the growing reply when one was
 // streamed (replacing any partial text, L3), else as one message.
 func (r *Router) answer(ctx context.Context, ts *turnState, out adapters.Outbound) {
-	if !ts.live.finish(ctx, out) {
-		r.send(ctx, out)
+	if ts.live.finish(ctx, out) {
+		deliveryOf(ctx).note(out, true)
+		return
 	}
+	r.send(ctx, out)
 }
 
 // fail tells the user why no answer came, and the admin when every model is down.

@@ -366,6 +366,38 @@ func inboxAnswering(a *Adapter, keep chan adapters.Inbound) chan adapters.Inboun
 	return in
 }
 
+// covers M7: a jsonl line's optional id becomes the message's event id (one per
+// id, whatever the session) with a replay asked for; an id too long is one
+// error line; a replayed answer says so, and a raw C1 or bidi control never
+// reaches the output (T4).
+func TestJSONL_M7_MessageIDs(t *testing.T) {
+	input := strings.Join([]string{
+		`{"session": "s1", "id": "m-1", "text": "hello"}`,
+		`{"session": "s2", "id": "m-1", "text": "hello"}`,
+		`{"session": "s1", "id": "` + strings.Repeat("x", maxIDBytes+1) + `", "text": "hello"}`,
+	}, "\n") + "\n"
+	var out strings.Builder
+	a := New(Options{Format: FormatJSONL, In: strings.NewReader(input), Out: &out})
+	got := collect(t, a)
+	if len(got) != 2 {
+		t.Fatalf("got %d inbound, want 2: %+v", len(got), got)
+	}
+	for i, in := range got {
+		if in.EventID != "console:id:m-1" || !in.Replay {
+			t.Errorf("[%d] EventID %q, Replay %v; want console:id:m-1, true", i, in.EventID, in.Replay)
+		}
+	}
+	if !strings.Contains(out.String(), `"type":"error"`) || !strings.Contains(out.String(), "has an id of 201 bytes") {
+		t.Errorf("output for the long id: %q", out.String())
+	}
+	out.Reset()
+	_ = a.Send(context.Background(), adapters.Outbound{Kind: adapters.KindReply, SessionKey: "console:s1", Text: "again\u009b2J\u202e",
+		Model: "p/a", Replayed: true})
+	if want := `{"type":"reply","session":"s1","text":"again\u009b2J\u202e","model":"p/a","replayed":true}` + "\n"; out.String() != want {
+		t.Errorf("replayed output:\n%s\nwant:\n%s", out.String(), want)
+	}
+}
+
 // covers A5 at a terminal: a failed attempt's printed words are erased, the
 // fallback notice takes their line, and the fallback's answer prints below it.
 func TestText_A5_NoticeAboveTheFallbacksAnswer(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/detourbot/detour/adapters"
 	"github.com/detourbot/detour/adapters/live"
+	"github.com/detourbot/detour/internal/termsafe"
 )
 
 // Terminal control of the console's own making (never from model output, T4).
@@ -41,7 +42,7 @@ func (p *progress) Status(text string) {
 	if p.stopped || a.streaming {
 		return
 	}
-	_, _ = a.bw.WriteString(eraseLine + "… " + Sanitize(strings.ReplaceAll(text, "\n", " ")))
+	_, _ = a.bw.WriteString(eraseLine + "… " + termsafe.Strip(strings.ReplaceAll(text, "\n", " ")))
 	_ = a.bw.Flush()
 	a.status = true
 }

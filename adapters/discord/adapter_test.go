@@ -79,7 +79,7 @@ func TestInbound_Routing(t *testing.T) {
 		{
 			name: "mention in channel, mention stripped",
 			send: func() string { return h.fake.SendMention("G1", "C1", "U1", "what is 2+2?") },
-			want: adapters.Inbound{SessionKey: "discord:G1:C1", User: "discord:U1", Text: "what is 2+2?"},
+			want: adapters.Inbound{SessionKey: "discord:G1:C1", User: "discord:U1", Text: "what is 2+2?", Conversation: adapters.ConversationChannel},
 			ch:   "C1",
 		},
 		{
@@ -87,19 +87,19 @@ func TestInbound_Routing(t *testing.T) {
 			send: func() string {
 				return h.fake.SendMessage(fakediscord.Msg{GuildID: "G1", ChannelID: "C2", AuthorID: "U2", Content: "hey <@!" + bot + "> there", MentionBot: true})
 			},
-			want: adapters.Inbound{SessionKey: "discord:G1:C2", User: "discord:U2", Text: "hey  there"},
+			want: adapters.Inbound{SessionKey: "discord:G1:C2", User: "discord:U2", Text: "hey  there", Conversation: adapters.ConversationChannel},
 			ch:   "C2",
 		},
 		{
 			name: "direct message without mention",
 			send: func() string { return h.fake.SendDM("D1", "U3", "hello in private") },
-			want: adapters.Inbound{SessionKey: "discord:dm:D1", User: "discord:U3", Text: "hello in private", Direct: true},
+			want: adapters.Inbound{SessionKey: "discord:dm:D1", User: "discord:U3", Text: "hello in private", Direct: true, Conversation: adapters.ConversationDirect},
 			ch:   "D1",
 		},
 		{
 			name: "text command passes through for the router's parser",
 			send: func() string { return h.fake.SendMention("G1", "C1", "U1", "!model openai/gpt-4.1") },
-			want: adapters.Inbound{SessionKey: "discord:G1:C1", User: "discord:U1", Text: "!model openai/gpt-4.1"},
+			want: adapters.Inbound{SessionKey: "discord:G1:C1", User: "discord:U1", Text: "!model openai/gpt-4.1", Conversation: adapters.ConversationChannel},
 			ch:   "C1",
 		},
 	}
@@ -260,7 +260,7 @@ func TestInteraction_ModelDeferredThenEdited(t *testing.T) {
 	in := h.recv()
 	want := adapters.Inbound{Channel: Name, SessionKey: "discord:G1:C1", User: "discord:U1",
 		Text: "/model openai/gpt-4.1@openai:backup", ReplyTo: "interaction:" + id + ":C1", Native: true,
-		EventID: "discord:interaction:" + id}
+		EventID: "discord:interaction:" + id, Conversation: adapters.ConversationChannel}
 	if in != want {
 		t.Fatalf("inbound = %+v, want %+v", in, want)
 	}

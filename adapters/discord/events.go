@@ -81,15 +81,37 @@ func (a *Adapter) onMessage(_ *discordgo.Session, mc *discordgo.MessageCreate) {
 		return // already delivered (replayed on resume)
 	}
 	in := adapters.Inbound{
-		Channel:    Name,
-		SessionKey: sessionKey(m.GuildID, m.ChannelID),
-		User:       "discord:" + m.Author.ID,
-		Text:       text,
-		ReplyTo:    m.ChannelID + replySep + m.ID,
-		Direct:     direct,
-		EventID:    "discord:msg:" + m.ID,
+		Channel:      Name,
+		SessionKey:   sessionKey(m.GuildID, m.ChannelID),
+		User:         "discord:" + m.Author.ID,
+		Text:         text,
+		ReplyTo:      m.ChannelID + replySep + m.ID,
+		Direct:       direct,
+		EventID:      "discord:msg:" + m.ID,
+		Conversation: conversation(m.GuildID),
 	}
 	a.enqueue(m.ChannelID, job{in: in, lookup: lookup, openThread: open, guild: m.GuildID, message: m.ID})
+}
+
+// conversation is the kind of a Discord conversation: a DM has no guild (bots
+// take no part in group DMs); anything in a guild is a channel or a thread.
+func conversation(guildID string) string {
+	if guildID == "" {
+		return adapters.ConversationDirect
+	}
+	return adapters.ConversationChannel
+}
+
+// setParent names the channel a thread belongs to (Inbound.Parent), as far as
+// the bot learnt it (the thread it started, THREAD_CREATE, a lookup), so that
+// access.channels allows the threads of an allowed channel (T5).
+func (a *Adapter) setParent(in *adapters.Inbound, guild, channel string) {
+	if in.Parent != "" || guild == "" {
+		return
+	}
+	if parent, ok := a.threads.Value(channel); ok && parent != "" {
+		in.Parent = sessionKey(guild, parent)
+	}
 }
 
 func (a *Adapter) onThreadCreate(_ *discordgo.Session, tc *discordgo.ThreadCreate) {
@@ -97,7 +119,7 @@ func (a *Adapter) onThreadCreate(_ *discordgo.Session, tc *discordgo.ThreadCreat
 		return
 	}
 	if bot := a.bot(); bot != "" && tc.OwnerID == bot {
-		a.threads.Add(tc.ID)
+		a.threads.Put(tc.ID, tc.ParentID)
 	}
 }
 
@@ -294,15 +316,17 @@ func (a *Adapter) command(ctx context.Context, i *discordgo.Interaction, receive
 func (a *Adapter) deliverInteraction(i *discordgo.Interaction, p *pending, text string) {
 	a.interactions.put(i.ID, p)
 	in := adapters.Inbound{
-		Channel:    Name,
-		SessionKey: sessionKey(i.GuildID, i.ChannelID),
-		User:       "discord:" + interactionUser(i),
-		Text:       text,
-		ReplyTo:    interactionPrefix + i.ID + ":" + i.ChannelID,
-		Direct:     i.GuildID == "",
-		Native:     true,
-		EventID:    "discord:interaction:" + i.ID,
+		Channel:      Name,
+		SessionKey:   sessionKey(i.GuildID, i.ChannelID),
+		User:         "discord:" + interactionUser(i),
+		Text:         text,
+		ReplyTo:      interactionPrefix + i.ID + ":" + i.ChannelID,
+		Direct:       i.GuildID == "",
+		Native:       true,
+		EventID:      "discord:interaction:" + i.ID,
+		Conversation: conversation(i.GuildID),
 	}
+	a.setParent(&in, i.GuildID, i.ChannelID)
 	a.enqueue(i.ChannelID, job{in: in})
 }
 

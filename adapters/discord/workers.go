@@ -69,6 +69,7 @@ func (a *Adapter) handle(_ string, j job) {
 	if j.openThread && !a.threads.Has(j.channel()) {
 		a.moveToThread(ctx, &j)
 	}
+	a.setParent(&j.in, j.guild, j.channel())
 	a.deliver(ctx, j.in)
 }
 
@@ -93,6 +94,7 @@ func (a *Adapter) isThread(ctx context.Context, channelID string) bool {
 		return false
 	}
 	if ch.IsThread() {
+		a.threads.Put(channelID, ch.ParentID)
 		return true
 	}
 	a.notThreads.Add(channelID)

@@ -54,7 +54,7 @@ func TestMention_InboundAndReplyInThread(t *testing.T) {
 	}
 	in := h.recv()
 	want := adapters.Inbound{Channel: "slack", SessionKey: "slack:T1:C1:" + sent.TS, User: "slack:U1",
-		Text: "hello <there>", ReplyTo: "C1|" + sent.TS, EventID: "slack:msg:C1:" + sent.TS}
+		Text: "hello <there>", ReplyTo: "C1|" + sent.TS, EventID: "slack:msg:C1:" + sent.TS, Conversation: adapters.ConversationChannel}
 	if in != want {
 		t.Fatalf("inbound\n got %+v\nwant %+v", in, want)
 	}
@@ -124,7 +124,7 @@ func TestDirectMessage(t *testing.T) {
 	dm := h.srv.DM("D1", "U1", "hi bot")
 	in := h.recv()
 	want := adapters.Inbound{Channel: "slack", SessionKey: "slack:T1:D1", User: "slack:U1", Text: "hi bot", ReplyTo: "D1",
-		Direct: true, EventID: "slack:msg:D1:" + dm.TS}
+		Direct: true, EventID: "slack:msg:D1:" + dm.TS, Conversation: adapters.ConversationDirect}
 	if in != want {
 		t.Fatalf("inbound\n got %+v\nwant %+v", in, want)
 	}

@@ -120,6 +120,7 @@ type Memory struct {
 	seenMsg   *adapters.Recent // channel/ts of handled messages (app_mention + message twins)
 	threads   *adapters.Recent // channel/thread_ts where the bot takes part
 	assistant *adapters.Recent // channel/thread_ts of AI app container chats (and "title:" + the titled ones)
+	kinds     *adapters.Recent // channel id → its conversation kind (T5)
 }
 
 // NewMemory returns a Memory remembering up to threads threads and event ids for
@@ -136,6 +137,7 @@ func NewMemory(threads int, ttl time.Duration, now func() time.Time) *Memory {
 		seenMsg:   adapters.NewRecent(50000, ttl, now),
 		threads:   adapters.NewRecent(threads, 0, nil),
 		assistant: adapters.NewRecent(threads, 0, nil),
+		kinds:     adapters.NewRecent(threads, 0, nil),
 	}
 }
 
@@ -653,6 +655,7 @@ func (a *Adapter) fromEvent(req *socketmode.Request) *adapters.Inbound {
 		return nil
 	}
 	ev := outer.Event
+	a.learnConversation(ev) // an app_mention's message twin says what its conversation is
 	botUser, botID, team, mention := a.identity()
 	if outer.TeamID != "" {
 		team = outer.TeamID
@@ -701,7 +704,7 @@ func (a *Adapter) fromEvent(req *socketmode.Request) *adapters.Inbound {
 	text = strings.TrimSpace(unescapeSlack(text))
 	// One id per message, whichever event (app_mention or message) carried it.
 	in := &adapters.Inbound{Channel: Name, User: "slack:" + ev.User, Text: text,
-		EventID: "slack:msg:" + ev.Channel + ":" + ev.TS}
+		EventID: "slack:msg:" + ev.Channel + ":" + ev.TS, Conversation: a.conversation(context.Background(), ev)}
 	if direct {
 		in.Direct = true
 		in.SessionKey = "slack:" + team + ":" + ev.Channel
@@ -743,14 +746,15 @@ func (a *Adapter) fromSlash(cmd slackgo.SlashCommand) *adapters.Inbound {
 	}
 	text := slashText(cmd.Command, cmd.Text)
 	in := &adapters.Inbound{
-		Channel:    Name,
-		SessionKey: "slack:" + team + ":" + cmd.ChannelID,
-		User:       "slack:" + cmd.UserID,
-		Text:       text,
-		ReplyTo:    target{Channel: cmd.ChannelID, User: cmd.UserID, ResponseURL: cmd.ResponseURL}.encode(),
-		Direct:     strings.HasPrefix(cmd.ChannelID, "D") || cmd.ChannelName == "directmessage",
-		Native:     true,
-		EventID:    "slack:cmd:" + cmd.TriggerID,
+		Channel:      Name,
+		SessionKey:   "slack:" + team + ":" + cmd.ChannelID,
+		User:         "slack:" + cmd.UserID,
+		Text:         text,
+		ReplyTo:      target{Channel: cmd.ChannelID, User: cmd.UserID, ResponseURL: cmd.ResponseURL}.encode(),
+		Direct:       strings.HasPrefix(cmd.ChannelID, "D") || cmd.ChannelName == "directmessage",
+		Native:       true,
+		EventID:      "slack:cmd:" + cmd.TriggerID,
+		Conversation: slashConversation(cmd),
 	}
 	if !in.Direct {
 		// A channel holds no conversation of its own: its threads do.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/internal/store"
+	"github.com/detourbot/detour/internal/termsafe"
 	"github.com/detourbot/detour/redact"
 	"github.com/detourbot/detour/sessions"
 )
@@ -88,7 +89,7 @@ func runHistory(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		if *all {
 			what = "no attempts"
 		}
-		fmt.Fprintf(stdout, "%s%s\n", what, describeQuery(q))
+		termsafe.Fprintf(stdout, "%s%s\n", what, describeQuery(q)) // a session key is anyone's text
 		return exitOK
 	}
 	writeHistoryText(stdout, events)
@@ -173,7 +174,7 @@ func writeHistoryText(w io.Writer, events []sessions.HistoryEvent) {
 	for _, e := range events {
 		at := e.Time.UTC().Format("2006-01-02 15:04:05")
 		if e.Notice != "" {
-			fmt.Fprintf(tw, "%s\t%s\t\t\tnotice\t\t%s\n", at, e.Session, e.Notice)
+			termsafe.Fprintf(tw, "%s\t%s\t\t\tnotice\t\t%s\n", at, e.Session, e.Notice)
 			continue
 		}
 		model := e.Model
@@ -192,7 +193,8 @@ func writeHistoryText(w io.Writer, events []sessions.HistoryEvent) {
 		if e.Reason != "" {
 			detail = redact.Preview(e.Summary, 80)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", at, e.Session, model, profile, outcome(e), dur, detail)
+		// T10: session keys, notices and provider messages are anyone's text.
+		termsafe.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", at, e.Session, model, profile, outcome(e), dur, detail)
 	}
 	_ = tw.Flush()
 }
@@ -217,7 +219,7 @@ type historyLine struct {
 }
 
 func writeHistoryJSON(stdout, stderr io.Writer, events []sessions.HistoryEvent) int {
-	enc := json.NewEncoder(stdout)
+	enc := json.NewEncoder(termsafe.NewJSONWriter(stdout)) // T10: no raw C1 or bidi control
 	enc.SetEscapeHTML(false)
 	for _, e := range events {
 		l := historyLine{Time: e.Time.UTC().Format(time.RFC3339Nano), Type: "attempt", Session: e.Session, Turn: e.Turn,

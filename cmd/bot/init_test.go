@@ -105,7 +105,8 @@ func TestInit_F9_InteractiveAtATerminal(t *testing.T) {
 	}
 	defer tty.Close()
 	raw := &syncbuf.Buffer{}
-	go func() { _, _ = io.Copy(raw, tty) }()
+	copied := make(chan struct{})
+	go func() { _, _ = io.Copy(raw, tty); close(copied) }()
 	answer := func(prompt, text string) {
 		t.Helper()
 		deadline := time.Now().Add(20 * time.Second)
@@ -134,6 +135,12 @@ func TestInit_F9_InteractiveAtATerminal(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		_ = cmd.Process.Kill()
 		t.Fatalf("init did not end:\n%s", raw.String())
+	}
+	// The process has ended, but its last lines may still be on their way
+	// through the pty: the copy ends when the terminal is drained (EIO).
+	select {
+	case <-copied:
+	case <-time.After(10 * time.Second):
 	}
 	shown := raw.String()
 	if strings.Contains(shown, "CANARY") {

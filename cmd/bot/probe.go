@@ -17,6 +17,7 @@ import (
 	"github.com/detourbot/detour/failover"
 	"github.com/detourbot/detour/internal/app"
 	"github.com/detourbot/detour/internal/store"
+	"github.com/detourbot/detour/internal/termsafe"
 	"github.com/detourbot/detour/redact"
 )
 
@@ -49,7 +50,8 @@ func runProbes(ctx context.Context, w io.Writer, cfg *config.Config) int {
 		if r.result == "FAIL" {
 			failed++
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", r.result, r.check, r.target, r.detail)
+		// T10: a detail is a provider's or a platform's own words.
+		termsafe.Fprintf(tw, "  %s\t%s\t%s\t%s\n", r.result, r.check, r.target, r.detail)
 	}
 	_ = tw.Flush()
 	if failed == 0 {

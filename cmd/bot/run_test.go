@@ -58,10 +58,11 @@ agents:
 }
 
 type outLine struct {
-	Type    string `json:"type"`
-	Session string `json:"session"`
-	Text    string `json:"text"`
-	Model   string `json:"model"`
+	Type     string `json:"type"`
+	Session  string `json:"session"`
+	Text     string `json:"text"`
+	Model    string `json:"model"`
+	Replayed bool   `json:"replayed"`
 }
 
 func parseLines(t *testing.T, s string) []outLine {

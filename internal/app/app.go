@@ -138,7 +138,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *System, err 
 	}
 	var observer sessions.Observer
 	if cfg.Server.Listen != "" {
-		s.metrics = opsserver.NewMetrics(s.availability, log)
+		s.metrics = opsserver.NewMetrics(s.availability, metricNames(cfg), log)
 		observer = s.metrics
 	}
 	scfg := SessionsConfig(cfg)

@@ -52,7 +52,7 @@ func TestReadyz_M5_Reasons(t *testing.T) {
 	var pingErr atomic.Pointer[error]
 	var down atomic.Pointer[[]string]
 	var stopping atomic.Bool
-	base := serve(t, NewMetrics(nil, nil), Checks{
+	base := serve(t, NewMetrics(nil, Names{}, nil), Checks{
 		Ping: func(ctx context.Context) error {
 			if e := pingErr.Load(); e != nil {
 				return *e
@@ -103,7 +103,7 @@ func TestReadyz_M5_Reasons(t *testing.T) {
 func TestMetrics_M5_AvailabilityReadFails(t *testing.T) {
 	m := NewMetrics(func(ctx context.Context) (Availability, error) {
 		return Availability{}, errors.New("database is locked")
-	}, nil)
+	}, Names{}, nil)
 	m.Attempt(failover.AttemptRecord{Candidate: failover.Candidate{Provider: "p1", Model: "a"}, Duration: time.Second,
 		Failure: &failover.Failure{Reason: classify.ReasonTimeout}})
 	m.TurnDone(sessions.TurnReport{Channel: "slack", Outcome: sessions.OutcomeError, Duration: 2 * time.Second, LLMTime: time.Second})
@@ -127,12 +127,12 @@ func TestMetrics_M5_AvailabilityReadFails(t *testing.T) {
 
 // A busy address is an error at Listen, not later.
 func TestListen_M5_BusyAddress(t *testing.T) {
-	s, err := Listen("127.0.0.1:0", NewMetrics(nil, nil), Checks{}, nil)
+	s, err := Listen("127.0.0.1:0", NewMetrics(nil, Names{}, nil), Checks{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if _, err := Listen(s.Addr(), NewMetrics(nil, nil), Checks{}, nil); err == nil || !strings.Contains(err.Error(), "server.listen") {
+	if _, err := Listen(s.Addr(), NewMetrics(nil, Names{}, nil), Checks{}, nil); err == nil || !strings.Contains(err.Error(), "server.listen") {
 		t.Fatalf("second Listen on %s: %v, want an error naming server.listen", s.Addr(), err)
 	}
 }
@@ -142,7 +142,7 @@ func TestListen_M5_BusyAddress(t *testing.T) {
 // fallback steps; unusual statuses fold into their class, so the label stays
 // bounded whatever a provider sends.
 func TestMetrics_M5_StatusBesideTheReason(t *testing.T) {
-	m := NewMetrics(nil, nil)
+	m := NewMetrics(nil, Names{}, nil)
 	for _, st := range []int{500, 599, 777, 0} {
 		m.Attempt(failover.AttemptRecord{Candidate: failover.Candidate{Provider: "p1", Model: "a"}, Duration: time.Second,
 			Failure: &failover.Failure{Reason: classify.ReasonTimeout, Status: st}})

@@ -17,6 +17,9 @@ const (
 	childDriverEnv = "DETOUR_STORE_REPLICA_DRIVER"
 	childDSNEnv    = "DETOUR_STORE_REPLICA_DSN"
 	childGoEnv     = "DETOUR_STORE_REPLICA_GO" // a file whose creation starts every child at once
+	// childFaultEnv names the database of a storage-fault child (see
+	// TestStore_T7_ImmutableWhileRunning); its DSN is in childDSNEnv.
+	childFaultEnv = "DETOUR_STORE_FAULT_DB"
 )
 
 // TestMain runs a replica child when asked to, and otherwise the tests, checking
@@ -25,6 +28,9 @@ const (
 func TestMain(m *testing.M) {
 	if os.Getenv(childDriverEnv) != "" {
 		os.Exit(replicaChild())
+	}
+	if os.Getenv(childFaultEnv) != "" {
+		os.Exit(faultChild(os.Getenv(childFaultEnv), os.Getenv(childDSNEnv)))
 	}
 	goleak.VerifyTestMain(m)
 }

@@ -92,7 +92,10 @@ func IsRetryable(err error) bool {
 	return false
 }
 
-const problemDamaged = "the database file is damaged"
+const (
+	problemDamaged  = "the database file is damaged"
+	problemReadOnly = "the database is read-only"
+)
 
 // Problem says in a few words why a write to the database failed when the cause
 // is the storage itself and retrying will not help until someone fixes it
@@ -103,6 +106,9 @@ func Problem(err error) string {
 	if err == nil {
 		return ""
 	}
+	if ro := (*readOnlyError)(nil); errors.As(err, &ro) {
+		return problemReadOnly
+	}
 	if p := sqliteProblem(err); p != "" {
 		return p
 	}
@@ -110,7 +116,7 @@ func Problem(err error) string {
 	if errors.As(err, &pe) {
 		switch {
 		case pe.Code == "25006":
-			return "the database is read-only"
+			return problemReadOnly
 		case pe.Code == "53100":
 			return "the disk holding the database is full"
 		case pe.Code == "53200" || pe.Code == "53300":

@@ -134,20 +134,25 @@ func openSQLite(ctx context.Context, pathOrDSN string, log *slog.Logger) (*gorm.
 			return nil, name, fmt.Errorf("store: database %q: %w", name, err)
 		}
 	}
-	sqlDB, err := sql.Open(sqlite.DriverName, dsn)
-	if err != nil {
-		return nil, name, fmt.Errorf("store: open database %q: %w", name, err)
+	dsn, journal, exclusive := lockingMode(dsn)
+	var guard *writeGuard
+	if path != "" && !exclusive {
+		guard = &writeGuard{files: []string{path + "-shm"}}
 	}
+	sqlDB := sql.OpenDB(sqliteConnector(dsn, journal, guard))
 	// One connection: SQLite has one writer anyway, and this avoids SQLITE_BUSY
 	// between connections of the same process.
 	sqlDB.SetMaxOpenConns(1)
 	sqlDB.SetMaxIdleConns(1)
 	sqlDB.SetConnMaxLifetime(0)
 	sqlDB.SetConnMaxIdleTime(0)
-	if err := pingUntilFree(ctx, sqlDB); err != nil {
+	if err := pingUntilFree(ctx, sqlDB, !exclusive); err != nil {
 		_ = sqlDB.Close()
-		if Problem(err) == problemDamaged {
+		switch {
+		case Problem(err) == problemDamaged:
 			return nil, name, damagedError(name, err)
+		case exclusive && IsBusy(err):
+			return nil, name, fmt.Errorf("store: database %q is in use by another process, and its DSN sets _locking_mode=EXCLUSIVE (one process only): stop the other process, or remove the setting to share the file: %w", name, err)
 		}
 		return nil, name, fmt.Errorf("store: open database %q: %w", name, explain(err))
 	}
@@ -165,6 +170,102 @@ func openSQLite(ctx context.Context, pathOrDSN string, log *slog.Logger) (*gorm.
 	}
 	return db, name, nil
 }
+
+// lockingMode reads the locking mode a DSN asks for. With _locking_mode (or
+// _locking) EXCLUSIVE, SQLite keeps the WAL index in the process's own memory
+// instead of the -shm file every process maps, provided the locking mode is set
+// before the database enters WAL mode: dsn then comes back without its journal
+// mode, which the connector sets once the locking mode is in place, and journal
+// is that mode. Any other DSN comes back as it is.
+func lockingMode(dsn string) (out, journal string, exclusive bool) {
+	base, query, _ := strings.Cut(dsn, "?")
+	params, err := url.ParseQuery(query)
+	if err != nil {
+		return dsn, "", false
+	}
+	for _, k := range []string{"_locking_mode", "_locking"} {
+		if v := params.Get(k); strings.EqualFold(v, "exclusive") {
+			exclusive = true
+		}
+	}
+	if !exclusive {
+		return dsn, "", false
+	}
+	journal = "WAL"
+	var keep []string
+	for _, kv := range strings.Split(query, "&") {
+		k, v, _ := strings.Cut(kv, "=")
+		if k == "_journal_mode" || k == "_journal" {
+			if v, err := url.QueryUnescape(v); err == nil && v != "" {
+				journal = v
+			}
+			continue
+		}
+		keep = append(keep, kv)
+	}
+	if !safePragmaWord(journal) {
+		return dsn, "", false // mattn refuses it with its own error
+	}
+	return base + "?" + strings.Join(keep, "&"), strings.ToUpper(journal), true
+}
+
+// safePragmaWord reports that s is a plain word, safe to put into a PRAGMA.
+func safePragmaWord(s string) bool {
+	for _, r := range s {
+		if (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// writeGuard keeps SQLite from touching a database whose files became read-only
+// while the bot runs (T7: a clear error, never a crash). SQLite maps the -shm
+// file (the WAL index every process shares) into memory and writes it on every
+// transaction, reads included; when that file turns read-only underneath (an
+// immutable flag, chattr +i; a file system remounted read-only after an error),
+// the next write to a mapped page is a SIGBUS, which kills the process from
+// inside C code. The WAL and the database file are written through their
+// descriptors, where the same change is an error SQLite reports (Problem says
+// "read-only"), so only the mapped file needs the guard: before each transaction
+// and statement it asks the system whether this process may still write it
+// (access(2)), and refuses the statement with the read-only problem when not. A
+// file that does not exist (yet) passes: SQLite creates it, or says why it cannot.
+//
+// What it costs: one access(2) call per statement, measured by
+// BenchmarkWriteGuard (BENCHMARKS.md). What it cannot do: a file made read-only
+// in the microseconds between the check and SQLite's write still faults, and so
+// does a -shm file truncated underneath. Where one process uses the file, a DSN
+// with _locking_mode=EXCLUSIVE removes the mapping altogether (see lockingMode),
+// and the guard is off.
+type writeGuard struct {
+	files []string
+}
+
+// check returns an error when a file of the database cannot be written.
+func (g *writeGuard) check() error {
+	if g == nil {
+		return nil
+	}
+	for _, f := range g.files {
+		if err := writable(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return &readOnlyError{file: f, err: err}
+		}
+	}
+	return nil
+}
+
+// readOnlyError is a statement the write guard refused.
+type readOnlyError struct {
+	file string
+	err  error
+}
+
+func (e *readOnlyError) Error() string {
+	return fmt.Sprintf("store: the database is read-only: %s cannot be written (%v), so the statement was not run", e.file, e.err)
+}
+
+func (e *readOnlyError) Unwrap() error { return e.err }
 
 // prepareFile makes the database's folder (0700) and file (0600) when they do
 // not exist, so SQLite, which gives the WAL and SHM files the database file's
@@ -219,12 +320,13 @@ func quickCheck(ctx context.Context, db *gorm.DB) error {
 
 // pingUntilFree opens the first connection. Switching a fresh file to WAL needs
 // an exclusive lock that SQLite does not wait for (the busy timeout does not
-// apply), so replicas starting together retry for a bounded time.
-func pingUntilFree(ctx context.Context, db *sql.DB) error {
+// apply), so replicas starting together retry for a bounded time (retryBusy; in
+// exclusive locking mode a busy file is another process's for good).
+func pingUntilFree(ctx context.Context, db *sql.DB, retryBusy bool) error {
 	const tries, pause = 100, 20 * time.Millisecond
 	var err error
 	for range tries {
-		if err = db.PingContext(ctx); err == nil || !IsBusy(err) {
+		if err = db.PingContext(ctx); err == nil || !IsBusy(err) || !retryBusy {
 			return err
 		}
 		if !sleep(ctx, pause) {

@@ -2,6 +2,8 @@
 
 package store
 
+import "database/sql/driver"
+
 // detour keeps its state in SQLite through mattn/go-sqlite3, which is C code: it
 // needs cgo and a C compiler. Without them the Go toolchain builds with
 // CGO_ENABLED=0, and this file makes that build fail with one error whose name
@@ -14,3 +16,5 @@ func IsBusy(err error) bool {
 }
 
 func sqliteProblem(err error) string { return "" }
+
+func sqliteConnector(string, string, *writeGuard) driver.Connector { return nil }

@@ -9,6 +9,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	"gorm.io/gorm"
 
 	"github.com/detourbot/detour/failover"
 	"github.com/detourbot/detour/internal/testkit/testdb"
@@ -192,5 +195,237 @@ func TestStateStore_T7_DiskFull(t *testing.T) {
 	}
 	if got := mustUpdate(t, s, "openai:a", func(p *failover.ProfileState) { p.ErrorCount++ }); got.ErrorCount != 2 {
 		t.Errorf("after freeing space: %+v", got)
+	}
+}
+
+// TestStore_T7_ImmutableWhileRunning: the database, its WAL and its SHM turn
+// read-only while the bot runs (chattr +i; the mapped SHM's pages written back
+// first, as a busy system does within seconds, so the next write to them
+// faults): every statement that would write them fails with the read-only
+// problem, the process does not crash (before the write guard, a SIGBUS from
+// the mapped SHM killed it inside go-sqlite3), and writes work again once the
+// flag is gone. Both locking modes: shared (the write guard) and exclusive (the
+// WAL index in memory: no SHM at all). The work runs in a child process, so a
+// regression shows as a dead child, not a dead test binary. It needs root and
+// a file system with the immutable flag (ext4, xfs, btrfs).
+// covers T7
+func TestStore_T7_ImmutableWhileRunning(t *testing.T) {
+	testdb.RequireChattr(t)
+	for _, tc := range []struct {
+		name string
+		dsn  func(path string) string
+	}{
+		{"shared", func(path string) string { return path }},
+		{"exclusive", func(path string) string { return "file:" + path + "?_locking_mode=EXCLUSIVE" }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "detour.db")
+			t.Cleanup(func() { chattr(t, "-i", path, path+"-wal", path+"-shm") })
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), childFaultEnv+"="+path, childDSNEnv+"="+tc.dsn(path))
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				if len(out) > 2000 {
+					out = out[:2000] // a crash's goroutine dump
+				}
+				t.Fatalf("the process did not finish cleanly (%v):\n%s", err, out)
+			}
+			if !strings.Contains(string(out), "fault child: ok") {
+				t.Fatalf("child output:\n%s", out)
+			}
+		})
+	}
+}
+
+// faultChild is the child of TestStore_T7_ImmutableWhileRunning. It prints what
+// went wrong and returns 1, or prints "fault child: ok".
+func faultChild(path, dsn string) int {
+	ctx := context.Background()
+	fail := func(format string, args ...any) int {
+		fmt.Printf("fault child: "+format+"\n", args...)
+		return 1
+	}
+	db, err := Open(ctx, DriverSQLite, dsn, nil)
+	if err != nil {
+		return fail("open: %v", err)
+	}
+	s, err := NewStateStore(db)
+	if err != nil {
+		return fail("state store: %v", err)
+	}
+	bump := func(key string) error {
+		_, err := s.Update(ctx, key, func(p *failover.ProfileState) { p.ErrorCount++ })
+		return err
+	}
+	for i := range 20 {
+		if err := bump(fmt.Sprintf("openai:p%02d", i)); err != nil {
+			return fail("update before: %v", err)
+		}
+	}
+	exclusive := strings.Contains(dsn, "EXCLUSIVE")
+	_, shmErr := os.Stat(path + "-shm")
+	switch {
+	case exclusive && shmErr == nil:
+		return fail("exclusive locking mode, and yet a shared-memory file exists")
+	case !exclusive && shmErr != nil:
+		return fail("no shared-memory file to make read-only: %v", shmErr)
+	}
+	files := []string{path, path + "-wal"}
+	if !exclusive {
+		// Written back, the mapped pages are write-protected again: the next
+		// write to one asks the file system, which refuses an immutable file
+		// with SIGBUS.
+		f, err := os.OpenFile(path+"-shm", os.O_RDWR, 0)
+		if err != nil {
+			return fail("open shm: %v", err)
+		}
+		err = f.Sync()
+		_ = f.Close()
+		if err != nil {
+			return fail("sync shm: %v", err)
+		}
+		files = append(files, path+"-shm")
+	}
+	if out, err := exec.Command("chattr", append([]string{"+i"}, files...)...).CombinedOutput(); err != nil {
+		return fail("chattr +i: %v %s", err, out)
+	}
+	readOnly := func(what string, err error) string {
+		if err == nil {
+			return what + " succeeded on read-only files"
+		}
+		if Problem(err) != problemReadOnly {
+			return fmt.Sprintf("%s: error %q (problem %q) does not say the database is read-only", what, err, Problem(err))
+		}
+		return ""
+	}
+	for i := range 3 {
+		if msg := readOnly("update", bump(fmt.Sprintf("openai:p%02d", i))); msg != "" {
+			return fail("%s", msg)
+		}
+		_, err := s.Get(ctx, "openai:p00")
+		if exclusive {
+			// The WAL index is this process's memory: reading needs no write.
+			if err != nil {
+				return fail("get in exclusive mode: %v", err)
+			}
+		} else if msg := readOnly("get", err); msg != "" {
+			return fail("%s", msg)
+		}
+		err = Transaction(ctx, db, func(tx *gorm.DB) error {
+			return tx.Exec("UPDATE profile_states SET error_count = error_count + 1").Error
+		})
+		if msg := readOnly("transaction", err); msg != "" {
+			return fail("%s", msg)
+		}
+	}
+	if out, err := exec.Command("chattr", append([]string{"-i"}, files...)...).CombinedOutput(); err != nil {
+		return fail("chattr -i: %v %s", err, out)
+	}
+	if err := bump("openai:p00"); err != nil {
+		return fail("update once writable again: %v", err)
+	}
+	if got, err := s.Get(ctx, "openai:p00"); err != nil || got.ErrorCount != 2 {
+		return fail("after: %+v, %v (want ErrorCount 2: one before, one after, none while read-only)", got, err)
+	}
+	if err := Close(db); err != nil {
+		return fail("close: %v", err)
+	}
+	fmt.Println("fault child: ok")
+	return 0
+}
+
+// chattr runs chattr with flag on the files that exist.
+func chattr(t *testing.T, flag string, files ...string) {
+	t.Helper()
+	var have []string
+	for _, f := range files {
+		if _, err := os.Stat(f); err == nil {
+			have = append(have, f)
+		}
+	}
+	if len(have) == 0 {
+		return
+	}
+	if out, err := exec.Command("chattr", append([]string{flag}, have...)...).CombinedOutput(); err != nil {
+		t.Errorf("chattr %s: %v %s", flag, err, out)
+	}
+}
+
+// BenchmarkWriteGuard measures what the write guard adds to every SQLite
+// statement (one access(2) call), beside one state read for scale.
+func BenchmarkWriteGuard(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "detour.db")
+	db := openT(b, path)
+	s := newStoreT(b, db)
+	if _, err := s.Update(context.Background(), "openai:a", func(p *failover.ProfileState) { p.ErrorCount = 1 }); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("check", func(b *testing.B) {
+		g := &writeGuard{files: []string{path + "-shm"}}
+		for b.Loop() {
+			if err := g.check(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("state-read", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := s.Get(context.Background(), "openai:a"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// TestLockingMode: a DSN asking for exclusive locking comes back without its
+// journal mode (set after the locking mode, so the WAL index stays in memory);
+// any other DSN comes back as it is.
+// covers T7
+func TestLockingMode(t *testing.T) {
+	for _, tc := range []struct {
+		in, out, journal string
+		exclusive        bool
+	}{
+		{"file:x.db?_journal_mode=WAL&_busy_timeout=5000", "file:x.db?_journal_mode=WAL&_busy_timeout=5000", "", false},
+		{"file:x.db?_locking_mode=NORMAL&_journal_mode=WAL", "file:x.db?_locking_mode=NORMAL&_journal_mode=WAL", "", false},
+		{"file:x.db?_locking_mode=EXCLUSIVE&_journal_mode=WAL&_txlock=immediate", "file:x.db?_locking_mode=EXCLUSIVE&_txlock=immediate", "WAL", true},
+		{"file:x.db?_locking=exclusive&_journal=delete", "file:x.db?_locking=exclusive", "DELETE", true},
+		{"file:x.db?_locking_mode=Exclusive", "file:x.db?_locking_mode=Exclusive", "WAL", true},
+		{"file:x.db?_locking_mode=EXCLUSIVE&_journal_mode=WAL;DROP", "file:x.db?_locking_mode=EXCLUSIVE&_journal_mode=WAL;DROP", "", false},
+	} {
+		out, journal, exclusive := lockingMode(tc.in)
+		if out != tc.out || journal != tc.journal || exclusive != tc.exclusive {
+			t.Errorf("lockingMode(%q) = %q, %q, %v; want %q, %q, %v", tc.in, out, journal, exclusive, tc.out, tc.journal, tc.exclusive)
+		}
+	}
+}
+
+// TestOpen_T7_ExclusiveOneProcess: with _locking_mode=EXCLUSIVE the database is
+// in WAL mode with no shared-memory file, and a second handle (another process)
+// is refused at once with an error that says why and what to do.
+// covers T7
+func TestOpen_T7_ExclusiveOneProcess(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "detour.db")
+	dsn := "file:" + path + "?_locking_mode=EXCLUSIVE&_busy_timeout=100"
+	db := openT(t, dsn)
+	mustUpdate(t, newStoreT(t, db), "openai:a", func(p *failover.ProfileState) { p.ErrorCount = 1 })
+	var mode string
+	if err := db.Raw("PRAGMA journal_mode").Scan(&mode).Error; err != nil || strings.ToLower(mode) != "wal" {
+		t.Errorf("journal_mode = %q (%v), want wal", mode, err)
+	}
+	if _, err := os.Stat(path + "-shm"); err == nil {
+		t.Error("exclusive locking mode made a shared-memory file: the WAL index is mapped after all")
+	}
+	start := time.Now()
+	second, err := Open(context.Background(), DriverSQLite, dsn, nil)
+	if err == nil {
+		_ = Close(second)
+		t.Fatal("a second handle opened a database held in exclusive locking mode")
+	}
+	if msg := err.Error(); !strings.Contains(msg, "in use by another process") || !strings.Contains(msg, "_locking_mode=EXCLUSIVE") || !strings.Contains(msg, path) {
+		t.Errorf("error %q does not say the file is another process's in exclusive mode", msg)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("refusing the second handle took %v", d)
 	}
 }

@@ -42,6 +42,8 @@ type Spec struct {
 	// is served by the fake provider.
 	Primary   string
 	Fallbacks []string
+	// Allow are agents.defaults.model.allow patterns ("p1/*").
+	Allow []string
 	// Keys maps profile ids ("p1:main") to their (canary) API keys, in the
 	// order given by Order when set, else sorted.
 	Keys  map[string]string
@@ -204,7 +206,8 @@ func (s Spec) yaml(llmURL, driver, dsn string) string {
 	if idle == 0 {
 		idle = 5 * time.Second
 	}
-	fmt.Fprintf(&b, "agents:\n  defaults:\n    model: {primary: %s, fallbacks: [%s]}\n", s.Primary, strings.Join(s.Fallbacks, ", "))
+	fmt.Fprintf(&b, "agents:\n  defaults:\n    model: {primary: %s, fallbacks: [%s], allow: [%s]}\n", s.Primary, strings.Join(s.Fallbacks, ", "),
+		strings.Join(quoted(s.Allow), ", "))
 	fmt.Fprintf(&b, "    timeouts: {idle_seconds: %g}\n", idle.Seconds())
 	if s.AdminChannel != "" || len(s.AdminUsers) > 0 {
 		fmt.Fprintf(&b, "admin: {channel: %q, users: [%s]}\n", s.AdminChannel, strings.Join(quoted(s.AdminUsers), ", "))

@@ -249,6 +249,8 @@ type Server struct {
 	// OnlyMentions models an app subscribed to app_mention and message.im only
 	// (slack-manifest-mentions.yaml): no message.channels/groups/mpim events.
 	OnlyMentions bool
+	// GroupDMs are the conversations that are group DMs (AddGroupDM).
+	groupDMs map[string]bool
 	// MethodLimits overrides DefaultMethodLimits: calls per minute per workspace
 	// for a method (0 = unlimited).
 	MethodLimits map[string]int
@@ -365,6 +367,7 @@ func New() *Server {
 		deliveries:       map[int]int{},
 		lastPost:         map[string]time.Time{},
 		tierCalls:        map[string][]time.Time{},
+		groupDMs:         map[string]bool{},
 		msgs:             map[string]*Message{},
 		statuses:         map[string]threadStatus{},
 		notIn:            map[string]bool{},
@@ -976,7 +979,7 @@ func (s *Server) Mention(channel, user, text, threadTS string) Sent {
 	ev["event_ts"] = ev["ts"]
 	sent := s.PushEvent(ev)
 	if !s.OnlyMentions && !strings.HasPrefix(channel, "D") {
-		twin := map[string]any{"type": "message", "channel_type": channelType(channel)}
+		twin := map[string]any{"type": "message", "channel_type": s.typeOf(channel)}
 		for _, k := range []string{"user", "channel", "ts", "text", "thread_ts", "event_ts"} {
 			if v, ok := ev[k]; ok {
 				twin[k] = v
@@ -986,6 +989,27 @@ func (s *Server) Mention(channel, user, text, threadTS string) Sent {
 		sent.Twin = &t
 	}
 	return sent
+}
+
+// AddGroupDM makes channel a group DM (a multi-person direct message, "mpim"):
+// its message events say channel_type "mpim" and conversations.info says
+// is_mpim, as Slack's do (https://api.slack.com/events/message.mpim,
+// https://docs.slack.dev/reference/objects/conversation-object). Slack's ids of
+// group DMs start with G, like those of older private channels.
+func (s *Server) AddGroupDM(channel string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.groupDMs[channel] = true
+}
+
+// typeOf is the channel_type of channel's message events.
+func (s *Server) typeOf(channel string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.groupDMs[channel] {
+		return "mpim"
+	}
+	return channelType(channel)
 }
 
 func channelType(channel string) string {
@@ -1003,7 +1027,7 @@ func channelType(channel string) string {
 // means top level. The text is sent as is. With OnlyMentions nothing is delivered.
 func (s *Server) ChannelMessage(channel, user, text, threadTS string) Sent {
 	ev := map[string]any{
-		"type": "message", "channel_type": channelType(channel), "user": user, "channel": channel,
+		"type": "message", "channel_type": s.typeOf(channel), "user": user, "channel": channel,
 		"ts": s.NewTS(), "text": text,
 	}
 	if threadTS != "" {
@@ -1169,11 +1193,12 @@ func (s *Server) handleAPI(w http.ResponseWriter, r *http.Request) {
 	case "conversations.info":
 		ch := r.Form.Get("channel")
 		s.mu.Lock()
-		member := !s.notIn[ch]
+		mpim, member := s.groupDMs[ch], !s.notIn[ch]
 		s.mu.Unlock()
+		group := strings.HasPrefix(ch, "G") && !mpim // a private channel made before 2021
 		writeJSON(w, map[string]any{"ok": true, "channel": map[string]any{
-			"id": ch, "name": "general", "is_channel": strings.HasPrefix(ch, "C"),
-			"is_im": strings.HasPrefix(ch, "D"), "is_member": member}})
+			"id": ch, "name": "general", "is_channel": strings.HasPrefix(ch, "C"), "is_group": group,
+			"is_im": strings.HasPrefix(ch, "D"), "is_mpim": mpim, "is_private": group || mpim, "is_member": member}})
 	default:
 		s.fail(w, ci, "unknown_method")
 	}

@@ -35,8 +35,10 @@ var methodScopes = map[string][]string{
 // conversationScope is the scope conversations.info needs for a conversation of
 // each kind (https://docs.slack.dev/reference/methods/conversations.info):
 // public channels, private channels (here: ids starting with G), DMs, group DMs.
-func conversationScope(channel string) string {
+func conversationScope(channel string, groupDM bool) string {
 	switch {
+	case groupDM:
+		return "mpim:read"
 	case strings.HasPrefix(channel, "G"):
 		return "groups:read"
 	case strings.HasPrefix(channel, "D"):
@@ -99,11 +101,11 @@ func (s *Server) Leave(channel string) {
 // them), a channel the bot is not in, text or blocks past Slack's sizes.
 func (s *Server) refuse(w http.ResponseWriter, method string, form url.Values, ci int) bool {
 	s.mu.Lock()
-	scopes, notIn := s.Scopes, s.notIn[form.Get("channel")]
+	scopes, notIn, groupDM := s.Scopes, s.notIn[form.Get("channel")], s.groupDMs[form.Get("channel")]
 	s.mu.Unlock()
 	needed := methodScopes[method]
 	if method == "conversations.info" {
-		needed = []string{conversationScope(form.Get("channel"))}
+		needed = []string{conversationScope(form.Get("channel"), groupDM)}
 	}
 	if scopes != nil && len(needed) > 0 && !slices.ContainsFunc(needed, func(n string) bool { return slices.Contains(scopes, n) }) {
 		s.outcome(ci, "missing_scope")

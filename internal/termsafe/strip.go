@@ -1,18 +1,20 @@
-package console
+package termsafe
 
 import (
 	"strings"
 	"unicode/utf8"
 )
 
-// Sanitize returns text safe to print on a terminal (T4): escape sequences (CSI,
-// OSC, DCS and the other ESC forms), C0 and C1 control characters other than
-// newline and tab, DEL, and the bidirectional overrides and isolates that can make
-// text read differently from what it is, are all removed. Invalid UTF-8 is
-// dropped. Model output is untrusted: without this a reply could move the
-// cursor, rewrite earlier lines, change the window title or set the clipboard.
-func Sanitize(s string) string {
-	if isPlain(s) {
+// Strip returns text safe to print on a terminal as part of a conversation (T4):
+// escape sequences (CSI, OSC, DCS and the other ESC forms) are removed whole, and
+// so are C0 and C1 control characters other than newline and tab, DEL, the
+// bidirectional overrides and isolates that can make text read differently from
+// what it is, and invalid UTF-8. Model output is untrusted: without this a reply
+// could move the cursor, rewrite earlier lines, change the window title or set
+// the clipboard. Text for an operator's eyes uses Show or Line instead, which
+// keep what was there visible.
+func Strip(s string) string {
+	if isPlain(s, false) {
 		return s
 	}
 	var b strings.Builder
@@ -33,10 +35,7 @@ func Sanitize(s string) string {
 			i += size + stringLen(s[i+size:])
 			continue
 		case r == '\n' || r == '\t':
-		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
-			i += size
-			continue
-		case isBidiControl(r):
+		case isControl(r) || isBidiControl(r):
 			i += size
 			continue
 		}
@@ -44,18 +43,6 @@ func Sanitize(s string) string {
 		i += size
 	}
 	return b.String()
-}
-
-// isPlain reports that s is printable ASCII (plus newline and tab), the common
-// case that needs no copy.
-func isPlain(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x7f || (c < 0x20 && c != '\n' && c != '\t') {
-			return false
-		}
-	}
-	return true
 }
 
 // escapeLen is the length of the escape sequence at the start of s (s[0] is ESC).
@@ -112,14 +99,4 @@ func stringLen(s string) int {
 		}
 	}
 	return len(s)
-}
-
-// isBidiControl reports the Unicode bidirectional embedding, override and isolate
-// controls (and the marks), which reorder how a line is shown.
-func isBidiControl(r rune) bool {
-	switch {
-	case r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069, r == 0x200e, r == 0x200f, r == 0x061c:
-		return true
-	}
-	return false
 }

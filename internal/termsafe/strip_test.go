@@ -1,4 +1,4 @@
-package console
+package termsafe
 
 import (
 	"strings"
@@ -7,7 +7,7 @@ import (
 )
 
 // covers T4
-func TestSanitize_T4(t *testing.T) {
+func TestStrip_T4(t *testing.T) {
 	for _, tc := range []struct{ name, in, want string }{
 		{"plain text untouched", "hello\n\tworld", "hello\n\tworld"},
 		{"colour codes", "\x1b[31mred\x1b[0m text", "red text"},
@@ -24,20 +24,20 @@ func TestSanitize_T4(t *testing.T) {
 		{"invalid utf-8 dropped", "a\xffb", "ab"},
 		{"truncated escape", "a\x1b", "a"},
 	} {
-		if got := Sanitize(tc.in); got != tc.want {
-			t.Errorf("%s: Sanitize(%q) = %q, want %q", tc.name, tc.in, got, tc.want)
+		if got := Strip(tc.in); got != tc.want {
+			t.Errorf("%s: Strip(%q) = %q, want %q", tc.name, tc.in, got, tc.want)
 		}
 	}
 }
 
 // covers T4: whatever the input, the output holds no ESC, no C0/C1 control other
 // than newline and tab, no DEL, no bidi control, and is valid UTF-8.
-func FuzzSanitize(f *testing.F) {
+func FuzzStrip(f *testing.F) {
 	for _, s := range []string{"\x1b[31mx", "\x1b]0;t\x07", "\u009b2J", "a\u202eb", "\x1bP\x1b\\", "plain"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		out := Sanitize(s)
+		out := Strip(s)
 		if !utf8.ValidString(out) {
 			t.Fatalf("invalid UTF-8: %q", out)
 		}
