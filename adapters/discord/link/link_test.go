@@ -162,5 +162,3 @@ func TestTransport_GlobalPause(t *testing.T) {
 		t.Fatalf("a wait past MaxRateLimitWait = %v, want ErrRateLimited at once", err)
 	}
 }
-
-var _ = strings.Repeat
