@@ -99,11 +99,11 @@ type Response struct {
 // recognises them with errors.Is.
 var (
 	// ErrIdleTimeout: no stream chunk (or no first byte) for the idle timeout.
-	ErrIdleTimeout = errors.New("stream idle timeout")
+	ErrIdleTimeout = errors.New("classify: stream idle timeout")
 	// ErrAttemptTimeout: the per-attempt deadline passed (R10).
-	ErrAttemptTimeout = errors.New("attempt timeout")
+	ErrAttemptTimeout = errors.New("classify: attempt timeout")
 	// ErrEmptyOutput: the call succeeded but produced no usable text (R13).
-	ErrEmptyOutput = errors.New("empty response")
+	ErrEmptyOutput = errors.New("classify: empty response")
 )
 
 // MaxMessageRunes bounds Verdict.Message. Callers that show the message cut it

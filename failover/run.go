@@ -12,12 +12,12 @@ import (
 
 // Reasons a run stops before the chain is exhausted.
 var (
-	ErrBreakerTripped = errors.New("idle-timeout breaker tripped")         // R8
-	ErrTurnBudget     = errors.New("turn budget reached")                  // B1
-	ErrPaidCallGuard  = errors.New("process-wide paid-call limit reached") // B2
-	ErrIterationCap   = errors.New("iteration cap reached")                // R9
-	ErrRunTimeout     = errors.New("run timeout")                          // R10
-	ErrUserBudget     = errors.New("daily budget reached")                 // T6: what Hooks.BeforeCall errors wrap
+	ErrBreakerTripped = errors.New("failover: idle-timeout breaker tripped")         // R8
+	ErrTurnBudget     = errors.New("failover: turn budget reached")                  // B1
+	ErrPaidCallGuard  = errors.New("failover: process-wide paid-call limit reached") // B2
+	ErrIterationCap   = errors.New("failover: iteration cap reached")                // R9
+	ErrRunTimeout     = errors.New("failover: run timeout")                          // R10
+	ErrUserBudget     = errors.New("failover: daily budget reached")                 // T6: what Hooks.BeforeCall errors wrap
 )
 
 // Run walks req.Chain, calling attempt for each paid call the policy allows, and

@@ -33,7 +33,7 @@ type SummaryError struct {
 func (e *SummaryError) Error() string {
 	var b strings.Builder
 	if e.Stop != nil {
-		fmt.Fprintf(&b, "failover: run stopped (%v) after %d paid calls", e.Stop, e.PaidCalls)
+		fmt.Fprintf(&b, "failover: run stopped (%s) after %d paid calls", strings.TrimPrefix(e.Stop.Error(), "failover: "), e.PaidCalls)
 	} else {
 		fmt.Fprintf(&b, "failover: all candidates failed (%d attempts)", len(e.Attempts))
 	}

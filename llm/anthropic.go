@@ -116,7 +116,7 @@ func httpFailure(h *capture) classify.Response {
 }
 
 // errBadEvent: a stream event whose data is not JSON.
-var errBadEvent = errors.New("anthropic stream: an event that is not JSON")
+var errBadEvent = errors.New("llm: anthropic stream: an event that is not JSON")
 
 // Stream events, as far as detour reads them.
 type anthropicEvent struct {

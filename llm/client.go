@@ -241,7 +241,7 @@ func (c *Client) ProfileID() string { return c.cfg.ProfileID }
 func (c *Client) CloseIdleConnections() { c.http.CloseIdleConnections() }
 
 // errTruncated: the stream ended without [DONE] and without a finish_reason.
-var errTruncated = errors.New("stream closed before a finish_reason was received")
+var errTruncated = errors.New("llm: stream closed before a finish_reason was received")
 
 func (c *Client) messages(req Request) []openai.ChatCompletionMessage {
 	out := make([]openai.ChatCompletionMessage, len(req.Messages))
@@ -260,12 +260,17 @@ func openaiMessage(m Message) openai.ChatCompletionMessage {
 // buildRequest fits max tokens and temperature to go-openai's model checks
 // (reasoning models want max_completion_tokens and no temperature).
 func buildRequest(model string, msgs []openai.ChatCompletionMessage, maxTokens int, temp *float32) openai.ChatCompletionRequest {
+	// max_tokens is what OpenAI-compatible servers (vLLM, Ollama, OpenRouter,
+	// Anthropic's endpoint) read; go-openai deprecates it for OpenAI's reasoning
+	// models only, which get max_completion_tokens below.
+	//lint:ignore SA1019 see above
 	r := openai.ChatCompletionRequest{Model: model, Messages: msgs, MaxTokens: maxTokens}
 	if temp != nil {
 		r.Temperature = *temp
 	}
 	v := openai.NewReasoningValidator()
 	if err := v.Validate(r); errors.Is(err, openai.ErrReasoningModelMaxTokensDeprecated) {
+		//lint:ignore SA1019 moving the value off the deprecated field
 		r.MaxCompletionTokens, r.MaxTokens = r.MaxTokens, 0
 	}
 	if err := v.Validate(r); errors.Is(err, openai.ErrReasoningModelLimitationsOther) || errors.Is(err, openai.ErrReasoningSamplingUnsupported) {

@@ -23,7 +23,7 @@ const (
 const maxHeaderBytes = 1 << 20
 
 // ErrRefused is matched (errors.Is) by every *RefusedError.
-var ErrRefused = errors.New("provider response refused")
+var ErrRefused = errors.New("llm: provider response refused")
 
 // RefusedError is a provider response the client would not take: larger than a
 // cap (T1), compressed although it asked for no compression (T1), or a redirect

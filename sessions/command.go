@@ -17,10 +17,10 @@ import (
 )
 
 // ErrUnknownModel is returned by SetModel for a model whose provider is not configured.
-var ErrUnknownModel = errors.New("unknown model")
+var ErrUnknownModel = errors.New("sessions: unknown model")
 
 // ErrUnknownProfile is returned by SetModel for a profile that is not configured.
-var ErrUnknownProfile = errors.New("unknown profile")
+var ErrUnknownProfile = errors.New("sessions: unknown profile")
 
 // runCommand answers one parsed command. Answers are KindReply (ephemeral where
 // the platform allows); bad input and refusals are KindError.
@@ -145,8 +145,8 @@ func channelModelRefusal(what string) string {
 func (r *Router) commandFailed(in adapters.Inbound, c commands.Command, err error, refuse func(string)) {
 	switch {
 	case err == nil:
-	case errors.Is(err, ErrUnknownModel), errors.Is(err, ErrUnknownProfile):
-		refuse(err.Error())
+	case errors.As(err, new(*badArgument)):
+		refuse(err.Error()) // its own text, never a sentinel's
 	default:
 		r.log.Warn("command failed", "session", in.SessionKey, "command", c.Name, "err", err)
 		refuse(fmt.Sprintf("/%s failed: internal error", c.Name))
@@ -304,7 +304,7 @@ func (r *Router) checkModel(ref, profile string) (failover.ModelRef, error) {
 			return m, nil
 		}
 	}
-	return "", fmt.Errorf("%w: %q is not a configured profile of %s", ErrUnknownProfile, profile, p)
+	return "", refused(ErrUnknownProfile, "unknown profile: %q is not a configured profile of %s", profile, p)
 }
 
 // userModelPatch is the patch of a user-chosen model (S4, O4).
@@ -530,12 +530,12 @@ func (r *Router) Recover(ctx context.Context, target string) (string, error) {
 	case commands.ValidRef(target):
 		provider, model = failover.ModelRef(target).Split()
 		if !r.providerKnown(provider) {
-			return "", fmt.Errorf("%w: provider %q is not configured%s", ErrUnknownModel, provider, r.recoverHint(target))
+			return "", refused(ErrUnknownModel, "unknown model: provider %q is not configured%s", provider, r.recoverHint(target))
 		}
 		if !r.recoverable(target) {
 			// A typo must not be "recovered": the probe of a name the
 			// provider happens to accept would clear nothing people use.
-			return "", fmt.Errorf("%w: %q is not a model of the configuration%s", ErrUnknownModel, target, r.recoverHint(target))
+			return "", refused(ErrUnknownModel, "unknown model: %q is not a model of the configuration%s", target, r.recoverHint(target))
 		}
 		for _, pr := range r.cfg.Profiles[provider] {
 			ids = append(ids, pr.ID)
@@ -547,7 +547,7 @@ func (r *Router) Recover(ctx context.Context, target string) (string, error) {
 			found = found || pr.ID == target
 		}
 		if !found {
-			return "", fmt.Errorf("%w: %q is not a configured profile%s", ErrUnknownProfile, target, r.recoverHint(target))
+			return "", refused(ErrUnknownProfile, "unknown profile: %q is not a configured profile%s", target, r.recoverHint(target))
 		}
 		ids = []string{target}
 		for _, m := range r.configuredModels() {
@@ -560,7 +560,7 @@ func (r *Router) Recover(ctx context.Context, target string) (string, error) {
 			return fmt.Sprintf("no configured model of provider %s to probe %s with", provider, target), nil
 		}
 	default:
-		return "", fmt.Errorf("%w: %q is neither provider/model nor a profile id%s", ErrUnknownModel, target, r.recoverHint(target))
+		return "", refused(ErrUnknownModel, "unknown model: %q is neither provider/model nor a profile id%s", target, r.recoverHint(target))
 	}
 	if len(ids) == 0 {
 		ids = []string{""}

@@ -1,3 +1,5 @@
+//go:build cgo
+
 package sessions
 
 import (
@@ -17,6 +19,7 @@ import (
 	"github.com/detourbot/detour/adapters"
 	"github.com/detourbot/detour/failover"
 	"github.com/detourbot/detour/failover/failovertest"
+	"github.com/detourbot/detour/internal/database"
 	"github.com/detourbot/detour/internal/fakeprovider"
 	"github.com/detourbot/detour/internal/store"
 	"github.com/detourbot/detour/internal/testkit/syncbuf"
@@ -181,11 +184,11 @@ func newHarnessTB(t testing.TB, driver string, opts ...harnessOpt) *harness {
 func (h *harness) open(cfg Config) {
 	t := h.t
 	log := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: h.logLevel}))
-	db, err := store.Open(context.Background(), h.driver, h.dsn, log)
+	db, err := database.Open(context.Background(), h.driver, h.dsn, log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = store.Close(db) })
+	t.Cleanup(func() { _ = database.Close(db) })
 	h.db, h.cfg = db, cfg
 	h.states, err = store.NewStateStore(db)
 	if err != nil {

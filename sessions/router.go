@@ -77,20 +77,21 @@ type Config struct {
 	UserBudget   UserBudget                    // each user's daily allowance (T6)
 	// NoProgress and NoStream turn live replies off per channel name
 	// (channels.<name>.progress / stream: false; L1, L2).
-	NoProgress      map[string]bool
-	NoStream        map[string]bool
-	ProbeInterval   time.Duration // S3: 5m
-	MaxMessageBytes int           // limits.max_message_bytes (65536)
-	IdleTimeout     time.Duration
-	AttemptTimeout  time.Duration
-	RunTimeout      time.Duration
+	NoProgress map[string]bool
+	NoStream   map[string]bool
+	// ProbeInterval: after a fallback, the primary is re-tried at most this
+	// often per session (S3; agents.defaults.failover.primary_probe_interval).
+	ProbeInterval time.Duration
+	// MaxMessageBytes refuses longer messages before any call
+	// (limits.max_message_bytes).
+	MaxMessageBytes int
 	// MaxTokens caps each answer (0 = provider default).
 	MaxTokens int
 }
 
 // Options are the router's collaborators.
 type Options struct {
-	DB      *gorm.DB         // opened by internal/store.Open (SQLite or Postgres)
+	DB      *gorm.DB         // opened by internal/database.Open (SQLite or Postgres)
 	Engine  *failover.Engine // with the SQLite StateStore, clock, policy, guard
 	Clock   failover.Clock   // nil = Engine.Clock, else the wall clock
 	Clients func(provider, profileID string) (LLM, error)
@@ -127,7 +128,8 @@ type Router struct {
 	unsaved unsaved // M8: answers delivered whose exchange waits for the database
 }
 
-// NewRouter checks the configuration and migrates the session tables.
+// NewRouter checks the configuration (it fills in no defaults: config owns
+// them) and migrates the session tables.
 func NewRouter(cfg Config, opts Options) (*Router, error) {
 	if opts.DB == nil {
 		return nil, errors.New("sessions: Options.DB is required")
@@ -142,10 +144,10 @@ func NewRouter(cfg Config, opts Options) (*Router, error) {
 		return nil, errors.New("sessions: Config.Primary is required")
 	}
 	if cfg.ProbeInterval <= 0 {
-		cfg.ProbeInterval = 5 * time.Minute
+		return nil, fmt.Errorf("sessions: Config.ProbeInterval must be positive, not %v", cfg.ProbeInterval)
 	}
 	if cfg.MaxMessageBytes <= 0 {
-		cfg.MaxMessageBytes = 65536
+		return nil, fmt.Errorf("sessions: Config.MaxMessageBytes must be positive, not %d", cfg.MaxMessageBytes)
 	}
 	clock := opts.Clock
 	if clock == nil {

@@ -20,12 +20,13 @@ import (
 )
 
 // This file holds every SQL statement of the package. The same statements run
-// on SQLite and Postgres (M1): gorm builds them, every write goes through a
-// store.Open handle (text cleaned of NUL and invalid UTF-8), keys are unbounded
-// text, counters move with atomic increments ("n = n + ?"), ownership of an
-// override or of an incident changes with compare-and-set UPDATEs, and every
-// transaction is a store.Transaction (retried on deadlock, serialization
-// failure or SQLite busy), so replicas sharing the database lose no update (M2).
+// on SQLite and Postgres (M1): gorm builds them, every write goes through an
+// internal/database.Open handle (text cleaned of NUL and invalid UTF-8), keys
+// are unbounded text, counters move with atomic increments ("n = n + ?"),
+// ownership of an override or of an incident changes with compare-and-set
+// UPDATEs, and every transaction is a store.Transaction (retried on deadlock,
+// serialization failure or SQLite busy), so replicas sharing the database lose
+// no update (M2).
 
 // Entry is one session's durable state (O1). The override fields are owned by the
 // fallback runner when their source is "auto" and by the user when it is "user".
@@ -429,13 +430,6 @@ func (s sessionStore) history(ctx context.Context, key string) ([]Message, error
 		return nil, fmt.Errorf("sessions: history %s: %w", key, err)
 	}
 	return msgs, nil
-}
-
-// userTurns counts the user messages in key's history.
-func (s sessionStore) userTurns(ctx context.Context, key string) (int, error) {
-	var n int64
-	err := s.db.WithContext(ctx).Model(&Message{}).Where(map[string]any{"session_key": store.CleanText(key), "role": "user"}).Count(&n).Error
-	return int(n), err
 }
 
 // patch updates fields of key.

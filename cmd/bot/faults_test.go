@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/detourbot/detour/internal/database"
 	"github.com/detourbot/detour/internal/fakeprovider"
-	"github.com/detourbot/detour/internal/store"
 	"github.com/detourbot/detour/internal/testkit/syncbuf"
 	"github.com/detourbot/detour/internal/testkit/testdb"
 )
@@ -127,11 +127,11 @@ func TestRun_JSONL_M7_ResentIDGetsTheStoredAnswer(t *testing.T) {
 // messagesOf reads a session's stored history from a SQLite file.
 func messagesOf(t *testing.T, db, session string) []string {
 	t.Helper()
-	g, err := store.Open(context.Background(), store.DriverSQLite, db, nil)
+	g, err := database.Open(context.Background(), database.DriverSQLite, db, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close(g)
+	defer database.Close(g)
 	var rows []struct{ Role, Content string }
 	if err := g.Raw("SELECT role, content FROM session_messages WHERE session_key = ? ORDER BY id", session).Scan(&rows).Error; err != nil {
 		t.Fatal(err)

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/detourbot/detour/classify"
-	"github.com/detourbot/detour/internal/store"
+	"github.com/detourbot/detour/internal/database"
 	"github.com/detourbot/detour/internal/termsafe"
 	"github.com/detourbot/detour/redact"
 	"github.com/detourbot/detour/sessions"
@@ -61,21 +61,21 @@ func runHistory(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if code != exitOK {
 		return code
 	}
-	if driver == store.DriverSQLite {
+	if driver == database.DriverSQLite {
 		// Opening would create the file: say where it was looked for instead.
-		if _, p, err := store.DSN(dsn); err == nil && p != "" {
+		if _, p, err := database.DSN(dsn); err == nil && p != "" {
 			if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
 				fmt.Fprintf(stderr, "bot history: no database at %s (a relative storage.dsn is relative to the folder the bot runs in)\n", p)
 				return exitFailed
 			}
 		}
 	}
-	gdb, err := store.Open(ctx, driver, dsn, slog.New(slog.DiscardHandler))
+	gdb, err := database.Open(ctx, driver, dsn, slog.New(slog.DiscardHandler))
 	if err != nil {
 		fmt.Fprintf(stderr, "bot history: %v\n", err)
 		return exitFailed
 	}
-	defer store.Close(gdb)
+	defer database.Close(gdb)
 	events, err := sessions.ReadHistory(ctx, gdb, q)
 	if err != nil {
 		fmt.Fprintf(stderr, "bot history: %v\n", err)
@@ -100,7 +100,7 @@ func runHistory(ctx context.Context, args []string, stdout, stderr io.Writer) in
 // storage (the demo's when there is no configuration).
 func historyStorage(path, db string, stderr io.Writer) (driver, dsn string, code int) {
 	if db != "" {
-		return store.DriverSQLite, db, exitOK
+		return database.DriverSQLite, db, exitOK
 	}
 	src, err := resolveConfig(path)
 	if err == nil && !src.demo {

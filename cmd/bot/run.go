@@ -15,8 +15,8 @@ import (
 	"github.com/detourbot/detour/adapters/console"
 	"github.com/detourbot/detour/config"
 	"github.com/detourbot/detour/internal/app"
+	"github.com/detourbot/detour/internal/database"
 	"github.com/detourbot/detour/internal/fakeprovider"
-	"github.com/detourbot/detour/internal/store"
 	"github.com/detourbot/detour/internal/termsafe"
 )
 
@@ -264,7 +264,7 @@ func applyRunFlags(cfg *config.Config, f runFlags) error {
 		return fmt.Errorf("bad --format %q: want text or jsonl", f.format)
 	}
 	if f.db != "" {
-		cfg.Storage.Driver, cfg.Storage.DSN = store.DriverSQLite, f.db
+		cfg.Storage.Driver, cfg.Storage.DSN = database.DriverSQLite, f.db
 	}
 	return nil
 }

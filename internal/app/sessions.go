@@ -30,11 +30,8 @@ func SessionsConfig(cfg *config.Config) sessions.Config {
 			// T9
 			ChannelModelEveryone: cfg.Access.ChannelModel == "everyone",
 		},
-		ProbeInterval:   d.Failover.PrimaryProbeInterval,
+		ProbeInterval:   d.PrimaryProbeInterval,
 		MaxMessageBytes: cfg.Limits.MaxMessageBytes,
-		IdleTimeout:     d.Timeouts.Idle,
-		AttemptTimeout:  d.Timeouts.Attempt,
-		RunTimeout:      d.Timeouts.Run,
 		MaxTokens:       d.MaxTokens,
 	}
 	live := map[string]config.Live{"console": cfg.Channels.Console.Live, "slack": cfg.Channels.Slack.Live, "discord": cfg.Channels.Discord.Live}

@@ -455,9 +455,6 @@ func (s *Server) Close() {
 	})
 }
 
-// Done is closed when Close starts.
-func (s *Server) Done() <-chan struct{} { return s.done }
-
 // Script adds a rule.
 func (s *Server) Script(r Rule) {
 	s.mu.Lock()
@@ -576,14 +573,9 @@ func (s *Server) decide(provider, model, keyID string) (rule Rule, honour bool) 
 	return r, honour
 }
 
-// marker finds "#fail:<mode>" in text. raw is the word typed after "#fail:"
+// findMarker finds "#fail:<mode>" in text. raw is the word typed after "#fail:"
 // (found reports whether there is a marker at all); ok reports whether it names
 // a mode. Case does not matter: "#fail:Rate_Limit" is rate_limit.
-func marker(text string) (m Mode, ok bool) {
-	m, _, _, ok = findMarker(text)
-	return m, ok
-}
-
 func findMarker(text string) (m Mode, raw string, found, ok bool) {
 	i := strings.Index(strings.ToLower(text), "#fail:")
 	if i < 0 {

@@ -1,4 +1,4 @@
-package store
+package store_test
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/detourbot/detour/failover"
+	"github.com/detourbot/detour/internal/database"
+	"github.com/detourbot/detour/internal/store"
 )
 
 // Environment of a replica child process (see TestOpen_M4_ReplicaProcesses).
@@ -17,9 +19,6 @@ const (
 	childDriverEnv = "DETOUR_STORE_REPLICA_DRIVER"
 	childDSNEnv    = "DETOUR_STORE_REPLICA_DSN"
 	childGoEnv     = "DETOUR_STORE_REPLICA_GO" // a file whose creation starts every child at once
-	// childFaultEnv names the database of a storage-fault child (see
-	// TestStore_T7_ImmutableWhileRunning); its DSN is in childDSNEnv.
-	childFaultEnv = "DETOUR_STORE_FAULT_DB"
 )
 
 // TestMain runs a replica child when asked to, and otherwise the tests, checking
@@ -28,9 +27,6 @@ const (
 func TestMain(m *testing.M) {
 	if os.Getenv(childDriverEnv) != "" {
 		os.Exit(replicaChild())
-	}
-	if os.Getenv(childFaultEnv) != "" {
-		os.Exit(faultChild(os.Getenv(childFaultEnv), os.Getenv(childDSNEnv)))
 	}
 	goleak.VerifyTestMain(m)
 }
@@ -53,15 +49,15 @@ func replicaChild() int {
 			break
 		}
 	}
-	db, err := Open(ctx, os.Getenv(childDriverEnv), os.Getenv(childDSNEnv), nil)
+	db, err := database.Open(ctx, os.Getenv(childDriverEnv), os.Getenv(childDSNEnv), nil)
 	if err != nil {
 		fmt.Println("open:", err)
 		return 1
 	}
-	defer Close(db)
-	s, err := NewStateStore(db)
+	defer database.Close(db)
+	s, err := store.NewStateStore(db)
 	if err == nil {
-		err = Migrate(ctx, db, &replicaTable{})
+		err = store.Migrate(ctx, db, &replicaTable{})
 	}
 	if err == nil {
 		_, err = s.Update(ctx, "replicas:started", func(p *failover.ProfileState) { p.ErrorCount++ })

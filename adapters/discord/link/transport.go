@@ -23,7 +23,7 @@ const apiPrefix = "/api/v9"
 
 // ErrRateLimited marks a call that stayed rate limited, or would have to wait
 // longer than Config.MaxRateLimitWait.
-var ErrRateLimited = errors.New("rate limited")
+var ErrRateLimited = errors.New("link: rate limited")
 
 // transport is the HTTP client every discordgo REST call goes through: the one
 // place that honours Discord's rate limits (https://discord.com/developers/docs/topics/rate-limits),

@@ -541,17 +541,6 @@ func (s *Server) Posts() []Post {
 	return append([]Post(nil), s.posts...)
 }
 
-// Mentions returns every live mention found in the recorded posts.
-func (s *Server) Mentions() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []string
-	for _, p := range s.posts {
-		out = append(out, p.Mentions...)
-	}
-	return out
-}
-
 // Throttles returns every HTTP 429 answered, in order.
 func (s *Server) Throttles() []Throttle {
 	s.mu.Lock()
@@ -564,13 +553,6 @@ func (s *Server) Dropped() []Sent {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]Sent(nil), s.dropped...)
-}
-
-// Acks returns a copy of every ack read from the client, in order.
-func (s *Server) Acks() []Ack {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]Ack(nil), s.acks...)
 }
 
 // Opens is how many times apps.connections.open answered ok.

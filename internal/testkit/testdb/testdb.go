@@ -33,7 +33,7 @@ import (
 // postgres://detour@127.0.0.1:5432/detour_test?sslmode=disable.
 const EnvPostgres = "DETOUR_TEST_POSTGRES_DSN"
 
-// Driver names, as store.Open takes them.
+// Driver names, as database.Open takes them.
 const (
 	SQLite   = "sqlite"
 	Postgres = "postgres"

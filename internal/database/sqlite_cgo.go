@@ -1,6 +1,6 @@
 //go:build cgo
 
-package store
+package database
 
 import (
 	"context"
@@ -13,44 +13,39 @@ import (
 )
 
 // Every reference to mattn/go-sqlite3's own names lives in this file: without
-// cgo the package has no such names, and store_nocgo.go stands in with a build
+// cgo the package has no such names, and sqlite_nocgo.go stands in with a build
 // error that says what to install.
 
-// IsBusy reports whether err is SQLite's "database is locked" or "table is locked".
-func IsBusy(err error) bool {
+// sqliteFault reads SQLite's own error codes: busy or locked may pass when the
+// transaction runs again; the others are problems of the storage itself (T7).
+func sqliteFault(err error) (retry bool, problem string) {
 	var se sqlite3.Error
-	if errors.As(err, &se) {
-		return se.Code == sqlite3.ErrBusy || se.Code == sqlite3.ErrLocked
-	}
-	var sp *sqlite3.Error
-	if errors.As(err, &sp) && sp != nil {
-		return sp.Code == sqlite3.ErrBusy || sp.Code == sqlite3.ErrLocked
-	}
-	return false
-}
-
-// sqliteProblem is Problem for SQLite's own error codes.
-func sqliteProblem(err error) string {
-	var se sqlite3.Error
-	if errors.As(err, &se) {
-		switch se.Code {
-		case sqlite3.ErrReadonly, sqlite3.ErrPerm:
-			return problemReadOnly
-		case sqlite3.ErrFull:
-			return "the disk holding the database is full"
-		case sqlite3.ErrCorrupt, sqlite3.ErrNotADB:
-			return problemDamaged
-		case sqlite3.ErrIoErr, sqlite3.ErrCantOpen:
-			switch se.SystemErrno {
-			case syscall.EPERM, syscall.EACCES, syscall.EROFS:
-				// An immutable file, a file whose mode changed, a file system
-				// remounted read-only.
-				return problemReadOnly
-			}
-			return "the database file cannot be written (input/output error)"
+	if !errors.As(err, &se) {
+		var sp *sqlite3.Error
+		if !errors.As(err, &sp) || sp == nil {
+			return false, ""
 		}
+		se = *sp
 	}
-	return ""
+	switch se.Code {
+	case sqlite3.ErrBusy, sqlite3.ErrLocked:
+		return true, ""
+	case sqlite3.ErrReadonly, sqlite3.ErrPerm:
+		return false, problemReadOnly
+	case sqlite3.ErrFull:
+		return false, problemFull
+	case sqlite3.ErrCorrupt, sqlite3.ErrNotADB:
+		return false, problemDamaged
+	case sqlite3.ErrIoErr, sqlite3.ErrCantOpen:
+		switch se.SystemErrno {
+		case syscall.EPERM, syscall.EACCES, syscall.EROFS:
+			// An immutable file, a file whose mode changed, a file system
+			// remounted read-only.
+			return false, problemReadOnly
+		}
+		return false, "the database file cannot be written (input/output error)"
+	}
+	return false, ""
 }
 
 // sqliteConnector returns the connector of one SQLite handle (see connector).

@@ -1,4 +1,4 @@
-package store
+package database
 
 import (
 	"context"
@@ -10,11 +10,11 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"unicode/utf8"
 
 	"gorm.io/gorm"
 
 	"github.com/detourbot/detour/failover"
+	"github.com/detourbot/detour/internal/store"
 	"github.com/detourbot/detour/internal/testkit/syncbuf"
 	"github.com/detourbot/detour/internal/testkit/testdb"
 )
@@ -42,40 +42,6 @@ func openDriverT(t testing.TB, driver, dsn string) *gorm.DB {
 	}
 	t.Cleanup(func() { _ = Close(db) })
 	return db
-}
-
-// newDB opens a fresh database of driver for t and returns its DSN too.
-func newDB(t testing.TB, driver string) (*gorm.DB, string) {
-	t.Helper()
-	dsn := testdb.DSN(t, driver)
-	return openDriverT(t, driver, dsn), dsn
-}
-
-func newStoreT(t testing.TB, db *gorm.DB) *StateStore {
-	t.Helper()
-	s, err := NewStateStore(db)
-	if err != nil {
-		t.Fatalf("NewStateStore: %v", err)
-	}
-	return s
-}
-
-func mustUpdate(t *testing.T, s *StateStore, key string, fn func(*failover.ProfileState)) failover.ProfileState {
-	t.Helper()
-	got, err := s.Update(context.Background(), key, fn)
-	if err != nil {
-		t.Fatalf("Update(%q): %v", key, err)
-	}
-	return got
-}
-
-func mustGet(t *testing.T, s *StateStore, key string) failover.ProfileState {
-	t.Helper()
-	got, err := s.Get(context.Background(), key)
-	if err != nil {
-		t.Fatalf("Get(%q): %v", key, err)
-	}
-	return got
 }
 
 func TestDSN(t *testing.T) {
@@ -153,8 +119,11 @@ func TestOpen_Settings(t *testing.T) {
 			if got := sqlDB.Stats().MaxOpenConnections; got != 1 {
 				t.Errorf("MaxOpenConnections = %d, want 1", got)
 			}
-			if !db.Migrator().HasTable("profile_states") {
-				t.Error("Open did not migrate profile_states")
+			if db.Migrator().HasTable("profile_states") {
+				t.Error("Open made a table: tables are their owners' (store.NewStateStore, sessions)")
+			}
+			if db.Callback().Create().Get("detour:clean_text") == nil || db.Callback().Update().Get("detour:clean_text") == nil {
+				t.Error("the text cleaner is not registered (M1)")
 			}
 			if !db.Config.TranslateError {
 				t.Error("TranslateError is off")
@@ -165,7 +134,10 @@ func TestOpen_Settings(t *testing.T) {
 
 func TestOpen_Memory(t *testing.T) {
 	db := openT(t, ":memory:")
-	s := newStoreT(t, db)
+	s, err := store.NewStateStore(db)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := s.Update(context.Background(), "k", func(p *failover.ProfileState) { p.ErrorCount = 2 }); err != nil {
 		t.Fatal(err)
 	}
@@ -239,48 +211,6 @@ func TestOpen_Errors(t *testing.T) {
 	}
 }
 
-// TestScrub: LastError keeps no credential (redact.Secrets), no NUL or invalid
-// UTF-8, and at most maxLastError bytes cut on a rune boundary.
-// covers P4, M1
-func TestScrub(t *testing.T) {
-	tests := []struct{ in, want string }{
-		{"", ""},
-		{"rate_limit (HTTP 429): slow down", "rate_limit (HTTP 429): slow down"},
-		{"bad key sk-proj-abcDEF123", "bad key [redacted]"},
-		{"Bearer abc.def.ghi", "Bearer [redacted]"},
-		{"url?api_key=zzzz1&x=1", "url?api_key=[redacted]&x=1"},
-		{"xapp-1-A0123-456 and xoxp-1234567", "[redacted] and [redacted]"},
-		{"nul\x00byte and \xff\xfe bad utf-8", "nul\uFFFDbyte and \uFFFD bad utf-8"},
-		{strings.Repeat("é", 400), strings.Repeat("é", maxLastError/2)},
-	}
-	for _, tc := range tests {
-		if got := scrub(tc.in); got != tc.want {
-			t.Errorf("scrub(%q) = %q, want %q", tc.in, got, tc.want)
-		}
-	}
-}
-
-// TestCleanText: NUL bytes and invalid UTF-8 become U+FFFD; clean text is
-// returned as is.
-// covers M1
-func TestCleanText(t *testing.T) {
-	tests := []struct{ in, want string }{
-		{"", ""},
-		{"plain ascii", "plain ascii"},
-		{"héllo wörld ✓", "héllo wörld ✓"},
-		{"a\x00b", "a\uFFFDb"},
-		{"\x00", "\uFFFD"},
-		{"bad \xc3\x28 seq", "bad \uFFFD( seq"},
-		{"é\x00\xff", "é\uFFFD\uFFFD"},
-	}
-	for _, tc := range tests {
-		got := CleanText(tc.in)
-		if got != tc.want || !utf8.ValidString(got) || strings.ContainsRune(got, 0) {
-			t.Errorf("CleanText(%q) = %q, want %q", tc.in, got, tc.want)
-		}
-	}
-}
-
 // TestOpen_M1_PostgresErrors: a Postgres DSN that does not parse, or a server
 // that cannot be reached, is a clear error that never shows the password; an
 // unknown driver is refused.
@@ -309,5 +239,21 @@ func TestOpen_M1_PostgresErrors(t *testing.T) {
 		if strings.Contains(err.Error()+buf.String(), "CANARY") {
 			t.Errorf("the password leaks: %v\n%s", err, buf.String())
 		}
+	}
+}
+
+func newStoreT(t testing.TB, db *gorm.DB) *store.StateStore {
+	t.Helper()
+	s, err := store.NewStateStore(db)
+	if err != nil {
+		t.Fatalf("NewStateStore: %v", err)
+	}
+	return s
+}
+
+func mustUpdate(t *testing.T, s *store.StateStore, key string, fn func(*failover.ProfileState)) {
+	t.Helper()
+	if _, err := s.Update(context.Background(), key, fn); err != nil {
+		t.Fatalf("Update(%q): %v", key, err)
 	}
 }

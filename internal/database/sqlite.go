@@ -1,4 +1,4 @@
-package store
+package database
 
 import (
 	"context"
@@ -15,6 +15,8 @@ import (
 
 	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
+
+	"github.com/detourbot/detour/internal/store"
 )
 
 // defaultParams are the connection settings of every SQLite handle (platforms.md 4.3).
@@ -39,7 +41,7 @@ var defaultParams = []struct {
 // in-memory database).
 func DSN(pathOrDSN string) (dsn, path string, err error) {
 	if strings.TrimSpace(pathOrDSN) == "" {
-		return "", "", errors.New("store: empty database path")
+		return "", "", errors.New("database: empty database path")
 	}
 	var base, query string
 	if strings.HasPrefix(pathOrDSN, "file:") {
@@ -58,7 +60,7 @@ func DSN(pathOrDSN string) (dsn, path string, err error) {
 	}
 	params, err := url.ParseQuery(query)
 	if err != nil {
-		return "", "", fmt.Errorf("store: bad query in database DSN for %q: %w", path, err)
+		return "", "", fmt.Errorf("database: bad query in database DSN for %q: %w", path, err)
 	}
 	var extra []string
 	for _, p := range defaultParams {
@@ -104,13 +106,13 @@ func uriPath(base, query string) (string, error) {
 		// file://authority/path: SQLite accepts only "" or "localhost" here.
 		_, after, found := strings.Cut(rest, "/")
 		if !found {
-			return "", errors.New("store: database DSN has no path")
+			return "", errors.New("database: database DSN has no path")
 		}
 		p = "/" + after
 	}
 	dec, err := url.PathUnescape(p)
 	if err != nil {
-		return "", fmt.Errorf("store: bad database path in DSN: %w", err)
+		return "", fmt.Errorf("database: bad database path in DSN: %w", err)
 	}
 	if dec == "" || dec == ":memory:" || strings.Contains("&"+query+"&", "&mode=memory&") {
 		return "", nil
@@ -131,7 +133,7 @@ func openSQLite(ctx context.Context, pathOrDSN string, log *slog.Logger) (*gorm.
 	}
 	if path != "" {
 		if err := prepareFile(path); err != nil {
-			return nil, name, fmt.Errorf("store: database %q: %w", name, err)
+			return nil, name, fmt.Errorf("database: database %q: %w", name, err)
 		}
 	}
 	dsn, journal, exclusive := lockingMode(dsn)
@@ -148,21 +150,22 @@ func openSQLite(ctx context.Context, pathOrDSN string, log *slog.Logger) (*gorm.
 	sqlDB.SetConnMaxIdleTime(0)
 	if err := pingUntilFree(ctx, sqlDB, !exclusive); err != nil {
 		_ = sqlDB.Close()
+		err = mark(err)
 		switch {
-		case Problem(err) == problemDamaged:
+		case store.Problem(err) == problemDamaged:
 			return nil, name, damagedError(name, err)
-		case exclusive && IsBusy(err):
-			return nil, name, fmt.Errorf("store: database %q is in use by another process, and its DSN sets _locking_mode=EXCLUSIVE (one process only): stop the other process, or remove the setting to share the file: %w", name, err)
+		case exclusive && isBusy(err):
+			return nil, name, fmt.Errorf("database: database %q is in use by another process, and its DSN sets _locking_mode=EXCLUSIVE (one process only): stop the other process, or remove the setting to share the file: %w", name, err)
 		}
-		return nil, name, fmt.Errorf("store: open database %q: %w", name, explain(err))
+		return nil, name, fmt.Errorf("database: open database %q: %w", name, store.Explain(err))
 	}
-	db, err := gorm.Open(sqlite.New(sqlite.Config{DriverName: sqlite.DriverName, DSN: dsn, Conn: sqlDB}), gormConfig(log))
+	db, err := gorm.Open(sqliteDialect{&sqlite.Dialector{DriverName: sqlite.DriverName, DSN: dsn, Conn: sqlDB}}, gormConfig(log))
 	if err == nil {
 		err = finish(db)
 	}
 	if err != nil {
 		_ = sqlDB.Close()
-		return nil, name, fmt.Errorf("store: open database %q: %w", name, err)
+		return nil, name, fmt.Errorf("database: open database %q: %w", name, err)
 	}
 	if err := quickCheck(ctx, db); err != nil {
 		_ = sqlDB.Close()
@@ -262,7 +265,7 @@ type readOnlyError struct {
 }
 
 func (e *readOnlyError) Error() string {
-	return fmt.Sprintf("store: the database is read-only: %s cannot be written (%v), so the statement was not run", e.file, e.err)
+	return fmt.Sprintf("database: the database is read-only: %s cannot be written (%v), so the statement was not run", e.file, e.err)
 }
 
 func (e *readOnlyError) Unwrap() error { return e.err }
@@ -300,14 +303,14 @@ func prepareFile(path string) error {
 
 // damagedError is the start-up error of a database file that is not sound (T7).
 func damagedError(name string, err error) error {
-	return fmt.Errorf("store: database %q is damaged (integrity check: %w): restore it from a backup, or move it away to start with an empty one", name, err)
+	return fmt.Errorf("database: database %q is damaged (integrity check: %w): restore it from a backup, or move it away to start with an empty one", name, err)
 }
 
 // quickCheck runs SQLite's quick integrity check and returns its first complaints.
 func quickCheck(ctx context.Context, db *gorm.DB) error {
 	var rows []string
 	if err := db.WithContext(ctx).Raw("PRAGMA quick_check(3)").Scan(&rows).Error; err != nil {
-		return explain(err)
+		return store.Explain(err)
 	}
 	if len(rows) == 1 && rows[0] == "ok" {
 		return nil
@@ -318,6 +321,12 @@ func quickCheck(ctx context.Context, db *gorm.DB) error {
 	return errors.New(strings.Join(rows, "; "))
 }
 
+// isBusy reports whether err is SQLite's "database is locked" or "table is locked".
+func isBusy(err error) bool {
+	busy, _ := sqliteFault(err)
+	return busy
+}
+
 // pingUntilFree opens the first connection. Switching a fresh file to WAL needs
 // an exclusive lock that SQLite does not wait for (the busy timeout does not
 // apply), so replicas starting together retry for a bounded time (retryBusy; in
@@ -326,11 +335,15 @@ func pingUntilFree(ctx context.Context, db *sql.DB, retryBusy bool) error {
 	const tries, pause = 100, 20 * time.Millisecond
 	var err error
 	for range tries {
-		if err = db.PingContext(ctx); err == nil || !IsBusy(err) || !retryBusy {
+		if err = db.PingContext(ctx); err == nil || !isBusy(err) || !retryBusy {
 			return err
 		}
-		if !sleep(ctx, pause) {
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
 			return ctx.Err()
+		case <-t.C:
 		}
 	}
 	return err

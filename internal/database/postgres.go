@@ -1,4 +1,4 @@
-package store
+package database
 
 import (
 	"context"
@@ -39,13 +39,13 @@ func PostgresName(dsn string) string {
 func openPostgres(ctx context.Context, dsn string, log *slog.Logger) (*gorm.DB, string, error) {
 	name := PostgresName(dsn)
 	if strings.TrimSpace(dsn) == "" {
-		return nil, "", fmt.Errorf("store: empty postgres DSN: want postgres://user@host:5432/dbname")
+		return nil, "", fmt.Errorf("database: empty postgres DSN: want postgres://user@host:5432/dbname")
 	}
 	if _, err := pgx.ParseConfig(dsn); err != nil {
 		// pgx's parse errors may quote the DSN: say what is wrong without it.
-		return nil, name, fmt.Errorf("store: postgres DSN %q does not parse: want postgres://user:password@host:5432/dbname?sslmode=... or \"host=... dbname=...\"", name)
+		return nil, name, fmt.Errorf("database: postgres DSN %q does not parse: want postgres://user:password@host:5432/dbname?sslmode=... or \"host=... dbname=...\"", name)
 	}
-	db, err := gorm.Open(postgres.New(postgres.Config{DSN: dsn}), gormConfig(log))
+	db, err := gorm.Open(postgresDialect{&postgres.Dialector{Config: &postgres.Config{DSN: dsn}}}, gormConfig(log))
 	if err == nil {
 		err = finish(db)
 	}
@@ -53,18 +53,18 @@ func openPostgres(ctx context.Context, dsn string, log *slog.Logger) (*gorm.DB, 
 		if db != nil {
 			_ = Close(db)
 		}
-		return nil, name, fmt.Errorf("store: open postgres %q: %s", name, redact.Known(err.Error(), dsn))
+		return nil, name, fmt.Errorf("database: open postgres %q: %s", name, redact.Known(err.Error(), dsn))
 	}
 	sqlDB, err := db.DB()
 	if err != nil {
-		return nil, name, fmt.Errorf("store: open postgres %q: %w", name, err)
+		return nil, name, fmt.Errorf("database: open postgres %q: %w", name, err)
 	}
 	sqlDB.SetMaxOpenConns(postgresMaxConns)
 	sqlDB.SetMaxIdleConns(postgresMaxConns)
 	sqlDB.SetConnMaxIdleTime(5 * time.Minute)
 	if err := sqlDB.PingContext(ctx); err != nil {
 		_ = sqlDB.Close()
-		return nil, name, fmt.Errorf("store: connect to postgres %q: %w", name, err)
+		return nil, name, fmt.Errorf("database: connect to postgres %q: %w", name, err)
 	}
 	return db, name, nil
 }

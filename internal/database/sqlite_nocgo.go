@@ -1,6 +1,6 @@
 //go:build !cgo
 
-package store
+package database
 
 import "database/sql/driver"
 
@@ -10,11 +10,9 @@ import "database/sql/driver"
 // says what to do (README "Troubleshooting"), instead of a confusing
 // "undefined: sqlite3.Error".
 
-// IsBusy stands in for the cgo version so that the build error below is the only one.
-func IsBusy(err error) bool {
-	return detour_needs_cgo__install_gcc_or_Xcode_command_line_tools__see_README_Troubleshooting
+// sqliteFault stands in for the cgo version so that the build error below is the only one.
+func sqliteFault(err error) (retry bool, problem string) {
+	return detour_needs_cgo__install_gcc_or_Xcode_command_line_tools__see_README_Troubleshooting, ""
 }
-
-func sqliteProblem(err error) string { return "" }
 
 func sqliteConnector(string, string, *writeGuard) driver.Connector { return nil }
