@@ -207,9 +207,10 @@ type turnState struct {
 	switched failover.ModelRef // O6: the live switch already handed to the engine
 	hist     []Message         // the history in ts.prompt (R15 compaction drops from it)
 	system   string
-	live     *live   // progress and the growing reply (L1-L3)
-	cost     float64 // estimated cost of this turn's runs (B1 prices), for /status
-	tally    *tally  // the turn's log line and metrics (M5)
+	cause    *failover.Failure // what moved this run off its first candidate
+	live     *liveTurn         // progress and the growing reply (L1-L3, A5)
+	cost     float64           // estimated cost of this turn's runs (B1 prices), for /status
+	tally    *tally            // the turn's log line and metrics (M5)
 }
 
 const (
@@ -275,7 +276,7 @@ func buildPrompt(system string, hist []Message, user string, window int) (msgs [
 func (r *Router) window(ref failover.ModelRef) int { return r.cfg.Models[ref].ContextWindow }
 
 // turn answers one user message through the failover engine.
-func (r *Router) turn(ctx context.Context, in adapters.Inbound, lv *live) {
+func (r *Router) turn(ctx context.Context, in adapters.Inbound, lv *liveTurn) {
 	t := newTally()
 	defer r.finishTurn(in, t)
 	r.turnOnce(ctx, in, lv, true, t)
@@ -283,7 +284,7 @@ func (r *Router) turn(ctx context.Context, in adapters.Inbound, lv *live) {
 
 // turnOnce runs one turn; mayRestart allows one restart when the user switched
 // models while it ran and the engine could not jump to that model (O6).
-func (r *Router) turnOnce(ctx context.Context, in adapters.Inbound, lv *live, mayRestart bool, t *tally) {
+func (r *Router) turnOnce(ctx context.Context, in adapters.Inbound, lv *liveTurn, mayRestart bool, t *tally) {
 	now := r.clock.Now()
 	// T7: the turn writes before its first paid call, so a database that cannot
 	// be written (read-only, full disk) stops it before anything is paid for.
@@ -295,6 +296,7 @@ func (r *Router) turnOnce(ctx context.Context, in adapters.Inbound, lv *live, ma
 		return
 	}
 	ts := &turnState{in: in, entry: e, sel: r.selectionFor(e, in.Channel), cur: snapshot(e), live: lv, tally: t}
+	lv.noticeWith(func(c failover.Candidate) string { return r.fallbackNotice(ts, c) })
 	if ts.sel.source == failover.SourceAuto && (e.LastProbeAt == nil || !now.Before(e.LastProbeAt.Add(r.cfg.ProbeInterval))) {
 		// S3: re-try the origin first with the real request; persist the probe time
 		// first so a crash cannot make every restart probe again.
@@ -423,6 +425,7 @@ func (r *Router) compact(ctx context.Context, e *Entry, keep uint64) error {
 func (r *Router) run(ctx context.Context, ts *turnState) (failover.Result, error) {
 	turnCtx := ctx // a stream outlives the attempt that starts it (a fallback may finish it)
 	e, sel := ts.entry, ts.sel
+	ts.cause = nil
 	req := failover.Request{
 		SessionKey:   e.Key,
 		Chain:        chainFor(sel),
@@ -457,6 +460,7 @@ func (r *Router) run(ctx context.Context, ts *turnState) (failover.Result, error
 	before, spent := r.budgetHooks(ts.in.User)
 	req.Hooks = failover.Hooks{
 		BeforeFallback: func(ctx context.Context, from, to failover.Candidate, cause failover.Failure) error {
+			ts.cause = &cause // the same failure the result names (A5's notice)
 			return r.beforeFallback(ctx, ts, to, cause)
 		},
 		AfterFailedFallback: func(ctx context.Context, c failover.Candidate, f failover.Failure) { r.afterFailedFallback(ctx, ts, c) },
@@ -494,7 +498,7 @@ func (r *Router) run(ctx context.Context, ts *turnState) (failover.Result, error
 		if a.Kind == failover.AttemptNudged { // R13
 			msgs = append(append([]llm.Message{}, msgs...), llm.Message{Role: "system", Content: "Your previous reply was empty. Answer the user's last message."})
 		}
-		ts.live.beginAttempt()
+		ts.live.beginAttempt(a.Candidate)
 		return c.Chat(ctx, llm.Request{Model: a.Candidate.Model, Messages: msgs, MaxTokens: r.cfg.MaxTokens}, ts.live.delta(turnCtx))
 	}
 	return r.engine.Run(ctx, req, attempt)
@@ -606,16 +610,11 @@ func (r *Router) succeed(ctx context.Context, ts *turnState, res failover.Result
 	e, sel := ts.entry, ts.sel
 	answered := failover.ModelRef(res.Candidate.Ref())
 	prevNotice := e.notice()
-	next := notices.State{Selected: string(sel.selected), Active: string(answered)}
-	switch {
-	case sel.source == failover.SourceUser || sel.source == failover.SourceLegacy:
-		next.Selected = string(answered)
-	case answered != sel.selected:
-		next.Reason, next.Status = classify.Reason(ts.cur.Reason), ts.cur.Status
-		if res.FellBack && res.Cause != nil {
-			next.Reason, next.Status = res.Cause.Reason, res.Cause.Status
-		}
+	var cause *failover.Failure
+	if res.FellBack {
+		cause = res.Cause
 	}
+	next := noticeState(ts, answered, cause)
 	text := notices.ForChange(prevNotice, next)
 	ts.tally.answered(answered, res.FellBack)
 	returned := answered == sel.selected && ts.cur.Source == string(failover.SourceAuto)
@@ -670,10 +669,38 @@ func (r *Router) succeed(ctx context.Context, ts *turnState, res failover.Result
 	r.incidentMu.Lock()
 	r.incidentOpen = false // storeExchange ended it in the database
 	r.incidentMu.Unlock()
-	if text != "" && notices.Deliver(r.cfg.Notices, ts.in.Direct) {
+	if text != "" && notices.Deliver(r.cfg.Notices, ts.in.Direct) && text != ts.live.noticedText() {
 		r.send(ctx, reply(ts.in, adapters.KindNotice, text)) // N4: its own message, before the reply
 	}
 	r.answer(ctx, ts, out)
+}
+
+// noticeState is the notice state of a turn answered by answered, moved off its
+// first candidate by cause (nil = it was not).
+func noticeState(ts *turnState, answered failover.ModelRef, cause *failover.Failure) notices.State {
+	sel := ts.sel
+	next := notices.State{Selected: string(sel.selected), Active: string(answered)}
+	switch {
+	case sel.source == failover.SourceUser || sel.source == failover.SourceLegacy:
+		next.Selected = string(answered)
+	case answered != sel.selected:
+		next.Reason, next.Status = classify.Reason(ts.cur.Reason), ts.cur.Status
+		if cause != nil {
+			next.Reason, next.Status = cause.Reason, cause.Status
+		}
+	}
+	return next
+}
+
+// fallbackNotice is the N1 notice the turn owes its reader if c answers, ""
+// when none is due: a streamed fallback answer shows below it (A5). It runs on
+// the engine's goroutine, where the hooks that set ts.cause run too.
+func (r *Router) fallbackNotice(ts *turnState, c failover.Candidate) string {
+	next := noticeState(ts, failover.ModelRef(c.Ref()), ts.cause)
+	if !next.OnFallback() || !notices.Deliver(r.cfg.Notices, ts.in.Direct) {
+		return ""
+	}
+	return notices.ForChange(ts.entry.notice(), next)
 }
 
 // answer posts a turn's final message: into the growing reply when one was
