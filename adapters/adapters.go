@@ -157,6 +157,11 @@ type Stream interface {
 	// adapter throttles and may show it later or partly; it must not block on
 	// the platform's rate limits.
 	Update(ctx context.Context, text string) error
+	// Restart takes down what the stream shows (a failed attempt's text) and,
+	// when lead is not nil, posts lead as a message of its own before any text
+	// that follows: the fallback notice above the fallback's answer (A5). Like
+	// Update, it does not wait for the platform.
+	Restart(ctx context.Context, lead *Outbound) error
 	// Finish replaces what was shown with the final message (the complete
 	// answer, or an error) and ends the stream; no text may be left that is
 	// not part of final. When the platform refused to stream, Finish posts
@@ -178,10 +183,8 @@ func Sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
 	select {
-	case <-t.C:
+	case <-time.After(d): // collected once it fires or is dropped (Go 1.23)
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

@@ -27,6 +27,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/detourbot/detour/adapters"
+	"github.com/detourbot/detour/adapters/live"
 	"github.com/detourbot/detour/failover"
 	"github.com/detourbot/detour/llm"
 )
@@ -138,12 +139,10 @@ type Router struct {
 	base   context.Context
 	cancel context.CancelFunc
 
+	lanes *live.Lanes[adapters.Inbound] // one queue per session key, only while it has work
+
 	mu       sync.Mutex
-	queues   map[string]*queue // only sessions with queued or running work
-	pending  int               // queued + running inbound messages
-	drained  chan struct{}     // closed when pending drops to 0
 	adapters map[string]adapters.Adapter
-	closed   bool
 
 	refused *adapters.Recent // T5: refusals already answered (user, session)
 
@@ -151,10 +150,6 @@ type Router struct {
 	incidentOpen bool // V4: a report was sent and no turn has succeeded since
 
 	unsaved unsaved // M8: answers delivered whose exchange waits for the database
-}
-
-type queue struct {
-	items []adapters.Inbound
 }
 
 // NewRouter checks the configuration (it fills in no defaults: config owns
@@ -210,11 +205,12 @@ func NewRouter(cfg Config, opts Options) (*Router, error) {
 	r := &Router{
 		cfg: cfg, st: sessionStore{db: db}, engine: opts.Engine, clock: clock,
 		clients: opts.Clients, log: log.With("component", "sessions"), obs: opts.Observer,
-		queues: map[string]*queue{}, adapters: map[string]adapters.Adapter{},
-		refused: adapters.NewRecent(10000, time.Hour, clock.Now),
-		choices: newChoices(cfg),
+		adapters: map[string]adapters.Adapter{},
+		refused:  adapters.NewRecent(10000, time.Hour, clock.Now),
+		choices:  newChoices(cfg),
 	}
 	r.base, r.cancel = context.WithCancel(context.Background())
+	r.lanes = live.NewLanes(func(_ string, in adapters.Inbound) { r.process(r.base, in) }, 0, 0)
 	if err := r.st.migrate(r.base); err != nil {
 		r.cancel()
 		return nil, err
@@ -241,50 +237,7 @@ func (r *Router) Handle(ctx context.Context, in adapters.Inbound) {
 	if ctx.Err() != nil {
 		return
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed {
-		return
-	}
-	if r.pending == 0 {
-		r.drained = make(chan struct{})
-	}
-	r.pending++
-	q, running := r.queues[in.SessionKey]
-	if !running {
-		q = &queue{}
-		r.queues[in.SessionKey] = q
-	}
-	q.items = append(q.items, in)
-	if !running {
-		go r.work(in.SessionKey, q)
-	}
-}
-
-// work runs the turns of one session in order until its queue is empty.
-func (r *Router) work(key string, q *queue) {
-	for {
-		r.mu.Lock()
-		if len(q.items) == 0 {
-			delete(r.queues, key)
-			r.mu.Unlock()
-			return
-		}
-		in := q.items[0]
-		q.items[0] = adapters.Inbound{}
-		q.items = q.items[1:]
-		r.mu.Unlock()
-
-		r.process(r.base, in)
-
-		r.mu.Lock()
-		r.pending--
-		if r.pending == 0 && r.drained != nil {
-			close(r.drained)
-			r.drained = nil
-		}
-		r.mu.Unlock()
-	}
+	_ = r.lanes.Add(in.SessionKey, in) // refused only after Close
 }
 
 // Run handles every inbound message until inbox closes (nil) or ctx ends
@@ -313,36 +266,21 @@ func (r *Router) Drain(ctx context.Context) error {
 			}
 		}
 	}()
-	r.mu.Lock()
-	ch := r.drained
-	n := r.pending
-	r.mu.Unlock()
-	if n == 0 || ch == nil {
-		return nil
+	if err := r.lanes.Wait(ctx); err != nil {
+		return fmt.Errorf("sessions: drain: %w", err)
 	}
-	select {
-	case <-ch:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("sessions: drain: %w", ctx.Err())
-	}
+	return nil
 }
 
 // Close refuses new messages and cancels running turns; call Drain afterwards to
 // wait for the workers to finish.
 func (r *Router) Close() {
-	r.mu.Lock()
-	r.closed = true
-	r.mu.Unlock()
+	r.lanes.Close()
 	r.cancel()
 }
 
 // Active returns how many sessions currently have a worker (queued or running).
-func (r *Router) Active() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.queues)
-}
+func (r *Router) Active() int { return r.lanes.Active() }
 
 // adapter returns the adapter named name, nil when there is none.
 func (r *Router) adapter(name string) adapters.Adapter {

@@ -212,15 +212,16 @@ type turnState struct {
 	// imageDetour: the turn moved off the requested model only because it does
 	// not take the message's images (I5): nothing about it is sticky.
 	imageDetour bool
-	live        *live   // progress and the growing reply (L1-L3)
-	cost        float64 // estimated cost of this turn's runs (B1 prices), for /status
-	tally       *tally  // the turn's log line and metrics (M5)
+	cause       *failover.Failure // what moved this run off its first candidate
+	live        *liveTurn         // progress and the growing reply (L1-L3, A5)
+	cost        float64           // estimated cost of this turn's runs (B1 prices), for /status
+	tally       *tally            // the turn's log line and metrics (M5)
 }
 
 func (r *Router) window(ref failover.ModelRef) int { return r.cfg.Models[ref].ContextWindow }
 
 // turn answers one user message through the failover engine.
-func (r *Router) turn(ctx context.Context, in adapters.Inbound, lv *live) {
+func (r *Router) turn(ctx context.Context, in adapters.Inbound, lv *liveTurn) {
 	t := newTally()
 	defer r.finishTurn(in, t)
 	msg := r.readMessage(ctx, in) // I1-I4: once, whatever restarts the turn
@@ -229,7 +230,7 @@ func (r *Router) turn(ctx context.Context, in adapters.Inbound, lv *live) {
 
 // turnOnce runs one turn; mayRestart allows one restart when the user switched
 // models while it ran and the engine could not jump to that model (O6).
-func (r *Router) turnOnce(ctx context.Context, in adapters.Inbound, msg *message, lv *live, mayRestart bool, t *tally) {
+func (r *Router) turnOnce(ctx context.Context, in adapters.Inbound, msg *message, lv *liveTurn, mayRestart bool, t *tally) {
 	now := r.clock.Now()
 	// T7: the turn writes before its first paid call, so a database that cannot
 	// be written (read-only, full disk) stops it before anything is paid for.
@@ -241,6 +242,7 @@ func (r *Router) turnOnce(ctx context.Context, in adapters.Inbound, msg *message
 		return
 	}
 	ts := &turnState{in: in, entry: e, sel: r.selectionFor(e, in.Channel), cur: snapshot(e), live: lv, tally: t, msg: msg}
+	lv.noticeWith(func(c failover.Candidate) string { return r.fallbackNotice(ts, c) })
 	if ts.sel.source == failover.SourceAuto && (e.LastProbeAt == nil || !now.Before(e.LastProbeAt.Add(r.cfg.ProbeInterval))) {
 		// S3: re-try the origin first with the real request; persist the probe time
 		// first so a crash cannot make every restart probe again.
@@ -401,6 +403,7 @@ func (r *Router) baseRequest(ts *turnState, prompt []llm.Message) failover.Reque
 // run makes one engine run for ts.
 func (r *Router) run(ctx context.Context, ts *turnState) (failover.Result, error) {
 	turnCtx := ctx // a stream outlives the attempt that starts it (a fallback may finish it)
+	ts.cause = nil
 	req := r.baseRequest(ts, ts.prompt)
 	req.Spent = ts.spent // B1: the turn's summaries count
 	if len(ts.msg.images) > 0 {
@@ -409,6 +412,7 @@ func (r *Router) run(ctx context.Context, ts *turnState) (failover.Result, error
 	before, spent := r.budgetHooks(ts.in.User)
 	req.Hooks = failover.Hooks{
 		BeforeFallback: func(ctx context.Context, from, to failover.Candidate, cause failover.Failure) error {
+			ts.cause = &cause // the same failure the result names (A5's notice)
 			return r.beforeFallback(ctx, ts, to, cause)
 		},
 		AfterFailedFallback: func(ctx context.Context, c failover.Candidate, f failover.Failure) { r.afterFailedFallback(ctx, ts, c) },
@@ -446,7 +450,7 @@ func (r *Router) run(ctx context.Context, ts *turnState) (failover.Result, error
 		if a.Kind == failover.AttemptNudged { // R13
 			msgs = append(append([]llm.Message{}, msgs...), llm.Message{Role: "system", Content: "Your previous reply was empty. Answer the user's last message."})
 		}
-		ts.live.beginAttempt()
+		ts.live.beginAttempt(a.Candidate)
 		out, err := c.Chat(ctx, llm.Request{Model: a.Candidate.Model, Messages: msgs, MaxTokens: r.cfg.MaxTokens}, ts.live.delta(turnCtx))
 		return withEstimate(out, err, msgs), err // U1
 	}
@@ -563,21 +567,13 @@ func (r *Router) succeed(ctx context.Context, ts *turnState, res failover.Result
 	e, sel := ts.entry, ts.sel
 	answered := failover.ModelRef(res.Candidate.Ref())
 	prevNotice := e.notice()
-	next := notices.State{Selected: string(sel.selected), Active: string(answered)}
-	switch {
-	case sel.source == failover.SourceUser || sel.source == failover.SourceLegacy:
-		next.Selected = string(answered)
-	case answered != sel.selected:
-		next.Reason, next.Status = classify.Reason(ts.cur.Reason), ts.cur.Status
-		if res.FellBack && res.Cause != nil {
-			next.Reason, next.Status = res.Cause.Reason, res.Cause.Status
-		}
+	var cause *failover.Failure
+	if res.FellBack {
+		cause = res.Cause
 	}
+	next := noticeState(ts, answered, cause)
 	if ts.imageDetour {
-		// I5: moved off a model that takes no images, for this turn only: the
-		// notice says so each time, and the notice state stays as it was.
-		next = notices.State{Selected: string(sel.requested), Active: string(answered), Reason: classify.ReasonImageInput}
-		prevNotice = notices.State{Selected: next.Selected, Active: next.Selected}
+		prevNotice = imageNoticeBase(next) // I5: said on every such turn, kept by none
 	}
 	text := notices.ForChange(prevNotice, next)
 	ts.tally.answered(answered, res.FellBack)
@@ -633,10 +629,46 @@ func (r *Router) succeed(ctx context.Context, ts *turnState, res failover.Result
 	r.incidentMu.Lock()
 	r.incidentOpen = false // storeExchange ended it in the database
 	r.incidentMu.Unlock()
-	if text != "" && notices.Deliver(r.cfg.Notices, ts.in.Direct) {
+	if text != "" && notices.Deliver(r.cfg.Notices, ts.in.Direct) && text != ts.live.noticedText() {
 		r.send(ctx, reply(ts.in, adapters.KindNotice, text)) // N4: its own message, before the reply
 	}
 	r.answer(ctx, ts, out)
+}
+
+// noticeState is the notice state of a turn answered by answered, moved off its
+// first candidate by cause (nil = it was not).
+func noticeState(ts *turnState, answered failover.ModelRef, cause *failover.Failure) notices.State {
+	sel := ts.sel
+	if cause != nil && cause.Reason == classify.ReasonImageInput {
+		// I5: moved off the requested model for its images, this turn only.
+		return notices.State{Selected: string(sel.requested), Active: string(answered), Reason: classify.ReasonImageInput}
+	}
+	next := notices.State{Selected: string(sel.selected), Active: string(answered)}
+	switch {
+	case sel.source == failover.SourceUser || sel.source == failover.SourceLegacy:
+		next.Selected = string(answered)
+	case answered != sel.selected:
+		next.Reason, next.Status = classify.Reason(ts.cur.Reason), ts.cur.Status
+		if cause != nil {
+			next.Reason, next.Status = cause.Reason, cause.Status
+		}
+	}
+	return next
+}
+
+// fallbackNotice is the N1 notice the turn owes its reader if c answers, ""
+// when none is due: a streamed fallback answer shows below it (A5). It runs on
+// the engine's goroutine, where the hooks that set ts.cause run too.
+func (r *Router) fallbackNotice(ts *turnState, c failover.Candidate) string {
+	next := noticeState(ts, failover.ModelRef(c.Ref()), ts.cause)
+	if !next.OnFallback() || !notices.Deliver(r.cfg.Notices, ts.in.Direct) {
+		return ""
+	}
+	prev := ts.entry.notice()
+	if next.Reason == classify.ReasonImageInput {
+		prev = imageNoticeBase(next)
+	}
+	return notices.ForChange(prev, next)
 }
 
 // answer posts a turn's final message: into the growing reply when one was
@@ -725,4 +757,11 @@ func noticeFields(next notices.State, imageDetour bool) map[string]any {
 		return nil
 	}
 	return map[string]any{"notice_selected": next.Selected, "notice_active": next.Active, "notice_reason": string(next.Reason)}
+}
+
+// imageNoticeBase is the notice state an image detour is told against: the
+// requested model answering, so the fallback notice is due on every such turn
+// whatever the session's stored state (I5).
+func imageNoticeBase(next notices.State) notices.State {
+	return notices.State{Selected: next.Selected, Active: next.Selected}
 }

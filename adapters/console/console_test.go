@@ -398,3 +398,27 @@ func TestJSONL_M7_MessageIDs(t *testing.T) {
 		t.Errorf("replayed output:\n%s\nwant:\n%s", out.String(), want)
 	}
 }
+
+// covers A5 at a terminal: a failed attempt's printed words are erased, the
+// fallback notice takes their line, and the fallback's answer prints below it.
+func TestText_A5_NoticeAboveTheFallbacksAnswer(t *testing.T) {
+	var out strings.Builder
+	a := New(Options{Format: FormatText, In: strings.NewReader("hi\n"), Out: &out})
+	inbox := make(chan adapters.Inbound)
+	done := make(chan error, 1)
+	ctx := context.Background()
+	go func() { done <- a.Run(ctx, inbox) }()
+	in := <-inbox
+	st, _ := a.StartStream(ctx, in)
+	_ = st.Update(ctx, "partial words")
+	_ = st.Restart(ctx, &adapters.Outbound{Kind: adapters.KindNotice, SessionKey: in.SessionKey, Text: "↪️ model fallback: p2/beta"})
+	_ = st.Update(ctx, "the fallback")
+	_ = st.Finish(ctx, adapters.Outbound{Kind: adapters.KindReply, SessionKey: in.SessionKey, Text: "the fallback answers"})
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	want := "\x1b7partial words" + "\x1b8\x1b[J" + "↪️ model fallback: p2/beta\n" + "\x1b7the fallback" + " answers" + "\n"
+	if got := out.String(); got != want {
+		t.Fatalf("terminal got\n%q\nwant\n%q", got, want)
+	}
+}

@@ -108,20 +108,6 @@ func conversation(guildID string) string {
 	return adapters.ConversationChannel
 }
 
-// handle is a channel worker's step for one job.
-func (a *Adapter) handle(ctx context.Context, j job) {
-	if j.lookup && a.isThread(ctx, j.channel()) {
-		a.threads.Add(j.channel())
-		// H1: first mentioned in a thread it did not start (its own are known).
-		j.in.Earlier, j.in.RepliesTo = threadRef(j.channel(), j.message), ""
-	}
-	if j.openThread && !a.threads.Has(j.channel()) {
-		a.moveToThread(ctx, &j)
-	}
-	a.setParent(&j.in, j.guild, j.channel())
-	a.deliver(ctx, j.in)
-}
-
 // setParent names the channel a thread belongs to (Inbound.Parent), as far as
 // the bot learnt it (the thread it started, THREAD_CREATE, a lookup), so that
 // access.channels allows the threads of an allowed channel (T5).

@@ -1,7 +1,10 @@
 package slack_test
 
 import (
+	"bytes"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -128,7 +131,14 @@ func TestE2E_I2_SlackLargeFileRefused(t *testing.T) {
 	if want := "📎 not read: clip.png (larger than 5.0 MB, the most a file may have)"; ps[0].Text != want {
 		t.Fatalf("I2: notice %q, want %q", ps[0].Text, want)
 	}
-	e.slack.MissingScopes = map[string]bool{"files:read": true}
+	// An app installed without files:read (a manifest from before it).
+	manifest, err := os.ReadFile(filepath.Join("..", "..", "slack-manifest.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.slack.InstallManifest(bytes.ReplaceAll(manifest, []byte("- files:read"), nil)); err != nil {
+		t.Fatal(err)
+	}
 	m = e.slack.MentionFiles("C3", "U1", "one more", "", e.slack.AddFile("a.png", "image/png", e2e.PNG()))
 	ps = e.waitThread("C3", m.TS, 2)
 	if !strings.Contains(ps[0].Text, "a.png (it could not be downloaded: slack answered with its sign-in page instead of the file: the bot token needs the files:read scope") {

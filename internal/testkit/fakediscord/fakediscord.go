@@ -79,6 +79,11 @@
 //     MANAGE_MESSAGES, which the fake's bot lacks: 403, code 50013); a second
 //     delete gets 404 code 10008; MESSAGE_DELETE is dispatched.
 //     https://discord.com/developers/docs/resources/message#delete-message
+//   - Permissions: after Forbid(c) every request on channel c gets 403 code 50013
+//     "Missing Permissions", and counts toward the invalid-request limit.
+//     https://discord.com/developers/docs/topics/permissions
+//   - Autocomplete: at most 25 choices, names and values of 1 to 100 characters
+//     (else 50035). https://discord.com/developers/docs/interactions/application-commands#autocomplete
 //   - Typing: POST /channels/{c}/typing answers 204; TypingCalls records when.
 //     https://discord.com/developers/docs/resources/channel#trigger-typing-indicator
 //   - Threads from a message: only in a guild text or announcement channel (a DM
@@ -357,6 +362,7 @@ type Server struct {
 	limited      int
 	invalid      []time.Time
 	channels     map[string]channelInfo
+	forbid       map[string]bool // channels where the bot lacks permissions
 	nextID       int64
 	held         int
 	slowed       int
@@ -379,6 +385,7 @@ func New() *Server {
 		InvalidRequestLimit: 10_000,
 		release:             make(chan struct{}),
 		channels:            map[string]channelInfo{},
+		forbid:              map[string]bool{},
 		conns:               map[*gwConn]struct{}{},
 		known:               map[string]string{},
 		where:               map[string]string{},
@@ -540,6 +547,12 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, path string, n
 		discordError(w, http.StatusUnauthorized, 0, "401: Unauthorized")
 		return 0
 	}
+	if segs := splitRoute(path); len(segs) > 1 && segs[0] == "channels" && s.forbidden(segs[1]) {
+		// The bot lacks a permission there (View Channel, Send Messages):
+		// https://discord.com/developers/docs/topics/opcodes-and-status-codes#json (50013).
+		discordError(w, http.StatusForbidden, 50013, "Missing Permissions")
+		return 50013
+	}
 	f, ok := s.takeFault(r, path, inter)
 	if ok && f.kind == faultSlow {
 		s.mu.Lock()
@@ -670,6 +683,20 @@ func (s *Server) addFault(route string, f fault) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.faults = append(s.faults, f)
+}
+
+// Forbid takes the bot's permissions in channel away: every request on it is
+// answered 403, code 50013, and counts as an invalid request.
+func (s *Server) Forbid(channel string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.forbid[channel] = true
+}
+
+func (s *Server) forbidden(channel string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.forbid[channel]
 }
 
 // RateLimitNext makes the next request matching route answer a per-route 429
@@ -1088,6 +1115,20 @@ func (s *Server) handleCallback(w http.ResponseWriter, r *http.Request) {
 		s.mu.Unlock()
 		invalidForm(w, fmt.Errorf("type: callback type %d is not valid for interaction type %d", b.Type, in.typ))
 		return
+	}
+	if b.Data != nil && len(b.Data.Choices) > 0 {
+		// Autocomplete: at most 25 choices, each name and value 1 to 100
+		// characters (https://discord.com/developers/docs/interactions/application-commands#application-command-object-application-command-option-choice-structure).
+		bad := len(b.Data.Choices) > maxSelectOptions
+		for _, c := range b.Data.Choices {
+			v := fmt.Sprint(c.Value)
+			bad = bad || len([]rune(c.Name)) < 1 || len([]rune(c.Name)) > maxOptionText || len([]rune(v)) > maxOptionText
+		}
+		if bad {
+			s.mu.Unlock()
+			invalidForm(w, fmt.Errorf("data.choices: 1 to %d choices, names and values of 1 to %d characters", maxSelectOptions, maxOptionText))
+			return
+		}
 	}
 	var selects []Select
 	if b.Data != nil && (b.Type == 4 || b.Type == 7) {

@@ -5,7 +5,7 @@ package fakeslack
 // need an Authorization: Bearer header with a token holding files:read. The
 // fake serves each file it hosts at its url_private_download and, like Slack,
 // answers a request with no token, a wrong one or one without files:read
-// (MissingScopes) with a redirect to the workspace's sign-in page, on another
+// (in Scopes) with a redirect to the workspace's sign-in page, on another
 // host, which shows HTML. That host records every request that reaches it
 // (SignInHits), so a test sees whether a client followed the redirect and
 // whether a token went along.
@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -120,7 +121,8 @@ func (s *Server) handleFile(w http.ResponseWriter, r *http.Request) {
 	_, id, _ := strings.Cut(first, "-")
 	s.mu.Lock()
 	h := s.hostedFiles[id]
-	token := r.Header.Get("Authorization") == "Bearer "+s.BotToken && s.BotToken != "" && !s.MissingScopes["files:read"]
+	token := r.Header.Get("Authorization") == "Bearer "+s.BotToken && s.BotToken != "" &&
+		(s.Scopes == nil || slices.Contains(s.Scopes, "files:read"))
 	s.downloads = append(s.downloads, Download{FileID: id, Token: token, Served: h != nil && token})
 	s.notifyLocked()
 	s.mu.Unlock()

@@ -20,8 +20,8 @@ package fakeslack
 //     did not issue is invalid_cursor.
 //   - The method is Tier 3 (DefaultMethodLimits), and needs the history scope
 //     of the conversation's type: channels:history (C…), groups:history (G…),
-//     im:history (D…); an app without it gets missing_scope with the needed
-//     scope named (MissingScopes).
+//     im:history (D…), mpim:history (a group DM); an app whose Scopes lack it
+//     gets missing_scope with the needed scope named (rules.go's refuse).
 
 import (
 	"encoding/base64"
@@ -44,8 +44,10 @@ type said struct {
 var tsPattern = regexp.MustCompile(`^\d{10}\.\d{6}$`)
 
 // historyScope is the scope reading channel's history needs.
-func historyScope(channel string) string {
+func historyScope(channel string, groupDM bool) string {
 	switch {
+	case groupDM || strings.HasPrefix(channel, "M"):
+		return "mpim:history"
 	case strings.HasPrefix(channel, "G"):
 		return "groups:history"
 	case strings.HasPrefix(channel, "D"):
@@ -114,11 +116,6 @@ func (s *Server) handleReplies(w http.ResponseWriter, r *http.Request, ci int) {
 	channel, ts := f.Get("channel"), f.Get("ts")
 	if channel == "" {
 		s.fail(w, ci, "channel_not_found")
-		return
-	}
-	if scope := historyScope(channel); s.MissingScopes[scope] {
-		s.outcome(ci, "missing_scope")
-		writeJSON(w, map[string]any{"ok": false, "error": "missing_scope", "needed": scope, "provided": "chat:write,app_mentions:read"})
 		return
 	}
 	latest, oldest := f.Get("latest"), f.Get("oldest")

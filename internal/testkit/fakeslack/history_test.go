@@ -59,7 +59,9 @@ func TestReplies_PaginationAndRules(t *testing.T) {
 	if !errors.As(err, &se) || se.Err != "thread_not_found" {
 		t.Fatalf("unknown ts: %v", err)
 	}
-	s.MissingScopes = map[string]bool{"channels:history": true}
+	if err := s.InstallManifest([]byte("oauth_config: {scopes: {bot: [chat:write, groups:history]}}\nsettings: {event_subscriptions: {bot_events: [message.channels]}}\n")); err != nil {
+		t.Fatal(err)
+	}
 	_, _, _, err = api.GetConversationRepliesContext(ctx, &slack.GetConversationRepliesParameters{ChannelID: "C1", Timestamp: root.TS})
 	if !errors.As(err, &se) || se.Err != "missing_scope" {
 		t.Fatalf("without channels:history: %v", err)
