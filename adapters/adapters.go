@@ -36,6 +36,19 @@ type Inbound struct {
 	// threads are the sessions "<SessionKey>:<thread ts>"); it names them for the
 	// answer, e.g. "new threads in #general".
 	DefaultsFor string
+	// Files are the files sent with the message (I1-I4): read through the
+	// adapter's FileReader when the turn needs them.
+	Files []File
+	// Earlier is set when the bot is addressed for the first time in a
+	// conversation that began without it (a Slack thread it did not start, a
+	// Discord thread): where the conversation's earlier messages can be read
+	// through the adapter's HistoryReader (H1). Opaque to everyone but the
+	// adapter; "" = nothing to read.
+	Earlier string
+	// RepliesTo is set when the message answers earlier messages of its
+	// channel (a Discord reply chain): where that chain can be read, for this
+	// message only (H1). Opaque like Earlier.
+	RepliesTo string
 	// Conversation is the kind of place the message came from
 	// (ConversationDirect, ConversationGroup, ConversationChannel), as
 	// access.direct_messages sees it (T5); "" = as Direct says.

@@ -60,6 +60,7 @@ const (
 const (
 	ReasonConsecutiveTimeout Reason = "consecutive_timeout" // R7: a model kept failing transiently
 	ReasonContextWindow      Reason = "context_window"      // B7: skipped, its window cannot hold the prompt
+	ReasonImageInput         Reason = "image_input"         // I5: skipped, it does not take the images of the prompt
 	ReasonIdleTimeout        Reason = "idle_timeout"        // detail of a timeout from an idle stream (R5, R8)
 )
 
@@ -79,7 +80,7 @@ func ReasonClass(r Reason) Class {
 	case ReasonRateLimit, ReasonOverloaded, ReasonTimeout, ReasonConsecutiveTimeout, ReasonIdleTimeout:
 		return ClassTransient
 	case ReasonBilling, ReasonAuth, ReasonAuthPermanent, ReasonModelNotFound, ReasonFormat,
-		ReasonContextOverflow, ReasonContentFilter, ReasonAborted, ReasonContextWindow:
+		ReasonContextOverflow, ReasonContentFilter, ReasonAborted, ReasonContextWindow, ReasonImageInput:
 		return ClassDeterministic
 	}
 	return ClassUnknown

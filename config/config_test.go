@@ -140,7 +140,8 @@ func TestParse_Minimal_Defaults(t *testing.T) {
 	if cfg.Notices.Users != "all" || cfg.Admin.Channel != "" {
 		t.Errorf("notices/admin = %+v %+v", cfg.Notices, cfg.Admin)
 	}
-	if cfg.Limits != (Limits{MaxPaidAttemptsPerMinute: 120, MaxMessageBytes: 65536, MaxResponseBytes: 8388608, MaxAnswerBytes: 1048576}) { // T1
+	if cfg.Limits != (Limits{MaxPaidAttemptsPerMinute: 120, MaxMessageBytes: 65536, MaxResponseBytes: 8388608, MaxAnswerBytes: 1048576,
+		MaxFileBytes: 5242880, MaxFiles: 4, MaxTextFileBytes: 32768}) { // T1, I2
 		t.Errorf("limits = %+v", cfg.Limits)
 	}
 	if got := cfg.Agents.Defaults.IdleTimeout; got != 60*time.Second {

@@ -173,11 +173,11 @@ func (r *runner) walk(i int, pl *plan) (Result, error, bool) {
 			return res, err, true
 		}
 		// B1 then B2, before every paid call.
-		if r.p.MaxPaidAttemptsPerTurn > 0 && r.paid >= r.p.MaxPaidAttemptsPerTurn {
+		if r.p.MaxPaidAttemptsPerTurn > 0 && r.paid+r.req.Spent.Calls >= r.p.MaxPaidAttemptsPerTurn {
 			res, err := r.summary(ErrTurnBudget)
 			return res, err, true
 		}
-		if r.p.MaxTurnCostUSD > 0 && r.cost >= r.p.MaxTurnCostUSD {
+		if r.p.MaxTurnCostUSD > 0 && r.cost+r.req.Spent.USD >= r.p.MaxTurnCostUSD {
 			res, err := r.summary(ErrTurnBudget)
 			return res, err, true
 		}
@@ -249,7 +249,8 @@ func (r *runner) walk(i int, pl *plan) (Result, error, bool) {
 		if out.Progress {
 			r.breaker = 0 // R8: completed progress resets
 		}
-		rec := AttemptRecord{Candidate: cand, Kind: kind, Failure: f, Started: started, Duration: end.Sub(started), CostUSD: cost}
+		rec := AttemptRecord{Candidate: cand, Kind: kind, Failure: f, Started: started, Duration: end.Sub(started), CostUSD: cost,
+			InputTokens: out.InputTokens, OutputTokens: out.OutputTokens, UsageEstimated: out.UsageEstimated}
 		r.record(rec)
 		if f == nil {
 			pending = false

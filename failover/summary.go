@@ -155,6 +155,8 @@ func phrase(r classify.Reason) string {
 		return "not found by the provider"
 	case classify.ReasonContextWindow:
 		return "too small for this conversation"
+	case classify.ReasonImageInput:
+		return "unable to take images"
 	}
 	return "failing (" + string(r) + ")"
 }

@@ -2,8 +2,11 @@
 // their model overrides (O1-O7), history and attempt records in gorm, a router with
 // one queue per session key (turns of one session never overlap, different
 // sessions run in parallel, an idle session costs no goroutine), and the turn
-// itself: commands, context fitting (R15, B7), the failover run with the override
-// hooks (O2, O3), the primary probe (S3), notices (N1-N4, B4) and admin reports (V4).
+// itself: commands, the message's files (I1-I4) and a conversation's earlier
+// messages (H1-H4), context fitting with summaries of what is dropped (R15,
+// R16, B7), capability-aware chains (I5), the failover run with the override
+// hooks (O2, O3), the primary probe (S3), notices (N1-N4, B4), admin reports
+// (V4) and the usage of every paid call (U1-U4).
 //
 // Channel defaults: a session created under another one (the Slack thread
 // "slack:T1:C1:1712.0001" under its channel "slack:T1:C1": the key without its
@@ -55,6 +58,7 @@ type ModelInfo struct {
 	Price         failover.Price
 	Selectable    bool     // people may choose it with /model though no chain names it
 	Aliases       []string // short names for /model ("fast"); unique across models
+	Images        bool     // it takes images (models.<ref>.input: [text, image], I5)
 }
 
 // Config is everything the router needs, mapped from config.Config by internal/app.
@@ -87,6 +91,26 @@ type Config struct {
 	MaxMessageBytes int
 	// MaxTokens caps each answer (0 = provider default).
 	MaxTokens int
+	// ImageFallbacks are tried after the chain's own image-taking models by a
+	// turn whose message holds images (I5).
+	ImageFallbacks []failover.ModelRef
+	// Files bounds what is read of the files of a message (I2).
+	Files FileLimits
+	// ThreadMessages bounds the earlier messages read when the bot is first
+	// addressed in a conversation that began without it (H2); 0 = none.
+	ThreadMessages int
+	// Summary replaces the turns compaction drops by a summary a model writes,
+	// at most SummaryMaxTokens long (R16); false drops them.
+	Summary          bool
+	SummaryMaxTokens int
+}
+
+// FileLimits bound the files of one message (I2); zero values take the
+// defaults (5 MiB a file, 4 files, text files of up to 32 KiB inlined).
+type FileLimits struct {
+	MaxBytes     int64
+	MaxFiles     int
+	MaxTextBytes int64
 }
 
 // Options are the router's collaborators.
@@ -148,6 +172,18 @@ func NewRouter(cfg Config, opts Options) (*Router, error) {
 	}
 	if cfg.MaxMessageBytes <= 0 {
 		return nil, fmt.Errorf("sessions: Config.MaxMessageBytes must be positive, not %d", cfg.MaxMessageBytes)
+	}
+	if cfg.Files.MaxBytes <= 0 {
+		cfg.Files.MaxBytes = 5 << 20
+	}
+	if cfg.Files.MaxFiles <= 0 {
+		cfg.Files.MaxFiles = 4
+	}
+	if cfg.Files.MaxTextBytes <= 0 {
+		cfg.Files.MaxTextBytes = 32 << 10
+	}
+	if cfg.SummaryMaxTokens <= 0 {
+		cfg.SummaryMaxTokens = 400
 	}
 	clock := opts.Clock
 	if clock == nil {
@@ -246,12 +282,17 @@ func (r *Router) Close() {
 // Active returns how many sessions currently have a worker (queued or running).
 func (r *Router) Active() int { return r.lanes.Active() }
 
+// adapter returns the adapter named name, nil when there is none.
+func (r *Router) adapter(name string) adapters.Adapter {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.adapters[name]
+}
+
 // send posts out through the adapter named by out.Channel, and notes it as the
 // final answer of the message being processed when it is one (delivery).
 func (r *Router) send(ctx context.Context, out adapters.Outbound) error {
-	r.mu.Lock()
-	a := r.adapters[out.Channel]
-	r.mu.Unlock()
+	a := r.adapter(out.Channel)
 	if a == nil {
 		r.log.Warn("no adapter for outbound message", "channel", out.Channel, "kind", out.Kind, "session", out.SessionKey)
 		return errors.New("sessions: no adapter for channel " + out.Channel)

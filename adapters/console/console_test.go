@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -78,7 +79,7 @@ func TestText_Inbound(t *testing.T) {
 		t.Fatalf("got %d inbound, want 3 (blank lines skipped): %+v", len(got), got)
 	}
 	want := adapters.Inbound{Channel: "console", SessionKey: "console:default", User: "console:local", Text: "hello", ReplyTo: "default", Direct: true, Admin: true}
-	if got[0] != want {
+	if !reflect.DeepEqual(got[0], want) {
 		t.Errorf("got %+v, want %+v", got[0], want)
 	}
 	// text format does not interpret JSON: the line is the message.
@@ -167,7 +168,7 @@ func TestJSONL_Inbound(t *testing.T) {
 		t.Fatalf("got %d inbound, want %d: %+v", len(got), len(want), got)
 	}
 	for i := range want {
-		if got[i] != want[i] {
+		if !reflect.DeepEqual(got[i], want[i]) {
 			t.Errorf("[%d] got %+v, want %+v", i, got[i], want[i])
 		}
 	}

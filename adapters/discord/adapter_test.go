@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -40,7 +41,7 @@ func TestRun_IdentifiesAndRegistersCommands(t *testing.T) {
 	for _, c := range sets[0].Commands {
 		names = append(names, c.Name)
 	}
-	if want := []string{"model", "new", "reset", "status", "recover", "help"}; !slices.Equal(names, want) {
+	if want := []string{"model", "new", "reset", "compact", "status", "usage", "recover", "help"}; !slices.Equal(names, want) {
 		t.Fatalf("commands = %v, want %v", names, want)
 	}
 	// T5: /recover is hidden from everyone but administrators by default.
@@ -111,7 +112,7 @@ func TestInbound_Routing(t *testing.T) {
 		// message id, for de-duplication across replicas (M3).
 		tc.want.ReplyTo = tc.ch + "/" + id
 		tc.want.EventID = "discord:msg:" + id
-		if got != tc.want {
+		if !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: got %+v, want %+v", tc.name, got, tc.want)
 		}
 	}
@@ -261,7 +262,7 @@ func TestInteraction_ModelDeferredThenEdited(t *testing.T) {
 	want := adapters.Inbound{Channel: Name, SessionKey: "discord:G1:C1", User: "discord:U1",
 		Text: "/model openai/gpt-4.1@openai:backup", ReplyTo: "interaction:" + id + ":C1", Native: true,
 		EventID: "discord:interaction:" + id, Conversation: adapters.ConversationChannel}
-	if in != want {
+	if !reflect.DeepEqual(in, want) {
 		t.Fatalf("inbound = %+v, want %+v", in, want)
 	}
 	// Deferred at once, before any answer exists, for the asker only.

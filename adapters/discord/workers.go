@@ -65,6 +65,8 @@ func (a *Adapter) handle(_ string, j job) {
 	}
 	if j.lookup && a.isThread(ctx, j.channel()) {
 		a.threads.Add(j.channel())
+		// H1: first mentioned in a thread it did not start (its own are known).
+		j.in.Earlier, j.in.RepliesTo = threadRef(j.channel(), j.message), ""
 	}
 	if j.openThread && !a.threads.Has(j.channel()) {
 		a.moveToThread(ctx, &j)

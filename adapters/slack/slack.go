@@ -597,6 +597,7 @@ type innerEvent struct {
 	ParentUserID string `json:"parent_user_id"`
 	// AssistantThread is set on messages of an AI app container chat.
 	AssistantThread json.RawMessage `json:"assistant_thread"`
+	Files           []slackFile     `json:"files"` // I1: files.go
 }
 
 // Message subtypes that carry a person's new message; every other subtype
@@ -690,9 +691,12 @@ func (a *Adapter) fromEvent(req *socketmode.Request) *adapters.Inbound {
 		root = ev.TS
 	}
 	addressed := direct || ev.Type == "app_mention" || mentioned
-	if !addressed && (ev.ThreadTS == "" || !a.inThread(ev, team, botUser)) {
+	inThread := ev.ThreadTS != "" && !direct && a.inThread(ev, team, botUser)
+	if !addressed && !inThread {
 		return nil // channel chatter not addressed to the bot
 	}
+	// H1: addressed in a thread it takes no part in yet (it did not start it).
+	joined := ev.ThreadTS != "" && ev.ThreadTS != ev.TS && !direct && !inThread
 	// An app_mention and its message.channels twin share channel and ts: handle one.
 	if a.mem.seenMsg.Seen(threadKey(ev.Channel, ev.TS)) {
 		return nil
@@ -704,7 +708,10 @@ func (a *Adapter) fromEvent(req *socketmode.Request) *adapters.Inbound {
 	text = strings.TrimSpace(unescapeSlack(text))
 	// One id per message, whichever event (app_mention or message) carried it.
 	in := &adapters.Inbound{Channel: Name, User: "slack:" + ev.User, Text: text,
-		EventID: "slack:msg:" + ev.Channel + ":" + ev.TS, Conversation: a.conversation(context.Background(), ev)}
+		EventID: "slack:msg:" + ev.Channel + ":" + ev.TS, Conversation: a.conversation(context.Background(), ev), Files: filesOf(ev.Files)}
+	if joined {
+		in.Earlier = earlierRef{ev.Channel, ev.ThreadTS, ev.TS}.encode()
+	}
 	if direct {
 		in.Direct = true
 		in.SessionKey = "slack:" + team + ":" + ev.Channel

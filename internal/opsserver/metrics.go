@@ -100,6 +100,8 @@ type Metrics struct {
 
 	llmCalls     *prometheus.CounterVec
 	llmDuration  *prometheus.HistogramVec
+	llmTokens    *prometheus.CounterVec
+	llmCost      *prometheus.CounterVec
 	skips        *prometheus.CounterVec
 	fallbacks    *prometheus.CounterVec
 	turns        *prometheus.CounterVec
@@ -128,6 +130,16 @@ func NewMetrics(avail AvailabilityFunc, names Names, log *slog.Logger) *Metrics 
 		Help:    "Duration of paid model calls, failed or not, by provider.",
 		Buckets: turnBuckets,
 	}, []string{"provider"})
+	// U5: labels are the configured provider and model names only; never a
+	// user, a channel or anything a person typed.
+	m.llmTokens = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "detour_llm_tokens_total",
+		Help: `Tokens of paid model calls by provider, model, direction ("input", "output") and source ("reported" by the provider, or "estimated" when it sent no usage).`,
+	}, []string{"provider", "model", "direction", "source"})
+	m.llmCost = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "detour_llm_cost_usd_total",
+		Help: "Estimated cost in USD of paid model calls, from the configured prices (models.<ref>.usd_per_mtok_*), by provider and model.",
+	}, []string{"provider", "model"})
 	m.skips = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "detour_candidate_skips_total",
 		Help: "Chain candidates skipped without a call (cooling down, disabled, context window too small), by provider, model and reason.",
@@ -154,7 +166,7 @@ func NewMetrics(avail AvailabilityFunc, names Names, log *slog.Logger) *Metrics 
 		Name: "detour_guard_rejections_total",
 		Help: `Turns refused a paid call by a limit: "paid_calls_per_minute" (limits.max_paid_attempts_per_minute) or "turn_budget" (agents.defaults.budget).`,
 	}, []string{"guard"})
-	m.reg.MustRegister(m.llmCalls, m.llmDuration, m.skips, m.fallbacks, m.turns, m.turnDuration, m.turnOverhead, m.guard,
+	m.reg.MustRegister(m.llmCalls, m.llmDuration, m.llmTokens, m.llmCost, m.skips, m.fallbacks, m.turns, m.turnDuration, m.turnOverhead, m.guard,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, g := range []string{sessions.GuardPerMinute, sessions.GuardTurnBudget} {
 		m.guard.WithLabelValues(g) // present at 0 before the first refusal, so alerts see the series
@@ -182,6 +194,19 @@ func (m *Metrics) Attempt(a failover.AttemptRecord) {
 	}
 	m.llmCalls.WithLabelValues(provider, model, outcome, status).Inc()
 	m.llmDuration.WithLabelValues(provider).Observe(a.Duration.Seconds())
+	source := "reported"
+	if a.UsageEstimated {
+		source = "estimated"
+	}
+	if a.InputTokens > 0 {
+		m.llmTokens.WithLabelValues(provider, model, "input", source).Add(float64(a.InputTokens))
+	}
+	if a.OutputTokens > 0 {
+		m.llmTokens.WithLabelValues(provider, model, "output", source).Add(float64(a.OutputTokens))
+	}
+	if a.CostUSD > 0 {
+		m.llmCost.WithLabelValues(provider, model).Add(a.CostUSD)
+	}
 }
 
 // Fallback counts one step from one model to the next.

@@ -168,3 +168,28 @@ func TestMetrics_M5_StatusBesideTheReason(t *testing.T) {
 		t.Errorf("the status label takes %d values", len(seen))
 	}
 }
+
+// covers U5: tokens and estimated cost are counted by provider and model, the
+// estimated ones apart from the reported ones; no other label is used.
+func TestMetrics_U5_TokensAndCost(t *testing.T) {
+	m := NewMetrics(nil, Names{Models: []string{"p1/a"}, Providers: []string{"p1"}}, nil)
+	c := failover.Candidate{Provider: "p1", Model: "a", Profile: "p1:main"}
+	m.Attempt(failover.AttemptRecord{Candidate: c, InputTokens: 100, OutputTokens: 20, CostUSD: 0.25})
+	m.Attempt(failover.AttemptRecord{Candidate: c, InputTokens: 7, OutputTokens: 3, CostUSD: 0.5, UsageEstimated: true})
+	m.Attempt(failover.AttemptRecord{Candidate: c, Failure: &failover.Failure{Reason: classify.ReasonRateLimit, Status: 429}})
+	_, body := fetch(t, serve(t, m, Checks{})+"/metrics")
+	for _, want := range []string{
+		`detour_llm_tokens_total{direction="input",model="a",provider="p1",source="reported"} 100`,
+		`detour_llm_tokens_total{direction="output",model="a",provider="p1",source="reported"} 20`,
+		`detour_llm_tokens_total{direction="input",model="a",provider="p1",source="estimated"} 7`,
+		`detour_llm_tokens_total{direction="output",model="a",provider="p1",source="estimated"} 3`,
+		`detour_llm_cost_usd_total{model="a",provider="p1"} 0.75`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if strings.Contains(body, "p1:main") {
+		t.Error("a profile id became a label")
+	}
+}

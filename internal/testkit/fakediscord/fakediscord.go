@@ -237,6 +237,10 @@ type Msg struct {
 	Bot        bool
 	Content    string
 	MentionBot bool // list the bot in mentions
+	// ReplyTo is the message it replies to (type 19, message_reference); ""
+	// = none. Attachments are attachment objects from AddAttachment.
+	ReplyTo     string
+	Attachments []map[string]any
 }
 
 type channelInfo struct {
@@ -307,6 +311,9 @@ type Server struct {
 	// InvalidateAfterReady sends op 9 (not resumable) right after READY for that
 	// many sessions, counting down.
 	InvalidateAfterReady int
+	// NoHistory lists the channels where the bot lacks Read Message History
+	// (history.go).
+	NoHistory map[string]bool
 
 	srv      *httptest.Server
 	upgrader websocket.Upgrader
@@ -330,9 +337,12 @@ type Server struct {
 	budgetStart  time.Time
 	budgetUsed   int
 	messages     []Message
-	byID         map[string]int    // message id -> index in messages (the bot's posts)
-	known        map[string]string // message id -> author id
-	where        map[string]string // message id -> channel id (channel messages)
+	byID         map[string]int         // message id -> index in messages (the bot's posts)
+	known        map[string]string      // message id -> author id
+	where        map[string]string      // message id -> channel id (channel messages)
+	said         map[string]*said       // message id -> a person's message (history.go)
+	cdn          map[string]*attachment // attachment id -> file (history.go)
+	cdnLog       []CDNRequest
 	edits        []Edit
 	deletes      []Delete
 	threadStarts []ThreadStart
@@ -406,6 +416,9 @@ func (s *Server) start(secure bool) {
 	mux.HandleFunc("GET "+p+"/users/@me", s.handleMe)
 	mux.HandleFunc("GET "+p+"/channels/{id}", s.handleChannel)
 	mux.HandleFunc("POST "+p+"/channels/{id}/messages", s.handleChannelMessage)
+	mux.HandleFunc("GET "+p+"/channels/{id}/messages", s.handleGetMessages)
+	mux.HandleFunc("GET "+p+"/channels/{id}/messages/{mid}", s.handleGetMessage)
+	mux.HandleFunc("GET /attachments/{channel}/{id}/{name}", s.handleCDN)
 	mux.HandleFunc("PATCH "+p+"/channels/{id}/messages/{mid}", s.handleMessageEdit)
 	mux.HandleFunc("DELETE "+p+"/channels/{id}/messages/{mid}", s.handleMessageDelete)
 	mux.HandleFunc("POST "+p+"/channels/{id}/messages/{mid}/threads", s.handleThreadFromMessage)
@@ -1188,11 +1201,12 @@ func (s *Server) SendMessage(m Msg) string {
 	if name == "" {
 		name = "user-" + m.AuthorID
 	}
-	body := map[string]any{
-		"id": id, "channel_id": m.ChannelID, "content": m.Content, "type": 0,
-		"author":    map[string]any{"id": m.AuthorID, "username": name, "bot": m.Bot},
-		"timestamp": time.Now().UTC().Format(time.RFC3339), "mentions": []any{},
-	}
+	author := map[string]any{"id": m.AuthorID, "username": name, "bot": m.Bot}
+	s.mu.Lock()
+	s.rememberLocked(id, m, author)
+	body := s.saidJSONLocked(s.said[id], true)
+	s.mu.Unlock()
+	body["timestamp"] = time.Now().UTC().Format(time.RFC3339)
 	if m.MentionBot {
 		body["mentions"] = []any{s.botUser()}
 	}
@@ -1200,7 +1214,7 @@ func (s *Server) SendMessage(m Msg) string {
 		body["guild_id"] = m.GuildID
 	}
 	if s.contentWithheld(m) {
-		body["content"] = "" // no MESSAGE_CONTENT intent, no mention of the bot, not a DM
+		body["content"], body["attachments"] = "", []any{} // no MESSAGE_CONTENT intent, no mention of the bot, not a DM
 	}
 	s.Dispatch("MESSAGE_CREATE", body)
 	return id

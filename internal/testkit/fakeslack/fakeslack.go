@@ -258,6 +258,9 @@ type Server struct {
 	// and chat.stopStream answer, as in a workspace without streaming (for
 	// example "unknown_method" or "not_allowed").
 	RefuseStreaming string
+	// RepliesPageSize is the most replies a conversations.replies page holds
+	// (default 1000, Slack's maximum limit; history.go).
+	RepliesPageSize int
 	// Scopes, when set, are the bot token's scopes (InstallManifest sets them
 	// from a manifest); nil grants every scope.
 	Scopes []string
@@ -304,6 +307,10 @@ type Server struct {
 	statuses     map[string]threadStatus // channel/thread_ts → assistant status
 	notIn        map[string]bool         // channels the bot is not a member of
 	connectedAt  []time.Time             // when each socket was accepted (Now)
+	saidByKey    map[string]*said        // channel/ts → a person's message (history.go)
+	hostedFiles  map[string]*hosted      // file id → file (files.go)
+	downloads    []Download
+	signin       signIn
 }
 
 // envelope is an events_api delivery waiting for its ack.
@@ -385,6 +392,7 @@ func (s *Server) Start() {
 	mux.HandleFunc("/api/", s.handleAPI)
 	mux.HandleFunc("/link/", s.handleSocket)
 	mux.HandleFunc("/resp/", s.handleResponseURL)
+	mux.HandleFunc("GET /files-pri/", s.handleFile)
 	s.srv = httptest.NewServer(mux)
 }
 
@@ -411,6 +419,7 @@ func (s *Server) Close() {
 	}
 	s.connWG.Wait()
 	s.timerWG.Wait()
+	s.closeSignIn()
 }
 
 // notifyLocked wakes every waiter; s.mu must be held.
@@ -853,6 +862,7 @@ func (s *Server) PushEvent(event map[string]any) Sent {
 		"event_id": eventID, "event_time": 1700000000 + n, "event": event,
 	}
 	s.byEvent[eventID] = outer
+	s.rememberLocked(event)
 	ok, notify, minute := s.budgetLocked()
 	if !ok {
 		sent := Sent{EventID: eventID, TS: ts, Dropped: true}
@@ -1172,6 +1182,8 @@ func (s *Server) handleAPI(w http.ResponseWriter, r *http.Request) {
 			"user": "detour", "team_id": s.TeamID, "user_id": s.BotUserID, "bot_id": s.BotID})
 	case "chat.postMessage", "chat.postEphemeral", "chat.update":
 		s.recordPost(w, r, method, token, ci)
+	case "conversations.replies":
+		s.handleReplies(w, r, ci)
 	case "conversations.info":
 		ch := r.Form.Get("channel")
 		s.mu.Lock()

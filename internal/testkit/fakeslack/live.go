@@ -36,6 +36,7 @@ var DefaultMethodLimits = map[string]int{
 	"chat.delete":                           Tier3, // https://docs.slack.dev/reference/methods/chat.delete
 	"assistant.threads.setSuggestedPrompts": Tier4, // https://docs.slack.dev/reference/methods/assistant.threads.setSuggestedPrompts
 	"assistant.threads.setTitle":            Tier4, // assumed like setSuggestedPrompts
+	"conversations.replies":                 Tier3, // https://docs.slack.dev/reference/methods/conversations.replies (internal apps)
 }
 
 // Slack's documented sizes the fake checks.

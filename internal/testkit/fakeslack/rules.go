@@ -104,8 +104,11 @@ func (s *Server) refuse(w http.ResponseWriter, method string, form url.Values, c
 	scopes, notIn, groupDM := s.Scopes, s.notIn[form.Get("channel")], s.groupDMs[form.Get("channel")]
 	s.mu.Unlock()
 	needed := methodScopes[method]
-	if method == "conversations.info" {
+	switch method {
+	case "conversations.info":
 		needed = []string{conversationScope(form.Get("channel"), groupDM)}
+	case "conversations.replies":
+		needed = []string{historyScope(form.Get("channel"), groupDM)} // history.go
 	}
 	if scopes != nil && len(needed) > 0 && !slices.ContainsFunc(needed, func(n string) bool { return slices.Contains(scopes, n) }) {
 		s.outcome(ci, "missing_scope")
