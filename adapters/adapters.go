@@ -36,7 +36,46 @@ type Inbound struct {
 	// threads are the sessions "<SessionKey>:<thread ts>"); it names them for the
 	// answer, e.g. "new threads in #general".
 	DefaultsFor string
+	// Files are the files sent with the message (I1-I4): read through the
+	// adapter's FileReader when the turn needs them.
+	Files []File
+	// Earlier is set when the bot is addressed for the first time in a
+	// conversation that began without it (a Slack thread it did not start, a
+	// Discord thread): where the conversation's earlier messages can be read
+	// through the adapter's HistoryReader (H1). Opaque to everyone but the
+	// adapter; "" = nothing to read.
+	Earlier string
+	// RepliesTo is set when the message answers earlier messages of its
+	// channel (a Discord reply chain): where that chain can be read, for this
+	// message only (H1). Opaque like Earlier.
+	RepliesTo string
+	// Conversation is the kind of place the message came from
+	// (ConversationDirect, ConversationGroup, ConversationChannel), as
+	// access.direct_messages sees it (T5); "" = as Direct says.
+	Conversation string
+	// Parent is the session key of the channel a thread belongs to
+	// ("discord:G1:C1" for a message in the thread "discord:G1:T7"), so that
+	// access.channels allows the threads of an allowed channel (T5); "" outside
+	// a thread, or when the adapter does not know it.
+	Parent string
+	// Replay asks, when EventID was answered before, for that stored answer
+	// again (marked Outbound.Replayed) rather than silence: set where the
+	// sender chose the id and sends a message again because it missed the
+	// answer (the console's "id", M7). Platforms leave it false: their
+	// redelivery of an event already answered and delivered is dropped (M3).
+	Replay bool
 }
+
+// Conversation kinds (Inbound.Conversation).
+const (
+	// ConversationDirect is a direct message between one person and the bot.
+	ConversationDirect = "direct"
+	// ConversationGroup is a direct message among several people and the bot
+	// (a Slack group DM, "mpim"): a direct message for access.direct_messages.
+	ConversationGroup = "group_direct"
+	// ConversationChannel is a channel, public or private, or a thread of one.
+	ConversationChannel = "channel"
+)
 
 // Outbound is one message to post.
 type Outbound struct {
@@ -47,6 +86,9 @@ type Outbound struct {
 	Text       string
 	Model      string // on replies: the "provider/model" that answered
 	Ephemeral  bool   // visible only to the user where the platform allows (command answers)
+	// Replayed marks an answer given before and sent again for a message sent
+	// again with the same id (Inbound.Replay, M7); no model was called for it.
+	Replayed bool
 	// Choices offers a pick (L4: /model without an argument). An adapter that
 	// can show a select menu shows one beside Text and sends the person's pick
 	// back as an Inbound whose Text is the choice's Command; others show Text.
@@ -115,6 +157,11 @@ type Stream interface {
 	// adapter throttles and may show it later or partly; it must not block on
 	// the platform's rate limits.
 	Update(ctx context.Context, text string) error
+	// Restart takes down what the stream shows (a failed attempt's text) and,
+	// when lead is not nil, posts lead as a message of its own before any text
+	// that follows: the fallback notice above the fallback's answer (A5). Like
+	// Update, it does not wait for the platform.
+	Restart(ctx context.Context, lead *Outbound) error
 	// Finish replaces what was shown with the final message (the complete
 	// answer, or an error) and ends the stream; no text may be left that is
 	// not part of final. When the platform refused to stream, Finish posts
@@ -136,10 +183,8 @@ func Sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
 	select {
-	case <-t.C:
+	case <-time.After(d): // collected once it fires or is dropped (Go 1.23)
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

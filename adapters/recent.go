@@ -8,14 +8,20 @@ import (
 )
 
 // Recent remembers up to a fixed number of keys (event ids, threads the bot takes
-// part in), forgetting the least recently used first; with a TTL a key is also
-// forgotten once it is older than the TTL. It is the one bounded memory the
-// adapters use, so a chatty workspace cannot grow the process without bound.
+// part in), each with an optional value (a thread's channel), forgetting the
+// least recently used first; with a TTL a key is also forgotten once it is older
+// than the TTL. It is the one bounded memory the adapters use, so a chatty
+// workspace cannot grow the process without bound.
 type Recent struct {
 	mu    sync.Mutex // makes Seen's look-then-add atomic
-	cache *lru.Cache[string, time.Time]
+	cache *lru.Cache[string, recentEntry]
 	ttl   time.Duration
 	now   func() time.Time
+}
+
+type recentEntry struct {
+	at    time.Time
+	value string
 }
 
 // NewRecent returns a Recent holding at most size keys. ttl 0 = no expiry; now nil
@@ -27,15 +33,38 @@ func NewRecent(size int, ttl time.Duration, now func() time.Time) *Recent {
 	if now == nil {
 		now = time.Now
 	}
-	c, _ := lru.New[string, time.Time](size) // only a size < 1 errs
+	c, _ := lru.New[string, recentEntry](size) // only a size < 1 errs
 	return &Recent{cache: c, ttl: ttl, now: now}
 }
 
-// Add records key as just seen.
+// Add records key as just seen, keeping the value it holds.
 func (r *Recent) Add(key string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.cache.Add(key, r.now())
+	var v string
+	if e, ok := r.cache.Peek(key); ok {
+		v = e.value
+	}
+	r.cache.Add(key, recentEntry{at: r.now(), value: v})
+}
+
+// Put records key as just seen, holding value.
+func (r *Recent) Put(key, value string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cache.Add(key, recentEntry{at: r.now(), value: value})
+}
+
+// Value returns the value key holds, and whether key is held (and not
+// expired), refreshing its recency.
+func (r *Recent) Value(key string) (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.has(key) {
+		return "", false
+	}
+	e, _ := r.cache.Peek(key)
+	return e.value, true
 }
 
 // Has reports whether key is held (and not expired), refreshing its recency.
@@ -46,8 +75,8 @@ func (r *Recent) Has(key string) bool {
 }
 
 func (r *Recent) has(key string) bool {
-	at, ok := r.cache.Get(key)
-	if ok && r.ttl > 0 && r.now().Sub(at) >= r.ttl {
+	e, ok := r.cache.Get(key)
+	if ok && r.ttl > 0 && r.now().Sub(e.at) >= r.ttl {
 		r.cache.Remove(key)
 		return false
 	}
@@ -65,7 +94,7 @@ func (r *Recent) Seen(key string) bool {
 	if r.has(key) {
 		return true
 	}
-	r.cache.Add(key, r.now())
+	r.cache.Add(key, recentEntry{at: r.now()})
 	return false
 }
 

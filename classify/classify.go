@@ -70,6 +70,7 @@ const ReasonRefusedResponse Reason = "refused_response"
 const (
 	ReasonConsecutiveTimeout Reason = "consecutive_timeout" // R7: a model kept failing transiently
 	ReasonContextWindow      Reason = "context_window"      // B7: skipped, its window cannot hold the prompt
+	ReasonImageInput         Reason = "image_input"         // I5: skipped, it does not take the images of the prompt
 	ReasonIdleTimeout        Reason = "idle_timeout"        // detail of a timeout from an idle stream (R5, R8)
 )
 
@@ -90,7 +91,7 @@ func ReasonClass(r Reason) Class {
 		ReasonRefusedResponse, ReasonLocal:
 		return ClassTransient
 	case ReasonBilling, ReasonAuth, ReasonAuthPermanent, ReasonModelNotFound, ReasonFormat,
-		ReasonContextOverflow, ReasonContentFilter, ReasonAborted, ReasonContextWindow:
+		ReasonContextOverflow, ReasonContentFilter, ReasonAborted, ReasonContextWindow, ReasonImageInput:
 		return ClassDeterministic
 	}
 	return ClassUnknown
@@ -110,11 +111,11 @@ type Response struct {
 // recognises them with errors.Is.
 var (
 	// ErrIdleTimeout: no stream chunk (or no first byte) for the idle timeout.
-	ErrIdleTimeout = errors.New("stream idle timeout")
+	ErrIdleTimeout = errors.New("classify: stream idle timeout")
 	// ErrAttemptTimeout: the per-attempt deadline passed (R10).
-	ErrAttemptTimeout = errors.New("attempt timeout")
+	ErrAttemptTimeout = errors.New("classify: attempt timeout")
 	// ErrEmptyOutput: the call succeeded but produced no usable text (R13).
-	ErrEmptyOutput = errors.New("empty response")
+	ErrEmptyOutput = errors.New("classify: empty response")
 )
 
 // MaxMessageRunes bounds Verdict.Message. Callers that show the message cut it

@@ -282,10 +282,24 @@ func textStatus(parts []string) int {
 				}
 			}
 		}
+		if !hasStatusNumber(p) {
+			continue // the pattern has no literal to start from: look for a number first
+		}
 		if m := reNamedStatus.FindStringSubmatch(p); m != nil {
 			n, _ := strconv.Atoi(m[1])
 			return n
 		}
 	}
 	return 0
+}
+
+// hasStatusNumber reports a three-digit number from 400 to 599 in p.
+func hasStatusNumber(p string) bool {
+	for i := 0; i+2 < len(p); i++ {
+		if (p[i] == '4' || p[i] == '5') && isDigit(p[i+1]) && isDigit(p[i+2]) &&
+			(i == 0 || !isDigit(p[i-1])) && (i+3 == len(p) || !isDigit(p[i+3])) {
+			return true
+		}
+	}
+	return false
 }

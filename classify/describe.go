@@ -43,6 +43,8 @@ func Describe(r Reason, status int) string {
 		return "context too long"
 	case ReasonContextWindow:
 		return "context window too small"
+	case ReasonImageInput:
+		return "does not take images"
 	case ReasonContentFilter:
 		return "blocked by content filter"
 	case ReasonAborted:

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -163,6 +164,17 @@ func (ev *evidence) parseBody(body string, depth int, prose *[]string) {
 					*prose = append(*prose, prefix)
 					ev.paths = append(ev.paths, ev.base+"text")
 					ev.fromJSON(v, depth, prose)
+					// Text after the document is prose too: a bracketed status is
+					// valid JSON ("InferenceServerException: [400] Request for
+					// unknown model: 'v2' is not found"), and the words that follow
+					// it are the message.
+					if suffix := strings.TrimSpace(trimmed[j+1:]); hasLetter(suffix) {
+						*prose = append(*prose, clip(suffix, maxPartLength))
+						ev.paths = append(ev.paths, ev.base+"text")
+						if ev.message == "" || ev.message == prefix {
+							ev.message = prefix + " " + suffix
+						}
+					}
 					if ev.message == "" {
 						ev.message = prefix
 					}
@@ -667,4 +679,14 @@ func (ev *evidence) fieldOf(match string) string {
 		}
 	}
 	return ""
+}
+
+// hasLetter reports whether s holds a letter (of any script).
+func hasLetter(s string) bool {
+	for _, r := range s {
+		if unicode.IsLetter(r) {
+			return true
+		}
+	}
+	return false
 }

@@ -90,8 +90,8 @@ func pat(name, keys, p string) rule {
 
 // alt is one alternative of a rule's pattern, compiled on its own: an
 // alternative that starts with a literal is found with a plain substring search
-// (Go's regexp then skips to it), which keeps Classify far below 100 µs. A
-// leading \b is checked by hand for the same reason.
+// (Go's regexp then skips to it), which keeps Classify well inside its target
+// (BENCHMARKS.md). A leading \b is checked by hand for the same reason.
 type alt struct {
 	re        *regexp.Regexp
 	prefix    string // literal every match starts with ("" = none)
@@ -210,7 +210,8 @@ func (r rule) unlessRe(re *regexp.Regexp) rule { r.unless = newMatcher(re.String
 // matcher is a pattern split at its top-level alternatives, each compiled on its
 // own with its literal prefix (as a rule's alts): a veto such as
 // reNotPromptCount, read as one regular expression, has no literal to jump to and
-// costs about 100 µs on a 250-byte text; split, it costs under 1 µs.
+// is tried at every position of the text; split, each alternative jumps to its
+// literal (the figures are in BENCHMARKS.md).
 type matcher struct{ alts []alt }
 
 func newMatcher(p string) *matcher {
@@ -281,6 +282,9 @@ func rx(p string) *regexp.Regexp {
 	return regexp.MustCompile(strings.ReplaceAll(p, "~", gap))
 }
 
+// reLocation: the provider will not serve the caller's country or region.
+const reLocation = `\blocation is not supported\b|\bnot (available|supported) in your (country|region|territory|location)\b|\bunsupported[ _]country\b|\bcountry, region, or territory not supported\b`
+
 // Shared vetoes.
 var (
 	// A Google per-metric quota reuses OpenAI's billing sentence for a rate window.
@@ -301,6 +305,10 @@ var (
 	reTemporary = rx(`\btemporar(y|ily)\b|\bfor (\d+|a few|several) (seconds?|minutes?|hours?)\b|\btry again (later|in)\b`)
 	// Billing words, or a block that lifts by itself: neither is a revoked account.
 	reBillingOrTemporary = rx(reBillingWords.String() + `|` + reTemporary.String())
+	// A field or parameter named in quotes: a value of the request, not the prompt.
+	reNamedField = rx(`'[^'|]{1,40}' (field|parameter|param|property|argument)\b|\b(field|parameter|param|property|argument) '[^'|]{1,40}'`)
+	// A limit of one request's shape or of its output, not of a rate.
+	reShapeOrOutputCap = rx(`\bper (message|request|prompt|call|turn|conversation|input|response)\b|\bin a single (message|request|prompt|call|turn|conversation)\b|\bmax[_ ]?(completion[_ ]|output[_ ]|new[_ ])?tokens\b|\boutput (token )?limit\b`)
 	// A count of output tokens, bytes or images over a cap is a parameter or an
 	// attachment of the request, not a prompt too long for the window.
 	reNotPromptCount = rx(`\bmax[_ ](new[_ ]|completion[_ ]|output[_ ])?tokens\b|\boutput tokens\b|\bcompletion tokens\b|\bbytes\b|\bimages?\b|\bmb\b|\bfiles?\b|\battachments?\b|\buploads?\b|\bpdfs?\b|\bvideos?\b|\bper[ -](minute|second|hour|day)\b|\b(tpm|rpm|tpd|rpd)\b|rate[ _-]?limit`)
@@ -325,7 +333,11 @@ var families = []family{
 		pat("content-filter", "content", `\bcontent[ _-]?(filter\w*|polic(y|ies)|management polic(y|ies)|moderation)\b`),
 		pat("flagged", "flagged", `\b(prompt|input|output|content|request|message|response|text)s? (was |were |has been |is )?flagged\b|\bflagged (as|for|by)\b`),
 		pat("safety-system", "safety", `\bsafety (system|filters?|settings?|reasons?|polic(y|ies)|checks?)\b|\bblocked (by|due to) safety\b`),
-		pat("harmful-content", "content", `\b(harmful|inappropriate|unsafe|prohibited|sensitive|explicit|disallowed|violating|illegal) content\b`),
+		pat("harmful-content", "content", `\b(harmful|inappropriate|unsafe|prohibited|sensitive|explicit|disallowed|violating|illegal) ((input|output|prompt|generated|response|user) )?content\b`),
+		// OCI's "Inappropriate output content detected in output blocklist"; Gemini
+		// SDKs' "Candidate was blocked due to RECITATION" (the finish reason, quoted).
+		pat("blocklist", "blocklist|block list", `\bdetected in (the )?(input |output |prompt |response )?block ?list\b|\bblocked by (the |a )?(custom |content )?block ?list\b|\bmatched (the |a )?block ?list\b`),
+		pat("blocked-for-filter", "blocked", `\b(candidate|response|prompt|output|input|content|generation|completion|answer)s? (was |were |has been |have been |is |got )?blocked (due to|because of|for) (safety|recitation|prohibited[ _]content|blocklist|spii|image[ _]safety|(the )?content (policy|filter))\b`),
 		pat("content-risk", "risk", `\bcontent (exists|has|contains|carries) risks?\b|\brisky content\b|\bcontent risk\b`),
 		pat("refusal", "refus", `\brefusal\b|\brefused to (answer|respond|comply|generate)\b`),
 		pat("moderation", "moderation", `\b(requires|failed|blocked by|flagged by|rejected by)( our)? moderation\b|\bmoderation (blocked|failed|rejected)\b`),
@@ -356,11 +368,11 @@ var families = []family{
 	{name: "billing", rank: rankBilling, reason: ReasonBilling, rules: []rule{
 		pat("insufficient-funds", "insufficient", `\binsufficient(_|\s~\b)(balance|credits?|funds|quota)\b`),
 		lit("credit-balance", "credit balance"),
-		pat("balance-low", "balance|funds|credit", `\b(account |wallet |credit |prepaid )?(balance|funds|credits?)\b~\b(is |are )?(insufficient|too low|not enough|negative|depleted|below zero)\b|\b(not enough|negative|zero|low) (account )?(balance|funds)\b`),
+		pat("balance-low", "balance|funds|credit", `\b(balance|funds|credits?)\b~\b(is |are )?(insufficient|too low|not enough|negative|depleted|below zero)\b|\b(not enough|negative|zero|low) (account )?(balance|funds)\b`),
 		pat("trial-ended", "trial", `\b(free|your|api) trial( period| credits?)?\b~\b(has )?(expired|ended|is over|used up|exhausted)\b`),
 		pat("out-of-credits", "credit", `\b(out of|run out of|ran out of|no|not enough|any|zero|requires? more|needs? more) (api )?credits?\b|\bused (up )?all (of )?(your |the |available |remaining )*credits\b|\bcredits? (have been |has been |have |has |are |is )?(exhausted|depleted|used up|run out)\b|\bcredits remaining: 0\b`),
 		pat("used-up", "used up", `\bused up (all )?(your |the |its )?(credits?|points|balance|quota|allowance)\b`),
-		pat("payment", "payment", `\bpayment[ _](required|method|failed|overdue|declined|is overdue|is required)\b`),
+		pat("payment", "payment", `\bpayment[ _](required|method|failed|overdue|declined|is overdue|is required)\b`).unlessRe(reRateWords),
 		pat("billing-trouble", "billing", `\bbilling[ _](hard[ _]limit|not[ _]active|issue|problem|error|is not enabled|has been disabled|is disabled|account|required|to be enabled)\b|\benable billing\b|\b(issue|problem) with (your )?(account'?s? )?billing\b|\bplans? (&|and) billing\b|\bbilling details\b`).unlessRe(reGoogleMetric),
 		pat("hard-limit", "hard limit", `\bhard limit (has been )?reached\b`),
 		pat("current-quota", "current", `\bexceeded[ _](your |the )?current[ _]quota\b`).unlessRe(reGoogleMetric),
@@ -424,12 +436,18 @@ var families = []family{
 		pat("does-not-fit", "fit|n_keep|keep", `\b(does not|doesn't|do not|don't|will not|won't|cannot|can't|could not|couldn't|did not|didn't) fit (in|into|within) (the )?(model'?s |available |current |slot )?(context|kv[ -]?cache)\b|\bn_keep\b~(>=|>|greater than|exceeds?)~\bn_ctx\b|\btokens to keep\b~\bgreater than the (model'?s )?context\b|\bgreater than the (model'?s )?context (length|window|size)\b`),
 		pat("sequence-length", "sequence length", `\b(exceed\w*|longer than|greater than|larger than|more than)\b~\b(maximum|max)( supported| allowed)? sequence length\b|\b(maximum|max)( supported| allowed)? sequence length (is|of)( just| only)? [\d,]+`).unlessRe(reRateWords),
 		pat("max-input-length", "exceed|supports up to|longer than",
-			`\bexceeds? (the )?(model'?s )?(maximum|max) (allowed |supported |permitted )?(input |prompt |context |request )?(length|size)\b|\btoken count is [\d,]+ but (the )?model only supports up to\b|\bmodel only supports up to [\d,]+ (input )?tokens\b|\blength of (the )?prompt\b~\b(longer|greater|more) than\b|\bprompt ?\+ ?(generation|completion|tokens_to_generate)\b~\b(exceed\w*|longer|greater|limit)\b`).unlessRe(reNotPromptCount),
+			`\bexceeds? (the )?(model'?s )?(maximum|max) (allowed |supported |permitted )?(input |prompt |context |request )?(length|size)\b|\btoken count is [\d,]+ but (the )?model only supports up to\b|\bmodel only supports up to [\d,]+ (input )?tokens\b|\blength of (the )?prompt\b~\b(longer|greater|more) than\b|\bprompt ?\+ ?(generation|completion|tokens_to_generate)\b~\b(exceed\w*|longer|greater|limit)\b`).
+			// "the 'user' field exceeds the maximum length" is a parameter
+			unlessRe(rx(reNotPromptCount.String() + `|` + reNamedField.String())),
 		// Bedrock's schema limits on the body or the prompt: "expected maxLength:
 		// 42000, actual: 46735", "Value at 'body' failed to satisfy constraint:
 		// Member must have length less than or equal to 25000000"
 		rule{name: "schema-length", keys: []string{"maxlength", "length less than or equal"}, check: func(c *textCtx, _ string) bool { return schemaLengthOver(c.text) }},
 		rule{name: "counts-over", keys: []string{">"}, also: []string{"token"}, check: func(c *textCtx, _ string) bool { return countsOver(c.text) }},
+		// TensorRT-LLM's "The sum of prompt length (9351.0), query length (0) should
+		// not exceed max_num_tokens (8192)", "input tokens length 40000 exceeds
+		// max_num_tokens 32768": the prompt's own size against a limit of the model.
+		pat("prompt-length-over", "length|tokens", `\b(prompt|input)[ _](length|len|size|tokens? length)\b~\b(should not|must not|cannot|can't|may not|does not|shall not) exceed\b|\b(prompt|input)[ _](length|len|size|tokens? length)\b~\bexceeds? (the |its )?(max|maximum|limit)`).unlessRe(reNotPromptCount),
 		lit("context-zh", "上下文过长", "上下文超出", "上下文长度超", "超出最大上下文", "超出上下文", "超过上下文", "请压缩上下文", "输入过长", "输入长度超", "超出最大长度", "超过最大长度", "超过模型最大", "超出模型最大", "文本过长", "长度超过限制", "超出长度限制", "超长"),
 	}},
 	{name: "runtime-crashed", rank: rankCrashed, reason: ReasonUnclassified, rules: []rule{
@@ -439,28 +457,46 @@ var families = []family{
 		// was doing ("error loading model", "loading"), which describe, not decide.
 		pat("process-died", "process|runner|worker|crashed|exit status|segmentation|core dumped",
 			`\b(process|runner|subprocess|worker)\b~\b(has |have |had )?(unexpectedly )?(terminated|exited|crashed|died|stopped)\b|\b(has|had|have) crashed\b|\bexit status [1-9]\d*\b|\bsegmentation fault\b|\bcore dumped\b`),
+		// Ollama's server losing its own llama runner on loopback: "POST predict:
+		// Post \"http://127.0.0.1:35943/completion\": EOF", "do load request: Post
+		// ...: EOF", "an error was encountered while running the model: unexpected
+		// EOF". A dead runner, not a network between us and a provider.
+		pat("runner-call-failed", "predict|load request|running the model", `\bpost predict\b|\bdo load request\b|\berror was encountered while running the model\b`),
 	}},
 	{name: "overloaded", rank: rankOverloaded, reason: ReasonOverloaded, rules: []rule{
 		pat("overloaded", "overload", `(\b|_)overload(ed|ing)?\b`),
 		pat("high-demand", "demand|load|traffic|volume|experiencing", `\b(high|heavy|peak|unusually high|increased) (demand|load|traffic|volume of requests)\b|\bexperiencing (high|heavy|a high|an unusually)\b`),
 		pat("busy", "busy", `\b(server|servers|service|system|api|model|engine|platform|backend|gpus?|llm|runner)s? (is |are )?(currently |too |very )?busy\b|\btoo busy\b|\bcurrently busy\b`),
-		pat("capacity", "capacity", `\b(at|over|out of|no|insufficient|lack of|limited|exceeded|reached)\s+(available |serving |compute |gpu )?capacity\b|\bcapacity\b~\b(exhausted|constraints?|issues?|reached|unavailable|is full|exceeded|limits?)\b|\binsufficientcapacity\b`),
-		pat("no-room", "no more|no free|no available|slots", `\bno (more |free |available )?(data centers?|servers?|workers?|replicas?|instances?|slots?|gpus?|nodes?)\b~\b(available|to forward|left|free)\b|\bno (free|available) (slots?|workers?|gpus?)\b`),
+		pat("capacity", "capacity", `\b(at|over|out of|no|insufficient|lack of|limited|exceeded|reached)\s+(available |serving |compute |gpu |maximum |full |peak )?capacity\b|\bcapacity\b~\b(exhausted|constraints?|issues?|reached|unavailable|is full|exceeded|limits?)\b|\binsufficientcapacity\b`),
+		// llama.cpp and llamafile: "slot unavailable", "all slots are busy". Only
+		// at the start of a message, so prose about a meeting slot is not a server.
+		pat("slots-busy", "slot|worker", `(?:^|\| )(no |all )?(the )?(free |available |idle )?(slots?|workers?) (is |are )?(currently )?(unavailable|busy|in use|occupied|full)\b|\ball (the )?(slots|workers) are (currently )?(busy|in use|occupied|full)\b`),
+		pat("no-room", "no ", `\bno (more |free |available )?(data centers?|servers?|workers?|replicas?|instances?|slots?|gpus?|nodes?)\b~\b(available|to forward|left|free)\b|\bno (free|available) (slots?|workers?|gpus?)\b`),
 		pat("loading", "loading|ready", `\bmodel\b~\b(is |still )?(currently )?loading\b|\bloading (the )?model\b|\bmodel (is )?(not|not yet) ready\b|\bmodelnotready`).
 			unlessRe(rx(`\b(error|failed|failure|unable|cannot|could not) (while )?(loading|to load)\b`)), // a load that failed is not one under way
+		// Lepton, Modal, Baseten: a deployment that is scaling or starting is
+		// there and will serve shortly.
+		pat("scaling-up", "scaling|warming|starting|spinning|cold|booting", `\b(model|deployment|endpoint|app|server|service|instance|replica|container)s?\b~\b(is |are )?(still )?(scaling up|warming up|starting up|spinning up|cold[- ]starting|booting)\b`),
 		pat("temporarily-unavailable", "temporarily", `\btemporarily (unavailable|unable to (handle|process|serve|accept))\b`),
 		pat("model-unavailable-later", "unavailable", `\bmodel\b~\b(is |currently )?unavailable\b`).and("try again|retry|later|shortly|moment"),
 		lit("busy-zh", "繁忙", "过载", "负载过高", "负载较高", "访问量过大", "请求量过大", "资源紧张", "算力不足", "模型未就绪", "模型加载中", "模型正在加载", "暂时不可用"),
 	}},
 	{name: "rate-limit", rank: rankRateLimit, reason: ReasonRateLimit, rules: []rule{
-		pat("rate-limit", "rate", `\brate[ _-]?limit(ed|ing)\b|\brate[ _-]?limits?[ _](exceeded|reached|hit|error|exhausted|is exceeded|has been|of|for|on|reset|exceeded)|\brate_limit|\bratelimit|\b(exceed\w*|reached|hit|over|past|exhausted|used up)\b~\brate[ _-]?limits?\b|\brate[ _-]?limits?\W*$`),
+		pat("rate-limit", "rate", `\brate[ _-]?limit(ed|ing)\b|\brate[ _-]?limits?[ _](exceeded|reached|hit|error|exhausted|is exceeded|has been|of|for|on|reset|exceeded)|\brate_limit|\bratelimit|\b(exceed\w*|reached|hit|over|past|exhausted|used up)\b~\brate[ _-]?limits?\b|\brate[ _-]?limits?\W*$`).
+			// every alternative names the rate limit: without it, "exceeded ~ rate
+			// limit" tried each "exceeded" of a Google body to its sentence's end
+			and("rate limit|rate-limit|rate_limit|ratelimit|rate limits"),
 		pat("too-many-requests", "too", `\btoo[ _]many[ _](requests|concurrent|connections|tokens|calls)\b`),
 		pat("concurrency", "concurren", `\bconcurren(cy|t (requests?|calls|connections))\b`),
 		lit("throttled", "throttl"),
 		pat("per-unit", "per|pm|pd", `\b(requests?|tokens?|calls?|queries)\s+per\s+(minute|second|day|hour|min)\b|\bper[ -](minute|second)\b|\b(rpm|tpm|rpd|tpd|ipm|itpm|otpm)\b|\b(requests?|tokens?|calls?|queries)\s*/\s*(minute|min|second|sec|hour|day)\b|\b(maximum|max) number of (requests|calls|tokens)\b~\bper (minute|second|hour|day)\b`),
 		pat("resource-exhausted", "exhausted", `\bresource[ _]?(has been )?exhausted\b|\bresourceexhausted\b`),
 		pat("quota-exceeded", "quota", `\bquota\b~\b(exceeded|reached|limit)\b|\bexceeded[ _](the |your )?(current |allocated )?quota\b|\ballocated quota\b`),
-		pat("limit-hit", "limit", `\blimits?\s+(has been |have been |was )?(exceeded|reached|hit)\b|\b(exceeded|reached|hit)\s+(the |your |its )?(request |requests |token |call )?limits?\b`),
+		pat("limit-hit", "limit", `\blimits?\s+(has been |have been |was )?(exceeded|reached|hit)\b|\b(exceeded|reached|hit)\s+(the |your |its )?(request |requests |token |call )?limits?\b`).
+			// a cap on one request's shape ("the limit of 10 images per message")
+			// or its output ("max_tokens or model output limit was reached") is the
+			// request's, not a window that reopens
+			unlessRe(reShapeOrOutputCap),
 		pat("request-rate", "rate", `\brequest rate\b~\b(increased|too high|exceeded|too quickly|limit)`),
 		pat("slow-down", "slow", `\bslow (down|your rate)\b`),
 		pat("cooldown", "cool", `\bmodel[ _]cooldown\b|\bcooling down\b`),
@@ -471,6 +507,8 @@ var families = []family{
 		pat("top-up", "top", `\btop[ -]?up\b`),
 		pat("upgrade-plan", "upgrade", `\bupgrade\b~\b(plan|tier|account|subscription)\b`),
 		word("recharge", "recharge", "充值"),
+		// Replicate's "You need to enter your credit card to continue using the API".
+		pat("add-card", "card", `\b(enter|add|set up|provide|update|attach|link|register|verify) (a |your )?(valid )?(credit|debit|payment) card\b~\bto (continue|keep|resume|start|use|access)\b~\b(api|service|platform|model|using|requests?|access)\b|\bno (valid )?(credit card|payment card) on file\b`),
 		rule{name: "billing-link", keys: []string{}, check: billingLink},
 	}},
 	{name: "model-not-found", rank: rankModelNotFound, reason: ReasonModelNotFound, rules: []rule{
@@ -486,26 +524,37 @@ var families = []family{
 		pat("organization-unverified", "verif", `\borgani[sz]ation (must|needs to) be verified\b|\bmust be verified to (use|stream|access|generate)\b|\bverify (your )?organi[sz]ation\b`),
 		pat("operation-unsupported", "operation|chat model|only supported|please use", `\boperation (does not|doesn't|did not) work with the (specified )?model\b|\b(operation|method|call(ing)? (mode|method)) (is )?not supported (for|by|with|on) (this|the)( specified| current)? model\b|\bnot a chat model\b|\bonly supported (in|on|by|via) (the )?/?(v1/)?(responses|completions)\b|\bplease use (the )?/?(v1/)?(completions|responses) (api|endpoint)\b`),
 		pat("load-failed", "load", `\b(failed|unable) to load (the )?model\b|\bcould not load (the )?model\b|\bmodel could not be loaded\b|\berror loading model\b|\bmodel (failed to load|load failed)\b`),
-		pat("model-missing", "model", `\bmodels?\b~\b(not found|does not exist|doesn't exist|do not exist|not exists?|could not be found|cannot be found|can't be found|is not available|not available|is not supported|not supported|isn't supported|isn't available|deprecated|decommissioned|retired|deactivated|no longer (available|supported|exists?|served)|not enabled|not loaded|not served|not accessible|disabled|is invalid|is not a valid|not a valid|legacy)\b`).and("not|n't|exist|deprecated|decommissioned|retired|deactivated|no longer|disabled|invalid|legacy"),
+		pat("model-missing", "model", `\bmodels?\b~\b(not found|does not exist|doesn't exist|do not exist|not exists?|could not be found|cannot be found|can't be found|is not available|not available|is not supported|not supported|isn't supported|isn't available|deprecated|decommissioned|retired|deactivated|no longer (available|supported|exists?|served)|not enabled|not loaded|not served|not accessible|disabled|is invalid|is not a valid|not a valid|legacy)\b`).
+			// one of the phrases must be there: "not" alone let "not authorized"
+			// start the gap at every "model" of a body
+			and("not found|exist|be found|available|supported|deprecated|decommissioned|retired|deactivated|no longer|not enabled|not loaded|not served|not accessible|disabled|is invalid|not a valid|legacy"),
 		pat("unknown-model", "model", `\b(unknown|unsupported|invalid|nonexistent)[ _]model\b|\bnot supported model\b|\bmodel[ _](not[ _]found|is[ _]deactivated|decommissioned)\b`).unlessRe(rx(`invalid model reference`)),
 		pat("no-endpoints", "endpoint|provider|router", `\bno endpoints? found\b|\bno allowed providers\b|\brouter not found\b|\bno (available )?(model )?providers? (available|that|can)\b|\bno available model provider\b`),
-		pat("nothing-loaded", "loaded", `\bno models? (is |are )?loaded\b`),
+		pat("nothing-loaded", "loaded", `\bno models? (is |are )?loaded\b|^model (has been |was )?unloaded\W{0,3}(\||$)`),
+		// Replicate: "Invalid version or not permitted", "The specified version
+		// does not exist". A version is the model there.
+		pat("version-missing", "version", `\b(specified|model|requested) version\b~\b(does not exist|not found|is not available)\b|\binvalid version or not permitted\b`),
+		// A region refusal inside a router's raw upstream body (see routedRegion).
+		pat("routed-region", "location|country|region|territory", reLocation).when(func(c *textCtx, _ string) bool { return c.ev.hasRaw }),
 		pat("deployment-missing", "deployment|engine|endpoint", `\b(deployment|engine|endpoint)s?\b~\b(not found|does not exist|not exist|not running|not deployed|not started)\b`).and("not found|not exist|not running|not deployed|not started"),
+		// Jan's "Engine is not loaded yet": said as the whole statement, so "the
+		// engine is not loaded onto the truck" is prose.
+		pat("engine-not-loaded", "loaded", `\b(engine|deployment|endpoint|backend|runtime)s? (is |are |was )?(still )?(not|not yet) loaded( yet)?\W{0,3}(\||$)`),
 		pat("model-missing-zh", "模型|无可用渠道", `模型不存在|模型未找到|找不到模型|不支持该模型|不支持的模型|模型已下线|模型已下架|无可用渠道|模型[^。|]{0,20}(不存在|未找到|已下线|已下架)|(当前|该|此)模型不支持|无权(访问|使用|调用)(该)?模型|没有(权限)?(访问|使用)(该)?模型的权限`),
 	}},
 	{name: "auth", rank: rankAuth, reason: ReasonAuth, rules: []rule{
 		pat("bad-credential", "invalid|incorrect|wrong|bad|missing|expired|revoked|malformed",
-			`\b(invalid|incorrect|wrong|bad|missing|expired|revoked|malformed)\b~\b(api[ _-]?keys?|keys?|(access |auth |bearer |api |oauth |session )?token|credentials?|client secret|secret|x-api-key|authentication|authori[sz]ation|bearer)\b`).and("key|token|credential|secret|authenticat|authori|bearer").unlessRe(reGoJSONSyntax),
+			`\b(invalid|incorrect|wrong|bad|missing|expired|revoked|malformed)\b~\b(api[ _-]?keys?|keys?|(access |auth |bearer |api |oauth |session )?token|credentials?|client secret|secret|x-api-key|authentication|authori[sz]ation|bearer)\b`).and("key|token|credential|secret|authenticat|authori|bearer").unlessRe(reGoJSONSyntax).when(credentialAtEnd),
 		pat("no-credential", "no ", `\bno (api[ _-]?key|credentials?|auth\w*)\b`),
 		pat("credential-bad", "key|token|credential|secret|signature",
-			`\b(api[ _-]?key|key|token|credentials?|secret|signature)s?\b~\b(is |was |has |have )?(been )?(invalid|not valid|expired|revoked|incorrect|missing|not found|required|invalidated|does not match|must be (set|provided)|not set|not provided|not configured)\b`).and("invalid|not valid|expired|revoked|incorrect|missing|not found|required|does not match|must be|not set|not provided|not configured"),
+			`\b(api[ _-]?key|key|token|credentials?|secret|signature)s?\b~\b(is |was |has |have )?(been )?(invalid|not valid|expired|revoked|incorrect|missing|not found|required|invalidated|does not match|must be (set|provided)|not set|not provided|not configured)\b`).and("invalid|not valid|expired|revoked|incorrect|missing|not found|required|does not match|must be|not set|not provided|not configured").when(credentialAtStart),
 		pat("auth-failed", "auth", `\bauthenticat\w*\b~\b(fail\w*|error|required|invalid|denied)\b|\b(failed|could not|unable) to authenticate\b|\bunauthenticated\b|\bunauthori[sz]ed\b|\bnot authori[sz]ed\b|\bauthori[sz]ation (required|failed|header)\b|\bno auth available\b|\bauth[ _]unavailable\b`),
 		pat("permission", "permission|access|scope", `\bpermission[ _]denied\b|\bpermission_error\b|\binsufficient[ _]permissions?\b|\b(does not|do not|doesn't|don't) have (the )?(required |necessary )?permissions?\b|\bmissing (required )?scopes?\b|\baccess[ _]?denied\b|\bnot allowed to access\b|\bno permission\b|\b(do not|don't|does not|doesn't) have access to (the |this |your |that )?(organi[sz]ation|project|workspace|account|resource)`),
 		pat("forbidden", "forbidden", `^forbidden\b|\b403 forbidden\b|\bforbidden:|\brequest[ _]forbidden\b`),
 		pat("not-authenticated", "authenticated", `\bnot authenticated\b`),
 		pat("sign-in", "sign|log|authenticate|session", `\b(sign|log)[ -]?in again\b|\bnot (signed|logged) in\b|\bplease (sign|log) ?in\b|\blogin (fail\w*|required|expired)\b|\bre-?authenticate\b|\bsession (has )?expired\b`),
 		pat("endpoint-or-credentials", "credentials", `\binvalid (api )?(endpoint|url) or (api )?(key|credentials)\b`),
-		pat("location", "location|country|region|territory", `\blocation is not supported\b|\bnot (available|supported) in your (country|region|territory|location)\b|\bunsupported[ _]country\b|\bcountry, region, or territory not supported\b`),
+		pat("location", "location|country|region|territory", reLocation).when(func(c *textCtx, _ string) bool { return !c.ev.hasRaw }),
 		pat("ip-not-allowed", "ip", `\bip (address )?(is )?not (authori[sz]ed|allowed|whitelisted|permitted)\b|\bip_not_authorized\b`),
 		pat("signature", "signature|security token|unrecognizedclient", `\bsignature does not match\b|\bsecurity token\b~\binvalid\b|\bunrecognizedclient\b`),
 		lit("auth-zh", "鉴权失败", "认证失败", "身份验证失败", "无权访问", "未授权", "密钥无效", "令牌无效", "无效的令牌", "令牌已过期", "令牌验证失败", "没有权限", "权限不足", "禁止访问"),
@@ -516,6 +565,20 @@ var families = []family{
 		// also name a tool call or JSON: it is the transport, not the request.
 		// Go's JSON decoder on a malformed chunk ("invalid character 'x' looking for
 		// beginning of object key string") is the provider's broken stream too.
+		// An SDK that cannot parse the finish reason "error" quotes it:
+		// "choices.0.finish_reason | Input should be 'stop' or 'length'
+		// [type=enum, input_value='error', ...]" (C6: a stream that stopped with
+		// reason error), "unexpected finish reason \"error\"".
+		pat("stop-reason-error", "input_value|finish reason|stop reason|finish_reason|stop_reason", `\binput_value='(error|abort|aborted)'|\b(unknown|unexpected|unhandled|invalid|unsupported) (finish|stop)[ _]reason\W{0,3}'?"?(error|abort|aborted)\b`).and("finish_reason|stop_reason|finishreason|stopreason|finish reason|stop reason"),
+		// A client that could not read the response: an HTML page where JSON was
+		// expected ("Unexpected token < in JSON at position 0", Jackson's
+		// "Unexpected character ('<'", .NET's "'<' is an invalid start of a value"),
+		// a response that failed the SDK's schema, a broken HTTP response. The
+		// provider's answer was broken, not our request (C6); a 4xx that says so
+		// is a server that could not read ours, left to the format family.
+		pat("response-unreadable", "malformed http|transport connection broken|unexpected token|unexpected character|invalid start of a value|jsondecodeerror|apiresponsevalidationerror|data returned by api|error decoding response|response",
+			`\bmalformed http response\b|\btransport connection broken\b|\bunexpected token '?<|\bunexpected token\b~\bis not valid json\b|\bunexpected character \('<'|\bis an invalid start of a value\b|\bjsondecodeerror\b|\bapiresponsevalidationerror\b|\bdata returned by api invalid\b|\berror decoding response body\b|\b(failed|unable|could not) to (decode|parse|deserialize) (the )?(server'?s? )?(response|response body)\b|\binvalid json response\b`).
+			when(func(c *textCtx, _ string) bool { return c.status < 400 || c.status >= 500 }),
 		pat("stream-broke", "stream|chunks|ended|incomplete|unexpected end|unable to process|invalid character",
 			`\binvalid character '.{1,6}' (looking for|after|in)\b|\bstream (closed|was closed|aborted|ended|interrupted|disconnected|error|terminated|reset)\b|\bwithout sending (any )?chunks\b|\b(request|response|stream) ended (early|prematurely|unexpectedly)\b|\bincomplete (stream|response)\b|\bunexpected end of (stream|json input|file)\b|\bis unable to process your request\b`),
 	}},
@@ -536,12 +599,12 @@ var families = []family{
 		pat("out-of-memory", "memory", `\b(requires|needs|need) more (system |gpu |video |host )?memory\b|\bout of (gpu |video |host |device )?memory\b|\binsufficient (system |gpu )?memory\b`),
 	}},
 	{name: "server-or-network", rank: rankGeneric, reason: ReasonTimeout, rules: []rule{
-		pat("timed-out", "time|deadline", `\btime[ds]? ?out\b|\btimeout\b|\btimed out\b|\bdeadline[ _]exceeded\b`),
+		pat("timed-out", "time|deadline", `\btime[ds]? ?out\b|\btimeout\b|\btimed out\b|\bdeadline[ _]exceeded\b|timeouterror\b`),
 		pat("server-error", "server|error|internal", `\binternal[ _]?(server[ _]?)?(error|exception|failure)\b|\bserver[ _]error\b|\bserver had an error\b|\berror occurred while processing\b|\bunexpected error (has )?occurred\b|\binternal error\b`),
 		pat("gateway", "gateway|unavailable|upstream|backend|origin|web server|timeout|unknown error|handshake|invalid response|is down",
 			`\bbad gateway\b|\bgateway time-?out\b|\bservice[ _]?unavailable\b|\bupstream\b|\bbackend error\b|\borigin is unreachable\b|\bweb server is (down|returning)\b|\ba timeout occurred\b|\bunknown error, 52\d\b|\bssl handshake failed\b|\binvalid response from (it|the upstream|the provider|the model)\b|\bmodel is down\b`),
-		pat("connection", "connection|network|host|eof|pipe|socket|closed|fetch|econn|etimedout|epipe|ehost|enet|eai_again|enotfound|und_err|tls|dns|tcp|udp|premature|stream_read|chunked|protocol|disconnected|goaway",
-			`\bconnection (reset|refused|error|closed|aborted|lost|was closed|timed out|terminated|dropped|failed)\b|\bnetwork (error|is unreachable|request failed|failure)\b|\bno such host\b|\bunexpected eof\b|\bbroken pipe\b|\bsocket hang up\b|\bother side closed\b|\bfetch failed\b|\b(econnreset|econnrefused|econnaborted|etimedout|esockettimedout|epipe|ehostunreach|enetunreach|ehostdown|enetreset|eai_again|enotfound)\b|\bund_err\w*|\btls handshake\b|\bdns (failure|error|lookup)\b|\b(dial|read|write) (tcp|udp)\b|\bpremature close\b|\bstream_read_error\b|\bpeer closed (the )?connection\b|\b(closed|reset|dropped|lost) the connection\b|\bgoaway\b|(?:^|: |\| )eof(?: \||$)|\bincomplete chunked read\b|\bremote ?protocol ?error\b|\bserver disconnected\b`),
+		pat("connection", "connection|network|host|eof|pipe|socket|closed|fetch|econn|etimedout|epipe|ehost|enet|eai_again|enotfound|und_err|tls|dns|tcp|udp|premature|stream_read|chunked|protocol|disconnected|goaway|incompleteread|sending the request",
+			`\bconnection (reset|refused|error|closed|aborted|lost|was closed|timed out|terminated|dropped|failed)\b|\bnetwork (error|is unreachable|request failed|failure)\b|\bno such host\b|\bunexpected eof\b|\bbroken pipe\b|\bsocket hang up\b|\bother side closed\b|\bfetch failed\b|\b(econnreset|econnrefused|econnaborted|etimedout|esockettimedout|epipe|ehostunreach|enetunreach|ehostdown|enetreset|eai_again|enotfound)\b|\bund_err\w*|\btls handshake\b|\bdns (failure|error|lookup)\b|\b(dial|read|write) (tcp|udp)\b|\bpremature close\b|\bstream_read_error\b|\bpeer closed (the )?connection\b|\b(closed|reset|dropped|lost) the connection\b|\bgoaway\b|(?:^|: |\| )eof(?: \||$)|\bincomplete chunked read\b|\bremote ?protocol ?error\b|\bserver disconnected\b|\bconnection broken\b|\bincompleteread\b|\bchunkedencodingerror\b|\bsocket disconnected before\b|\bforcibly closed by the remote host\b|\bunable to read data from the transport connection\b|\ban error occurred while sending the request\b|\beofexception\b`),
 		pat("terminated", "terminated", `(?:^|\| )(?:\w*error:\s*)?terminated(?: \||$)|\b(process|runner|connection|stream|socket|request) (has |was )?terminated\b`),
 		pat("operation-aborted", "aborted", `\boperation was aborted\b`),
 		pat("unknown-occurred", "unknown error", `\ban unknown error (has )?occurred\b`),
@@ -558,7 +621,7 @@ var families = []family{
 		// usual cause, and is not fixed by waiting, but the next candidate is
 		// often reached another way).
 		pat("tls", "cert|ssl|tls|x509|handshake|eof occurred|wrong_version",
-			`\bcertificate[_ ]verify[_ ]failed\b|\bself[- _]signed[ _](cert|certificate)\b|\bself_signed_cert_in_chain\b|\bdepth_zero_self_signed_cert\b|\bunable to (get|verify) (the )?(local issuer|first|issuer) certificate\b|\bunable_to_(get_issuer_cert_locally|verify_leaf_signature)\b|\bcert_has_expired\b|\bcertificate has expired\b|\bx509:|\berr_tls_cert_altname_invalid\b|\bdoes not match certificate'?s altnames\b|\b(sslerror|ssleoferror|sslcertverificationerror|sslzeroreturnerror)\b|\[ssl[:\]]|\beof occurred in violation of protocol\b|\bwrong_version_number\b|\bhandshake failure\b|\bssl_error_\w+|\bssl_connect\b`),
+			`\bcertificate[_ ]verify[_ ]failed\b|\bself[- _]signed[ _](cert|certificate)\b|\bself_signed_cert_in_chain\b|\bdepth_zero_self_signed_cert\b|\bunable to (get|verify) (the )?(local issuer|first|issuer) certificate\b|\bunable_to_(get_issuer_cert_locally|verify_leaf_signature)\b|\bcert_has_expired\b|\bcertificate has expired\b|\bx509:|\berr_tls_cert_altname_invalid\b|\bdoes not match certificate'?s altnames\b|\b(sslerror|ssleoferror|sslcertverificationerror|sslzeroreturnerror)\b|\[ssl[:\]]|\beof occurred in violation of protocol\b|\bwrong[_ ]version[_ ]number\b|\bssl connection could not be established\b|\bssl routines\b|\bhandshake failure\b|\bssl_error_\w+|\bssl_connect\b`),
 		lit("server-zh", "内部错误", "服务器错误", "服务器内部错误", "系统错误", "系统异常", "网络错误", "网络异常", "服务不可用", "请求超时", "连接超时", "连接错误", "超时"),
 	}},
 }
@@ -630,8 +693,7 @@ func first(ms []match, admit func(*family) bool) match {
 // has reports whether the text contains k. Some 1,000 keys and literal prefixes
 // are checked per text and few of them occur: the triple filter answers "no" for
 // nine in ten without a search, which nearly halves Classify's time
-// (BenchmarkClassifyCPU openai-429-json: about 45 µs of CPU without it, 25 µs with
-// it, on a loaded 2-core machine; BENCHMARKS.md).
+// (BenchmarkClassifyCPU; the figures are in BENCHMARKS.md).
 func (c *textCtx) has(k string) bool {
 	if !c.triplesBuilt {
 		c.triples.add(c.text)
@@ -984,3 +1046,59 @@ func containsAny(s string, words []string) bool {
 }
 
 var reBillingURL = regexp.MustCompile(`[/.=_-](billing|credits?|payments?|top-?up|recharge|balance|purchase|subscribe|subscription|pricing/upgrade)\b`)
+
+// A bare "key" or "token" is a credential only in that sense. Text and SDKs use
+// both words otherwise: a count of text ("must be at least 1 token long", "5
+// tokens are required"), a JSON parse of a response ("Unexpected token 'e', ...
+// is not valid JSON"), a dictionary or table key ("KeyNotFoundException", "the
+// primary key"), a video's key frames. Read as auth, such a text cools the key
+// down for every model.
+var (
+	reNotCredentialBefore = regexp.MustCompile(`(?:\d[\d,.]*|\bone|\ba single|\bunexpected|\bgiven|\bprimary|\bforeign|\bsort|\bpartition|\bmap|\bdictionary|\bdict|\bjson|\bobject|\bhash|\bcache)\s*$`)
+	reNotCredentialAfter  = regexp.MustCompile(`^\s*(?:frames?|long|counts?|limits?|budgets?|usage|length|lengths|(?:in|of) (?:the )?(?:json|schema|expression|template|grammar)|at (?:position|line|column|offset))\b`)
+	reClassNameAfter      = regexp.MustCompile(`^\s*(?:exception|error)\b`)
+)
+
+// credentialAtEnd accepts a match whose subject, its last word, is a credential.
+func credentialAtEnd(c *textCtx, m string) bool {
+	i := strings.Index(c.text, m)
+	w := lastWord(m)
+	if i < 0 || !bareKeyOrToken(w) {
+		return true
+	}
+	at := i + len(m) - len(w)
+	return credentialContext(c.text[max(0, at-24):at], c.text[i+len(m):min(len(c.text), i+len(m)+24)])
+}
+
+// credentialAtStart accepts a match whose subject, its first word, is a credential.
+func credentialAtStart(c *textCtx, m string) bool {
+	i := strings.Index(c.text, m)
+	w, _, _ := strings.Cut(m, " ")
+	if i < 0 || !bareKeyOrToken(w) {
+		return true
+	}
+	after := c.text[i+len(w) : min(len(c.text), i+len(w)+24)]
+	if reClassNameAfter.MatchString(c.text[i+len(m) : min(len(c.text), i+len(m)+12)]) {
+		return false // "key not found exception": a dictionary lookup failed
+	}
+	return credentialContext(c.text[max(0, i-24):i], after)
+}
+
+func credentialContext(before, after string) bool {
+	return !reNotCredentialBefore.MatchString(before) && !reNotCredentialAfter.MatchString(after)
+}
+
+func bareKeyOrToken(w string) bool {
+	switch w {
+	case "key", "keys", "token", "tokens":
+		return true
+	}
+	return false
+}
+
+func lastWord(s string) string {
+	if i := strings.LastIndexByte(s, ' '); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}

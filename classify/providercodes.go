@@ -68,6 +68,30 @@ var providerTables = []providerCodes{
 		},
 	},
 	{
+		// iFlytek Spark header.code (www.xfyun.cn/doc/spark/Web.html, error codes):
+		// {"header":{"code":11200,"message":"AppIdNoAuthError:(...) domain.generalv3",
+		// "sid":"...","status":2}}. 11200 and 10016 say the app is not licensed for
+		// this model version or its allowance for it is spent (the message names the
+		// domain): another model answers, so model_not_found; 11201-11203 are daily,
+		// per-second and concurrency windows.
+		name:      "spark",
+		providers: []string{"spark", "xfyun", "iflytek", "xunfei"},
+		shape:     func(ev *evidence) bool { return hasField(ev, "header.code") && hasField(ev, "header.status") },
+		codes: map[string]codeEntry{
+			"10003": {ReasonFormat, tierType}, "10004": {ReasonFormat, tierType}, "10005": {ReasonFormat, tierType},
+			"10163": {ReasonFormat, tierType},
+			"10006": {ReasonRateLimit, tierHint}, "10007": {ReasonRateLimit, tierHint},
+			"11201": {ReasonRateLimit, tierHint}, "11202": {ReasonRateLimit, tierHint}, "11203": {ReasonRateLimit, tierHint},
+			"10008": {ReasonOverloaded, tierHint}, "10110": {ReasonOverloaded, tierHint},
+			"10009": {ReasonTimeout, tierHint}, "10010": {ReasonTimeout, tierHint}, "10011": {ReasonTimeout, tierHint},
+			"10012": {ReasonTimeout, tierHint}, "10222": {ReasonTimeout, tierHint},
+			"10013": {ReasonContentFilter, tierHint}, "10014": {ReasonContentFilter, tierHint}, "10019": {ReasonContentFilter, tierHint},
+			"10015": {ReasonAuthPermanent, tierHint}, // the appid is on the blacklist
+			"10016": {ReasonModelNotFound, tierHint}, "11200": {ReasonModelNotFound, tierHint},
+			"10907": {ReasonContextOverflow, tierHint},
+		},
+	},
+	{
 		// Baidu Qianfan error_code (cloud.baidu.com/doc/WENXINWORKSHOP/s/tlmyncueh),
 		// sent with HTTP 200.
 		name:      "qianfan",
@@ -120,6 +144,15 @@ func bracketCode(msg string) bool {
 		return false
 	}
 	return msg[1] == '1' && allDigits(msg[1:5])
+}
+
+func hasField(ev *evidence, path string) bool {
+	for _, f := range ev.fields {
+		if f.path == path {
+			return true
+		}
+	}
+	return false
 }
 
 func hasFieldPrefix(ev *evidence, prefix string) bool {

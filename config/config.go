@@ -2,6 +2,14 @@
 // fills in the defaults of docs/behaviour.md, and validates everything with errors that name the
 // file, the line and the key. Secrets (API keys, bot tokens) are held in the Secret
 // type, which never prints its value.
+//
+// Each default has one source. The engine's numbers (cooldowns, the run loop,
+// budgets) are failover.DefaultPolicy's, so the failover package stays usable
+// on its own: Default starts Config.Policy from it, and the file's keys for
+// those numbers are decoded straight into Config.Policy, with nothing copied
+// back. Every other default is Default's. The constructors of the parts
+// (sessions.NewRouter, ...) validate what they are given instead of filling in
+// defaults of their own.
 package config
 
 import (
@@ -9,6 +17,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -105,25 +114,31 @@ type Config struct {
 	Agents      Agents
 	Models      map[failover.ModelRef]Model
 	Limits      Limits
-	Notices     Notices
-	Admin       Admin
-	Access      Access
-	Server      Server
+	// Policy holds the engine's numbers: auth.cooldowns, the attempt and run
+	// timeouts, the budget, agents.defaults.failover (but primary_probe_interval)
+	// and the providers' billing_backoff_hours.
+	Policy  failover.Policy
+	Notices Notices
+	Admin   Admin
+	Access  Access
+	Server  Server
 
-	// Warnings say what the bot does without (a profile whose key variable is
-	// unset, the models only it could reach); the configuration is usable.
+	// Warnings say what the bot does without (an optional profile whose key
+	// variable is unset, the models only it could reach); the configuration is
+	// usable.
 	// `bot run` and `bot check` print them.
 	Warnings []*Error
 	// Doubts are settings that parse but cannot work as meant: a swapped or
 	// malformed Slack or Discord token, an admin channel that cannot receive.
 	// `bot check` fails on them; `bot run` prints them as warnings.
 	Doubts []*Error
-	// LeftOut lists the profiles left out because their key variable is unset.
+	// LeftOut lists the optional profiles left out because their key variable
+	// is unset.
 	LeftOut []LeftOutProfile
 }
 
-// LeftOutProfile is a configured profile the bot runs without: its key's
-// environment variables are unset or empty.
+// LeftOutProfile is a configured optional profile the bot runs without: its
+// key's environment variables are unset or empty.
 type LeftOutProfile struct {
 	ID       string
 	Provider string
@@ -191,7 +206,8 @@ type Discord struct {
 	Threads bool
 }
 
-// Provider is one endpoint family and the protocol it speaks.
+// Provider is one endpoint family and the protocol it speaks. Its
+// billing_backoff_hours (D3) is Policy.BillingBackoffByProvider[ID].
 type Provider struct {
 	ID string
 	// API is the protocol: APIOpenAI (the default), APIAzure, APIAnthropic or
@@ -201,9 +217,6 @@ type Provider struct {
 	// APIVersion is Azure's api-version (required there) or Anthropic's
 	// anthropic-version header ("" = the client's default).
 	APIVersion string
-	// BillingBackoff overrides auth.cooldowns.billing_backoff_hours for this
-	// provider (D3); 0 = use the global value.
-	BillingBackoff time.Duration
 }
 
 // The protocols a provider may speak (providers.<id>.api).
@@ -226,7 +239,6 @@ type Auth struct {
 	// ProfileIDs lists the profiles in file order.
 	ProfileIDs []string
 	Order      map[string][]string // provider -> profile ids (P1)
-	Cooldowns  Cooldowns
 }
 
 // Profile is one credential of one provider.
@@ -236,27 +248,15 @@ type Profile struct {
 	Type      failover.ProfileType
 	Key       Secret
 	ExpiresAt time.Time // zero = no expiry
+	// Optional (optional: true) lets the bot run without the profile: when its
+	// key's variables are unset or empty it is left out, with a warning. A
+	// profile that is not optional and has no key is an error.
+	Optional bool
 }
 
 // Engine returns the engine's view of the profile (no secret).
 func (p Profile) Engine() failover.Profile {
 	return failover.Profile{ID: p.ID, Provider: p.Provider, Type: p.Type, ExpiresAt: p.ExpiresAt}
-}
-
-// Cooldowns are the auth.cooldowns settings (D1-D4, A3, R3, B8).
-type Cooldowns struct {
-	BillingBackoff              time.Duration   // billing_backoff_hours (5)
-	BillingMax                  time.Duration   // billing_max_hours (24)
-	AuthPermanentBackoff        time.Duration   // auth_permanent_backoff_minutes (10)
-	AuthPermanentMax            time.Duration   // auth_permanent_max_minutes (60)
-	FailureWindow               time.Duration   // failure_window_hours (24): D1's ladder and D3/D4's doubling
-	OverloadedProfileRotations  int             // overloaded_profile_rotations (1)
-	OverloadedBackoff           time.Duration   // overloaded_backoff_ms (0)
-	RateLimitedProfileRotations int             // rate_limited_profile_rotations (1)
-	Ladder                      []time.Duration // ladder ([30s, 1m, 5m]): D1, climbed by auth failures
-	TransientLadder             []time.Duration // transient_ladder ([5s, 15s, 60s]): A3
-	TransientWindow             time.Duration   // failure_window_minutes (10): A3's ladder window
-	Jitter                      float64         // jitter (0.10)
 }
 
 // Agents holds the defaults and the optional per-agent overrides.
@@ -265,55 +265,50 @@ type Agents struct {
 	List     []Agent
 }
 
-// AgentDefaults is agents.defaults.
+// AgentDefaults is agents.defaults; its timeouts.attempt_seconds and
+// run_seconds, budget and failover keys are Config.Policy's.
 type AgentDefaults struct {
 	Model        ModelChain
 	SystemPrompt string
 	MaxTokens    int // caps each answer; 0 = provider default
-	Timeouts     Timeouts
-	Budget       Budget
-	Failover     Failover
+	// IdleTimeout is timeouts.idle_seconds (60): no stream data for this long
+	// ends the attempt (R5, R8).
+	IdleTimeout time.Duration
+	// PrimaryProbeInterval is failover.primary_probe_interval (5m): after a
+	// fallback, the primary is re-tried at most this often per session (S3).
+	PrimaryProbeInterval time.Duration
+	// ThreadContext is how a conversation begun in the middle of a thread
+	// reads what was said before (H1-H4).
+	ThreadContext ThreadContext
+	// Compaction is how history that no longer fits is shortened (R15, R16).
+	Compaction Compaction
 }
 
 // ModelChain is a primary model and its fallbacks (S1).
 type ModelChain struct {
 	Primary   failover.ModelRef
 	Fallbacks []failover.ModelRef
+	// ImageFallbacks are tried, after the chain's own models that take
+	// images, by a turn whose message holds images (I5).
+	ImageFallbacks []failover.ModelRef
 	// Allow holds patterns of further models people may choose with /model
 	// ("openai/*": '*' is any run of characters, '?' one character).
 	Allow []string
 }
 
-// Timeouts are agents.defaults.timeouts (R10 and the idle stream timeout).
-type Timeouts struct {
-	Idle    time.Duration // idle_seconds (60)
-	Attempt time.Duration // attempt_seconds (300)
-	Run     time.Duration // run_seconds (1800)
+// ThreadContext is agents.defaults.thread_context (H1-H4).
+type ThreadContext struct {
+	// MaxMessages bounds the earlier messages read (20; 0 = none are read).
+	MaxMessages int
 }
 
-// Budget is agents.defaults.budget (B1).
-type Budget struct {
-	MaxPaidAttemptsPerTurn int     // 8
-	MaxTurnCostUSD         float64 // 0 = no cap
-}
-
-// Failover is agents.defaults.failover: the remaining numbers of the run loop.
-type Failover struct {
-	RetryAfterMaxWait      time.Duration // retry_after_max_wait (60s), R6/B6
-	TimeoutSwitchThreshold int           // timeout_switch_threshold (3), R7
-	FallbackSkipTTL        time.Duration // fallback_skip_ttl (0 = off), R12
-	PrimaryProbeInterval   time.Duration // primary_probe_interval (5m), S3
-	CooldownProbeInterval  time.Duration // cooldown_probe_interval (30s), R11: a cooling candidate while others may answer
-	CooldownProbeWindow    time.Duration // cooldown_probe_window (2m), R11
-	SharedProbeInterval    time.Duration // probe_interval_seconds (5), A1: the shared probe when nothing can be tried
-	SharedProbeWait        time.Duration // probe_wait_seconds (10), A1
-	BillingProbeInterval   time.Duration // billing_probe_interval (30m), R11
-	IdleRetries            int           // idle_retries (1), R5
-	BreakerTrip            int           // breaker_trip (5), R8
-	EmptyOutputRetries     int           // empty_output_retries (1), R13
-	MinParsedWait          time.Duration // min_parsed_wait (30s), C11
-	MaxParsedWait          time.Duration // max_parsed_wait (168h), C11
-	TimeoutCompactRatio    float64       // timeout_compact_ratio (0.65), R15
+// Compaction is agents.defaults.compaction (R16).
+type Compaction struct {
+	// Summary replaces dropped turns by a summary a model writes (true);
+	// false drops them.
+	Summary bool
+	// SummaryMaxTokens caps the summary's length (400).
+	SummaryMaxTokens int
 }
 
 // Agent is one entry of agents.list.
@@ -341,7 +336,19 @@ type Model struct {
 	Selectable bool
 	// Aliases are short names for /model ("fast"), unique across models.
 	Aliases []string
+	// Input is what the model takes: InputText and, for models with vision,
+	// InputImage (I5). Unset = text only.
+	Input []string
 }
+
+// What a model may take (models.<ref>.input).
+const (
+	InputText  = "text"
+	InputImage = "image"
+)
+
+// TakesImages reports whether the model declares image input.
+func (m Model) TakesImages() bool { return slices.Contains(m.Input, InputImage) }
 
 // Limits are process-wide limits (B2), caps on what a provider may send (T1) and
 // each user's daily allowance (T6).
@@ -353,6 +360,12 @@ type Limits struct {
 	// Each user's daily allowance (T6), per UTC day; 0 = off.
 	PerUserDailyPaidCalls int
 	PerUserDailyUSD       float64
+	// Files people send with a message (I2): at most MaxFiles are read, each
+	// at most MaxFileBytes; a text file is put into the message when it holds
+	// at most MaxTextFileBytes.
+	MaxFileBytes     int // 5242880
+	MaxFiles         int // 4
+	MaxTextFileBytes int // 32768
 }
 
 // Notices says who gets fallback notices (B4).
@@ -386,7 +399,6 @@ type Admin struct {
 // Default returns a configuration holding every default, with no providers and
 // no primary model (Parse requires a primary).
 func Default() *Config {
-	p := failover.DefaultPolicy()
 	return &Config{
 		Storage: Storage{Driver: "sqlite", DSN: "detour.db"},
 		Access:  Access{DirectMessages: true, ChannelModel: "admins"},
@@ -396,102 +408,20 @@ func Default() *Config {
 			Slack:   Slack{Events: "all", Live: Live{Stream: true, Progress: true}},
 		},
 		Providers: map[string]Provider{},
-		Auth: Auth{
-			Profiles: map[string]Profile{},
-			Order:    map[string][]string{},
-			Cooldowns: Cooldowns{
-				BillingBackoff:              p.BillingBackoff,
-				BillingMax:                  p.BillingMax,
-				AuthPermanentBackoff:        p.AuthPermanentBackoff,
-				AuthPermanentMax:            p.AuthPermanentMax,
-				FailureWindow:               p.FailureWindow,
-				OverloadedProfileRotations:  p.OverloadedProfileRotations,
-				OverloadedBackoff:           p.OverloadedBackoff,
-				RateLimitedProfileRotations: p.RateLimitedProfileRotations,
-				Ladder:                      append([]time.Duration(nil), p.CooldownLadder...),
-				TransientLadder:             append([]time.Duration(nil), p.TransientLadder...),
-				TransientWindow:             p.TransientWindow,
-				Jitter:                      p.Jitter,
-			},
-		},
+		Auth:      Auth{Profiles: map[string]Profile{}, Order: map[string][]string{}},
 		Agents: Agents{Defaults: AgentDefaults{
-			Timeouts: Timeouts{Idle: 60 * time.Second, Attempt: p.AttemptTimeout, Run: p.RunTimeout},
-			Budget:   Budget{MaxPaidAttemptsPerTurn: p.MaxPaidAttemptsPerTurn, MaxTurnCostUSD: p.MaxTurnCostUSD},
-			Failover: Failover{
-				RetryAfterMaxWait:      p.RetryAfterMaxWait,
-				TimeoutSwitchThreshold: p.TimeoutSwitchThreshold,
-				FallbackSkipTTL:        p.FallbackSkipTTL,
-				PrimaryProbeInterval:   5 * time.Minute,
-				CooldownProbeInterval:  p.ProbeInterval,
-				CooldownProbeWindow:    p.ProbeWindow,
-				SharedProbeInterval:    p.SharedProbeInterval,
-				SharedProbeWait:        p.SharedProbeWait,
-				BillingProbeInterval:   p.BillingProbeInterval,
-				IdleRetries:            p.IdleRetries,
-				BreakerTrip:            p.BreakerTrip,
-				EmptyOutputRetries:     p.EmptyOutputRetries,
-				MinParsedWait:          p.MinParsedWait,
-				MaxParsedWait:          p.MaxParsedWait,
-				TimeoutCompactRatio:    p.TimeoutCompactRatio,
-			},
+			IdleTimeout:          60 * time.Second,
+			PrimaryProbeInterval: 5 * time.Minute,
+			ThreadContext:        ThreadContext{MaxMessages: 20},
+			Compaction:           Compaction{Summary: true, SummaryMaxTokens: 400},
 		}},
 		Models: map[failover.ModelRef]Model{},
 		Limits: Limits{MaxPaidAttemptsPerMinute: 120, MaxMessageBytes: 65536,
-			MaxResponseBytes: 8 << 20, MaxAnswerBytes: 1 << 20},
+			MaxResponseBytes: 8 << 20, MaxAnswerBytes: 1 << 20,
+			MaxFileBytes: 5 << 20, MaxFiles: 4, MaxTextFileBytes: 32 << 10},
+		Policy:  failover.DefaultPolicy(),
 		Notices: Notices{Users: "all"},
 	}
-}
-
-// Policy maps the configuration onto the engine's policy.
-func (c *Config) Policy() failover.Policy {
-	p := failover.DefaultPolicy()
-	cd := c.Auth.Cooldowns
-	if len(cd.Ladder) > 0 {
-		p.CooldownLadder = append([]time.Duration(nil), cd.Ladder...)
-	}
-	if len(cd.TransientLadder) > 0 {
-		p.TransientLadder = append([]time.Duration(nil), cd.TransientLadder...)
-	}
-	p.FailureWindow = cd.FailureWindow
-	p.TransientWindow = cd.TransientWindow
-	p.BillingBackoff = cd.BillingBackoff
-	p.BillingMax = cd.BillingMax
-	p.AuthPermanentBackoff = cd.AuthPermanentBackoff
-	p.AuthPermanentMax = cd.AuthPermanentMax
-	p.Jitter = cd.Jitter
-	p.RateLimitedProfileRotations = cd.RateLimitedProfileRotations
-	p.OverloadedProfileRotations = cd.OverloadedProfileRotations
-	p.OverloadedBackoff = cd.OverloadedBackoff
-	for _, id := range c.ProviderIDs {
-		if b := c.Providers[id].BillingBackoff; b > 0 {
-			if p.BillingBackoffByProvider == nil {
-				p.BillingBackoffByProvider = map[string]time.Duration{}
-			}
-			p.BillingBackoffByProvider[id] = b
-		}
-	}
-	f := c.Agents.Defaults.Failover
-	p.RetryAfterMaxWait = f.RetryAfterMaxWait
-	p.TimeoutSwitchThreshold = f.TimeoutSwitchThreshold
-	p.FallbackSkipTTL = f.FallbackSkipTTL
-	p.ProbeInterval = f.CooldownProbeInterval
-	p.ProbeWindow = f.CooldownProbeWindow
-	p.SharedProbeInterval = f.SharedProbeInterval
-	p.SharedProbeWait = f.SharedProbeWait
-	p.BillingProbeInterval = f.BillingProbeInterval
-	p.IdleRetries = f.IdleRetries
-	p.BreakerTrip = f.BreakerTrip
-	p.EmptyOutputRetries = f.EmptyOutputRetries
-	p.MinParsedWait = f.MinParsedWait
-	p.MaxParsedWait = f.MaxParsedWait
-	p.TimeoutCompactRatio = f.TimeoutCompactRatio
-	t := c.Agents.Defaults.Timeouts
-	p.AttemptTimeout = t.Attempt
-	p.RunTimeout = t.Run
-	b := c.Agents.Defaults.Budget
-	p.MaxPaidAttemptsPerTurn = b.MaxPaidAttemptsPerTurn
-	p.MaxTurnCostUSD = b.MaxTurnCostUSD
-	return p
 }
 
 // EngineProfiles returns the engine's profiles grouped by provider, in file order.

@@ -140,17 +140,19 @@ func TestParse_Minimal_Defaults(t *testing.T) {
 	if cfg.Notices.Users != "all" || cfg.Admin.Channel != "" {
 		t.Errorf("notices/admin = %+v %+v", cfg.Notices, cfg.Admin)
 	}
-	if cfg.Limits != (Limits{MaxPaidAttemptsPerMinute: 120, MaxMessageBytes: 65536, MaxResponseBytes: 8388608, MaxAnswerBytes: 1048576}) { // T1
+	if cfg.Limits != (Limits{MaxPaidAttemptsPerMinute: 120, MaxMessageBytes: 65536, MaxResponseBytes: 8388608, MaxAnswerBytes: 1048576,
+		MaxFileBytes: 5242880, MaxFiles: 4, MaxTextFileBytes: 32768}) { // T1, I2
 		t.Errorf("limits = %+v", cfg.Limits)
 	}
-	if got := cfg.Agents.Defaults.Timeouts; got != (Timeouts{Idle: 60 * time.Second, Attempt: 300 * time.Second, Run: 1800 * time.Second}) {
-		t.Errorf("timeouts = %+v", got)
+	if got := cfg.Agents.Defaults.IdleTimeout; got != 60*time.Second {
+		t.Errorf("idle timeout = %v, want 60s (R5)", got)
 	}
-	if got := cfg.Agents.Defaults.Failover.PrimaryProbeInterval; got != 5*time.Minute {
+	if got := cfg.Agents.Defaults.PrimaryProbeInterval; got != 5*time.Minute {
 		t.Errorf("primary probe interval = %v, want 5m (S3)", got)
 	}
-	// The policy of a config with only defaults is exactly the defaults of docs/behaviour.md.
-	got, want := cfg.Policy(), failover.DefaultPolicy()
+	// The policy of a config with only defaults is exactly the defaults of
+	// docs/behaviour.md, which are failover's own (one source).
+	got, want := cfg.Policy, failover.DefaultPolicy()
 	gj, _ := json.Marshal(got)
 	wj, _ := json.Marshal(want)
 	if string(gj) != string(wj) {
@@ -201,7 +203,7 @@ func TestParse_Full(t *testing.T) {
 	if m := cfg.Models["openai/gpt-4o-mini"]; m.ContextWindow != 128000 || m.USDPerMTokOut != 0.6 {
 		t.Errorf("models = %+v", cfg.Models)
 	}
-	p := cfg.Policy()
+	p := cfg.Policy
 	checks := []struct {
 		name      string
 		got, want any
@@ -237,8 +239,8 @@ func TestParse_Full(t *testing.T) {
 		{"run timeout", p.RunTimeout, 600 * time.Second},
 		{"turn attempts", p.MaxPaidAttemptsPerTurn, 4},
 		{"turn cost", p.MaxTurnCostUSD, 0.5},
-		{"idle", cfg.Agents.Defaults.Timeouts.Idle, 30 * time.Second},
-		{"primary probe", cfg.Agents.Defaults.Failover.PrimaryProbeInterval, 10 * time.Minute},
+		{"idle", cfg.Agents.Defaults.IdleTimeout, 30 * time.Second},
+		{"primary probe", cfg.Agents.Defaults.PrimaryProbeInterval, 10 * time.Minute},
 		{"per minute", cfg.Limits.MaxPaidAttemptsPerMinute, 60},
 		{"response cap", cfg.Limits.MaxResponseBytes, 4 << 20}, // T1
 		{"answer cap", cfg.Limits.MaxAnswerBytes, 512 << 10},   // T1
@@ -415,8 +417,14 @@ func TestParse_ValueErrors(t *testing.T) {
 			t.Errorf("%q: events = %v (%v), want %s", extra, cfg, err, want)
 		}
 	}
+	// primary_probe_interval 0 is refused: the router takes no default of its
+	// own to put in its place (S3).
+	_, err := Parse("c.yaml", []byte("providers:\n  o: {base_url: http://127.0.0.1:1/v1}\nagents: {defaults: {model: {primary: o/m}, failover: {primary_probe_interval: 0}}}\n"), nil)
+	if err == nil || !strings.Contains(err.Error(), "c.yaml:3: agents.defaults.failover.primary_probe_interval: must be positive") {
+		t.Errorf("primary_probe_interval 0: %v", err)
+	}
 	// A duplicate top-level key.
-	_, err := Parse("c.yaml", []byte(base+"notices: {users: all}\nnotices: {users: off}\n"), nil)
+	_, err = Parse("c.yaml", []byte(base+"notices: {users: all}\nnotices: {users: off}\n"), nil)
 	if err == nil || !strings.Contains(err.Error(), "c.yaml:5: notices: duplicate key (first at line 4)") {
 		t.Errorf("duplicate: %v", err)
 	}

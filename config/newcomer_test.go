@@ -123,19 +123,21 @@ func joinModelRefs(c *Config) string {
 }
 
 // The one-key path: following the README with only OPENAI_API_KEY exported, the
-// example runs on the primary; every other profile is left out with a warning,
-// and so are the fallbacks only they could reach. The key the primary needs
-// stays an error, with advice that agrees with the rest (no ${X:-} hint that
-// would lead to a second error).
-func TestParse_OneKeyPath(t *testing.T) {
+// example runs on the primary; every other profile is optional there and left
+// out with a warning, and so are the fallbacks only they could reach. The key
+// the primary needs stays an error, with advice that agrees with the rest (no
+// ${X:-} hint that would lead to a second error); so does the key of a profile
+// that is not optional: which profiles exist never depends on the environment
+// alone. covers F11
+func TestParse_F11_OneKeyPath(t *testing.T) {
 	src := `providers:
   openai: {base_url: https://api.openai.com/v1}
   anthropic: {base_url: https://api.anthropic.com/v1/}
 auth:
   profiles:
     openai:main: {provider: openai, key: "${OPENAI_API_KEY}"}
-    openai:backup: {provider: openai, key: "${OPENAI_API_KEY_BACKUP:-}"}
-    anthropic:main: {provider: anthropic, key: "${ANTHROPIC_API_KEY}"}
+    openai:backup: {provider: openai, key: "${OPENAI_API_KEY_BACKUP:-}", optional: true}
+    anthropic:main: {provider: anthropic, key: "${ANTHROPIC_API_KEY}", optional: true}
   order: {openai: [openai:main, openai:backup]}
 agents:
   defaults:
@@ -172,15 +174,29 @@ models:
 
 	// Without any key the primary cannot be reached: one error, advice that works.
 	_, err = Parse("c.yaml", []byte(src), nil)
-	if err == nil || err.Error() != "c.yaml:6: auth.profiles.openai:main.key: environment variables OPENAI_API_KEY, OPENAI_API_KEY_BACKUP are not set: the primary model openai/gpt-4o-mini needs a key of provider openai (export one of them, e.g. OPENAI_API_KEY=...; keys the bot can do without may stay unset)" {
+	if err == nil || err.Error() != "c.yaml:6: auth.profiles.openai:main.key: environment variables OPENAI_API_KEY, OPENAI_API_KEY_BACKUP are not set: the primary model openai/gpt-4o-mini needs a key of provider openai (export one of them, e.g. OPENAI_API_KEY=...; only the keys of profiles marked optional: true may stay unset)" {
 		t.Errorf("no key: %v", err)
+	}
+	// A profile that is not optional is never left out: its unset key is an
+	// error naming the file, the line, the key and the variable.
+	required := strings.Replace(src, `key: "${ANTHROPIC_API_KEY}", optional: true}`, `key: "${ANTHROPIC_API_KEY}"}`, 1)
+	_, err = Parse("c.yaml", []byte(required), fakeEnv(map[string]string{"OPENAI_API_KEY": "sk-CANARY-one"}))
+	if err == nil || err.Error() != "c.yaml:8: auth.profiles.anthropic:main.key: environment variable ANTHROPIC_API_KEY is not set: profile anthropic:main has no key (export ANTHROPIC_API_KEY=...; or mark the profile optional: true to run without it while the key is unset)" {
+		t.Errorf("required profile without its key: %v", err)
+	}
+	// Set, the same profile is there whether or not it is optional.
+	for _, text := range []string{src, required} {
+		cfg, err := Parse("c.yaml", []byte(text), fakeEnv(map[string]string{"OPENAI_API_KEY": "sk-CANARY-one", "ANTHROPIC_API_KEY": "sk-CANARY-two", "OPENAI_API_KEY_BACKUP": "sk-CANARY-three"}))
+		if err != nil || len(cfg.Auth.Profiles) != 3 || len(cfg.LeftOut) != 0 || len(cfg.Warnings) != 0 {
+			t.Errorf("every key set: %v, %v", cfg, err)
+		}
 	}
 	// ${X:-} on the only key is the same as unset: the same single error.
 	one := strings.Replace(src, `"${OPENAI_API_KEY}"`, `"${OPENAI_API_KEY:-}"`, 1)
-	one = strings.Replace(one, "    openai:backup: {provider: openai, key: \"${OPENAI_API_KEY_BACKUP:-}\"}\n", "", 1)
+	one = strings.Replace(one, "    openai:backup: {provider: openai, key: \"${OPENAI_API_KEY_BACKUP:-}\", optional: true}\n", "", 1)
 	one = strings.Replace(one, "[openai:main, openai:backup]", "[openai:main]", 1)
 	_, err = Parse("c.yaml", []byte(one), nil)
-	if err == nil || err.Error() != "c.yaml:6: auth.profiles.openai:main.key: environment variable OPENAI_API_KEY is not set: the primary model openai/gpt-4o-mini needs a key of provider openai (export OPENAI_API_KEY=...; keys the bot can do without may stay unset)" {
+	if err == nil || err.Error() != "c.yaml:6: auth.profiles.openai:main.key: environment variable OPENAI_API_KEY is not set: the primary model openai/gpt-4o-mini needs a key of provider openai (export OPENAI_API_KEY=...; only the keys of profiles marked optional: true may stay unset)" {
 		t.Errorf("empty default: %v", err)
 	}
 	// A channel token's advice is to export it or turn the channel off.

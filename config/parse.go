@@ -82,7 +82,7 @@ type decoder struct {
 	// takes no default, so that advice would only lead to a second error).
 	hint string
 	// unsetKeys are the profiles whose key comes from variables that are unset
-	// or empty: left out, or an error when the bot cannot do without them.
+	// or empty: left out when optional, else an error (leaveOutUnsetKeys).
 	unsetKeys map[string]unsetKey
 	// literals are the secrets written into the file (checkPitfalls).
 	literals []literalSecret
@@ -281,8 +281,8 @@ func (d *decoder) hinted(hint string, fn func(*yaml.Node, string)) func(*yaml.No
 }
 
 // profileKey decodes a profile's key. Variables that are unset (or give an
-// empty key, as ${X:-} does) do not fail here: validate leaves the profile out,
-// or fails when the bot cannot do without it (leaveOutUnsetKeys).
+// empty key, as ${X:-} does) do not fail here: validate leaves an optional
+// profile out, and fails on any other (leaveOutUnsetKeys).
 func (d *decoder) profileKey(id string, dst *Secret) func(*yaml.Node, string) {
 	return func(n *yaml.Node, key string) {
 		var pending []error

@@ -106,7 +106,7 @@ func (d *decoder) checkPitfalls(line func(string) int) {
 		usd float64
 		per string
 	}{
-		{"agents.defaults.budget.max_turn_cost_usd", c.Agents.Defaults.Budget.MaxTurnCostUSD, "per turn"},
+		{"agents.defaults.budget.max_turn_cost_usd", c.Policy.MaxTurnCostUSD, "per turn"},
 		{"limits.per_user_daily_usd", c.Limits.PerUserDailyUSD, "per user and day"},
 	} {
 		switch {

@@ -10,11 +10,14 @@ import (
 	"github.com/detourbot/detour/failover"
 )
 
-// A newcomer who exports one API key should get a running bot: a profile whose
-// key variable is unset is left out with a warning (and `bot check` lists it),
-// and so are the fallbacks only such profiles could reach. Only when the bot
-// cannot do without the key (it is the last key of the provider a primary
-// model needs) does the missing variable stay an error.
+// Which profiles exist never depends on the environment alone: a profile whose
+// key variable is unset is an error naming the file, the line, the key and the
+// variable, unless the file marks it optional: true. A newcomer who exports one
+// API key still gets a running bot from config.example.yaml, whose extra
+// profiles are optional: such a profile is left out with a warning (and `bot
+// check` lists it), and so are the fallbacks only such profiles could reach.
+// When the bot cannot do without a key (no key is set for the provider a
+// primary model needs), one error says so, optional or not.
 
 func (d *decoder) warn(line int, key, format string, args ...any) {
 	d.cfg.Warnings = append(d.cfg.Warnings, &Error{File: d.file, Line: line, Key: key, Msg: fmt.Sprintf(format, args...)})
@@ -32,8 +35,10 @@ func variables(vars []string) string {
 	return "environment variables " + strings.Join(vars, ", ") + " are"
 }
 
-// leaveOutUnsetKeys removes the profiles whose key variables are unset, unless
-// a primary model (the default one, an agent's) needs them.
+// leaveOutUnsetKeys handles the profiles whose key variables are unset: an
+// error for a profile that is not optional, or for the keys of a provider a
+// primary model (the default one, an agent's) needs when none of them is set;
+// the other optional ones are left out with a warning.
 func (d *decoder) leaveOutUnsetKeys() {
 	c := d.cfg
 	if len(d.unsetKeys) == 0 {
@@ -78,7 +83,8 @@ func (d *decoder) leaveOutUnsetKeys() {
 		}
 		p := c.Auth.Profiles[id]
 		key := "auth.profiles." + id + ".key"
-		if _, needed := needs[p.Provider]; needed && !keyed[p.Provider] {
+		_, needed := needs[p.Provider]
+		if needed && !keyed[p.Provider] {
 			b, ok := stuck[p.Provider]
 			if !ok {
 				b = &blocked{line: u.line, key: key}
@@ -90,6 +96,11 @@ func (d *decoder) leaveOutUnsetKeys() {
 					b.vars = append(b.vars, v)
 				}
 			}
+			continue
+		}
+		if !p.Optional {
+			d.errAt(u.line, key, "%s not set: profile %s has no key (export %s=...; or mark the profile optional: true to run without it while the key is unset)",
+				variables(u.vars), id, u.vars[0])
 			continue
 		}
 		left[id] = true
@@ -105,7 +116,7 @@ func (d *decoder) leaveOutUnsetKeys() {
 		if len(b.vars) > 1 {
 			export = "export one of them, e.g. " + b.vars[0] + "=..."
 		}
-		d.errAt(b.line, b.key, "%s not set: %s needs a key of provider %s (%s; keys the bot can do without may stay unset)",
+		d.errAt(b.line, b.key, "%s not set: %s needs a key of provider %s (%s; only the keys of profiles marked optional: true may stay unset)",
 			variables(b.vars), needs[prov], prov, export)
 	}
 	if len(left) == 0 {

@@ -33,6 +33,9 @@ func (d *decoder) root(n *yaml.Node) {
 				"max_answer_bytes":             d.integer(&c.Limits.MaxAnswerBytes, minAnswerBytes),
 				"per_user_daily_paid_calls":    d.integer(&c.Limits.PerUserDailyPaidCalls, 0),
 				"per_user_daily_usd":           d.number(&c.Limits.PerUserDailyUSD, 0, 1e9),
+				"max_file_bytes":               d.integer(&c.Limits.MaxFileBytes, 1),
+				"max_files":                    d.integer(&c.Limits.MaxFiles, 1),
+				"max_text_file_bytes":          d.integer(&c.Limits.MaxTextFileBytes, 1),
 			})
 		},
 		"notices": func(v *yaml.Node, key string) {
@@ -117,12 +120,19 @@ func (d *decoder) providers(v *yaml.Node, key string) {
 	c := d.cfg
 	d.entries(v, key, func(name string, _, v *yaml.Node, key string) {
 		p := Provider{ID: name}
+		var billing time.Duration // 0 = auth.cooldowns.billing_backoff_hours
 		d.fields(v, key, map[string]func(*yaml.Node, string){
 			"api":                   d.str(&p.API),
 			"base_url":              d.str(&p.BaseURL),
 			"api_version":           d.str(&p.APIVersion),
-			"billing_backoff_hours": d.units(&p.BillingBackoff, time.Hour),
+			"billing_backoff_hours": d.units(&billing, time.Hour),
 		})
+		if billing > 0 {
+			if c.Policy.BillingBackoffByProvider == nil {
+				c.Policy.BillingBackoffByProvider = map[string]time.Duration{}
+			}
+			c.Policy.BillingBackoffByProvider[name] = billing
+		}
 		if p.API == "" {
 			p.API = APIOpenAI
 		}
@@ -136,7 +146,7 @@ func (d *decoder) providers(v *yaml.Node, key string) {
 
 func (d *decoder) auth(v *yaml.Node, key string) {
 	a := &d.cfg.Auth
-	cd := &a.Cooldowns
+	pol := &d.cfg.Policy
 	d.fields(v, key, map[string]func(*yaml.Node, string){
 		"profiles": func(v *yaml.Node, key string) {
 			d.entries(v, key, func(id string, _, v *yaml.Node, key string) {
@@ -147,6 +157,7 @@ func (d *decoder) auth(v *yaml.Node, key string) {
 					"type":       d.str(&typ),
 					"key":        d.profileKey(id, &p.Key),
 					"expires_at": d.str(&expires),
+					"optional":   d.boolean(&p.Optional),
 				})
 				if typ != "" {
 					p.Type = failover.ProfileType(typ)
@@ -171,18 +182,18 @@ func (d *decoder) auth(v *yaml.Node, key string) {
 		},
 		"cooldowns": func(v *yaml.Node, key string) {
 			d.fields(v, key, map[string]func(*yaml.Node, string){
-				"billing_backoff_hours":          d.units(&cd.BillingBackoff, time.Hour),
-				"billing_max_hours":              d.units(&cd.BillingMax, time.Hour),
-				"auth_permanent_backoff_minutes": d.units(&cd.AuthPermanentBackoff, time.Minute),
-				"auth_permanent_max_minutes":     d.units(&cd.AuthPermanentMax, time.Minute),
-				"failure_window_hours":           d.units(&cd.FailureWindow, time.Hour),
-				"overloaded_profile_rotations":   d.integer(&cd.OverloadedProfileRotations, 0),
-				"overloaded_backoff_ms":          d.units(&cd.OverloadedBackoff, time.Millisecond),
-				"rate_limited_profile_rotations": d.integer(&cd.RateLimitedProfileRotations, 0),
-				"ladder":                         d.durations(&cd.Ladder),
-				"transient_ladder":               d.durations(&cd.TransientLadder),
-				"failure_window_minutes":         d.units(&cd.TransientWindow, time.Minute),
-				"jitter":                         d.number(&cd.Jitter, 0, 0.5),
+				"billing_backoff_hours":          d.units(&pol.BillingBackoff, time.Hour),
+				"billing_max_hours":              d.units(&pol.BillingMax, time.Hour),
+				"auth_permanent_backoff_minutes": d.units(&pol.AuthPermanentBackoff, time.Minute),
+				"auth_permanent_max_minutes":     d.units(&pol.AuthPermanentMax, time.Minute),
+				"failure_window_hours":           d.units(&pol.FailureWindow, time.Hour),
+				"overloaded_profile_rotations":   d.integer(&pol.OverloadedProfileRotations, 0),
+				"overloaded_backoff_ms":          d.units(&pol.OverloadedBackoff, time.Millisecond),
+				"rate_limited_profile_rotations": d.integer(&pol.RateLimitedProfileRotations, 0),
+				"ladder":                         d.durations(&pol.CooldownLadder),
+				"transient_ladder":               d.durations(&pol.TransientLadder),
+				"failure_window_minutes":         d.units(&pol.TransientWindow, time.Minute),
+				"jitter":                         d.number(&pol.Jitter, 0, 0.5),
 			})
 		},
 	})
@@ -191,49 +202,61 @@ func (d *decoder) auth(v *yaml.Node, key string) {
 func (d *decoder) agents(v *yaml.Node, key string) {
 	ag := &d.cfg.Agents
 	df := &ag.Defaults
+	pol := &d.cfg.Policy
 	d.fields(v, key, map[string]func(*yaml.Node, string){
 		"defaults": func(v *yaml.Node, key string) {
 			d.fields(v, key, map[string]func(*yaml.Node, string){
 				"model": func(v *yaml.Node, key string) {
 					d.fields(v, key, map[string]func(*yaml.Node, string){
-						"primary":   d.ref(&df.Model.Primary),
-						"fallbacks": d.refs(&df.Model.Fallbacks),
-						"allow":     d.strings(&df.Model.Allow),
+						"primary":         d.ref(&df.Model.Primary),
+						"fallbacks":       d.refs(&df.Model.Fallbacks),
+						"image_fallbacks": d.refs(&df.Model.ImageFallbacks),
+						"allow":           d.strings(&df.Model.Allow),
 					})
 				},
 				"system_prompt": d.str(&df.SystemPrompt),
 				"max_tokens":    d.integer(&df.MaxTokens, 0),
+				"thread_context": func(v *yaml.Node, key string) {
+					d.fields(v, key, map[string]func(*yaml.Node, string){
+						"max_messages": d.integer(&df.ThreadContext.MaxMessages, 0),
+					})
+				},
+				"compaction": func(v *yaml.Node, key string) {
+					d.fields(v, key, map[string]func(*yaml.Node, string){
+						"summary":            d.boolean(&df.Compaction.Summary),
+						"summary_max_tokens": d.integer(&df.Compaction.SummaryMaxTokens, 16),
+					})
+				},
 				"timeouts": func(v *yaml.Node, key string) {
 					d.fields(v, key, map[string]func(*yaml.Node, string){
-						"idle_seconds":    d.units(&df.Timeouts.Idle, time.Second),
-						"attempt_seconds": d.units(&df.Timeouts.Attempt, time.Second),
-						"run_seconds":     d.units(&df.Timeouts.Run, time.Second),
+						"idle_seconds":    d.units(&df.IdleTimeout, time.Second),
+						"attempt_seconds": d.units(&pol.AttemptTimeout, time.Second),
+						"run_seconds":     d.units(&pol.RunTimeout, time.Second),
 					})
 				},
 				"budget": func(v *yaml.Node, key string) {
 					d.fields(v, key, map[string]func(*yaml.Node, string){
-						"max_paid_attempts_per_turn": d.integer(&df.Budget.MaxPaidAttemptsPerTurn, 1),
-						"max_turn_cost_usd":          d.number(&df.Budget.MaxTurnCostUSD, 0, 1e9),
+						"max_paid_attempts_per_turn": d.integer(&pol.MaxPaidAttemptsPerTurn, 1),
+						"max_turn_cost_usd":          d.number(&pol.MaxTurnCostUSD, 0, 1e9),
 					})
 				},
 				"failover": func(v *yaml.Node, key string) {
-					f := &df.Failover
 					d.fields(v, key, map[string]func(*yaml.Node, string){
-						"retry_after_max_wait":     d.duration(&f.RetryAfterMaxWait),
-						"timeout_switch_threshold": d.integer(&f.TimeoutSwitchThreshold, 1),
-						"fallback_skip_ttl":        d.duration(&f.FallbackSkipTTL),
-						"primary_probe_interval":   d.duration(&f.PrimaryProbeInterval),
-						"cooldown_probe_interval":  d.duration(&f.CooldownProbeInterval),
-						"cooldown_probe_window":    d.duration(&f.CooldownProbeWindow),
-						"probe_interval_seconds":   d.units(&f.SharedProbeInterval, time.Second),
-						"probe_wait_seconds":       d.units(&f.SharedProbeWait, time.Second),
-						"billing_probe_interval":   d.duration(&f.BillingProbeInterval),
-						"idle_retries":             d.integer(&f.IdleRetries, 0),
-						"breaker_trip":             d.integer(&f.BreakerTrip, 1),
-						"empty_output_retries":     d.integer(&f.EmptyOutputRetries, 0),
-						"min_parsed_wait":          d.duration(&f.MinParsedWait),
-						"max_parsed_wait":          d.duration(&f.MaxParsedWait),
-						"timeout_compact_ratio":    d.number(&f.TimeoutCompactRatio, 0.05, 1),
+						"retry_after_max_wait":     d.duration(&pol.RetryAfterMaxWait),
+						"timeout_switch_threshold": d.integer(&pol.TimeoutSwitchThreshold, 1),
+						"fallback_skip_ttl":        d.duration(&pol.FallbackSkipTTL),
+						"primary_probe_interval":   d.duration(&df.PrimaryProbeInterval),
+						"cooldown_probe_interval":  d.duration(&pol.ProbeInterval),
+						"cooldown_probe_window":    d.duration(&pol.ProbeWindow),
+						"probe_interval_seconds":   d.units(&pol.SharedProbeInterval, time.Second),
+						"probe_wait_seconds":       d.units(&pol.SharedProbeWait, time.Second),
+						"billing_probe_interval":   d.duration(&pol.BillingProbeInterval),
+						"idle_retries":             d.integer(&pol.IdleRetries, 0),
+						"breaker_trip":             d.integer(&pol.BreakerTrip, 1),
+						"empty_output_retries":     d.integer(&pol.EmptyOutputRetries, 0),
+						"min_parsed_wait":          d.duration(&pol.MinParsedWait),
+						"max_parsed_wait":          d.duration(&pol.MaxParsedWait),
+						"timeout_compact_ratio":    d.number(&pol.TimeoutCompactRatio, 0.05, 1),
 					})
 				},
 			})
@@ -270,6 +293,7 @@ func (d *decoder) models(v *yaml.Node, key string) {
 			"usd_per_mtok_out": d.number(&m.USDPerMTokOut, 0, 1e9),
 			"selectable":       d.boolean(&m.Selectable),
 			"aliases":          d.strings(&m.Aliases),
+			"input":            d.strings(&m.Input),
 		})
 		c.Models[failover.ModelRef(name)] = m
 	})

@@ -147,11 +147,11 @@ func (d *decoder) validate() {
 			}
 		}
 	}
-	cd := c.Auth.Cooldowns
-	if cd.BillingMax < cd.BillingBackoff {
+	pol := c.Policy
+	if pol.BillingMax < pol.BillingBackoff {
 		bad("auth.cooldowns.billing_max_hours", "must be at least billing_backoff_hours")
 	}
-	if cd.AuthPermanentMax < cd.AuthPermanentBackoff {
+	if pol.AuthPermanentMax < pol.AuthPermanentBackoff {
 		bad("auth.cooldowns.auth_permanent_max_minutes", "must be at least auth_permanent_backoff_minutes")
 	}
 
@@ -164,16 +164,26 @@ func (d *decoder) validate() {
 	for i, r := range df.Model.Fallbacks {
 		d.checkRef(fmt.Sprintf("agents.defaults.model.fallbacks[%d]", i), r, line)
 	}
-	if df.Timeouts.Idle <= 0 {
+	for i, r := range df.Model.ImageFallbacks {
+		k := fmt.Sprintf("agents.defaults.model.image_fallbacks[%d]", i)
+		d.checkRef(k, r, line)
+		if !c.Models[r].TakesImages() {
+			bad(k, "%s does not take images: declare it under models with input: [text, image] (I5)", r)
+		}
+	}
+	if df.IdleTimeout <= 0 {
 		bad("agents.defaults.timeouts.idle_seconds", "must be positive")
 	}
-	if df.Timeouts.Attempt <= 0 {
+	if pol.AttemptTimeout <= 0 {
 		bad("agents.defaults.timeouts.attempt_seconds", "must be positive")
 	}
-	if df.Timeouts.Run < df.Timeouts.Attempt {
+	if pol.RunTimeout < pol.AttemptTimeout {
 		bad("agents.defaults.timeouts.run_seconds", "must be at least attempt_seconds")
 	}
-	if f := df.Failover; f.MaxParsedWait < f.MinParsedWait {
+	if df.PrimaryProbeInterval <= 0 {
+		bad("agents.defaults.failover.primary_probe_interval", "must be positive")
+	}
+	if pol.MaxParsedWait < pol.MinParsedWait {
 		bad("agents.defaults.failover.max_parsed_wait", "must be at least min_parsed_wait")
 	}
 	ids := map[string]bool{}
@@ -196,6 +206,17 @@ func (d *decoder) validate() {
 	}
 	for _, r := range sortedKeys(c.Models) {
 		d.checkRef("models."+string(r), r, line)
+		if in := c.Models[r].Input; in != nil {
+			key := "models." + string(r) + ".input"
+			for i, x := range in {
+				if x != InputText && x != InputImage {
+					bad(fmt.Sprintf("%s[%d]", key, i), "unknown input %q: want text or image", x)
+				}
+			}
+			if !slices.Contains(in, InputText) {
+				bad(key, "must include text: every model takes the conversation as text")
+			}
+		}
 		if dep := c.Models[r].Deployment; dep != "" {
 			key := "models." + string(r) + ".deployment"
 			prov, _ := r.Split()

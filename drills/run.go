@@ -69,15 +69,15 @@ func LoadConfigFile(path string) (*config.Config, error) {
 func Effective(cfg *config.Config, fast bool) *config.Config {
 	c := *cfg
 	if fast {
-		t := &c.Agents.Defaults.Timeouts
-		t.Idle = max(scale(t.Idle), fastIdleFloor)
-		t.Attempt = max(scale(t.Attempt), fastAttemptFloor, 5*t.Idle)
-		t.Run = max(scale(t.Run), fastRunFloor, 4*t.Attempt)
+		idle := max(scale(c.Agents.Defaults.IdleTimeout), fastIdleFloor)
+		p := &c.Policy
+		c.Agents.Defaults.IdleTimeout = idle
+		p.AttemptTimeout = max(scale(p.AttemptTimeout), fastAttemptFloor, 5*idle)
+		p.RunTimeout = max(scale(p.RunTimeout), fastRunFloor, 4*p.AttemptTimeout)
 		// A1's probe wait is spent on the drill clock, whose sleeps --fast
 		// shortens 300 times, waiting for another turn's real call: in real
 		// time it must still last one attempt.
-		f := &c.Agents.Defaults.Failover
-		f.SharedProbeWait = max(f.SharedProbeWait, time.Duration(float64(t.Attempt)/FastScale))
+		p.SharedProbeWait = max(p.SharedProbeWait, time.Duration(float64(p.AttemptTimeout)/FastScale))
 	}
 	return &c
 }
@@ -86,18 +86,18 @@ func scale(d time.Duration) time.Duration { return time.Duration(float64(d) * Fa
 
 // BudgetsFrom returns the budgets of an (effective) configuration.
 func BudgetsFrom(cfg *config.Config) Budgets {
-	d := cfg.Agents.Defaults
+	p := cfg.Policy
 	return Budgets{
-		MaxPaidPerTurn:         d.Budget.MaxPaidAttemptsPerTurn,
-		MaxTurnCostUSD:         d.Budget.MaxTurnCostUSD,
+		MaxPaidPerTurn:         p.MaxPaidAttemptsPerTurn,
+		MaxTurnCostUSD:         p.MaxTurnCostUSD,
 		MaxPaidPerMinute:       cfg.Limits.MaxPaidAttemptsPerMinute,
-		BreakerTrip:            d.Failover.BreakerTrip,
-		TimeoutSwitchThreshold: d.Failover.TimeoutSwitchThreshold,
-		IdleTimeout:            d.Timeouts.Idle,
-		CooldownProbeInterval:  d.Failover.CooldownProbeInterval,
-		ProbeInterval:          d.Failover.SharedProbeInterval,
-		ProbeWait:              d.Failover.SharedProbeWait,
-		PrimaryProbeInterval:   d.Failover.PrimaryProbeInterval,
+		BreakerTrip:            p.BreakerTrip,
+		TimeoutSwitchThreshold: p.TimeoutSwitchThreshold,
+		IdleTimeout:            cfg.Agents.Defaults.IdleTimeout,
+		CooldownProbeInterval:  p.ProbeInterval,
+		ProbeInterval:          p.SharedProbeInterval,
+		ProbeWait:              p.SharedProbeWait,
+		PrimaryProbeInterval:   cfg.Agents.Defaults.PrimaryProbeInterval,
 	}
 }
 
@@ -294,7 +294,7 @@ func (w *world) step(ctx context.Context, n int, st Step, t0 time.Time) (Turn, [
 	turn := Turn{Step: n, Sessions: max(st.Sessions, 1)}
 	adv := st.Advance
 	if st.AdvanceProbe {
-		adv += w.cfg.Agents.Defaults.Failover.PrimaryProbeInterval + time.Second
+		adv += w.cfg.Agents.Defaults.PrimaryProbeInterval + time.Second
 	}
 	w.clock.Advance(adv)
 	turn.Advanced = adv
@@ -318,7 +318,7 @@ func (w *world) step(ctx context.Context, n int, st Step, t0 time.Time) (Turn, [
 			Text: text, ReplyTo: key, Direct: true,
 		})
 	}
-	limit := 2*w.cfg.Agents.Defaults.Timeouts.Run + 30*time.Second
+	limit := 2*w.cfg.Policy.RunTimeout + 30*time.Second
 	dctx, cancel := context.WithTimeout(ctx, limit)
 	derr := w.router.Drain(dctx)
 	cancel()

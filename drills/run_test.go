@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/detourbot/detour/config"
 	"github.com/detourbot/detour/internal/fakeprovider"
 )
 
@@ -149,18 +150,20 @@ func TestEffective_FastScalesTimeouts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Agents.Defaults.Timeouts.Idle = 60 * time.Second
-	cfg.Agents.Defaults.Timeouts.Attempt = 300 * time.Second
-	cfg.Agents.Defaults.Timeouts.Run = 1800 * time.Second
-	f := Effective(cfg, true).Agents.Defaults.Timeouts
-	if f.Idle != 200*time.Millisecond || f.Attempt != time.Second || f.Run != 6*time.Second {
-		t.Errorf("fast timeouts = %+v, want 0.2s/1s/6s", f)
+	cfg.Agents.Defaults.IdleTimeout = 60 * time.Second
+	cfg.Policy.AttemptTimeout = 300 * time.Second
+	cfg.Policy.RunTimeout = 1800 * time.Second
+	timeouts := func(c *config.Config) [3]time.Duration {
+		return [3]time.Duration{c.Agents.Defaults.IdleTimeout, c.Policy.AttemptTimeout, c.Policy.RunTimeout}
 	}
-	if cfg.Agents.Defaults.Timeouts.Idle != 60*time.Second {
+	if f := timeouts(Effective(cfg, true)); f != [3]time.Duration{200 * time.Millisecond, time.Second, 6 * time.Second} {
+		t.Errorf("fast timeouts = %v, want 0.2s/1s/6s", f)
+	}
+	if timeouts(cfg) != [3]time.Duration{60 * time.Second, 300 * time.Second, 1800 * time.Second} {
 		t.Error("Effective changed its input")
 	}
-	if s := Effective(cfg, false).Agents.Defaults.Timeouts; s != cfg.Agents.Defaults.Timeouts {
-		t.Errorf("real timeouts changed: %+v", s)
+	if s := timeouts(Effective(cfg, false)); s != timeouts(cfg) {
+		t.Errorf("real timeouts changed: %v", s)
 	}
 }
 

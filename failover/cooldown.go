@@ -246,8 +246,8 @@ func applySuccess(st *ProfileState, ref string, now time.Time) {
 //
 // A success on a profile whose stored state is already clean (no cooldown, no
 // disable, no error counts) only moves LastUsed. Writing that every time costs a
-// durable write transaction per answer (on SQLite ~40 µs: lock, WAL append,
-// commit). applySuccessLazy skips it while the stored LastUsed is younger than
+// durable write transaction per answer (a lock, a WAL append and a commit on
+// SQLite; BENCHMARKS.md has the figure). applySuccessLazy skips it while the stored LastUsed is younger than
 // lastUsedPersist, which turns such a success into a no-op Update (no lock, no
 // write). The engine keeps every success in an in-process map (Engine.used) that
 // P1 ordering and CandidateStatus consult together with the stored value, so

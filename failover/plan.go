@@ -71,6 +71,10 @@ func (r *runner) inspect(i int) plan {
 			return pl
 		}
 	}
+	if r.req.Images && !r.req.TakesImages[ref] {
+		pl.skip = classify.ReasonImageInput // I5, beside B7
+		return pl
+	}
 	profs, strict, configured := profilesFor(r.req, prov, now)
 	pl.strict = strict
 	if configured && len(profs) == 0 {

@@ -12,12 +12,12 @@ import (
 
 // Reasons a run stops before the chain is exhausted.
 var (
-	ErrBreakerTripped = errors.New("idle-timeout breaker tripped")         // R8
-	ErrTurnBudget     = errors.New("turn budget reached")                  // B1
-	ErrPaidCallGuard  = errors.New("process-wide paid-call limit reached") // B2
-	ErrIterationCap   = errors.New("iteration cap reached")                // R9
-	ErrRunTimeout     = errors.New("run timeout")                          // R10
-	ErrUserBudget     = errors.New("daily budget reached")                 // T6: what Hooks.BeforeCall errors wrap
+	ErrBreakerTripped = errors.New("failover: idle-timeout breaker tripped")         // R8
+	ErrTurnBudget     = errors.New("failover: turn budget reached")                  // B1
+	ErrPaidCallGuard  = errors.New("failover: process-wide paid-call limit reached") // B2
+	ErrIterationCap   = errors.New("failover: iteration cap reached")                // R9
+	ErrRunTimeout     = errors.New("failover: run timeout")                          // R10
+	ErrUserBudget     = errors.New("failover: daily budget reached")                 // T6: what Hooks.BeforeCall errors wrap
 )
 
 // Run walks req.Chain, calling attempt for each paid call the policy allows, and
@@ -175,11 +175,11 @@ func (r *runner) walk(i int, pl *plan) (Result, error, bool) {
 			return res, err, true
 		}
 		// B1 then B2, before every paid call.
-		if r.p.MaxPaidAttemptsPerTurn > 0 && r.paid >= r.p.MaxPaidAttemptsPerTurn {
+		if r.p.MaxPaidAttemptsPerTurn > 0 && r.paid+r.req.Spent.Calls >= r.p.MaxPaidAttemptsPerTurn {
 			res, err := r.summary(ErrTurnBudget)
 			return res, err, true
 		}
-		if r.p.MaxTurnCostUSD > 0 && r.cost >= r.p.MaxTurnCostUSD {
+		if r.p.MaxTurnCostUSD > 0 && r.cost+r.req.Spent.USD >= r.p.MaxTurnCostUSD {
 			res, err := r.summary(ErrTurnBudget)
 			return res, err, true
 		}
@@ -251,7 +251,8 @@ func (r *runner) walk(i int, pl *plan) (Result, error, bool) {
 		if out.Progress {
 			r.breaker = 0 // R8: completed progress resets
 		}
-		rec := AttemptRecord{Candidate: cand, Kind: kind, Failure: f, Started: started, Duration: end.Sub(started), CostUSD: cost}
+		rec := AttemptRecord{Candidate: cand, Kind: kind, Failure: f, Started: started, Duration: end.Sub(started), CostUSD: cost,
+			InputTokens: out.InputTokens, OutputTokens: out.OutputTokens, UsageEstimated: out.UsageEstimated}
 		r.record(rec)
 		if f == nil {
 			pending = false

@@ -717,6 +717,12 @@ func TestRun_R12_AuthSkipCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.clk.Advance(40 * time.Second) // anthropic's own cooldown (30s) is over, the TTL is not
+	// A final failure of the primary (format, C9) ends the run before any
+	// fallback: the skipped fallback is not called, and its skip is kept.
+	sc = newScript(h.clk, ok("x")).on("ollama/a", failR(classify.ReasonFormat))
+	if _, err := h.e.Run(bg, req, sc.fn); err == nil || !eqStrings(sc.keys(), []string{"ollama/a"}) {
+		t.Fatalf("format on the primary: calls %v, err %v; want one call and an error", sc.keys(), err)
+	}
 	sc = newScript(h.clk, ok("x")).on("ollama/a", failR(classify.ReasonModelNotFound))
 	res, err := h.e.Run(bg, req, sc.fn)
 	if err != nil || res.Attempts[1].Skipped != classify.ReasonAuth || res.Candidate.Model != "c" {

@@ -33,7 +33,7 @@ type SummaryError struct {
 func (e *SummaryError) Error() string {
 	var b strings.Builder
 	if e.Stop != nil {
-		fmt.Fprintf(&b, "failover: run stopped (%v) after %d paid calls", e.Stop, e.PaidCalls)
+		fmt.Fprintf(&b, "failover: run stopped (%s) after %d paid calls", strings.TrimPrefix(e.Stop.Error(), "failover: "), e.PaidCalls)
 	} else {
 		fmt.Fprintf(&b, "failover: all candidates failed (%d attempts)", len(e.Attempts))
 	}
@@ -159,6 +159,8 @@ func phrase(r classify.Reason) string {
 		return "sending responses detour refuses (redirects, compressed or oversized bodies)"
 	case classify.ReasonLocal:
 		return "unreachable because of a failure on detour's side, not the providers'"
+	case classify.ReasonImageInput:
+		return "unable to take images"
 	}
 	return "failing (" + string(r) + ")"
 }

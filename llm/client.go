@@ -36,6 +36,7 @@ package llm
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -92,11 +93,32 @@ type Config struct {
 }
 
 // Message is one chat message. Each protocol turns it into its own shape in one
-// function (openaiMessage, anthropicMessage), so content of other kinds (image
+// function (openaiMessage, anthropicContent), so content of other kinds (image
 // parts) is added there, once per protocol.
 type Message struct {
 	Role    string // system, user, assistant
 	Content string
+	// Images go with the text to a model that takes them (I1); only the
+	// caller decides which model that is (I5).
+	Images []Image
+}
+
+// Image is one image of a message: its bytes as the person sent them.
+type Image struct {
+	MIME string // image/png, image/jpeg, image/gif or image/webp
+	Data []byte
+}
+
+// dataURL is img as a data: URL, the form every OpenAI-compatible API takes
+// inline images in.
+func (img Image) dataURL() string {
+	var b strings.Builder
+	b.Grow(len("data:;base64,") + len(img.MIME) + base64.StdEncoding.EncodedLen(len(img.Data)))
+	b.WriteString("data:" + img.MIME + ";base64,")
+	enc := base64.NewEncoder(base64.StdEncoding, &b)
+	_, _ = enc.Write(img.Data)
+	_ = enc.Close()
+	return b.String()
 }
 
 // Request is one chat completion request.
@@ -242,7 +264,7 @@ func (c *Client) ProfileID() string { return c.cfg.ProfileID }
 func (c *Client) CloseIdleConnections() { c.http.CloseIdleConnections() }
 
 // errTruncated: the stream ended without [DONE] and without a finish_reason.
-var errTruncated = errors.New("stream closed before a finish_reason was received")
+var errTruncated = errors.New("llm: stream closed before a finish_reason was received")
 
 func (c *Client) messages(req Request) []openai.ChatCompletionMessage {
 	out := make([]openai.ChatCompletionMessage, len(req.Messages))
@@ -252,21 +274,40 @@ func (c *Client) messages(req Request) []openai.ChatCompletionMessage {
 	return out
 }
 
-// openaiMessage is m in go-openai's shape; multi-part content (image parts)
-// goes into MultiContent here.
+// openaiMessage is m in go-openai's shape; a message with images is
+// multi-part content: its text, then one image_url part per image, as a data
+// URL (https://platform.openai.com/docs/guides/images-vision, "Passing a
+// Base64 encoded image"; Azure and Gemini's OpenAI-compatible endpoint take
+// the same).
 func openaiMessage(m Message) openai.ChatCompletionMessage {
-	return openai.ChatCompletionMessage{Role: m.Role, Content: m.Content}
+	if len(m.Images) == 0 {
+		return openai.ChatCompletionMessage{Role: m.Role, Content: m.Content}
+	}
+	parts := make([]openai.ChatMessagePart, 0, 1+len(m.Images))
+	if m.Content != "" {
+		parts = append(parts, openai.ChatMessagePart{Type: openai.ChatMessagePartTypeText, Text: m.Content})
+	}
+	for _, img := range m.Images {
+		parts = append(parts, openai.ChatMessagePart{Type: openai.ChatMessagePartTypeImageURL,
+			ImageURL: &openai.ChatMessageImageURL{URL: img.dataURL(), Detail: openai.ImageURLDetailAuto}})
+	}
+	return openai.ChatCompletionMessage{Role: m.Role, MultiContent: parts}
 }
 
 // buildRequest fits max tokens and temperature to go-openai's model checks
 // (reasoning models want max_completion_tokens and no temperature).
 func buildRequest(model string, msgs []openai.ChatCompletionMessage, maxTokens int, temp *float32) openai.ChatCompletionRequest {
+	// max_tokens is what OpenAI-compatible servers (vLLM, Ollama, OpenRouter,
+	// Anthropic's endpoint) read; go-openai deprecates it for OpenAI's reasoning
+	// models only, which get max_completion_tokens below.
+	//lint:ignore SA1019 see above
 	r := openai.ChatCompletionRequest{Model: model, Messages: msgs, MaxTokens: maxTokens}
 	if temp != nil {
 		r.Temperature = *temp
 	}
 	v := openai.NewReasoningValidator()
 	if err := v.Validate(r); errors.Is(err, openai.ErrReasoningModelMaxTokensDeprecated) {
+		//lint:ignore SA1019 moving the value off the deprecated field
 		r.MaxCompletionTokens, r.MaxTokens = r.MaxTokens, 0
 	}
 	if err := v.Validate(r); errors.Is(err, openai.ErrReasoningModelLimitationsOther) || errors.Is(err, openai.ErrReasoningSamplingUnsupported) {

@@ -26,7 +26,7 @@ const (
 const maxHeaderBytes = 1 << 20
 
 // ErrRefused is matched (errors.Is) by every *RefusedError.
-var ErrRefused = errors.New("provider response refused")
+var ErrRefused = errors.New("llm: provider response refused")
 
 // RefusedWords start every refusal people read (A2).
 const RefusedWords = "response refused by detour"

@@ -93,11 +93,6 @@ func Deliver(audience string, direct bool) bool {
 	return true
 }
 
-// ValidAudience reports whether a notices.users value is known.
-func ValidAudience(a string) bool {
-	return a == AudienceAll || a == AudienceDirectOnly || a == AudienceOff
-}
-
 // FormatTime renders a recovery or retry time for people: "14:05 UTC" (with
 // seconds when they matter) on the same day, else "2026-08-25 01:37 UTC"; a time
 // less than an hour ahead also says how far it is: "14:00:30 UTC (in 30s)".

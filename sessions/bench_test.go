@@ -1,3 +1,5 @@
+//go:build cgo
+
 package sessions
 
 import (
@@ -16,24 +18,31 @@ import (
 // queue, session load, history, chain, engine run with the SQLite state store,
 // the exchange stored in one transaction, notices and reply. The LLM is an
 // in-process fake that answers at once.
+// The event-ids variant gives every message an event id, as Slack, Discord and
+// the console's ids do (M3, M7: one more write per turn, the answer's delivery).
 // The postgres-state variant needs DETOUR_TEST_POSTGRES_DSN.
 func BenchmarkTurnOverhead(b *testing.B) {
-	b.Run("sqlite-state", func(b *testing.B) { benchTurns(b, newBenchHarness(b, testdb.SQLite)) })
+	b.Run("sqlite-state", func(b *testing.B) { benchTurns(b, newBenchHarness(b, testdb.SQLite), false) })
+	b.Run("sqlite-state-event-ids", func(b *testing.B) { benchTurns(b, newBenchHarness(b, testdb.SQLite), true) })
 	b.Run("mem-state", func(b *testing.B) {
 		h := newBenchHarness(b, testdb.SQLite)
 		h.engine.Store = failover.NewMemStore() // router + turn only; engine state in memory
-		benchTurns(b, h)
+		benchTurns(b, h, false)
 	})
-	b.Run("postgres-state", func(b *testing.B) { benchTurns(b, newBenchHarness(b, testdb.Postgres)) })
+	b.Run("postgres-state", func(b *testing.B) { benchTurns(b, newBenchHarness(b, testdb.Postgres), false) })
 }
 
-func benchTurns(b *testing.B, h *harness) {
+func benchTurns(b *testing.B, h *harness, eventIDs bool) {
 	ctx := context.Background()
 	durs := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		start := time.Now()
-		h.r.Handle(ctx, adapters.Inbound{Channel: "test", SessionKey: fmt.Sprintf("test:bench:%d", i%1000), Text: "hello there"})
+		in := adapters.Inbound{Channel: "test", SessionKey: fmt.Sprintf("test:bench:%d", i%1000), Text: "hello there"}
+		if eventIDs {
+			in.EventID = fmt.Sprintf("test:ev:%d", i)
+		}
+		h.r.Handle(ctx, in)
 		if err := h.r.Drain(ctx); err != nil {
 			b.Fatal(err)
 		}

@@ -18,13 +18,24 @@ import (
 // refused with a "did you mean" suggestion, so a typo never becomes a model
 // that fails on every turn.
 
-// choice is a refusal of a /model or /new argument; it matches ErrUnknownModel.
-type choice struct{ msg string }
+// badArgument is a command's answer to an argument it cannot take (a /model, /new
+// or /recover target): msg is the text the person reads, and the error matches
+// its sentinel (ErrUnknownModel, ErrUnknownProfile), whose own text stays out
+// of the answer.
+type badArgument struct {
+	sentinel error
+	msg      string
+}
 
-func (e *choice) Error() string { return e.msg }
+func (e *badArgument) Error() string { return e.msg }
 
-// Is makes errors.Is(err, ErrUnknownModel) hold.
-func (e *choice) Is(target error) bool { return target == ErrUnknownModel }
+// Is makes errors.Is(err, e.sentinel) hold.
+func (e *badArgument) Is(target error) bool { return target == e.sentinel }
+
+// refused is a badArgument matching sentinel, its text formatted.
+func refused(sentinel error, format string, args ...any) error {
+	return &badArgument{sentinel: sentinel, msg: fmt.Sprintf(format, args...)}
+}
 
 // choices is the router's table of models people can choose, built once.
 type choices struct {
@@ -109,7 +120,7 @@ func (c *choices) refuse(msg, typed string) error {
 	if s, ok := suggest.Closest(typed, c.names()); ok {
 		msg += "; did you mean " + s + "?"
 	}
-	return &choice{msg + " (/models lists the models you can choose)"}
+	return &badArgument{sentinel: ErrUnknownModel, msg: msg + " (/models lists the models you can choose)"}
 }
 
 // chooseModel resolves what a person typed after /model or /new (a model or an

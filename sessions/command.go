@@ -17,10 +17,10 @@ import (
 )
 
 // ErrUnknownModel is returned by SetModel for a model whose provider is not configured.
-var ErrUnknownModel = errors.New("unknown model")
+var ErrUnknownModel = errors.New("sessions: unknown model")
 
 // ErrUnknownProfile is returned by SetModel for a profile that is not configured.
-var ErrUnknownProfile = errors.New("unknown profile")
+var ErrUnknownProfile = errors.New("sessions: unknown profile")
 
 // runCommand answers one parsed command. Answers are KindReply (ephemeral where
 // the platform allows); bad input and refusals are KindError.
@@ -117,6 +117,20 @@ func (r *Router) runCommand(ctx context.Context, in adapters.Inbound, c commands
 		if info, err = r.Status(ctx, in.SessionKey, in.Channel); err == nil {
 			answer(commands.StatusText(info))
 		}
+	case commands.CmdCompact:
+		var text string
+		if text, err = r.CompactNow(ctx, in); err == nil {
+			answer(text)
+		}
+	case commands.CmdUsage:
+		if c.All && !r.isAdmin(in) {
+			refuse("/usage all is for admins (admin.users in the config); /usage shows your own")
+			return
+		}
+		var info commands.UsageInfo
+		if info, err = r.Usage(ctx, in, c.All); err == nil {
+			answer(commands.UsageText(info))
+		}
 	case commands.CmdRecover:
 		if !r.isAdmin(in) {
 			refuse("/recover is for admins (admin.users in the config)")
@@ -145,8 +159,8 @@ func channelModelRefusal(what string) string {
 func (r *Router) commandFailed(in adapters.Inbound, c commands.Command, err error, refuse func(string)) {
 	switch {
 	case err == nil:
-	case errors.Is(err, ErrUnknownModel), errors.Is(err, ErrUnknownProfile):
-		refuse(err.Error())
+	case errors.As(err, new(*badArgument)):
+		refuse(err.Error()) // its own text, never a sentinel's
 	default:
 		r.log.Warn("command failed", "session", in.SessionKey, "command", c.Name, "err", err)
 		refuse(fmt.Sprintf("/%s failed: internal error", c.Name))
@@ -304,7 +318,7 @@ func (r *Router) checkModel(ref, profile string) (failover.ModelRef, error) {
 			return m, nil
 		}
 	}
-	return "", fmt.Errorf("%w: %q is not a configured profile of %s", ErrUnknownProfile, profile, p)
+	return "", refused(ErrUnknownProfile, "unknown profile: %q is not a configured profile of %s", profile, p)
 }
 
 // userModelPatch is the patch of a user-chosen model (S4, O4).
@@ -364,7 +378,7 @@ func (r *Router) NewSession(ctx context.Context, sessionKey, ref string) error {
 	if err != nil {
 		return err
 	}
-	f := map[string]any{"compaction_count": 0, "last_probe_at": nil,
+	f := map[string]any{"compaction_count": 0, "last_probe_at": nil, "summary": "", "thread_context": "",
 		"notice_selected": "", "notice_active": "", "notice_reason": "",
 		"auth_profile_override": "", "auth_profile_override_source": "", "auth_profile_override_compaction_count": 0}
 	switch {
@@ -379,6 +393,7 @@ func (r *Router) NewSession(ctx context.Context, sessionKey, ref string) error {
 		delete(f, "auth_profile_override_source")
 		delete(f, "auth_profile_override_compaction_count")
 	}
+	f["summary"], f["thread_context"] = "", "" // the earlier messages are not read again (H3)
 	return r.st.restart(ctx, sessionKey, f)
 }
 
@@ -388,7 +403,7 @@ func (r *Router) Reset(ctx context.Context, sessionKey string) error {
 		return err
 	}
 	return r.st.restart(ctx, sessionKey, merge(clearedOverride(), map[string]any{"compaction_count": 0, "last_probe_at": nil,
-		"live_switch": true, "notice_selected": "", "notice_active": "", "notice_reason": ""}))
+		"live_switch": true, "notice_selected": "", "notice_active": "", "notice_reason": "", "summary": "", "thread_context": ""}))
 }
 
 func (r *Router) modelChoice(e *Entry, channel string) commands.ModelChoice {
@@ -462,8 +477,11 @@ func (r *Router) Status(ctx context.Context, sessionKey, channel string) (comman
 	}
 	// What the next turn sends before the new message, against the window of
 	// the model that would answer it.
-	prompt, _ := buildPrompt(r.systemPrompt(sessionKey, channel), hist, "", 0)
+	prompt, _ := buildPrompt(promptParts{system: r.systemPrompt(sessionKey, channel), context: e.ThreadContext,
+		summary: e.Summary, hist: hist}, 0)
 	info.ContextTokens = estimate(prompt[:len(prompt)-1])
+	info.Summarised, info.Earlier = e.Summary != "", e.ThreadContext != ""
+	info.Images = r.imageLine(sel)
 	// The order the next turn tries: on a fallback whose re-try of the
 	// selected model is due, the selected model comes first (S3).
 	next := sel
@@ -530,12 +548,12 @@ func (r *Router) Recover(ctx context.Context, target string) (string, error) {
 	case commands.ValidRef(target):
 		provider, model = failover.ModelRef(target).Split()
 		if !r.providerKnown(provider) {
-			return "", fmt.Errorf("%w: provider %q is not configured%s", ErrUnknownModel, provider, r.recoverHint(target))
+			return "", refused(ErrUnknownModel, "unknown model: provider %q is not configured%s", provider, r.recoverHint(target))
 		}
 		if !r.recoverable(target) {
 			// A typo must not be "recovered": the probe of a name the
 			// provider happens to accept would clear nothing people use.
-			return "", fmt.Errorf("%w: %q is not a model of the configuration%s", ErrUnknownModel, target, r.recoverHint(target))
+			return "", refused(ErrUnknownModel, "unknown model: %q is not a model of the configuration%s", target, r.recoverHint(target))
 		}
 		for _, pr := range r.cfg.Profiles[provider] {
 			ids = append(ids, pr.ID)
@@ -547,7 +565,7 @@ func (r *Router) Recover(ctx context.Context, target string) (string, error) {
 			found = found || pr.ID == target
 		}
 		if !found {
-			return "", fmt.Errorf("%w: %q is not a configured profile%s", ErrUnknownProfile, target, r.recoverHint(target))
+			return "", refused(ErrUnknownProfile, "unknown profile: %q is not a configured profile%s", target, r.recoverHint(target))
 		}
 		ids = []string{target}
 		for _, m := range r.configuredModels() {
@@ -560,7 +578,7 @@ func (r *Router) Recover(ctx context.Context, target string) (string, error) {
 			return fmt.Sprintf("no configured model of provider %s to probe %s with", provider, target), nil
 		}
 	default:
-		return "", fmt.Errorf("%w: %q is neither provider/model nor a profile id%s", ErrUnknownModel, target, r.recoverHint(target))
+		return "", refused(ErrUnknownModel, "unknown model: %q is neither provider/model nor a profile id%s", target, r.recoverHint(target))
 	}
 	if len(ids) == 0 {
 		ids = []string{""}

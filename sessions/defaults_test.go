@@ -1,3 +1,5 @@
+//go:build cgo
+
 package sessions
 
 import (
@@ -7,22 +9,6 @@ import (
 	"github.com/detourbot/detour/adapters"
 	"github.com/detourbot/detour/internal/testkit/testdb"
 )
-
-func TestParentKey(t *testing.T) {
-	cases := []struct{ key, want string }{
-		{"slack:T1:C1:1712.0001", "slack:T1:C1"},
-		{"slack:T1:C1", "slack:T1"},
-		{"console:default", ""},
-		{"console", ""},
-		{"", ""},
-		{":x", ""},
-	}
-	for _, c := range cases {
-		if got := parentKey(c.key); got != c.want {
-			t.Errorf("parentKey(%q) = %q, want %q", c.key, got, c.want)
-		}
-	}
-}
 
 // A slash command typed in a channel (Inbound.DefaultsFor set) chooses the model
 // new threads of that channel start with; threads already started keep theirs,

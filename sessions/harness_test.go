@@ -1,3 +1,5 @@
+//go:build cgo
+
 package sessions
 
 import (
@@ -17,6 +19,7 @@ import (
 	"github.com/detourbot/detour/adapters"
 	"github.com/detourbot/detour/failover"
 	"github.com/detourbot/detour/failover/failovertest"
+	"github.com/detourbot/detour/internal/database"
 	"github.com/detourbot/detour/internal/fakeprovider"
 	"github.com/detourbot/detour/internal/store"
 	"github.com/detourbot/detour/internal/testkit/syncbuf"
@@ -112,6 +115,9 @@ type harness struct {
 	logLevel slog.Level
 	// clients replaces the real llm clients (in-process fake LLM) when set.
 	clients func(provider, profile string) (LLM, error)
+	// extra are more channels the router posts to (a test channel with
+	// optional capabilities).
+	extra []adapters.Adapter
 }
 
 type harnessOpt func(*Config, *harness)
@@ -181,11 +187,11 @@ func newHarnessTB(t testing.TB, driver string, opts ...harnessOpt) *harness {
 func (h *harness) open(cfg Config) {
 	t := h.t
 	log := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: h.logLevel}))
-	db, err := store.Open(context.Background(), h.driver, h.dsn, log)
+	db, err := database.Open(context.Background(), h.driver, h.dsn, log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = store.Close(db) })
+	t.Cleanup(func() { _ = database.Close(db) })
 	h.db, h.cfg = db, cfg
 	h.states, err = store.NewStateStore(db)
 	if err != nil {
@@ -204,6 +210,9 @@ func (h *harness) open(cfg Config) {
 	}
 	h.r.AddAdapter(h.rec)
 	h.r.AddAdapter(h.admin)
+	for _, a := range h.extra {
+		h.r.AddAdapter(a)
+	}
 	t.Cleanup(h.r.Close)
 }
 
@@ -214,7 +223,7 @@ func (h *harness) replica() *harness {
 	h.t.Helper()
 	r := &harness{t: h.t, fake: h.fake, url: h.url, calls: h.calls, clock: h.clock,
 		rec: &recorder{name: "test"}, admin: &recorder{name: "console"}, logs: h.logs,
-		driver: h.driver, dsn: h.dsn, idle: h.idle, logLevel: h.logLevel, clients: h.clients}
+		driver: h.driver, dsn: h.dsn, idle: h.idle, logLevel: h.logLevel, clients: h.clients, extra: h.extra}
 	r.open(h.cfg)
 	return r
 }

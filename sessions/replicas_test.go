@@ -1,3 +1,5 @@
+//go:build cgo
+
 package sessions
 
 import (
@@ -16,6 +18,7 @@ import (
 	"github.com/detourbot/detour/adapters"
 	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/failover"
+	"github.com/detourbot/detour/internal/database"
 	"github.com/detourbot/detour/internal/fakeprovider"
 	"github.com/detourbot/detour/internal/store"
 	"github.com/detourbot/detour/internal/testkit/testdb"
@@ -270,11 +273,11 @@ func TestMain(m *testing.M) {
 func startReplica(driver, dsn string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	db, err := store.Open(ctx, driver, dsn, nil)
+	db, err := database.Open(ctx, driver, dsn, nil)
 	if err != nil {
 		return err
 	}
-	defer store.Close(db)
+	defer database.Close(db)
 	states, err := store.NewStateStore(db)
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/detourbot/detour/adapters"
 	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/failover"
 	"github.com/detourbot/detour/internal/store"
@@ -19,12 +20,13 @@ import (
 )
 
 // This file holds every SQL statement of the package. The same statements run
-// on SQLite and Postgres (M1): gorm builds them, every write goes through a
-// store.Open handle (text cleaned of NUL and invalid UTF-8), keys are unbounded
-// text, counters move with atomic increments ("n = n + ?"), ownership of an
-// override or of an incident changes with compare-and-set UPDATEs, and every
-// transaction is a store.Transaction (retried on deadlock, serialization
-// failure or SQLite busy), so replicas sharing the database lose no update (M2).
+// on SQLite and Postgres (M1): gorm builds them, every write goes through an
+// internal/database.Open handle (text cleaned of NUL and invalid UTF-8), keys
+// are unbounded text, counters move with atomic increments ("n = n + ?"),
+// ownership of an override or of an incident changes with compare-and-set
+// UPDATEs, and every transaction is a store.Transaction (retried on deadlock,
+// serialization failure or SQLite busy), so replicas sharing the database lose
+// no update (M2).
 
 // Entry is one session's durable state (O1). The override fields are owned by the
 // fallback runner when their source is "auto" and by the user when it is "user".
@@ -48,6 +50,10 @@ type Entry struct {
 	// LastTurnAt is when the latest turn began: written before the turn's first
 	// paid call, so a database that cannot be written stops the turn first (T7).
 	LastTurnAt *time.Time
+	// LastExchange is the id of the latest exchange stored (M8): a write of an
+	// exchange retried after its commit was in doubt finds it here and stores
+	// nothing twice.
+	LastExchange string `gorm:"not null;default:''"`
 
 	// Notice state (N3).
 	NoticeSelected string
@@ -58,6 +64,14 @@ type Entry struct {
 	InputTokens  int64
 	OutputTokens int64
 	CostUSD      float64 // estimated from the configured prices (B1); 0 without prices
+
+	// ThreadContext is the conversation's earlier messages, read once when the
+	// bot was first addressed in it (H1-H3); ThreadRead says they were read (or
+	// tried), so neither a restart nor a redelivery reads them again.
+	ThreadContext string
+	ThreadRead    bool
+	// Summary stands for the turns compaction dropped (R16); "" = none.
+	Summary string
 
 	CreatedAt time.Time
 	UpdatedAt time.Time
@@ -154,11 +168,24 @@ type incidentRow struct {
 // TableName names the incidents table.
 func (incidentRow) TableName() string { return "incidents" }
 
-// inboundEvent is one platform event already taken by a process (M3): the row's
-// insert is what only one replica (or one life of the process) wins.
+// inboundEvent is one platform event (or console message id) already taken by
+// a process (M3): the row's insert is what only one replica (or one life of the
+// process) wins. It keeps the event's answer once there is one (M7), so the
+// same message sent again gets that answer back instead of a new turn.
 type inboundEvent struct {
 	ID string    `gorm:"primaryKey"`
 	At time.Time `gorm:"index"`
+	// The answer: its session, kind (reply or error), text, model and whether
+	// it was ephemeral; AnsweredAt nil = none stored yet.
+	SessionKey string `gorm:"not null;default:''"`
+	Kind       string `gorm:"not null;default:''"`
+	Text       string `gorm:"not null;default:''"`
+	Model      string `gorm:"not null;default:''"`
+	Ephemeral  bool   `gorm:"not null;default:false"`
+	AnsweredAt *time.Time
+	// DeliveredAt is when the adapter took the answer; nil = stored but maybe
+	// never delivered (a crash in between): a redelivery then delivers it.
+	DeliveredAt *time.Time
 }
 
 // TableName names the inbound events table.
@@ -169,18 +196,65 @@ func (inboundEvent) TableName() string { return "inbound_events" }
 const eventMemory = 24 * time.Hour
 
 // claimEvent records event id as taken and reports whether this call took it
-// (false: another replica, or this process before a restart, already did).
-// Now and then it forgets ids older than eventMemory.
-func (s sessionStore) claimEvent(ctx context.Context, id string, now time.Time) (bool, error) {
+// (false: another replica, or this process before a restart, already did; prior
+// is then the event's row, with its answer when one was stored). Now and then it
+// forgets ids older than eventMemory.
+func (s sessionStore) claimEvent(ctx context.Context, id string, now time.Time) (taken bool, prior *inboundEvent, err error) {
 	db := s.db.WithContext(ctx)
 	res := db.Clauses(clause.OnConflict{DoNothing: true}).Create(&inboundEvent{ID: id, At: now.UTC()})
 	if res.Error != nil {
-		return false, fmt.Errorf("sessions: claim event: %w", res.Error)
+		return false, nil, fmt.Errorf("sessions: claim event: %w", res.Error)
 	}
 	if now.Unix()%64 == 0 { // an occasional sweep keeps the table small
 		db.Where("at < ?", now.Add(-eventMemory).UTC()).Delete(&inboundEvent{})
 	}
-	return res.RowsAffected == 1, nil
+	if res.RowsAffected == 1 {
+		return true, nil, nil
+	}
+	var ev inboundEvent
+	if err := db.Where(map[string]any{"id": store.CleanText(id)}).Limit(1).Find(&ev).Error; err != nil {
+		return false, nil, fmt.Errorf("sessions: read event: %w", err)
+	}
+	return false, &ev, nil
+}
+
+// eventAnswer is the answer kept for an event (M7).
+type eventAnswer struct {
+	session string
+	out     adapters.Outbound
+}
+
+func (a eventAnswer) fields(answered time.Time) map[string]any {
+	return map[string]any{"session_key": a.session, "kind": string(a.out.Kind), "text": a.out.Text, "model": a.out.Model,
+		"ephemeral": a.out.Ephemeral, "answered_at": gorm.Expr("COALESCE(answered_at, ?)", answered)}
+}
+
+// answerEvent keeps the answer of event id, and when it was delivered (nil =
+// not yet).
+func answerEvent(tx *gorm.DB, id string, a eventAnswer, now time.Time, delivered *time.Time) error {
+	f := a.fields(now)
+	if delivered != nil {
+		f["delivered_at"] = delivered.UTC()
+	}
+	if err := tx.Model(&inboundEvent{}).Where(map[string]any{"id": store.CleanText(id)}).Updates(f).Error; err != nil {
+		return fmt.Errorf("sessions: answer event: %w", err)
+	}
+	return nil
+}
+
+// answerEvent keeps the answer of event id (see the function of that name).
+func (s sessionStore) answerEvent(ctx context.Context, id string, a eventAnswer, now time.Time, delivered *time.Time) error {
+	return answerEvent(s.db.WithContext(ctx), id, a, now, delivered)
+}
+
+// eventDelivered records that the answer stored for event id was delivered.
+func (s sessionStore) eventDelivered(ctx context.Context, id string, at time.Time) error {
+	err := s.db.WithContext(ctx).Model(&inboundEvent{}).Where(map[string]any{"id": store.CleanText(id)}).
+		Update("delivered_at", at.UTC()).Error
+	if err != nil {
+		return fmt.Errorf("sessions: event delivered: %w", err)
+	}
+	return nil
 }
 
 // userUsage is one user's paid calls and estimated spend on one UTC day (T6),
@@ -247,7 +321,7 @@ func (s sessionStore) addSpend(ctx context.Context, user, day string, usd float6
 type sessionStore struct{ db *gorm.DB }
 
 func (s sessionStore) migrate(ctx context.Context) error {
-	if err := store.Migrate(ctx, s.db, &Entry{}, &Message{}, &AttemptRow{}, &incidentRow{}, &NoticeRow{}, &inboundEvent{}, &userUsage{}); err != nil {
+	if err := store.Migrate(ctx, s.db, &Entry{}, &Message{}, &AttemptRow{}, &incidentRow{}, &NoticeRow{}, &inboundEvent{}, &userUsage{}, &usageRow{}); err != nil {
 		return fmt.Errorf("sessions: %w", err)
 	}
 	return nil
@@ -366,13 +440,6 @@ func (s sessionStore) history(ctx context.Context, key string) ([]Message, error
 	return msgs, nil
 }
 
-// userTurns counts the user messages in key's history.
-func (s sessionStore) userTurns(ctx context.Context, key string) (int, error) {
-	var n int64
-	err := s.db.WithContext(ctx).Model(&Message{}).Where(map[string]any{"session_key": store.CleanText(key), "role": "user"}).Count(&n).Error
-	return int(n), err
-}
-
 // patch updates fields of key.
 func (s sessionStore) patch(ctx context.Context, key string, fields map[string]any) error {
 	if err := s.db.WithContext(ctx).Model(&Entry{}).Where(byKey(key)).Updates(fields).Error; err != nil {
@@ -414,13 +481,18 @@ func dropHistory(tx *gorm.DB, key string, before uint64) error {
 }
 
 // compact drops the history of key below message id keep (0 = all) and bumps the
-// compaction count, in one transaction.
-func (s sessionStore) compact(ctx context.Context, key string, keep uint64) error {
+// compaction count, in one transaction; a non-nil summary replaces the stored
+// one in the same transaction (R16).
+func (s sessionStore) compact(ctx context.Context, key string, keep uint64, summary *string) error {
 	return store.Transaction(ctx, s.db, func(tx *gorm.DB) error {
 		if err := dropHistory(tx, key, keep); err != nil {
 			return err
 		}
-		return tx.Model(&Entry{}).Where(byKey(key)).Update("compaction_count", gorm.Expr("compaction_count + 1")).Error
+		upd := map[string]any{"compaction_count": gorm.Expr("compaction_count + 1")}
+		if summary != nil {
+			upd["summary"] = *summary
+		}
+		return tx.Model(&Entry{}).Where(byKey(key)).Updates(upd).Error
 	})
 }
 
@@ -445,6 +517,9 @@ func (s sessionStore) addAttempts(ctx context.Context, rows []AttemptRow) error 
 
 // exchange is what a successful turn stores, in one transaction.
 type exchange struct {
+	// id names this exchange (M8): a retried write whose first commit was in
+	// doubt (the connection broke during COMMIT) finds it stored and stops.
+	id        string
 	key       string
 	messages  []Message    // the user's message and the answer
 	attempts  []AttemptRow // V1
@@ -462,13 +537,56 @@ type exchange struct {
 	// notice is the fallback or cleared notice this turn's state change makes
 	// ("" = none), kept for `bot history`.
 	notice string
+	// event is the EventID the exchange answers ("" = none): its answer is kept
+	// with the event (M7), in the same transaction.
+	event  string
+	answer eventAnswer
+	// delivered is when the answer was delivered, when it was before the
+	// exchange could be stored (M8); nil = not known to be.
+	delivered *time.Time
 }
+
+// size is about the bytes x holds, for the bound on exchanges kept in memory.
+func (x exchange) size() int {
+	n := len(x.answer.out.Text)
+	for _, m := range x.messages {
+		n += len(m.Content)
+	}
+	for _, a := range x.attempts {
+		n += len(a.Summary) + 128
+	}
+	return n + 512
+}
+
+// errStoredBefore says an exchange was found stored already (M8).
+var errStoredBefore = errors.New("sessions: exchange stored before")
 
 // storeExchange writes a successful turn: history, attempts, notice state and
 // counters, the override and profile pin changes, and the end of any open
 // incident (a success anywhere ends it for every replica, V4).
+//
+// The entry's update comes first and names the exchange (LastExchange), only
+// where the entry does not name it already: a write retried after its commit
+// was in doubt stores nothing twice (M8), and storeExchange reports success.
 func (s sessionStore) storeExchange(ctx context.Context, x exchange) error {
-	return store.Transaction(ctx, s.db, func(tx *gorm.DB) error {
+	err := store.Transaction(ctx, s.db, func(tx *gorm.DB) error {
+		upd := map[string]any{
+			"paid_calls":    gorm.Expr("paid_calls + ?", x.paidCalls),
+			"input_tokens":  gorm.Expr("input_tokens + ?", x.tokensIn),
+			"output_tokens": gorm.Expr("output_tokens + ?", x.tokensOut),
+			"cost_usd":      gorm.Expr("cost_usd + ?", x.cost),
+			"last_exchange": x.id,
+		}
+		for k, v := range x.fields {
+			upd[k] = v
+		}
+		res := tx.Model(&Entry{}).Where(byKey(x.key)).Where("last_exchange IS NULL OR last_exchange <> ?", x.id).Updates(upd)
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			return errStoredBefore
+		}
 		msgs := append([]Message(nil), x.messages...) // Create sets IDs: a retry starts clean
 		if err := tx.Create(&msgs).Error; err != nil {
 			return err
@@ -478,18 +596,6 @@ func (s sessionStore) storeExchange(ctx context.Context, x exchange) error {
 			if err := tx.Create(&rows).Error; err != nil {
 				return err
 			}
-		}
-		upd := map[string]any{
-			"paid_calls":    gorm.Expr("paid_calls + ?", x.paidCalls),
-			"input_tokens":  gorm.Expr("input_tokens + ?", x.tokensIn),
-			"output_tokens": gorm.Expr("output_tokens + ?", x.tokensOut),
-			"cost_usd":      gorm.Expr("cost_usd + ?", x.cost),
-		}
-		for k, v := range x.fields {
-			upd[k] = v
-		}
-		if err := tx.Model(&Entry{}).Where(byKey(x.key)).Updates(upd).Error; err != nil {
-			return err
 		}
 		if x.notice != "" {
 			if err := tx.Create(&NoticeRow{SessionKey: x.key, Text: x.notice, CreatedAt: x.messages[0].CreatedAt}).Error; err != nil {
@@ -509,8 +615,17 @@ func (s sessionStore) storeExchange(ctx context.Context, x exchange) error {
 				return err
 			}
 		}
+		if x.event != "" {
+			if err := answerEvent(tx, x.event, x.answer, x.messages[0].CreatedAt, x.delivered); err != nil {
+				return err
+			}
+		}
 		return closeIncident(tx)
 	})
+	if errors.Is(err, errStoredBefore) {
+		return nil
+	}
+	return err
 }
 
 // incidentOpen reports whether an incident is open.
@@ -651,6 +766,82 @@ func ReadHistory(ctx context.Context, db *gorm.DB, q HistoryQuery) ([]HistoryEve
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Time.Before(out[j].Time) })
 	if len(out) > q.Limit {
 		out = out[len(out)-q.Limit:]
+	}
+	return out, nil
+}
+
+// usageRow is what one user spent in one place on one model on one UTC day
+// (U2): paid calls, tokens and estimated cost, with how many of the calls had
+// their tokens estimated because the provider sent none (U1). Rows are only
+// ever incremented, so replicas add up without losing a call (M2).
+type usageRow struct {
+	Day       string  `gorm:"primaryKey"` // 2006-01-02, UTC
+	User      string  `gorm:"column:user_id;primaryKey"`
+	Place     string  `gorm:"primaryKey"` // where the conversation is: placeOf(session key)
+	Model     string  `gorm:"primaryKey"` // provider/model
+	Calls     int64   `gorm:"not null;default:0"`
+	TokensIn  int64   `gorm:"not null;default:0"`
+	TokensOut int64   `gorm:"not null;default:0"`
+	Estimated int64   `gorm:"not null;default:0"` // calls whose tokens are estimates
+	USD       float64 `gorm:"column:usd;not null;default:0"`
+}
+
+// TableName names the usage table.
+func (usageRow) TableName() string { return "usage_days" }
+
+// addUsage adds rows to the stored ones, one upsert each (usually one a turn).
+func (s sessionStore) addUsage(ctx context.Context, rows []usageRow) error {
+	db := s.db.WithContext(ctx)
+	add := func(col string) clause.Expr {
+		return gorm.Expr("usage_days." + col + " + excluded." + col)
+	}
+	for _, u := range rows {
+		u.User, u.Place, u.Model = store.CleanText(u.User), store.CleanText(u.Place), store.CleanText(u.Model)
+		err := db.Clauses(clause.OnConflict{
+			Columns: []clause.Column{{Name: "day"}, {Name: "user_id"}, {Name: "place"}, {Name: "model"}},
+			DoUpdates: clause.Assignments(map[string]any{"calls": add("calls"), "tokens_in": add("tokens_in"),
+				"tokens_out": add("tokens_out"), "estimated": add("estimated"), "usd": add("usd")}),
+		}).Create(&u).Error
+		if err != nil {
+			return fmt.Errorf("sessions: usage: %w", err)
+		}
+	}
+	return nil
+}
+
+// UsageSum is the usage of a group of rows (U2, U3).
+type UsageSum struct {
+	Key       string `gorm:"column:grp"` // the user, place or model of the group ("" for a total)
+	Calls     int64
+	TokensIn  int64
+	TokensOut int64
+	Estimated int64
+	USD       float64
+}
+
+// usageColumns are the groupings /usage all shows.
+var usageColumns = map[string]bool{"user_id": true, "place": true, "model": true}
+
+// usageSums adds up the rows of days [from, to) (user "" = every user), grouped
+// by column ("" = one total), the largest spend first, at most limit groups.
+func (s sessionStore) usageSums(ctx context.Context, user, column, from, to string, limit int) ([]UsageSum, error) {
+	sel := "COALESCE(SUM(calls), 0) AS calls, COALESCE(SUM(tokens_in), 0) AS tokens_in, COALESCE(SUM(tokens_out), 0) AS tokens_out, " +
+		"COALESCE(SUM(estimated), 0) AS estimated, COALESCE(SUM(usd), 0) AS usd"
+	q := s.db.WithContext(ctx).Model(&usageRow{}).Where("day >= ? AND day < ?", from, to)
+	if user != "" {
+		q = q.Where("user_id = ?", store.CleanText(user))
+	}
+	if column != "" {
+		if !usageColumns[column] {
+			return nil, fmt.Errorf("sessions: usage: unknown grouping %q", column)
+		}
+		q = q.Select(column + " AS grp, " + sel).Group(column).Order("SUM(usd) DESC, SUM(calls) DESC, " + column).Limit(limit)
+	} else {
+		q = q.Select("'' AS grp, " + sel)
+	}
+	var out []UsageSum
+	if err := q.Scan(&out).Error; err != nil {
+		return nil, fmt.Errorf("sessions: usage: %w", err)
 	}
 	return out, nil
 }

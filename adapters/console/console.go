@@ -5,8 +5,10 @@
 //   - text: every line belongs to the session console:default; replies print as
 //     they are, notices on their own line starting with "↪️", errors start with
 //     "error:".
-//   - jsonl: each input line is plain text or {"session","user","text"}; each
-//     output line is one JSON object {"type","session","text","model"}.
+//   - jsonl: each input line is plain text or {"session","user","text","id"};
+//     each output line is one JSON object {"type","session","text","model"},
+//     with "replayed": true on an answer sent again for a line whose id was
+//     answered before (M7).
 //
 // The console user is always an admin and every session is a direct one.
 package console
@@ -23,6 +25,7 @@ import (
 	"sync"
 
 	"github.com/detourbot/detour/adapters"
+	"github.com/detourbot/detour/internal/termsafe"
 )
 
 // Name is the adapter's channel name.
@@ -242,7 +245,14 @@ type jsonIn struct {
 	Session string `json:"session"`
 	User    string `json:"user"`
 	Text    string `json:"text"`
+	// ID, optional, names the message for the client (M7): a line sent again
+	// with an id already answered gets that answer again, marked replayed,
+	// with no new model call and nothing stored twice.
+	ID string `json:"id"`
 }
+
+// maxIDBytes bounds a message id.
+const maxIDBytes = 200
 
 // parse turns one line into an Inbound, or says to skip it, or gives the text
 // of an error line for the session it concerns.
@@ -251,7 +261,7 @@ func (a *Adapter) parse(l line, n int) (in adapters.Inbound, skip bool, errText,
 	if l.tooLong > 0 {
 		return in, false, fmt.Sprintf("input line %d is too long (%d bytes; limit %d); it was ignored", n, l.tooLong, a.opts.MaxMessageBytes), session
 	}
-	text, user := l.text, ""
+	text, user, id := l.text, "", ""
 	if a.opts.Format == FormatJSONL {
 		trimmed := strings.TrimSpace(text)
 		if strings.HasPrefix(trimmed, "{") {
@@ -266,7 +276,10 @@ func (a *Adapter) parse(l line, n int) (in adapters.Inbound, skip bool, errText,
 			if j.Session != "" {
 				session = j.Session
 			}
-			text, user = j.Text, j.User
+			text, user, id = j.Text, j.User, j.ID
+			if len(id) > maxIDBytes {
+				return in, false, fmt.Sprintf("input line %d has an id of %d bytes; the limit is %d", n, len(id), maxIDBytes), session
+			}
 		}
 	}
 	if strings.TrimSpace(text) == "" {
@@ -281,7 +294,7 @@ func (a *Adapter) parse(l line, n int) (in adapters.Inbound, skip bool, errText,
 	if user == "" {
 		user = "local"
 	}
-	return adapters.Inbound{
+	in = adapters.Inbound{
 		Channel:    Name,
 		SessionKey: Name + ":" + session,
 		User:       Name + ":" + user,
@@ -289,7 +302,13 @@ func (a *Adapter) parse(l line, n int) (in adapters.Inbound, skip bool, errText,
 		ReplyTo:    session,
 		Direct:     true,
 		Admin:      true,
-	}, false, "", session
+	}
+	if id != "" {
+		// One id names one message of the console's clients, whatever the
+		// session (M7).
+		in.EventID, in.Replay = Name+":id:"+id, true
+	}
+	return in, false, "", session
 }
 
 func shortErr(err error) string {
@@ -306,6 +325,8 @@ type jsonOut struct {
 	Session string `json:"session,omitempty"`
 	Text    string `json:"text"`
 	Model   string `json:"model,omitempty"`
+	// Replayed marks an answer given before to a line with the same id (M7).
+	Replayed bool `json:"replayed,omitempty"`
 }
 
 // Send prints one outbound message. Reports print only with Options.Reports.
@@ -319,14 +340,14 @@ func (a *Adapter) Send(ctx context.Context, out adapters.Outbound) error {
 		if out.SessionKey == "" && out.Kind != adapters.KindReport {
 			session = out.ReplyTo
 		}
-		o := jsonOut{Type: string(out.Kind), Session: session, Text: out.Text}
+		o := jsonOut{Type: string(out.Kind), Session: session, Text: out.Text, Replayed: out.Replayed}
 		if o.Type == "" {
 			o.Type = string(adapters.KindReply)
 		}
 		if out.Kind == adapters.KindReply || out.Kind == "" {
 			o.Model = out.Model
 		}
-		enc := json.NewEncoder(&b)
+		enc := json.NewEncoder(termsafe.NewJSONWriter(&b)) // T4: no raw C1 or bidi control either
 		enc.SetEscapeHTML(false)
 		if err := enc.Encode(o); err != nil {
 			return fmt.Errorf("console: encode: %w", err)
@@ -373,7 +394,7 @@ func (a *Adapter) answer() {
 // textLine renders one outbound message for the text format, with terminal
 // control sequences removed (T4).
 func textLine(out adapters.Outbound) string {
-	text := Sanitize(strings.TrimRight(out.Text, "\n"))
+	text := termsafe.Strip(strings.TrimRight(out.Text, "\n"))
 	switch out.Kind {
 	case adapters.KindNotice:
 		if !strings.HasPrefix(text, "↪️") {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -78,7 +79,7 @@ func TestText_Inbound(t *testing.T) {
 		t.Fatalf("got %d inbound, want 3 (blank lines skipped): %+v", len(got), got)
 	}
 	want := adapters.Inbound{Channel: "console", SessionKey: "console:default", User: "console:local", Text: "hello", ReplyTo: "default", Direct: true, Admin: true}
-	if got[0] != want {
+	if !reflect.DeepEqual(got[0], want) {
 		t.Errorf("got %+v, want %+v", got[0], want)
 	}
 	// text format does not interpret JSON: the line is the message.
@@ -167,7 +168,7 @@ func TestJSONL_Inbound(t *testing.T) {
 		t.Fatalf("got %d inbound, want %d: %+v", len(got), len(want), got)
 	}
 	for i := range want {
-		if got[i] != want[i] {
+		if !reflect.DeepEqual(got[i], want[i]) {
 			t.Errorf("[%d] got %+v, want %+v", i, got[i], want[i])
 		}
 	}
@@ -364,4 +365,60 @@ func inboxAnswering(a *Adapter, keep chan adapters.Inbound) chan adapters.Inboun
 		}
 	}()
 	return in
+}
+
+// covers M7: a jsonl line's optional id becomes the message's event id (one per
+// id, whatever the session) with a replay asked for; an id too long is one
+// error line; a replayed answer says so, and a raw C1 or bidi control never
+// reaches the output (T4).
+func TestJSONL_M7_MessageIDs(t *testing.T) {
+	input := strings.Join([]string{
+		`{"session": "s1", "id": "m-1", "text": "hello"}`,
+		`{"session": "s2", "id": "m-1", "text": "hello"}`,
+		`{"session": "s1", "id": "` + strings.Repeat("x", maxIDBytes+1) + `", "text": "hello"}`,
+	}, "\n") + "\n"
+	var out strings.Builder
+	a := New(Options{Format: FormatJSONL, In: strings.NewReader(input), Out: &out})
+	got := collect(t, a)
+	if len(got) != 2 {
+		t.Fatalf("got %d inbound, want 2: %+v", len(got), got)
+	}
+	for i, in := range got {
+		if in.EventID != "console:id:m-1" || !in.Replay {
+			t.Errorf("[%d] EventID %q, Replay %v; want console:id:m-1, true", i, in.EventID, in.Replay)
+		}
+	}
+	if !strings.Contains(out.String(), `"type":"error"`) || !strings.Contains(out.String(), "has an id of 201 bytes") {
+		t.Errorf("output for the long id: %q", out.String())
+	}
+	out.Reset()
+	_ = a.Send(context.Background(), adapters.Outbound{Kind: adapters.KindReply, SessionKey: "console:s1", Text: "again\u009b2J\u202e",
+		Model: "p/a", Replayed: true})
+	if want := `{"type":"reply","session":"s1","text":"again\u009b2J\u202e","model":"p/a","replayed":true}` + "\n"; out.String() != want {
+		t.Errorf("replayed output:\n%s\nwant:\n%s", out.String(), want)
+	}
+}
+
+// covers A5 at a terminal: a failed attempt's printed words are erased, the
+// fallback notice takes their line, and the fallback's answer prints below it.
+func TestText_A5_NoticeAboveTheFallbacksAnswer(t *testing.T) {
+	var out strings.Builder
+	a := New(Options{Format: FormatText, In: strings.NewReader("hi\n"), Out: &out})
+	inbox := make(chan adapters.Inbound)
+	done := make(chan error, 1)
+	ctx := context.Background()
+	go func() { done <- a.Run(ctx, inbox) }()
+	in := <-inbox
+	st, _ := a.StartStream(ctx, in)
+	_ = st.Update(ctx, "partial words")
+	_ = st.Restart(ctx, &adapters.Outbound{Kind: adapters.KindNotice, SessionKey: in.SessionKey, Text: "↪️ model fallback: p2/beta"})
+	_ = st.Update(ctx, "the fallback")
+	_ = st.Finish(ctx, adapters.Outbound{Kind: adapters.KindReply, SessionKey: in.SessionKey, Text: "the fallback answers"})
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	want := "\x1b7partial words" + "\x1b8\x1b[J" + "↪️ model fallback: p2/beta\n" + "\x1b7the fallback" + " answers" + "\n"
+	if got := out.String(); got != want {
+		t.Fatalf("terminal got\n%q\nwant\n%q", got, want)
+	}
 }

@@ -74,33 +74,50 @@ func (a *Adapter) onMessage(_ *discordgo.Session, mc *discordgo.MessageCreate) {
 	default:
 		return
 	}
-	if text == "" {
+	files := filesOf(m.Attachments) // I1
+	if text == "" && len(files) == 0 {
 		return // nothing to answer (or, in mention-only mode, no content for us)
 	}
 	if a.seen.Seen("msg:" + m.ID) {
 		return // already delivered (replayed on resume)
 	}
 	in := adapters.Inbound{
-		Channel:    Name,
-		SessionKey: sessionKey(m.GuildID, m.ChannelID),
-		User:       "discord:" + m.Author.ID,
-		Text:       text,
-		ReplyTo:    m.ChannelID + replySep + m.ID,
-		Direct:     direct,
-		EventID:    "discord:msg:" + m.ID,
+		Channel:      Name,
+		SessionKey:   sessionKey(m.GuildID, m.ChannelID),
+		User:         "discord:" + m.Author.ID,
+		Text:         text,
+		ReplyTo:      m.ChannelID + replySep + m.ID,
+		Direct:       direct,
+		EventID:      "discord:msg:" + m.ID,
+		Conversation: conversation(m.GuildID),
+		Files:        files,
+	}
+	if ref := m.MessageReference; ref != nil && ref.MessageID != "" && (ref.ChannelID == "" || ref.ChannelID == m.ChannelID) &&
+		(m.ReferencedMessage == nil || m.ReferencedMessage.Author == nil || m.ReferencedMessage.Author.ID != botID) {
+		in.RepliesTo = replyRef(m.ChannelID, ref.MessageID) // H1: a reply chain the bot was not part of
 	}
 	a.enqueue(m.ChannelID, job{in: in, lookup: lookup, openThread: open, guild: m.GuildID, message: m.ID})
 }
 
-// handle is a channel worker's step for one job.
-func (a *Adapter) handle(ctx context.Context, j job) {
-	if j.lookup && a.isThread(ctx, j.channel()) {
-		a.threads.Add(j.channel())
+// conversation is the kind of a Discord conversation: a DM has no guild (bots
+// take no part in group DMs); anything in a guild is a channel or a thread.
+func conversation(guildID string) string {
+	if guildID == "" {
+		return adapters.ConversationDirect
 	}
-	if j.openThread && !a.threads.Has(j.channel()) {
-		a.moveToThread(ctx, &j)
+	return adapters.ConversationChannel
+}
+
+// setParent names the channel a thread belongs to (Inbound.Parent), as far as
+// the bot learnt it (the thread it started, THREAD_CREATE, a lookup), so that
+// access.channels allows the threads of an allowed channel (T5).
+func (a *Adapter) setParent(in *adapters.Inbound, guild, channel string) {
+	if in.Parent != "" || guild == "" {
+		return
 	}
-	a.deliver(ctx, j.in)
+	if parent, ok := a.threads.Value(channel); ok && parent != "" {
+		in.Parent = sessionKey(guild, parent)
+	}
 }
 
 func (a *Adapter) onThreadCreate(_ *discordgo.Session, tc *discordgo.ThreadCreate) {
@@ -108,7 +125,7 @@ func (a *Adapter) onThreadCreate(_ *discordgo.Session, tc *discordgo.ThreadCreat
 		return
 	}
 	if bot := a.bot(); bot != "" && tc.OwnerID == bot {
-		a.threads.Add(tc.ID)
+		a.threads.Put(tc.ID, tc.ParentID)
 	}
 }
 
@@ -119,7 +136,9 @@ var commandOption = map[string]string{
 	"model":   "model",
 	"new":     "model",
 	"reset":   "",
+	"compact": "",
 	"status":  "",
+	"usage":   "scope",
 	"recover": "target",
 	"help":    "",
 }
@@ -137,7 +156,11 @@ func commandDefs() []*discordgo.ApplicationCommand {
 		{Name: "new", Description: "Start a new conversation, optionally on another model",
 			Options: opt("model", "provider/model, optionally @profile", false)},
 		{Name: "reset", Description: "Clear this conversation and its automatic model override"},
+		{Name: "compact", Description: "Replace this conversation so far by a summary"},
 		{Name: "status", Description: "Show the selected model and the active fallback, if any"},
+		{Name: "usage", Description: "Your paid calls, tokens and estimated cost (all: everyone's, admins)",
+			Options: []*discordgo.ApplicationCommandOption{{Type: discordgo.ApplicationCommandOptionString, Name: "scope",
+				Description: "all: everyone's usage (admins)", Choices: []*discordgo.ApplicationCommandOptionChoice{{Name: "all", Value: "all"}}}}},
 		// T5: hidden from everyone but server admins until they grant it
 		// (Server Settings > Integrations); detour still checks admin.users.
 		{Name: "recover", Description: "Admin: probe a model or profile now and clear its cooldown",
@@ -305,15 +328,17 @@ func (a *Adapter) command(ctx context.Context, i *discordgo.Interaction, receive
 func (a *Adapter) deliverInteraction(i *discordgo.Interaction, p *pending, text string) {
 	a.interactions.put(i.ID, p)
 	in := adapters.Inbound{
-		Channel:    Name,
-		SessionKey: sessionKey(i.GuildID, i.ChannelID),
-		User:       "discord:" + interactionUser(i),
-		Text:       text,
-		ReplyTo:    interactionPrefix + i.ID + ":" + i.ChannelID,
-		Direct:     i.GuildID == "",
-		Native:     true,
-		EventID:    "discord:interaction:" + i.ID,
+		Channel:      Name,
+		SessionKey:   sessionKey(i.GuildID, i.ChannelID),
+		User:         "discord:" + interactionUser(i),
+		Text:         text,
+		ReplyTo:      interactionPrefix + i.ID + ":" + i.ChannelID,
+		Direct:       i.GuildID == "",
+		Native:       true,
+		EventID:      "discord:interaction:" + i.ID,
+		Conversation: conversation(i.GuildID),
 	}
+	a.setParent(&in, i.GuildID, i.ChannelID)
 	a.enqueue(i.ChannelID, job{in: in})
 }
 

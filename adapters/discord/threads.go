@@ -44,9 +44,11 @@ func (a *Adapter) moveToThread(ctx context.Context, j *job) {
 		a.log.Warn("discord thread not started; answering in the channel", "channel_id", ch, "err", err)
 		return
 	}
-	a.threads.Add(id)
+	a.threads.Put(id, ch)
 	j.in.SessionKey = sessionKey(j.guild, id)
 	j.in.ReplyTo = id // the question is the thread's starter: nothing to reference
+	// T5: the thread is where the question was asked.
+	j.in.Parent = sessionKey(j.guild, ch)
 }
 
 // threadName is the question's first line, its spaces collapsed, cut at a word

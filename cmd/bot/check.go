@@ -10,7 +10,7 @@ import (
 
 	"github.com/detourbot/detour/config"
 	"github.com/detourbot/detour/failover"
-	"github.com/detourbot/detour/internal/store"
+	"github.com/detourbot/detour/internal/database"
 	"github.com/detourbot/detour/redact"
 )
 
@@ -100,8 +100,8 @@ func printWarnings(w io.Writer, cfg *config.Config, doubts bool) {
 func printConfig(w io.Writer, src configSource, cfg *config.Config) {
 	fmt.Fprintf(w, "config %s: ok\n", src.name())
 	dsn := cfg.Storage.DSN
-	if cfg.Storage.Driver == store.DriverPostgres {
-		dsn = store.PostgresName(dsn) // T8: never the password
+	if cfg.Storage.Driver == database.DriverPostgres {
+		dsn = database.PostgresName(dsn) // T8: never the password
 	}
 	fmt.Fprintf(w, "storage: %s %s\n", cfg.Storage.Driver, dsn)
 
@@ -136,8 +136,8 @@ func printConfig(w io.Writer, src configSource, cfg *config.Config) {
 				extra += " " + p.APIVersion
 			}
 		}
-		if p.BillingBackoff > 0 {
-			extra += "\tbilling backoff " + p.BillingBackoff.String()
+		if b := cfg.Policy.BillingBackoffByProvider[id]; b > 0 {
+			extra += "\tbilling backoff " + b.String()
 		}
 		fmt.Fprintf(tw, "  %s\t%s%s\n", id, base, extra)
 	}
@@ -195,9 +195,8 @@ func printConfig(w io.Writer, src configSource, cfg *config.Config) {
 		fmt.Fprintf(w, "  agent %s [%s]: %s%s\n", a.ID, where, joinRefs(c), note)
 	}
 
-	t := d.Timeouts
-	b := d.Budget
-	fmt.Fprintf(w, "timeouts: idle %s, attempt %s, run %s\n", t.Idle, t.Attempt, t.Run)
+	b := cfg.Policy
+	fmt.Fprintf(w, "timeouts: idle %s, attempt %s, run %s\n", d.IdleTimeout, b.AttemptTimeout, b.RunTimeout)
 	cost := "no cost cap"
 	switch {
 	case cfg.CostCapInert(b.MaxTurnCostUSD):

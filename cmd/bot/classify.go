@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/detourbot/detour/classify"
+	"github.com/detourbot/detour/internal/termsafe"
 	"github.com/detourbot/detour/redact"
 )
 
@@ -108,7 +109,7 @@ With --explain each answer also holds "explain": {"step", "rule", "family",
 	}
 
 	in := bufio.NewReaderSize(stdin, 64<<10)
-	out := bufio.NewWriterSize(stdout, 64<<10)
+	out := bufio.NewWriterSize(termsafe.NewJSONWriter(stdout), 64<<10) // T10: evidence is a provider's text
 	for {
 		if err := ctx.Err(); err != nil {
 			out.Flush()

@@ -15,7 +15,8 @@ import (
 	"time"
 
 	"github.com/detourbot/detour/classify"
-	"github.com/detourbot/detour/internal/store"
+	"github.com/detourbot/detour/internal/database"
+	"github.com/detourbot/detour/internal/termsafe"
 	"github.com/detourbot/detour/redact"
 	"github.com/detourbot/detour/sessions"
 )
@@ -60,21 +61,21 @@ func runHistory(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if code != exitOK {
 		return code
 	}
-	if driver == store.DriverSQLite {
+	if driver == database.DriverSQLite {
 		// Opening would create the file: say where it was looked for instead.
-		if _, p, err := store.DSN(dsn); err == nil && p != "" {
+		if _, p, err := database.DSN(dsn); err == nil && p != "" {
 			if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
 				fmt.Fprintf(stderr, "bot history: no database at %s (a relative storage.dsn is relative to the folder the bot runs in)\n", p)
 				return exitFailed
 			}
 		}
 	}
-	gdb, err := store.Open(ctx, driver, dsn, slog.New(slog.DiscardHandler))
+	gdb, err := database.Open(ctx, driver, dsn, slog.New(slog.DiscardHandler))
 	if err != nil {
 		fmt.Fprintf(stderr, "bot history: %v\n", err)
 		return exitFailed
 	}
-	defer store.Close(gdb)
+	defer database.Close(gdb)
 	events, err := sessions.ReadHistory(ctx, gdb, q)
 	if err != nil {
 		fmt.Fprintf(stderr, "bot history: %v\n", err)
@@ -88,7 +89,7 @@ func runHistory(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		if *all {
 			what = "no attempts"
 		}
-		fmt.Fprintf(stdout, "%s%s\n", what, describeQuery(q))
+		termsafe.Fprintf(stdout, "%s%s\n", what, describeQuery(q)) // a session key is anyone's text
 		return exitOK
 	}
 	writeHistoryText(stdout, events)
@@ -99,7 +100,7 @@ func runHistory(ctx context.Context, args []string, stdout, stderr io.Writer) in
 // storage (the demo's when there is no configuration).
 func historyStorage(path, db string, stderr io.Writer) (driver, dsn string, code int) {
 	if db != "" {
-		return store.DriverSQLite, db, exitOK
+		return database.DriverSQLite, db, exitOK
 	}
 	src, err := resolveConfig(path)
 	if err == nil && !src.demo {
@@ -173,7 +174,7 @@ func writeHistoryText(w io.Writer, events []sessions.HistoryEvent) {
 	for _, e := range events {
 		at := e.Time.UTC().Format("2006-01-02 15:04:05")
 		if e.Notice != "" {
-			fmt.Fprintf(tw, "%s\t%s\t\t\tnotice\t\t%s\n", at, e.Session, e.Notice)
+			termsafe.Fprintf(tw, "%s\t%s\t\t\tnotice\t\t%s\n", at, e.Session, e.Notice)
 			continue
 		}
 		model := e.Model
@@ -192,7 +193,8 @@ func writeHistoryText(w io.Writer, events []sessions.HistoryEvent) {
 		if e.Reason != "" {
 			detail = redact.Preview(e.Summary, 80)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", at, e.Session, model, profile, outcome(e), dur, detail)
+		// T10: session keys, notices and provider messages are anyone's text.
+		termsafe.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", at, e.Session, model, profile, outcome(e), dur, detail)
 	}
 	_ = tw.Flush()
 }
@@ -217,7 +219,7 @@ type historyLine struct {
 }
 
 func writeHistoryJSON(stdout, stderr io.Writer, events []sessions.HistoryEvent) int {
-	enc := json.NewEncoder(stdout)
+	enc := json.NewEncoder(termsafe.NewJSONWriter(stdout)) // T10: no raw C1 or bidi control
 	enc.SetEscapeHTML(false)
 	for _, e := range events {
 		l := historyLine{Time: e.Time.UTC().Format(time.RFC3339Nano), Type: "attempt", Session: e.Session, Turn: e.Turn,

@@ -261,6 +261,16 @@ func (p *initPlan) fill(q *asker, ask bool) error {
 	return nil
 }
 
+// secret is the value given for variable v ("" when none was).
+func (p *initPlan) secret(v string) string {
+	for _, s := range p.secrets {
+		if s[0] == v {
+			return s[1]
+		}
+	}
+	return ""
+}
+
 // yaml is the configuration the plan makes. Every secret is a ${VAR}
 // reference; no value is in it.
 func (p *initPlan) yaml(envPath string) string {
@@ -285,9 +295,16 @@ func (p *initPlan) yaml(envPath string) string {
 	if keyed {
 		b.WriteString("auth:\n  profiles:\n")
 		for _, pr := range p.providers {
-			if pr.keyVar != "" {
-				fmt.Fprintf(&b, "    %s:main: {provider: %s, key: \"${%s}\"}\n", pr.name, pr.name, pr.keyVar)
+			if pr.keyVar == "" {
+				continue
 			}
+			// A key left to fill in later makes its profile optional (F11):
+			// the bot runs without it until the env file has the key.
+			if p.secret(pr.keyVar) == "" {
+				fmt.Fprintf(&b, "    %s:main: {provider: %s, key: \"${%s}\", optional: true}   # no key yet: set %s in %s\n", pr.name, pr.name, pr.keyVar, pr.keyVar, envPath)
+				continue
+			}
+			fmt.Fprintf(&b, "    %s:main: {provider: %s, key: \"${%s}\"}\n", pr.name, pr.name, pr.keyVar)
 		}
 	}
 	b.WriteString("agents:\n  defaults:\n    model:\n")

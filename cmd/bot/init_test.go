@@ -80,6 +80,22 @@ func TestInit_F9_NonInteractiveWritesWhatCheckAcceptsAndRunStarts(t *testing.T) 
 	if fi, _ := os.Stat(filepath.Join(dir, "detour.env")); fi.Mode().Perm() != 0o600 {
 		t.Errorf("after --force detour.env is %v, want 0600", fi.Mode().Perm())
 	}
+	// covers F11: a key left for later makes its profile optional, so what init
+	// writes loads: bot check says ok and the bot runs on the primary meanwhile.
+	later := t.TempDir()
+	out, errOut, code = runIn(t, bin, later, "", cleanEnv("P1_KEY="+key1), args...)
+	if code != exitOK || !strings.Contains(out, "config config.yaml: ok\n") {
+		t.Fatalf("init without the fallback's key: exit %d\n%s\n%s", code, out, errOut)
+	}
+	cfg2, _ := os.ReadFile(filepath.Join(later, "config.yaml"))
+	if !strings.Contains(string(cfg2), `p2:main: {provider: p2, key: "${P2_KEY}", optional: true}`) ||
+		!strings.Contains(string(cfg2), `p1:main: {provider: p1, key: "${P1_KEY}"}`+"\n") {
+		t.Errorf("config.yaml: the profile without a key is not (or not alone) optional:\n%s", cfg2)
+	}
+	if out, _, code = runIn(t, bin, later, "", cleanEnv(), "check"); code != exitOK || !strings.Contains(out, "p2:main") || !strings.Contains(out, "left out") {
+		t.Errorf("check without the fallback's key: exit %d\n%s", code, out)
+	}
+
 	// Bad flags say what is wrong and write nothing.
 	empty := t.TempDir()
 	_, errOut, code = runIn(t, bin, empty, "", cleanEnv(), "init", "--non-interactive", "--provider", "openia")
@@ -105,7 +121,8 @@ func TestInit_F9_InteractiveAtATerminal(t *testing.T) {
 	}
 	defer tty.Close()
 	raw := &syncbuf.Buffer{}
-	go func() { _, _ = io.Copy(raw, tty) }()
+	copied := make(chan struct{})
+	go func() { _, _ = io.Copy(raw, tty); close(copied) }()
 	answer := func(prompt, text string) {
 		t.Helper()
 		deadline := time.Now().Add(20 * time.Second)
@@ -134,6 +151,12 @@ func TestInit_F9_InteractiveAtATerminal(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		_ = cmd.Process.Kill()
 		t.Fatalf("init did not end:\n%s", raw.String())
+	}
+	// The process has ended, but its last lines may still be on their way
+	// through the pty: the copy ends when the terminal is drained (EIO).
+	select {
+	case <-copied:
+	case <-time.After(10 * time.Second):
 	}
 	shown := raw.String()
 	if strings.Contains(shown, "CANARY") {

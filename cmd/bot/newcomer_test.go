@@ -273,9 +273,9 @@ func TestNewcomer_DemoFailModes(t *testing.T) {
 }
 
 // "Real providers" with one key: cp config.example.yaml config.yaml, export only
-// OPENAI_API_KEY. bot check says ok and lists the other profiles as missing and
-// left out; the bot starts (warning lines, no error) and ends cleanly. Without
-// the key, one error whose advice works. covers P4
+// OPENAI_API_KEY. bot check says ok and lists the other (optional) profiles as
+// missing and left out; the bot starts (warning lines, no error) and ends
+// cleanly. Without the key, one error whose advice works. covers P4, F11
 func TestNewcomer_RealProvidersOneKey(t *testing.T) {
 	bin := builtBot(t)
 	dir := t.TempDir()
@@ -329,7 +329,7 @@ func TestNewcomer_RealProvidersOneKey(t *testing.T) {
 	}
 
 	_, errOut, code = runIn(t, bin, dir, "", cleanEnv(), "check")
-	noKey := fmt.Sprintf("config.yaml:%d: auth.profiles.openai:main.key: environment variables OPENAI_API_KEY, OPENAI_API_KEY_BACKUP are not set: the primary model openai/gpt-4o-mini needs a key of provider openai (export one of them, e.g. OPENAI_API_KEY=...; keys the bot can do without may stay unset)", at("    openai:main:")+3)
+	noKey := fmt.Sprintf("config.yaml:%d: auth.profiles.openai:main.key: environment variables OPENAI_API_KEY, OPENAI_API_KEY_BACKUP are not set: the primary model openai/gpt-4o-mini needs a key of provider openai (export one of them, e.g. OPENAI_API_KEY=...; only the keys of profiles marked optional: true may stay unset)", at("    openai:main:")+3)
 	if code != exitUsage || errOut != noKey+"\nbot: the configuration has 1 problem(s); nothing was started\n" {
 		t.Errorf("no key: exit %d:\n%s", code, errOut)
 	}
@@ -427,7 +427,7 @@ func TestBuild_WithoutCgoSaysWhatToInstall(t *testing.T) {
 			errs = append(errs, l)
 		}
 	}
-	if len(errs) != 1 || !strings.HasSuffix(errs[0], "undefined: "+ident) || !strings.HasPrefix(errs[0], "../../internal/store/store_nocgo.go:") {
+	if len(errs) != 1 || !strings.HasSuffix(errs[0], "undefined: "+ident) || !strings.HasPrefix(errs[0], "../../internal/database/sqlite_nocgo.go:") {
 		t.Fatalf("the build without cgo says:\n%s\nwant exactly one error: undefined: %s", out, ident)
 	}
 	if strings.Contains(string(out), "sqlite3") {

@@ -16,7 +16,8 @@ import (
 	"github.com/detourbot/detour/config"
 	"github.com/detourbot/detour/failover"
 	"github.com/detourbot/detour/internal/app"
-	"github.com/detourbot/detour/internal/store"
+	"github.com/detourbot/detour/internal/database"
+	"github.com/detourbot/detour/internal/termsafe"
 	"github.com/detourbot/detour/redact"
 )
 
@@ -49,7 +50,8 @@ func runProbes(ctx context.Context, w io.Writer, cfg *config.Config) int {
 		if r.result == "FAIL" {
 			failed++
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", r.result, r.check, r.target, r.detail)
+		// T10: a detail is a provider's or a platform's own words.
+		termsafe.Fprintf(tw, "  %s\t%s\t%s\t%s\n", r.result, r.check, r.target, r.detail)
 	}
 	_ = tw.Flush()
 	if failed == 0 {
@@ -72,9 +74,9 @@ func ok(b bool) string {
 func probeStorage(ctx context.Context, cfg *config.Config) probeRow {
 	st := cfg.Storage
 	r := probeRow{check: "storage", target: st.Driver + " " + st.DSN}
-	if st.Driver == store.DriverPostgres {
-		r.target = st.Driver + " " + store.PostgresName(st.DSN) // T8
-	} else if _, path, err := store.DSN(st.DSN); err == nil && path != "" {
+	if st.Driver == database.DriverPostgres {
+		r.target = st.Driver + " " + database.PostgresName(st.DSN) // T8
+	} else if _, path, err := database.DSN(st.DSN); err == nil && path != "" {
 		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 			r.result, r.detail = "ok", "does not exist yet; the bot creates it at start"
 			return r
@@ -82,12 +84,12 @@ func probeStorage(ctx context.Context, cfg *config.Config) probeRow {
 	}
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	db, err := store.Open(ctx, st.Driver, st.DSN, slog.New(slog.DiscardHandler))
+	db, err := database.Open(ctx, st.Driver, st.DSN, slog.New(slog.DiscardHandler))
 	if err != nil {
 		r.result, r.detail = "FAIL", redact.Preview(err.Error(), 200)
 		return r
 	}
-	defer store.Close(db)
+	defer database.Close(db)
 	start := time.Now()
 	sqlDB, err := db.DB()
 	if err == nil {
@@ -171,7 +173,7 @@ func probeModel(ctx context.Context, cfg *config.Config, prov, profile, model st
 		return "FAIL", redact.Preview(err.Error(), 200)
 	}
 	defer c.CloseIdleConnections()
-	timeout := min(probeTimeout, cfg.Agents.Defaults.Timeouts.Attempt)
+	timeout := min(probeTimeout, cfg.Policy.AttemptTimeout)
 	if timeout <= 0 {
 		timeout = probeTimeout
 	}

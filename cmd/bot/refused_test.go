@@ -57,7 +57,7 @@ func TestRun_JSONL_A2_RefusedResponses(t *testing.T) {
 			"idle_seconds: 5, attempt_seconds: 20, run_seconds: 60", "jitter: 0",
 			"cooldown_probe_window: 1s # no R11 probe of the cooling primary here")
 		var stop func()
-		c, stop = startJSONL(t, path)
+		c, stop = startSoakBot(t, path)
 		notice, reply := send(fmt.Sprintf("new%d", i))
 		if reply.Type != "reply" || reply.Model != "p2/b" {
 			t.Fatalf("%s: %+v, want the fallback's reply", tc.rule.Mode, reply)

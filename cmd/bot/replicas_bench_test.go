@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/detourbot/detour/internal/database"
 	"github.com/detourbot/detour/internal/fakeprovider"
-	"github.com/detourbot/detour/internal/store"
 	"github.com/detourbot/detour/internal/testkit/testdb"
 )
 
@@ -294,11 +294,11 @@ func turnLines(b *testing.B, reps []*replica) (own, turn, calls []time.Duration,
 // storedMessages counts sessions by how many history messages they stored.
 func storedMessages(b *testing.B, driver, dsn string) map[string]int {
 	b.Helper()
-	db, err := store.Open(context.Background(), driver, dsn, slog.New(slog.DiscardHandler))
+	db, err := database.Open(context.Background(), driver, dsn, slog.New(slog.DiscardHandler))
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer store.Close(db)
+	defer database.Close(db)
 	var rows []struct {
 		SessionKey string
 		N          int

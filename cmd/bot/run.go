@@ -15,8 +15,9 @@ import (
 	"github.com/detourbot/detour/adapters/console"
 	"github.com/detourbot/detour/config"
 	"github.com/detourbot/detour/internal/app"
+	"github.com/detourbot/detour/internal/database"
 	"github.com/detourbot/detour/internal/fakeprovider"
-	"github.com/detourbot/detour/internal/store"
+	"github.com/detourbot/detour/internal/termsafe"
 )
 
 // drainGrace bounds how long a signalled shutdown waits for in-flight turns
@@ -235,7 +236,8 @@ func newLogger(f runFlags, demo bool, stderr io.Writer) (_ *slog.Logger, closeLo
 	case "", "text":
 		return slog.New(slog.NewTextHandler(w, opts)), closeLog, nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), closeLog, nil
+		// T10: provider bodies reach log lines; C1 and bidi controls go escaped.
+		return slog.New(slog.NewJSONHandler(termsafe.NewJSONWriter(w), opts)), closeLog, nil
 	}
 	closeLog()
 	return nil, nil, fmt.Errorf("bad --log-format %q: want text or json", f.logFormat)
@@ -262,7 +264,7 @@ func applyRunFlags(cfg *config.Config, f runFlags) error {
 		return fmt.Errorf("bad --format %q: want text or jsonl", f.format)
 	}
 	if f.db != "" {
-		cfg.Storage.Driver, cfg.Storage.DSN = store.DriverSQLite, f.db
+		cfg.Storage.Driver, cfg.Storage.DSN = database.DriverSQLite, f.db
 	}
 	return nil
 }

@@ -99,8 +99,8 @@ type jsonl struct {
 	out <-chan outLine // replies, errors and notices, in order
 }
 
-// startJSONL starts the bot of this process on path; stop ends it and waits.
-func startJSONL(t testing.TB, path string) (c jsonl, stop func()) {
+// startSoakBot starts the bot of this process on path; stop ends it and waits.
+func startSoakBot(t testing.TB, path string) (c jsonl, stop func()) {
 	t.Helper()
 	pr, pw := io.Pipe()
 	or, ow := io.Pipe()
@@ -315,7 +315,7 @@ func TestRun_JSONL_A1_A3_Flapping(t *testing.T) {
 		cooldown_probe_window: 12s
 		probe_interval_seconds: 0.5
 		probe_wait_seconds: 1`)
-	c, stop := startJSONL(t, path)
+	c, stop := startSoakBot(t, path)
 	defer stop()
 	phases := fakeprovider.Flapping(fakeprovider.FlapOptions{
 		Providers: soakProviders, Phases: 36, Min: 300 * time.Millisecond, Max: 600 * time.Millisecond, Seed: 21,

@@ -64,7 +64,7 @@ func TestRun_T7_UntrustedDatabaseStartsNothing(t *testing.T) {
 		}, "is damaged"},
 		{"read-only", func(t *testing.T, db string) {
 			if os.Geteuid() == 0 {
-				t.Skip("root writes any file; the read-only case is covered with a read-only mount in internal/store (TestOpen_T7_ReadOnly)")
+				t.Skip("root writes any file; the read-only case is covered with a read-only mount in internal/database (TestOpen_T7_ReadOnly)")
 			}
 			if err := os.WriteFile(db, nil, 0o400); err != nil {
 				t.Fatal(err)

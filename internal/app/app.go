@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,6 +26,7 @@ import (
 	"github.com/detourbot/detour/adapters/slack"
 	"github.com/detourbot/detour/config"
 	"github.com/detourbot/detour/failover"
+	"github.com/detourbot/detour/internal/database"
 	"github.com/detourbot/detour/internal/opsserver"
 	"github.com/detourbot/detour/internal/store"
 	"github.com/detourbot/detour/llm"
@@ -112,14 +115,17 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *System, err 
 		return nil, &ConfigError{"no channel is enabled: enable channels.console, channels.slack or channels.discord"}
 	}
 
-	if s.DB, err = store.Open(ctx, cfg.Storage.Driver, cfg.Storage.DSN, log); err != nil {
+	if s.DB, err = database.Open(ctx, cfg.Storage.Driver, cfg.Storage.DSN, log); err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
 	states, err := store.NewStateStore(s.DB)
 	if err != nil {
 		return nil, fmt.Errorf("state store: %w", err)
 	}
-	policy := cfg.Policy()
+	policy := cfg.Policy
+	// The engine's own slices and map, so opts.Policy cannot change cfg's.
+	policy.CooldownLadder = slices.Clone(policy.CooldownLadder)
+	policy.BillingBackoffByProvider = maps.Clone(policy.BillingBackoffByProvider)
 	if opts.Policy != nil {
 		opts.Policy(&policy)
 	}
@@ -138,7 +144,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *System, err 
 	}
 	var observer sessions.Observer
 	if cfg.Server.Listen != "" {
-		s.metrics = opsserver.NewMetrics(s.availability, log)
+		s.metrics = opsserver.NewMetrics(s.availability, metricNames(cfg), log)
 		observer = s.metrics
 	}
 	scfg := SessionsConfig(cfg)
@@ -282,7 +288,7 @@ func (s *System) Close() {
 		s.clients.closeIdle()
 	}
 	if s.DB != nil {
-		if err := store.Close(s.DB); err != nil {
+		if err := database.Close(s.DB); err != nil {
 			s.log.Warn("closing the database", "err", err)
 		}
 		s.DB = nil
@@ -403,7 +409,7 @@ func LLMClient(cfg *config.Config, provider, profileID string, log *slog.Logger,
 		Deployments:      cfg.Deployments(provider),
 		ProfileID:        profileID,
 		APIKey:           apiKey,
-		IdleTimeout:      cfg.Agents.Defaults.Timeouts.Idle,
+		IdleTimeout:      cfg.Agents.Defaults.IdleTimeout,
 		MaxResponseBytes: cfg.Limits.MaxResponseBytes,
 		MaxAnswerBytes:   cfg.Limits.MaxAnswerBytes,
 		Logger:           log,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/detourbot/detour/config"
 	"github.com/detourbot/detour/failover"
 	"github.com/detourbot/detour/internal/opsserver"
 )
@@ -83,4 +84,18 @@ func (s *System) availability(ctx context.Context) (opsserver.Availability, erro
 		}
 	}
 	return a, nil
+}
+
+// metricNames are the names /metrics labels may carry (M6): the configured
+// models (chains, agents, every models: entry) and providers.
+func metricNames(cfg *config.Config) opsserver.Names {
+	var n opsserver.Names
+	for _, ref := range cfg.ModelRefs() {
+		n.Models = append(n.Models, string(ref))
+	}
+	for ref := range cfg.Models {
+		n.Models = append(n.Models, string(ref))
+	}
+	n.Providers = append(n.Providers, cfg.ProviderIDs...)
+	return n
 }

@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -265,4 +266,54 @@ func TestOps_M5_ReadyzFollowsSlack(t *testing.T) {
 	}
 	fs.EnableLink()
 	waitReady(http.StatusOK, "ready\n")
+}
+
+// covers M6: models people choose through an allow pattern (p1/*) are answered,
+// and /metrics counts them as model "other": names nobody configured never
+// become label values, however many are tried; configured names keep theirs.
+func TestOps_M6_LabelsOnlyFromConfiguredNames(t *testing.T) {
+	p := newProbe()
+	p.connected.Store(true)
+	w := e2e.Start(t, e2e.Spec{
+		Primary: "p1/alpha", Fallbacks: []string{"p2/beta"}, Allow: []string{"p1/*"},
+		Keys:      map[string]string{"p1:main": "sk-CANARY-ops-p1-000000", "p2:main": "sk-CANARY-ops-p2-000000"},
+		ExtraYAML: "server: {listen: \"127.0.0.1:0\"}\n",
+		Adapter:   p, Driver: testdb.SQLite,
+	})
+	const chosen = 5
+	for i := range chosen {
+		key := fmt.Sprintf("probe:s%d", i)
+		model := fmt.Sprintf("p1/made-up-%d", i)
+		if o := p.say(t, key, "/model "+model); o.Kind != adapters.KindReply {
+			t.Fatalf("/model %s: %+v", model, o)
+		}
+		p.take()
+		if o := p.say(t, key, "hello"); o.Kind != adapters.KindReply || o.Model != model {
+			t.Fatalf("answer = %+v, want a reply from %s", o, model)
+		}
+		p.take()
+	}
+	if o := p.say(t, "probe:configured", "hello"); o.Kind != adapters.KindReply || o.Model != "p1/alpha" {
+		t.Fatalf("answer = %+v, want a reply from p1/alpha", o)
+	}
+	w.Drain()
+	_, body := get(t, w, "/metrics")
+	if strings.Contains(body, "made-up") {
+		t.Errorf("a name nobody configured became a label value:\n%s", detourLines(body))
+	}
+	for _, want := range []string{
+		fmt.Sprintf(`detour_llm_calls_total{model="other",outcome="ok",provider="p1",status=""} %d`, chosen),
+		`detour_llm_calls_total{model="alpha",outcome="ok",provider="p1",status=""} 1`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s\n%s", want, detourLines(body))
+		}
+	}
+}
+
+// take forgets what was recorded, so the next say waits for a new answer.
+func (p *probe) take() {
+	p.mu.Lock()
+	p.out = nil
+	p.mu.Unlock()
 }

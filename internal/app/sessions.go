@@ -30,12 +30,15 @@ func SessionsConfig(cfg *config.Config) sessions.Config {
 			// T9
 			ChannelModelEveryone: cfg.Access.ChannelModel == "everyone",
 		},
-		ProbeInterval:   d.Failover.PrimaryProbeInterval,
+		ProbeInterval:   d.PrimaryProbeInterval,
 		MaxMessageBytes: cfg.Limits.MaxMessageBytes,
-		IdleTimeout:     d.Timeouts.Idle,
-		AttemptTimeout:  d.Timeouts.Attempt,
-		RunTimeout:      d.Timeouts.Run,
 		MaxTokens:       d.MaxTokens,
+		ImageFallbacks:  append([]failover.ModelRef(nil), d.Model.ImageFallbacks...),
+		Files: sessions.FileLimits{MaxBytes: int64(cfg.Limits.MaxFileBytes), MaxFiles: cfg.Limits.MaxFiles,
+			MaxTextBytes: int64(cfg.Limits.MaxTextFileBytes)},
+		ThreadMessages:   d.ThreadContext.MaxMessages,
+		Summary:          d.Compaction.Summary,
+		SummaryMaxTokens: d.Compaction.SummaryMaxTokens,
 	}
 	live := map[string]config.Live{"console": cfg.Channels.Console.Live, "slack": cfg.Channels.Slack.Live, "discord": cfg.Channels.Discord.Live}
 	for name, l := range live {
@@ -52,6 +55,7 @@ func SessionsConfig(cfg *config.Config) sessions.Config {
 			Price:         failover.Price{InPerMTok: m.USDPerMTokIn, OutPerMTok: m.USDPerMTokOut},
 			Selectable:    m.Selectable,
 			Aliases:       append([]string(nil), m.Aliases...),
+			Images:        m.TakesImages(),
 		}
 	}
 	for _, a := range cfg.Agents.List {

@@ -189,6 +189,10 @@ type Rule struct {
 	Size int64 `json:"size,omitempty"`
 	// HonourMarkers lets "#fail:<mode>" markers act on calls this rule matches.
 	HonourMarkers bool `json:"honour_markers,omitempty"`
+	// NoUsage answers without any token usage, like the OpenAI-compatible
+	// servers that never report it (no usage chunk even when
+	// stream_options.include_usage asks; zero usage in Anthropic's events).
+	NoUsage bool `json:"no_usage,omitempty"`
 }
 
 // MarshalJSON writes durations as Go duration strings.
@@ -279,6 +283,12 @@ type Call struct {
 	Status     int    `json:"status"` // HTTP status sent; 0 when none (hang, reset) or not yet
 	// Duration is how long the handler ran; 0 while the call is still running.
 	Duration time.Duration `json:"duration"`
+	// Messages is the prompt as the fake received it (each text at most 64
+	// KiB, images by type, size and digest); nil when the body was refused.
+	Messages []Logged `json:"messages,omitempty"`
+	// Usage is the token usage the answer reported; nil when it reported none
+	// (a failure, or a Rule with NoUsage).
+	Usage *Usage `json:"usage,omitempty"`
 }
 
 // Filter selects calls for CallCount; empty fields match anything.
@@ -347,6 +357,8 @@ type Server struct {
 	mux      *http.ServeMux
 
 	trap trap // the redirect target of redirect_other_port, started on first use
+
+	textOnly map[string]bool // models that take no images (TextOnly)
 }
 
 // New returns a server; call Start to listen, or mount Handler in httptest.
@@ -460,9 +472,6 @@ func (s *Server) Close() {
 		s.trap.close() // after the handlers: none can start it any more
 	})
 }
-
-// Done is closed when Close starts.
-func (s *Server) Done() <-chan struct{} { return s.done }
 
 // Script adds a rule.
 func (s *Server) Script(r Rule) {
@@ -586,14 +595,9 @@ func (s *Server) decide(provider, model, keyID string) (rule Rule, honour bool) 
 	return r, honour
 }
 
-// marker finds "#fail:<mode>" in text. raw is the word typed after "#fail:"
+// findMarker finds "#fail:<mode>" in text. raw is the word typed after "#fail:"
 // (found reports whether there is a marker at all); ok reports whether it names
 // a mode. Case does not matter: "#fail:Rate_Limit" is rate_limit.
-func marker(text string) (m Mode, ok bool) {
-	m, _, _, ok = findMarker(text)
-	return m, ok
-}
-
 func findMarker(text string) (m Mode, raw string, found, ok bool) {
 	i := strings.Index(strings.ToLower(text), "#fail:")
 	if i < 0 {

@@ -214,7 +214,7 @@ func TestMarkers(t *testing.T) {
 	if got := status("opted-in"); got != 401 {
 		t.Fatalf("opted-in: %d", got)
 	}
-	if m, ok := marker("x #fail:nope"); ok {
+	if m, _, _, ok := findMarker("x #fail:nope"); ok {
 		t.Fatalf("unknown marker accepted: %q", m)
 	}
 }

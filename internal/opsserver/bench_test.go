@@ -12,7 +12,7 @@ import (
 // BenchmarkObserveTurn is what the metrics add to a turn that fell back once:
 // two attempts, one step, one finished turn.
 func BenchmarkObserveTurn(b *testing.B) {
-	m := NewMetrics(nil, nil)
+	m := NewMetrics(nil, Names{}, nil)
 	fail := failover.AttemptRecord{Candidate: failover.Candidate{Provider: "openai", Model: "gpt-4o-mini", Profile: "openai:main"},
 		Failure: &failover.Failure{Reason: classify.ReasonRateLimit}, Duration: 300 * time.Millisecond}
 	ok := failover.AttemptRecord{Candidate: failover.Candidate{Provider: "anthropic", Model: "claude-haiku-4-5", Profile: "anthropic:main"},

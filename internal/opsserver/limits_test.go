@@ -47,7 +47,7 @@ func closedWithin(c net.Conn, d time.Duration) bool {
 // read-header timeout when they send nothing, and then the endpoint answers
 // again.
 func TestServer_A4_ConnectionLimitAndHeaderTimeout(t *testing.T) {
-	m := NewMetrics(nil, nil)
+	m := NewMetrics(nil, Names{}, nil)
 	lim := Limits{ReadHeader: 300 * time.Millisecond, Read: time.Second, Write: time.Second, Idle: time.Second, MaxConns: 4}
 	addr := serveLimited(t, m, Checks{}, lim)
 	var held []net.Conn
@@ -88,7 +88,7 @@ func TestServer_A4_ConnectionLimitAndHeaderTimeout(t *testing.T) {
 // the idle timeout, and the server sets read, write and header timeouts.
 func TestServer_A4_IdleKeepAliveClosed(t *testing.T) {
 	lim := Limits{ReadHeader: time.Second, Read: time.Second, Write: time.Second, Idle: 200 * time.Millisecond, MaxConns: 4}
-	addr := serveLimited(t, NewMetrics(nil, nil), Checks{}, lim)
+	addr := serveLimited(t, NewMetrics(nil, Names{}, nil), Checks{}, lim)
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -105,7 +105,7 @@ func TestServer_A4_IdleKeepAliveClosed(t *testing.T) {
 	if !closedWithin(c, 3*time.Second) {
 		t.Fatal("an idle kept-alive connection was not closed after the idle timeout")
 	}
-	s, err := Listen("127.0.0.1:0", NewMetrics(nil, nil), Checks{}, nil)
+	s, err := Listen("127.0.0.1:0", NewMetrics(nil, Names{}, nil), Checks{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestServer_A4_IdleKeepAliveClosed(t *testing.T) {
 
 // covers A4: a local failure is counted as such, never as a provider's call.
 func TestMetrics_A4_LocalFailures(t *testing.T) {
-	m := NewMetrics(nil, nil)
+	m := NewMetrics(nil, Names{}, nil)
 	m.Attempt(failover.AttemptRecord{Candidate: failover.Candidate{Provider: "p1", Model: "a"},
 		Failure: &failover.Failure{Reason: classify.ReasonLocal, Message: "too many open files"}})
 	addr := serveLimited(t, m, Checks{}, DefaultLimits)

@@ -39,14 +39,72 @@ const stateTimeout = 3 * time.Second
 // (seconds); the run timeout caps turns at 30 minutes.
 var turnBuckets = []float64{0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120, 300, 600}
 
+// Other is the label value of a model or provider the configuration does not
+// name (M6).
+const Other = "other"
+
+// Names are the configured names the model and provider labels may carry (M6):
+// anything else is counted as Other, so a name people choose (a model matching
+// an allow pattern such as openai/*) cannot add label values without bound. The
+// zero Names restricts nothing (tests).
+type Names struct {
+	Models    []string // provider/model refs: the chains, agents and models: entries
+	Providers []string
+}
+
+// labels maps names to label values.
+type labels struct {
+	open      bool // no restriction
+	models    map[string]bool
+	providers map[string]bool
+}
+
+func newLabels(n Names) labels {
+	l := labels{open: len(n.Models) == 0 && len(n.Providers) == 0, models: map[string]bool{}, providers: map[string]bool{}}
+	for _, m := range n.Models {
+		l.models[m] = true
+	}
+	for _, p := range n.Providers {
+		l.providers[p] = true
+	}
+	return l
+}
+
+// provider is the label of a provider.
+func (l labels) provider(p string) string {
+	if l.open || l.providers[p] {
+		return p
+	}
+	return Other
+}
+
+// model is the label of a model of provider p ("gpt-4o"), as its provider's.
+func (l labels) model(p, m string) string {
+	if l.open || l.models[p+"/"+m] {
+		return m
+	}
+	return Other
+}
+
+// ref is the label of a "provider/model" ref.
+func (l labels) ref(r string) string {
+	if l.open || l.models[r] {
+		return r
+	}
+	return Other
+}
+
 // Metrics is detour's metrics on a registry of their own (no global state, so
 // several systems in one test process do not collide). It implements
 // sessions.Observer and is safe for concurrent use.
 type Metrics struct {
-	reg *prometheus.Registry
+	reg    *prometheus.Registry
+	labels labels
 
 	llmCalls     *prometheus.CounterVec
 	llmDuration  *prometheus.HistogramVec
+	llmTokens    *prometheus.CounterVec
+	llmCost      *prometheus.CounterVec
 	skips        *prometheus.CounterVec
 	fallbacks    *prometheus.CounterVec
 	turns        *prometheus.CounterVec
@@ -63,12 +121,13 @@ var _ sessions.Observer = (*Metrics)(nil)
 
 // NewMetrics registers detour's metrics, the Go runtime and process
 // collectors, and (when avail is set) the availability gauges read at scrape
-// time. log receives a failed availability read.
-func NewMetrics(avail AvailabilityFunc, log *slog.Logger) *Metrics {
+// time. Model and provider labels take only names (M6). log receives a failed
+// availability read.
+func NewMetrics(avail AvailabilityFunc, names Names, log *slog.Logger) *Metrics {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	m := &Metrics{reg: prometheus.NewRegistry()}
+	m := &Metrics{reg: prometheus.NewRegistry(), labels: newLabels(names)}
 	m.llmCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "detour_llm_calls_total",
 		Help: `Paid model calls by provider, model, outcome ("ok" or the failure: rate_limit, billing, server_error, timeout, ...) and the HTTP status of a failure ("500", "429", "4xx", "none"; "" for ok).`,
@@ -78,6 +137,16 @@ func NewMetrics(avail AvailabilityFunc, log *slog.Logger) *Metrics {
 		Help:    "Duration of paid model calls, failed or not, by provider.",
 		Buckets: turnBuckets,
 	}, []string{"provider"})
+	// U5: labels are the configured provider and model names only; never a
+	// user, a channel or anything a person typed.
+	m.llmTokens = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "detour_llm_tokens_total",
+		Help: `Tokens of paid model calls by provider, model, direction ("input", "output") and source ("reported" by the provider, or "estimated" when it sent no usage).`,
+	}, []string{"provider", "model", "direction", "source"})
+	m.llmCost = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "detour_llm_cost_usd_total",
+		Help: "Estimated cost in USD of paid model calls, from the configured prices (models.<ref>.usd_per_mtok_*), by provider and model.",
+	}, []string{"provider", "model"})
 	m.skips = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "detour_candidate_skips_total",
 		Help: "Chain candidates skipped without a call (cooling down, disabled, context window too small), by provider, model and reason.",
@@ -112,7 +181,7 @@ func NewMetrics(avail AvailabilityFunc, log *slog.Logger) *Metrics {
 		Name: "detour_ops_connections_refused_total",
 		Help: "Connections to this endpoint closed at once because it already served its limit of connections (A4).",
 	})
-	m.reg.MustRegister(m.llmCalls, m.llmDuration, m.skips, m.fallbacks, m.turns, m.turnDuration, m.turnOverhead, m.guard, m.local, m.opsRefused,
+	m.reg.MustRegister(m.llmCalls, m.llmDuration, m.llmTokens, m.llmCost, m.skips, m.fallbacks, m.turns, m.turnDuration, m.turnOverhead, m.guard, m.local, m.opsRefused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, g := range []string{sessions.GuardPerMinute, sessions.GuardTurnBudget} {
 		m.guard.WithLabelValues(g) // present at 0 before the first refusal, so alerts see the series
@@ -129,8 +198,9 @@ func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 // Attempt counts one paid call, or one skipped candidate.
 func (m *Metrics) Attempt(a failover.AttemptRecord) {
 	c := a.Candidate
+	provider, model := m.labels.provider(c.Provider), m.labels.model(c.Provider, c.Model)
 	if a.Skipped != "" {
-		m.skips.WithLabelValues(c.Provider, c.Model, string(a.Skipped)).Inc()
+		m.skips.WithLabelValues(provider, model, string(a.Skipped)).Inc()
 		return
 	}
 	if a.Failure != nil && a.Failure.Reason == classify.ReasonLocal {
@@ -141,13 +211,26 @@ func (m *Metrics) Attempt(a failover.AttemptRecord) {
 	if f := a.Failure; f != nil {
 		outcome, status = failureOutcome(f.Reason, f.Status), StatusLabel(f.Status)
 	}
-	m.llmCalls.WithLabelValues(c.Provider, c.Model, outcome, status).Inc()
-	m.llmDuration.WithLabelValues(c.Provider).Observe(a.Duration.Seconds())
+	m.llmCalls.WithLabelValues(provider, model, outcome, status).Inc()
+	m.llmDuration.WithLabelValues(provider).Observe(a.Duration.Seconds())
+	source := "reported"
+	if a.UsageEstimated {
+		source = "estimated"
+	}
+	if a.InputTokens > 0 {
+		m.llmTokens.WithLabelValues(provider, model, "input", source).Add(float64(a.InputTokens))
+	}
+	if a.OutputTokens > 0 {
+		m.llmTokens.WithLabelValues(provider, model, "output", source).Add(float64(a.OutputTokens))
+	}
+	if a.CostUSD > 0 {
+		m.llmCost.WithLabelValues(provider, model).Add(a.CostUSD)
+	}
 }
 
 // Fallback counts one step from one model to the next.
 func (m *Metrics) Fallback(from, to string, reason classify.Reason, status int) {
-	m.fallbacks.WithLabelValues(from, to, failureOutcome(reason, status)).Inc()
+	m.fallbacks.WithLabelValues(m.labels.ref(from), m.labels.ref(to), failureOutcome(reason, status)).Inc()
 }
 
 // refusedConn returns what the endpoint's connection limit calls for each

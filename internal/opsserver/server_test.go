@@ -39,7 +39,7 @@ func TestReadyz_M5_Reasons(t *testing.T) {
 	var pingErr atomic.Pointer[error]
 	var down atomic.Pointer[[]string]
 	var stopping atomic.Bool
-	base := serve(t, NewMetrics(nil, nil), Checks{
+	base := serve(t, NewMetrics(nil, Names{}, nil), Checks{
 		Ping: func(ctx context.Context) error {
 			if e := pingErr.Load(); e != nil {
 				return *e
@@ -90,7 +90,7 @@ func TestReadyz_M5_Reasons(t *testing.T) {
 func TestMetrics_M5_AvailabilityReadFails(t *testing.T) {
 	m := NewMetrics(func(ctx context.Context) (Availability, error) {
 		return Availability{}, errors.New("database is locked")
-	}, nil)
+	}, Names{}, nil)
 	m.Attempt(failover.AttemptRecord{Candidate: failover.Candidate{Provider: "p1", Model: "a"}, Duration: time.Second,
 		Failure: &failover.Failure{Reason: classify.ReasonTimeout}})
 	m.TurnDone(sessions.TurnReport{Channel: "slack", Outcome: sessions.OutcomeError, Duration: 2 * time.Second, LLMTime: time.Second})
@@ -114,12 +114,12 @@ func TestMetrics_M5_AvailabilityReadFails(t *testing.T) {
 
 // A busy address is an error at Listen, not later.
 func TestListen_M5_BusyAddress(t *testing.T) {
-	s, err := Listen("127.0.0.1:0", NewMetrics(nil, nil), Checks{}, nil)
+	s, err := Listen("127.0.0.1:0", NewMetrics(nil, Names{}, nil), Checks{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if _, err := Listen(s.Addr(), NewMetrics(nil, nil), Checks{}, nil); err == nil || !strings.Contains(err.Error(), "server.listen") {
+	if _, err := Listen(s.Addr(), NewMetrics(nil, Names{}, nil), Checks{}, nil); err == nil || !strings.Contains(err.Error(), "server.listen") {
 		t.Fatalf("second Listen on %s: %v, want an error naming server.listen", s.Addr(), err)
 	}
 }
@@ -129,7 +129,7 @@ func TestListen_M5_BusyAddress(t *testing.T) {
 // fallback steps; unusual statuses fold into their class, so the label stays
 // bounded whatever a provider sends.
 func TestMetrics_M5_StatusBesideTheReason(t *testing.T) {
-	m := NewMetrics(nil, nil)
+	m := NewMetrics(nil, Names{}, nil)
 	for _, st := range []int{500, 599, 777, 0} {
 		m.Attempt(failover.AttemptRecord{Candidate: failover.Candidate{Provider: "p1", Model: "a"}, Duration: time.Second,
 			Failure: &failover.Failure{Reason: classify.ReasonTimeout, Status: st}})
@@ -153,5 +153,30 @@ func TestMetrics_M5_StatusBesideTheReason(t *testing.T) {
 	}
 	if len(seen) > 24 {
 		t.Errorf("the status label takes %d values", len(seen))
+	}
+}
+
+// covers U5: tokens and estimated cost are counted by provider and model, the
+// estimated ones apart from the reported ones; no other label is used.
+func TestMetrics_U5_TokensAndCost(t *testing.T) {
+	m := NewMetrics(nil, Names{Models: []string{"p1/a"}, Providers: []string{"p1"}}, nil)
+	c := failover.Candidate{Provider: "p1", Model: "a", Profile: "p1:main"}
+	m.Attempt(failover.AttemptRecord{Candidate: c, InputTokens: 100, OutputTokens: 20, CostUSD: 0.25})
+	m.Attempt(failover.AttemptRecord{Candidate: c, InputTokens: 7, OutputTokens: 3, CostUSD: 0.5, UsageEstimated: true})
+	m.Attempt(failover.AttemptRecord{Candidate: c, Failure: &failover.Failure{Reason: classify.ReasonRateLimit, Status: 429}})
+	_, body := fetch(t, serve(t, m, Checks{})+"/metrics")
+	for _, want := range []string{
+		`detour_llm_tokens_total{direction="input",model="a",provider="p1",source="reported"} 100`,
+		`detour_llm_tokens_total{direction="output",model="a",provider="p1",source="reported"} 20`,
+		`detour_llm_tokens_total{direction="input",model="a",provider="p1",source="estimated"} 7`,
+		`detour_llm_tokens_total{direction="output",model="a",provider="p1",source="estimated"} 3`,
+		`detour_llm_cost_usd_total{model="a",provider="p1"} 0.75`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if strings.Contains(body, "p1:main") {
+		t.Error("a profile id became a label")
 	}
 }

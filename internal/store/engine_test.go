@@ -1,4 +1,4 @@
-package store
+package store_test
 
 import (
 	"context"
@@ -15,6 +15,8 @@ import (
 	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/failover"
 	"github.com/detourbot/detour/failover/failovertest"
+	"github.com/detourbot/detour/internal/database"
+	"github.com/detourbot/detour/internal/store"
 	"github.com/detourbot/detour/internal/testkit/syncbuf"
 	"github.com/detourbot/detour/internal/testkit/testdb"
 )
@@ -45,9 +47,15 @@ func engineReq(session string, openaiProfiles ...string) failover.Request {
 
 // newEngine returns an engine over the state store of the database dsn of
 // driver, with no jitter and a log the test can inspect.
-func newEngine(t testing.TB, driver, dsn string, clock failover.Clock) (*failover.Engine, *StateStore, *syncbuf.Buffer) {
+func newEngine(t testing.TB, driver, dsn string, clock failover.Clock) (*failover.Engine, *store.StateStore, *syncbuf.Buffer) {
 	t.Helper()
-	st := newStoreT(t, openDriverT(t, driver, dsn))
+	return engineOn(t, openDriverT(t, driver, dsn), clock)
+}
+
+// engineOn is newEngine on an open handle.
+func engineOn(t testing.TB, db *gorm.DB, clock failover.Clock) (*failover.Engine, *store.StateStore, *syncbuf.Buffer) {
+	t.Helper()
+	st := newStoreT(t, db)
 	log, buf := testLogger(t)
 	return &failover.Engine{
 		Store:  st,
@@ -94,7 +102,8 @@ func testRestartKeepsCooldown(t *testing.T, driver string) {
 
 			// Run 1: openai rate-limited, anthropic answers.
 			clock := failovertest.NewClock(t0)
-			eng, _, _ := newEngine(t, driver, path, clock)
+			db := openDriverT(t, driver, path)
+			eng, _, _ := engineOn(t, db, clock)
 			res, err := eng.Run(ctx, engineReq("s1", "openai:default"), func(ctx context.Context, a failover.Attempt) (failover.Output, error) {
 				if a.Candidate.Provider == "openai" {
 					return failover.Output{}, rateLimited(a, tc.recovery)
@@ -104,7 +113,7 @@ func testRestartKeepsCooldown(t *testing.T, driver string) {
 			if err != nil || !res.FellBack || res.Candidate.Ref() != string(fallbackRef) {
 				t.Fatalf("run 1 = %+v, %v; want a fallback answer", res, err)
 			}
-			if err := Close(eng.Store.(*StateStore).db); err != nil { // the process stops
+			if err := database.Close(db); err != nil { // the process stops
 				t.Fatal(err)
 			}
 
@@ -372,8 +381,9 @@ func TestEngine_StoreWorkPerRun(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			clock := failovertest.NewClock(t0)
-			eng, st, logs := newEngine(t, testdb.SQLite, testdb.DSN(t, testdb.SQLite), clock)
-			writes := writeCounter(t, st.db)
+			db := openDriverT(t, testdb.SQLite, testdb.DSN(t, testdb.SQLite))
+			eng, st, logs := engineOn(t, db, clock)
+			writes := writeCounter(t, db)
 			if tc.ladder != nil {
 				eng.Policy.TransientLadder = tc.ladder
 			}

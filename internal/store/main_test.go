@@ -1,4 +1,4 @@
-package store
+package store_test
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/detourbot/detour/failover"
+	"github.com/detourbot/detour/internal/database"
+	"github.com/detourbot/detour/internal/store"
 )
 
 // Environment of a replica child process (see TestOpen_M4_ReplicaProcesses).
@@ -47,15 +49,15 @@ func replicaChild() int {
 			break
 		}
 	}
-	db, err := Open(ctx, os.Getenv(childDriverEnv), os.Getenv(childDSNEnv), nil)
+	db, err := database.Open(ctx, os.Getenv(childDriverEnv), os.Getenv(childDSNEnv), nil)
 	if err != nil {
 		fmt.Println("open:", err)
 		return 1
 	}
-	defer Close(db)
-	s, err := NewStateStore(db)
+	defer database.Close(db)
+	s, err := store.NewStateStore(db)
 	if err == nil {
-		err = Migrate(ctx, db, &replicaTable{})
+		err = store.Migrate(ctx, db, &replicaTable{})
 	}
 	if err == nil {
 		_, err = s.Update(ctx, "replicas:started", func(p *failover.ProfileState) { p.ErrorCount++ })

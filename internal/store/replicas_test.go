@@ -1,9 +1,8 @@
-package store
+package store_test
 
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,11 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/mattn/go-sqlite3"
 	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
 
+	"github.com/detourbot/detour/internal/database"
+	"github.com/detourbot/detour/internal/store"
 	"github.com/detourbot/detour/internal/testkit/testdb"
 )
 
@@ -92,10 +91,10 @@ func TestOpen_M4_StoresStartTogether(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				dbs[i], errs[i] = Open(context.Background(), driver, dsn, nil)
+				dbs[i], errs[i] = database.Open(context.Background(), driver, dsn, nil)
 				if errs[i] == nil {
-					if _, errs[i] = NewStateStore(dbs[i]); errs[i] == nil {
-						errs[i] = Migrate(context.Background(), dbs[i], &replicaTable{})
+					if _, errs[i] = store.NewStateStore(dbs[i]); errs[i] == nil {
+						errs[i] = store.Migrate(context.Background(), dbs[i], &replicaTable{})
 					}
 				}
 			}()
@@ -106,7 +105,7 @@ func TestOpen_M4_StoresStartTogether(t *testing.T) {
 				t.Errorf("store %d: %v", i, errs[i])
 			}
 			if dbs[i] != nil {
-				t.Cleanup(func() { _ = Close(dbs[i]) })
+				t.Cleanup(func() { _ = database.Close(dbs[i]) })
 			}
 		}
 		if t.Failed() {
@@ -190,7 +189,7 @@ func TestTransaction_M2_DeadlockRetried(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				errs[i] = Transaction(ctx, db, func(tx *gorm.DB) error {
+				errs[i] = store.Transaction(ctx, db, func(tx *gorm.DB) error {
 					runs.Add(1)
 					if err := tx.Exec("UPDATE lock_pair SET n = n + 1 WHERE id = ?", order[0]).Error; err != nil {
 						return err
@@ -250,12 +249,12 @@ func testBusyRetried(ctx context.Context, t *testing.T) {
 		_ = conn.Close()
 	}()
 	start := time.Now()
-	err = Transaction(ctx, db, func(tx *gorm.DB) error {
+	err = store.Transaction(ctx, db, func(tx *gorm.DB) error {
 		return tx.Exec("UPDATE counter SET n = n + 1").Error
 	})
 	<-released
 	if err != nil {
-		t.Fatalf("Transaction while another process held the lock: %v", err)
+		t.Fatalf("store.Transaction while another process held the lock: %v", err)
 	}
 	if d := time.Since(start); d < 250*time.Millisecond {
 		t.Errorf("committed after %v, before the other process let go: the test proves nothing", d)
@@ -264,30 +263,5 @@ func testBusyRetried(ctx context.Context, t *testing.T) {
 	db.Raw("SELECT n FROM counter").Scan(&n)
 	if n != 1 {
 		t.Errorf("n = %d, want 1", n)
-	}
-}
-
-// TestIsRetryable: which failures Transaction runs again.
-// covers M2
-func TestIsRetryable(t *testing.T) {
-	tests := []struct {
-		name string
-		err  error
-		want bool
-	}{
-		{"nil", nil, false},
-		{"deadlock", fmt.Errorf("wrapped: %w", &pgconn.PgError{Code: "40P01"}), true},
-		{"serialization", &pgconn.PgError{Code: "40001"}, true},
-		{"unique violation", &pgconn.PgError{Code: "23505"}, false},
-		{"sqlite busy", sqlite3.Error{Code: sqlite3.ErrBusy}, true},
-		{"sqlite locked", &sqlite3.Error{Code: sqlite3.ErrLocked}, true},
-		{"sqlite full", sqlite3.Error{Code: sqlite3.ErrFull}, false},
-		{"concurrent row", errConflict, true},
-		{"other", errors.New("boom"), false},
-	}
-	for _, tc := range tests {
-		if got := IsRetryable(tc.err); got != tc.want {
-			t.Errorf("%s: IsRetryable = %v, want %v", tc.name, got, tc.want)
-		}
 	}
 }

@@ -3,11 +3,10 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
-	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"gorm.io/gorm"
 )
 
@@ -76,23 +75,34 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
+// DriverError is a driver's error as the package that opened the database
+// (internal/database) reads it: whether running the same transaction again may
+// cure it, and the plain words of a problem of the storage itself. Its text is
+// the driver's own.
+type DriverError struct {
+	Err error
+	// Retryable: a deadlock, a serialization failure, SQLite's busy or locked.
+	Retryable bool
+	// Problem says why writes fail until someone fixes the storage ("the
+	// database is read-only", "the disk holding the database is full", "the
+	// database file is damaged"); "" for none.
+	Problem string
+}
+
+func (e *DriverError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the driver's error.
+func (e *DriverError) Unwrap() error { return e.Err }
+
 // IsRetryable reports whether err is a failure that running the same
 // transaction again may cure (see Transaction).
 func IsRetryable(err error) bool {
 	if err == nil {
 		return false
 	}
-	if errors.Is(err, errConflict) || IsBusy(err) {
-		return true
-	}
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return pe.Code == "40P01" || pe.Code == "40001"
-	}
-	return false
+	var de *DriverError
+	return errors.Is(err, errConflict) || errors.As(err, &de) && de.Retryable
 }
-
-const problemDamaged = "the database file is damaged"
 
 // Problem says in a few words why a write to the database failed when the cause
 // is the storage itself and retrying will not help until someone fixes it
@@ -100,24 +110,17 @@ const problemDamaged = "the database file is damaged"
 // database file is damaged"); "" for any other error. Callers show it to users
 // and operators instead of a raw driver error (T7).
 func Problem(err error) string {
-	if err == nil {
-		return ""
-	}
-	if p := sqliteProblem(err); p != "" {
-		return p
-	}
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		switch {
-		case pe.Code == "25006":
-			return "the database is read-only"
-		case pe.Code == "53100":
-			return "the disk holding the database is full"
-		case pe.Code == "53200" || pe.Code == "53300":
-			return "the database server is out of memory or connections"
-		case strings.HasPrefix(pe.Code, "58") || pe.Code == "XX001" || pe.Code == "XX002":
-			return "the database server reports damaged storage"
-		}
+	var de *DriverError
+	if errors.As(err, &de) {
+		return de.Problem
 	}
 	return ""
+}
+
+// Explain puts Problem's plain words in front of a storage failure.
+func Explain(err error) error {
+	if p := Problem(err); p != "" {
+		return fmt.Errorf("%s: %w", p, err)
+	}
+	return err
 }

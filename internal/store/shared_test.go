@@ -1,4 +1,4 @@
-package store
+package store_test
 
 import (
 	"context"
@@ -9,12 +9,13 @@ import (
 	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/failover"
 	"github.com/detourbot/detour/failover/failovertest"
+	"github.com/detourbot/detour/internal/store"
 	"github.com/detourbot/detour/internal/testkit/testdb"
 )
 
 // coolEverything puts the chain of engineReq into transient cooldowns with no
 // stated reset and nothing near its end: no candidate can be tried.
-func coolEverything(t *testing.T, st *StateStore) {
+func coolEverything(t *testing.T, st *store.StateStore) {
 	t.Helper()
 	for id, d := range map[string]time.Duration{"openai:default": time.Minute, "anthropic:default": 40 * time.Second} {
 		if _, err := st.Update(context.Background(), id, func(s *failover.ProfileState) {

@@ -72,7 +72,7 @@ func (nanoTime) GormDataType() string { return string(schema.Int) }
 
 // GormDBDataType makes the column a 64-bit integer on every driver.
 func (nanoTime) GormDBDataType(db *gorm.DB, _ *schema.Field) string {
-	if db.Dialector.Name() == DriverPostgres {
+	if db.Dialector.Name() == postgres {
 		return "bigint"
 	}
 	return "integer"
@@ -255,16 +255,14 @@ var (
 	_ failover.BatchUpdater = (*StateStore)(nil)
 )
 
-// NewStateStore returns a store over db (from Open, which migrated its table;
-// a handle from elsewhere gets the table made here).
+// NewStateStore returns a store over db (a handle from internal/database.Open)
+// and creates or updates its table (Migrate).
 func NewStateStore(db *gorm.DB) (*StateStore, error) {
 	if db == nil {
 		return nil, errors.New("store: nil database")
 	}
-	if !db.Migrator().HasTable(&stateRow{}) {
-		if err := Migrate(context.Background(), db, &stateRow{}); err != nil {
-			return nil, err
-		}
+	if err := Migrate(context.Background(), db, &stateRow{}); err != nil {
+		return nil, err
 	}
 	return &StateStore{db: db}, nil
 }
@@ -372,7 +370,7 @@ func (s *StateStore) UpdateMany(ctx context.Context, keys []string, fn func(i in
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("store: update profile states %q: %w", keys, explain(err))
+		return nil, fmt.Errorf("store: update profile states %q: %w", keys, Explain(err))
 	}
 	return out, nil
 }
@@ -390,7 +388,7 @@ func readStates(tx *gorm.DB, keys []string, lock bool) (map[string]current, erro
 	// Byte order on both drivers (SQLite's default; Postgres's "C" collation),
 	// the order sortedKeys gives the inserts.
 	order := `"key"`
-	if tx.Dialector.Name() == DriverPostgres {
+	if tx.Dialector.Name() == postgres {
 		order += ` COLLATE "C"`
 	}
 	q := tx.Where(map[string]any{"key": ks}).Order(order)

@@ -1,9 +1,11 @@
-package store
+package store_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -11,10 +13,13 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"gorm.io/driver/sqlite"
 	"gorm.io/gorm/logger"
 
 	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/failover"
+	"github.com/detourbot/detour/internal/database"
+	"github.com/detourbot/detour/internal/store"
 	"github.com/detourbot/detour/internal/testkit/testdb"
 )
 
@@ -73,7 +78,7 @@ func TestStateStore_D6_RestartMidCooldown(t *testing.T) {
 			{Key: "model:openrouter/meta/llama-3", Consecutive: 1, LastFailure: now}, // mostly zero fields
 			{Key: "anthropic:work", CooldownUntil: now.Add(time.Minute), CooldownReason: classify.ReasonOverloaded},
 		}
-		db, err := Open(ctx, driver, dsn, nil)
+		db, err := database.Open(ctx, driver, dsn, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -87,7 +92,7 @@ func TestStateStore_D6_RestartMidCooldown(t *testing.T) {
 				t.Errorf("Update returned %+v, want %+v", got, utcState(st))
 			}
 		}
-		if err := Close(db); err != nil {
+		if err := database.Close(db); err != nil {
 			t.Fatal(err)
 		}
 
@@ -164,8 +169,8 @@ func TestStateStore_UpdateKeepsKeyAndRejectsNil(t *testing.T) {
 		if _, err := s.Update(ctx, "a:1", nil); err == nil {
 			t.Error("Update with nil fn: want error")
 		}
-		if _, err := NewStateStore(nil); err == nil {
-			t.Error("NewStateStore(nil): want error")
+		if _, err := store.NewStateStore(nil); err == nil {
+			t.Error("store.NewStateStore(nil): want error")
 		}
 	})
 }
@@ -199,11 +204,11 @@ func TestStateStore_NoSecretInRow(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, driver string) {
 		ctx := context.Background()
 		log, buf := testLogger(t)
-		db, err := Open(ctx, driver, testdb.DSN(t, driver), log)
+		db, err := database.Open(ctx, driver, testdb.DSN(t, driver), log)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer Close(db)
+		defer database.Close(db)
 		db.Logger = db.Logger.LogMode(logger.Info) // log every statement
 		s := newStoreT(t, db)
 		leaks := []string{
@@ -222,7 +227,7 @@ func TestStateStore_NoSecretInRow(t *testing.T) {
 			if strings.Contains(got.LastError, "CANARY") {
 				t.Errorf("returned LastError leaks: %q", got.LastError)
 			}
-			if len(got.LastError) > maxLastError || !utf8.ValidString(got.LastError) {
+			if len(got.LastError) > store.MaxLastError || !utf8.ValidString(got.LastError) {
 				t.Errorf("LastError not bounded on a rune: %d bytes", len(got.LastError))
 			}
 		}
@@ -283,7 +288,7 @@ func TestStateStore_M1_DirtyTextAndLongKeys(t *testing.T) {
 			if again.ErrorCount != 1 || again.LastError != got.LastError || again.CooldownModel != got.CooldownModel {
 				t.Errorf("%s: read back %+v, want what Update returned %+v", tc.name, again, got)
 			}
-			if got.LastError != CleanText(tc.lastError) || got.CooldownModel != CleanText(tc.model) {
+			if got.LastError != store.CleanText(tc.lastError) || got.CooldownModel != store.CleanText(tc.model) {
 				t.Errorf("%s: stored %q / %q, want the cleaned text", tc.name, got.LastError, got.CooldownModel)
 			}
 		}
@@ -342,7 +347,7 @@ func TestStateStore_M2_Replicas(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, driver string) {
 		ctx := context.Background()
 		dsn := testdb.DSN(t, driver)
-		reps := []*StateStore{newStoreT(t, openDriverT(t, driver, dsn)), newStoreT(t, openDriverT(t, driver, dsn)),
+		reps := []*store.StateStore{newStoreT(t, openDriverT(t, driver, dsn)), newStoreT(t, openDriverT(t, driver, dsn)),
 			newStoreT(t, openDriverT(t, driver, dsn))}
 		const perReplica = 60
 		var wg sync.WaitGroup
@@ -402,7 +407,7 @@ func TestStateStore_D6_ReadYourWrites(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		dsn := testdb.DSN(t, driver)
-		reps := []*StateStore{newStoreT(t, openDriverT(t, driver, dsn)), newStoreT(t, openDriverT(t, driver, dsn))}
+		reps := []*store.StateStore{newStoreT(t, openDriverT(t, driver, dsn)), newStoreT(t, openDriverT(t, driver, dsn))}
 		keys := []string{"openai:a", "model:openai/gpt-4o"}
 		const workers, rounds = 200, 3
 		var wg sync.WaitGroup
@@ -556,17 +561,17 @@ func TestStateStore_SeesRawWrites(t *testing.T) {
 	})
 }
 
-// TestStateStore_ClosedHandle: after Close the store fails cleanly.
+// TestStateStore_ClosedHandle: after database.Close the store fails cleanly.
 func TestStateStore_ClosedHandle(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, driver string) {
 		log, _ := testLogger(t)
-		db, err := Open(context.Background(), driver, testdb.DSN(t, driver), log)
+		db, err := database.Open(context.Background(), driver, testdb.DSN(t, driver), log)
 		if err != nil {
 			t.Fatal(err)
 		}
 		s := newStoreT(t, db)
 		mustUpdate(t, s, "k", func(p *failover.ProfileState) { p.ErrorCount = 1 })
-		if err := Close(db); err != nil {
+		if err := database.Close(db); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := s.Get(context.Background(), "k"); err == nil {
@@ -621,5 +626,62 @@ func BenchmarkStateStoreGet(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestStateStore_OldDatetimeTextFile: a file whose profile_states was created
+// with DATETIME text columns opens, its rows read back exactly, and they can be
+// updated.
+// covers D6
+func TestStateStore_OldDatetimeTextFile(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "old.db")
+	raw, err := sql.Open(sqlite.DriverName, "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		"CREATE TABLE `profile_states` (`key` text,`last_used` datetime,`last_failure` datetime," +
+			"`error_count` integer NOT NULL DEFAULT 0,`consecutive` integer NOT NULL DEFAULT 0,`cooldown_until` datetime," +
+			"`cooldown_reason` text,`cooldown_model` text,`disabled_until` datetime,`disabled_reason` text," +
+			"`disable_count` integer NOT NULL DEFAULT 0,`recovery_at` datetime,`last_error` text,`last_probe` datetime," +
+			"`updated_at` datetime,PRIMARY KEY (`key`))",
+		"INSERT INTO profile_states (key, last_used, error_count, consecutive, cooldown_until, cooldown_reason, " +
+			"cooldown_model, disabled_reason, disable_count, last_error, updated_at) VALUES ('openai:default', " +
+			"'2026-11-29 22:14:05.987654321+00:00', 2, 1, '2026-11-29 22:19:05.5+00:00', 'rate_limit', '', '', 0, '', " +
+			"'2026-11-29 22:14:05+00:00')",
+	} {
+		if _, err := raw.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := raw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	want := failover.ProfileState{Key: "openai:default", ErrorCount: 2, Consecutive: 1,
+		LastUsed:       time.Date(2026, 11, 29, 22, 14, 5, 987654321, time.UTC),
+		CooldownUntil:  time.Date(2026, 11, 29, 22, 19, 5, 500000000, time.UTC),
+		CooldownReason: classify.ReasonRateLimit}
+	db := openT(t, path)
+	s := newStoreT(t, db)
+	var ddl string
+	if err := db.Raw("SELECT sql FROM sqlite_master WHERE name = 'profile_states'").Scan(&ddl).Error; err != nil {
+		t.Fatal(err)
+	}
+	// AutoMigrate retypes the columns (the driver would otherwise read integers
+	// in a DATETIME column as seconds); the old text values stay text.
+	if !strings.Contains(ddl, "`last_used` integer") || !strings.Contains(ddl, "`cooldown_until` integer") {
+		t.Errorf("profile_states after NewStateStore: %s; want integer time columns", ddl)
+	}
+	if got := mustGet(t, s, "openai:default"); !reflect.DeepEqual(got, want) {
+		t.Errorf("old row:\n got %+v\nwant %+v", got, want)
+	}
+	got := mustUpdate(t, s, "openai:default", func(p *failover.ProfileState) { p.ErrorCount++ })
+	want.ErrorCount = 3
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("old row updated:\n got %+v\nwant %+v", got, want)
+	}
+	if got := mustGet(t, newStoreT(t, openT(t, path)), "openai:default"); !reflect.DeepEqual(got, want) {
+		t.Errorf("old row updated, other handle:\n got %+v\nwant %+v", got, want)
 	}
 }

@@ -318,24 +318,6 @@ func (s *Server) ForceReconnect(mode ReconnectMode) error {
 	return c.ws.UnderlyingConn().Close()
 }
 
-// CloseWith closes the current connection from the server's side with code (for
-// example 4000 unknown error, 4009 session timed out, 4014 disallowed intents);
-// codes 4007 and 4009 also end the session.
-func (s *Server) CloseWith(code int) error {
-	s.mu.Lock()
-	c := s.conn
-	s.conn = nil
-	if code == 4007 || code == 4009 {
-		s.sessionID = ""
-	}
-	s.mu.Unlock()
-	if c == nil {
-		return errNoConn
-	}
-	c.closeWith(code, "closed by the fake")
-	return c.ws.UnderlyingConn().Close()
-}
-
 // StopAcking turns the current connection into a zombie: heartbeats are no longer
 // acknowledged and dispatches are held for a resume, as when the network path
 // dies silently.

@@ -34,7 +34,7 @@ const (
 // https://discord.com/developers/docs/resources/channel#start-thread-from-message
 var autoArchive = []int{60, 1440, 4320, 10080}
 
-var errEmptyMessage = errors.New("cannot send an empty message")
+var errEmptyMessage = errors.New("fakediscord: cannot send an empty message")
 
 // Select is a string select menu (component type 3) in a message.
 type Select struct {

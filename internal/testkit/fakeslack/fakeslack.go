@@ -75,6 +75,25 @@
 //     (https://docs.slack.dev/reference/block-kit/composition-objects/text-object/);
 //     user, usergroup, broadcast and channel elements of rich_text blocks.
 //
+// # Scopes, membership and sizes
+//
+//   - Scopes. An app installed from a manifest (InstallManifest), or given Scopes,
+//     has exactly those bot scopes; a method needing one it lacks is refused with
+//     {"ok":false,"error":"missing_scope","needed":…,"provided":…}, as Slack answers
+//     ("missing_scope" in every method's errors, e.g.
+//     https://docs.slack.dev/reference/methods/chat.postMessage). Each
+//     method's scopes are those of its reference page (rules.go); conversations.info
+//     needs the read scope of the conversation's kind.
+//   - Events. A manifest without message.channels gets mentions and DMs only.
+//   - Membership. After Leave(channel) the bot is no member there: chat.postMessage,
+//     chat.postEphemeral and chat.startStream answer not_in_channel
+//     (https://docs.slack.dev/reference/methods/chat.postMessage, "Errors") and
+//     conversations.info says is_member false.
+//   - Sizes. Text past 40,000 characters is refused with msg_too_long, a message
+//     of more than 50 blocks with invalid_blocks
+//     (https://docs.slack.dev/reference/block-kit/blocks), markdown_text past
+//     12,000 characters with msg_too_long (below).
+//
 // # Live replies
 //
 //   - Method tiers. Slack limits each Web API method per workspace per minute by its
@@ -230,6 +249,8 @@ type Server struct {
 	// OnlyMentions models an app subscribed to app_mention and message.im only
 	// (slack-manifest-mentions.yaml): no message.channels/groups/mpim events.
 	OnlyMentions bool
+	// GroupDMs are the conversations that are group DMs (AddGroupDM).
+	groupDMs map[string]bool
 	// MethodLimits overrides DefaultMethodLimits: calls per minute per workspace
 	// for a method (0 = unlimited).
 	MethodLimits map[string]int
@@ -237,6 +258,12 @@ type Server struct {
 	// and chat.stopStream answer, as in a workspace without streaming (for
 	// example "unknown_method" or "not_allowed").
 	RefuseStreaming string
+	// RepliesPageSize is the most replies a conversations.replies page holds
+	// (default 1000, Slack's maximum limit; history.go).
+	RepliesPageSize int
+	// Scopes, when set, are the bot token's scopes (InstallManifest sets them
+	// from a manifest); nil grants every scope.
+	Scopes []string
 
 	srv *httptest.Server
 
@@ -278,6 +305,12 @@ type Server struct {
 	msgs         map[string]*Message    // channel/ts → latest version
 	msgOrder     []string
 	statuses     map[string]threadStatus // channel/thread_ts → assistant status
+	notIn        map[string]bool         // channels the bot is not a member of
+	connectedAt  []time.Time             // when each socket was accepted (Now)
+	saidByKey    map[string]*said        // channel/ts → a person's message (history.go)
+	hostedFiles  map[string]*hosted      // file id → file (files.go)
+	downloads    []Download
+	signin       signIn
 }
 
 // envelope is an events_api delivery waiting for its ack.
@@ -341,8 +374,10 @@ func New() *Server {
 		deliveries:       map[int]int{},
 		lastPost:         map[string]time.Time{},
 		tierCalls:        map[string][]time.Time{},
+		groupDMs:         map[string]bool{},
 		msgs:             map[string]*Message{},
 		statuses:         map[string]threadStatus{},
+		notIn:            map[string]bool{},
 		connCtx:          ctx,
 		connCancel:       cancel,
 	}
@@ -357,6 +392,7 @@ func (s *Server) Start() {
 	mux.HandleFunc("/api/", s.handleAPI)
 	mux.HandleFunc("/link/", s.handleSocket)
 	mux.HandleFunc("/resp/", s.handleResponseURL)
+	mux.HandleFunc("GET /files-pri/", s.handleFile)
 	s.srv = httptest.NewServer(mux)
 }
 
@@ -383,6 +419,7 @@ func (s *Server) Close() {
 	}
 	s.connWG.Wait()
 	s.timerWG.Wait()
+	s.closeSignIn()
 }
 
 // notifyLocked wakes every waiter; s.mu must be held.
@@ -513,17 +550,6 @@ func (s *Server) Posts() []Post {
 	return append([]Post(nil), s.posts...)
 }
 
-// Mentions returns every live mention found in the recorded posts.
-func (s *Server) Mentions() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []string
-	for _, p := range s.posts {
-		out = append(out, p.Mentions...)
-	}
-	return out
-}
-
 // Throttles returns every HTTP 429 answered, in order.
 func (s *Server) Throttles() []Throttle {
 	s.mu.Lock()
@@ -538,13 +564,6 @@ func (s *Server) Dropped() []Sent {
 	return append([]Sent(nil), s.dropped...)
 }
 
-// Acks returns a copy of every ack read from the client, in order.
-func (s *Server) Acks() []Ack {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]Ack(nil), s.acks...)
-}
-
 // Opens is how many times apps.connections.open answered ok.
 func (s *Server) Opens() int {
 	s.mu.Lock()
@@ -557,6 +576,13 @@ func (s *Server) Connects() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.connects
+}
+
+// ConnectTimes is when each Socket Mode WebSocket was accepted, on Now.
+func (s *Server) ConnectTimes() []time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]time.Time(nil), s.connectedAt...)
 }
 
 // Refused is how many sockets were turned away with too_many_websockets.
@@ -836,6 +862,7 @@ func (s *Server) PushEvent(event map[string]any) Sent {
 		"event_id": eventID, "event_time": 1700000000 + n, "event": event,
 	}
 	s.byEvent[eventID] = outer
+	s.rememberLocked(event)
 	ok, notify, minute := s.budgetLocked()
 	if !ok {
 		sent := Sent{EventID: eventID, TS: ts, Dropped: true}
@@ -944,7 +971,7 @@ func (s *Server) Mention(channel, user, text, threadTS string) Sent {
 	ev["event_ts"] = ev["ts"]
 	sent := s.PushEvent(ev)
 	if !s.OnlyMentions && !strings.HasPrefix(channel, "D") {
-		twin := map[string]any{"type": "message", "channel_type": channelType(channel)}
+		twin := map[string]any{"type": "message", "channel_type": s.typeOf(channel)}
 		for _, k := range []string{"user", "channel", "ts", "text", "thread_ts", "event_ts"} {
 			if v, ok := ev[k]; ok {
 				twin[k] = v
@@ -954,6 +981,27 @@ func (s *Server) Mention(channel, user, text, threadTS string) Sent {
 		sent.Twin = &t
 	}
 	return sent
+}
+
+// AddGroupDM makes channel a group DM (a multi-person direct message, "mpim"):
+// its message events say channel_type "mpim" and conversations.info says
+// is_mpim, as Slack's do (https://api.slack.com/events/message.mpim,
+// https://docs.slack.dev/reference/objects/conversation-object). Slack's ids of
+// group DMs start with G, like those of older private channels.
+func (s *Server) AddGroupDM(channel string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.groupDMs[channel] = true
+}
+
+// typeOf is the channel_type of channel's message events.
+func (s *Server) typeOf(channel string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.groupDMs[channel] {
+		return "mpim"
+	}
+	return channelType(channel)
 }
 
 func channelType(channel string) string {
@@ -971,7 +1019,7 @@ func channelType(channel string) string {
 // means top level. The text is sent as is. With OnlyMentions nothing is delivered.
 func (s *Server) ChannelMessage(channel, user, text, threadTS string) Sent {
 	ev := map[string]any{
-		"type": "message", "channel_type": channelType(channel), "user": user, "channel": channel,
+		"type": "message", "channel_type": s.typeOf(channel), "user": user, "channel": channel,
 		"ts": s.NewTS(), "text": text,
 	}
 	if threadTS != "" {
@@ -1114,6 +1162,9 @@ func (s *Server) handleAPI(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, ci, "invalid_auth")
 		return
 	}
+	if s.refuse(w, method, r.Form, ci) {
+		return
+	}
 	s.mu.Lock()
 	if ra := s.overTierLocked(method); ra > 0 {
 		s.outcomeLocked(ci, "ratelimited")
@@ -1131,11 +1182,17 @@ func (s *Server) handleAPI(w http.ResponseWriter, r *http.Request) {
 			"user": "detour", "team_id": s.TeamID, "user_id": s.BotUserID, "bot_id": s.BotID})
 	case "chat.postMessage", "chat.postEphemeral", "chat.update":
 		s.recordPost(w, r, method, token, ci)
+	case "conversations.replies":
+		s.handleReplies(w, r, ci)
 	case "conversations.info":
 		ch := r.Form.Get("channel")
+		s.mu.Lock()
+		mpim, member := s.groupDMs[ch], !s.notIn[ch]
+		s.mu.Unlock()
+		group := strings.HasPrefix(ch, "G") && !mpim // a private channel made before 2021
 		writeJSON(w, map[string]any{"ok": true, "channel": map[string]any{
-			"id": ch, "name": "general", "is_channel": strings.HasPrefix(ch, "C"),
-			"is_im": strings.HasPrefix(ch, "D"), "is_member": true}})
+			"id": ch, "name": "general", "is_channel": strings.HasPrefix(ch, "C"), "is_group": group,
+			"is_im": strings.HasPrefix(ch, "D"), "is_mpim": mpim, "is_private": group || mpim, "is_member": member}})
 	default:
 		s.fail(w, ci, "unknown_method")
 	}
@@ -1375,6 +1432,7 @@ func (s *Server) handleSocket(w http.ResponseWriter, r *http.Request) {
 	}
 	s.conns = append(s.conns, wc)
 	s.connects++
+	s.connectedAt = append(s.connectedAt, s.Now())
 	wc.id = s.connects
 	open := len(s.conns)
 	s.connWG.Add(2)

@@ -13,10 +13,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 	"testing"
@@ -31,7 +33,7 @@ import (
 // postgres://detour@127.0.0.1:5432/detour_test?sslmode=disable.
 const EnvPostgres = "DETOUR_TEST_POSTGRES_DSN"
 
-// Driver names, as store.Open takes them.
+// Driver names, as database.Open takes them.
 const (
 	SQLite   = "sqlite"
 	Postgres = "postgres"
@@ -195,5 +197,138 @@ func FillDisk(t testing.TB, dir string) string {
 			}
 			return path
 		}
+	}
+}
+
+// Server is a PostgreSQL server of one test's own (OwnPostgres), which the test
+// may stop and start again: a database restart, as an operator's or a crash's.
+type Server struct {
+	t    testing.TB
+	bin  string   // the folder of initdb, pg_ctl
+	run  []string // runuser -u <user> -- when the tests run as root
+	data string
+	port int
+	dsn  string
+}
+
+// OwnPostgres initialises and starts a PostgreSQL server for t alone, on
+// 127.0.0.1 at a free port, stopped and removed when t ends. It needs the
+// server's binaries (on PATH or in /usr/lib/postgresql/*/bin, as
+// .ci/with-postgres finds them) and skips t, saying why, without them or
+// without EnvPostgres (the Postgres tests are asked for by setting it).
+func OwnPostgres(t testing.TB) *Server {
+	t.Helper()
+	Require(t, Postgres)
+	bin, err := postgresBin()
+	if err != nil {
+		t.Skipf("no PostgreSQL server binaries to start a server of this test's own (%v): skipped", err)
+	}
+	s := &Server{t: t, bin: bin}
+	base := os.TempDir()
+	if os.Geteuid() == 0 {
+		// initdb and postgres refuse to run as root.
+		user := "postgres"
+		if _, err := exec.Command("id", "-u", user).Output(); err != nil {
+			user = "nobody"
+		}
+		s.run = []string{"runuser", "-u", user, "--"}
+		base = "/tmp"
+	}
+	dir, err := os.MkdirTemp(base, "detour-pg-own.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if len(s.run) > 0 {
+		if out, err := exec.Command("chown", s.run[2], dir).CombinedOutput(); err != nil {
+			t.Fatalf("testdb: chown %s: %v %s", dir, err, out)
+		}
+	}
+	s.data = filepath.Join(dir, "data")
+	if out, err := s.cmd("initdb", "-D", s.data, "-U", "detour", "-A", "trust", "-E", "UTF8", "--no-locale", "--no-sync").CombinedOutput(); err != nil {
+		t.Skipf("testdb: initdb failed (%v): %s: skipped", err, out)
+	}
+	s.port = freePort(t)
+	s.dsn = fmt.Sprintf("postgres://detour@127.0.0.1:%d/postgres?sslmode=disable", s.port)
+	s.Start()
+	t.Cleanup(func() { _ = s.cmd("pg_ctl", "-D", s.data, "-m", "immediate", "-w", "stop").Run() })
+	return s
+}
+
+// DSN is the server's database (the "postgres" database of a role that owns
+// the server).
+func (s *Server) DSN() string { return s.dsn }
+
+// Start starts the server (again) and waits until it accepts connections.
+func (s *Server) Start() {
+	s.t.Helper()
+	opts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -k %s -c fsync=off -c full_page_writes=off", s.port, filepath.Dir(s.data))
+	out, err := s.cmd("pg_ctl", "-D", s.data, "-l", filepath.Join(filepath.Dir(s.data), "server.log"), "-w", "-t", "60", "-o", opts, "start").CombinedOutput()
+	if err != nil {
+		log, _ := os.ReadFile(filepath.Join(filepath.Dir(s.data), "server.log"))
+		s.t.Fatalf("testdb: start postgres: %v %s\n%s", err, out, log)
+	}
+}
+
+// Kill stops the server at once, as a crash or a kill does: no checkpoint,
+// every connection cut; the next Start recovers from its log.
+func (s *Server) Kill() {
+	s.t.Helper()
+	if out, err := s.cmd("pg_ctl", "-D", s.data, "-m", "immediate", "-w", "stop").CombinedOutput(); err != nil {
+		s.t.Fatalf("testdb: stop postgres: %v %s", err, out)
+	}
+}
+
+func (s *Server) cmd(name string, args ...string) *exec.Cmd {
+	argv := append(append(append([]string(nil), s.run...), filepath.Join(s.bin, name)), args...)
+	return exec.Command(argv[0], argv[1:]...)
+}
+
+// postgresBin finds the folder of the PostgreSQL server binaries.
+func postgresBin() (string, error) {
+	if p, err := exec.LookPath("pg_ctl"); err == nil {
+		if _, err := exec.LookPath("initdb"); err == nil {
+			p, _ = filepath.EvalSymlinks(p)
+			return filepath.Dir(p), nil
+		}
+	}
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	sort.Sort(sort.Reverse(sort.StringSlice(dirs)))
+	for _, d := range dirs {
+		if _, err := os.Stat(filepath.Join(d, "pg_ctl")); err == nil {
+			return d, nil
+		}
+	}
+	return "", errors.New("no pg_ctl and initdb on PATH or in /usr/lib/postgresql/*/bin")
+}
+
+// freePort returns a TCP port of 127.0.0.1 that was free a moment ago.
+func freePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// RequireChattr skips t unless this process may set the immutable flag on a
+// file in the test's temporary folder (root on ext4, xfs, btrfs...): the tests
+// that make a database read-only while the bot runs use chattr +i.
+func RequireChattr(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("the immutable flag (chattr +i) needs root: skipping the read-only-while-running test")
+	}
+	probe := filepath.Join(t.TempDir(), "probe")
+	if err := os.WriteFile(probe, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("chattr", "+i", probe).CombinedOutput(); err != nil {
+		t.Skipf("chattr +i is not possible here (%v: %s): skipping the read-only-while-running test", err, out)
+	}
+	if out, err := exec.Command("chattr", "-i", probe).CombinedOutput(); err != nil {
+		t.Fatalf("chattr -i: %v %s", err, out)
 	}
 }

@@ -1,0 +1,84 @@
+package slack
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	slackgo "github.com/slack-go/slack"
+
+	"github.com/detourbot/detour/adapters"
+)
+
+// conversationOfType maps a message event's channel_type to the Inbound's
+// conversation kind (T5): "im" a direct message, "mpim" a group DM (a direct
+// message for access.direct_messages), "channel" and "group" (a private
+// channel) channels; "" when Slack gave none.
+// https://api.slack.com/events/message.mpim, .../message.groups
+func conversationOfType(channelType string) string {
+	switch channelType {
+	case "im", "app_home":
+		return adapters.ConversationDirect
+	case "mpim":
+		return adapters.ConversationGroup
+	case "channel", "group":
+		return adapters.ConversationChannel
+	}
+	return ""
+}
+
+// learnConversation remembers the kind of ev's conversation when the event
+// names its channel type (message events do; app_mention events do not).
+func (a *Adapter) learnConversation(ev innerEvent) {
+	if k := conversationOfType(ev.ChannelType); k != "" && ev.Channel != "" {
+		a.mem.kinds.Put(ev.Channel, k)
+	}
+}
+
+// conversation is the kind of the conversation ev came from: from its channel
+// type, else what an earlier event of the conversation said, else Slack's
+// conversations.info (asked once per conversation). When even that fails, a
+// conversation whose id starts with G counts as a group DM: such ids are group
+// DMs or private channels made before 2021, and T5 fails closed.
+func (a *Adapter) conversation(ctx context.Context, ev innerEvent) string {
+	if k := conversationOfType(ev.ChannelType); k != "" {
+		return k
+	}
+	if strings.HasPrefix(ev.Channel, "D") {
+		return adapters.ConversationDirect
+	}
+	if k, ok := a.mem.kinds.Value(ev.Channel); ok && k != "" {
+		return k
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	ch, err := a.api.GetConversationInfoContext(ctx, &slackgo.GetConversationInfoInput{ChannelID: ev.Channel})
+	k := adapters.ConversationChannel
+	switch {
+	case err != nil:
+		a.log.Warn("slack: the kind of a conversation is unknown (conversations.info failed)", "channel", ev.Channel, "err", safeErr(err))
+		if strings.HasPrefix(ev.Channel, "G") {
+			k = adapters.ConversationGroup
+		}
+		return k // not remembered: asked again next time
+	case ch.IsIM:
+		k = adapters.ConversationDirect
+	case ch.IsMpIM:
+		k = adapters.ConversationGroup
+	}
+	a.mem.kinds.Put(ev.Channel, k)
+	return k
+}
+
+// slashConversation is the kind of the conversation a slash command was typed
+// in, from its channel: Slack names a DM "directmessage" and a group DM
+// "mpdm-<members>".
+func slashConversation(cmd slackgo.SlashCommand) string {
+	switch {
+	case strings.HasPrefix(cmd.ChannelID, "D") || cmd.ChannelName == "directmessage":
+		return adapters.ConversationDirect
+	case strings.HasPrefix(cmd.ChannelName, "mpdm-"):
+		return adapters.ConversationGroup
+	}
+	return adapters.ConversationChannel
+}

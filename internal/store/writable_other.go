@@ -1,6 +1,0 @@
-//go:build !unix
-
-package store
-
-// writable cannot be checked ahead here; SQLite's own errors say it later.
-func writable(string) error { return nil }
