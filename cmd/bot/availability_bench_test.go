@@ -56,17 +56,7 @@ func startBinary(b *testing.B, bin, cfgPath, dir, name string) (c jsonl, stop fu
 	}
 	cmd := exec.Command(bin, "run", "--config", cfgPath, "--log-format", "json", "--log-level", "info")
 	cmd.Dir, cmd.Stderr = dir, logf
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
+	in, out := startPiped(b, cmd)
 	waitLog(b, logf.Name(), `"msg":"ready"`, name+" ready")
 	return jsonl{in: in, out: readLines(out)}, func() {
 		_ = in.Close()
@@ -80,6 +70,23 @@ func startBinary(b *testing.B, bin, cfgPath, dir, name string) (c jsonl, stop fu
 		}
 		_ = logf.Close()
 	}
+}
+
+// startPiped starts cmd with pipes to its input and from its output.
+func startPiped(b *testing.B, cmd *exec.Cmd) (io.WriteCloser, io.ReadCloser) {
+	b.Helper()
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	return in, out
 }
 
 // soakTimeouts are the flapping soak's: idle 2 s, attempt 5 s (as measured
@@ -241,17 +248,7 @@ func startFlooder(b *testing.B, addr string, n int) *flooder {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), floodAddrEnv+"="+addr, fmt.Sprintf("%s=%d", floodNEnv, n))
 	cmd.Stderr = os.Stderr
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
+	in, out := startPiped(b, cmd)
 	b.Cleanup(func() { _ = in.Close(); _ = cmd.Wait() })
 	return &flooder{cmd: cmd, in: in, out: bufio.NewScanner(out)}
 }
