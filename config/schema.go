@@ -191,6 +191,8 @@ func (d *decoder) auth(v *yaml.Node, key string) {
 				"overloaded_backoff_ms":          d.units(&pol.OverloadedBackoff, time.Millisecond),
 				"rate_limited_profile_rotations": d.integer(&pol.RateLimitedProfileRotations, 0),
 				"ladder":                         d.durations(&pol.CooldownLadder),
+				"transient_ladder":               d.durations(&pol.TransientLadder),
+				"failure_window_minutes":         d.units(&pol.TransientWindow, time.Minute),
 				"jitter":                         d.number(&pol.Jitter, 0, 0.5),
 			})
 		},
@@ -246,6 +248,8 @@ func (d *decoder) agents(v *yaml.Node, key string) {
 						"primary_probe_interval":   d.duration(&df.PrimaryProbeInterval),
 						"cooldown_probe_interval":  d.duration(&pol.ProbeInterval),
 						"cooldown_probe_window":    d.duration(&pol.ProbeWindow),
+						"probe_interval_seconds":   d.units(&pol.SharedProbeInterval, time.Second),
+						"probe_wait_seconds":       d.units(&pol.SharedProbeWait, time.Second),
 						"billing_probe_interval":   d.duration(&pol.BillingProbeInterval),
 						"idle_retries":             d.integer(&pol.IdleRetries, 0),
 						"breaker_trip":             d.integer(&pol.BreakerTrip, 1),
