@@ -111,6 +111,17 @@ func slotKey(c Candidate) string {
 	return c.Profile
 }
 
+// candidateKeys are the state keys of model ref, read together: the model's
+// own (R7) first, then each profile's.
+func candidateKeys(ref ModelRef, profs []Profile) []string {
+	keys := make([]string, 1+len(profs))
+	keys[0] = ModelKey(ref)
+	for j, p := range profs {
+		keys[1+j] = stateKey(p.ID, ref)
+	}
+	return keys
+}
+
 // stateKey is the state key of profile id used for model ref: the id, or the
 // per-model key of a provider without credentials.
 func stateKey(id string, ref ModelRef) string {
@@ -235,11 +246,7 @@ func (e *Engine) recordFailure(ctx context.Context, c Candidate, ref ModelRef, f
 func (e *Engine) candidateUntil(ctx context.Context, req *Request, ref ModelRef, now time.Time) time.Time {
 	prov, _ := ref.Split()
 	profs, _, _ := profilesFor(req, prov, now)
-	keys := make([]string, 1+len(profs))
-	keys[0] = ModelKey(ref)
-	for j, p := range profs {
-		keys[1+j] = stateKey(p.ID, ref)
-	}
+	keys := candidateKeys(ref, profs)
 	states, errs := e.getStates(ctx, keys)
 	failed := func(i int) bool { return errs != nil && errs[i] != nil }
 	var until time.Time

@@ -26,12 +26,12 @@ const (
 // readEarlier reads and stores the earlier messages of ts's conversation when
 // this is the bot's first turn in it (H1, H3). A failure to read is logged and
 // the turn goes on without them; they are not tried again.
-func (r *Router) readEarlier(ctx context.Context, ts *turnState) {
-	in, e := ts.in, ts.entry
+func (r *Router) readEarlier(ctx context.Context, t *turn) {
+	in, e := t.in, t.entry
 	if in.Earlier == "" || e.ThreadRead || r.cfg.ThreadMessages <= 0 {
 		return
 	}
-	if len(ts.parts.hist) > 0 || e.PaidCalls > 0 {
+	if len(t.parts.hist) > 0 || e.PaidCalls > 0 {
 		// The bot took part before (a session older than this rule, found
 		// again after a restart): its history has what it needs.
 		if err := r.st.patch(ctx, e.Key, map[string]any{"thread_read": true}); err != nil {
@@ -50,7 +50,7 @@ func (r *Router) readEarlier(ctx context.Context, ts *turnState) {
 	if err != nil {
 		r.log.Warn("earlier messages not read; answering without them", "session", e.Key, "err", err)
 	}
-	text, left := r.renderEarlier(msgs, r.window(ts.sel.requested)/2)
+	text, left := r.renderEarlier(msgs, r.window(t.sel.requested)/2)
 	if left > 0 {
 		r.log.Info("earlier messages of people the bot does not serve were left out", "session", e.Key, "count", left)
 	}

@@ -75,29 +75,34 @@ type tally struct {
 // database can stop it, so that is the outcome until one is set.
 func newTally() *tally { return &tally{start: time.Now(), outcome: OutcomeStorage} }
 
-// onAttempt keeps one attempt record of ts (V1) and counts it; when the run
-// moved to another model, the observer also hears of the fallback step.
-func (r *Router) onAttempt(ts *turnState, a failover.AttemptRecord) {
-	ts.attempts = append(ts.attempts, a)
-	ts.tally.countUsage(ts.in, a) // U2
-	t := ts.tally
+// attempted keeps one attempt record of t (V1) and counts it: what the turn
+// paid (B1, T6), its usage (U2) and its report; when the run moved to another
+// model, the observer also hears of the fallback step.
+func (t *turn) attempted(a failover.AttemptRecord) {
+	t.attempts = append(t.attempts, a)
+	tl := t.tally
+	tl.countUsage(t.in, a) // U2
 	if a.Skipped == "" {
-		t.paid++
-		t.llm += a.Duration
-		t.model = a.Candidate.Ref()
+		t.paid.Calls++
+		t.paid.USD += a.CostUSD
+		tl.paid++
+		tl.llm += a.Duration
+		tl.model = a.Candidate.Ref()
 	}
-	if r.obs == nil {
+	t.r.addSpend(t.in.User, a) // T6
+	obs := t.r.obs
+	if obs == nil {
 		return
 	}
-	r.obs.Attempt(a)
-	if n := len(ts.attempts); n >= 2 {
-		prev := ts.attempts[n-2]
+	obs.Attempt(a)
+	if n := len(t.attempts); n >= 2 {
+		prev := t.attempts[n-2]
 		if from, to := prev.Candidate.Ref(), a.Candidate.Ref(); from != to {
 			reason, status := prev.Skipped, classify.StatusUnknown
 			if prev.Failure != nil {
 				reason, status = prev.Failure.Reason, prev.Failure.Status
 			}
-			r.obs.Fallback(from, to, reason, status)
+			obs.Fallback(from, to, reason, status)
 		}
 	}
 }
