@@ -104,14 +104,11 @@ func (e *Engine) startFlight(prov string, at time.Time) *flight {
 	return fl
 }
 
-// localFlight returns this process's flight of prov claimed at at, or nil.
-func (e *Engine) localFlight(prov string, at time.Time) *flight {
+// flightOf returns the probe of prov this process runs, or nil.
+func (e *Engine) flightOf(prov string) *flight {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if fl := e.flights[prov]; fl != nil && fl.at.Equal(at) {
-		return fl
-	}
-	return nil
+	return e.flights[prov]
 }
 
 func (e *Engine) endFlight(prov string, fl *flight, answered, verdict bool) {
@@ -138,8 +135,8 @@ func (r *runner) claimShared(prov string, now time.Time) (won bool, st probeStat
 	})
 	if err != nil {
 		r.warnStore(err)
-		if at, ok := r.e.runningFlight(prov); ok {
-			return false, probeRunning, ProfileState{LastProbe: at}
+		if fl := r.e.flightOf(prov); fl != nil {
+			return false, probeRunning, ProfileState{LastProbe: fl.at}
 		}
 		won = r.e.throttle("shared:"+prov, r.p.SharedProbeInterval, time.Time{}, now)
 		st, row = probeFailed, ProfileState{LastProbe: now}
@@ -150,40 +147,13 @@ func (r *runner) claimShared(prov string, now time.Time) (won bool, st probeStat
 	return won, st, row
 }
 
-// runningFlight returns the claim time of this process's flight of prov.
-func (e *Engine) runningFlight(prov string) (time.Time, bool) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if fl := e.flights[prov]; fl != nil {
-		return fl.at, true
-	}
-	return time.Time{}, false
-}
-
-// claimCooling claims R11's probe of a cooling candidate of prov: at most one
-// per ProbeInterval, never while a shared probe is in flight. The claim is the
-// provider's probe row, so turns with nothing else to try join it (A1).
+// claimCooling claims R11's probe of a cooling candidate of prov (claimProbe,
+// every ProbeInterval). The claim is the provider's probe row, so turns with
+// nothing else to try join it (A1).
 func (r *runner) claimCooling(prov string, now time.Time) bool {
-	won := false
-	row, err := r.e.store().Update(r.ctx, probeKey(prov), func(s *ProfileState) {
-		won = false
-		if probeStatusOf(*s, now, 0, r.p.SharedProbeWait) == probeRunning {
-			return
-		}
-		if !s.LastProbe.IsZero() && now.Sub(s.LastProbe) < r.p.ProbeInterval {
-			return
-		}
-		s.LastProbe = now
-		won = true
-	})
-	if err != nil {
-		if _, running := r.e.runningFlight(prov); running {
-			return false
-		}
-		won, row = r.e.throttle(prov, r.p.ProbeInterval, time.Time{}, now), ProfileState{LastProbe: now}
-	}
+	won := r.e.claimProbe(r.ctx, prov, r.p.ProbeInterval, time.Time{}, now)
 	if won {
-		r.hold(prov, row.LastProbe)
+		r.hold(prov, now)
 	}
 	return won
 }
@@ -474,7 +444,10 @@ func (o joinOutcome) String() string {
 // awaitProbe waits for the result of prov's probe claimed at at, until
 // deadline, with the engine's clock.
 func (r *runner) awaitProbe(prov string, at, deadline time.Time) joinOutcome {
-	fl := r.e.localFlight(prov, at)
+	fl := r.e.flightOf(prov)
+	if fl != nil && !fl.at.Equal(at) {
+		fl = nil // another claim's, now over
+	}
 	for {
 		if fl != nil {
 			select {

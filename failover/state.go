@@ -241,35 +241,3 @@ func (e *Engine) recordFailure(ctx context.Context, c Candidate, ref ModelRef, f
 	}
 	return ProfileState{}, err
 }
-
-// candidateUntil returns when ref is usable again, zero when it is usable now.
-func (e *Engine) candidateUntil(ctx context.Context, req *Request, ref ModelRef, now time.Time) time.Time {
-	prov, _ := ref.Split()
-	profs, _, _ := profilesFor(req, prov, now)
-	keys := candidateKeys(ref, profs)
-	states, errs := e.getStates(ctx, keys)
-	failed := func(i int) bool { return errs != nil && errs[i] != nil }
-	var until time.Time
-	if ms := states[0]; !failed(0) && ms.CooldownUntil.After(now) {
-		until = ms.CooldownUntil
-	}
-	var pmin time.Time
-	for j := range profs {
-		if failed(1 + j) {
-			continue
-		}
-		ps := states[1+j]
-		u, _ := blockedUntil(&ps, string(ref), now)
-		if u.IsZero() {
-			pmin = time.Time{}
-			break
-		}
-		if pmin.IsZero() || u.Before(pmin) {
-			pmin = u
-		}
-	}
-	if pmin.After(until) {
-		until = pmin
-	}
-	return until
-}

@@ -213,6 +213,7 @@ func (s *sseReader) next() (typ string, data []byte, err error) {
 func (c *Client) chatAnthropic(ctx context.Context, req Request, onDelta func(string)) (failover.Output, error) {
 	k := c.begin(ctx, req.Model)
 	defer k.done()
+	k.onDelta = onDelta
 
 	resp, err := c.post(k.ctx, anthropicBody(req, true))
 	if err != nil {
@@ -222,31 +223,23 @@ func (c *Client) chatAnthropic(ctx context.Context, req Request, onDelta func(st
 	if resp.StatusCode >= 300 {
 		return failover.Output{}, k.failHTTP()
 	}
-	k.wd.kick()
-
-	var (
-		out      failover.Output
-		text     strings.Builder
-		stop     string
-		sawTools bool
-	)
+	k.kick()
 	sse := &sseReader{r: bufio.NewReaderSize(resp.Body, 16<<10)}
-	for {
-		typ, data, rerr := sse.next()
-		if rerr != nil {
-			if errors.Is(rerr, io.EOF) && k.ctx.Err() == nil {
+	for typ := ""; typ != "message_stop"; {
+		var data []byte
+		typ, data, err = sse.next()
+		if err != nil {
+			if errors.Is(err, io.EOF) && k.ctx.Err() == nil {
 				break // the stream ended; finish says whether it was complete
 			}
-			// Partial text of a broken stream is never delivered (R8).
-			out.Text = text.String()
-			return out, k.fail(rerr, true)
+			return k.broke(err)
 		}
-		k.wd.kick()
+		k.kick()
 		if typ == "error" {
 			// covers C5, C6: an error event after the 200 (overloaded_error,
 			// api_error) is classified from its own JSON.
-			out.Text = text.String()
-			return out, k.failResponse(classify.Response{Status: k.h.statusCode(), Headers: k.h.headers(), Body: string(data), Stream: true})
+			k.out.Text = k.text.String()
+			return k.out, k.failResponse(classify.Response{Status: k.h.statusCode(), Headers: k.h.headers(), Body: string(data), Stream: true})
 		}
 		if len(data) == 0 {
 			continue
@@ -255,51 +248,50 @@ func (c *Client) chatAnthropic(ctx context.Context, req Request, onDelta func(st
 		if json.Unmarshal(data, &ev) != nil {
 			// Not the decoder's words: "invalid character ... object key" would
 			// read as a bad key to the classifier.
-			out.Text = text.String()
-			return out, k.fail(fmt.Errorf("%w: event %q", errBadEvent, truncate(typ, 40)), true)
+			return k.broke(fmt.Errorf("%w: event %q", errBadEvent, truncate(typ, 40)))
 		}
-		d := ""
-		switch typ {
-		case "message_start":
-			out.InputTokens, out.OutputTokens = ev.Message.Usage.InputTokens, ev.Message.Usage.OutputTokens
-		case "content_block_start":
-			switch ev.ContentBlock.Type {
-			case "text":
-				d = ev.ContentBlock.Text
-			case "tool_use", "server_tool_use":
-				sawTools = true
-			}
-		case "content_block_delta":
-			switch ev.Delta.Type {
-			case "text_delta":
-				d = ev.Delta.Text
-			case "input_json_delta":
-				sawTools = true
-			} // thinking, signature and citations deltas are not the answer
-		case "message_delta":
-			if ev.Delta.StopReason != "" {
-				stop = ev.Delta.StopReason
-			}
-			if ev.Usage.OutputTokens > 0 {
-				out.OutputTokens = ev.Usage.OutputTokens
-			}
-			if ev.Usage.InputTokens > 0 {
-				out.InputTokens = ev.Usage.InputTokens
-			}
-		}
-		// ping, content_block_stop, message_stop and event types added later
-		// carry no answer text (the API's versioning policy adds event types).
-		if !c.addText(&text, d, onDelta) {
-			out.Text = text.String()
-			return out, k.fail(answerTooLarge(c.cfg.MaxAnswerBytes), true)
-		}
-		if typ == "message_stop" {
-			break
+		if !k.add(k.readEvent(typ, &ev)) {
+			return k.broke(answerTooLarge(c.cfg.MaxAnswerBytes))
 		}
 	}
-	k.wd.stop()
-	out.Text = text.String()
-	return k.finish(out, anthropicStop(stop), sawTools)
+	k.stop = anthropicStop(k.stop)
+	return k.finish()
+}
+
+// readEvent reads one stream event into the answer and returns its text.
+// ping, content_block_stop, message_stop and event types added later carry
+// no answer text (the API's versioning policy adds event types); nor do
+// thinking, signature and citations deltas.
+func (k *call) readEvent(typ string, ev *anthropicEvent) string {
+	switch typ {
+	case "message_start":
+		k.out.InputTokens, k.out.OutputTokens = ev.Message.Usage.InputTokens, ev.Message.Usage.OutputTokens
+	case "content_block_start":
+		switch ev.ContentBlock.Type {
+		case "text":
+			return ev.ContentBlock.Text
+		case "tool_use", "server_tool_use":
+			k.tools = true
+		}
+	case "content_block_delta":
+		switch ev.Delta.Type {
+		case "text_delta":
+			return ev.Delta.Text
+		case "input_json_delta":
+			k.tools = true
+		}
+	case "message_delta":
+		if ev.Delta.StopReason != "" {
+			k.stop = ev.Delta.StopReason
+		}
+		if ev.Usage.OutputTokens > 0 {
+			k.out.OutputTokens = ev.Usage.OutputTokens
+		}
+		if ev.Usage.InputTokens > 0 {
+			k.out.InputTokens = ev.Usage.InputTokens
+		}
+	}
+	return ""
 }
 
 // probeAnthropic is Probe in the Messages API: max_tokens 1, not streamed.

@@ -316,22 +316,6 @@ func buildRequest(model string, msgs []openai.ChatCompletionMessage, maxTokens i
 	return r
 }
 
-// watchdog cancels ctx with classify.ErrIdleTimeout when not kicked for idle.
-type watchdog struct {
-	t    *time.Timer
-	idle time.Duration
-}
-
-func startWatchdog(parent context.Context, idle time.Duration) (context.Context, *watchdog, context.CancelCauseFunc) {
-	ctx, cancel := context.WithCancelCause(parent)
-	w := &watchdog{idle: idle}
-	w.t = time.AfterFunc(idle, func() { cancel(classify.ErrIdleTimeout) })
-	return ctx, w, cancel
-}
-
-func (w *watchdog) kick() { w.t.Reset(w.idle) }
-func (w *watchdog) stop() { w.t.Stop() }
-
 // Chat streams one chat completion, calling onDelta (may be nil) with each text
 // delta as it arrives. On failure it returns a *failover.Failure.
 func (c *Client) Chat(ctx context.Context, req Request, onDelta func(string)) (failover.Output, error) {
@@ -340,6 +324,7 @@ func (c *Client) Chat(ctx context.Context, req Request, onDelta func(string)) (f
 	}
 	k := c.begin(ctx, req.Model)
 	defer k.done()
+	k.onDelta = onDelta
 
 	oreq := buildRequest(req.Model, c.messages(req), req.MaxTokens, req.Temperature)
 	oreq.Stream = true
@@ -350,78 +335,73 @@ func (c *Client) Chat(ctx context.Context, req Request, onDelta func(string)) (f
 		return failover.Output{}, k.fail(err, false)
 	}
 	defer stream.Close()
-	k.wd.kick()
-
-	var (
-		out      failover.Output
-		text     strings.Builder
-		finish   string
-		sawTools bool
-	)
+	k.kick()
 	for {
 		ck, rerr := stream.Recv()
 		if rerr != nil {
 			if errors.Is(rerr, io.EOF) && k.ctx.Err() == nil {
-				break
+				return k.finish()
 			}
-			// Partial text of a broken stream is never delivered, so it is not
-			// completed progress (R8): a stall after one chunk counts toward the
-			// breaker like any other stall.
-			out.Text = text.String()
-			return out, k.fail(rerr, true)
+			return k.broke(rerr)
 		}
-		k.wd.kick()
+		k.kick()
 		if ck.Usage != nil {
-			out.InputTokens = ck.Usage.PromptTokens
-			out.OutputTokens = ck.Usage.CompletionTokens
+			k.out.InputTokens = ck.Usage.PromptTokens
+			k.out.OutputTokens = ck.Usage.CompletionTokens
 		}
 		for _, ch := range ck.Choices {
-			if !c.addText(&text, ch.Delta.Content, onDelta) {
-				out.Text = text.String()
-				return out, k.fail(answerTooLarge(c.cfg.MaxAnswerBytes), true)
+			if !k.add(ch.Delta.Content) {
+				return k.broke(answerTooLarge(c.cfg.MaxAnswerBytes))
 			}
 			if len(ch.Delta.ToolCalls) > 0 || ch.Delta.FunctionCall != nil {
-				sawTools = true
+				k.tools = true
 			}
 			if f := string(ch.FinishReason); f != "" && f != string(openai.FinishReasonNull) {
-				finish = f
+				k.stop = f
 			}
 		}
 	}
-	k.wd.stop()
-	out.Text = text.String()
-	return k.finish(out, finish, sawTools)
 }
 
-// addText adds d to the answer and shows it, or reports false when it would
-// pass limits.max_answer_bytes: nothing past the cap is kept, shown or
-// returned (T1).
-func (c *Client) addText(text *strings.Builder, d string, onDelta func(string)) bool {
+// add adds d to the answer and shows it, or reports false when it would pass
+// limits.max_answer_bytes: nothing past the cap is kept, shown or returned (T1).
+func (k *call) add(d string) bool {
 	if d == "" {
 		return true
 	}
-	if text.Len()+len(d) > c.cfg.MaxAnswerBytes {
+	if k.text.Len()+len(d) > k.c.cfg.MaxAnswerBytes {
 		return false
 	}
-	text.WriteString(d)
-	if onDelta != nil {
-		onDelta(d)
+	k.text.WriteString(d)
+	if k.onDelta != nil {
+		k.onDelta(d)
 	}
 	return true
 }
 
+// broke ends a stream that failed with err. Its partial text is never
+// delivered, so it is not completed progress (R8): a stall after one chunk
+// counts toward the breaker like any other stall.
+func (k *call) broke(err error) (failover.Output, error) {
+	k.out.Text = k.text.String()
+	return k.out, k.fail(err, true)
+}
+
 // finish ends a stream that ran to its end: a stream without a stop reason is
 // truncated; the stop reason goes through classify.Finish, once for every
-// protocol; an empty answer is an error. finish is the provider's stop reason
+// protocol; an empty answer is an error. k.stop is the provider's stop reason
 // as sent (Anthropic's through anthropicStop).
-func (k *call) finish(out failover.Output, finish string, sawTools bool) (failover.Output, error) {
+func (k *call) finish() (failover.Output, error) {
+	k.idle.Stop()
+	out, finish := k.out, k.stop
+	out.Text = k.text.String()
 	if finish == "" {
 		// covers C6: EOF without [DONE]/finish_reason is a truncated stream.
 		return out, k.failStream(errTruncated)
 	}
 	fr, bad := classify.Finish(finish)
 	out.FinishReason = fr
-	toolDone := sawTools && (fr == "tool_calls" || fr == "function_call")
+	toolDone := k.tools && (fr == "tool_calls" || fr == "function_call")
 	out.Progress = out.Text != "" || toolDone // R8: text or a completed tool call, not tokens
 
 	switch {

@@ -106,30 +106,43 @@ func (t *captureTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 }
 
 // call is one request of a Client: when it started, the capture of what the
-// provider sent (status, headers, an error body), and the idle watchdog on
-// its context.
+// provider sent (status, headers, an error body), and the idle watchdog that
+// cancels its context with classify.ErrIdleTimeout when no chunk came for
+// IdleTimeout (R5, R8).
 type call struct {
 	c      *Client
 	model  string
 	caller context.Context // the caller's ctx
-	ctx    context.Context // the watchdog's, derived from caller; the request runs on it
+	ctx    context.Context // derived from caller, cut by the watchdog; the request runs on it
 	h      *capture
-	wd     *watchdog
+	idle   *time.Timer
 	cancel context.CancelCauseFunc
 	start  time.Time
+
+	// The streamed answer so far: its usage, text, stop reason as sent, and
+	// whether it called a tool; onDelta is shown each piece of text.
+	out     failover.Output
+	text    strings.Builder
+	stop    string
+	tools   bool
+	onDelta func(string)
 }
 
-// begin starts a request of model: its capture and its idle watchdog. The
-// caller ends it with done.
+// begin starts a request of model: its capture and its watchdog. The caller
+// ends it with done.
 func (c *Client) begin(ctx context.Context, model string) *call {
 	k := &call{c: c, model: model, caller: ctx, h: &capture{}, start: c.now()}
-	k.ctx, k.wd, k.cancel = startWatchdog(withCapture(ctx, k.h), c.cfg.IdleTimeout)
+	k.ctx, k.cancel = context.WithCancelCause(withCapture(ctx, k.h))
+	k.idle = time.AfterFunc(c.cfg.IdleTimeout, func() { k.cancel(classify.ErrIdleTimeout) })
 	return k
 }
 
+// kick tells the watchdog that data came.
+func (k *call) kick() { k.idle.Reset(k.c.cfg.IdleTimeout) }
+
 // done stops the watchdog and releases the request's context.
 func (k *call) done() {
-	k.wd.stop()
+	k.idle.Stop()
 	k.cancel(context.Canceled)
 }
 

@@ -233,7 +233,7 @@ func (r *Router) CompactNow(ctx context.Context, in adapters.Inbound) (string, e
 	before := estimate(t.parts.head()) + estimate(historyMessages(hist))
 	s, err := r.summarise(ctx, t, e.Summary, hist)
 	r.recordAttempts(context.WithoutCancel(ctx), t)
-	r.storeUsage(in, t.tally)
+	r.storeUsage(in, &t.tally)
 	r.addPaidCalls(ctx, t)
 	if err != nil || s == "" {
 		why := "the model wrote nothing"

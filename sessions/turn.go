@@ -84,7 +84,6 @@ type selection struct {
 	baseSource failover.Source
 	configured []failover.ModelRef
 	override   []failover.ModelRef // agent fallbacks; nil = not set
-	probe      bool                // S3: this turn re-tries the origin first
 }
 
 func (r *Router) agentFor(key, channel string) *Agent {
@@ -209,8 +208,6 @@ type turn struct {
 	attempts []failover.AttemptRecord
 	prompt   []llm.Message
 	switched failover.ModelRef // O6: the live switch already handed to the engine
-	// restarted: the turn started again on a model the user switched to (O6).
-	restarted bool
 	// parts is what t.prompt is built from (R15 compaction drops from its history).
 	parts promptParts
 	msg   *message // the new message, its files read (I1-I4)
@@ -222,7 +219,7 @@ type turn struct {
 	imageDetour bool
 	cause       *failover.Failure // what moved this run off its first candidate
 	live        *liveTurn         // progress and the growing reply (L1-L3, A5)
-	tally       *tally            // the turn's log line and metrics (M5)
+	tally
 }
 
 var _ failover.Controller = (*turn)(nil)
@@ -231,17 +228,17 @@ func (r *Router) window(ref failover.ModelRef) int { return r.cfg.Models[ref].Co
 
 // runTurn answers one user message through the failover engine.
 func (r *Router) runTurn(ctx context.Context, in adapters.Inbound, lv *liveTurn) {
-	tl := newTally()
-	defer r.finishTurn(in, tl)
-	t := &turn{r: r, in: in, live: lv, tally: tl, msg: r.readMessage(ctx, in)} // I1-I4
+	t := &turn{r: r, in: in, live: lv, tally: newTally()}
+	defer r.finishTurn(t)
+	t.msg = r.readMessage(ctx, in) // I1-I4
 	lv.noticeWith(func(c failover.Candidate) string { return r.fallbackNotice(t, c) })
 	if !t.begin(ctx) || !t.prepare(ctx) {
 		return
 	}
 	res, err := t.run(ctx)
-	if ls := (*failover.LiveSwitchError)(nil); errors.As(err, &ls) && !t.restarted {
+	if ls := (*failover.LiveSwitchError)(nil); errors.As(err, &ls) {
 		// O6: the user's new model is not in this chain; the turn starts again
-		// on it, with what it read and paid so far.
+		// on it, once, with what it read and paid so far.
 		if !t.restart(ctx) {
 			r.recordAttempts(context.WithoutCancel(ctx), t)
 			return
@@ -275,7 +272,6 @@ func (t *turn) begin(ctx context.Context) bool {
 	if t.sel.source == failover.SourceAuto && (e.LastProbeAt == nil || !now.Before(e.LastProbeAt.Add(r.cfg.ProbeInterval))) {
 		// S3: re-try the origin first with the real request; persist the probe time
 		// first so a crash cannot make every restart probe again.
-		t.sel.probe = true
 		t.sel.requested, t.sel.source = t.sel.selected, t.sel.selectedSource()
 		at := now.UTC()
 		e.LastProbeAt = &at
@@ -306,7 +302,7 @@ func (t *turn) prepare(ctx context.Context) bool {
 	r.tellNotes(ctx, t.in, t.msg)
 	if t.msg.empty() {
 		r.send(ctx, reply(t.in, adapters.KindError, "nothing to answer: no file of the message could be read, and it has no text"))
-		t.tally.outcome = OutcomeError
+		t.outcome = OutcomeError
 		return false
 	}
 	t.parts.context, t.parts.user = e.ThreadContext, t.msg.llm()
@@ -320,11 +316,11 @@ func (t *turn) prepare(ctx context.Context) bool {
 // message, the history and what the turn paid stay. Nothing was stored for
 // the first run but its attempts, which the turn keeps.
 func (t *turn) restart(ctx context.Context) bool {
-	t.restarted = true
 	if !t.begin(ctx) {
 		return false
 	}
-	t.r.fitImages(t)
+	t.r.fitImages(t) // I5: the new model may take no images
+	t.parts.user = t.msg.llm()
 	t.compact(ctx, toFit)
 	return true
 }
@@ -598,7 +594,7 @@ func (r *Router) succeed(ctx context.Context, t *turn, res failover.Result) {
 		prevNotice = imageNoticeBase(next) // I5: said on every such turn, kept by none
 	}
 	text := notices.ForChange(prevNotice, next)
-	t.tally.answered(answered, res.FellBack)
+	t.answered(answered, res.FellBack)
 	returned := answered == sel.selected && t.cur.Source == string(failover.SourceAuto) && !t.imageDetour
 
 	now := r.clock.Now().UTC()
@@ -683,7 +679,7 @@ func noticeState(t *turn, answered failover.ModelRef, cause *failover.Failure) n
 
 // fallbackNotice is the N1 notice the turn owes its reader if c answers, ""
 // when none is due: a streamed fallback answer shows below it (A5). It runs on
-// the engine's goroutine, where the hooks that set t.cause run too.
+// the engine's goroutine, where BeforeFallback, which sets t.cause, runs too.
 func (r *Router) fallbackNotice(t *turn, c failover.Candidate) string {
 	next := noticeState(t, failover.ModelRef(c.Ref()), t.cause)
 	if !next.OnFallback() || !notices.Deliver(r.cfg.Notices, t.in.Direct) {
@@ -709,7 +705,7 @@ func (r *Router) answer(ctx context.Context, t *turn, out adapters.Outbound) {
 // fail tells the user why no answer came, and the admin when every model is down.
 func (r *Router) fail(ctx context.Context, t *turn, err error) {
 	now := r.clock.Now()
-	t.tally.failed(err)
+	t.failed(err)
 	// Counted even when the turn was cancelled (a second SIGTERM): the
 	// provider was paid either way.
 	r.addPaidCalls(ctx, t)
