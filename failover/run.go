@@ -161,8 +161,8 @@ func (r *runner) skip(i int, pl *plan) (cooling bool) {
 		c.Profile = pl.slots[0].prof.ID
 	}
 	r.record(AttemptRecord{Candidate: c, Skipped: pl.skip, Started: r.now()})
-	f := &Failure{Reason: pl.skip, Class: classify.ClassTransient, Provider: pl.prov, Model: pl.model,
-		Profile: c.Profile, Message: "skipped: unavailable", Status: classify.StatusUnknown}
+	f := c.failed(pl.skip, "skipped: unavailable")
+	f.Class, f.Status = classify.ClassTransient, classify.StatusUnknown
 	if i == 0 {
 		r.origin, r.cause = c, f
 	}
@@ -214,11 +214,11 @@ func (r *runner) rollback(v *visit) {
 	if !v.owes {
 		return
 	}
-	f := Failure{Reason: classify.ReasonAborted, Provider: v.cand.Provider, Model: v.cand.Model, Profile: v.cand.Profile}
+	f := v.cand.failed(classify.ReasonAborted, "")
 	if r.lastFail != nil && r.lastCand.Ref() == v.cand.Ref() {
-		f = *r.lastFail
+		f = r.lastFail
 	}
-	r.ctl.AfterFailedFallback(context.WithoutCancel(r.ctx), v.cand, f)
+	r.ctl.AfterFailedFallback(context.WithoutCancel(r.ctx), v.cand, *f)
 }
 
 // gate runs before every paid call: the run's own bounds (R10, R9) and
@@ -306,15 +306,14 @@ func (v *visit) record(c called, f *Failure) AttemptRecord {
 // (R4).
 func (r *runner) after(v *visit, c called) flow {
 	if ls := (*LiveSwitchError)(nil); errors.As(c.err, &ls) {
-		r.record(v.record(c, &Failure{Reason: classify.ReasonAborted, Class: classify.ClassDeterministic, Provider: v.cand.Provider,
-			Model: v.cand.Model, Profile: v.cand.Profile, Message: "live model switch to " + string(ls.To)}))
+		r.record(v.record(c, v.cand.failed(classify.ReasonAborted, "live model switch to "+string(ls.To))))
 		return r.liveSwitch(v, ls)
 	}
 	if c.err != nil && r.ctx.Err() != nil {
 		// the caller cancelled (abort) or the run timed out (R10): no decision
-		f := &Failure{Reason: classify.ReasonAborted, Provider: v.cand.Provider, Model: v.cand.Model, Profile: v.cand.Profile, Message: "run cancelled"}
+		f := v.cand.failed(classify.ReasonAborted, "run cancelled")
 		if r.parent.Err() == nil {
-			f.Reason, f.Class, f.Message = classify.ReasonTimeout, classify.ClassTransient, "run timeout"
+			f = v.cand.failed(classify.ReasonTimeout, "run timeout")
 		}
 		r.record(v.record(c, f))
 		return r.checkCtx()
@@ -478,6 +477,12 @@ func (r *runner) checkCtx() flow {
 		return r.end(fmt.Errorf("failover: run aborted: %w", context.Cause(r.parent)))
 	}
 	return r.finish(r.summary(ErrRunTimeout))
+}
+
+// failed is a failure of c that the engine itself names: reason, its class,
+// and message.
+func (c Candidate) failed(reason classify.Reason, message string) *Failure {
+	return &Failure{Reason: reason, Class: classify.ReasonClass(reason), Message: message, Provider: c.Provider, Model: c.Model, Profile: c.Profile}
 }
 
 // failureOf is what call c came to: nil for a usable answer, else its

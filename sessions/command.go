@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -198,52 +199,28 @@ func (r *Router) choosableModels() []string {
 // configuredModels lists every model the config names: the chains, agent
 // models and every models: entry, without duplicates.
 func (r *Router) configuredModels() []string {
-	seen := map[string]bool{}
+	refs := append([]failover.ModelRef{r.cfg.Primary}, r.cfg.Fallbacks...)
+	for _, a := range r.cfg.Agents {
+		refs = append(refs, a.Model)
+	}
 	var out []string
-	add := func(m failover.ModelRef) {
-		if m != "" && !seen[string(m)] {
-			seen[string(m)] = true
+	for _, m := range dedupe(append(refs, slices.Sorted(maps.Keys(r.cfg.Models))...)) {
+		if m != "" {
 			out = append(out, string(m))
 		}
-	}
-	add(r.cfg.Primary)
-	for _, m := range r.cfg.Fallbacks {
-		add(m)
-	}
-	for _, a := range r.cfg.Agents {
-		add(a.Model)
-	}
-	var extra []string
-	for m := range r.cfg.Models {
-		if !seen[string(m)] {
-			extra = append(extra, string(m))
-		}
-	}
-	sort.Strings(extra)
-	for _, m := range extra {
-		add(failover.ModelRef(m))
 	}
 	return out
 }
 
+// providerKnown reports whether p is a configured provider.
 func (r *Router) providerKnown(p string) bool {
-	for _, x := range r.cfg.Providers {
-		if x == p {
-			return true
-		}
-	}
 	if len(r.cfg.Providers) > 0 {
-		return false
+		return slices.Contains(r.cfg.Providers, p)
 	}
 	if _, ok := r.cfg.Profiles[p]; ok {
 		return true
 	}
-	for _, m := range r.configuredModels() {
-		if strings.HasPrefix(m, p+"/") {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(r.configuredModels(), func(m string) bool { return strings.HasPrefix(m, p+"/") })
 }
 
 // recoverable reports whether /recover may probe ref: a model the
@@ -285,10 +262,8 @@ func (r *Router) checkModel(ref, profile string) (failover.ModelRef, error) {
 		return m, nil
 	}
 	p, _ := m.Split()
-	for _, pr := range r.cfg.Profiles[p] {
-		if pr.ID == profile {
-			return m, nil
-		}
+	if slices.ContainsFunc(r.cfg.Profiles[p], func(pr failover.Profile) bool { return pr.ID == profile }) {
+		return m, nil
 	}
 	return "", refused(ErrUnknownProfile, "unknown profile: %q is not a configured profile of %s", profile, p)
 }

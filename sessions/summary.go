@@ -75,12 +75,7 @@ func (r *Router) summarise(ctx context.Context, t *turn, prev string, msgs []Mes
 	req := r.baseRequest(t, prompt)
 	req.Control = summaryControl{t: t}
 	res, err := r.engine.Run(ctx, req, func(ctx context.Context, a failover.Attempt) (failover.Output, error) {
-		c, err := r.client(a.Candidate)
-		if err != nil {
-			return failover.Output{}, err
-		}
-		out, err := c.Chat(ctx, llm.Request{Model: a.Candidate.Model, Messages: prompt, MaxTokens: maxTok}, nil)
-		return withEstimate(out, err, prompt), err
+		return r.chat(ctx, a.Candidate, prompt, maxTok, nil)
 	})
 	if err != nil {
 		return "", err
@@ -228,7 +223,7 @@ func (r *Router) CompactNow(ctx context.Context, in adapters.Inbound) (string, e
 	if len(hist) == 0 {
 		return "nothing to compact: the conversation has no history yet", nil
 	}
-	t := &turn{r: r, in: in, entry: e, sel: r.selectionFor(e, in.Channel), cur: snapshot(e), tally: newTally()}
+	t := &turn{r: r, in: in, entry: e, sel: r.selectionFor(e, in.Channel), cur: snapshot(e), tally: newTally(), live: &liveTurn{}}
 	t.parts = promptParts{system: r.systemPrompt(e.Key, in.Channel), summary: e.Summary, hist: hist}
 	before := estimate(t.parts.head()) + estimate(historyMessages(hist))
 	s, err := r.summarise(ctx, t, e.Summary, hist)

@@ -342,27 +342,24 @@ func (t *turn) run(ctx context.Context) (failover.Result, error) {
 
 // call is one paid call of the turn's run, streamed into the live reply (L2, L3).
 func (t *turn) call(turnCtx, ctx context.Context, a failover.Attempt) (failover.Output, error) {
-	c, err := t.r.client(a.Candidate)
-	if err != nil {
-		return failover.Output{}, err
-	}
 	msgs := t.prompt
 	if a.Kind == failover.AttemptNudged { // R13
 		msgs = append(append([]llm.Message{}, msgs...), llm.Message{Role: "system", Content: "Your previous reply was empty. Answer the user's last message."})
 	}
 	t.live.beginAttempt(a.Candidate)
-	out, err := c.Chat(ctx, llm.Request{Model: a.Candidate.Model, Messages: msgs, MaxTokens: t.r.cfg.MaxTokens}, t.live.delta(turnCtx))
-	return withEstimate(out, err, msgs), err // U1
+	return t.r.chat(ctx, a.Candidate, msgs, t.r.cfg.MaxTokens, t.live.delta(turnCtx))
 }
 
-// client is the LLM client of c's provider and profile (llm.Unconfigured
-// when the configuration has none).
-func (r *Router) client(c failover.Candidate) (LLM, error) {
+// chat asks c's model for an answer to msgs with its provider's and
+// profile's client (llm.Unconfigured when there is none), its usage estimated
+// when the provider reported none (U1).
+func (r *Router) chat(ctx context.Context, c failover.Candidate, msgs []llm.Message, maxTokens int, onDelta func(string)) (failover.Output, error) {
 	cl, err := r.clients(c.Provider, c.Profile)
 	if err != nil || cl == nil {
-		return nil, llm.Unconfigured(c.Provider, c.Model, c.Profile)
+		return failover.Output{}, llm.Unconfigured(c.Provider, c.Model, c.Profile)
 	}
-	return cl, nil
+	out, err := cl.Chat(ctx, llm.Request{Model: c.Model, Messages: msgs, MaxTokens: maxTokens}, onDelta)
+	return withEstimate(out, err, msgs), err
 }
 
 // trace watches the turn's runs and its summaries': every attempt recorded
