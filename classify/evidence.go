@@ -430,6 +430,9 @@ func (ev *evidence) walkMember(k string, v any, path string, level, depth int, p
 	switch x := v.(type) {
 	case string:
 		s := strings.TrimSpace(x)
+		if (isMessageKey(lk) || lk == "error") && depth < maxRawDepth && ev.nestedDocument(s, p, depth, prose) {
+			return
+		}
 		switch {
 		case s == "":
 		case (codeKeys[lk] || lk == "error") && codeLike(s):
@@ -464,6 +467,41 @@ func (ev *evidence) walkMember(k string, v any, path string, level, depth int, p
 }
 
 func isMessageKey(k string) bool { return slices.Contains(messageKeys, k) }
+
+// nestedDocument reads a message that is itself a JSON error document: clients
+// and relays wrap the provider's body as a string (Continue's
+// {"error":{"message":"{\n  \"error\": {\"code\": 403, ...}}","code":403}},
+// gemini-cli's ApiError). Read as one string, its fields are lost and a pattern's
+// gap runs across all its values; read as a document, its codes and reasons
+// count and its strings are parts of their own. It reports whether s was one.
+func (ev *evidence) nestedDocument(s, path string, depth int, prose *[]string) bool {
+	if len(s) < 2 || len(s) > maxJSONBody || s[0] != '{' && s[0] != '[' {
+		return false
+	}
+	v, ok := decodeJSON(s)
+	if !ok {
+		return false
+	}
+	if _, isObj := v.(map[string]any); !isObj {
+		if arr, isArr := v.([]any); !isArr || len(arr) == 0 {
+			return false
+		}
+	}
+	outer, base := ev.message, ev.base
+	ev.message, ev.base = "", ev.base+path+":"
+	ev.fromJSON(v, depth+1, prose)
+	inner := ev.message
+	ev.base = base
+	switch {
+	case strings.TrimSpace(outer) == s && inner != "":
+		ev.message = inner // the wrapper's message was this document: say what it says
+	case outer != "":
+		ev.message = outer
+	default:
+		ev.message = inner
+	}
+	return true
+}
 
 func (ev *evidence) addField(path, value string) {
 	if len(ev.fields) < maxFields {
@@ -630,8 +668,8 @@ var (
 
 // sentenceEnds turns the ends of sentences into part separators, so a gap in a
 // family's pattern (which never crosses "|") stays inside one sentence, while a
-// dot inside a token ("gpt-3.5", "18.6s") is kept.
-var sentenceEnds = strings.NewReplacer(". ", " | ", "! ", " | ", "? ", " | ", "。", " | ", "！", " | ", "？", " | ", "\n", " | ")
+// dot inside a token ("gpt-3.5", "18.6s") or an abbreviation ("e.g. ") is kept.
+var sentenceEnds = strings.NewReplacer("e.g. ", "e.g., ", "i.e. ", "i.e., ", ". ", " | ", "! ", " | ", "? ", " | ", "。", " | ", "！", " | ", "？", " | ", "\n", " | ")
 
 // clip cuts s to at most n bytes without splitting a UTF-8 sequence.
 func clip(s string, n int) string {

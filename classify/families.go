@@ -312,7 +312,14 @@ var (
 	// A count of output tokens, bytes or images over a cap is a parameter or an
 	// attachment of the request, not a prompt too long for the window.
 	reNotPromptCount = rx(`\bmax[_ ](new[_ ]|completion[_ ]|output[_ ])?tokens\b|\boutput tokens\b|\bcompletion tokens\b|\bbytes\b|\bimages?\b|\bmb\b|\bfiles?\b|\battachments?\b|\buploads?\b|\bpdfs?\b|\bvideos?\b|\bper[ -](minute|second|hour|day)\b|\b(tpm|rpm|tpd|rpd)\b|rate[ _-]?limit`)
+	// A request parameter named right after "not supported", or the one to use
+	// instead: the request must change, not the model.
+	reParamNotSupported = rx(`\bnot supported (with |for |the |parameter |param )*['"]?(max_?tokens|max_?completion_?tokens|temperature|top_[pk]|logprobs|stop|presence_penalty|frequency_penalty|stream_options|reasoning_effort|n)\b|\bplease use (the )?['"]?max_?completion_?tokens\b`)
 )
+
+// reModelRegion: a model the account's region does not serve (not the caller's
+// country refused, which is reLocation).
+const reModelRegion = `\bmodels?\b~\b(is |are )?(currently )?(unavailable|not available|not supported|not offered)\b~\bin (your|this|the|the current|the selected|your current) (region|cloud region)\b|\benable cross[- ]region (inference|calls)\b`
 
 // families is the text step's table, in rank order.
 var families = []family{
@@ -323,6 +330,8 @@ var families = []family{
 		pat("cancelled-by-caller", "cancel", `\b(request|call|generation|completion) (was |has been )?cancell?ed\b|\bcancell?ed by (the )?(user|client|caller)\b`).
 			unlessRe(rx(`\btimeout\b|deadline`)), // Go's "request canceled ... (Client.Timeout exceeded ...)" is a timeout
 		pat("interrupted-by-user", "interrupted|context cancel", `\binterrupted by (the )?(user|caller|client)\b|\bcontext cancell?ed\b`),
+		// Apple's URLSession when the app cancels its task (NSURLErrorCancelled).
+		pat("nsurl-cancelled", "-999", `\bnsurlerrordomain code=-999\b|\bnsurlerrorcancelled\b`),
 		lit("cancelled-zh", "请求已取消", "用户取消", "已取消请求"),
 	}},
 	{name: "no-error-details", rank: rankNoDetails, reason: ReasonNoErrorDetails, rules: []rule{
@@ -343,6 +352,10 @@ var families = []family{
 		pat("moderation", "moderation", `\b(requires|failed|blocked by|flagged by|rejected by)( our)? moderation\b|\bmoderation (blocked|failed|rejected)\b`),
 		lit("data-inspection", "data inspection failed"),
 		word("sensitive-token", "new_sensitive", "input_sensitive", "output_sensitive"),
+		// one-api/new-api's own word filter ("sensitive_words_detected"), a platform
+		// gateway's "sensitive_word_detected": the content was refused, whatever
+		// status the relay sends with it.
+		pat("sensitive-words", "sensitive", `\bsensitive[ _]words?[ _](detected|found|hit|matched)\b|\b(detected|found|contains?|hit) (a |an )?sensitive[ _]words?\b`),
 		lit("sensitive-zh", "敏感", "内容安全", "内容审核", "安全审核", "不当内容", "违规内容", "内容违规", "不合规内容", "涉及违规", "含有违规", "不安全"),
 	}},
 	{name: "auth-permanent", rank: rankAuthPermanent, reason: ReasonAuthPermanent, rules: []rule{
@@ -362,7 +375,8 @@ var families = []family{
 		pat("oauth-refresh", "refresh", `\brefresh[ _]token\b~\b(invalid|expired|revoked|not found|reused|been used)\b|\bcould not be refreshed\b|\b(token|oauth) refresh (failed|failure|error)\b|\bfailed to refresh (the )?(access |oauth )?token\b`),
 		lit("invalid-grant", "invalid_grant"),
 		pat("access-ended", "access|account", `\baccess (was |has been |is )?(terminated|revoked|suspended|banned)\b|\baccess_terminated\b|\b(service|access) (is )?(unavailable|disabled|blocked) for (this |your |the )?account\b`),
-		pat("org-not-allowed", "not allowed for this organ", `not allowed for this organi[sz]ation`),
+		pat("org-not-allowed", "not allowed for this organ", `not allowed for this organi[sz]ation`).
+			unlessRe(rx(`\b(providers?|models?|upstreams?)\b~\bnot allowed for this organi[sz]ation`)), // a router's policy on one upstream: model_not_found
 		lit("banned-zh", "封禁", "已被禁用", "已禁用", "已停用", "被冻结", "已冻结", "已注销", "账号异常", "账户异常", "被封", "已被锁定", "被锁定", "已锁定", "非活动状态", "停服", "令牌状态不可用").unlessRe(reBillingWords),
 	}},
 	{name: "billing", rank: rankBilling, reason: ReasonBilling, rules: []rule{
@@ -370,7 +384,7 @@ var families = []family{
 		lit("credit-balance", "credit balance"),
 		pat("balance-low", "balance|funds|credit", `\b(balance|funds|credits?)\b~\b(is |are )?(insufficient|too low|not enough|negative|depleted|below zero)\b|\b(not enough|negative|zero|low) (account )?(balance|funds)\b`),
 		pat("trial-ended", "trial", `\b(free|your|api) trial( period| credits?)?\b~\b(has )?(expired|ended|is over|used up|exhausted)\b`),
-		pat("out-of-credits", "credit", `\b(out of|run out of|ran out of|no|not enough|any|zero|requires? more|needs? more) (api )?credits?\b|\bused (up )?all (of )?(your |the |available |remaining )*credits\b|\bcredits? (have been |has been |have |has |are |is )?(exhausted|depleted|used up|run out)\b|\bcredits remaining: 0\b`),
+		pat("out-of-credits", "credit", `\b(out of|run out of|ran out of|no|not enough|any|zero|requires? more|needs? more) (api )?credits?\b|\bused (up )?all (of )?(your |the |available |remaining )*credits\b|\bcredits? (have been |has been |have |has |are |is )?(exhausted|depleted|used up|run out)\b|\bcredits remaining: 0\b`).when(notHypothetical),
 		pat("used-up", "used up", `\bused up (all )?(your |the |its )?(credits?|points|balance|quota|allowance)\b`),
 		pat("payment", "payment", `\bpayment[ _](required|method|failed|overdue|declined|is overdue|is required)\b`).unlessRe(reRateWords),
 		pat("billing-trouble", "billing", `\bbilling[ _](hard[ _]limit|not[ _]active|issue|problem|error|is not enabled|has been disabled|is disabled|account|required|to be enabled)\b|\benable billing\b|\b(issue|problem) with (your )?(account'?s? )?billing\b|\bplans? (&|and) billing\b|\bbilling details\b`).unlessRe(reGoogleMetric),
@@ -381,13 +395,16 @@ var families = []family{
 		pat("quota-exhausted", "quota", `\bquota\b~\b(has been |is |was |are |have been )?(exhausted|used up|depleted|run out)\b|\bout of quota\b|\bquota_exhausted\b`).and("exhausted|used up|depleted|run out|out of quota"),
 		pat("free-tier", "free tier", `\bfree tier\b~\b(exhausted|used up|not available|only)\b`).and("exhausted|used up|not available|only"),
 		pat("subscription", "subscription", `\bsubscription\b~\b(has )?(expired|inactive|is not active|not active|ended|lapsed|cancell?ed|disabled|suspended)\b|\bno (active|valid) (\w+ )?subscription\b|\bnot have an? (active |valid )(\w+ )?subscription\b|\bpurchase an? (\w+ )?subscription\b`).and("expired|inactive|not active|ended|lapsed|cancel|disabled|suspended|no active|no valid|purchase|have a"),
-		pat("plan-excludes", "plan|include", `\bplan (does not|doesn't|do not) (yet )?(include|support|cover)\b|\bnot (available|included) (in|on|with) (your |the )?(current )?(subscription )?plan\b|\bdoes not (yet )?include access\b`),
+		// A model or feature the plan does not include (the corpora read a
+		// plan-gated model as billing: Zhipu's 1311, "plan does not yet include
+		// access to GLM-5V-Turbo"; see testdata/corpus/README.md).
+		pat("plan-excludes", "plan|include|subscription|limited to|restricted to", `\bplan (does not|doesn't|do not) (yet )?(include|support|cover)\b|\bnot (available|included) (in|on|with|under) (your |the )?(current )?(pricing |subscription )?plan\b|\bdoes not (yet )?include access\b|\b(model|feature)\b~\brequires (a |an )?(paid |pro |premium |higher |active )?(subscription|plan)\b|\bfree (account|key|plan|tier|api)s? (is |are )?(only )?(limited|restricted) to (use|using)\b`),
 		lit("extra-usage", "extra usage"),
 		pat("budget", "budget", `\bbudget\b~\b(exceeded|reached|exhausted|used up)\b|\bexceeded (your |the )?budget\b|\bbudget_exceeded\b`),
 		pat("invoices", "invoice|pay", `\b(past|unpaid|overdue|outstanding|open) invoices?\b|\bfail\w* to pay\b|\bpayment (is )?past due\b`),
 		pat("suspended-for-billing", "suspended|disabled|blocked|deactivated", `\b(account|organi[sz]ation|workspace|team|project)\b~\b(suspended|disabled|blocked|deactivated)\b`).and("billing|balance|credit|payment|invoice|spending|overdue|arrear|quota"),
 		pat("exceeded-credits", "credit", `\bexceeded (your |the )?(\w+ ){0,3}credits?\b`),
-		pat("account-ceiling", "maximum allowed|credit limit", `\bmaximum allowed (monthly )?(spend|spending) limit\b|\bcredit limit (exceeded|reached|has been reached)\b`),
+		pat("account-ceiling", "maximum allowed|credit limit|credits limit", `\bmaximum allowed (monthly )?(spend|spending) limit\b|\bcredits? limit (exceeded|reached|has been reached)\b`),
 		pat("no-asset", "no available", `\bno available (asset|resource package|balance)\b`),
 		pat("openrouter-key-limit", "limit|budget|capacity", `\bkey limit (exceeded|reached)\b|\bbudget limit (exceeded|reached)\b|\bkey budget\b|\b(create|use) a key with a higher\b|\btoken capacity required\b|\bprompt tokens limit exceeded\b`).only("openrouter"),
 		pat("more-credits-required", "credit", `\bmore credits (are |is )?(required|needed)\b`),
@@ -426,7 +443,11 @@ var families = []family{
 		pat("request-too-large", "large", `\brequest (is |was )?too large\b|\brequest[ _]too[ _]large\b|\b(request entity|payload|content) too large\b`).
 			when(func(c *textCtx, _ string) bool { return !hasLimitRequested(c.text) || limitBelowRequested(c.text) }),
 		pat("request-size", "request|payload", `\brequest (exceeds|is larger than) the maximum (allowed )?(size|number of bytes|length)\b|\brequest size exceeds\b|\bpayload size (has )?exceed`),
-		pat("token-limit", "exceed|token limit", `\btokens?\b~\bexceed\w*\b~\b(limit|maximum|max|context|allowed)\b|\bexceed\w* (the )?(model'?s? )?(maximum |max )?(number of )?(input )?tokens?\b|\btoken limit\b~\b(exceeded|reached)\b|\bexceeded (the )?model token limit\b|\bmodel token limit\b`).and("token").unlessRe(reRateOrOutputCap),
+		pat("token-limit", "exceed|token limit", `\btokens?\b~\bexceed\w*\b~\b(limit|maximum|max|context|allowed)\b|\bexceed\w* (the )?(model'?s? )?(maximum |max )?(number of )?(input )?tokens?\b|\btoken limit\b~\b(exceeded|reached)\b|\bexceeded (the )?model token limit\b|\bmodel token limit\b`).and("token").unlessRe(reRateOrOutputCap).
+			// Novita's 429 TOKEN_LIMIT_EXCEEDED "Token limit exceeded. Please try
+			// again later." is a tokens-per-minute window: with a 429 only counts
+			// that can never fit make it the prompt's size.
+			when(func(c *textCtx, _ string) bool { return c.status != 429 || tokensOverMax(c.text) || countsOver(c.text) }),
 		pat("too-many-tokens", "too many", `\btoo many (input )?tokens\W{0,3}(size limit|in (the )?prompt|for (the )?(model|context))`),
 		pat("tokens-must-be", "must", `\binputs?\W{0,3} tokens \+ \W{0,3}max_new_tokens\W{0,3} must be <=|\binputs?\W{0,3} must have less than [\d,]+ tokens\b`),
 		pat("reduce-length", "length", `\breduce the length of the (messages|prompt|input|conversation)\b|\bcurrent length is [\d,]+ while limit is [\d,]+|\brange of input length\b|\binput length (should|must|exceeds)\b`),
@@ -448,6 +469,12 @@ var families = []family{
 		// not exceed max_num_tokens (8192)", "input tokens length 40000 exceeds
 		// max_num_tokens 32768": the prompt's own size against a limit of the model.
 		pat("prompt-length-over", "length|tokens", `\b(prompt|input)[ _](length|len|size|tokens? length)\b~\b(should not|must not|cannot|can't|may not|does not|shall not) exceed\b|\b(prompt|input)[ _](length|len|size|tokens? length)\b~\bexceeds? (the |its )?(max|maximum|limit)`).unlessRe(reNotPromptCount),
+		// TabbyAPI's "Request length 71599 + 2048 is greater than max_seq_len
+		// 65536", exllama's "prompt length ... greater than the max sequence length".
+		pat("length-over-seq-len", "max_seq_len|max_model_len|n_ctx|max_position_embeddings|sequence length|context",
+			`\b(request|prompt|input|context)[ _](length|len|size)\b~\b(is )?(greater|longer|larger|more) than (the )?(max_seq_len|max_model_len|n_ctx|max_position_embeddings|max(imum)?[ _](sequence|context)[ _](length|len|size)|context (length|size|window))\b`),
+		// GPT4All's "The prompt is 9884 tokens and the context window is 2048!"
+		rule{name: "prompt-vs-window", keys: []string{"context"}, also: []string{"token"}, check: func(c *textCtx, _ string) bool { return promptOverWindow(c.text) }},
 		lit("context-zh", "上下文过长", "上下文超出", "上下文长度超", "超出最大上下文", "超出上下文", "超过上下文", "请压缩上下文", "输入过长", "输入长度超", "超出最大长度", "超过最大长度", "超过模型最大", "超出模型最大", "文本过长", "长度超过限制", "超出长度限制", "超长"),
 	}},
 	{name: "runtime-crashed", rank: rankCrashed, reason: ReasonUnclassified, rules: []rule{
@@ -465,8 +492,8 @@ var families = []family{
 	}},
 	{name: "overloaded", rank: rankOverloaded, reason: ReasonOverloaded, rules: []rule{
 		pat("overloaded", "overload", `(\b|_)overload(ed|ing)?\b`),
-		pat("high-demand", "demand|load|traffic|volume|experiencing", `\b(high|heavy|peak|unusually high|increased) (demand|load|traffic|volume of requests)\b|\bexperiencing (high|heavy|a high|an unusually)\b`),
-		pat("busy", "busy", `\b(server|servers|service|system|api|model|engine|platform|backend|gpus?|llm|runner)s? (is |are )?(currently |too |very )?busy\b|\btoo busy\b|\bcurrently busy\b`),
+		pat("high-demand", "demand|load|traffic|volume|experiencing", `\b(high|heavy|peak|unusually high|increased) (demand|load|traffic|volume of requests)\b|\bexperiencing (high|heavy|a high|an unusually)\b`).when(notExample),
+		pat("busy", "busy", `\b(server|servers|service|system|api|model|engine|platform|backend|gpus?|llm|runner)s? (is |are )?(currently |too |very )?busy\b|\btoo busy\b|\bcurrently busy\b`).when(notExample),
 		pat("capacity", "capacity", `\b(at|over|out of|no|insufficient|lack of|limited|exceeded|reached)\s+(available |serving |compute |gpu |maximum |full |peak )?capacity\b|\bcapacity\b~\b(exhausted|constraints?|issues?|reached|unavailable|is full|exceeded|limits?)\b|\binsufficientcapacity\b`),
 		// llama.cpp and llamafile: "slot unavailable", "all slots are busy". Only
 		// at the start of a message, so prose about a meeting slot is not a server.
@@ -478,7 +505,10 @@ var families = []family{
 		// there and will serve shortly.
 		pat("scaling-up", "scaling|warming|starting|spinning|cold|booting", `\b(model|deployment|endpoint|app|server|service|instance|replica|container)s?\b~\b(is |are )?(still )?(scaling up|warming up|starting up|spinning up|cold[- ]starting|booting)\b`),
 		pat("temporarily-unavailable", "temporarily", `\btemporarily (unavailable|unable to (handle|process|serve|accept))\b`),
-		pat("model-unavailable-later", "unavailable", `\bmodel\b~\b(is |currently )?unavailable\b`).and("try again|retry|later|shortly|moment"),
+		pat("model-unavailable-later", "unavailable", `\bmodel\b~\b(is |currently )?unavailable\b`).and("try again|retry|later|shortly|moment").
+			unlessRe(rx(reModelRegion)), // not served in this region: model_not_found
+		// "服务器忙，稍后再试" (server busy, try later): 忙 alone, after its subject.
+		pat("busy-subject-zh", "忙", `(服务器|服务|系统|模型|引擎|接口|后台|平台)(正|太|很|较)?忙`),
 		lit("busy-zh", "繁忙", "过载", "负载过高", "负载较高", "访问量过大", "请求量过大", "资源紧张", "算力不足", "模型未就绪", "模型加载中", "模型正在加载", "暂时不可用"),
 	}},
 	{name: "rate-limit", rank: rankRateLimit, reason: ReasonRateLimit, rules: []rule{
@@ -503,9 +533,9 @@ var families = []family{
 		lit("frequent-zh", "请求过于频繁", "频繁", "频率", "限流", "并发", "速率", "配额", "请求过多", "太多请求", "限速", "超过限制"),
 	}},
 	{name: "billing-remedy", rank: rankBillingRemedy, reason: ReasonBilling, rules: []rule{
-		pat("buy-credits", "credit", `\b(purchase|buy|add|top up)\b~\bcredits?\b`),
-		pat("top-up", "top", `\btop[ -]?up\b`),
-		pat("upgrade-plan", "upgrade", `\bupgrade\b~\b(plan|tier|account|subscription)\b`),
+		pat("buy-credits", "credit", `\b(purchase|buy|add|top up)\b~\bcredits?\b`).when(notHypothetical),
+		pat("top-up", "top", `\btop[ -]?up\b`).when(notHypothetical),
+		pat("upgrade-plan", "upgrade", `\bupgrade\b~\b(plan|tier|account|subscription)\b`).when(notHypothetical),
 		word("recharge", "recharge", "充值"),
 		// Replicate's "You need to enter your credit card to continue using the API".
 		pat("add-card", "card", `\b(enter|add|set up|provide|update|attach|link|register|verify) (a |your )?(valid )?(credit|debit|payment) card\b~\bto (continue|keep|resume|start|use|access)\b~\b(api|service|platform|model|using|requests?|access)\b|\bno (valid )?(credit card|payment card) on file\b`),
@@ -519,24 +549,43 @@ var families = []family{
 		// The model (or this deployment of it) cannot do what the request needs:
 		// another candidate can serve the same request (model_not_found, not format).
 		pat("model-capability", "support|not enabled for|provisioned", `\b(does not|doesn't|do not|don't) support\b~\b(tools?|tool use|tool[ _]calling|tool calls|tool_choice|function[ _]calling|functions|images?|image input|vision|audio|video|thinking|reasoning\w*|system (prompts?|messages?|instructions?|role)|developer (instructions?|messages?|role)|json mode|structured outputs?|generate|chat|completions?|embeddings?|insert|multimodal|pdfs?)\b|\b(tools?|tool use|tool[ _]calling|tool calls|function[ _]calling|functions|images?|image_url|image input|vision|audio|video|thinking|reasoning\w*|json mode|json_object|response_format|structured outputs?|system (prompts?|messages?|instructions?)|streaming|multimodal|pdfs?)\W{0,3} (is |are )?not (supported|enabled|available) (with|for|by|on|in) (this|the|that) model\b|\bonly supported by (certain|some|specific|selected|other) models\b|\b(doesn't|does not) support the model\b|\brequires provisioned throughput\b|\bno endpoints? found that support\b|\bnot enabled for (models/|this model\b|the model\b)|\b(image|audio|video|file|pdf|document)s? (input|inputs|modality) (is |are )?not (supported|enabled)\b`),
+		// vLLM's "facebook/opt-125m is not a multimodal model": an image sent to
+		// a text model, which a vision model can take.
+		pat("not-that-kind", "not a", `\bis not a (multimodal|multi-modal|vision|vision-language|chat|generative|text generation) model\b`),
 		pat("tools-unsupported", "tool", `\btools? (param|parameter)s? (requires|is not|are not)\b|\bunsupported param(eter)?\W{0,3}(tools?|tool_choice|functions?)\b|\btool choice requires\b|\btool[ _]use[ _]not[ _]supported\b`),
 		pat("chat-template", "template", `\b(error|failed|unable|cannot|can't) (rendering|to render|render|applying|to apply|apply)\b~\btemplate\b|\bjinja template\b|\bchat[ _]template\b~\b(error|not (found|set|defined|supported)|missing|no longer allowed|must provide|requires?)\b|\bmust provide a chat template\b|\btemplate error\b`),
 		pat("organization-unverified", "verif", `\borgani[sz]ation (must|needs to) be verified\b|\bmust be verified to (use|stream|access|generate)\b|\bverify (your )?organi[sz]ation\b`),
 		pat("operation-unsupported", "operation|chat model|only supported|please use", `\boperation (does not|doesn't|did not) work with the (specified )?model\b|\b(operation|method|call(ing)? (mode|method)) (is )?not supported (for|by|with|on) (this|the)( specified| current)? model\b|\bnot a chat model\b|\bonly supported (in|on|by|via) (the )?/?(v1/)?(responses|completions)\b|\bplease use (the )?/?(v1/)?(completions|responses) (api|endpoint)\b`),
-		pat("load-failed", "load", `\b(failed|unable) to load (the )?model\b|\bcould not load (the )?model\b|\bmodel could not be loaded\b|\berror loading model\b|\bmodel (failed to load|load failed)\b`),
+		pat("load-failed", "load", `\b(failed|unable) to load (the )?model\b|\bcould not load (the )?model\b|\bmodel could not be loaded\b|\berror loading model\b|\bmodel (failed to load|load failed)\b|\bfailed:? loading (the )?model\b`),
+		// A model the account's region does not serve (Snowflake Cortex: "enable
+		// cross region inference"): another model, or another region, answers. A
+		// provider that refuses the caller's country is auth (reLocation).
+		pat("model-region", "region", reModelRegion),
+		// A gateway or router that will not (or cannot) reach this provider: its
+		// organisation policy refuses the upstream, or it has no route for it. The
+		// router's key is good for its other providers.
+		pat("provider-unusable", "provider", `\bproviders?\b~\b(is |are )?not (allowed|permitted|enabled) (for|by|in) (this |your |the )?(organi[sz]ation|org|team|workspace|account|data polic(y|ies))\b|\bfailed to (get|find|load|resolve) (the )?(config(uration)?|route|credentials) for (the )?provider\b|\bno (config(uration)?|route|routes) (found )?for (the )?provider\b|\bprovider\b~\bis not configured\b`),
 		pat("model-missing", "model", `\bmodels?\b~\b(not found|does not exist|doesn't exist|do not exist|not exists?|could not be found|cannot be found|can't be found|is not available|not available|is not supported|not supported|isn't supported|isn't available|deprecated|decommissioned|retired|deactivated|no longer (available|supported|exists?|served)|not enabled|not loaded|not served|not accessible|disabled|is invalid|is not a valid|not a valid|legacy)\b`).
 			// one of the phrases must be there: "not" alone let "not authorized"
 			// start the gap at every "model" of a body
-			and("not found|exist|be found|available|supported|deprecated|decommissioned|retired|deactivated|no longer|not enabled|not loaded|not served|not accessible|disabled|is invalid|not a valid|legacy"),
-		pat("unknown-model", "model", `\b(unknown|unsupported|invalid|nonexistent)[ _]model\b|\bnot supported model\b|\bmodel[ _](not[ _]found|is[ _]deactivated|decommissioned)\b`).unlessRe(rx(`invalid model reference`)),
+			and("not found|exist|be found|available|supported|deprecated|decommissioned|retired|deactivated|no longer|not enabled|not loaded|not served|not accessible|disabled|is invalid|not a valid|legacy").
+			// "this model is not supported MaxTokens, please use MaxCompletionTokens"
+			// (go-openai) names a parameter: the request must change (format)
+			unlessRe(reParamNotSupported),
+		pat("unknown-model", "model", `\b(unknown|unsupported|invalid|nonexistent)[ _]model([ _](uri|url|name|id))?\b|\bnot supported model\b|\bmodel[ _](not[ _]found|is[ _]deactivated|decommissioned)\b`).unlessRe(rx(`invalid model reference`)),
 		pat("no-endpoints", "endpoint|provider|router", `\bno endpoints? found\b|\bno allowed providers\b|\brouter not found\b|\bno (available )?(model )?providers? (available|that|can)\b|\bno available model provider\b`),
-		pat("nothing-loaded", "loaded", `\bno models? (is |are )?loaded\b|^model (has been |was )?unloaded\W{0,3}(\||$)`),
+		pat("nothing-loaded", "loaded", `\bno models? (is |are )?loaded\b|(?:^|\| )(?:\w*error:\s*)?(the )?model (has been |was |is |got )?unloaded\W{0,3}(\||$)`),
 		// Replicate: "Invalid version or not permitted", "The specified version
 		// does not exist". A version is the model there.
 		pat("version-missing", "version", `\b(specified|model|requested) version\b~\b(does not exist|not found|is not available)\b|\binvalid version or not permitted\b`),
 		// A region refusal inside a router's raw upstream body (see routedRegion).
 		pat("routed-region", "location|country|region|territory", reLocation).when(func(c *textCtx, _ string) bool { return c.ev.hasRaw }),
 		pat("deployment-missing", "deployment|engine|endpoint", `\b(deployment|engine|endpoint)s?\b~\b(not found|does not exist|not exist|not running|not deployed|not started)\b`).and("not found|not exist|not running|not deployed|not started"),
+		// SAP AI Core's SDKs: "No deployment found with: deployment.model_name ==
+		// gpt-4o", "No deployment matched the given criteria". (LiteLLM's "No
+		// deployments available for selected model" means every deployment cools
+		// down: a rate limit, not this.)
+		pat("no-deployment", "deployment", `\bno (matching |running |suitable )?deployments? (was |were )?(found|matched|matches|exists?)\b`),
 		// Jan's "Engine is not loaded yet": said as the whole statement, so "the
 		// engine is not loaded onto the truck" is prose.
 		pat("engine-not-loaded", "loaded", `\b(engine|deployment|endpoint|backend|runtime)s? (is |are |was )?(still )?(not|not yet) loaded( yet)?\W{0,3}(\||$)`),
@@ -547,7 +596,7 @@ var families = []family{
 			`\b(invalid|incorrect|wrong|bad|missing|expired|revoked|malformed)\b~\b(api[ _-]?keys?|keys?|(access |auth |bearer |api |oauth |session )?token|credentials?|client secret|secret|x-api-key|authentication|authori[sz]ation|bearer)\b`).and("key|token|credential|secret|authenticat|authori|bearer").unlessRe(reGoJSONSyntax).when(credentialAtEnd),
 		pat("no-credential", "no ", `\bno (api[ _-]?key|credentials?|auth\w*)\b`),
 		pat("credential-bad", "key|token|credential|secret|signature",
-			`\b(api[ _-]?key|key|token|credentials?|secret|signature)s?\b~\b(is |was |has |have )?(been )?(invalid|not valid|expired|revoked|incorrect|missing|not found|required|invalidated|does not match|must be (set|provided)|not set|not provided|not configured)\b`).and("invalid|not valid|expired|revoked|incorrect|missing|not found|required|does not match|must be|not set|not provided|not configured").when(credentialAtStart),
+			`\b(api[ _-]?key|key|token|credentials?|secret|signature)s?\b~\b(is |was |has |have )?(been )?(invalid|not valid|expired|revoked|incorrect|missing|not found|required|invalidated|does not match|must be (set|provided)|not set|not provided|not configured)\b`).and("invalid|not valid|expired|revoked|incorrect|missing|not found|required|does not match|must be|not set|not provided|not configured").when(credentialStated),
 		pat("auth-failed", "auth", `\bauthenticat\w*\b~\b(fail\w*|error|required|invalid|denied)\b|\b(failed|could not|unable) to authenticate\b|\bunauthenticated\b|\bunauthori[sz]ed\b|\bnot authori[sz]ed\b|\bauthori[sz]ation (required|failed|header)\b|\bno auth available\b|\bauth[ _]unavailable\b`),
 		pat("permission", "permission|access|scope", `\bpermission[ _]denied\b|\bpermission_error\b|\binsufficient[ _]permissions?\b|\b(does not|do not|doesn't|don't) have (the )?(required |necessary )?permissions?\b|\bmissing (required )?scopes?\b|\baccess[ _]?denied\b|\bnot allowed to access\b|\bno permission\b|\b(do not|don't|does not|doesn't) have access to (the |this |your |that )?(organi[sz]ation|project|workspace|account|resource)`),
 		pat("forbidden", "forbidden", `^forbidden\b|\b403 forbidden\b|\bforbidden:|\brequest[ _]forbidden\b`),
@@ -600,15 +649,15 @@ var families = []family{
 	}},
 	{name: "server-or-network", rank: rankGeneric, reason: ReasonTimeout, rules: []rule{
 		pat("timed-out", "time|deadline", `\btime[ds]? ?out\b|\btimeout\b|\btimed out\b|\bdeadline[ _]exceeded\b|timeouterror\b`),
-		pat("server-error", "server|error|internal", `\binternal[ _]?(server[ _]?)?(error|exception|failure)\b|\bserver[ _]error\b|\bserver had an error\b|\berror occurred while processing\b|\bunexpected error (has )?occurred\b|\binternal error\b`),
+		pat("server-error", "server|error|internal", `\binternal[ _]?(server[ _]?)?(error|exception|failure)\b|\bserver[ _]error\b|\bserver had an error\b|\berror occurred while processing\b|\bunexpected error (has )?occurred\b|\bunexpected error (during|while|when) (processing|handling)\b|\binternal error\b`),
 		pat("gateway", "gateway|unavailable|upstream|backend|origin|web server|timeout|unknown error|handshake|invalid response|is down",
 			`\bbad gateway\b|\bgateway time-?out\b|\bservice[ _]?unavailable\b|\bupstream\b|\bbackend error\b|\borigin is unreachable\b|\bweb server is (down|returning)\b|\ba timeout occurred\b|\bunknown error, 52\d\b|\bssl handshake failed\b|\binvalid response from (it|the upstream|the provider|the model)\b|\bmodel is down\b`),
-		pat("connection", "connection|network|host|eof|pipe|socket|closed|fetch|econn|etimedout|epipe|ehost|enet|eai_again|enotfound|und_err|tls|dns|tcp|udp|premature|stream_read|chunked|protocol|disconnected|goaway|incompleteread|sending the request",
-			`\bconnection (reset|refused|error|closed|aborted|lost|was closed|timed out|terminated|dropped|failed)\b|\bnetwork (error|is unreachable|request failed|failure)\b|\bno such host\b|\bunexpected eof\b|\bbroken pipe\b|\bsocket hang up\b|\bother side closed\b|\bfetch failed\b|\b(econnreset|econnrefused|econnaborted|etimedout|esockettimedout|epipe|ehostunreach|enetunreach|ehostdown|enetreset|eai_again|enotfound)\b|\bund_err\w*|\btls handshake\b|\bdns (failure|error|lookup)\b|\b(dial|read|write) (tcp|udp)\b|\bpremature close\b|\bstream_read_error\b|\bpeer closed (the )?connection\b|\b(closed|reset|dropped|lost) the connection\b|\bgoaway\b|(?:^|: |\| )eof(?: \||$)|\bincomplete chunked read\b|\bremote ?protocol ?error\b|\bserver disconnected\b|\bconnection broken\b|\bincompleteread\b|\bchunkedencodingerror\b|\bsocket disconnected before\b|\bforcibly closed by the remote host\b|\bunable to read data from the transport connection\b|\ban error occurred while sending the request\b|\beofexception\b`),
+		pat("connection", "connection|network|host|eof|pipe|socket|closed|fetch|econn|etimedout|epipe|ehost|enet|eai_again|enotfound|und_err|tls|dns|tcp|udp|premature|stream_read|chunked|protocol|disconnected|goaway|incompleteread|sending the request|sending request|nsurlerror|offline|connect to",
+			`\bconnection (reset|refused|error|closed|aborted|lost|was closed|timed out|terminated|dropped|failed)\b|\bnetwork (error|is unreachable|request failed|failure)\b|\bno such host\b|\bunexpected eof\b|\bbroken pipe\b|\bsocket hang up\b|\bother side closed\b|\bfetch failed\b|\b(econnreset|econnrefused|econnaborted|etimedout|esockettimedout|epipe|ehostunreach|enetunreach|ehostdown|enetreset|eai_again|enotfound)\b|\bund_err\w*|\btls handshake\b|\bdns (failure|error|lookup)\b|\b(dial|read|write) (tcp|udp)\b|\bpremature close\b|\bstream_read_error\b|\bpeer closed (the )?connection\b|\b(closed|reset|dropped|lost) the connection\b|\bgoaway\b|(?:^|: |\| )eof(?: \||$)|\bincomplete chunked read\b|\bremote ?protocol ?error\b|\bserver disconnected\b|\bconnection broken\b|\bincompleteread\b|\bchunkedencodingerror\b|\bsocket disconnected before\b|\bforcibly closed by the remote host\b|\bunable to read data from the transport connection\b|\ban error occurred while sending the request\b|\beofexception\b|\berror sending request for url\b|\bnsurlerrordomain code=-10(0[1-9]|1\d|20)\b|\bthe network connection was lost\b|\binternet connection appears to be offline\b|\ba server with the specified hostname could not be found\b|\bcould not connect to the server\b`),
 		pat("terminated", "terminated", `(?:^|\| )(?:\w*error:\s*)?terminated(?: \||$)|\b(process|runner|connection|stream|socket|request) (has |was )?terminated\b`),
 		pat("operation-aborted", "aborted", `\boperation was aborted\b`),
 		pat("unknown-occurred", "unknown error", `\ban unknown error (has )?occurred\b`),
-		pat("retry", "retr|try again", `\bplease retry or report\b|\b(please|you can|kindly|you may) (retry|try again)(\s*(\||$)| (later|shortly|soon|in a|after|your request|the request|or|if|when))|\bretry your request\b|\bfailed after repeated internal retries\b`),
+		pat("retry", "retr|try again", `\bplease retry or report\b|\b(please|you can|kindly|you may) (retry|try again)(\s*(\||$)| (later|shortly|soon|in a|after|your request|the request|or|if|when))|\b(retry|try) your request( again)?\b|\bfailed after repeated internal retries\b`),
 		lit("openrouter-provider-error", "provider returned error").only("openrouter").when(func(c *textCtx, _ string) bool { return !c.ev.hasRaw }),
 		// Python (httpx, httpcore, aiohttp, requests/urllib3), Windows and curl
 		// wording of DNS, refused and broken connections.
@@ -620,8 +669,8 @@ var families = []family{
 		// provider answered; another endpoint may (a proxy on this path is the
 		// usual cause, and is not fixed by waiting, but the next candidate is
 		// often reached another way).
-		pat("tls", "cert|ssl|tls|x509|handshake|eof occurred|wrong_version",
-			`\bcertificate[_ ]verify[_ ]failed\b|\bself[- _]signed[ _](cert|certificate)\b|\bself_signed_cert_in_chain\b|\bdepth_zero_self_signed_cert\b|\bunable to (get|verify) (the )?(local issuer|first|issuer) certificate\b|\bunable_to_(get_issuer_cert_locally|verify_leaf_signature)\b|\bcert_has_expired\b|\bcertificate has expired\b|\bx509:|\berr_tls_cert_altname_invalid\b|\bdoes not match certificate'?s altnames\b|\b(sslerror|ssleoferror|sslcertverificationerror|sslzeroreturnerror)\b|\[ssl[:\]]|\beof occurred in violation of protocol\b|\bwrong[_ ]version[_ ]number\b|\bssl connection could not be established\b|\bssl routines\b|\bhandshake failure\b|\bssl_error_\w+|\bssl_connect\b`),
+		pat("tls", "cert|ssl|tls|x509|handshake|eof occurred|wrong_version|fatal alert|unknown_ca",
+			`\bcertificate[_ ]verify[_ ]failed\b|\bself[- _]signed[ _](cert|certificate)\b|\bself_signed_cert_in_chain\b|\bdepth_zero_self_signed_cert\b|\bunable to (get|verify) (the )?(local issuer|first|issuer) certificate\b|\bunable_to_(get_issuer_cert_locally|verify_leaf_signature)\b|\bcert_has_expired\b|\bcertificate has expired\b|\bx509:|\berr_tls_cert_altname_invalid\b|\bdoes not match certificate'?s altnames\b|\b(sslerror|ssleoferror|sslcertverificationerror|sslzeroreturnerror)\b|\[ssl[:\]]|\beof occurred in violation of protocol\b|\bwrong[_ ]version[_ ]number\b|\bssl connection could not be established\b|\bssl routines\b|\bhandshake[_ ]failure\b|\bssl_error_\w+|\bssl_connect\b|\btlsfatalalert\b|\breceived fatal alert\b|\bcertificate_unknown\b|\bunknown_ca\b|\bbad_certificate\b`),
 		lit("server-zh", "内部错误", "服务器错误", "服务器内部错误", "系统错误", "系统异常", "网络错误", "网络异常", "服务不可用", "请求超时", "连接超时", "连接错误", "超时"),
 	}},
 }
@@ -1101,4 +1150,75 @@ func lastWord(s string) string {
 		return s[i+1:]
 	}
 	return s
+}
+
+// sentenceOf returns the sentence (the part between " | " separators) of c.text
+// that holds m, and the text of it before m.
+func sentenceOf(c *textCtx, m string) (sentence, before string) {
+	i := strings.Index(c.text, m)
+	if i < 0 {
+		return "", ""
+	}
+	start := strings.LastIndex(c.text[:i], "|") + 1
+	end := len(c.text)
+	if k := strings.IndexByte(c.text[i+len(m):], '|'); k >= 0 {
+		end = i + len(m) + k
+	}
+	return c.text[start:end], c.text[start:i]
+}
+
+// Prose that describes a case instead of reporting one: a condition ("once
+// exhausted, add more credits", "if the HTTP 429 code is returned"), an example
+// ("e.g. our GPUs are busy"), a scenario, or advice ("ensure the API key is
+// provided", "verify that the key has not expired"). Documentation and
+// maintainers' comments say the families' words this way; a provider's refusal
+// states them.
+var (
+	reHypothetical = rx(`\b(once|if|whenever|in case)\b~\b(exhausted|run out|runs out|ran out|used up|depleted|expire[sd]?|is returned|are returned|returns?)\b`)
+	reExample      = rx(`\be\.g\.|\bfor example\b|\bsuch as\b|\bscenarios?\b|\bsituations like\b`)
+	reAdvice       = rx(`^\W*(ensure|make sure|verify that|check that|check whether|confirm that|double-check)\b`)
+)
+
+// notHypothetical accepts a match whose sentence is no condition.
+func notHypothetical(c *textCtx, m string) bool {
+	s, _ := sentenceOf(c, m)
+	return !reHypothetical.MatchString(s)
+}
+
+// notExample accepts a match whose sentence is no example or scenario.
+func notExample(c *textCtx, m string) bool {
+	s, _ := sentenceOf(c, m)
+	return !reExample.MatchString(s)
+}
+
+// credentialStated accepts a credential match that reports a failure: its
+// subject is a credential (credentialAtStart), its verb is not negated ("has not
+// expired") and its sentence is not advice ("Ensure the API key is provided").
+func credentialStated(c *textCtx, m string) bool {
+	if !credentialAtStart(c, m) {
+		return false
+	}
+	s, _ := sentenceOf(c, m)
+	if reAdvice.MatchString(s) {
+		return false
+	}
+	return !reNegatedVerb.MatchString(m)
+}
+
+var reNegatedVerb = rx(`\b(not|never) (been )?(expired|revoked|invalidated)\b`)
+
+var rePromptWindow = regexp.MustCompile(`\bprompt (?:is|has|contains|of) ([\d,]+) tokens?\b[^|]{0,40}?\bcontext (?:window|length|size)(?: is| of)? ([\d,]+)`)
+
+// promptOverWindow finds a prompt's token count stated next to a smaller context
+// window: "The prompt is 9884 tokens and the context window is 2048!".
+func promptOverWindow(t string) bool {
+	if !strings.Contains(t, "prompt") {
+		return false
+	}
+	g := rePromptWindow.FindStringSubmatch(t)
+	if g == nil {
+		return false
+	}
+	a, b, ok := counts(g[1], g[2])
+	return ok && a > b
 }
