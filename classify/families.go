@@ -416,8 +416,13 @@ var families = []family{
 		// unless the text names a period or a reset (then it is a window, C3).
 		pat("allowance-spent", "quota", `\bfree (allocated |tier |trial )?quota\b~\b(exceeded|exhausted|used up|run out|reached)\b|\busage (has )?exceeded (the |your )?(token |usage )?quota\b|\b(token|prepaid|package|resource pack) quota\b~\b(exceeded|exhausted|used up|run out)\b`).
 			unlessRe(rx(reGoogleMetric.String() + `|\b(daily|weekly|monthly|hourly|per[ -](minute|second|hour|day)|today|reset|resets|refresh)\b`)),
+		// A free allowance reached with no reset named: Replicate's "Free time
+		// limit reached ... To continue using Replicate, set up billing". One
+		// that resets ("free usage limit (reset hourly)") is a window (C3).
+		pat("free-limit", "free", `\bfree (time |usage |trial |tier |plan |credits? )?limits?\b~\b(reached|exceeded|hit|used up)\b|\b(reached|exceeded|hit) (the |your )?free (time |usage |trial |tier |plan |credits? )?limits?\b`).
+			unlessRe(rx(reGoogleMetric.String() + `|\b(daily|weekly|monthly|hourly|per[ -](minute|second|hour|day)|today|reset|resets|refresh|rate)\b`)),
 		pat("over-budget", "budget", `\bover (the |its |your )?budget\b|\bexceededbudget\b`),
-		lit("balance-zh", "余额不足", "欠费", "账户余额", "余量已用尽", "无可用资源包", "资源包已用完", "资源包已耗尽", "套餐已过期", "套餐已到期", "未购买", "请购买", "余额已用完", "余额为0", "信用额度", "额度已用尽", "额度已用完", "额度已耗尽"),
+		lit("balance-zh", "余额不足", "欠费", "账户余额", "余量已用尽", "无可用资源包", "资源包已用完", "资源包已耗尽", "套餐已过期", "套餐已到期", "未购买", "请购买", "余额已用完", "余额为0", "计费资源已耗尽", "计费资源不足", "信用额度", "额度已用尽", "额度已用完", "额度已耗尽"),
 		lit("credit-zh", "额度不足").unlessRe(rx(`每日|每天|每周|每月|每小时|今日|本周|本月`)),
 	}},
 	{name: "usage-window", rank: rankWindow, reason: ReasonRateLimit, rules: []rule{
@@ -473,6 +478,9 @@ var families = []family{
 		// 65536", exllama's "prompt length ... greater than the max sequence length".
 		pat("length-over-seq-len", "max_seq_len|max_model_len|n_ctx|max_position_embeddings|sequence length|context",
 			`\b(request|prompt|input|context)[ _](length|len|size)\b~\b(is )?(greater|longer|larger|more) than (the )?(max_seq_len|max_model_len|n_ctx|max_position_embeddings|max(imum)?[ _](sequence|context)[ _](length|len|size)|context (length|size|window))\b`),
+		// Baidu ERNIE's "the max length of current question is 11200", "the max
+		// input characters is 20000": a limit on the prompt stated as the error.
+		pat("max-question-length", "the max", `\bthe max(imum)? (length|input (characters|tokens)|tokens) of (the )?(current )?(question|prompt|input|messages?) is [\d,]+|\bthe max(imum)? input (characters|tokens) is [\d,]+`),
 		// GPT4All's "The prompt is 9884 tokens and the context window is 2048!"
 		rule{name: "prompt-vs-window", keys: []string{"context"}, also: []string{"token"}, check: func(c *textCtx, _ string) bool { return promptOverWindow(c.text) }},
 		lit("context-zh", "上下文过长", "上下文超出", "上下文长度超", "超出最大上下文", "超出上下文", "超过上下文", "请压缩上下文", "输入过长", "输入长度超", "超出最大长度", "超过最大长度", "超过模型最大", "超出模型最大", "文本过长", "长度超过限制", "超出长度限制", "超长"),
@@ -504,7 +512,7 @@ var families = []family{
 		// Lepton, Modal, Baseten: a deployment that is scaling or starting is
 		// there and will serve shortly.
 		pat("scaling-up", "scaling|warming|starting|spinning|cold|booting", `\b(model|deployment|endpoint|app|server|service|instance|replica|container)s?\b~\b(is |are )?(still )?(scaling up|warming up|starting up|spinning up|cold[- ]starting|booting)\b`),
-		pat("temporarily-unavailable", "temporarily", `\btemporarily (unavailable|unable to (handle|process|serve|accept))\b`),
+		pat("temporarily-unavailable", "temporarily", `\btemporarily (unavailable|unable to (handle|process|serve|accept))\b`).unlessRe(reEAGAIN),
 		pat("model-unavailable-later", "unavailable", `\bmodel\b~\b(is |currently )?unavailable\b`).and("try again|retry|later|shortly|moment").
 			unlessRe(rx(reModelRegion)), // not served in this region: model_not_found
 		// "服务器忙，稍后再试" (server busy, try later): 忙 alone, after its subject.
@@ -521,7 +529,7 @@ var families = []family{
 		lit("throttled", "throttl"),
 		pat("per-unit", "per|pm|pd", `\b(requests?|tokens?|calls?|queries)\s+per\s+(minute|second|day|hour|min)\b|\bper[ -](minute|second)\b|\b(rpm|tpm|rpd|tpd|ipm|itpm|otpm)\b|\b(requests?|tokens?|calls?|queries)\s*/\s*(minute|min|second|sec|hour|day)\b|\b(maximum|max) number of (requests|calls|tokens)\b~\bper (minute|second|hour|day)\b`),
 		pat("resource-exhausted", "exhausted", `\bresource[ _]?(has been )?exhausted\b|\bresourceexhausted\b`),
-		pat("quota-exceeded", "quota", `\bquota\b~\b(exceeded|reached|limit)\b|\bexceeded[ _](the |your )?(current |allocated )?quota\b|\ballocated quota\b`),
+		pat("quota-exceeded", "quota", `\bquota\b~\b(exceeded|reached|limit)\b|\bexceeded[ _](the |your )?(current |allocated )?quota\b|\ballocated quota\b`).unlessRe(reDiskQuota),
 		pat("limit-hit", "limit", `\blimits?\s+(has been |have been |was )?(exceeded|reached|hit)\b|\b(exceeded|reached|hit)\s+(the |your |its )?(request |requests |token |call )?limits?\b`).
 			// a cap on one request's shape ("the limit of 10 images per message")
 			// or its output ("max_tokens or model output limit was reached") is the
@@ -597,8 +605,8 @@ var families = []family{
 		pat("no-credential", "no ", `\bno (api[ _-]?key|credentials?|auth\w*)\b`),
 		pat("credential-bad", "key|token|credential|secret|signature",
 			`\b(api[ _-]?key|key|token|credentials?|secret|signature)s?\b~\b(is |was |has |have )?(been )?(invalid|not valid|expired|revoked|incorrect|missing|not found|required|invalidated|does not match|must be (set|provided)|not set|not provided|not configured)\b`).and("invalid|not valid|expired|revoked|incorrect|missing|not found|required|does not match|must be|not set|not provided|not configured").when(credentialStated),
-		pat("auth-failed", "auth", `\bauthenticat\w*\b~\b(fail\w*|error|required|invalid|denied)\b|\b(failed|could not|unable) to authenticate\b|\bunauthenticated\b|\bunauthori[sz]ed\b|\bnot authori[sz]ed\b|\bauthori[sz]ation (required|failed|header)\b|\bno auth available\b|\bauth[ _]unavailable\b`),
-		pat("permission", "permission|access|scope", `\bpermission[ _]denied\b|\bpermission_error\b|\binsufficient[ _]permissions?\b|\b(does not|do not|doesn't|don't) have (the )?(required |necessary )?permissions?\b|\bmissing (required )?scopes?\b|\baccess[ _]?denied\b|\bnot allowed to access\b|\bno permission\b|\b(do not|don't|does not|doesn't) have access to (the |this |your |that )?(organi[sz]ation|project|workspace|account|resource)`),
+		pat("auth-failed", "auth", `\bauthenticat\w*\b~\b(fail\w*|error|required|invalid|denied)\b|\bauth failure\b|\b(failed|could not|unable) to authenticate\b|\bunauthenticated\b|\bunauthori[sz]ed\b|\bnot authori[sz]ed\b|\bauthori[sz]ation (required|failed|header)\b|\bno auth available\b|\bauth[ _]unavailable\b`),
+		pat("permission", "permission|access|scope", `\bpermission[ _]denied\b|\bpermission_error\b|\binsufficient[ _]permissions?\b|\b(does not|do not|doesn't|don't) have (the )?(required |necessary )?permissions?\b|\bmissing (required )?scopes?\b|\baccess[ _]?denied\b|\bnot allowed to access\b|\bno permission\b|\b(do not|don't|does not|doesn't) have access to (the |this |your |that )?(organi[sz]ation|project|workspace|account|resource)`).unlessRe(reFilePermission),
 		pat("forbidden", "forbidden", `^forbidden\b|\b403 forbidden\b|\bforbidden:|\brequest[ _]forbidden\b`),
 		pat("not-authenticated", "authenticated", `\bnot authenticated\b`),
 		pat("sign-in", "sign|log|authenticate|session", `\b(sign|log)[ -]?in again\b|\bnot (signed|logged) in\b|\bplease (sign|log) ?in\b|\blogin (fail\w*|required|expired)\b|\bre-?authenticate\b|\bsession (has )?expired\b`),
@@ -606,7 +614,7 @@ var families = []family{
 		pat("location", "location|country|region|territory", reLocation).when(func(c *textCtx, _ string) bool { return !c.ev.hasRaw }),
 		pat("ip-not-allowed", "ip", `\bip (address )?(is )?not (authori[sz]ed|allowed|whitelisted|permitted)\b|\bip_not_authorized\b`),
 		pat("signature", "signature|security token|unrecognizedclient", `\bsignature does not match\b|\bsecurity token\b~\binvalid\b|\bunrecognizedclient\b`),
-		lit("auth-zh", "鉴权失败", "认证失败", "身份验证失败", "无权访问", "未授权", "密钥无效", "令牌无效", "无效的令牌", "令牌已过期", "令牌验证失败", "没有权限", "权限不足", "禁止访问"),
+		lit("auth-zh", "鉴权失败", "认证失败", "身份验证失败", "无权访问", "未授权", "密钥无效", "令牌无效", "无效的令牌", "令牌已过期", "令牌验证失败", "没有权限", "权限不足", "禁止访问", "签名过期", "签名错误", "签名无效", "签名验证失败"),
 		pat("key-invalid-zh", "无效", `(api ?key|key|令牌|密钥|token)[^。|]{0,6}无效|无效的(api ?key|key|令牌|密钥)`),
 	}},
 	{name: "stream-broke", rank: rankStream, reason: ReasonTimeout, rules: []rule{
@@ -625,8 +633,8 @@ var families = []family{
 		// a response that failed the SDK's schema, a broken HTTP response. The
 		// provider's answer was broken, not our request (C6); a 4xx that says so
 		// is a server that could not read ours, left to the format family.
-		pat("response-unreadable", "malformed http|transport connection broken|unexpected token|unexpected character|invalid start of a value|jsondecodeerror|apiresponsevalidationerror|data returned by api|error decoding response|response",
-			`\bmalformed http response\b|\btransport connection broken\b|\bunexpected token '?<|\bunexpected token\b~\bis not valid json\b|\bunexpected character \('<'|\bis an invalid start of a value\b|\bjsondecodeerror\b|\bapiresponsevalidationerror\b|\bdata returned by api invalid\b|\berror decoding response body\b|\b(failed|unable|could not) to (decode|parse|deserialize) (the )?(server'?s? )?(response|response body)\b|\binvalid json response\b`).
+		pat("response-unreadable", "malformed http|transport connection broken|unexpected token|unexpected character|invalid start of a value|jsondecodeerror|apiresponsevalidationerror|data returned by api|error decoding response|response|completion|result|chunk|validation error|mimetype|decompressing",
+			`\bmalformed http response\b|\btransport connection broken\b|\bunexpected token '?<|\bunexpected token\b~\bis not valid json\b|\bunexpected character \('<'|\bis an invalid start of a value\b|\bjsondecodeerror\b|\bapiresponsevalidationerror\b|\bdata returned by api invalid\b|\berror decoding response body\b|\b(failed|unable|could not) to (decode|parse|deserialize) (the )?(server'?s? )?(response|response body)\b|\binvalid json response\b|`+reResponseSchema).
 			when(func(c *textCtx, _ string) bool { return c.status < 400 || c.status >= 500 }),
 		pat("stream-broke", "stream|chunks|ended|incomplete|unexpected end|unable to process|invalid character",
 			`\binvalid character '.{1,6}' (looking for|after|in)\b|\bstream (closed|was closed|aborted|ended|interrupted|disconnected|error|terminated|reset)\b|\bwithout sending (any )?chunks\b|\b(request|response|stream) ended (early|prematurely|unexpectedly)\b|\bincomplete (stream|response)\b|\bunexpected end of (stream|json input|file)\b|\bis unable to process your request\b`),
@@ -651,9 +659,9 @@ var families = []family{
 		pat("timed-out", "time|deadline", `\btime[ds]? ?out\b|\btimeout\b|\btimed out\b|\bdeadline[ _]exceeded\b|timeouterror\b`),
 		pat("server-error", "server|error|internal", `\binternal[ _]?(server[ _]?)?(error|exception|failure)\b|\bserver[ _]error\b|\bserver had an error\b|\berror occurred while processing\b|\bunexpected error (has )?occurred\b|\bunexpected error (during|while|when) (processing|handling)\b|\binternal error\b`),
 		pat("gateway", "gateway|unavailable|upstream|backend|origin|web server|timeout|unknown error|handshake|invalid response|is down",
-			`\bbad gateway\b|\bgateway time-?out\b|\bservice[ _]?unavailable\b|\bupstream\b|\bbackend error\b|\borigin is unreachable\b|\bweb server is (down|returning)\b|\ba timeout occurred\b|\bunknown error, 52\d\b|\bssl handshake failed\b|\binvalid response from (it|the upstream|the provider|the model)\b|\bmodel is down\b`),
+			`\bbad gateway\b|\bgateway time-?out\b|\bservice[ _]?unavailable\b|`+reUpstream+`|\bbackend error\b|\borigin is unreachable\b|\bweb server is (down|returning)\b|\ba timeout occurred\b|\bunknown error, 52\d\b|\bssl handshake failed\b|\binvalid response from (it|the upstream|the provider|the model)\b|\bmodel is down\b`),
 		pat("connection", "connection|network|host|eof|pipe|socket|closed|fetch|econn|etimedout|epipe|ehost|enet|eai_again|enotfound|und_err|tls|dns|tcp|udp|premature|stream_read|chunked|protocol|disconnected|goaway|incompleteread|sending the request|sending request|nsurlerror|offline|connect to",
-			`\bconnection (reset|refused|error|closed|aborted|lost|was closed|timed out|terminated|dropped|failed)\b|\bnetwork (error|is unreachable|request failed|failure)\b|\bno such host\b|\bunexpected eof\b|\bbroken pipe\b|\bsocket hang up\b|\bother side closed\b|\bfetch failed\b|\b(econnreset|econnrefused|econnaborted|etimedout|esockettimedout|epipe|ehostunreach|enetunreach|ehostdown|enetreset|eai_again|enotfound)\b|\bund_err\w*|\btls handshake\b|\bdns (failure|error|lookup)\b|\b(dial|read|write) (tcp|udp)\b|\bpremature close\b|\bstream_read_error\b|\bpeer closed (the )?connection\b|\b(closed|reset|dropped|lost) the connection\b|\bgoaway\b|(?:^|: |\| )eof(?: \||$)|\bincomplete chunked read\b|\bremote ?protocol ?error\b|\bserver disconnected\b|\bconnection broken\b|\bincompleteread\b|\bchunkedencodingerror\b|\bsocket disconnected before\b|\bforcibly closed by the remote host\b|\bunable to read data from the transport connection\b|\ban error occurred while sending the request\b|\beofexception\b|\berror sending request for url\b|\bnsurlerrordomain code=-10(0[1-9]|1\d|20)\b|\bthe network connection was lost\b|\binternet connection appears to be offline\b|\ba server with the specified hostname could not be found\b|\bcould not connect to the server\b`),
+			`\bconnection (reset|refused|error|closed|aborted|lost|was closed|timed out|terminated|dropped|failed)\b|\bnetwork (error|is unreachable|request failed|failure)\b|\bno such host\b|\bunexpected eof\b|\bbroken pipe\b|\bsocket hang up\b|\bother side closed\b|\bfetch failed\b|\b(econnreset|econnrefused|econnaborted|etimedout|esockettimedout|epipe|ehostunreach|enetunreach|ehostdown|enetreset|eai_again|enotfound)\b|\bund_err\w*|\btls handshake (timeout|timed out|failed|failure|error|eof|aborted|interrupted)\b|\b(during|in|mid-?) ?(the )?tls handshake\b|\bdns (failure|error|lookup)\b|\b(dial|read|write) (tcp|udp)\b|\bpremature close\b|\bstream_read_error\b|\bpeer closed (the )?connection\b|\b(closed|reset|dropped|lost) the connection\b|\bgoaway\b|(?:^|: |\| )eof(?: \||$)|\bincomplete chunked read\b|\bremote ?protocol ?error\b|\bserver disconnected\b|\bconnection broken\b|\bincompleteread\b|\bchunkedencodingerror\b|\bsocket disconnected before\b|\bforcibly closed by the remote host\b|\bunable to read data from the transport connection\b|\ban error occurred while sending the request\b|\beofexception\b|\berror sending request for url\b|\bnsurlerrordomain code=-10(0[1-9]|1\d|20)\b|\bthe network connection was lost\b|\binternet connection appears to be offline\b|\ba server with the specified hostname could not be found\b|\bcould not connect to the server\b`),
 		pat("terminated", "terminated", `(?:^|\| )(?:\w*error:\s*)?terminated(?: \||$)|\b(process|runner|connection|stream|socket|request) (has |was )?terminated\b`),
 		pat("operation-aborted", "aborted", `\boperation was aborted\b`),
 		pat("unknown-occurred", "unknown error", `\ban unknown error (has )?occurred\b`),
@@ -1100,11 +1108,12 @@ var reBillingURL = regexp.MustCompile(`[/.=_-](billing|credits?|payments?|top-?u
 // both words otherwise: a count of text ("must be at least 1 token long", "5
 // tokens are required"), a JSON parse of a response ("Unexpected token 'e', ...
 // is not valid JSON"), a dictionary or table key ("KeyNotFoundException", "the
-// primary key"), a video's key frames. Read as auth, such a text cools the key
+// primary key"), a named configuration key ("the key \"region\" is
+// required"), a video's key frames. Read as auth, such a text cools the key
 // down for every model.
 var (
-	reNotCredentialBefore = regexp.MustCompile(`(?:\d[\d,.]*|\bone|\ba single|\bunexpected|\bgiven|\bprimary|\bforeign|\bsort|\bpartition|\bmap|\bdictionary|\bdict|\bjson|\bobject|\bhash|\bcache)\s*$`)
-	reNotCredentialAfter  = regexp.MustCompile(`^\s*(?:frames?|long|counts?|limits?|budgets?|usage|length|lengths|(?:in|of) (?:the )?(?:json|schema|expression|template|grammar)|at (?:position|line|column|offset))\b`)
+	reNotCredentialBefore = regexp.MustCompile(`(?:\d[\d,.]*|\bone|\ba single|\bunexpected|\bextraneous|\badditional|\bduplicate|\brequired|\bgiven|\bprimary|\bforeign|\bsort|\bpartition|\bmap|\bdictionary|\bdict|\bjson|\bobject|\bhash|\bcache)\s*$`)
+	reNotCredentialAfter  = regexp.MustCompile(`^\s*["'\x60][a-z][a-z0-9_.]{0,29}["'\x60]|^\s*\[[^\]]{1,40}\]|^\s*(?:frames?|long|counts?|limits?|budgets?|usage|length|lengths|(?:in|of) (?:the )?(?:json|schema|expression|template|grammar)|at (?:position|line|column|offset))\b`)
 	reClassNameAfter      = regexp.MustCompile(`^\s*(?:exception|error)\b`)
 )
 
@@ -1222,3 +1231,42 @@ func promptOverWindow(t string) bool {
 	a, b, ok := counts(g[1], g[2])
 	return ok && a > b
 }
+
+// reUpstream is a proxy's word for the service behind it, said of a failure
+// ("upstream error", "upstream connect error", "no healthy upstream", "failed
+// to reach the upstream", "upstream returned 502"), not the word alone: a git
+// branch or a river has an upstream too.
+const reUpstream = `\bupstream[ _-]?(error|errors|connect|connection|request|server|service|provider|api|model|failure|failed|fail|unavailable|timed|timeout|returned|responded|closed|prematurely|reset|response|status|overloaded|busy|exception|http|is (down|unavailable|unreachable|not responding|overloaded|busy))\b|\bupstream\W{1,3}(status\W{1,3})?[45]\d\d\b|\bno healthy upstream\b|\b(from|by|reach|reaching|contact|contacting|calling|connect to|connecting to|with) (the |an |your )?upstream\b`
+
+// reResponseSchema is a client library that could not fit the provider's
+// answer into its response type: pydantic's "validation error for
+// ChatCompletion", Jackson's "Cannot deserialize value of type ...Response" and
+// "Unrecognized field ... (class ...Result)", System.Text.Json's "could not be
+// converted to ...ChatCompletion", Go's "cannot unmarshal ... of type
+// ...Response", Rust's "failed to deserialize api response", aiohttp's
+// unexpected mimetype, httpx's failed decompression. (Python's bare
+// "KeyError: 'choices'" stays unclassified: code that indexed an error body it
+// never read says nothing of what the error was.) The type named is a response's, never a request's (a request
+// that failed validation is format), nor an error's (an undecodable error says
+// nothing of who must change: one-api's "Error.Response.Error.Code").
+const reResponseSchema = `\bvalidation errors? for (\w*response|chatcompletion(chunk)?|completion|message|generatecontentresponse)\b` +
+	`|\bcannot deserialize value of type [\x60'"]?[\w.$]*(response|result|completion|chunk)\b` +
+	`|\bunrecognized field "[^"]{1,40}" \(class [\w.$]*(response|result|completion|chunk)\)` +
+	`|\bcould not be converted to [\w.$]*(response|result|completion|chunk)\b` +
+	`|\bcannot unmarshal \w+ into go (value|struct field) of type [\w.*\[\]]*(response|completion|chunk)\b` +
+	`|\bfailed to deseriali[sz]e (the )?(api |server |http )?response\b` +
+	`|\battempt to decode json with unexpected mimetype\b` +
+	`|\berror -?\d+ while decompressing data\b`
+
+// A file the process may not open, and a disk over its quota, are this
+// machine's errors, not a provider's: Go's "open /etc/x: permission denied",
+// Python's "[Errno 13] Permission denied", Node's "EACCES: permission denied,
+// open", the kernel's "disk quota exceeded" (EDQUOT).
+var (
+	reFilePermission = rx(`\b(open|read|write|stat|lstat|mkdir|remove|rename|chmod|unlink|exec|fork/exec)\s+\S*/\S*:\s*permission denied\b|\[errno 13\]|\beacces: permission denied, \w+ '`)
+	reDiskQuota      = rx(`\bdisk quota\b|\bedquot\b`)
+	// EAGAIN from a system call ("fork/exec /usr/bin/ollama: resource
+	// temporarily unavailable"): this machine is short of processes or
+	// descriptors, no provider is busy.
+	reEAGAIN = rx(`\b(fork/exec|exec|read|write|accept|open|pipe|clone)\b[^|]{0,80}: resource temporarily unavailable\b`)
+)

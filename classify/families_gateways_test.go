@@ -36,7 +36,18 @@ import (
 //     example or scenario, advice, a negated verb (C7);
 //   - a named parameter after "this model is not supported" (format);
 //   - a provider's error document carried as a string inside a client's
-//     wrapper, read as a document.
+//     wrapper, read as a document;
+//   - a client library that could not fit the answer into its response type
+//     (pydantic, Jackson, System.Text.Json, Go, serde, aiohttp, httpx): the provider's answer was broken (C6), while a request
+//     type that failed validation stays format and an undecodable error stays
+//     unclassified;
+//   - Tencent Cloud's AuthFailure and arrears codes (Hunyuan), ERNIE's "max
+//     length of current question", a free allowance reached with no reset
+//     (billing; with a reset it is a window, C3), Bedrock's schema "key [x]";
+//   - this machine's own errors (a file it may not open, a disk over quota, a
+//     fork short of processes, a configuration key) and family words in other
+//     senses (a git branch's upstream, a handshake that completed) are no
+//     provider's failure (C7).
 func TestClassify_FamiliesGatewaysRegionalStacks(t *testing.T) {
 	checkReasons(t, []reasonCase{
 		// a router or gateway that will not reach this provider
@@ -122,6 +133,53 @@ func TestClassify_FamiliesGatewaysRegionalStacks(t *testing.T) {
 		{"any", 0, "In high load scenarios we prefer to fail fast.", ReasonUnclassified},
 		{"any", 0, "Requests may queue, e.g. when our servers are busy.", ReasonUnclassified},
 		{"any", 503, "Our servers are busy right now. Please try again later.", ReasonOverloaded},
+		// a client that could not fit the provider's answer into its response type
+		{"openai", 200, "pydantic_core._pydantic_core.ValidationError: 1 validation error for ChatCompletion\nchoices\n  Field required [type=missing, input_value={'id': 'x'}, input_type=dict]", ReasonTimeout},
+		{"anthropic", 200, "pydantic_core._pydantic_core.ValidationError: 2 validation errors for Message\ncontent\n  Field required", ReasonTimeout},
+		{"vllm", 400, `{"object":"error","message":"1 validation error for ChatCompletionRequest\nmessages\n  Field required","type":"BadRequestError","code":400}`, ReasonFormat},
+		{"openai", 0, "com.fasterxml.jackson.databind.exc.MismatchedInputException: Cannot deserialize value of type `com.theokanning.openai.completion.chat.ChatCompletionResult` from Array value", ReasonTimeout},
+		{"openai", 0, `com.fasterxml.jackson.databind.exc.UnrecognizedPropertyException: Unrecognized field "error" (class com.theokanning.openai.completion.chat.ChatCompletionResult), not marked as ignorable`, ReasonTimeout},
+		{"any", 400, `{"error":{"message":"Unrecognized field \"foo\" in request body"}}`, ReasonFormat},
+		{"openai", 0, "System.Text.Json.JsonException: The JSON value could not be converted to OpenAI.Chat.ChatCompletion. Path: $ | LineNumber: 0 | BytePositionInLine: 1.", ReasonTimeout},
+		{"openai", 0, "json: cannot unmarshal array into Go value of type openai.ChatCompletionResponse", ReasonTimeout},
+		{"ollama", 400, `{"error":"json: cannot unmarshal string into Go struct field ChatRequest.messages of type []api.Message"}`, ReasonFormat},
+		{"one-api", 0, "json: cannot unmarshal string into Go struct field Error.Response.Error.Code of type int", ReasonUnclassified},
+		{"openai", 0, "failed to deserialize api response: missing field `choices` at line 1 column 84", ReasonTimeout},
+		{"any", 0, "aiohttp.client_exceptions.ContentTypeError: 0, message='Attempt to decode JSON with unexpected mimetype: text/html; charset=utf-8'", ReasonTimeout},
+		{"any", 0, "httpx.DecodingError: Error -3 while decompressing data: incorrect header check", ReasonTimeout},
+		// Tencent Cloud's codes (Hunyuan), ERNIE's question limit, a free allowance reached
+		{"hunyuan", 200, `{"Response":{"Error":{"Code":"AuthFailure.SignatureExpire","Message":"签名过期。"},"RequestId":"x"}}`, ReasonAuth},
+		{"hunyuan", 200, `{"Response":{"Error":{"Code":"AuthFailure.SecretIdNotFound","Message":"The SecretId is not found."},"RequestId":"x"}}`, ReasonAuth},
+		{"hunyuan", 200, `{"Response":{"Error":{"Code":"ResourceInsufficient.ChargeResourceExhaust","Message":"计费资源已耗尽"},"RequestId":"x"}}`, ReasonBilling},
+		{"hunyuan", 200, `{"Response":{"Error":{"Code":"ResourceUnavailable.InArrears","Message":"账号已欠费。"},"RequestId":"x"}}`, ReasonBilling},
+		{"any", 500, "系统计算资源已耗尽，请稍后再试", ReasonTimeout}, // compute, not money
+		{"ernie", 200, `{"error_code":336103,"error_msg":"the max length of current question is 11200"}`, ReasonContextOverflow},
+		{"qianfan", 400, `{"error":{"code":"invalid_argument","message":"the max input characters is 20000"}}`, ReasonContextOverflow},
+		{"replicate", 402, `{"title":"Free time limit reached","detail":"You have reached the free time limit. To continue using Replicate, set up billing at https://replicate.com/account/billing#billing.","status":402}`, ReasonBilling},
+		{"any", 403, "You have hit the free usage limit. Add a payment method to keep going.", ReasonBilling},
+		{"huggingface", 429, `{"error":"Rate limit reached. You reached free usage limit (reset hourly). Please subscribe to a plan at https://huggingface.co/pricing to use the API at this rate"}`, ReasonRateLimit},
+		{"bedrock", 400, "ValidationException: Malformed input request: #: extraneous key [foo] is not permitted, please reformat your input and try again.", ReasonFormat},
+		{"bedrock", 400, "ValidationException: Malformed input request: #: required key [messages] not found, please reformat your input and try again.", ReasonFormat},
+		{"any", 401, "Malformed API key.", ReasonAuth},
+		// this machine's errors, and words of the families in other senses (C7)
+		{"any", 0, "write /var/lib/detour/state.db: disk quota exceeded", ReasonUnclassified},
+		{"any", 429, `{"error":{"message":"Quota exceeded for requests per minute."}}`, ReasonRateLimit},
+		{"any", 0, "open /root/.config/detour/config.yaml: permission denied", ReasonUnclassified},
+		{"any", 0, "PermissionError: [Errno 13] Permission denied: '/home/user/.cache/huggingface/token'", ReasonUnclassified},
+		{"any", 0, "Error: EACCES: permission denied, open '/Users/me/.continue/config.json'", ReasonUnclassified},
+		{"vertex", 403, `{"error":{"code":403,"message":"Permission denied on resource project my-project.","status":"PERMISSION_DENIED"}}`, ReasonAuth},
+		{"ollama", 0, "fork/exec /usr/local/bin/ollama: resource temporarily unavailable", ReasonUnclassified},
+		{"any", 503, "The service is temporarily unavailable.", ReasonOverloaded},
+		{"any", 0, `the key "region" is required in section [aws]`, ReasonFormat},
+		{"any", 401, "Key is invalid.", ReasonAuth},
+		{"any", 0, "TLS handshake completed.", ReasonUnclassified},
+		{"any", 0, "remote error: tls: handshake failure", ReasonTimeout},
+		{"any", 0, "net/http: TLS handshake timeout", ReasonTimeout},
+		{"any", 0, "The upstream branch was merged into main.", ReasonUnclassified},
+		{"any", 502, "upstream connect error or disconnect/reset before headers. reset reason: connection failure", ReasonTimeout},
+		{"any", 503, "no healthy upstream", ReasonTimeout},
+		{"any", 502, `{"error":{"message":"Upstream returned 502","type":"upstream_error"}}`, ReasonTimeout},
+		{"any", 0, "failed to reach the upstream provider", ReasonTimeout},
 		// a named parameter after "not supported" is the request's
 		{"openai", 400, `{"error":{"message":"Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.","type":"invalid_request_error","param":"max_tokens","code":"unsupported_parameter"}}`, ReasonFormat},
 		{"any", 400, "temperature is not supported with this model", ReasonFormat},
