@@ -357,6 +357,8 @@ var families = []family{
 		// status the relay sends with it.
 		pat("sensitive-words", "sensitive", `\bsensitive[ _]words?[ _](detected|found|hit|matched)\b|\b(detected|found|contains?|hit) (a |an )?sensitive[ _]words?\b`),
 		lit("sensitive-zh", "敏感", "内容安全", "内容审核", "安全审核", "不当内容", "违规内容", "内容违规", "不合规内容", "涉及违规", "含有违规", "不安全"),
+		// Japanese and Korean: content refused by a safety or content policy.
+		lit("sensitive-ja-ko", "不適切な内容", "不適切なコンテンツ", "安全ポリシーに違反", "コンテンツポリシーに違反", "ポリシーに違反", "有害なコンテンツ", "부적절한 콘텐츠", "부적절한 내용", "유해한 콘텐츠", "콘텐츠 정책", "안전 정책", "정책을 위반", "정책 위반"),
 	}},
 	{name: "auth-permanent", rank: rankAuthPermanent, reason: ReasonAuthPermanent, rules: []rule{
 		pat("subject-disabled", "deactivated|suspended|banned|revoked|terminated|disabled|deleted|frozen|blocked|restricted|locked",
@@ -423,6 +425,7 @@ var families = []family{
 			unlessRe(rx(reGoogleMetric.String() + `|\b(daily|weekly|monthly|hourly|per[ -](minute|second|hour|day)|today|reset|resets|refresh|rate)\b`)),
 		pat("over-budget", "budget", `\bover (the |its |your )?budget\b|\bexceededbudget\b`),
 		lit("balance-zh", "余额不足", "欠费", "账户余额", "余量已用尽", "无可用资源包", "资源包已用完", "资源包已耗尽", "套餐已过期", "套餐已到期", "未购买", "请购买", "余额已用完", "余额为0", "计费资源已耗尽", "计费资源不足", "信用额度", "额度已用尽", "额度已用完", "额度已耗尽"),
+		lit("balance-ja-ko", "残高が不足", "残高不足", "クレジットが不足", "クレジット残高が不足", "クレジットを使い切", "支払いが必要", "お支払い", "잔액이 부족", "잔액 부족", "크레딧이 부족", "크레딧 부족", "크레딧을 모두 사용", "결제가 필요", "결제 정보"),
 		lit("credit-zh", "额度不足").unlessRe(rx(`每日|每天|每周|每月|每小时|今日|本周|本月`)),
 	}},
 	{name: "usage-window", rank: rankWindow, reason: ReasonRateLimit, rules: []rule{
@@ -479,11 +482,13 @@ var families = []family{
 		pat("length-over-seq-len", "max_seq_len|max_model_len|n_ctx|max_position_embeddings|sequence length|context",
 			`\b(request|prompt|input|context)[ _](length|len|size)\b~\b(is )?(greater|longer|larger|more) than (the )?(max_seq_len|max_model_len|n_ctx|max_position_embeddings|max(imum)?[ _](sequence|context)[ _](length|len|size)|context (length|size|window))\b`),
 		// Baidu ERNIE's "the max length of current question is 11200", "the max
-		// input characters is 20000": a limit on the prompt stated as the error.
-		pat("max-question-length", "the max", `\bthe max(imum)? (length|input (characters|tokens)|tokens) of (the )?(current )?(question|prompt|input|messages?) is [\d,]+|\bthe max(imum)? input (characters|tokens) is [\d,]+`),
+		// input characters is 20000", Snowflake Cortex's "max tokens of 8192
+		// exceeded": a limit on the prompt stated as the error.
+		pat("max-question-length", "the max|tokens of", `\bthe max(imum)? (length|input (characters|tokens)|tokens) of (the )?(current )?(question|prompt|input|messages?) is [\d,]+|\bthe max(imum)? input (characters|tokens) is [\d,]+|\bmax(imum)? tokens of [\d,]+ exceeded\b`),
 		// GPT4All's "The prompt is 9884 tokens and the context window is 2048!"
 		rule{name: "prompt-vs-window", keys: []string{"context"}, also: []string{"token"}, check: func(c *textCtx, _ string) bool { return promptOverWindow(c.text) }},
 		lit("context-zh", "上下文过长", "上下文超出", "上下文长度超", "超出最大上下文", "超出上下文", "超过上下文", "请压缩上下文", "输入过长", "输入长度超", "超出最大长度", "超过最大长度", "超过模型最大", "超出模型最大", "文本过长", "长度超过限制", "超出长度限制", "超长"),
+		lit("context-ja-ko", "コンテキスト長を超え", "コンテキストの長さを超え", "コンテキストウィンドウを超え", "最大トークン数を超え", "トークン数の上限を超え", "入力が長すぎ", "プロンプトが長すぎ", "メッセージが長すぎ", "컨텍스트 길이를 초과", "컨텍스트 길이 초과", "컨텍스트 창을 초과", "최대 토큰 수를 초과", "입력이 너무 깁", "프롬프트가 너무 깁", "입력 길이를 초과"),
 	}},
 	{name: "runtime-crashed", rank: rankCrashed, reason: ReasonUnclassified, rules: []rule{
 		// A local runtime whose process died (a GPU driver abort, a corrupt model
@@ -511,13 +516,14 @@ var families = []family{
 			unlessRe(rx(`\b(error|failed|failure|unable|cannot|could not) (while )?(loading|to load)\b`)), // a load that failed is not one under way
 		// Lepton, Modal, Baseten: a deployment that is scaling or starting is
 		// there and will serve shortly.
-		pat("scaling-up", "scaling|warming|starting|spinning|cold|booting", `\b(model|deployment|endpoint|app|server|service|instance|replica|container)s?\b~\b(is |are )?(still )?(scaling up|warming up|starting up|spinning up|cold[- ]starting|booting)\b`),
+		pat("scaling-up", "scaling|warming|starting|spinning|cold|booting", `\b(model|deployment|endpoint|app|server|service|instance|replica|container|function|worker)s?\b~\b(is |are )?(still )?(scaling up|warming up|starting up|spinning up|cold[- ]starting|booting)\b`),
 		pat("temporarily-unavailable", "temporarily", `\btemporarily (unavailable|unable to (handle|process|serve|accept))\b`).unlessRe(reEAGAIN),
 		pat("model-unavailable-later", "unavailable", `\bmodel\b~\b(is |currently )?unavailable\b`).and("try again|retry|later|shortly|moment").
 			unlessRe(rx(reModelRegion)), // not served in this region: model_not_found
 		// "服务器忙，稍后再试" (server busy, try later): 忙 alone, after its subject.
 		pat("busy-subject-zh", "忙", `(服务器|服务|系统|模型|引擎|接口|后台|平台)(正|太|很|较)?忙`),
 		lit("busy-zh", "繁忙", "过载", "负载过高", "负载较高", "访问量过大", "请求量过大", "资源紧张", "算力不足", "模型未就绪", "模型加载中", "模型正在加载", "暂时不可用"),
+		lit("busy-ja-ko", "混雑", "混み合って", "過負荷", "高負荷", "アクセスが集中", "サーバーが混", "과부하", "혼잡", "서버가 바쁩", "서버가 사용량이 많", "사용량이 많아"),
 	}},
 	{name: "rate-limit", rank: rankRateLimit, reason: ReasonRateLimit, rules: []rule{
 		pat("rate-limit", "rate", `\brate[ _-]?limit(ed|ing)\b|\brate[ _-]?limits?[ _](exceeded|reached|hit|error|exhausted|is exceeded|has been|of|for|on|reset|exceeded)|\brate_limit|\bratelimit|\b(exceed\w*|reached|hit|over|past|exhausted|used up)\b~\brate[ _-]?limits?\b|\brate[ _-]?limits?\W*$`).
@@ -539,6 +545,7 @@ var families = []family{
 		pat("slow-down", "slow", `\bslow (down|your rate)\b`),
 		pat("cooldown", "cool", `\bmodel[ _]cooldown\b|\bcooling down\b`),
 		lit("frequent-zh", "请求过于频繁", "频繁", "频率", "限流", "并发", "速率", "配额", "请求过多", "太多请求", "限速", "超过限制"),
+		lit("frequent-ja-ko", "リクエストが多すぎ", "リクエスト数が多すぎ", "レート制限", "レートリミット", "リクエスト制限", "リクエスト数の上限", "요청이 너무 많", "요청 한도", "호출 한도", "속도 제한", "요청 제한", "요청 수 제한"),
 	}},
 	{name: "billing-remedy", rank: rankBillingRemedy, reason: ReasonBilling, rules: []rule{
 		pat("buy-credits", "credit", `\b(purchase|buy|add|top up)\b~\bcredits?\b`).when(notHypothetical),
@@ -573,6 +580,7 @@ var families = []family{
 		// organisation policy refuses the upstream, or it has no route for it. The
 		// router's key is good for its other providers.
 		pat("provider-unusable", "provider", `\bproviders?\b~\b(is |are )?not (allowed|permitted|enabled) (for|by|in) (this |your |the )?(organi[sz]ation|org|team|workspace|account|data polic(y|ies))\b|\bfailed to (get|find|load|resolve) (the )?(config(uration)?|route|credentials) for (the )?provider\b|\bno (config(uration)?|route|routes) (found )?for (the )?provider\b|\bprovider\b~\bis not configured\b`),
+		pat("no-such-model", "no such model", `\bno such model\b`),
 		pat("model-missing", "model", `\bmodels?\b~\b(not found|does not exist|doesn't exist|do not exist|not exists?|could not be found|cannot be found|can't be found|is not available|not available|is not supported|not supported|isn't supported|isn't available|deprecated|decommissioned|retired|deactivated|no longer (available|supported|exists?|served)|not enabled|not loaded|not served|not accessible|disabled|is invalid|is not a valid|not a valid|legacy)\b`).
 			// one of the phrases must be there: "not" alone let "not authorized"
 			// start the gap at every "model" of a body
@@ -598,6 +606,7 @@ var families = []family{
 		// engine is not loaded onto the truck" is prose.
 		pat("engine-not-loaded", "loaded", `\b(engine|deployment|endpoint|backend|runtime)s? (is |are |was )?(still )?(not|not yet) loaded( yet)?\W{0,3}(\||$)`),
 		pat("model-missing-zh", "模型|无可用渠道", `模型不存在|模型未找到|找不到模型|不支持该模型|不支持的模型|模型已下线|模型已下架|无可用渠道|模型[^。|]{0,20}(不存在|未找到|已下线|已下架)|(当前|该|此)模型不支持|无权(访问|使用|调用)(该)?模型|没有(权限)?(访问|使用)(该)?模型的权限`),
+		lit("model-missing-ja-ko", "モデルが見つかりません", "モデルは存在しません", "モデルが存在しません", "存在しないモデル", "モデルが利用できません", "모델을 찾을 수 없", "존재하지 않는 모델", "모델이 존재하지 않", "모델을 사용할 수 없"),
 	}},
 	{name: "auth", rank: rankAuth, reason: ReasonAuth, rules: []rule{
 		pat("bad-credential", "invalid|incorrect|wrong|bad|missing|expired|revoked|malformed",
@@ -615,6 +624,7 @@ var families = []family{
 		pat("ip-not-allowed", "ip", `\bip (address )?(is )?not (authori[sz]ed|allowed|whitelisted|permitted)\b|\bip_not_authorized\b`),
 		pat("signature", "signature|security token|unrecognizedclient", `\bsignature does not match\b|\bsecurity token\b~\binvalid\b|\bunrecognizedclient\b`),
 		lit("auth-zh", "鉴权失败", "认证失败", "身份验证失败", "无权访问", "未授权", "密钥无效", "令牌无效", "无效的令牌", "令牌已过期", "令牌验证失败", "没有权限", "权限不足", "禁止访问", "签名过期", "签名错误", "签名无效", "签名验证失败"),
+		lit("auth-ja-ko", "apiキーが無効", "無効なapiキー", "apiキーが正しくありません", "認証に失敗", "認証エラー", "アクセス権限がありません", "権限がありません", "유효하지 않은 api 키", "api 키가 유효하지", "잘못된 api 키", "api 키가 올바르지", "인증 실패", "인증에 실패", "인증 오류", "권한이 없습니다", "접근 권한이 없"),
 		pat("key-invalid-zh", "无效", `(api ?key|key|令牌|密钥|token)[^。|]{0,6}无效|无效的(api ?key|key|令牌|密钥)`),
 	}},
 	{name: "stream-broke", rank: rankStream, reason: ReasonTimeout, rules: []rule{
@@ -680,6 +690,7 @@ var families = []family{
 		pat("tls", "cert|ssl|tls|x509|handshake|eof occurred|wrong_version|fatal alert|unknown_ca",
 			`\bcertificate[_ ]verify[_ ]failed\b|\bself[- _]signed[ _](cert|certificate)\b|\bself_signed_cert_in_chain\b|\bdepth_zero_self_signed_cert\b|\bunable to (get|verify) (the )?(local issuer|first|issuer) certificate\b|\bunable_to_(get_issuer_cert_locally|verify_leaf_signature)\b|\bcert_has_expired\b|\bcertificate has expired\b|\bx509:|\berr_tls_cert_altname_invalid\b|\bdoes not match certificate'?s altnames\b|\b(sslerror|ssleoferror|sslcertverificationerror|sslzeroreturnerror)\b|\[ssl[:\]]|\beof occurred in violation of protocol\b|\bwrong[_ ]version[_ ]number\b|\bssl connection could not be established\b|\bssl routines\b|\bhandshake[_ ]failure\b|\bssl_error_\w+|\bssl_connect\b|\btlsfatalalert\b|\breceived fatal alert\b|\bcertificate_unknown\b|\bunknown_ca\b|\bbad_certificate\b`),
 		lit("server-zh", "内部错误", "服务器错误", "服务器内部错误", "系统错误", "系统异常", "网络错误", "网络异常", "服务不可用", "请求超时", "连接超时", "连接错误", "超时"),
+		lit("server-ja-ko", "内部エラー", "サーバーエラー", "タイムアウト", "接続エラー", "接続がタイムアウト", "내부 오류", "서버 오류", "시간 초과", "연결 오류", "시간이 초과"),
 	}},
 }
 

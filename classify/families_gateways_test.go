@@ -44,6 +44,9 @@ import (
 //   - Tencent Cloud's AuthFailure and arrears codes (Hunyuan), ERNIE's "max
 //     length of current question", a free allowance reached with no reset
 //     (billing; with a reset it is a window, C3), Bedrock's schema "key [x]";
+//   - Japanese and Korean wordings of each family (C2: the text over the
+//     status), a model host's "no such model", a function scaling up (C5),
+//     Cortex's "max tokens of N exceeded" (C8), a monthly request count (C3);
 //   - this machine's own errors (a file it may not open, a disk over quota, a
 //     fork short of processes, a configuration key) and family words in other
 //     senses (a git branch's upstream, a handshake that completed) are no
@@ -161,6 +164,30 @@ func TestClassify_FamiliesGatewaysRegionalStacks(t *testing.T) {
 		{"bedrock", 400, "ValidationException: Malformed input request: #: extraneous key [foo] is not permitted, please reformat your input and try again.", ReasonFormat},
 		{"bedrock", 400, "ValidationException: Malformed input request: #: required key [messages] not found, please reformat your input and try again.", ReasonFormat},
 		{"any", 401, "Malformed API key.", ReasonAuth},
+		// Japanese and Korean wordings: the text says more than the status (C2)
+		{"sakana", 200, `{"error":{"message":"リクエストが多すぎます。しばらくしてから再度お試しください。"}}`, ReasonRateLimit},
+		{"any", 400, `{"error":{"message":"レート制限に達しました。"}}`, ReasonRateLimit},
+		{"any", 200, `{"error":{"message":"요청이 너무 많습니다. 잠시 후 다시 시도해 주세요."}}`, ReasonRateLimit},
+		{"any", 500, `{"error":{"message":"サーバーが混雑しています。しばらくしてから再度お試しください。"}}`, ReasonOverloaded},
+		{"any", 503, `{"error":{"message":"서버가 과부하 상태입니다. 잠시 후 다시 시도해 주세요."}}`, ReasonOverloaded},
+		{"any", 400, `{"error":{"message":"APIキーが無効です。"}}`, ReasonAuth},
+		{"any", 400, `{"error":{"message":"유효하지 않은 API 키입니다."}}`, ReasonAuth},
+		{"any", 200, `{"error":{"message":"クレジット残高が不足しています。"}}`, ReasonBilling},
+		{"any", 400, `{"error":{"message":"잔액이 부족합니다. 충전 후 다시 시도해 주세요."}}`, ReasonBilling},
+		{"any", 400, `{"error":{"message":"入力が長すぎます。最大トークン数を超えています。"}}`, ReasonContextOverflow},
+		{"any", 400, `{"error":{"message":"입력 토큰 수가 모델의 최대 컨텍스트 길이를 초과했습니다."}}`, ReasonContextOverflow},
+		{"any", 400, `{"error":{"message":"入力内容が安全ポリシーに違反しています。"}}`, ReasonContentFilter},
+		{"any", 400, `{"error":{"message":"부적절한 콘텐츠가 감지되었습니다."}}`, ReasonContentFilter},
+		{"any", 400, `{"error":{"message":"指定されたモデルは存在しません。"}}`, ReasonModelNotFound},
+		{"any", 400, `{"error":{"message":"모델을 찾을 수 없습니다: hcx-007"}}`, ReasonModelNotFound},
+		{"any", 0, "接続がタイムアウトしました。", ReasonTimeout},
+		{"any", 0, "残高照会は毎月一日に更新されます。", ReasonUnclassified},
+		{"any", 0, "모델 목록이 업데이트되었습니다.", ReasonUnclassified},
+		// a model host's "no such model", a function scaling up, Cortex's token limit
+		{"cloudflare", 400, `{"errors":[{"message":"No such model @cf/meta/llama-5 or task","code":5007}],"success":false}`, ReasonModelNotFound},
+		{"modal", 503, "modal-http: Function is scaling up, please retry", ReasonOverloaded},
+		{"snowflake-cortex", 400, `{"message":"max tokens of 8192 exceeded","request_id":"x","error_code":"390400"}`, ReasonContextOverflow},
+		{"kiro", 402, `{"message":"You have reached the limit.","reason":"MONTHLY_REQUEST_COUNT"}`, ReasonRateLimit},
 		// this machine's errors, and words of the families in other senses (C7)
 		{"any", 0, "write /var/lib/detour/state.db: disk quota exceeded", ReasonUnclassified},
 		{"any", 429, `{"error":{"message":"Quota exceeded for requests per minute."}}`, ReasonRateLimit},
