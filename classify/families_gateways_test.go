@@ -236,3 +236,39 @@ func TestClassify_NestedErrorDocument(t *testing.T) {
 		t.Errorf("message %q, want the inner document's", f.Message)
 	}
 }
+
+// TestClassify_PythonDictDocument: a Python SDK's quote of the provider's body
+// (a dict, single quotes, None, True) is read as the document it prints: its
+// codes count, its values are parts of their own, and the verdict's message
+// is the provider's (C2).
+func TestClassify_PythonDictDocument(t *testing.T) {
+	checkReasons(t, []reasonCase{
+		{"openai", 0, `Error code: 429 - {'error': {'message': 'Request failed.', 'type': 'insufficient_quota', 'param': None, 'code': 'insufficient_quota'}}`, ReasonBilling},
+		{"anthropic", 0, `Error code: 529 - {'type': 'error', 'error': {'type': 'overloaded_error', 'message': 'Overloaded'}}`, ReasonOverloaded},
+		{"openai", 0, `Error code: 400 - {'error': {'message': "This model's maximum context length is 8192 tokens.", 'type': 'invalid_request_error', 'param': 'messages', 'code': 'context_length_exceeded'}}`, ReasonContextOverflow},
+		{"gemini", 0, `400 INVALID_ARGUMENT. {'error': {'code': 400, 'message': 'API key not valid. Please pass a valid API key.', 'status': 'INVALID_ARGUMENT', 'details': [{'@type': 'type.googleapis.com/google.rpc.ErrorInfo', 'reason': 'API_KEY_INVALID', 'domain': 'googleapis.com'}]}}`, ReasonAuth},
+		{"any", 0, `Error code: 500 - {'detail': 'It\'s down', 'retry': True}`, ReasonTimeout},
+		// a Python literal that is no document stays text
+		{"any", 0, `ValueError: ('invalid api key', <Response [401]>)`, ReasonAuth},
+		{"any", 0, `{'a': set()}`, ReasonUnclassified},
+	})
+	f := Classify(Response{Provider: "openai", Body: `Error code: 401 - {'error': {'message': 'Incorrect API key provided.', 'type': 'invalid_request_error', 'param': None, 'code': 'invalid_api_key'}}`}, corpusNow)
+	if f.Reason != ReasonAuth || f.Code != "invalid_api_key" {
+		t.Errorf("got %s code %q, want auth with the document's code", f.Reason, f.Code)
+	}
+	for _, c := range []struct{ in, want string }{
+		{`{'a': 'b', 'c': None, 'd': True, 'e': False, 'f': [1, 2.5]}`, `{"a": "b", "c": null, "d": true, "e": false, "f": [1, 2.5]}`},
+		{`{'m': "it's \"x\""}`, `{"m": "it's \"x\""}`},
+		{`{'m': 'it\'s \xe9'}`, `{"m": "it's \u00e9"}`},
+		{`{'m': 'a\qb'}`, `{"m": "a\\qb"}`},
+	} {
+		if got, ok := pythonToJSON(c.in); !ok || got != c.want {
+			t.Errorf("pythonToJSON(%s) = %s, %v; want %s", c.in, got, ok, c.want)
+		}
+	}
+	for _, bad := range []string{`{'a': set()}`, `{'a': 'unterminated}`, `{'a': <object at 0x1>}`} {
+		if _, ok := pythonDocument(bad); ok {
+			t.Errorf("pythonDocument(%s) read a document", bad)
+		}
+	}
+}
