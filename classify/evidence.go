@@ -220,6 +220,17 @@ func pythonDocument(s string) (any, bool) {
 	return v, true
 }
 
+// plainRun is the length of the prefix of s that a JSON string holds as it
+// is: no quote q, no '"', no backslash, no control byte.
+func plainRun(s string, q byte) int {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == q || c == '"' || c == '\\' || c < 0x20 {
+			return i
+		}
+	}
+	return len(s)
+}
+
 // pythonToJSON rewrites a Python literal of dicts, lists, strings, numbers,
 // None, True and False as JSON; anything else (a tuple's words, a class
 // name) fails it.
@@ -233,6 +244,12 @@ func pythonToJSON(s string) (string, bool) {
 			b.WriteByte('"')
 			i++
 			for ; i < len(s) && s[i] != c; i++ {
+				// copy the plain run up to the next quote, escape or control byte
+				if k := plainRun(s[i:], c); k > 0 {
+					b.WriteString(s[i : i+k])
+					i += k - 1
+					continue
+				}
 				ch := s[i]
 				switch {
 				case ch == '\\' && i+1 < len(s):

@@ -807,14 +807,16 @@ func (p *tripleFilter) mayHold(k string) bool {
 	if len(k) < 3 {
 		return true
 	}
-	n := len(k) - 3
-	for _, i := range [3]int{0, n, n / 2} {
-		h := tripleHash(k[i], k[i+1], k[i+2])
-		if p[h>>6]&(1<<(h&63)) == 0 {
-			return false
-		}
+	if !p.holds(k[0], k[1], k[2]) {
+		return false // most keys stop here
 	}
-	return true
+	n := len(k) - 3
+	return n == 0 || p.holds(k[n], k[n+1], k[n+2]) && p.holds(k[n/2], k[n/2+1], k[n/2+2])
+}
+
+func (p *tripleFilter) holds(a, b, c byte) bool {
+	h := tripleHash(a, b, c)
+	return p[h>>6]&(1<<(h&63)) != 0
 }
 
 // find reports whether the rule holds on c.text, with the matched text.

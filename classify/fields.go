@@ -348,7 +348,11 @@ func fieldStep(c *textCtx) (exact, hint, typ fieldHit) {
 			continue
 		}
 		// A code the table does not know is read for its meaning, as a hint:
-		// "ServiceQuotaExceededException" says "quota exceeded".
+		// "ServiceQuotaExceededException" says "quota exceeded". A bare number
+		// has no words to read (provider tables above read numbers).
+		if allDigits(n) {
+			continue
+		}
 		sub := textCtx{text: n, provider: c.provider, status: c.status, rawHTTP: c.rawHTTP, ev: c.ev}
 		m := first(scan(&sub), func(f *family) bool {
 			return f.rank != rankAborted && f.rank != rankNotASignal && f.rank != rankBillingRemedy
