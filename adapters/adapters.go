@@ -36,6 +36,19 @@ type Inbound struct {
 	// threads are the sessions "<SessionKey>:<thread ts>"); it names them for the
 	// answer, e.g. "new threads in #general".
 	DefaultsFor string
+	// Files are the files sent with the message (I1-I4): read through the
+	// adapter's FileReader when the turn needs them.
+	Files []File
+	// Earlier is set when the bot is addressed for the first time in a
+	// conversation that began without it (a Slack thread it did not start, a
+	// Discord thread): where the conversation's earlier messages can be read
+	// through the adapter's HistoryReader (H1). Opaque to everyone but the
+	// adapter; "" = nothing to read.
+	Earlier string
+	// RepliesTo is set when the message answers earlier messages of its
+	// channel (a Discord reply chain): where that chain can be read, for this
+	// message only (H1). Opaque like Earlier.
+	RepliesTo string
 	// Conversation is the kind of place the message came from
 	// (ConversationDirect, ConversationGroup, ConversationChannel), as
 	// access.direct_messages sees it (T5); "" = as Direct says.
@@ -144,6 +157,11 @@ type Stream interface {
 	// adapter throttles and may show it later or partly; it must not block on
 	// the platform's rate limits.
 	Update(ctx context.Context, text string) error
+	// Restart takes down what the stream shows (a failed attempt's text) and,
+	// when lead is not nil, posts lead as a message of its own before any text
+	// that follows: the fallback notice above the fallback's answer (A5). Like
+	// Update, it does not wait for the platform.
+	Restart(ctx context.Context, lead *Outbound) error
 	// Finish replaces what was shown with the final message (the complete
 	// answer, or an error) and ends the stream; no text may be left that is
 	// not part of final. When the platform refused to stream, Finish posts
@@ -165,10 +183,8 @@ func Sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
 	select {
-	case <-t.C:
+	case <-time.After(d): // collected once it fires or is dropped (Go 1.23)
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

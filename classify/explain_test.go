@@ -85,6 +85,7 @@ func TestDescribe_PlainWords(t *testing.T) {
 		{ReasonIdleTimeout, 200, "stalled (no output)"},
 		{ReasonConsecutiveTimeout, 0, "kept failing"},
 		{ReasonContextWindow, 0, "context window too small"},
+		{ReasonImageInput, 0, "does not take images"}, // covers I5
 	}
 	for _, c := range cases {
 		if got := Describe(c.r, c.status); got != c.want {

@@ -1,5 +1,5 @@
 // Package commands parses the chat commands detour understands on every channel
-// (/model, /models, /new, /reset, /status, /recover, /help) and renders their
+// (/model, /models, /new, /reset, /compact, /status, /usage, /recover, /help) and renders their
 // texts (help, usage, the model list, /status) in plain words. Running a command against a session is the sessions
 // router's job; this package is pure and never panics on any input (fuzzed).
 package commands
@@ -20,13 +20,15 @@ const (
 	CmdModels  Name = "models" // the models people can choose (also "/model list")
 	CmdNew     Name = "new"
 	CmdReset   Name = "reset"
+	CmdCompact Name = "compact" // R17: summarise the conversation now
 	CmdStatus  Name = "status"
+	CmdUsage   Name = "usage" // U3, U4: paid calls, tokens and cost
 	CmdRecover Name = "recover"
 	CmdHelp    Name = "help"
 )
 
 // Names lists the known commands in help order.
-var Names = []Name{CmdModel, CmdModels, CmdNew, CmdReset, CmdStatus, CmdRecover, CmdHelp}
+var Names = []Name{CmdModel, CmdModels, CmdNew, CmdReset, CmdCompact, CmdStatus, CmdUsage, CmdRecover, CmdHelp}
 
 // Known reports whether n is a known command name.
 func Known(n Name) bool {
@@ -49,6 +51,7 @@ type Command struct {
 	Profile string // /model provider/model@profile: the profile id ("provider:name"); /recover: a profile id
 	Default bool   // /model default: clear the user's choice
 	List    bool   // /models, /model list: list the models people can choose
+	All     bool   // /usage all: everyone's usage (admins)
 	// Err is a short answer saying what would work, when the arguments are bad.
 	Err string
 }
@@ -94,7 +97,7 @@ func Parse(text string) (Command, bool) {
 	}
 	c := Command{Name: name, Args: args}
 	if c.Err = c.validate(); c.Err != "" {
-		c.Ref, c.Alias, c.Profile, c.Default, c.List = "", "", "", false, false
+		c.Ref, c.Alias, c.Profile, c.Default, c.List, c.All = "", "", "", false, false, false
 	}
 	return c, true
 }
@@ -150,7 +153,9 @@ var Usage = map[Name]string{
 	CmdModels:  "/models",
 	CmdNew:     "/new [provider/model | alias]",
 	CmdReset:   "/reset",
+	CmdCompact: "/compact",
 	CmdStatus:  "/status",
+	CmdUsage:   "/usage [all]",
 	CmdRecover: "/recover <provider/model | profile-id>",
 	CmdHelp:    "/help",
 }
@@ -286,8 +291,16 @@ func (c *Command) validate() string {
 		default:
 			return usage
 		}
-	case CmdReset, CmdStatus:
+	case CmdReset, CmdStatus, CmdCompact:
 		if len(c.Args) != 0 {
+			return usage
+		}
+	case CmdUsage:
+		switch {
+		case len(c.Args) == 0:
+		case len(c.Args) == 1 && strings.EqualFold(c.Args[0], "all"):
+			c.All = true
+		default:
 			return usage
 		}
 	case CmdRecover:
@@ -314,7 +327,9 @@ func HelpText() string {
 		Usage[CmdModels] + " — the models you can choose, with their aliases (also /model list)",
 		Usage[CmdNew] + " — start a new conversation, optionally on a model",
 		Usage[CmdReset] + " — start over: clear the conversation and every model choice",
+		Usage[CmdCompact] + " — replace the conversation so far by a summary, to keep it short",
 		Usage[CmdStatus] + " — which model answers and why, what is tried next, cooldowns, usage and cost",
+		Usage[CmdUsage] + " — your paid calls, tokens and estimated cost today and this month; all: everyone's (admins)",
 		Usage[CmdRecover] + " — admins: probe now and mark it available again on success",
 		Usage[CmdHelp] + " — this text",
 	}, "\n")

@@ -164,7 +164,13 @@ type StatusInfo struct {
 	ContextWindow int
 	HistoryTurns  int
 	Compactions   int
-	Now           time.Time
+	// Summarised: the history holds a summary of dropped turns (R16);
+	// Earlier: it holds the thread's earlier messages (H2).
+	Summarised bool
+	Earlier    bool
+	// Images says where a message with images goes (I5).
+	Images string
+	Now    time.Time
 }
 
 func ts(t, now time.Time) string {
@@ -210,6 +216,9 @@ func In(d time.Duration) string {
 	}
 	return fmt.Sprintf("in %d days", int(d/(24*time.Hour)))
 }
+
+// Thousands writes n with a comma every three digits: 128,000.
+func Thousands(n int64) string { return thousands(n) }
 
 // thousands writes n with a comma every three digits: 128,000.
 func thousands(n int64) string {
@@ -340,8 +349,17 @@ func StatusText(s StatusInfo) string {
 	use += fmt.Sprintf("; %d turn(s) in history", s.HistoryTurns)
 	if s.Compactions > 0 {
 		use += fmt.Sprintf(", shortened %d time(s) to fit", s.Compactions)
+		if s.Summarised {
+			use += " (what was dropped is kept as a summary)"
+		}
 	}
 	line("%s", use)
+	if s.Earlier {
+		line("the thread's earlier messages are part of the context")
+	}
+	if s.Images != "" {
+		line("%s", s.Images)
+	}
 	if s.ContextWindow > 0 {
 		pct := float64(s.ContextTokens) * 100 / float64(s.ContextWindow)
 		line("context: about %s of %s tokens (%s)", thousands(int64(s.ContextTokens)), thousands(int64(s.ContextWindow)), percent(pct))

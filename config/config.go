@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -276,15 +277,38 @@ type AgentDefaults struct {
 	// PrimaryProbeInterval is failover.primary_probe_interval (5m): after a
 	// fallback, the primary is re-tried at most this often per session (S3).
 	PrimaryProbeInterval time.Duration
+	// ThreadContext is how a conversation begun in the middle of a thread
+	// reads what was said before (H1-H4).
+	ThreadContext ThreadContext
+	// Compaction is how history that no longer fits is shortened (R15, R16).
+	Compaction Compaction
 }
 
 // ModelChain is a primary model and its fallbacks (S1).
 type ModelChain struct {
 	Primary   failover.ModelRef
 	Fallbacks []failover.ModelRef
+	// ImageFallbacks are tried, after the chain's own models that take
+	// images, by a turn whose message holds images (I5).
+	ImageFallbacks []failover.ModelRef
 	// Allow holds patterns of further models people may choose with /model
 	// ("openai/*": '*' is any run of characters, '?' one character).
 	Allow []string
+}
+
+// ThreadContext is agents.defaults.thread_context (H1-H4).
+type ThreadContext struct {
+	// MaxMessages bounds the earlier messages read (20; 0 = none are read).
+	MaxMessages int
+}
+
+// Compaction is agents.defaults.compaction (R16).
+type Compaction struct {
+	// Summary replaces dropped turns by a summary a model writes (true);
+	// false drops them.
+	Summary bool
+	// SummaryMaxTokens caps the summary's length (400).
+	SummaryMaxTokens int
 }
 
 // Agent is one entry of agents.list.
@@ -312,7 +336,19 @@ type Model struct {
 	Selectable bool
 	// Aliases are short names for /model ("fast"), unique across models.
 	Aliases []string
+	// Input is what the model takes: InputText and, for models with vision,
+	// InputImage (I5). Unset = text only.
+	Input []string
 }
+
+// What a model may take (models.<ref>.input).
+const (
+	InputText  = "text"
+	InputImage = "image"
+)
+
+// TakesImages reports whether the model declares image input.
+func (m Model) TakesImages() bool { return slices.Contains(m.Input, InputImage) }
 
 // Limits are process-wide limits (B2), caps on what a provider may send (T1) and
 // each user's daily allowance (T6).
@@ -324,6 +360,12 @@ type Limits struct {
 	// Each user's daily allowance (T6), per UTC day; 0 = off.
 	PerUserDailyPaidCalls int
 	PerUserDailyUSD       float64
+	// Files people send with a message (I2): at most MaxFiles are read, each
+	// at most MaxFileBytes; a text file is put into the message when it holds
+	// at most MaxTextFileBytes.
+	MaxFileBytes     int // 5242880
+	MaxFiles         int // 4
+	MaxTextFileBytes int // 32768
 }
 
 // Notices says who gets fallback notices (B4).
@@ -370,10 +412,13 @@ func Default() *Config {
 		Agents: Agents{Defaults: AgentDefaults{
 			IdleTimeout:          60 * time.Second,
 			PrimaryProbeInterval: 5 * time.Minute,
+			ThreadContext:        ThreadContext{MaxMessages: 20},
+			Compaction:           Compaction{Summary: true, SummaryMaxTokens: 400},
 		}},
 		Models: map[failover.ModelRef]Model{},
 		Limits: Limits{MaxPaidAttemptsPerMinute: 120, MaxMessageBytes: 65536,
-			MaxResponseBytes: 8 << 20, MaxAnswerBytes: 1 << 20},
+			MaxResponseBytes: 8 << 20, MaxAnswerBytes: 1 << 20,
+			MaxFileBytes: 5 << 20, MaxFiles: 4, MaxTextFileBytes: 32 << 10},
 		Policy:  failover.DefaultPolicy(),
 		Notices: Notices{Users: "all"},
 	}

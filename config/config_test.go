@@ -140,7 +140,8 @@ func TestParse_Minimal_Defaults(t *testing.T) {
 	if cfg.Notices.Users != "all" || cfg.Admin.Channel != "" {
 		t.Errorf("notices/admin = %+v %+v", cfg.Notices, cfg.Admin)
 	}
-	if cfg.Limits != (Limits{MaxPaidAttemptsPerMinute: 120, MaxMessageBytes: 65536, MaxResponseBytes: 8388608, MaxAnswerBytes: 1048576}) { // T1
+	if cfg.Limits != (Limits{MaxPaidAttemptsPerMinute: 120, MaxMessageBytes: 65536, MaxResponseBytes: 8388608, MaxAnswerBytes: 1048576,
+		MaxFileBytes: 5242880, MaxFiles: 4, MaxTextFileBytes: 32768}) { // T1, I2
 		t.Errorf("limits = %+v", cfg.Limits)
 	}
 	if got := cfg.Agents.Defaults.IdleTimeout; got != 60*time.Second {
@@ -208,6 +209,10 @@ func TestParse_Full(t *testing.T) {
 		got, want any
 	}{
 		{"ladder", fmt.Sprint(p.CooldownLadder), "[10s 20s]"},
+		{"transient ladder (A3)", fmt.Sprint(p.TransientLadder), "[2s 4s 30s]"},
+		{"transient window (A3)", p.TransientWindow, 7*time.Minute + 30*time.Second},
+		{"shared probe interval (A1)", p.SharedProbeInterval, 2500 * time.Millisecond},
+		{"shared probe wait (A1)", p.SharedProbeWait, 8 * time.Second},
 		{"billing", p.BillingBackoff, 4 * time.Hour},
 		{"billing max", p.BillingMax, 12 * time.Hour},
 		{"billing anthropic", p.BillingBackoffByProvider["anthropic"], 2 * time.Hour},

@@ -33,6 +33,9 @@ func (d *decoder) root(n *yaml.Node) {
 				"max_answer_bytes":             d.integer(&c.Limits.MaxAnswerBytes, minAnswerBytes),
 				"per_user_daily_paid_calls":    d.integer(&c.Limits.PerUserDailyPaidCalls, 0),
 				"per_user_daily_usd":           d.number(&c.Limits.PerUserDailyUSD, 0, 1e9),
+				"max_file_bytes":               d.integer(&c.Limits.MaxFileBytes, 1),
+				"max_files":                    d.integer(&c.Limits.MaxFiles, 1),
+				"max_text_file_bytes":          d.integer(&c.Limits.MaxTextFileBytes, 1),
 			})
 		},
 		"notices": func(v *yaml.Node, key string) {
@@ -188,6 +191,8 @@ func (d *decoder) auth(v *yaml.Node, key string) {
 				"overloaded_backoff_ms":          d.units(&pol.OverloadedBackoff, time.Millisecond),
 				"rate_limited_profile_rotations": d.integer(&pol.RateLimitedProfileRotations, 0),
 				"ladder":                         d.durations(&pol.CooldownLadder),
+				"transient_ladder":               d.durations(&pol.TransientLadder),
+				"failure_window_minutes":         d.units(&pol.TransientWindow, time.Minute),
 				"jitter":                         d.number(&pol.Jitter, 0, 0.5),
 			})
 		},
@@ -203,13 +208,25 @@ func (d *decoder) agents(v *yaml.Node, key string) {
 			d.fields(v, key, map[string]func(*yaml.Node, string){
 				"model": func(v *yaml.Node, key string) {
 					d.fields(v, key, map[string]func(*yaml.Node, string){
-						"primary":   d.ref(&df.Model.Primary),
-						"fallbacks": d.refs(&df.Model.Fallbacks),
-						"allow":     d.strings(&df.Model.Allow),
+						"primary":         d.ref(&df.Model.Primary),
+						"fallbacks":       d.refs(&df.Model.Fallbacks),
+						"image_fallbacks": d.refs(&df.Model.ImageFallbacks),
+						"allow":           d.strings(&df.Model.Allow),
 					})
 				},
 				"system_prompt": d.str(&df.SystemPrompt),
 				"max_tokens":    d.integer(&df.MaxTokens, 0),
+				"thread_context": func(v *yaml.Node, key string) {
+					d.fields(v, key, map[string]func(*yaml.Node, string){
+						"max_messages": d.integer(&df.ThreadContext.MaxMessages, 0),
+					})
+				},
+				"compaction": func(v *yaml.Node, key string) {
+					d.fields(v, key, map[string]func(*yaml.Node, string){
+						"summary":            d.boolean(&df.Compaction.Summary),
+						"summary_max_tokens": d.integer(&df.Compaction.SummaryMaxTokens, 16),
+					})
+				},
 				"timeouts": func(v *yaml.Node, key string) {
 					d.fields(v, key, map[string]func(*yaml.Node, string){
 						"idle_seconds":    d.units(&df.IdleTimeout, time.Second),
@@ -231,6 +248,8 @@ func (d *decoder) agents(v *yaml.Node, key string) {
 						"primary_probe_interval":   d.duration(&df.PrimaryProbeInterval),
 						"cooldown_probe_interval":  d.duration(&pol.ProbeInterval),
 						"cooldown_probe_window":    d.duration(&pol.ProbeWindow),
+						"probe_interval_seconds":   d.units(&pol.SharedProbeInterval, time.Second),
+						"probe_wait_seconds":       d.units(&pol.SharedProbeWait, time.Second),
 						"billing_probe_interval":   d.duration(&pol.BillingProbeInterval),
 						"idle_retries":             d.integer(&pol.IdleRetries, 0),
 						"breaker_trip":             d.integer(&pol.BreakerTrip, 1),
@@ -274,6 +293,7 @@ func (d *decoder) models(v *yaml.Node, key string) {
 			"usd_per_mtok_out": d.number(&m.USDPerMTokOut, 0, 1e9),
 			"selectable":       d.boolean(&m.Selectable),
 			"aliases":          d.strings(&m.Aliases),
+			"input":            d.strings(&m.Input),
 		})
 		c.Models[failover.ModelRef(name)] = m
 	})

@@ -164,6 +164,13 @@ func (d *decoder) validate() {
 	for i, r := range df.Model.Fallbacks {
 		d.checkRef(fmt.Sprintf("agents.defaults.model.fallbacks[%d]", i), r, line)
 	}
+	for i, r := range df.Model.ImageFallbacks {
+		k := fmt.Sprintf("agents.defaults.model.image_fallbacks[%d]", i)
+		d.checkRef(k, r, line)
+		if !c.Models[r].TakesImages() {
+			bad(k, "%s does not take images: declare it under models with input: [text, image] (I5)", r)
+		}
+	}
 	if df.IdleTimeout <= 0 {
 		bad("agents.defaults.timeouts.idle_seconds", "must be positive")
 	}
@@ -199,6 +206,17 @@ func (d *decoder) validate() {
 	}
 	for _, r := range sortedKeys(c.Models) {
 		d.checkRef("models."+string(r), r, line)
+		if in := c.Models[r].Input; in != nil {
+			key := "models." + string(r) + ".input"
+			for i, x := range in {
+				if x != InputText && x != InputImage {
+					bad(fmt.Sprintf("%s[%d]", key, i), "unknown input %q: want text or image", x)
+				}
+			}
+			if !slices.Contains(in, InputText) {
+				bad(key, "must include text: every model takes the conversation as text")
+			}
+		}
 		if dep := c.Models[r].Deployment; dep != "" {
 			key := "models." + string(r) + ".deployment"
 			prov, _ := r.Split()

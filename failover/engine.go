@@ -115,6 +115,9 @@ type Output struct {
 	Progress     bool   // completed progress (R8): non-empty text, a completed tool call
 	InputTokens  int
 	OutputTokens int
+	// UsageEstimated is true when the provider sent no usage and the tokens
+	// are the caller's estimate (U1), so cost caps act all the same.
+	UsageEstimated bool
 }
 
 // AttemptFunc makes one paid call. A failure is returned as *Failure (or any error,
@@ -162,8 +165,22 @@ type Request struct {
 	PromptTokens  int    // estimated prompt size, for B7 context-window skips
 	ContextWindow map[ModelRef]int
 	Prices        map[ModelRef]Price // for the B1 cost cap
+	// Images says the prompt holds images: candidates that do not take them
+	// are skipped with reason image_input (I5), as B7 skips a small window.
+	// TakesImages lists the models that do.
+	Images      bool
+	TakesImages map[ModelRef]bool
+	// Spent is what the turn already paid for before this run (a summary of
+	// dropped history, R16): the B1 caps count it too.
+	Spent Spend
 
 	Hooks Hooks
+}
+
+// Spend is paid calls and their estimated cost.
+type Spend struct {
+	Calls int
+	USD   float64
 }
 
 // Price is a model's price per million tokens (B1).
@@ -178,6 +195,11 @@ type AttemptRecord struct {
 	Started   time.Time
 	Duration  time.Duration
 	CostUSD   float64 // estimated from the model's prices; 0 without prices
+	// InputTokens and OutputTokens are the call's usage as the provider
+	// reported it, or the caller's estimate when UsageEstimated (U1).
+	InputTokens    int
+	OutputTokens   int
+	UsageEstimated bool
 }
 
 // Result is a successful run.
@@ -207,6 +229,7 @@ type Engine struct {
 	probeAt map[string]time.Time // claimProbe's fallback when the store fails: key -> last probe
 	skips   map[string]time.Time // sessionKey + "\x00" + ref -> skip until
 	used    map[string]time.Time // state key -> last success in this process (P1, lazy LastUsed)
+	flights map[string]*flight   // provider -> the shared probe this process runs (A1)
 	mem     *MemStore
 }
 

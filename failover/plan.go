@@ -71,6 +71,10 @@ func (r *runner) inspect(i int) plan {
 			return pl
 		}
 	}
+	if r.req.Images && !r.req.TakesImages[ref] {
+		pl.skip = classify.ReasonImageInput // I5, beside B7
+		return pl
+	}
 	profs, strict, configured := profilesFor(r.req, prov, now)
 	pl.strict = strict
 	if configured && len(profs) == 0 {
@@ -139,13 +143,13 @@ func (r *runner) probeOrSkip(pl plan) plan {
 	}
 	switch {
 	case pl.primary:
-		if until.Sub(now) <= r.p.ProbeWindow && r.e.claimProbe(r.ctx, prov, r.p.ProbeInterval, time.Time{}, now) {
+		if until.Sub(now) <= r.p.ProbeWindow && r.claimCooling(prov, now) {
 			pl.skip, pl.kind = "", AttemptProbe
 		}
 	case !pl.mblocked && pl.usable == 0 && !pl.slots[0].scoped && siblingReason(why):
 		// a profile-wide transient cooldown: a same-provider sibling is still
 		// tried, within the provider's probe throttle like every probe
-		if r.e.claimProbe(r.ctx, prov, r.p.ProbeInterval, time.Time{}, now) {
+		if r.claimCooling(prov, now) {
 			pl.skip, pl.kind = "", AttemptProbe
 		}
 	}

@@ -47,20 +47,33 @@ type anthropicMessage struct {
 	Content []anthropicBlock `json:"content"`
 }
 
-// anthropicBlock is one content block. Only text is sent today; an image block
-// ({"type":"image","source":{...}}) is one more field here.
+// anthropicBlock is one content block: text, or an image given inline
+// ({"type":"image","source":{"type":"base64","media_type":...,"data":...}},
+// https://docs.anthropic.com/en/docs/build-with-claude/vision).
 type anthropicBlock struct {
-	Type string `json:"type"`
-	Text string `json:"text"`
+	Type   string           `json:"type"`
+	Text   string           `json:"text,omitempty"`
+	Source *anthropicSource `json:"source,omitempty"`
+}
+
+// anthropicSource is an image block's bytes.
+type anthropicSource struct {
+	Type      string `json:"type"` // base64
+	MediaType string `json:"media_type"`
+	Data      []byte `json:"data"` // encoding/json writes []byte as base64
 }
 
 // anthropicContent turns m into blocks; ok is false when it holds nothing to
-// send (the API refuses empty text blocks).
+// send (the API refuses empty text blocks). Images come before the text, as
+// Anthropic advises ("image-then-text").
 func anthropicContent(m Message) (blocks []anthropicBlock, ok bool) {
-	if m.Content == "" {
-		return nil, false
+	for _, img := range m.Images {
+		blocks = append(blocks, anthropicBlock{Type: "image", Source: &anthropicSource{Type: "base64", MediaType: img.MIME, Data: img.Data}})
 	}
-	return []anthropicBlock{{Type: "text", Text: m.Content}}, true
+	if m.Content != "" {
+		blocks = append(blocks, anthropicBlock{Type: "text", Text: m.Content})
+	}
+	return blocks, len(blocks) > 0
 }
 
 // anthropicBody builds the request: system messages, wherever they are (R13's

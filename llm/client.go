@@ -21,8 +21,9 @@
 //   - Bounded input (T1): the body (MaxResponseBytes), one stream line, and the
 //     answer text (MaxAnswerBytes) are capped, compressed responses are refused
 //     (none is asked for), so memory stays bounded whatever a provider sends;
-//     past a cap the attempt fails as a format error naming the cap. Probe obeys
-//     the same caps.
+//     past a cap the attempt fails with reason refused_response naming the cap
+//     (A2: the provider's fault, so the engine cools it down and falls back).
+//     Probe obeys the same caps.
 //   - Redirects are never followed (T2): a redirect is a failed attempt, and the
 //     redirected request (key and prompt) is never sent.
 //   - The API key never appears in errors, Failure fields or logs (P4).
@@ -35,6 +36,7 @@ package llm
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -91,11 +93,32 @@ type Config struct {
 }
 
 // Message is one chat message. Each protocol turns it into its own shape in one
-// function (openaiMessage, anthropicMessage), so content of other kinds (image
+// function (openaiMessage, anthropicContent), so content of other kinds (image
 // parts) is added there, once per protocol.
 type Message struct {
 	Role    string // system, user, assistant
 	Content string
+	// Images go with the text to a model that takes them (I1); only the
+	// caller decides which model that is (I5).
+	Images []Image
+}
+
+// Image is one image of a message: its bytes as the person sent them.
+type Image struct {
+	MIME string // image/png, image/jpeg, image/gif or image/webp
+	Data []byte
+}
+
+// dataURL is img as a data: URL, the form every OpenAI-compatible API takes
+// inline images in.
+func (img Image) dataURL() string {
+	var b strings.Builder
+	b.Grow(len("data:;base64,") + len(img.MIME) + base64.StdEncoding.EncodedLen(len(img.Data)))
+	b.WriteString("data:" + img.MIME + ";base64,")
+	enc := base64.NewEncoder(base64.StdEncoding, &b)
+	_, _ = enc.Write(img.Data)
+	_ = enc.Close()
+	return b.String()
 }
 
 // Request is one chat completion request.
@@ -155,7 +178,7 @@ func New(cfg Config) (*Client, error) {
 		hc = *cfg.HTTPClient
 	}
 	hc.Timeout = 0
-	hc.CheckRedirect = refuseRedirect(cfg.APIKey)
+	hc.CheckRedirect = refuseRedirect
 	base := hc.Transport
 	if base == nil {
 		base = defaultTransport()
@@ -251,10 +274,24 @@ func (c *Client) messages(req Request) []openai.ChatCompletionMessage {
 	return out
 }
 
-// openaiMessage is m in go-openai's shape; multi-part content (image parts)
-// goes into MultiContent here.
+// openaiMessage is m in go-openai's shape; a message with images is
+// multi-part content: its text, then one image_url part per image, as a data
+// URL (https://platform.openai.com/docs/guides/images-vision, "Passing a
+// Base64 encoded image"; Azure and Gemini's OpenAI-compatible endpoint take
+// the same).
 func openaiMessage(m Message) openai.ChatCompletionMessage {
-	return openai.ChatCompletionMessage{Role: m.Role, Content: m.Content}
+	if len(m.Images) == 0 {
+		return openai.ChatCompletionMessage{Role: m.Role, Content: m.Content}
+	}
+	parts := make([]openai.ChatMessagePart, 0, 1+len(m.Images))
+	if m.Content != "" {
+		parts = append(parts, openai.ChatMessagePart{Type: openai.ChatMessagePartTypeText, Text: m.Content})
+	}
+	for _, img := range m.Images {
+		parts = append(parts, openai.ChatMessagePart{Type: openai.ChatMessagePartTypeImageURL,
+			ImageURL: &openai.ChatMessageImageURL{URL: img.dataURL(), Detail: openai.ImageURLDetailAuto}})
+	}
+	return openai.ChatCompletionMessage{Role: m.Role, MultiContent: parts}
 }
 
 // buildRequest fits max tokens and temperature to go-openai's model checks

@@ -1,15 +1,12 @@
 package llm
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"runtime"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +14,7 @@ import (
 	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/failover"
 	"github.com/detourbot/detour/internal/fakeprovider"
+	"github.com/detourbot/detour/internal/testkit/peakrss"
 )
 
 // rssChildEnv switches the test binary into a child of TestT1_PeakRSS; its value
@@ -69,7 +67,7 @@ func rssChild() int {
 		rep.Text = len(out.Text)
 	}
 	c.CloseIdleConnections()
-	rep.VmHWMKiB, err = vmHWM()
+	rep.VmHWMKiB, err = peakrss.VmHWM()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
@@ -78,22 +76,6 @@ func rssChild() int {
 		return 2
 	}
 	return 0
-}
-
-// vmHWM reads the process's peak resident set size from /proc/self/status.
-func vmHWM() (int64, error) {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
-			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-		}
-	}
-	return 0, errors.New("no VmHWM in /proc/self/status")
 }
 
 // TestT1_PeakRSS runs the real client of every protocol in a child process
@@ -107,7 +89,7 @@ func TestT1_PeakRSS(t *testing.T) {
 	if raceEnabled {
 		t.Skip("T1 peak RSS: not measured under the race detector, whose shadow memory inflates RSS several times")
 	}
-	if _, err := vmHWM(); err != nil {
+	if _, err := peakrss.VmHWM(); err != nil {
 		t.Skipf("T1 peak RSS: cannot read VmHWM here: %v", err)
 	}
 	const limitKiB = 100_000_000 / 1024 // 100 MB
@@ -166,25 +148,16 @@ func TestT1_PeakRSS(t *testing.T) {
 	}
 }
 
-// refusedReason is the reason a refused response fails with (T1, T2).
-var refusedReason = string(classify.ReasonFormat)
+// refusedReason is the reason a refused response fails with (T1, T2, A2).
+var refusedReason = string(classify.ReasonRefusedResponse)
 
 // runRSSChild re-executes the test binary as a child that makes one call.
 func runRSSChild(t *testing.T, baseURL string, api API, mode fakeprovider.Mode, op string) rssReport {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), rssChildEnv+"="+baseURL, rssModeEnv+"="+string(mode), rssOpEnv+"="+op, rssAPIEnv+"="+string(api))
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	stdout, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("child: %v\n%s", err, stderr.String())
-	}
+	out := peakrss.Child(t, rssChildEnv+"="+baseURL, rssModeEnv+"="+string(mode), rssOpEnv+"="+op, rssAPIEnv+"="+string(api))
 	var rep rssReport
-	if err := json.Unmarshal(stdout, &rep); err != nil {
-		t.Fatalf("child said %q: %v", stdout, err)
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("child said %q: %v", out, err)
 	}
 	return rep
 }

@@ -117,6 +117,20 @@ func (r *Router) runCommand(ctx context.Context, in adapters.Inbound, c commands
 		if info, err = r.Status(ctx, in.SessionKey, in.Channel); err == nil {
 			answer(commands.StatusText(info))
 		}
+	case commands.CmdCompact:
+		var text string
+		if text, err = r.CompactNow(ctx, in); err == nil {
+			answer(text)
+		}
+	case commands.CmdUsage:
+		if c.All && !r.isAdmin(in) {
+			refuse("/usage all is for admins (admin.users in the config); /usage shows your own")
+			return
+		}
+		var info commands.UsageInfo
+		if info, err = r.Usage(ctx, in, c.All); err == nil {
+			answer(commands.UsageText(info))
+		}
 	case commands.CmdRecover:
 		if !r.isAdmin(in) {
 			refuse("/recover is for admins (admin.users in the config)")
@@ -364,7 +378,7 @@ func (r *Router) NewSession(ctx context.Context, sessionKey, ref string) error {
 	if err != nil {
 		return err
 	}
-	f := map[string]any{"compaction_count": 0, "last_probe_at": nil,
+	f := map[string]any{"compaction_count": 0, "last_probe_at": nil, "summary": "", "thread_context": "",
 		"notice_selected": "", "notice_active": "", "notice_reason": "",
 		"auth_profile_override": "", "auth_profile_override_source": "", "auth_profile_override_compaction_count": 0}
 	switch {
@@ -379,6 +393,7 @@ func (r *Router) NewSession(ctx context.Context, sessionKey, ref string) error {
 		delete(f, "auth_profile_override_source")
 		delete(f, "auth_profile_override_compaction_count")
 	}
+	f["summary"], f["thread_context"] = "", "" // the earlier messages are not read again (H3)
 	return r.st.restart(ctx, sessionKey, f)
 }
 
@@ -388,7 +403,7 @@ func (r *Router) Reset(ctx context.Context, sessionKey string) error {
 		return err
 	}
 	return r.st.restart(ctx, sessionKey, merge(clearedOverride(), map[string]any{"compaction_count": 0, "last_probe_at": nil,
-		"live_switch": true, "notice_selected": "", "notice_active": "", "notice_reason": ""}))
+		"live_switch": true, "notice_selected": "", "notice_active": "", "notice_reason": "", "summary": "", "thread_context": ""}))
 }
 
 func (r *Router) modelChoice(e *Entry, channel string) commands.ModelChoice {
@@ -462,8 +477,11 @@ func (r *Router) Status(ctx context.Context, sessionKey, channel string) (comman
 	}
 	// What the next turn sends before the new message, against the window of
 	// the model that would answer it.
-	prompt, _ := buildPrompt(r.systemPrompt(sessionKey, channel), hist, "", 0)
+	prompt, _ := buildPrompt(promptParts{system: r.systemPrompt(sessionKey, channel), context: e.ThreadContext,
+		summary: e.Summary, hist: hist}, 0)
 	info.ContextTokens = estimate(prompt[:len(prompt)-1])
+	info.Summarised, info.Earlier = e.Summary != "", e.ThreadContext != ""
+	info.Images = r.imageLine(sel)
 	// The order the next turn tries: on a fallback whose re-try of the
 	// selected model is due, the selected model comes first (S3).
 	next := sel

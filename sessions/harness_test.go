@@ -115,6 +115,9 @@ type harness struct {
 	logLevel slog.Level
 	// clients replaces the real llm clients (in-process fake LLM) when set.
 	clients func(provider, profile string) (LLM, error)
+	// extra are more channels the router posts to (a test channel with
+	// optional capabilities).
+	extra []adapters.Adapter
 }
 
 type harnessOpt func(*Config, *harness)
@@ -207,6 +210,9 @@ func (h *harness) open(cfg Config) {
 	}
 	h.r.AddAdapter(h.rec)
 	h.r.AddAdapter(h.admin)
+	for _, a := range h.extra {
+		h.r.AddAdapter(a)
+	}
 	t.Cleanup(h.r.Close)
 }
 
@@ -217,7 +223,7 @@ func (h *harness) replica() *harness {
 	h.t.Helper()
 	r := &harness{t: h.t, fake: h.fake, url: h.url, calls: h.calls, clock: h.clock,
 		rec: &recorder{name: "test"}, admin: &recorder{name: "console"}, logs: h.logs,
-		driver: h.driver, dsn: h.dsn, idle: h.idle, logLevel: h.logLevel, clients: h.clients}
+		driver: h.driver, dsn: h.dsn, idle: h.idle, logLevel: h.logLevel, clients: h.clients, extra: h.extra}
 	r.open(h.cfg)
 	return r
 }

@@ -12,26 +12,32 @@ import (
 	"github.com/detourbot/detour/failover"
 )
 
-// live is one turn's live reply: the progress indicator (L1) and the reply that
-// grows as the model writes it (L2), replaced in place when the attempt that wrote
-// it fails and another answers (L3). Adapters without the capabilities get none
-// of it, and the router posts the whole answer once.
-type live struct {
+// liveTurn is one turn's live reply: the progress indicator (L1) and the reply
+// that grows as the model writes it (L2), replaced when the attempt that wrote
+// it fails and another answers (L3), below the fallback notice (A5). Adapters
+// without the capabilities get none of it, and the router posts the whole
+// answer once.
+type liveTurn struct {
 	in       adapters.Inbound
 	log      *slog.Logger
 	ind      adapters.Indicator // nil: no progress shown
 	streamer adapters.Streamer  // nil: no streaming
+	// notice is the fallback notice due when c answers ("" = none, A5).
+	notice func(c failover.Candidate) string
 
-	mu     sync.Mutex
-	stream adapters.Stream // started at the first text of any attempt
-	text   strings.Builder // the current attempt's text so far
-	broken bool            // the stream failed: the answer is posted whole
+	mu      sync.Mutex
+	stream  adapters.Stream // started at the first text of any attempt
+	text    strings.Builder // the current attempt's text so far
+	cand    failover.Candidate
+	fresh   bool   // the current attempt has shown nothing yet
+	noticed string // the notice the stream put above the answer
+	broken  bool   // the stream failed: the answer is posted whole
 }
 
 // startLive starts the progress display of a turn and prepares its stream, as the
 // channel's adapter and the configuration allow.
-func (r *Router) startLive(ctx context.Context, in adapters.Inbound) *live {
-	l := &live{in: in, log: r.log}
+func (r *Router) startLive(ctx context.Context, in adapters.Inbound) *liveTurn {
+	l := &liveTurn{in: in, log: r.log}
 	r.mu.Lock()
 	a := r.adapters[in.Channel]
 	r.mu.Unlock()
@@ -45,7 +51,7 @@ func (r *Router) startLive(ctx context.Context, in adapters.Inbound) *live {
 }
 
 // waiting shows what the turn waits for during a provider's stated wait (R6, L1).
-func (l *live) waiting(c failover.Candidate, d time.Duration, f failover.Failure) {
+func (l *liveTurn) waiting(c failover.Candidate, d time.Duration, f failover.Failure) {
 	if l == nil {
 		return
 	}
@@ -57,19 +63,22 @@ func (l *live) waiting(c failover.Candidate, d time.Duration, f failover.Failure
 	}
 }
 
-// beginAttempt starts a new attempt's text: what an earlier attempt showed is
+// beginAttempt starts attempt c's text: what an earlier attempt showed is
 // replaced by this one's first words (L3).
-func (l *live) beginAttempt() {
+func (l *liveTurn) beginAttempt(c failover.Candidate) {
 	if l == nil {
 		return
 	}
 	l.mu.Lock()
 	l.text.Reset()
+	l.cand, l.fresh = c, true
 	l.mu.Unlock()
 }
 
-// delta adds the model's next words (called from the LLM client's stream).
-func (l *live) delta(ctx context.Context) func(string) {
+// delta adds the model's next words (called from the LLM client's stream). An
+// attempt's first words come below its fallback notice, when one is due, and
+// anything an earlier attempt showed is taken down first (A5).
+func (l *liveTurn) delta(ctx context.Context) func(string) {
 	if l == nil || l.streamer == nil {
 		return nil
 	}
@@ -89,6 +98,18 @@ func (l *live) delta(ctx context.Context) func(string) {
 			}
 			l.stream = s
 		}
+		if l.fresh {
+			l.fresh = false
+			if n := l.notice(l.cand); n != "" && n != l.noticed {
+				lead := reply(l.in, adapters.KindNotice, n)
+				if err := l.stream.Restart(ctx, &lead); err != nil {
+					l.log.Warn("stream restart failed; the answer is posted whole", "session", l.in.SessionKey, "err", err)
+					l.broken = true
+					return
+				}
+				l.noticed = n
+			}
+		}
 		if err := l.stream.Update(ctx, l.text.String()); err != nil {
 			l.log.Warn("stream update failed; the answer is posted whole", "session", l.in.SessionKey, "err", err)
 			l.broken = true
@@ -96,10 +117,30 @@ func (l *live) delta(ctx context.Context) func(string) {
 	}
 }
 
+// noticeWith sets how the turn learns which notice a candidate's answer owes.
+func (l *liveTurn) noticeWith(f func(failover.Candidate) string) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	l.notice = f
+	l.mu.Unlock()
+}
+
+// noticedText is the notice the stream already put above the answer ("" = none).
+func (l *liveTurn) noticedText() string {
+	if l == nil {
+		return ""
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.noticed
+}
+
 // finish ends the live reply with out (the answer or an error): the stream, when
 // one was started, is replaced by it; otherwise the caller posts out itself
 // (handled is false). The progress display stops first.
-func (l *live) finish(ctx context.Context, out adapters.Outbound) (handled bool) {
+func (l *liveTurn) finish(ctx context.Context, out adapters.Outbound) (handled bool) {
 	if l == nil {
 		return false
 	}
@@ -120,7 +161,7 @@ func (l *live) finish(ctx context.Context, out adapters.Outbound) (handled bool)
 }
 
 // stop clears the progress display (once).
-func (l *live) stop() {
+func (l *liveTurn) stop() {
 	if l == nil {
 		return
 	}

@@ -67,6 +67,20 @@ func (s liveStream) Update(ctx context.Context, text string) error {
 	return nil
 }
 
+// Restart takes what shows down and posts the lead as its own message, as the
+// platforms' live.Reply does.
+func (s liveStream) Restart(ctx context.Context, lead *adapters.Outbound) error {
+	s.l.log("restart")
+	s.l.mu.Lock()
+	s.l.shown = ""
+	s.l.mu.Unlock()
+	if lead != nil {
+		s.l.log("notice:" + lead.Text)
+		return s.l.recorder.Send(ctx, *lead)
+	}
+	return nil
+}
+
 func (s liveStream) Finish(ctx context.Context, final adapters.Outbound) error {
 	s.l.log("finish:" + string(final.Kind) + ":" + final.Text)
 	s.l.mu.Lock()
@@ -88,6 +102,50 @@ func indexOf(events []string, prefix string) int {
 		}
 	}
 	return -1
+}
+
+// indexOfText is the first event with prefix that holds sub.
+func indexOfText(events []string, prefix, sub string) int {
+	for i, e := range events {
+		if strings.HasPrefix(e, prefix) && strings.Contains(e, sub) {
+			return i
+		}
+	}
+	return -1
+}
+
+// covers A5, N1, N3: the primary fails before any text (a 500); the fallback's
+// notice reaches the thread before its first words, and only once.
+func TestLive_A5_NoticeBeforeTheFallbacksFirstText(t *testing.T) {
+	testdb.Each(t, testLive_A5_NoticeBeforeTheFallbacksFirstText)
+}
+
+func testLive_A5_NoticeBeforeTheFallbacksFirstText(t *testing.T, driver string) {
+	h := newHarness(t, driver)
+	la := newLiveAdapter()
+	h.r.AddAdapter(la)
+	h.fake.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeServer500})
+	h.fake.Script(fakeprovider.Rule{Provider: "p2", Mode: fakeprovider.ModeSlowStream, Delay: 5 * time.Millisecond})
+	out := h.sayLive(la, "hello there")
+	ev := la.seen()
+	notice, first := indexOf(ev, "notice:"), indexOf(ev, "update:")
+	if notice < 0 || first < notice || !strings.Contains(ev[notice], "model fallback: p2/beta") {
+		t.Fatalf("the notice did not come before the fallback's first text: %q", ev)
+	}
+	if len(out) != 1 || out[0].Kind != adapters.KindNotice {
+		t.Fatalf("want the notice once, as its own message:%s", dump(out))
+	}
+	if last := ev[len(ev)-1]; !strings.HasPrefix(last, "finish:reply:[p2/beta]") {
+		t.Fatalf("final = %q", last)
+	}
+	// The next turn stays on the fallback: no notice, no restart (N3).
+	h.fake.Script(fakeprovider.Rule{Provider: "p2", Mode: fakeprovider.ModeSlowStream, Delay: 5 * time.Millisecond})
+	if out := h.sayLive(la, "again"); len(out) != 0 {
+		t.Fatalf("a second notice:%s", dump(out))
+	}
+	if n := strings.Count(strings.Join(la.seen(), "\n"), "restart"); n != 1 {
+		t.Fatalf("%d restarts over two turns, want the fallback's one", n)
+	}
 }
 
 // covers L1, L2: progress shows before the first word; the reply grows through
@@ -151,6 +209,11 @@ func testLive_L3_FailoverMidStreamReplacesThePartialText(t *testing.T, driver st
 	}
 	if len(out) != 1 || out[0].Kind != adapters.KindNotice || !strings.Contains(out[0].Text, "model fallback: p2/beta") {
 		t.Fatalf("the notice is not its own message:%s", dump(out))
+	}
+	// A5: the partial text is taken down, then the notice, then the answer.
+	restart, notice, answer := indexOf(ev, "restart"), indexOf(ev, "notice:"), indexOfText(ev, "update:", "p2/beta")
+	if restart < 0 || notice < restart || answer < notice {
+		t.Fatalf("want restart < notice < the fallback's first text: %q", ev)
 	}
 	hist := h.history("live:s1")
 	if len(hist) != 2 || !strings.HasPrefix(hist[1].Content, "[p2/beta]") {

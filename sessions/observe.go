@@ -68,6 +68,7 @@ type tally struct {
 	paid    int
 	llm     time.Duration
 	guard   string
+	usage   []usageRow // U2: the turn's paid calls, stored when it ends
 }
 
 // newTally starts a turn's report. Until the turn reaches its run, only the
@@ -78,6 +79,7 @@ func newTally() *tally { return &tally{start: time.Now(), outcome: OutcomeStorag
 // moved to another model, the observer also hears of the fallback step.
 func (r *Router) onAttempt(ts *turnState, a failover.AttemptRecord) {
 	ts.attempts = append(ts.attempts, a)
+	ts.tally.countUsage(ts.in, a) // U2
 	t := ts.tally
 	if a.Skipped == "" {
 		t.paid++
@@ -145,8 +147,10 @@ func (t *tally) failed(err error) {
 	}
 }
 
-// finishTurn writes the turn's one info line and tells the observer.
+// finishTurn stores the turn's usage, writes its one info line and tells the
+// observer.
 func (r *Router) finishTurn(in adapters.Inbound, t *tally) {
+	r.storeUsage(in, t)
 	rep := TurnReport{Channel: in.Channel, Session: in.SessionKey, Model: t.model, PaidCalls: t.paid,
 		Outcome: t.outcome, Duration: time.Since(t.start), LLMTime: t.llm}
 	r.log.LogAttrs(context.Background(), slog.LevelInfo, "turn",

@@ -3,6 +3,8 @@ package sessions
 import (
 	"strings"
 	"testing"
+
+	"github.com/detourbot/detour/llm"
 )
 
 func TestEstimateTokens_R15(t *testing.T) {
@@ -21,7 +23,7 @@ func TestBuildPrompt_R15_DropsOldestTurns(t *testing.T) {
 		{ID: 3, Role: "user", Content: "short"},
 		{ID: 4, Role: "assistant", Content: "short"},
 	}
-	msgs, dropped := buildPrompt("sys", hist, "now", 100)
+	msgs, dropped := buildPrompt(promptParts{system: "sys", hist: hist, user: llm.Message{Role: "user", Content: "now"}}, 100)
 	if dropped != 2 {
 		t.Fatalf("dropped = %d, want the whole first turn (2)", dropped)
 	}
@@ -31,7 +33,7 @@ func TestBuildPrompt_R15_DropsOldestTurns(t *testing.T) {
 	if estimate(msgs) > 100 {
 		t.Fatalf("prompt does not fit: %d", estimate(msgs))
 	}
-	if _, d := buildPrompt("", hist, "now", 0); d != 0 {
+	if _, d := buildPrompt(promptParts{hist: hist, user: llm.Message{Role: "user", Content: "now"}}, 0); d != 0 {
 		t.Fatal("no window must keep everything")
 	}
 }

@@ -2,8 +2,11 @@
 // their model overrides (O1-O7), history and attempt records in gorm, a router with
 // one queue per session key (turns of one session never overlap, different
 // sessions run in parallel, an idle session costs no goroutine), and the turn
-// itself: commands, context fitting (R15, B7), the failover run with the override
-// hooks (O2, O3), the primary probe (S3), notices (N1-N4, B4) and admin reports (V4).
+// itself: commands, the message's files (I1-I4) and a conversation's earlier
+// messages (H1-H4), context fitting with summaries of what is dropped (R15,
+// R16, B7), capability-aware chains (I5), the failover run with the override
+// hooks (O2, O3), the primary probe (S3), notices (N1-N4, B4), admin reports
+// (V4) and the usage of every paid call (U1-U4).
 //
 // Channel defaults: a session created under another one (the Slack thread
 // "slack:T1:C1:1712.0001" under its channel "slack:T1:C1": the key without its
@@ -24,6 +27,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/detourbot/detour/adapters"
+	"github.com/detourbot/detour/adapters/live"
 	"github.com/detourbot/detour/failover"
 	"github.com/detourbot/detour/llm"
 )
@@ -54,6 +58,7 @@ type ModelInfo struct {
 	Price         failover.Price
 	Selectable    bool     // people may choose it with /model though no chain names it
 	Aliases       []string // short names for /model ("fast"); unique across models
+	Images        bool     // it takes images (models.<ref>.input: [text, image], I5)
 }
 
 // Config is everything the router needs, mapped from config.Config by internal/app.
@@ -86,6 +91,26 @@ type Config struct {
 	MaxMessageBytes int
 	// MaxTokens caps each answer (0 = provider default).
 	MaxTokens int
+	// ImageFallbacks are tried after the chain's own image-taking models by a
+	// turn whose message holds images (I5).
+	ImageFallbacks []failover.ModelRef
+	// Files bounds what is read of the files of a message (I2).
+	Files FileLimits
+	// ThreadMessages bounds the earlier messages read when the bot is first
+	// addressed in a conversation that began without it (H2); 0 = none.
+	ThreadMessages int
+	// Summary replaces the turns compaction drops by a summary a model writes,
+	// at most SummaryMaxTokens long (R16); false drops them.
+	Summary          bool
+	SummaryMaxTokens int
+}
+
+// FileLimits bound the files of one message (I2); zero values take the
+// defaults (5 MiB a file, 4 files, text files of up to 32 KiB inlined).
+type FileLimits struct {
+	MaxBytes     int64
+	MaxFiles     int
+	MaxTextBytes int64
 }
 
 // Options are the router's collaborators.
@@ -114,12 +139,10 @@ type Router struct {
 	base   context.Context
 	cancel context.CancelFunc
 
+	lanes *live.Lanes[adapters.Inbound] // one queue per session key, only while it has work
+
 	mu       sync.Mutex
-	queues   map[string]*queue // only sessions with queued or running work
-	pending  int               // queued + running inbound messages
-	drained  chan struct{}     // closed when pending drops to 0
 	adapters map[string]adapters.Adapter
-	closed   bool
 
 	refused *adapters.Recent // T5: refusals already answered (user, session)
 
@@ -127,10 +150,6 @@ type Router struct {
 	incidentOpen bool // V4: a report was sent and no turn has succeeded since
 
 	unsaved unsaved // M8: answers delivered whose exchange waits for the database
-}
-
-type queue struct {
-	items []adapters.Inbound
 }
 
 // NewRouter checks the configuration (it fills in no defaults: config owns
@@ -154,6 +173,18 @@ func NewRouter(cfg Config, opts Options) (*Router, error) {
 	if cfg.MaxMessageBytes <= 0 {
 		return nil, fmt.Errorf("sessions: Config.MaxMessageBytes must be positive, not %d", cfg.MaxMessageBytes)
 	}
+	if cfg.Files.MaxBytes <= 0 {
+		cfg.Files.MaxBytes = 5 << 20
+	}
+	if cfg.Files.MaxFiles <= 0 {
+		cfg.Files.MaxFiles = 4
+	}
+	if cfg.Files.MaxTextBytes <= 0 {
+		cfg.Files.MaxTextBytes = 32 << 10
+	}
+	if cfg.SummaryMaxTokens <= 0 {
+		cfg.SummaryMaxTokens = 400
+	}
 	clock := opts.Clock
 	if clock == nil {
 		clock = opts.Engine.Clock
@@ -174,11 +205,12 @@ func NewRouter(cfg Config, opts Options) (*Router, error) {
 	r := &Router{
 		cfg: cfg, st: sessionStore{db: db}, engine: opts.Engine, clock: clock,
 		clients: opts.Clients, log: log.With("component", "sessions"), obs: opts.Observer,
-		queues: map[string]*queue{}, adapters: map[string]adapters.Adapter{},
-		refused: adapters.NewRecent(10000, time.Hour, clock.Now),
-		choices: newChoices(cfg),
+		adapters: map[string]adapters.Adapter{},
+		refused:  adapters.NewRecent(10000, time.Hour, clock.Now),
+		choices:  newChoices(cfg),
 	}
 	r.base, r.cancel = context.WithCancel(context.Background())
+	r.lanes = live.NewLanes(func(_ string, in adapters.Inbound) { r.process(r.base, in) }, 0, 0)
 	if err := r.st.migrate(r.base); err != nil {
 		r.cancel()
 		return nil, err
@@ -205,50 +237,7 @@ func (r *Router) Handle(ctx context.Context, in adapters.Inbound) {
 	if ctx.Err() != nil {
 		return
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed {
-		return
-	}
-	if r.pending == 0 {
-		r.drained = make(chan struct{})
-	}
-	r.pending++
-	q, running := r.queues[in.SessionKey]
-	if !running {
-		q = &queue{}
-		r.queues[in.SessionKey] = q
-	}
-	q.items = append(q.items, in)
-	if !running {
-		go r.work(in.SessionKey, q)
-	}
-}
-
-// work runs the turns of one session in order until its queue is empty.
-func (r *Router) work(key string, q *queue) {
-	for {
-		r.mu.Lock()
-		if len(q.items) == 0 {
-			delete(r.queues, key)
-			r.mu.Unlock()
-			return
-		}
-		in := q.items[0]
-		q.items[0] = adapters.Inbound{}
-		q.items = q.items[1:]
-		r.mu.Unlock()
-
-		r.process(r.base, in)
-
-		r.mu.Lock()
-		r.pending--
-		if r.pending == 0 && r.drained != nil {
-			close(r.drained)
-			r.drained = nil
-		}
-		r.mu.Unlock()
-	}
+	_ = r.lanes.Add(in.SessionKey, in) // refused only after Close
 }
 
 // Run handles every inbound message until inbox closes (nil) or ctx ends
@@ -277,43 +266,33 @@ func (r *Router) Drain(ctx context.Context) error {
 			}
 		}
 	}()
-	r.mu.Lock()
-	ch := r.drained
-	n := r.pending
-	r.mu.Unlock()
-	if n == 0 || ch == nil {
-		return nil
+	if err := r.lanes.Wait(ctx); err != nil {
+		return fmt.Errorf("sessions: drain: %w", err)
 	}
-	select {
-	case <-ch:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("sessions: drain: %w", ctx.Err())
-	}
+	return nil
 }
 
 // Close refuses new messages and cancels running turns; call Drain afterwards to
 // wait for the workers to finish.
 func (r *Router) Close() {
-	r.mu.Lock()
-	r.closed = true
-	r.mu.Unlock()
+	r.lanes.Close()
 	r.cancel()
 }
 
 // Active returns how many sessions currently have a worker (queued or running).
-func (r *Router) Active() int {
+func (r *Router) Active() int { return r.lanes.Active() }
+
+// adapter returns the adapter named name, nil when there is none.
+func (r *Router) adapter(name string) adapters.Adapter {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.queues)
+	return r.adapters[name]
 }
 
 // send posts out through the adapter named by out.Channel, and notes it as the
 // final answer of the message being processed when it is one (delivery).
 func (r *Router) send(ctx context.Context, out adapters.Outbound) error {
-	r.mu.Lock()
-	a := r.adapters[out.Channel]
-	r.mu.Unlock()
+	a := r.adapter(out.Channel)
 	if a == nil {
 		r.log.Warn("no adapter for outbound message", "channel", out.Channel, "kind", out.Kind, "session", out.SessionKey)
 		return errors.New("sessions: no adapter for channel " + out.Channel)

@@ -65,6 +65,14 @@ type Entry struct {
 	OutputTokens int64
 	CostUSD      float64 // estimated from the configured prices (B1); 0 without prices
 
+	// ThreadContext is the conversation's earlier messages, read once when the
+	// bot was first addressed in it (H1-H3); ThreadRead says they were read (or
+	// tried), so neither a restart nor a redelivery reads them again.
+	ThreadContext string
+	ThreadRead    bool
+	// Summary stands for the turns compaction dropped (R16); "" = none.
+	Summary string
+
 	CreatedAt time.Time
 	UpdatedAt time.Time
 }
@@ -313,7 +321,7 @@ func (s sessionStore) addSpend(ctx context.Context, user, day string, usd float6
 type sessionStore struct{ db *gorm.DB }
 
 func (s sessionStore) migrate(ctx context.Context) error {
-	if err := store.Migrate(ctx, s.db, &Entry{}, &Message{}, &AttemptRow{}, &incidentRow{}, &NoticeRow{}, &inboundEvent{}, &userUsage{}); err != nil {
+	if err := store.Migrate(ctx, s.db, &Entry{}, &Message{}, &AttemptRow{}, &incidentRow{}, &NoticeRow{}, &inboundEvent{}, &userUsage{}, &usageRow{}); err != nil {
 		return fmt.Errorf("sessions: %w", err)
 	}
 	return nil
@@ -473,13 +481,18 @@ func dropHistory(tx *gorm.DB, key string, before uint64) error {
 }
 
 // compact drops the history of key below message id keep (0 = all) and bumps the
-// compaction count, in one transaction.
-func (s sessionStore) compact(ctx context.Context, key string, keep uint64) error {
+// compaction count, in one transaction; a non-nil summary replaces the stored
+// one in the same transaction (R16).
+func (s sessionStore) compact(ctx context.Context, key string, keep uint64, summary *string) error {
 	return store.Transaction(ctx, s.db, func(tx *gorm.DB) error {
 		if err := dropHistory(tx, key, keep); err != nil {
 			return err
 		}
-		return tx.Model(&Entry{}).Where(byKey(key)).Update("compaction_count", gorm.Expr("compaction_count + 1")).Error
+		upd := map[string]any{"compaction_count": gorm.Expr("compaction_count + 1")}
+		if summary != nil {
+			upd["summary"] = *summary
+		}
+		return tx.Model(&Entry{}).Where(byKey(key)).Updates(upd).Error
 	})
 }
 
@@ -753,6 +766,82 @@ func ReadHistory(ctx context.Context, db *gorm.DB, q HistoryQuery) ([]HistoryEve
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Time.Before(out[j].Time) })
 	if len(out) > q.Limit {
 		out = out[len(out)-q.Limit:]
+	}
+	return out, nil
+}
+
+// usageRow is what one user spent in one place on one model on one UTC day
+// (U2): paid calls, tokens and estimated cost, with how many of the calls had
+// their tokens estimated because the provider sent none (U1). Rows are only
+// ever incremented, so replicas add up without losing a call (M2).
+type usageRow struct {
+	Day       string  `gorm:"primaryKey"` // 2006-01-02, UTC
+	User      string  `gorm:"column:user_id;primaryKey"`
+	Place     string  `gorm:"primaryKey"` // where the conversation is: placeOf(session key)
+	Model     string  `gorm:"primaryKey"` // provider/model
+	Calls     int64   `gorm:"not null;default:0"`
+	TokensIn  int64   `gorm:"not null;default:0"`
+	TokensOut int64   `gorm:"not null;default:0"`
+	Estimated int64   `gorm:"not null;default:0"` // calls whose tokens are estimates
+	USD       float64 `gorm:"column:usd;not null;default:0"`
+}
+
+// TableName names the usage table.
+func (usageRow) TableName() string { return "usage_days" }
+
+// addUsage adds rows to the stored ones, one upsert each (usually one a turn).
+func (s sessionStore) addUsage(ctx context.Context, rows []usageRow) error {
+	db := s.db.WithContext(ctx)
+	add := func(col string) clause.Expr {
+		return gorm.Expr("usage_days." + col + " + excluded." + col)
+	}
+	for _, u := range rows {
+		u.User, u.Place, u.Model = store.CleanText(u.User), store.CleanText(u.Place), store.CleanText(u.Model)
+		err := db.Clauses(clause.OnConflict{
+			Columns: []clause.Column{{Name: "day"}, {Name: "user_id"}, {Name: "place"}, {Name: "model"}},
+			DoUpdates: clause.Assignments(map[string]any{"calls": add("calls"), "tokens_in": add("tokens_in"),
+				"tokens_out": add("tokens_out"), "estimated": add("estimated"), "usd": add("usd")}),
+		}).Create(&u).Error
+		if err != nil {
+			return fmt.Errorf("sessions: usage: %w", err)
+		}
+	}
+	return nil
+}
+
+// UsageSum is the usage of a group of rows (U2, U3).
+type UsageSum struct {
+	Key       string `gorm:"column:grp"` // the user, place or model of the group ("" for a total)
+	Calls     int64
+	TokensIn  int64
+	TokensOut int64
+	Estimated int64
+	USD       float64
+}
+
+// usageColumns are the groupings /usage all shows.
+var usageColumns = map[string]bool{"user_id": true, "place": true, "model": true}
+
+// usageSums adds up the rows of days [from, to) (user "" = every user), grouped
+// by column ("" = one total), the largest spend first, at most limit groups.
+func (s sessionStore) usageSums(ctx context.Context, user, column, from, to string, limit int) ([]UsageSum, error) {
+	sel := "COALESCE(SUM(calls), 0) AS calls, COALESCE(SUM(tokens_in), 0) AS tokens_in, COALESCE(SUM(tokens_out), 0) AS tokens_out, " +
+		"COALESCE(SUM(estimated), 0) AS estimated, COALESCE(SUM(usd), 0) AS usd"
+	q := s.db.WithContext(ctx).Model(&usageRow{}).Where("day >= ? AND day < ?", from, to)
+	if user != "" {
+		q = q.Where("user_id = ?", store.CleanText(user))
+	}
+	if column != "" {
+		if !usageColumns[column] {
+			return nil, fmt.Errorf("sessions: usage: unknown grouping %q", column)
+		}
+		q = q.Select(column + " AS grp, " + sel).Group(column).Order("SUM(usd) DESC, SUM(calls) DESC, " + column).Limit(limit)
+	} else {
+		q = q.Select("'' AS grp, " + sel)
+	}
+	var out []UsageSum
+	if err := q.Scan(&out).Error; err != nil {
+		return nil, fmt.Errorf("sessions: usage: %w", err)
 	}
 	return out, nil
 }

@@ -66,7 +66,7 @@ func (r *Router) process(ctx context.Context, in adapters.Inbound) {
 		r.runCommand(ctx, in, cmd)
 		return
 	}
-	if strings.TrimSpace(in.Text) == "" {
+	if strings.TrimSpace(in.Text) == "" && len(in.Files) == 0 { // I4: files alone are a message
 		r.send(ctx, reply(in, adapters.KindError, "empty message; nothing to answer"))
 		return
 	}
@@ -205,85 +205,32 @@ type turnState struct {
 	attempts []failover.AttemptRecord
 	prompt   []llm.Message
 	switched failover.ModelRef // O6: the live switch already handed to the engine
-	hist     []Message         // the history in ts.prompt (R15 compaction drops from it)
-	system   string
-	live     *live   // progress and the growing reply (L1-L3)
-	cost     float64 // estimated cost of this turn's runs (B1 prices), for /status
-	tally    *tally  // the turn's log line and metrics (M5)
-}
-
-const (
-	charsPerToken = 4.0
-	tokenMargin   = 1.2
-	perMessage    = 4 // role and framing tokens per message
-)
-
-// EstimateTokens estimates the tokens of s: characters per token with a 1.2
-// safety margin (R15).
-func EstimateTokens(s string) int {
-	if s == "" {
-		return 0
-	}
-	return int(float64(len([]rune(s)))/charsPerToken*tokenMargin) + 1
-}
-
-func estimate(msgs []llm.Message) int {
-	n := 0
-	for _, m := range msgs {
-		n += EstimateTokens(m.Content) + perMessage
-	}
-	return n
-}
-
-// buildPrompt returns system + history + user, dropping the oldest history turns
-// that do not fit window (0 = no limit). dropped is how many history messages were
-// left out (R15).
-func buildPrompt(system string, hist []Message, user string, window int) (msgs []llm.Message, dropped int) {
-	head := []llm.Message{}
-	if system != "" {
-		head = append(head, llm.Message{Role: "system", Content: system})
-	}
-	tail := llm.Message{Role: "user", Content: user}
-	fixed := estimate(head) + estimate([]llm.Message{tail})
-	start := 0
-	if window > 0 {
-		total := fixed
-		for _, m := range hist {
-			total += EstimateTokens(m.Content) + perMessage
-		}
-		for start < len(hist) && total > window {
-			// Drop a whole turn (user + assistant) at a time.
-			end := start + 1
-			for end < len(hist) && hist[end].Role != "user" {
-				end++
-			}
-			for _, m := range hist[start:end] {
-				total -= EstimateTokens(m.Content) + perMessage
-			}
-			start = end
-		}
-	}
-	msgs = make([]llm.Message, 0, len(head)+len(hist)-start+1)
-	msgs = append(msgs, head...)
-	for _, m := range hist[start:] {
-		msgs = append(msgs, llm.Message{Role: m.Role, Content: m.Content})
-	}
-	msgs = append(msgs, tail)
-	return msgs, start
+	// parts is what ts.prompt is built from (R15 compaction drops from its history).
+	parts promptParts
+	msg   *message       // the new message, its files read (I1-I4)
+	spent failover.Spend // paid for the turn's summaries, counted by its runs (B1, R16)
+	// imageDetour: the turn moved off the requested model only because it does
+	// not take the message's images (I5): nothing about it is sticky.
+	imageDetour bool
+	cause       *failover.Failure // what moved this run off its first candidate
+	live        *liveTurn         // progress and the growing reply (L1-L3, A5)
+	cost        float64           // estimated cost of this turn's runs (B1 prices), for /status
+	tally       *tally            // the turn's log line and metrics (M5)
 }
 
 func (r *Router) window(ref failover.ModelRef) int { return r.cfg.Models[ref].ContextWindow }
 
 // turn answers one user message through the failover engine.
-func (r *Router) turn(ctx context.Context, in adapters.Inbound, lv *live) {
+func (r *Router) turn(ctx context.Context, in adapters.Inbound, lv *liveTurn) {
 	t := newTally()
 	defer r.finishTurn(in, t)
-	r.turnOnce(ctx, in, lv, true, t)
+	msg := r.readMessage(ctx, in) // I1-I4: once, whatever restarts the turn
+	r.turnOnce(ctx, in, msg, lv, true, t)
 }
 
 // turnOnce runs one turn; mayRestart allows one restart when the user switched
 // models while it ran and the engine could not jump to that model (O6).
-func (r *Router) turnOnce(ctx context.Context, in adapters.Inbound, lv *live, mayRestart bool, t *tally) {
+func (r *Router) turnOnce(ctx context.Context, in adapters.Inbound, msg *message, lv *liveTurn, mayRestart bool, t *tally) {
 	now := r.clock.Now()
 	// T7: the turn writes before its first paid call, so a database that cannot
 	// be written (read-only, full disk) stops it before anything is paid for.
@@ -294,7 +241,8 @@ func (r *Router) turnOnce(ctx context.Context, in adapters.Inbound, lv *live, ma
 		r.send(ctx, reply(in, adapters.KindError, storageFailure("the session could not be loaded", err)))
 		return
 	}
-	ts := &turnState{in: in, entry: e, sel: r.selectionFor(e, in.Channel), cur: snapshot(e), live: lv, tally: t}
+	ts := &turnState{in: in, entry: e, sel: r.selectionFor(e, in.Channel), cur: snapshot(e), live: lv, tally: t, msg: msg}
+	lv.noticeWith(func(c failover.Candidate) string { return r.fallbackNotice(ts, c) })
 	if ts.sel.source == failover.SourceAuto && (e.LastProbeAt == nil || !now.Before(e.LastProbeAt.Add(r.cfg.ProbeInterval))) {
 		// S3: re-try the origin first with the real request; persist the probe time
 		// first so a crash cannot make every restart probe again.
@@ -315,25 +263,23 @@ func (r *Router) turnOnce(ctx context.Context, in adapters.Inbound, lv *live, ma
 		r.send(ctx, reply(in, adapters.KindError, storageFailure("the history could not be loaded", err)))
 		return
 	}
-	system := r.systemPrompt(e.Key, in.Channel)
-	msgs, dropped := buildPrompt(system, hist, in.Text, r.window(ts.sel.requested))
-	if dropped > 0 {
-		keep := uint64(0) // 0 = drop all
-		if dropped < len(hist) {
-			keep = hist[dropped].ID
-		}
-		if err := r.compact(ctx, e, keep); err != nil {
-			r.log.Warn("compact", "session", e.Key, "err", err)
-		}
-		hist = hist[dropped:]
+	ts.parts = promptParts{system: r.systemPrompt(e.Key, in.Channel), summary: e.Summary, hist: hist}
+	r.readEarlier(ctx, ts) // H1: the first turn in a conversation begun without the bot
+	r.fitImages(ts)        // I5
+	r.tellNotes(ctx, in, msg)
+	if msg.empty() {
+		r.send(ctx, reply(in, adapters.KindError, "nothing to answer: no file of the message could be read, and it has no text"))
+		t.outcome = OutcomeError
+		return
 	}
-	ts.prompt, ts.hist, ts.system = msgs, hist, system
+	ts.parts.context, ts.parts.user = e.ThreadContext, msg.llm()
+	r.fitPrompt(ctx, ts) // R15, R16
 
 	res, err := r.run(ctx, ts)
 	ts.cost += res.CostUSD
 	if err != nil && isOverflow(err) {
 		// R15: compact and retry once; with nothing left to drop, tell the user.
-		if r.compactHalf(ctx, ts) {
+		if r.compactHalf(ctx, ts, true) {
 			res, err = r.run(ctx, ts)
 			ts.cost += res.CostUSD
 		}
@@ -342,7 +288,7 @@ func (r *Router) turnOnce(ctx context.Context, in adapters.Inbound, lv *live, ma
 		// O6: the user's new model is not in this chain; start the turn again
 		// on it. Nothing was stored for the abandoned run but its attempts.
 		r.recordAttempts(ctx, ts)
-		r.turnOnce(ctx, in, lv, false, t)
+		r.turnOnce(ctx, in, msg, lv, false, t)
 		return
 	}
 	if err != nil {
@@ -372,10 +318,13 @@ func (r *Router) liveSwitch(ctx context.Context, ts *turnState) (failover.ModelR
 	return to, true
 }
 
-// compactHalf drops the oldest half of the turn's history (at a user message) and
-// rebuilds the prompt; false when there is nothing left to drop (R15).
-func (r *Router) compactHalf(ctx context.Context, ts *turnState) bool {
-	hist, e := ts.hist, ts.entry
+// compactHalf drops the oldest half of the turn's history (at a user message),
+// replaced by a summary when summarise is set and summaries are on (R16), and
+// rebuilds the prompt; false when there is nothing left to drop (R15). The
+// compaction a timeout asks for in the middle of a run (R15) does not
+// summarise: that would be another call while the provider is slow.
+func (r *Router) compactHalf(ctx context.Context, ts *turnState, summarise bool) bool {
+	hist := ts.parts.hist
 	if len(hist) < 2 {
 		return false
 	}
@@ -383,15 +332,8 @@ func (r *Router) compactHalf(ctx context.Context, ts *turnState) bool {
 	for keep < len(hist) && hist[keep].Role != "user" {
 		keep++
 	}
-	var below uint64 // 0 = drop all
-	if keep < len(hist) {
-		below = hist[keep].ID
-	}
-	if err := r.compact(ctx, e, below); err != nil {
-		r.log.Warn("compact", "session", e.Key, "err", err)
-	}
-	ts.hist = hist[keep:]
-	ts.prompt, _ = buildPrompt(ts.system, ts.hist, ts.in.Text, 0)
+	r.compactAt(ctx, ts, keep, summarise && r.cfg.Summary)
+	ts.prompt, _ = buildPrompt(ts.parts, 0)
 	return true
 }
 
@@ -409,19 +351,20 @@ func isOverflow(err error) bool {
 	return false
 }
 
-// compact drops history below message id keep (0 = all) and bumps the compaction
-// count, which also releases the automatic profile pin (P2, R15).
-func (r *Router) compact(ctx context.Context, e *Entry, keep uint64) error {
-	if err := r.st.compact(ctx, e.Key, keep); err != nil {
+// compact drops history below message id keep (0 = all), stores summary when
+// it is not nil (R16), and bumps the compaction count, which also releases the
+// automatic profile pin (P2, R15).
+func (r *Router) compact(ctx context.Context, e *Entry, keep uint64, summary *string) error {
+	if err := r.st.compact(ctx, e.Key, keep, summary); err != nil {
 		return err
 	}
 	e.CompactionCount++
 	return nil
 }
 
-// run makes one engine run for ts.
-func (r *Router) run(ctx context.Context, ts *turnState) (failover.Result, error) {
-	turnCtx := ctx // a stream outlives the attempt that starts it (a fallback may finish it)
+// baseRequest is the engine request of a run of ts with prompt: the chain's
+// context (selection, profiles, pins, windows, prices), without hooks.
+func (r *Router) baseRequest(ts *turnState, prompt []llm.Message) failover.Request {
 	e, sel := ts.entry, ts.sel
 	req := failover.Request{
 		SessionKey:   e.Key,
@@ -430,7 +373,7 @@ func (r *Router) run(ctx context.Context, ts *turnState) (failover.Result, error
 		Source:       sel.source,
 		Profiles:     r.cfg.Profiles,
 		Order:        r.cfg.Order,
-		PromptTokens: estimate(ts.prompt),
+		PromptTokens: estimate(prompt),
 	}
 	if e.AuthProfileOverride != "" {
 		switch {
@@ -454,9 +397,22 @@ func (r *Router) run(ctx context.Context, ts *turnState) (failover.Result, error
 			}
 		}
 	}
+	return req
+}
+
+// run makes one engine run for ts.
+func (r *Router) run(ctx context.Context, ts *turnState) (failover.Result, error) {
+	turnCtx := ctx // a stream outlives the attempt that starts it (a fallback may finish it)
+	ts.cause = nil
+	req := r.baseRequest(ts, ts.prompt)
+	req.Spent = ts.spent // B1: the turn's summaries count
+	if len(ts.msg.images) > 0 {
+		req.Chain, req.Images, req.TakesImages = r.imageChain(ts.sel), true, r.imageModels() // I5
+	}
 	before, spent := r.budgetHooks(ts.in.User)
 	req.Hooks = failover.Hooks{
 		BeforeFallback: func(ctx context.Context, from, to failover.Candidate, cause failover.Failure) error {
+			ts.cause = &cause // the same failure the result names (A5's notice)
 			return r.beforeFallback(ctx, ts, to, cause)
 		},
 		AfterFailedFallback: func(ctx context.Context, c failover.Candidate, f failover.Failure) { r.afterFailedFallback(ctx, ts, c) },
@@ -470,7 +426,7 @@ func (r *Router) run(ctx context.Context, ts *turnState) (failover.Result, error
 		OnWait:     ts.live.waiting, // R6, L1: say what the turn waits for
 		// R15: a timeout on a prompt above 65% of the window compacts and retries.
 		Compact: func(ctx context.Context) (int, bool) {
-			if !r.compactHalf(ctx, ts) {
+			if !r.compactHalf(ctx, ts, false) {
 				return 0, false
 			}
 			return estimate(ts.prompt), true
@@ -494,8 +450,9 @@ func (r *Router) run(ctx context.Context, ts *turnState) (failover.Result, error
 		if a.Kind == failover.AttemptNudged { // R13
 			msgs = append(append([]llm.Message{}, msgs...), llm.Message{Role: "system", Content: "Your previous reply was empty. Answer the user's last message."})
 		}
-		ts.live.beginAttempt()
-		return c.Chat(ctx, llm.Request{Model: a.Candidate.Model, Messages: msgs, MaxTokens: r.cfg.MaxTokens}, ts.live.delta(turnCtx))
+		ts.live.beginAttempt(a.Candidate)
+		out, err := c.Chat(ctx, llm.Request{Model: a.Candidate.Model, Messages: msgs, MaxTokens: r.cfg.MaxTokens}, ts.live.delta(turnCtx))
+		return withEstimate(out, err, msgs), err // U1
 	}
 	return r.engine.Run(ctx, req, attempt)
 }
@@ -506,6 +463,10 @@ func (r *Router) run(ctx context.Context, ts *turnState) (failover.Result, error
 func (r *Router) beforeFallback(ctx context.Context, ts *turnState, to failover.Candidate, cause failover.Failure) error {
 	if ts.sel.source == failover.SourceUser || ts.sel.source == failover.SourceLegacy {
 		return nil // S4: a user override never falls back (BuildChain keeps it alone)
+	}
+	if cause.Reason == classify.ReasonImageInput {
+		ts.imageDetour = true // I5: this turn only; the session keeps its model
+		return nil
 	}
 	origin := string(ts.sel.selected)
 	next := overrideState{
@@ -606,29 +567,27 @@ func (r *Router) succeed(ctx context.Context, ts *turnState, res failover.Result
 	e, sel := ts.entry, ts.sel
 	answered := failover.ModelRef(res.Candidate.Ref())
 	prevNotice := e.notice()
-	next := notices.State{Selected: string(sel.selected), Active: string(answered)}
-	switch {
-	case sel.source == failover.SourceUser || sel.source == failover.SourceLegacy:
-		next.Selected = string(answered)
-	case answered != sel.selected:
-		next.Reason, next.Status = classify.Reason(ts.cur.Reason), ts.cur.Status
-		if res.FellBack && res.Cause != nil {
-			next.Reason, next.Status = res.Cause.Reason, res.Cause.Status
-		}
+	var cause *failover.Failure
+	if res.FellBack {
+		cause = res.Cause
+	}
+	next := noticeState(ts, answered, cause)
+	if ts.imageDetour {
+		prevNotice = imageNoticeBase(next) // I5: said on every such turn, kept by none
 	}
 	text := notices.ForChange(prevNotice, next)
 	ts.tally.answered(answered, res.FellBack)
-	returned := answered == sel.selected && ts.cur.Source == string(failover.SourceAuto)
+	returned := answered == sel.selected && ts.cur.Source == string(failover.SourceAuto) && !ts.imageDetour
 
 	now := r.clock.Now().UTC()
 	x := exchange{
 		key: e.Key,
 		messages: []Message{
-			{SessionKey: e.Key, Role: "user", Content: ts.in.Text, CreatedAt: now},
+			{SessionKey: e.Key, Role: "user", Content: ts.msg.stored(), CreatedAt: now},
 			{SessionKey: e.Key, Role: "assistant", Content: res.Output.Text, Model: string(answered), CreatedAt: now},
 		},
 		attempts:  r.attemptRows(ts),
-		fields:    map[string]any{"notice_selected": next.Selected, "notice_active": next.Active, "notice_reason": string(next.Reason)},
+		fields:    noticeFields(next, ts.imageDetour),
 		paidCalls: paidCalls(ts.attempts),
 		tokensIn:  int64(res.Output.InputTokens),
 		tokensOut: int64(res.Output.OutputTokens),
@@ -639,7 +598,7 @@ func (r *Router) succeed(ctx context.Context, ts *turnState, res failover.Result
 	// P2: pin the profile that served, unless the user pinned one.
 	pinned := e.AuthProfileOverride == res.Candidate.Profile && e.AuthProfileOverrideSource == string(failover.SourceAuto) &&
 		e.AuthProfileOverrideCompactionCount == e.CompactionCount && ts.prev == nil && !returned
-	if !pinned && res.Candidate.Profile != "" && e.AuthProfileOverrideSource != string(failover.SourceUser) {
+	if !pinned && res.Candidate.Profile != "" && e.AuthProfileOverrideSource != string(failover.SourceUser) && !ts.imageDetour {
 		x.pin, x.pinCompacted = res.Candidate.Profile, e.CompactionCount
 	}
 	out := reply(ts.in, adapters.KindReply, res.Output.Text)
@@ -670,10 +629,49 @@ func (r *Router) succeed(ctx context.Context, ts *turnState, res failover.Result
 	r.incidentMu.Lock()
 	r.incidentOpen = false // storeExchange ended it in the database
 	r.incidentMu.Unlock()
-	if text != "" && notices.Deliver(r.cfg.Notices, ts.in.Direct) {
+	if text != "" && notices.Deliver(r.cfg.Notices, ts.in.Direct) && text != ts.live.noticedText() {
 		r.send(ctx, reply(ts.in, adapters.KindNotice, text)) // N4: its own message, before the reply
 	}
 	r.answer(ctx, ts, out)
+}
+
+// noticeState is the notice state of a turn answered by answered, moved off its
+// first candidate by cause (nil = it was not).
+func noticeState(ts *turnState, answered failover.ModelRef, cause *failover.Failure) notices.State {
+	sel := ts.sel
+	if cause != nil && cause.Reason == classify.ReasonImageInput {
+		// I5: moved off the requested model for its images, this turn only.
+		return notices.State{Selected: string(sel.requested), Active: string(answered), Reason: classify.ReasonImageInput}
+	}
+	next := notices.State{Selected: string(sel.selected), Active: string(answered)}
+	switch {
+	case sel.source == failover.SourceUser || sel.source == failover.SourceLegacy:
+		next.Selected = string(answered)
+	case answered != sel.selected:
+		next.Reason, next.Status = classify.Reason(ts.cur.Reason), ts.cur.Status
+		if cause != nil {
+			next.Reason, next.Status = cause.Reason, cause.Status
+			if cause.Reason == classify.ReasonRefusedResponse && cause.Status != classify.StatusUnknown {
+				next.Words = cause.Describe() // A2: what was refused (a skip knows only the reason)
+			}
+		}
+	}
+	return next
+}
+
+// fallbackNotice is the N1 notice the turn owes its reader if c answers, ""
+// when none is due: a streamed fallback answer shows below it (A5). It runs on
+// the engine's goroutine, where the hooks that set ts.cause run too.
+func (r *Router) fallbackNotice(ts *turnState, c failover.Candidate) string {
+	next := noticeState(ts, failover.ModelRef(c.Ref()), ts.cause)
+	if !next.OnFallback() || !notices.Deliver(r.cfg.Notices, ts.in.Direct) {
+		return ""
+	}
+	prev := ts.entry.notice()
+	if next.Reason == classify.ReasonImageInput {
+		prev = imageNoticeBase(next)
+	}
+	return notices.ForChange(prev, next)
 }
 
 // answer posts a turn's final message: into the growing reply when one was
@@ -753,4 +751,20 @@ func (r *Router) report(ctx context.Context, ts *turnState, s *failover.SummaryE
 	lines := notices.LinesFromSummary(s)
 	r.send(ctx, adapters.Outbound{Kind: adapters.KindReport, Channel: channel, ReplyTo: replyTo, SessionKey: ts.entry.Key,
 		Text: notices.AdminReport(lines, ts.entry.Key, now)})
+}
+
+// noticeFields is the notice state a successful turn stores (N3): none for a
+// turn that moved models only for its images (I5).
+func noticeFields(next notices.State, imageDetour bool) map[string]any {
+	if imageDetour {
+		return nil
+	}
+	return map[string]any{"notice_selected": next.Selected, "notice_active": next.Active, "notice_reason": string(next.Reason)}
+}
+
+// imageNoticeBase is the notice state an image detour is told against: the
+// requested model answering, so the fallback notice is due on every such turn
+// whatever the session's stored state (I5).
+func imageNoticeBase(next notices.State) notices.State {
+	return notices.State{Selected: next.Selected, Active: next.Selected}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -78,7 +79,7 @@ func TestText_Inbound(t *testing.T) {
 		t.Fatalf("got %d inbound, want 3 (blank lines skipped): %+v", len(got), got)
 	}
 	want := adapters.Inbound{Channel: "console", SessionKey: "console:default", User: "console:local", Text: "hello", ReplyTo: "default", Direct: true, Admin: true}
-	if got[0] != want {
+	if !reflect.DeepEqual(got[0], want) {
 		t.Errorf("got %+v, want %+v", got[0], want)
 	}
 	// text format does not interpret JSON: the line is the message.
@@ -167,7 +168,7 @@ func TestJSONL_Inbound(t *testing.T) {
 		t.Fatalf("got %d inbound, want %d: %+v", len(got), len(want), got)
 	}
 	for i := range want {
-		if got[i] != want[i] {
+		if !reflect.DeepEqual(got[i], want[i]) {
 			t.Errorf("[%d] got %+v, want %+v", i, got[i], want[i])
 		}
 	}
@@ -395,5 +396,29 @@ func TestJSONL_M7_MessageIDs(t *testing.T) {
 		Model: "p/a", Replayed: true})
 	if want := `{"type":"reply","session":"s1","text":"again\u009b2J\u202e","model":"p/a","replayed":true}` + "\n"; out.String() != want {
 		t.Errorf("replayed output:\n%s\nwant:\n%s", out.String(), want)
+	}
+}
+
+// covers A5 at a terminal: a failed attempt's printed words are erased, the
+// fallback notice takes their line, and the fallback's answer prints below it.
+func TestText_A5_NoticeAboveTheFallbacksAnswer(t *testing.T) {
+	var out strings.Builder
+	a := New(Options{Format: FormatText, In: strings.NewReader("hi\n"), Out: &out})
+	inbox := make(chan adapters.Inbound)
+	done := make(chan error, 1)
+	ctx := context.Background()
+	go func() { done <- a.Run(ctx, inbox) }()
+	in := <-inbox
+	st, _ := a.StartStream(ctx, in)
+	_ = st.Update(ctx, "partial words")
+	_ = st.Restart(ctx, &adapters.Outbound{Kind: adapters.KindNotice, SessionKey: in.SessionKey, Text: "↪️ model fallback: p2/beta"})
+	_ = st.Update(ctx, "the fallback")
+	_ = st.Finish(ctx, adapters.Outbound{Kind: adapters.KindReply, SessionKey: in.SessionKey, Text: "the fallback answers"})
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	want := "\x1b7partial words" + "\x1b8\x1b[J" + "↪️ model fallback: p2/beta\n" + "\x1b7the fallback" + " answers" + "\n"
+	if got := out.String(); got != want {
+		t.Fatalf("terminal got\n%q\nwant\n%q", got, want)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/detourbot/detour/adapters"
+	"github.com/detourbot/detour/adapters/live"
 	"github.com/detourbot/detour/internal/termsafe"
 )
 
@@ -63,14 +64,24 @@ func (a *Adapter) clearStatus() {
 	}
 }
 
-// StartStream prints the answer as it arrives (L2); a text that does not extend
-// what was printed (a failed attempt's words, L3) is erased and replaced.
+// StartStream prints the answer as it arrives (L2), through the live kit's
+// growing reply drawn on the terminal: text that extends what was printed is
+// appended, any other replaces it (L3), and the final answer ends the line.
 func (a *Adapter) StartStream(ctx context.Context, in adapters.Inbound) (adapters.Stream, error) {
 	s := &stream{a: a}
 	a.mu.Lock()
 	a.live = s
 	a.mu.Unlock()
-	return s, nil
+	return live.New(s, live.Options{Inline: true, Render: func(kind adapters.Kind, text string) string {
+		return textLine(adapters.Outbound{Kind: kind, Text: text})
+	}}), nil
+}
+
+// stream is the terminal as a live.Surface: one message, printed from the saved
+// cursor position.
+type stream struct {
+	a     *Adapter
+	shown string // sanitized text on the screen since the saved cursor position
 }
 
 // above prints line (which ends in a newline) where the streamed text began and
@@ -79,47 +90,49 @@ func (s *stream) above(line string) {
 	_, _ = s.a.bw.WriteString(restoreDown + line + saveCursor + s.shown)
 }
 
-type stream struct {
-	a     *Adapter
-	shown string // sanitized text on the screen since the saved cursor position
-}
-
-func (s *stream) Update(ctx context.Context, text string) error {
+// write prints out and makes shown what the screen holds; end finishes the line.
+func (s *stream) write(out, shown string, end bool) error {
 	a := s.a
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	s.write(termsafe.Strip(text))
+	if !a.streaming {
+		a.clearStatus()
+		a.streaming = true
+	}
+	_, _ = a.bw.WriteString(out)
+	s.shown = shown
+	if end {
+		_, _ = a.bw.WriteString("\n")
+		a.streaming = false
+		if a.live == s {
+			a.live = nil
+		}
+		defer a.answer()
+	}
 	return a.bw.Flush()
 }
 
-// write shows text, printing only what extends the screen, else replacing it.
-// The caller holds a.mu.
-func (s *stream) write(text string) {
-	a := s.a
-	switch {
-	case !a.streaming:
-		a.clearStatus()
-		a.streaming = true
-		_, _ = a.bw.WriteString(saveCursor + text)
-	case strings.HasPrefix(text, s.shown):
-		_, _ = a.bw.WriteString(text[len(s.shown):])
-	default:
-		_, _ = a.bw.WriteString(restoreDown + text)
-	}
-	s.shown = text
+func (s *stream) Post(_ context.Context, _ int, text string) (string, error) {
+	return "", s.write(saveCursor+text, text, false)
+}
+func (s *stream) Edit(_ context.Context, _, text string) error {
+	return s.write(restoreDown+text, text, false)
+}
+func (s *stream) Append(_ context.Context, _, more string) error {
+	return s.write(more, s.shown+more, false)
+}
+func (s *stream) Stop(_ context.Context, _, more string) error {
+	return s.write(more, s.shown+more, true)
 }
 
-func (s *stream) Finish(ctx context.Context, final adapters.Outbound) error {
+// Delete erases what was printed; the line is free for a notice (A5).
+func (s *stream) Delete(context.Context, string) error {
 	a := s.a
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	s.write(textLine(final))
-	_, _ = a.bw.WriteString("\n")
-	a.streaming = false
-	if a.live == s {
-		a.live = nil
-	}
-	err := a.bw.Flush()
-	a.answer()
-	return err
+	_, _ = a.bw.WriteString(restoreDown)
+	a.streaming, s.shown = false, ""
+	return a.bw.Flush()
 }
+
+func (s *stream) Send(ctx context.Context, out adapters.Outbound) error { return s.a.Send(ctx, out) }

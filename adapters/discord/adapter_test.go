@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/detourbot/detour/adapters"
+	"github.com/detourbot/detour/adapters/discord/link"
 	"github.com/detourbot/detour/failover/failovertest"
 	"github.com/detourbot/detour/internal/testkit/fakediscord"
 	"github.com/detourbot/detour/internal/testkit/syncbuf"
@@ -39,7 +41,7 @@ func TestRun_IdentifiesAndRegistersCommands(t *testing.T) {
 	for _, c := range sets[0].Commands {
 		names = append(names, c.Name)
 	}
-	if want := []string{"model", "new", "reset", "status", "recover", "help"}; !slices.Equal(names, want) {
+	if want := []string{"model", "new", "reset", "compact", "status", "usage", "recover", "help"}; !slices.Equal(names, want) {
 		t.Fatalf("commands = %v, want %v", names, want)
 	}
 	// T5: /recover is hidden from everyone but administrators by default.
@@ -110,7 +112,7 @@ func TestInbound_Routing(t *testing.T) {
 		// message id, for de-duplication across replicas (M3).
 		tc.want.ReplyTo = tc.ch + "/" + id
 		tc.want.EventID = "discord:msg:" + id
-		if got != tc.want {
+		if !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: got %+v, want %+v", tc.name, got, tc.want)
 		}
 	}
@@ -260,7 +262,7 @@ func TestInteraction_ModelDeferredThenEdited(t *testing.T) {
 	want := adapters.Inbound{Channel: Name, SessionKey: "discord:G1:C1", User: "discord:U1",
 		Text: "/model openai/gpt-4.1@openai:backup", ReplyTo: "interaction:" + id + ":C1", Native: true,
 		EventID: "discord:interaction:" + id, Conversation: adapters.ConversationChannel}
-	if in != want {
+	if !reflect.DeepEqual(in, want) {
 		t.Fatalf("inbound = %+v, want %+v", in, want)
 	}
 	// Deferred at once, before any answer exists, for the asker only.
@@ -454,6 +456,9 @@ func TestReconnect_ResumesAndDeliversOnce(t *testing.T) {
 			if n := len(h.fake.Identifies()); n != 1 {
 				t.Errorf("identifies = %d, want 1 (resumed, not re-identified)", n)
 			}
+			if slices.Contains(h.fake.Closes(), 1000) || slices.Contains(h.fake.Closes(), 1001) {
+				t.Errorf("close codes %v: a 1000 or 1001 ends the session", h.fake.Closes())
+			}
 		})
 	}
 }
@@ -506,7 +511,7 @@ func TestSend_RateLimitBounded(t *testing.T) {
 		h.fake.RateLimitNext("POST /channels/*/messages", 10*time.Millisecond)
 	}
 	err := h.a.Send(h.ctx, adapters.Outbound{Kind: adapters.KindReply, ReplyTo: "C1", Text: "x"})
-	if !errors.Is(err, errRateLimited) {
+	if !errors.Is(err, link.ErrRateLimited) {
 		t.Fatalf("err = %v, want rate limited after retries", err)
 	}
 	if n := len(h.sleeps.Sleeps()); n != 2 {
@@ -517,7 +522,7 @@ func TestSend_RateLimitBounded(t *testing.T) {
 	// milliseconds first; the 90 s wait must never be taken.)
 	h.fake.RateLimitNext("POST /channels/*/messages", 90*time.Second)
 	err = h.a.Send(h.ctx, adapters.Outbound{Kind: adapters.KindReply, ReplyTo: "C1", Text: "x"})
-	if !errors.Is(err, errRateLimited) {
+	if !errors.Is(err, link.ErrRateLimited) {
 		t.Fatalf("err = %v; want rate limited at once", err)
 	}
 	for _, d := range h.sleeps.Sleeps()[2:] {
@@ -690,5 +695,49 @@ func TestSend_EmptyBucketWaitIsOurs(t *testing.T) {
 	}
 	if !strings.Contains(h.logs.String(), "rate-limit bucket empty") {
 		t.Error("the bucket wait is not logged")
+	}
+}
+
+// A 502 on a message post is not repeated (discordgo would retry it up to
+// MaxRestRetries times, and a post that landed would show twice): one request,
+// and the error is the caller's.
+func TestSend_BadGatewayIsNotRepeated(t *testing.T) {
+	t.Parallel()
+	h := start(t, nil)
+	h.fake.FailNext("POST /channels/{id}/messages", http.StatusBadGateway, 0)
+	err := h.a.Send(h.ctx, adapters.Outbound{Kind: adapters.KindReply, Channel: Name, ReplyTo: "C1", Text: "once"})
+	if err == nil {
+		t.Fatal("Send reported success for a 502")
+	}
+	n := 0
+	for _, r := range h.fake.Requests() {
+		if r.Method == "POST" && r.Path == "/channels/C1/messages" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d posts, want the one that got the 502", n)
+	}
+}
+
+// covers L1: a channel that refuses the typing indicator (403 Missing
+// Permissions) is not asked again, in this turn nor the next: each refusal
+// would count toward Discord's 10,000 invalid requests in 10 minutes.
+func TestProgress_L1_TypingRefusedIsNotRetried(t *testing.T) {
+	t.Parallel()
+	h := start(t, nil)
+	h.a.mu.Lock()
+	h.a.typingEvery = 10 * time.Millisecond
+	h.a.mu.Unlock()
+	h.fake.Forbid("C7")
+	ind := h.a.StartProgress(h.ctx, adapters.Inbound{SessionKey: "discord:G1:C7", ReplyTo: "C7/1"})
+	if err := fakediscord.WaitFor(wait, func() bool { return h.fake.InvalidRequests() == 1 }); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(80 * time.Millisecond) // eight renewal periods
+	ind.Stop()
+	h.a.StartProgress(h.ctx, adapters.Inbound{SessionKey: "discord:G1:C7", ReplyTo: "C7/2"}).Stop()
+	if n := h.fake.InvalidRequests(); n != 1 {
+		t.Fatalf("%d refused typing calls, want the first only", n)
 	}
 }

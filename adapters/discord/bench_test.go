@@ -56,7 +56,7 @@ func BenchmarkSendReply(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer a.transport.CloseIdleConnections()
+	defer a.link.Close()
 	ctx := context.Background()
 	out := adapters.Outbound{Kind: adapters.KindReply, ReplyTo: "C1", Text: "hello there"}
 	for b.Loop() {

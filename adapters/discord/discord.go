@@ -10,41 +10,35 @@
 //   - discordgo's gateway reader runs the event handlers and makes no network call:
 //     it filters each event and hands it on. An interaction gets its own goroutine,
 //     which defers it (or answers an autocomplete) at once, within Discord's
-//     3-second deadline; a message goes to its channel's worker (one goroutine per
-//     active channel, in order, bounded), which may look the channel up and then
-//     delivers it to the router.
-//   - Every REST call passes through one transport (ratelimit.go) that waits out
-//     per-route buckets and one process-wide pause on a global 429, so discordgo's
-//     own uncancellable sleeps never happen. Typing calls are dropped instead of
-//     waiting (progress.go).
-//   - A streamed reply has its own goroutine (stream.go), which shows the newest
-//     text at most once per EditEvery; Update only hands it the text, so the
-//     model's stream never waits for Discord.
-//   - Run supervises the gateway (supervise.go): discordgo's connection is watched
-//     through a tapped connection (gwconn.go) that closes a zombie connection with
-//     4000 and turns an op 9 into a resume or a budgeted identify; Run backs off with
-//     jitter, checks the identify budget of GET /gateway/bot before each identify,
-//     resumes on resume_gateway_url, and falls back to mention-only mode when
-//     Discord refuses the MESSAGE_CONTENT intent (close 4014).
+//     3-second deadline; a message goes to its channel's lane (live.Lanes: one
+//     goroutine per active channel, in order, bounded), which may look the channel
+//     up and then delivers it to the router.
+//   - The connection to Discord is a link.Link (package link): discordgo for the
+//     protocol, with the parts that break Discord's rules replaced (rate limits,
+//     zombie connections, resumes, the identify budget, reconnecting); it says
+//     which and why.
+//   - A streamed reply is the live kit's growing reply on its own goroutine, which
+//     shows the newest text at most once per EditEvery; the typing indicator is the
+//     kit's indicator, dropped under rate limits.
 package discord
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net/http"
 	"net/url"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/detourbot/detour/adapters"
-	"github.com/detourbot/detour/redact"
+	"github.com/detourbot/detour/adapters/discord/link"
+	"github.com/detourbot/detour/adapters/live"
 )
 
 // Name is the adapter name used in Inbound.Channel and Outbound.Channel.
@@ -108,43 +102,37 @@ type Config struct {
 	// EditEvery is the least time between two edits of a streamed reply (default
 	// 1s, real time); Discord's rate-limit buckets are honoured besides.
 	EditEvery time.Duration
+	// TLS, when set, configures the REST and gateway connections (tests trust
+	// a fake's certificate with it).
+	TLS *tls.Config
 }
 
 // Adapter is the Discord channel. It implements adapters.Adapter, Progress (the
 // typing indicator), Streamer (a reply edited as it grows) and Connector.
 type Adapter struct {
-	cfg       Config
-	token     string
-	log       *slog.Logger
-	rest      *discordgo.Session // REST only, never opened; gateway sessions are made per identify
-	transport *http.Transport
-	lim       *limiter
-	dialer    *gwDialer
+	cfg   Config
+	token string
+	log   *slog.Logger
+	link  *link.Link
+	rest  *discordgo.Session // the link's REST session
 
-	gwMu  sync.Mutex
-	gwURL string // how discordgo's next gateway lookup is answered; "" = ask Discord
+	mu        sync.Mutex
+	ctx       context.Context
+	inbox     chan<- adapters.Inbound
+	started   bool
+	stopping  bool
+	typers    map[string]*live.Indicator // channel id -> its typing indicator
+	answering int                        // interaction goroutines running
+	wg        sync.WaitGroup             // every goroutine the adapter starts
 
-	mu          sync.Mutex
-	botID       string
-	appID       string
-	ctx         context.Context
-	inbox       chan<- adapters.Inbound
-	started     bool
-	stopping    bool
-	typers      map[string]*typer      // channel id -> its typing refresher
-	workers     map[string]*chanWorker // channel id -> its inbound worker
-	answering   int                    // interaction goroutines running
-	mentionOnly bool                   // identify without MESSAGE_CONTENT
-	wg          sync.WaitGroup         // every goroutine the adapter starts
-
+	lanes       *live.Lanes[job] // each channel's inbound events, in order
 	typingEvery time.Duration
 
 	threads      *adapters.Recent // thread ids the bot takes part in
 	notThreads   *adapters.Recent // channel ids known not to be threads
+	noTyping     *adapters.Recent // channels that refused the typing indicator
 	seen         *adapters.Recent // event ids already delivered (resume replays)
 	interactions *interactionStore
-
-	connected atomic.Bool // a gateway connection is up (adapters.Connector)
 }
 
 var (
@@ -155,7 +143,7 @@ var (
 )
 
 // Connected reports whether a gateway connection is up now.
-func (a *Adapter) Connected() bool { return a.connected.Load() }
+func (a *Adapter) Connected() bool { return a.link.Connected() }
 
 // New builds the adapter; nothing connects until Run.
 func New(cfg Config) (*Adapter, error) {
@@ -166,12 +154,17 @@ func New(cfg Config) (*Adapter, error) {
 	if cfg.ShardCount < 0 || cfg.ShardID < 0 || (cfg.ShardCount > 0 && cfg.ShardID >= cfg.ShardCount) || (cfg.ShardCount == 0 && cfg.ShardID > 0) {
 		return nil, fmt.Errorf("discord: shard %d of %d: want 0 <= shard_id < shard_count", cfg.ShardID, cfg.ShardCount)
 	}
-	if cfg.HTTPTimeout <= 0 {
-		cfg.HTTPTimeout = 10 * time.Second
+	set := func(d *time.Duration, def time.Duration) {
+		if *d <= 0 {
+			*d = def
+		}
 	}
-	if cfg.OpenTimeout <= 0 {
-		cfg.OpenTimeout = 20 * time.Second
-	}
+	set(&cfg.HTTPTimeout, 10*time.Second)
+	set(&cfg.OpenTimeout, 20*time.Second)
+	set(&cfg.MaxRateLimitWait, 60*time.Second)
+	set(&cfg.ReconnectBackoff, time.Second)
+	set(&cfg.MaxReconnectBackoff, 2*time.Minute)
+	set(&cfg.EditEvery, defaultEditEvery)
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
@@ -193,57 +186,42 @@ func New(cfg Config) (*Adapter, error) {
 	if cfg.MaxRateLimitRetries <= 0 {
 		cfg.MaxRateLimitRetries = 3
 	}
-	if cfg.MaxRateLimitWait <= 0 {
-		cfg.MaxRateLimitWait = 60 * time.Second
-	}
-	if cfg.ReconnectBackoff <= 0 {
-		cfg.ReconnectBackoff = time.Second
-	}
-	if cfg.MaxReconnectBackoff <= 0 {
-		cfg.MaxReconnectBackoff = 2 * time.Minute
-	}
-	if cfg.EditEvery <= 0 {
-		cfg.EditEvery = defaultEditEvery
-	}
-	var target *url.URL
+	var api *url.URL
 	if cfg.APIURL != "" {
 		u, err := url.Parse(strings.TrimRight(cfg.APIURL, "/"))
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return nil, fmt.Errorf("discord: api_url %q must be an http(s) base URL", cfg.APIURL)
 		}
-		target = u
-	}
-
-	rest, err := discordgo.New("Bot " + tok)
-	if err != nil {
-		return nil, fmt.Errorf("discord: new session: %w", err)
+		api = u
 	}
 	log := cfg.Log.With("channel", Name)
-	base := http.DefaultTransport.(*http.Transport).Clone()
 	a := &Adapter{
 		cfg:          cfg,
 		token:        tok,
 		log:          log,
-		rest:         rest,
-		transport:    base,
-		lim:          newLimiter(cfg.Now, cfg.Sleep, cfg.MaxRateLimitWait, log),
-		dialer:       &gwDialer{timeout: cfg.OpenTimeout},
 		threads:      adapters.NewRecent(4096, 0, nil),
 		notThreads:   adapters.NewRecent(4096, 0, nil),
+		noTyping:     adapters.NewRecent(4096, noTypingFor, cfg.Now),
 		seen:         adapters.NewRecent(2048, 0, nil),
 		interactions: newInteractionStore(512),
-		typers:       map[string]*typer{},
-		workers:      map[string]*chanWorker{},
-		mentionOnly:  cfg.NoMessageContent,
+		typers:       map[string]*live.Indicator{},
 		typingEvery:  typingEvery,
 	}
-	// No http.Client timeout: it would count rate-limit waits; the transport
-	// times each request once it is sent.
-	rest.Client = &http.Client{Transport: &transport{base: base, target: target, timeout: cfg.HTTPTimeout, lim: a.lim, gateway: a.gatewayAnswer}}
-	rest.ShouldRetryOnRateLimit = false // call() retries, the transport waits
-	rest.MaxRestRetries = 0             // a 502 on message create may have posted: never repeat
-	rest.StateEnabled = false
-	rest.LogLevel = -1 // discordgo's logger is process-global; we log ourselves
+	a.lanes = live.NewLanes(a.handle, workerQueue, maxWorkers)
+	l, err := link.New(link.Config{Token: tok, API: api, TLS: cfg.TLS, Shard: [2]int{cfg.ShardID, cfg.ShardCount},
+		Intent: Intents, MentionOnly: cfg.NoMessageContent, HTTPTimeout: cfg.HTTPTimeout, OpenTimeout: cfg.OpenTimeout,
+		Log: log, Sleep: cfg.Sleep, Now: cfg.Now, Rand: cfg.Rand, MaxRateLimitRetries: cfg.MaxRateLimitRetries,
+		MaxRateLimitWait: cfg.MaxRateLimitWait, ReconnectBackoff: cfg.ReconnectBackoff, MaxReconnectBackoff: cfg.MaxReconnectBackoff,
+		Handlers: []any{a.onMessage, a.onThreadCreate, a.onInteraction},
+		Identified: func(ctx context.Context) {
+			if err := a.registerCommands(ctx); err != nil {
+				a.log.Error("discord command registration failed", "err", err)
+			}
+		}})
+	if err != nil {
+		return nil, err
+	}
+	a.link, a.rest = l, l.REST()
 	return a, nil
 }
 
@@ -262,54 +240,25 @@ func (a *Adapter) Run(ctx context.Context, inbox chan<- adapters.Inbound) error 
 	}
 	a.started, a.ctx, a.inbox = true, ctx, inbox
 	a.mu.Unlock()
-	defer a.transport.CloseIdleConnections()
+	defer a.link.Close()
 	defer func() {
 		a.mu.Lock()
 		a.stopping = true
 		for ch, t := range a.typers {
-			t.cancel()
+			t.Stop()
 			delete(a.typers, ch)
 		}
 		a.mu.Unlock()
+		a.lanes.Close()
+		_ = a.lanes.Wait(context.Background()) // the lanes see ctx ended and skip their work
 		a.wg.Wait()
 	}()
-	return a.supervise(ctx)
+	return a.link.Run(ctx)
 }
 
-func (a *Adapter) gatewayAnswer() string {
-	a.gwMu.Lock()
-	defer a.gwMu.Unlock()
-	return a.gwURL
-}
+func (a *Adapter) bot() string { return a.link.BotID() }
 
-func (a *Adapter) setGatewayAnswer(u string) {
-	a.gwMu.Lock()
-	a.gwURL = u
-	a.gwMu.Unlock()
-}
-
-func (a *Adapter) setIDs(bot, app string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if bot != "" {
-		a.botID = bot
-	}
-	if app != "" {
-		a.appID = app
-	}
-}
-
-func (a *Adapter) bot() string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.botID
-}
-
-func (a *Adapter) app() string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.appID
-}
+func (a *Adapter) app() string { return a.link.AppID() }
 
 // runCtx is Run's context (handlers only run while Run does).
 func (a *Adapter) runCtx() (context.Context, chan<- adapters.Inbound) {
@@ -350,39 +299,10 @@ func (a *Adapter) deliver(ctx context.Context, in adapters.Inbound) {
 	}
 }
 
-// call runs one REST call, retrying after a 429 at most MaxRateLimitRetries times;
-// the transport waits the 429's retry_after (or the global pause) before the
-// retry goes out. secret (an interaction token) is scrubbed from the error.
+// call runs one REST call within Discord's rate limits (link.Link.Call).
 func (a *Adapter) call(ctx context.Context, what, secret string, f func(opts ...discordgo.RequestOption) error) error {
-	for attempt := 0; ; attempt++ {
-		err := f(discordgo.WithContext(ctx))
-		if err == nil {
-			return nil
-		}
-		var rl *discordgo.RateLimitError
-		if !errors.As(err, &rl) || rl.RateLimit == nil || rl.TooManyRequests == nil {
-			return scrub(fmt.Errorf("discord: %s: %w", what, err), secret)
-		}
-		if attempt >= a.cfg.MaxRateLimitRetries {
-			return fmt.Errorf("discord: %s: rate limited, retry after %v (gave up after %d retries): %w",
-				what, rl.RetryAfter, attempt, errRateLimited)
-		}
-		a.log.Warn("discord rate limited", "op", what, "retry_after", rl.RetryAfter, "attempt", attempt+1)
-	}
+	return a.link.Call(ctx, what, secret, f)
 }
 
-// scrubbed hides one secret from an error's text while keeping it unwrappable.
-type scrubbed struct {
-	err    error
-	secret string
-}
-
-func (e *scrubbed) Error() string { return redact.Known(e.err.Error(), e.secret) }
-func (e *scrubbed) Unwrap() error { return e.err }
-
-func scrub(err error, secret string) error {
-	if err == nil || secret == "" {
-		return err
-	}
-	return &scrubbed{err: err, secret: secret}
-}
+// restStatus is a REST error's HTTP status, 0 for none.
+func restStatus(err error) int { return link.Status(err) }

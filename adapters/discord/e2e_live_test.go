@@ -6,6 +6,7 @@ package discord_test
 // strict fakediscord.
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -125,11 +126,12 @@ func TestE2E_L2_ReplyGrowsByEditsAndEndsComplete(t *testing.T) {
 	}
 }
 
-// covers L3, N4, R8: the primary streams a word and stalls; after the idle
+// covers L3, N4, R8, A5: the primary streams a word and stalls; after the idle
 // timeout the fallback answers. The message that showed the primary's words is
-// edited in place to the fallback's answer, no message's latest version holds the
-// primary's text, the fallback notice is its own quiet message, and history holds
-// the final answer only.
+// taken down, the fallback notice is its own quiet message, and the fallback's
+// answer comes below it (A5: the reader sees the notice, then the answer); no
+// message's latest version holds the primary's text, and history holds the
+// final answer only.
 func TestE2E_L3_StalledPrimaryReplacedInPlaceByFallback(t *testing.T) {
 	t.Parallel()
 	e := liveWorld(t, 30*time.Millisecond, e2eOpts{spec: func(s *e2e.Spec) { s.Idle = 400 * time.Millisecond }})
@@ -137,31 +139,27 @@ func TestE2E_L3_StalledPrimaryReplacedInPlaceByFallback(t *testing.T) {
 	e.fake.SendMention("G1", "C1", "U1", "hello")
 	e.waitFor("the reply and the notice", func() bool { return len(e.fake.Latest("C1")) == 2 })
 	e.Drain()
-	var reply, notice []fakediscord.Message
-	for _, m := range e.fake.Latest("C1") {
-		if isNotice(m) {
-			notice = append(notice, m)
-		} else {
-			reply = append(reply, m)
-		}
-	}
+	latest := e.fake.Latest("C1")
 	want := "[" + e2eFallback + "] you said: hello"
-	if len(reply) != 1 || reply[0].Content != want {
-		t.Fatalf("reply = %+v, want %q", reply, want)
+	if len(latest) != 2 || !isNotice(latest[0]) || latest[1].Content != want {
+		t.Fatalf("C1 shows %q, want the N1 notice, then %q (A5)", contents(latest), want)
 	}
-	if !strings.HasPrefix(reply[0].Versions[0], "PRIMARY-PARTIAL") {
-		t.Fatalf("the primary's words were never shown (versions %q): the test proved nothing", reply[0].Versions)
+	notice := latest[0]
+	if !strings.Contains(notice.Content, "model fallback: "+e2eFallback) || strings.Contains(notice.Content, "you said") {
+		t.Errorf("notice = %+v, want the N1 notice as its own message", notice)
 	}
+	shown := false
 	for _, m := range e.fake.Messages() {
+		shown = shown || (m.Deleted && strings.HasPrefix(m.Versions[0], "PRIMARY-PARTIAL"))
 		if !m.Deleted && strings.Contains(m.Content, "PRIMARY-PARTIAL") {
 			t.Errorf("message %s still shows the primary's partial text: %q", m.ID, m.Content)
 		}
 	}
-	if len(notice) != 1 || !strings.Contains(notice[0].Content, "model fallback: "+e2eFallback) || strings.Contains(notice[0].Content, "you said") {
-		t.Errorf("notice = %+v, want the N1 notice as its own message", notice)
+	if !shown {
+		t.Fatal("the primary's words were never shown: the test proved nothing")
 	}
-	if n := e.channelPosts("C1"); n != 2 {
-		t.Errorf("%d posts in C1, want the reply (edited in place) and the notice", n)
+	if n, d := e.channelPosts("C1"), len(e.fake.Deletes()); n != 3 || d != 1 {
+		t.Errorf("%d posts and %d deletes in C1, want the partial reply (taken down), the notice and the answer", n, d)
 	}
 	if h := e.history("discord:G1:C1"); len(h) != 2 || h[1].Content != want {
 		t.Errorf("history = %+v, want the question and the fallback's answer", h)
@@ -344,5 +342,58 @@ func TestE2E_Threads_MentionOpensThreadAndConversationContinues(t *testing.T) {
 	e.posts("C1", 1)
 	if n := len(e.fake.ThreadStarts()); n != 1 {
 		t.Errorf("%d threads started, want none for a command", n)
+	}
+}
+
+// covers A5, N1, L2: the primary fails before any text; while the fallback's
+// answer streams, its notice is in the channel before the answer's first text.
+func TestE2E_A5_NoticeBeforeTheFallbacksFirstText(t *testing.T) {
+	t.Parallel()
+	e := liveWorld(t, 30*time.Millisecond)
+	e.llm.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeServer500})
+	e.llm.Script(fakeprovider.Rule{Provider: "p2", Mode: fakeprovider.ModeSlowStream, Delay: 15 * time.Millisecond, Reply: sentences(20)})
+	e.fake.SendMention("G1", "C1", "U1", "hello")
+	e.waitFor("the notice and the answer", func() bool { return len(e.fake.Latest("C1")) == 2 })
+	e.Drain()
+	ms := e.fake.Latest("C1")
+	if !isNotice(ms[0]) || !strings.Contains(ms[0].Content, "model fallback: "+e2eFallback) || ms[1].Content != sentences(20) {
+		t.Fatalf("C1 shows %q, want the notice, then the answer", contents(ms))
+	}
+	if !ms[0].At.Before(ms[1].At) || len(ms[1].Versions) < 2 {
+		t.Fatalf("the notice (%v) did not precede the streamed answer (%v, %d versions)", ms[0].At, ms[1].At, len(ms[1].Versions))
+	}
+	if len(e.fake.Deletes()) != 0 {
+		t.Fatalf("deleted %d messages: nothing was shown before the fallback", len(e.fake.Deletes()))
+	}
+}
+
+// covers L2, L5: a 429 on the edits of a growing reply (and a drained bucket)
+// is waited out by the transport: the answer ends complete, once, and no
+// request goes out that Discord would refuse but the one injected. An answer
+// of 45,000 characters is split into messages Discord takes, never refused.
+func TestE2E_L2_L5_RateLimitedEditsAndAnOversizeAnswer(t *testing.T) {
+	t.Parallel()
+	e := liveWorld(t, 20*time.Millisecond)
+	var b strings.Builder
+	for i := 0; b.Len() < 45000; i++ {
+		b.WriteString(fmt.Sprintf("Line-%d-%s ends.\n\n", i, strings.Repeat("x", 150+i%40)))
+	}
+	answer := strings.TrimSpace(b.String())
+	e.llm.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeSlowStream, Delay: 2 * time.Millisecond, Reply: answer})
+	e.fake.RateLimitNext("PATCH /channels/{id}/messages/{mid}", 300*time.Millisecond)
+	e.fake.SendMention("G1", "C1", "U1", "a long one")
+	want := adapters.Split(answer, discord.MaxMessageLen, func(s string) int { return len(s) })
+	e.waitFor("the whole answer", func() bool { return slices.Equal(contents(e.fake.Latest("C1")), want) })
+	e.Drain()
+	if got := contents(e.fake.Latest("C1")); !slices.Equal(got, want) || len(want) < 23 {
+		t.Fatalf("C1 shows %d messages, want the answer in %d", len(got), len(want))
+	}
+	for _, r := range e.fake.Requests() {
+		if r.Status >= 400 && r.Status != 429 {
+			t.Fatalf("Discord refused %s %s: %d (code %d)", r.Method, r.Path, r.Status, r.Code)
+		}
+	}
+	if n := e.fake.RateLimited(); n != 1 {
+		t.Fatalf("%d 429s, want the one injected", n)
 	}
 }

@@ -74,7 +74,8 @@ func (a *Adapter) onMessage(_ *discordgo.Session, mc *discordgo.MessageCreate) {
 	default:
 		return
 	}
-	if text == "" {
+	files := filesOf(m.Attachments) // I1
+	if text == "" && len(files) == 0 {
 		return // nothing to answer (or, in mention-only mode, no content for us)
 	}
 	if a.seen.Seen("msg:" + m.ID) {
@@ -89,6 +90,11 @@ func (a *Adapter) onMessage(_ *discordgo.Session, mc *discordgo.MessageCreate) {
 		Direct:       direct,
 		EventID:      "discord:msg:" + m.ID,
 		Conversation: conversation(m.GuildID),
+		Files:        files,
+	}
+	if ref := m.MessageReference; ref != nil && ref.MessageID != "" && (ref.ChannelID == "" || ref.ChannelID == m.ChannelID) &&
+		(m.ReferencedMessage == nil || m.ReferencedMessage.Author == nil || m.ReferencedMessage.Author.ID != botID) {
+		in.RepliesTo = replyRef(m.ChannelID, ref.MessageID) // H1: a reply chain the bot was not part of
 	}
 	a.enqueue(m.ChannelID, job{in: in, lookup: lookup, openThread: open, guild: m.GuildID, message: m.ID})
 }
@@ -100,18 +106,6 @@ func conversation(guildID string) string {
 		return adapters.ConversationDirect
 	}
 	return adapters.ConversationChannel
-}
-
-// handle is a channel worker's step for one job.
-func (a *Adapter) handle(ctx context.Context, j job) {
-	if j.lookup && a.isThread(ctx, j.channel()) {
-		a.threads.Add(j.channel())
-	}
-	if j.openThread && !a.threads.Has(j.channel()) {
-		a.moveToThread(ctx, &j)
-	}
-	a.setParent(&j.in, j.guild, j.channel())
-	a.deliver(ctx, j.in)
 }
 
 // setParent names the channel a thread belongs to (Inbound.Parent), as far as
@@ -142,7 +136,9 @@ var commandOption = map[string]string{
 	"model":   "model",
 	"new":     "model",
 	"reset":   "",
+	"compact": "",
 	"status":  "",
+	"usage":   "scope",
 	"recover": "target",
 	"help":    "",
 }
@@ -160,7 +156,11 @@ func commandDefs() []*discordgo.ApplicationCommand {
 		{Name: "new", Description: "Start a new conversation, optionally on another model",
 			Options: opt("model", "provider/model, optionally @profile", false)},
 		{Name: "reset", Description: "Clear this conversation and its automatic model override"},
+		{Name: "compact", Description: "Replace this conversation so far by a summary"},
 		{Name: "status", Description: "Show the selected model and the active fallback, if any"},
+		{Name: "usage", Description: "Your paid calls, tokens and estimated cost (all: everyone's, admins)",
+			Options: []*discordgo.ApplicationCommandOption{{Type: discordgo.ApplicationCommandOptionString, Name: "scope",
+				Description: "all: everyone's usage (admins)", Choices: []*discordgo.ApplicationCommandOptionChoice{{Name: "all", Value: "all"}}}}},
 		// T5: hidden from everyone but server admins until they grant it
 		// (Server Settings > Integrations); detour still checks admin.users.
 		{Name: "recover", Description: "Admin: probe a model or profile now and clear its cooldown",

@@ -56,7 +56,7 @@ func (a *Adapter) Send(ctx context.Context, out adapters.Outbound) error {
 	}
 	ref := ""
 	if out.Kind == adapters.KindReply || out.Kind == adapters.KindError {
-		defer a.stopTyping(ch, nil) // the turn has answered
+		defer a.stopTyping(ch) // the turn has answered
 		ref = msg
 	}
 	return a.postChannel(ctx, ch, ref, chunks, flags, picker)

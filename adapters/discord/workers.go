@@ -2,25 +2,24 @@ package discord
 
 import (
 	"context"
+	"errors"
 	"strings"
-	"time"
 
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/detourbot/detour/adapters"
+	"github.com/detourbot/detour/adapters/live"
 )
 
-// Channel workers: every inbound event of one channel is handled in order by that
-// channel's goroutine, so a slow lookup or a full router inbox holds up that
-// channel only, never the gateway reader or another channel.
+// Channel lanes: every inbound event of one channel is handled in order on that
+// channel's goroutine (live.Lanes), so a slow lookup or a full router inbox
+// holds up that channel only, never the gateway reader or another channel.
 const (
 	// workerQueue bounds one channel's waiting events; past it an event is
 	// dropped with a log line (a channel that far behind is stuck).
 	workerQueue = 64
-	// maxWorkers bounds the channels with a worker at once.
+	// maxWorkers bounds the channels with work at once.
 	maxWorkers = 4096
-	// workerIdle is how long a worker waits for more work before it exits.
-	workerIdle = 30 * time.Second
 )
 
 // replySep separates the channel from the asking message's id in ReplyTo
@@ -42,66 +41,38 @@ func (j job) channel() string {
 	return ch
 }
 
-// chanWorker is one channel's goroutine and its queue.
-type chanWorker struct {
-	jobs chan job
-}
-
-// enqueue hands j to channel's worker, starting one if needed. It never blocks.
+// enqueue hands j to its channel's lane. It never blocks.
 func (a *Adapter) enqueue(channel string, j job) {
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.ctx == nil || a.stopping {
+	stopping := a.ctx == nil || a.stopping
+	a.mu.Unlock()
+	if stopping {
 		return
 	}
-	w := a.workers[channel]
-	if w == nil {
-		if len(a.workers) >= maxWorkers {
-			a.log.Warn("discord event dropped: too many busy channels", "channel_id", channel, "limit", maxWorkers)
-			return
-		}
-		w = &chanWorker{jobs: make(chan job, workerQueue)}
-		a.workers[channel] = w
-		ctx := a.ctx
-		a.wg.Add(1)
-		go func() {
-			defer a.wg.Done()
-			a.work(ctx, channel, w)
-		}()
-	}
-	select {
-	case w.jobs <- j:
-	default:
+	switch err := a.lanes.Add(channel, j); {
+	case errors.Is(err, live.ErrTooMany):
+		a.log.Warn("discord event dropped: too many busy channels", "channel_id", channel, "limit", maxWorkers)
+	case errors.Is(err, live.ErrLaneFull):
 		a.log.Warn("discord event dropped: its channel is too far behind", "channel_id", channel, "queued", workerQueue)
 	}
 }
 
-// work runs one channel's jobs in order until it has been idle for workerIdle or
-// Run ends.
-func (a *Adapter) work(ctx context.Context, channel string, w *chanWorker) {
-	idle := time.NewTimer(workerIdle)
-	defer idle.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			a.mu.Lock()
-			delete(a.workers, channel)
-			a.mu.Unlock()
-			return
-		case j := <-w.jobs:
-			a.handle(ctx, j)
-			idle.Reset(workerIdle)
-		case <-idle.C:
-			a.mu.Lock()
-			if len(w.jobs) == 0 { // enqueue holds a.mu: no job can slip in now
-				delete(a.workers, channel)
-				a.mu.Unlock()
-				return
-			}
-			a.mu.Unlock()
-			idle.Reset(workerIdle)
-		}
+// handle is a channel lane's step for one job; after Run it does nothing.
+func (a *Adapter) handle(_ string, j job) {
+	ctx, _ := a.runCtx()
+	if ctx.Err() != nil {
+		return
 	}
+	if j.lookup && a.isThread(ctx, j.channel()) {
+		a.threads.Add(j.channel())
+		// H1: first mentioned in a thread it did not start (its own are known).
+		j.in.Earlier, j.in.RepliesTo = threadRef(j.channel(), j.message), ""
+	}
+	if j.openThread && !a.threads.Has(j.channel()) {
+		a.moveToThread(ctx, &j)
+	}
+	a.setParent(&j.in, j.guild, j.channel())
+	a.deliver(ctx, j.in)
 }
 
 // isThread looks a channel's type up once (cached either way, bounded).

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -55,7 +56,7 @@ func TestMention_InboundAndReplyInThread(t *testing.T) {
 	in := h.recv()
 	want := adapters.Inbound{Channel: "slack", SessionKey: "slack:T1:C1:" + sent.TS, User: "slack:U1",
 		Text: "hello <there>", ReplyTo: "C1|" + sent.TS, EventID: "slack:msg:C1:" + sent.TS, Conversation: adapters.ConversationChannel}
-	if in != want {
+	if !reflect.DeepEqual(in, want) {
 		t.Fatalf("inbound\n got %+v\nwant %+v", in, want)
 	}
 	h.send(adapters.Outbound{Kind: adapters.KindReply, SessionKey: in.SessionKey, ReplyTo: in.ReplyTo, Text: "**Hi** there"})
@@ -125,7 +126,7 @@ func TestDirectMessage(t *testing.T) {
 	in := h.recv()
 	want := adapters.Inbound{Channel: "slack", SessionKey: "slack:T1:D1", User: "slack:U1", Text: "hi bot", ReplyTo: "D1",
 		Direct: true, EventID: "slack:msg:D1:" + dm.TS, Conversation: adapters.ConversationDirect}
-	if in != want {
+	if !reflect.DeepEqual(in, want) {
 		t.Fatalf("inbound\n got %+v\nwant %+v", in, want)
 	}
 	h.send(adapters.Outbound{Kind: adapters.KindReply, ReplyTo: in.ReplyTo, Text: "hello"})

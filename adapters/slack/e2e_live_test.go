@@ -98,8 +98,12 @@ func TestE2E_SlackLive_L2_ReplyGrowsAndEndsCompletePostedOnce(t *testing.T) {
 	if len(ms) != 1 || !ms[0].Streamed {
 		t.Fatalf("want one streamed message:%s", describeMessages(ms))
 	}
-	if ms[0].Text != story || strings.Contains(ms[0].Shown(), "\u200b") || len(ms[0].Blocks) != 0 {
-		t.Fatalf("final message = %q (blocks %s), want the whole answer as mrkdwn text", ms[0].Text, ms[0].Blocks)
+	if ms[0].Shown() != story || strings.Contains(ms[0].Shown(), "\u200b") || ms[0].Streaming {
+		t.Fatalf("final message = %q (blocks %s), want the whole answer, its stream stopped", ms[0].Shown(), ms[0].Blocks)
+	}
+	// Documented calls only: the stream ends with chat.stopStream, never chat.update.
+	if stops, updates := len(e.slack.CallsOf("chat.stopStream")), len(e.slack.CallsOf("chat.update")); stops != 1 || updates != 0 {
+		t.Fatalf("%d chat.stopStream and %d chat.update calls, want 1 and 0", stops, updates)
 	}
 	growing := 0
 	for i := 1; i < len(ms[0].Versions)-1; i++ {
@@ -125,10 +129,11 @@ func TestE2E_SlackLive_L2_ReplyGrowsAndEndsCompletePostedOnce(t *testing.T) {
 	}
 }
 
-// covers L3, N4, R8: the primary streams some words and stalls; the fallback
-// answers. The streamed message ends as the fallback's answer, the primary's
-// partial text is in no message's latest version, the fallback notice is its
-// own message, and the answer is shown once.
+// covers L3, N4, R8, A5: the primary streams some words and stalls; the
+// fallback answers. The primary's stream is deleted, the fallback notice is its
+// own message, and the fallback's answer streams below it (A5: notice, then
+// answer); the primary's partial text is in no message's latest version, and the
+// answer is shown once.
 func TestE2E_SlackLive_L3_StallThenFallbackReplacesPartialText(t *testing.T) {
 	e := startE2E(t, live, func(st *setup) { st.idle = 300 * time.Millisecond })
 	e.llm.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeStallAfterFirstChunk})
@@ -136,19 +141,21 @@ func TestE2E_SlackLive_L3_StallThenFallbackReplacesPartialText(t *testing.T) {
 	m := e.slack.Mention("C1", "U1", "hello there", "")
 	ms := e.messages("C1", m.TS)
 	if len(ms) != 2 {
-		t.Fatalf("want the answer and the notice:%s", describeMessages(ms))
+		t.Fatalf("want the notice and the answer:%s", describeMessages(ms))
 	}
-	answer, notice := ms[0], ms[1]
-	if !answer.Streamed || !strings.HasPrefix(answer.Text, "[p2/beta] you said: hello there") {
+	notice, answer := ms[0], ms[1]
+	if !answer.Streamed || !strings.HasPrefix(answer.Shown(), "[p2/beta] you said: hello there") {
 		t.Fatalf("final answer:%s", describeMessages(ms))
 	}
-	if !strings.Contains(answer.Versions[0], "[p1/alpha]") {
-		t.Fatalf("the primary's words were never shown (the test proves nothing):%s", describeMessages(ms))
-	}
+	shown := false
 	for _, msg := range e.slack.AllMessages() {
+		shown = shown || (msg.Deleted && strings.Contains(msg.Versions[0], "[p1/alpha]"))
 		if !msg.Deleted && strings.Contains(msg.Shown(), "p1/alpha]") {
 			t.Fatalf("the primary's partial text is still shown:%s", describeMessages([]fakeslack.Message{msg}))
 		}
+	}
+	if !shown {
+		t.Fatalf("the primary's words were never shown (the test proves nothing):%s", describeMessages(e.slack.AllMessages()))
 	}
 	if !strings.Contains(string(notice.Blocks), `"context"`) || !strings.Contains(notice.Text, "model fallback: p2/beta") ||
 		strings.Contains(notice.Text, "you said") {
@@ -157,8 +164,8 @@ func TestE2E_SlackLive_L3_StallThenFallbackReplacesPartialText(t *testing.T) {
 	if n := strings.Count(answer.Shown()+notice.Shown(), "you said: hello there"); n != 1 {
 		t.Fatalf("the answer is shown %d times:%s", n, describeMessages(ms))
 	}
-	if n := len(e.slack.CallsOf("chat.startStream")); n != 1 {
-		t.Fatalf("%d streams started, want the one replaced in place", n)
+	if n, u := len(e.slack.CallsOf("chat.startStream")), len(e.slack.CallsOf("chat.update")); n != 2 || u != 0 {
+		t.Fatalf("%d streams started and %d chat.update calls, want the primary's (deleted) and the fallback's, no update", n, u)
 	}
 	if hist := e.history("slack:T1:C1:" + m.TS); len(hist) != 2 || strings.Contains(hist[1], "p1/alpha") {
 		t.Fatalf("history = %q", hist)

@@ -2,6 +2,8 @@ package slack_test
 
 import (
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -81,6 +83,14 @@ func startE2E(t testing.TB, mods ...func(*setup)) *world {
 	e.slack.AppToken, e.slack.BotToken = e2eApp, e2eBot
 	e.slack.EchoPosts = true // Slack echoes the bot's own posts; they must be ignored
 	e.slack.Now = e.sleeps.Now
+	// The app as slack-manifest.yaml installs it: its scopes and events only.
+	manifest, err := os.ReadFile(filepath.Join("..", "..", "slack-manifest.yaml"))
+	if err == nil {
+		err = e.slack.InstallManifest(manifest)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 	st := &setup{fake: e.slack, replicas: 1, config: slack.Config{
 		AppToken: e2eApp, BotToken: e2eBot, HTTPTimeout: 3 * time.Second,
 		PingInterval: 2 * time.Second, Log: e2e.Logger(e.logs),

@@ -3,6 +3,7 @@ package slack
 import (
 	"context"
 	"log/slog"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,9 @@ import (
 // TestMain checks that every goroutine stops. gorm's statement cache starts a
 // janitor goroutine that never ends (a library detail, e2e tests only).
 func TestMain(m *testing.M) {
+	if os.Getenv(rssChildEnv) != "" {
+		os.Exit(rssChild()) // a child of TestI2_DownloadPeakRSS: read one file, report, exit
+	}
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("gorm.io/gorm/internal/lru.NewLRU[...].func1"))
 }
 

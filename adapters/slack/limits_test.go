@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/detourbot/detour/adapters"
+	"github.com/detourbot/detour/adapters/live"
 	"github.com/detourbot/detour/failover/failovertest"
 	"github.com/detourbot/detour/internal/testkit/fakeslack"
 )
@@ -59,14 +60,14 @@ func TestSend_PacedPerChannelPausedWorkspaceWideOn429(t *testing.T) {
 // own pace holds only that channel.
 func TestPacer_PauseIsWorkspaceWidePaceIsPerChannel(t *testing.T) {
 	clock := failovertest.NewClock(time.Date(2026, 3, 1, 14, 0, 0, 0, time.UTC))
-	p := newPacer(time.Second, clock.Now, clock.Sleep)
+	p := newPacer(time.Second, live.NewPauses(clock.Now, clock.Sleep))
 	ctx := context.Background()
 	c1, err := p.acquire(ctx, "C1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.posted(c1)
-	p.pause("chat.postMessage", 7*time.Second)
+	p.Pause("chat.postMessage", 7*time.Second)
 	p.release(c1)
 	c2, _ := p.acquire(ctx, "C2")
 	start := clock.Now()
@@ -366,5 +367,84 @@ func TestDisconnectReasons_TooManyWebsocketsBacksOff(t *testing.T) {
 	stopFirst() // a socket frees up: the second adapter gets in
 	if err := srv.WaitConnected(2, wait); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Every envelope is acknowledged at once even when the work queue is full: the
+// events that find no room are answered "busy" where they were sent, never left
+// unacknowledged (Slack would redeliver them, and disable an app whose events
+// keep failing).
+func TestAck_QueueFullStillAcksAndAnswersBusy(t *testing.T) {
+	srv := fakeslack.New()
+	srv.AppToken, srv.BotToken = canaryApp, canaryBot
+	srv.Start()
+	defer srv.Close()
+	a, err := New(Config{AppToken: canaryApp, BotToken: canaryBot, APIURL: srv.URL(), PingInterval: 2 * time.Second,
+		Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.queue = 1
+	inbox := make(chan adapters.Inbound) // nobody reads: the dispatcher holds one event, the queue one more
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx, inbox) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	if err := srv.WaitConnected(1, wait); err != nil {
+		t.Fatal(err)
+	}
+	var sent []fakeslack.Sent
+	for _, ch := range []string{"D1", "D2", "D3", "D4", "D5"} {
+		sent = append(sent, srv.DM(ch, "U1", "hello"))
+	}
+	sent = append(sent, srv.Slash("/detour-status", "", "C1", "U1"))
+	for _, s := range sent {
+		if _, err := srv.WaitAck(s.EnvelopeID, wait); err != nil {
+			t.Fatal(err)
+		}
+	}
+	busy, err := srv.WaitPosts(3, wait)
+	if err != nil {
+		t.Fatalf("busy answers: %v", err)
+	}
+	for _, p := range busy {
+		if !strings.Contains(p.Text, "too busy") || !strings.HasPrefix(p.Channel, "D") {
+			t.Fatalf("post %+v, want a busy answer in the DM it answers", p)
+		}
+	}
+	ack, _ := srv.WaitAck(sent[len(sent)-1].EnvelopeID, wait)
+	if !strings.Contains(string(ack.Payload), "too busy") {
+		t.Fatalf("the slash command's ack = %s, want the busy answer", ack.Payload)
+	}
+	if r := srv.Retried(); r != 0 {
+		t.Fatalf("%d envelopes redelivered", r)
+	}
+}
+
+// The wait after links that keep closing comes before apps.connections.open,
+// never between it and the dial: the URL Slack hands out is a short-lived ticket.
+func TestLinkWait_BeforeOpeningNeverAfter(t *testing.T) {
+	h := start(t, nil)
+	for range 4 { // links that close at once: waits grow
+		if err := h.srv.SendDisconnect("too_many_websockets"); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.srv.WaitConnected(h.srv.Connects()+1, wait); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opens, connects := h.srv.CallsOf("apps.connections.open"), h.srv.ConnectTimes()
+	if len(h.sleepsSoFar()) == 0 {
+		t.Fatal("no wait between links that kept closing")
+	}
+	for i, at := range connects {
+		if i >= len(opens) || !at.Equal(opens[i].At) {
+			t.Fatalf("link %d dialled at %v, its URL issued at %v: a wait fell between them", i+1, at, opens[min(i, len(opens)-1)].At)
+		}
 	}
 }

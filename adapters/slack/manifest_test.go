@@ -134,8 +134,9 @@ func TestManifest_NoReservedCommandNames(t *testing.T) {
 }
 
 // The mention-only manifest subscribes to mentions and DMs only: the channel
-// message events (and their scopes) that count against Slack's 30,000 events per
-// hour are gone; the full manifest keeps them for thread follow-ups.
+// message events that count against Slack's 30,000 events per hour are gone;
+// the full manifest keeps them for thread follow-ups. Both keep the scopes that
+// read threads and files (H1, I3).
 func TestManifest_MentionsVariantDropsChannelMessageEvents(t *testing.T) {
 	full := readManifest(t, "slack-manifest.yaml")
 	lean := readManifest(t, "slack-manifest-mentions.yaml")
@@ -153,9 +154,17 @@ func TestManifest_MentionsVariantDropsChannelMessageEvents(t *testing.T) {
 			t.Errorf("slack-manifest-mentions.yaml lacks %s", e)
 		}
 	}
-	for _, s := range []string{"channels:history", "groups:history", "mpim:history"} {
-		if slices.Contains(lean.OAuth.Scopes.Bot, s) {
-			t.Errorf("slack-manifest-mentions.yaml asks for %s, which no subscribed event needs", s)
+	// H1: reading a thread's earlier messages (conversations.replies) needs
+	// the history scopes whatever events arrive, and files need files:read
+	// (I3): both manifests ask for them. A scope costs no events.
+	for _, m := range []struct {
+		name string
+		m    manifest
+	}{{"slack-manifest.yaml", full}, {"slack-manifest-mentions.yaml", lean}} {
+		for _, s := range []string{"channels:history", "groups:history", "im:history", "mpim:history", "files:read"} {
+			if !slices.Contains(m.m.OAuth.Scopes.Bot, s) {
+				t.Errorf("%s lacks %s", m.name, s)
+			}
 		}
 	}
 	if !slices.Equal(slashNames(full), slashNames(lean)) {

@@ -4,36 +4,47 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/detourbot/detour/adapters/live"
 )
 
+// Per-method limits of Slack's Web API tiers, in calls per minute per workspace
+// (https://docs.slack.dev/apis/web-api/rate-limits/). The live-reply methods are
+// kept inside them by a sliding window (live.Window), so a busy workspace gets
+// slower streams rather than HTTP 429s.
+var methodLimits = map[string]int{
+	"chat.startStream":  20,  // Tier 2 (https://docs.slack.dev/reference/methods/chat.startStream)
+	"chat.appendStream": 100, // Tier 4 (https://docs.slack.dev/reference/methods/chat.appendStream)
+	"chat.stopStream":   20,  // Tier 2 (https://api.slack.com/methods/chat.stopStream)
+	"chat.delete":       50,  // Tier 3 (https://docs.slack.dev/reference/methods/chat.delete)
+}
+
 // pacer keeps posting within Slack's limits: chat.postMessage allows about one
-// message per second per channel, and an HTTP 429 asks the whole workspace to wait
-// (https://docs.slack.dev/apis/web-api/rate-limits/). Each channel is a lane that
-// one post holds at a time, from its first try to its last retry, so posts to one
-// channel go out in order and a slow or rate-limited channel delays no other. A
-// 429 pauses that method for every channel until its Retry-After has passed.
+// message per second per channel, and an HTTP 429 asks the whole workspace to
+// wait (https://docs.slack.dev/apis/web-api/rate-limits/). Each channel is a lane
+// that one post holds from its first try to its last retry, so posts to one
+// channel go out in order and a slow or rate-limited channel delays no other;
+// the next post there waits a full interval from this one's answer, after Slack
+// saw it. (A token bucket, reserved before the request, would let two posts land
+// closer than Slack allows when the first one is slow.) A 429 pauses its method
+// for every channel until its Retry-After has passed.
 type pacer struct {
-	interval time.Duration
-	now      func() time.Time
-	sleep    func(context.Context, time.Duration) error
+	interval     time.Duration
+	*live.Pauses // method → no call before; "post:<channel>" → the channel's next post
 
-	mu     sync.Mutex
-	lanes  map[string]*lane
-	paused map[string]time.Time // method → no call before
+	mu    sync.Mutex
+	lanes map[string]*lane
 }
 
-// lane is one channel's turn (a one-slot semaphore) and when it may post next.
+// lane is one channel's turn (a one-slot semaphore) while posts hold or want it.
 type lane struct {
-	turn  chan struct{}
-	next  time.Time // guarded by pacer.mu
-	users int       // posts holding or waiting for the turn; guarded by pacer.mu
+	channel string
+	turn    chan struct{}
+	users   int // guarded by pacer.mu
 }
 
-// maxIdleLanes bounds the lanes kept only for their next time.
-const maxIdleLanes = 1024
-
-func newPacer(interval time.Duration, now func() time.Time, sleep func(context.Context, time.Duration) error) *pacer {
-	return &pacer{interval: interval, now: now, sleep: sleep, lanes: map[string]*lane{}, paused: map[string]time.Time{}}
+func newPacer(interval time.Duration, p *live.Pauses) *pacer {
+	return &pacer{interval: interval, Pauses: p, lanes: map[string]*lane{}}
 }
 
 // acquire waits for channel's turn.
@@ -41,8 +52,7 @@ func (p *pacer) acquire(ctx context.Context, channel string) (*lane, error) {
 	p.mu.Lock()
 	l := p.lanes[channel]
 	if l == nil {
-		p.sweepLocked()
-		l = &lane{turn: make(chan struct{}, 1)}
+		l = &lane{channel: channel, turn: make(chan struct{}, 1)}
 		p.lanes[channel] = l
 	}
 	l.users++
@@ -51,9 +61,7 @@ func (p *pacer) acquire(ctx context.Context, channel string) (*lane, error) {
 	case l.turn <- struct{}{}:
 		return l, nil
 	case <-ctx.Done():
-		p.mu.Lock()
-		l.users--
-		p.mu.Unlock()
+		p.leave(l)
 		return nil, ctx.Err()
 	}
 }
@@ -61,61 +69,29 @@ func (p *pacer) acquire(ctx context.Context, channel string) (*lane, error) {
 // release gives channel's turn to the next post.
 func (p *pacer) release(l *lane) {
 	<-l.turn
+	p.leave(l)
+}
+
+func (p *pacer) leave(l *lane) {
 	p.mu.Lock()
-	l.users--
-	p.mu.Unlock()
-}
-
-// sweepLocked forgets lanes nobody uses whose pace no longer constrains a post,
-// once there are many.
-func (p *pacer) sweepLocked() {
-	if len(p.lanes) < maxIdleLanes {
-		return
-	}
-	now := p.now()
-	for ch, l := range p.lanes {
-		if l.users == 0 && !now.Before(l.next) {
-			delete(p.lanes, ch)
-		}
+	defer p.mu.Unlock()
+	if l.users--; l.users == 0 {
+		delete(p.lanes, l.channel)
 	}
 }
 
-// wait blocks until method may be called (no workspace pause) and, for a lane,
-// until the channel's pace allows the next post.
+// wait blocks until method may be called and, for a lane, until the channel's
+// pace allows the next post.
 func (p *pacer) wait(ctx context.Context, method string, l *lane) error {
-	for {
-		p.mu.Lock()
-		until := p.paused[method]
-		if l != nil && l.next.After(until) {
-			until = l.next
-		}
-		d := until.Sub(p.now())
-		p.mu.Unlock()
-		if d <= 0 {
-			return ctx.Err()
-		}
-		if err := p.sleep(ctx, d); err != nil {
-			return err
-		}
+	if err := p.Wait(ctx, method, 0); err != nil || l == nil {
+		return err
 	}
+	return p.Wait(ctx, "post:"+l.channel, 0)
 }
 
-// posted records that l's channel just took a post (or a try Slack refused): the
-// next one waits a full interval from now, which is after Slack saw this one.
+// posted records that l's channel just took a post (or a try Slack refused).
 func (p *pacer) posted(l *lane) {
-	if l == nil {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	l.next = p.now().Add(p.interval)
-}
-
-// pause stops calls of method in every channel for d (a 429's Retry-After).
-func (p *pacer) pause(method string, d time.Duration) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if until := p.now().Add(d); until.After(p.paused[method]) {
-		p.paused[method] = until
+	if l != nil {
+		p.Pause("post:"+l.channel, p.interval)
 	}
 }

@@ -77,22 +77,18 @@ func (a *Adapter) sendPicker(ctx context.Context, t target, out adapters.Outboun
 	}
 	fallback := escapeMrkdwn(truncateRunes(out.Text, maxChunk))
 	opts := []slackgo.MsgOption{slackgo.MsgOptionText(fallback, false), slackgo.MsgOptionBlocks(blocks...)}
-	if t.ThreadTS != "" {
-		opts = append(opts, slackgo.MsgOptionTS(t.ThreadTS))
-	}
 	user := t.User
 	if user == "" {
 		user = a.askerOf(t)
 	}
 	if user == "" {
-		err := a.call(ctx, "chat.postMessage", t.Channel, func(ctx context.Context) error {
-			_, _, err := a.api.PostMessageContext(ctx, t.Channel, opts...)
-			return err
-		})
-		if err != nil {
+		if err := a.postMessage(ctx, t, opts...); err != nil {
 			return fmt.Errorf("slack: posting a picker: %w", err)
 		}
 		return nil
+	}
+	if t.ThreadTS != "" {
+		opts = append(opts, slackgo.MsgOptionTS(t.ThreadTS))
 	}
 	err := a.call(ctx, "chat.postEphemeral", "", func(ctx context.Context) error {
 		_, err := a.api.PostEphemeralContext(ctx, t.Channel, user, opts...)

@@ -50,26 +50,27 @@ func (a *Adapter) Send(ctx context.Context, out adapters.Outbound) error {
 
 // postChunks posts text in order, one message per chunk.
 func (a *Adapter) postChunks(ctx context.Context, t target, text string) error {
-	return a.postParts(ctx, t, adapters.Split(text, maxChunk, utf8.RuneCountInString))
-}
-
-// postParts posts mrkdwn parts in order, one message each.
-func (a *Adapter) postParts(ctx context.Context, t target, parts []string) error {
-	for i, chunk := range parts {
-		opts := []slackgo.MsgOption{slackgo.MsgOptionText(chunk, false)}
-		if t.ThreadTS != "" {
-			opts = append(opts, slackgo.MsgOptionTS(t.ThreadTS))
-		}
-		err := a.call(ctx, "chat.postMessage", t.Channel, func(ctx context.Context) error {
-			_, _, err := a.api.PostMessageContext(ctx, t.Channel, opts...)
-			return err
-		})
-		if err != nil {
+	for i, chunk := range adapters.Split(text, maxChunk, utf8.RuneCountInString) {
+		if err := a.postMessage(ctx, t, slackgo.MsgOptionText(chunk, false)); err != nil {
 			return fmt.Errorf("slack: posting part %d: %w", i+1, err)
 		}
-		a.posted(t)
 	}
 	return nil
+}
+
+// postMessage makes one chat.postMessage in t's thread, in the channel's pace.
+func (a *Adapter) postMessage(ctx context.Context, t target, opts ...slackgo.MsgOption) error {
+	if t.ThreadTS != "" {
+		opts = append(opts, slackgo.MsgOptionTS(t.ThreadTS))
+	}
+	err := a.call(ctx, "chat.postMessage", t.Channel, func(ctx context.Context) error {
+		_, _, err := a.api.PostMessageContext(ctx, t.Channel, opts...)
+		return err
+	})
+	if err == nil {
+		a.posted(t)
+	}
+	return err
 }
 
 // postNotice posts a status notice as a context block with a plain-text fallback.
@@ -79,21 +80,9 @@ func (a *Adapter) postNotice(ctx context.Context, t target, text string) error {
 	fallback := escapeMrkdwn(truncateRunes(text, maxContextText))
 	block := slackgo.NewContextBlock("",
 		slackgo.NewTextBlockObject(slackgo.MarkdownType, truncateRunes(ToMrkdwn(text), maxContextText), false, true))
-	opts := []slackgo.MsgOption{
-		slackgo.MsgOptionText(fallback, false),
-		slackgo.MsgOptionBlocks(block),
-	}
-	if t.ThreadTS != "" {
-		opts = append(opts, slackgo.MsgOptionTS(t.ThreadTS))
-	}
-	err := a.call(ctx, "chat.postMessage", t.Channel, func(ctx context.Context) error {
-		_, _, err := a.api.PostMessageContext(ctx, t.Channel, opts...)
-		return err
-	})
-	if err != nil {
+	if err := a.postMessage(ctx, t, slackgo.MsgOptionText(fallback, false), slackgo.MsgOptionBlocks(block)); err != nil {
 		return fmt.Errorf("slack: posting notice: %w", err)
 	}
-	a.posted(t)
 	return nil
 }
 
@@ -160,7 +149,7 @@ func (a *Adapter) call(ctx context.Context, method, channel string, fn func(cont
 			wait = time.Second
 		}
 		wait = min(wait, a.cfg.MaxRetryWait)
-		a.pace.pause(method, wait)
+		a.pace.Pause(method, wait)
 		a.log.Warn("slack rate limited; the message waits its turn", "method", method, "channel", channel,
 			"retry_after", wait, "attempt", attempt+1)
 	}

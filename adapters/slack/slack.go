@@ -17,13 +17,16 @@
 // is logged; with MentionsOnly only mentions and direct messages are read, for
 // workspaces near Slack's 30,000 events per hour; a Socket Mode link that keeps
 // closing right after it opens (too_many_websockets, Socket Mode turned off) is
-// redialed with a growing wait. Every Inbound carries EventID, the same for every
-// delivery of one message, so replicas on several sockets can answer it once.
+// asked for again with a growing wait; an event the work queue has no room for is
+// still acknowledged and answered "busy". Every Inbound carries EventID, the same
+// for every delivery of one message, so replicas on several sockets can answer it
+// once.
 //
-// Live replies (SPEC L1-L4): while a turn runs, its thread shows Slack's assistant
-// status "is thinking…" (progress.go); the answer grows in one message of the
-// thread through chat.startStream / appendStream / stopStream and is edited in
-// place when a fallback replaces a failed attempt's words (stream.go); an answer
+// Live replies (SPEC L1-L5, A5), drawn by the live kit: while a turn runs, its
+// thread shows Slack's assistant status "is thinking…" (progress.go); the answer
+// grows in the thread through chat.startStream / appendStream / stopStream, and a
+// failed attempt's stream is deleted and the fallback's started anew below its
+// notice (stream.go); an answer
 // with choices (/model) is an ephemeral select whose pick comes back over Socket
 // Mode as the chosen command (picker.go); and each chat of Slack's AI app
 // container is its own session, offered the configured prompts (assistant.go).
@@ -51,6 +54,7 @@ import (
 	"github.com/slack-go/slack/socketmode"
 
 	"github.com/detourbot/detour/adapters"
+	"github.com/detourbot/detour/adapters/live"
 )
 
 // Name is the adapter (channel) name used in Inbound.Channel and Outbound.Channel.
@@ -149,28 +153,27 @@ type Adapter struct {
 	team    string
 	mention *regexp.Regexp
 
-	mem  *Memory
-	pace *pacer
+	mem    *Memory
+	pace   *pacer       // chat.postMessage per channel, and every method's 429 pause
+	limits *live.Window // the live-reply methods' per-minute windows, on the same pauses
 	// known asks whether a session exists (adapters.SessionLookup); it finds the
 	// threads the bot took part in before a restart.
 	known atomic.Pointer[func(ctx context.Context, sessionKey string) bool]
 
 	dialMu   sync.Mutex
-	lastDial time.Time // when the last Socket Mode dial ended
+	lastDial time.Time // when the last Socket Mode link was dialled
 	flaps    int       // consecutive links that closed soon after they opened
 
 	connected      atomic.Bool  // a Socket Mode link is up (adapters.Connector)
 	warnedMessages atomic.Bool  // MentionsOnly, yet channel message events arrive
 	limitedMinute  atomic.Int64 // minute of the last app_rate_limited logged
 
-	limits      *window                    // per-minute limits of the live-reply methods
-	statusPause atomic.Int64               // no status call before (unix ns): a 429's Retry-After
-	askers      *lru.Cache[string, string] // reply target → who last wrote there (ephemeral pickers)
-	refusedMu   sync.Mutex
-	refused     map[string]time.Time // channel ("" = workspace) → no streaming before
-	life        atomic.Pointer[context.Context]
-	indicators  sync.Map       // channel/thread_ts → *indicator running there
-	bg          sync.WaitGroup // assistant calls made for events; Run waits for them
+	queue      int                        // events waiting for the dispatcher (256)
+	busy       chan struct{}              // "busy" answers being sent (bounded)
+	askers     *lru.Cache[string, string] // reply target → who last wrote there (ephemeral pickers)
+	life       atomic.Pointer[context.Context]
+	indicators sync.Map       // channel/thread_ts → *live.Indicator running there
+	bg         sync.WaitGroup // calls and streams made for events; Run waits for them
 }
 
 // New builds the adapter; it does not connect (Run does).
@@ -227,29 +230,27 @@ func New(cfg Config) (*Adapter, error) {
 		cfg.StreamInterval = time.Second
 	}
 	log := cfg.Log.With("channel", Name)
+	a := &Adapter{cfg: cfg, log: log, queue: 256, busy: make(chan struct{}, 8)}
+	// No client timeout: the transport times each request once it is sent, so
+	// the wait before apps.connections.open does not count.
+	client := &http.Client{Transport: &webTransport{a: a, base: adapters.Timed(http.DefaultTransport, cfg.HTTPTimeout)}}
 	opts := []slackgo.Option{
-		slackgo.OptionHTTPClient(&http.Client{Timeout: cfg.HTTPTimeout}),
+		slackgo.OptionHTTPClient(client),
 		slackgo.OptionAppLevelToken(cfg.AppToken),
 		slackgo.OptionLog(slog.NewLogLogger(log.Handler(), slog.LevelDebug)),
 	}
 	if cfg.APIURL != "" {
 		opts = append(opts, slackgo.OptionAPIURL(cfg.APIURL))
 	}
-	mem := cfg.Memory
-	if mem == nil {
-		mem = NewMemory(cfg.ThreadMemory, cfg.DedupeTTL, cfg.Now)
+	a.mem = cfg.Memory
+	if a.mem == nil {
+		a.mem = NewMemory(cfg.ThreadMemory, cfg.DedupeTTL, cfg.Now)
 	}
-	askers, _ := lru.New[string, string](cfg.ThreadMemory) // only a size < 1 errs
-	return &Adapter{
-		cfg:     cfg,
-		api:     slackgo.New(cfg.BotToken, opts...),
-		log:     log,
-		mem:     mem,
-		pace:    newPacer(cfg.PostInterval, cfg.Now, cfg.Sleep),
-		limits:  newWindow(cfg.Now, methodLimits),
-		askers:  askers,
-		refused: map[string]time.Time{},
-	}, nil
+	a.askers, _ = lru.New[string, string](cfg.ThreadMemory) // only a size < 1 errs
+	a.api = slackgo.New(cfg.BotToken, opts...)
+	pauses := live.NewPauses(cfg.Now, cfg.Sleep)
+	a.pace, a.limits = newPacer(cfg.PostInterval, pauses), live.NewWindow(pauses, methodLimits)
+	return a, nil
 }
 
 // Name returns "slack".
@@ -294,7 +295,7 @@ func (a *Adapter) Run(ctx context.Context, inbox chan<- adapters.Inbound) error 
 	a.life.Store(&runCtx)
 	defer a.bg.Wait()
 	defer a.connected.Store(false)
-	work := make(chan socketmode.Event, 256)
+	work := make(chan socketmode.Event, a.queue)
 	smErr := make(chan error, 1)
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -304,19 +305,21 @@ func (a *Adapter) Run(ctx context.Context, inbox chan<- adapters.Inbound) error 
 	})
 	wg.Go(func() { a.dispatch(runCtx, work, inbox) })
 
-loop:
-	for {
+	// Every envelope is acknowledged at once, whatever waits behind it: Slack
+	// redelivers an unacked one and disables an app that keeps failing. When
+	// the work queue is full the event is answered "busy" instead of queued.
+	for done := false; !done; {
 		select {
 		case <-runCtx.Done():
-			break loop
+			done = true
 		case evt := <-sm.Events:
-			if !a.ack(runCtx, sm, evt) {
-				continue
-			}
-			select {
-			case work <- evt:
-			case <-runCtx.Done():
-				break loop
+			full := len(work) == cap(work) // only this loop adds: room now stays room
+			switch {
+			case !a.ack(runCtx, sm, evt, full):
+			case !full:
+				work <- evt
+			default:
+				a.overflow(runCtx, evt)
 			}
 		}
 	}
@@ -329,18 +332,63 @@ loop:
 	return fmt.Errorf("slack: socket mode: %w", safeErr(err))
 }
 
+// busyText answers a message the bot has no room for.
+const busyText = "the bot is too busy to take this message right now; please send it again in a minute"
+
+// overflow answers an acknowledged event the work queue has no room for: the
+// person is told the bot is busy (a few answers at a time; past them the event
+// is only logged).
+func (a *Adapter) overflow(ctx context.Context, evt socketmode.Event) {
+	select {
+	case a.busy <- struct{}{}:
+	default:
+		a.log.Error("slack work queue full: an event was dropped after its ack", "type", evt.Type)
+		return
+	}
+	a.log.Warn("slack work queue full: answering busy", "type", evt.Type, "queued", a.queue)
+	a.background(ctx, func(ctx context.Context) {
+		defer func() { <-a.busy }()
+		var in *adapters.Inbound
+		switch cb, _ := evt.Data.(slackgo.InteractionCallback); evt.Type {
+		case socketmode.EventTypeEventsAPI:
+			in = a.fromEvent(evt.Request)
+		case socketmode.EventTypeInteractive:
+			in = a.fromAction(cb)
+		}
+		if in != nil {
+			_ = a.Send(ctx, adapters.Outbound{Kind: adapters.KindError, Channel: Name, ReplyTo: in.ReplyTo, Text: busyText})
+		}
+	})
+}
+
 // healthyLink is how long a Socket Mode link must last to count as working.
 const healthyLink = 30 * time.Second
 
-// dial opens the TCP connection of a Socket Mode link. slack-go redials at once
+// webTransport carries the Web API calls. slack-go reopens Socket Mode at once
 // whenever Slack says "disconnect", whatever the reason; when links keep closing
-// right after they open (too_many_websockets: more than 10 sockets for one app, or
-// Socket Mode turned off) that would hammer Slack, so from the second short-lived
-// link in a row each dial waits longer: 1 s, 2 s, 4 s, ... up to 2 minutes.
-func (a *Adapter) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+// right after they open (too_many_websockets: more than 10 sockets for one app,
+// or Socket Mode turned off) that would hammer Slack, so from the second
+// short-lived link in a row apps.connections.open waits longer: 1 s, 2 s, 4 s,
+// ... up to 2 minutes. It waits before the call, never after: the URL Slack
+// hands out is a short-lived ticket, dialled at once.
+type webTransport struct {
+	a    *Adapter
+	base http.RoundTripper
+}
+
+func (t *webTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if strings.HasSuffix(req.URL.Path, "/apps.connections.open") {
+		if err := t.a.linkWait(req.Context()); err != nil {
+			return nil, err
+		}
+	}
+	return t.base.RoundTrip(req)
+}
+
+// linkWait is the wait before asking for a new Socket Mode link.
+func (a *Adapter) linkWait(ctx context.Context) error {
 	a.dialMu.Lock()
-	now := a.cfg.Now()
-	if !a.lastDial.IsZero() && now.Sub(a.lastDial) < healthyLink {
+	if !a.lastDial.IsZero() && a.cfg.Now().Sub(a.lastDial) < healthyLink {
 		a.flaps++
 	} else {
 		a.flaps = 0
@@ -350,14 +398,17 @@ func (a *Adapter) dial(ctx context.Context, network, addr string) (net.Conn, err
 		wait = min(time.Second<<min(a.flaps-2, 10), 2*time.Minute)
 	}
 	a.dialMu.Unlock()
-	if wait > 0 {
-		a.log.Warn("slack socket mode links keep closing right after they open; waiting before the next dial "+
-			"(too many sockets for this app, over 10 replicas, or Socket Mode turned off in the app's settings)",
-			"wait", wait, "short_links", a.flaps)
-		if err := a.cfg.Sleep(ctx, wait); err != nil {
-			return nil, err
-		}
+	if wait <= 0 {
+		return nil
 	}
+	a.log.Warn("slack socket mode links keep closing right after they open; waiting before asking for the next "+
+		"(too many sockets for this app, over 10 replicas, or Socket Mode turned off in the app's settings)",
+		"wait", wait, "short_links", a.flaps)
+	return a.cfg.Sleep(ctx, wait)
+}
+
+// dial opens the TCP connection of a Socket Mode link, noting when.
+func (a *Adapter) dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, network, addr)
 	a.dialMu.Lock()
@@ -396,15 +447,19 @@ func (a *Adapter) authTest(ctx context.Context) (*slackgo.AuthTestResponse, erro
 	}
 }
 
-// ack acknowledges an envelope at once and reports whether the event needs work.
-func (a *Adapter) ack(ctx context.Context, sm *socketmode.Client, evt socketmode.Event) bool {
+// ack acknowledges an envelope at once and reports whether the event needs work;
+// full says the work queue has no room (a slash command is answered busy).
+func (a *Adapter) ack(ctx context.Context, sm *socketmode.Client, evt socketmode.Event, full bool) bool {
 	switch evt.Type {
 	case socketmode.EventTypeEventsAPI, socketmode.EventTypeSlashCommand, socketmode.EventTypeInteractive:
 		if evt.Request == nil {
 			return false
 		}
 		var payload any
-		if evt.Type == socketmode.EventTypeSlashCommand {
+		switch {
+		case evt.Type == socketmode.EventTypeSlashCommand && full:
+			payload = map[string]any{"response_type": "ephemeral", "text": busyText}
+		case evt.Type == socketmode.EventTypeSlashCommand:
 			payload = a.slashAckPayload(evt)
 		}
 		if err := sm.AckCtx(ctx, evt.Request.EnvelopeID, payload); err != nil && ctx.Err() == nil {
@@ -542,6 +597,7 @@ type innerEvent struct {
 	ParentUserID string `json:"parent_user_id"`
 	// AssistantThread is set on messages of an AI app container chat.
 	AssistantThread json.RawMessage `json:"assistant_thread"`
+	Files           []slackFile     `json:"files"` // I1: files.go
 }
 
 // Message subtypes that carry a person's new message; every other subtype
@@ -635,9 +691,12 @@ func (a *Adapter) fromEvent(req *socketmode.Request) *adapters.Inbound {
 		root = ev.TS
 	}
 	addressed := direct || ev.Type == "app_mention" || mentioned
-	if !addressed && (ev.ThreadTS == "" || !a.inThread(ev, team, botUser)) {
+	inThread := ev.ThreadTS != "" && !direct && a.inThread(ev, team, botUser)
+	if !addressed && !inThread {
 		return nil // channel chatter not addressed to the bot
 	}
+	// H1: addressed in a thread it takes no part in yet (it did not start it).
+	joined := ev.ThreadTS != "" && ev.ThreadTS != ev.TS && !direct && !inThread
 	// An app_mention and its message.channels twin share channel and ts: handle one.
 	if a.mem.seenMsg.Seen(threadKey(ev.Channel, ev.TS)) {
 		return nil
@@ -649,7 +708,10 @@ func (a *Adapter) fromEvent(req *socketmode.Request) *adapters.Inbound {
 	text = strings.TrimSpace(unescapeSlack(text))
 	// One id per message, whichever event (app_mention or message) carried it.
 	in := &adapters.Inbound{Channel: Name, User: "slack:" + ev.User, Text: text,
-		EventID: "slack:msg:" + ev.Channel + ":" + ev.TS, Conversation: a.conversation(context.Background(), ev)}
+		EventID: "slack:msg:" + ev.Channel + ":" + ev.TS, Conversation: a.conversation(context.Background(), ev), Files: filesOf(ev.Files)}
+	if joined {
+		in.Earlier = earlierRef{ev.Channel, ev.ThreadTS, ev.TS}.encode()
+	}
 	if direct {
 		in.Direct = true
 		in.SessionKey = "slack:" + team + ":" + ev.Channel

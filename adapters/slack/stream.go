@@ -3,69 +3,73 @@ package slack
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
-	"sync"
 	"time"
-	"unicode/utf8"
 
 	slackgo "github.com/slack-go/slack"
 
 	"github.com/detourbot/detour/adapters"
+	"github.com/detourbot/detour/adapters/live"
 )
 
-// Streaming (L2, L3). A reply grows in one message of the thread through Slack's
-// chat.startStream / chat.appendStream / chat.stopStream: the first text starts
-// the stream at once, later text is appended at most every StreamInterval and
-// within each method's per-minute limit (window.go), coalescing whatever arrived
-// meanwhile. When the text stops extending what was streamed (an attempt failed
-// and another model answers), the stream is stopped and the message edited in
-// place with chat.update; further text edits it again. Finish edits the message
-// into the final answer (mrkdwn, split at Slack's size into further messages),
-// so the latest version of every message holds the final answer only.
+// Streaming (L2, L3, A5) with Slack's documented calls only
+// (https://docs.slack.dev/reference/methods/chat.startStream, .../chat.appendStream,
+// .../chat.stopStream): the live kit's growing reply is drawn with
+// chat.startStream (a message per part of at most maxStreamed characters),
+// chat.appendStream (what the text adds) and chat.stopStream (the rest, then the
+// stream ends: a finished answer is the streamed Markdown). Text that no longer
+// extends what was streamed (another attempt answers) is not edited: the
+// stream is deleted and started again, below the fallback notice. Streams are
+// never edited with chat.update.
 //
-// Where Slack refuses the streaming methods (a workspace or channel without
-// them, a missing scope) or they are over their limit, nothing is shown until
-// Finish, which posts the answer whole: no text is lost, none is shown twice.
+// Where Slack will not stream, nothing shows until Finish, which posts the answer
+// whole: a refusal that no retry changes (the method or scope is missing, the
+// channel type cannot stream) is remembered for refusalMemory, for the channel or
+// the workspace; a 429 pauses chat.startStream for its Retry-After; any other
+// error (a timeout, a 5xx, an unknown code) costs this answer its stream only,
+// and the next answer tries again. So one flaky call never turns streaming off
+// for everyone, and a persistent failure costs one call per answer, inside the
+// method's per-minute window.
 
-// maxStreamed caps what one streamed message shows (Slack's markdown_text limit
-// per call is 12,000 characters); the rest appears with the final answer.
+// maxStreamed caps what one streamed message holds: markdown_text takes at most
+// 12,000 characters a call, and a message's markdown at most 12,000 in all
+// (https://docs.slack.dev/reference/block-kit/blocks/markdown-block); a longer
+// answer continues in a further streamed message.
 const maxStreamed = 12000
 
-// refusalMemory is how long a channel (or the workspace) that refused to stream
-// is not asked again.
+// refusalMemory is how long a refusal to stream is remembered.
 const refusalMemory = 10 * time.Minute
 
-// workspaceRefusals are chat.startStream errors that no channel of the workspace
-// will answer differently.
-var workspaceRefusals = map[string]bool{"unknown_method": true, "not_allowed": true, "not_allowed_token_type": true,
+// refusals are chat.startStream errors retrying cannot change; the workspace
+// ones no channel answers differently.
+var refusals = map[string]bool{"unknown_method": true, "not_allowed": true, "not_allowed_token_type": true,
 	"missing_scope": true, "method_deprecated": true, "deprecated_endpoint": true, "feature_not_enabled": true,
-	"enterprise_is_restricted": true}
+	"enterprise_is_restricted": true, "method_not_supported_for_channel_type": false, "channel_type_not_supported": false,
+	"not_in_channel": false, "is_archived": false, "restricted_action": false}
 
 // StartStream implements adapters.Streamer. It returns at once; the Slack calls
-// run on the stream's own goroutine, which ends with Finish or when Run ends.
+// run on the reply's own goroutine, which ends with Finish or when Run ends.
 func (a *Adapter) StartStream(ctx context.Context, in adapters.Inbound) (adapters.Stream, error) {
 	t := decodeTarget(in.ReplyTo)
 	if t.Channel == "" {
 		return nil, errors.New("slack: stream without a channel in reply_to")
 	}
-	s := &stream{a: a, t: t, kick: make(chan struct{}, 1), done: make(chan struct{})}
-	if t.ThreadTS == "" || t.slash() || !a.mayStream(t.Channel) {
-		// Slack streams only replies in a thread: a top-level DM gets the whole
-		// answer at the end.
-		s.mode = modeWhole
-	}
-	s.team, s.user = recipient(in)
-	// ctx is the attempt's that wrote the first words: the stream outlives it
-	// (a fallback may finish it). Finish ends it, or the end of Run.
+	// ctx is the attempt's that wrote the first words: the stream outlives it.
 	parent := a.runCtx()
 	if parent == nil {
 		parent = context.WithoutCancel(ctx)
 	}
-	s.ctx, s.cancel = context.WithCancel(parent)
-	s.throttleCtx, s.endThrottle = context.WithCancel(s.ctx)
-	go s.run()
-	return s, nil
+	if parent.Err() != nil {
+		return nil, errors.New("slack: not running")
+	}
+	s := &streamSurface{a: a, t: t}
+	s.team, s.user = recipient(in)
+	r := live.New(s, live.Options{Limit: maxStreamed, Every: a.cfg.StreamInterval, Now: a.cfg.Now, Sleep: a.cfg.Sleep,
+		Log: a.log, Render: func(_ adapters.Kind, md string) string { return streamSafe(md) },
+		// Slack streams only replies in a thread; a refused channel waits.
+		Whole: t.ThreadTS == "" || t.slash() || !a.mayStream(t.Channel)})
+	a.bg.Go(func() { r.Run(parent) })
+	return r, nil
 }
 
 // recipient is who a streamed reply is for: the team and user Slack needs to
@@ -79,390 +83,132 @@ func recipient(in adapters.Inbound) (team, user string) {
 	return team, user
 }
 
-type streamMode int
-
-const (
-	modeIdle      streamMode = iota // nothing shown yet
-	modeStreaming                   // a stream is open: text is appended
-	modeEdited                      // the stream is stopped: the message is edited
-	modeWhole                       // no stream: Finish posts the answer whole
-	modeLost                        // the message can no longer be edited: Finish posts anew
-)
-
-// stream is one growing reply.
-type stream struct {
+// streamSurface is one thread as a live.Surface and live.Appender.
+type streamSurface struct {
 	a          *Adapter
 	t          target
 	team, user string
-	kick       chan struct{} // wakes the goroutine (cap 1)
-	done       chan struct{} // closed when the goroutine ends
-	ctx        context.Context
-	cancel     context.CancelFunc
-	// throttleCtx ends a wait between two writes early when Finish is called.
-	throttleCtx context.Context
-	endThrottle context.CancelFunc
-
-	mu     sync.Mutex
-	want   string             // the whole text so far (Update)
-	final  *adapters.Outbound // set by Finish
-	result error              // Finish's outcome, set before done closes
-
-	// Owned by the goroutine.
-	mode   streamMode
-	ts     string // the message
-	shown  string // what was streamed (mode streaming)
-	edited string // what the message shows (mode edited)
-	last   time.Time
 }
 
-// Update implements adapters.Stream: it never waits for Slack.
-func (s *stream) Update(ctx context.Context, text string) error {
-	s.mu.Lock()
-	if s.final == nil {
-		s.want = text
-	}
-	s.mu.Unlock()
-	s.wake()
-	return nil
-}
-
-// Finish implements adapters.Stream: it waits until final replaced what was
-// shown (or was posted whole), or ctx ends.
-func (s *stream) Finish(ctx context.Context, final adapters.Outbound) error {
-	s.mu.Lock()
-	if s.final == nil {
-		s.final = &final
-	}
-	s.mu.Unlock()
-	s.endThrottle()
-	s.wake()
-	select {
-	case <-s.done:
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return s.result
-	case <-ctx.Done():
-		// The caller gives up (and may post final itself): stop posting it here.
-		s.cancel()
-		return ctx.Err()
-	}
-}
-
-func (s *stream) wake() {
-	select {
-	case s.kick <- struct{}{}:
-	default:
-	}
-}
-
-func (s *stream) run() {
-	var result error
-	defer func() {
-		s.mu.Lock()
-		s.result = result
-		s.mu.Unlock()
-		close(s.done)
-		s.cancel()
-	}()
-	for {
-		select {
-		case <-s.kick:
-		case <-s.ctx.Done():
-			result = s.ctx.Err()
-			return
-		}
-		s.mu.Lock()
-		final := s.final
-		s.mu.Unlock()
-		if final != nil {
-			result = s.finish(*final)
-			return
-		}
-		s.step()
-	}
-}
-
-// latest returns the text Update gave last.
-func (s *stream) latest() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.want
-}
-
-// finishing reports whether Finish was called.
-func (s *stream) finishing() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.final != nil
-}
-
-// step brings the message up to the latest text, once.
-func (s *stream) step() {
-	switch s.mode {
-	case modeIdle:
-		s.start()
-	case modeStreaming:
-		if !s.pace() {
-			return
-		}
-		safe := streamSafe(s.latest())
-		if strings.HasPrefix(safe, s.shown) {
-			s.appendText(safe)
-			return
-		}
-		// L3: the text was replaced (another attempt answers): what was
-		// streamed gives way to the new text in the same message.
-		if s.stop() {
-			s.edit(s.latest())
-		}
-	case modeEdited:
-		if s.pace() {
-			s.edit(s.latest())
-		}
-	}
-}
-
-// pace waits until the next write is due; false when Finish cut the wait short
-// (the final text is written instead).
-func (s *stream) pace() bool {
-	if d := s.last.Add(s.a.cfg.StreamInterval).Sub(s.a.cfg.Now()); d > 0 {
-		if s.a.cfg.Sleep(s.throttleCtx, d) != nil {
-			return false
-		}
-	}
-	return !s.finishing()
-}
-
-// start opens the stream with the first text. A refusal, an error or a full
-// per-minute window makes it a whole post at Finish: nothing was shown.
-func (s *stream) start() {
-	safe := streamSafe(s.latest())
-	if safe == "" {
-		return
-	}
-	done, wait := s.a.limits.reserve("chat.startStream")
+// Post starts a stream holding md. Past chat.startStream's per-minute window it
+// fails at once, and the answer is posted whole.
+func (s *streamSurface) Post(ctx context.Context, _ int, md string) (string, error) {
+	done, wait := s.a.limits.Reserve("chat.startStream")
 	if wait > 0 {
-		s.a.log.Debug("slack streams over their per-minute limit; this answer is posted whole", "channel", s.t.Channel)
-		s.mode = modeWhole
-		return
+		return "", errors.New("slack: chat.startStream over its per-minute limit")
 	}
-	opts := []slackgo.MsgOption{slackgo.MsgOptionTS(s.t.ThreadTS), slackgo.MsgOptionMarkdownText(safe)}
+	opts := []slackgo.MsgOption{slackgo.MsgOptionTS(s.t.ThreadTS), slackgo.MsgOptionMarkdownText(md)}
 	if s.team != "" {
 		opts = append(opts, slackgo.MsgOptionRecipientTeamID(s.team))
 	}
 	if s.user != "" {
 		opts = append(opts, slackgo.MsgOptionRecipientUserID(s.user))
 	}
-	_, ts, err := s.a.api.StartStreamContext(s.ctx, s.t.Channel, opts...)
+	_, ts, err := s.a.api.StartStreamContext(ctx, s.t.Channel, opts...)
 	done()
-	s.last = s.a.cfg.Now()
-	if err != nil {
-		s.mode = modeWhole
-		var se slackgo.SlackErrorResponse
-		if errors.As(err, &se) {
-			s.a.refuseStreaming(s.t.Channel, se.Err)
-			return
-		}
-		var rl *slackgo.RateLimitedError
-		if errors.As(err, &rl) {
-			// Other replicas share the workspace's limit: none here until Slack allows.
-			s.a.limits.pause("chat.startStream", min(max(rl.RetryAfter, time.Second), s.a.cfg.MaxRetryWait))
-		}
-		s.a.log.Debug("slack chat.startStream failed; the answer is posted whole", "err", safeErr(err))
-		return
-	}
-	s.mode, s.ts, s.shown = modeStreaming, ts, safe
-	s.a.posted(s.t)
-}
-
-// appendText streams what safe adds to what was shown, within the limits of
-// one call and of one message.
-func (s *stream) appendText(safe string) {
-	delta := safe[len(s.shown):]
-	if room := maxStreamed - utf8.RuneCountInString(s.shown); utf8.RuneCountInString(delta) > room {
-		delta = truncateAt(delta, room)
-	}
-	if delta == "" {
-		return
-	}
-	done, err := s.limited("chat.appendStream")
-	if err != nil {
-		return
-	}
-	err = s.a.call(s.ctx, "chat.appendStream", "", func(ctx context.Context) error {
-		_, _, err := s.a.api.AppendStreamContext(ctx, s.t.Channel, s.ts, slackgo.MsgOptionMarkdownText(delta))
-		return err
-	})
-	done()
-	s.last = s.a.cfg.Now()
-	if err != nil {
-		// The stream is gone (stopped by the person, expired): go on by editing.
-		s.a.log.Debug("slack chat.appendStream failed; editing the message instead", "err", err)
-		if s.stop() {
-			s.edit(s.latest())
-		}
-		return
-	}
-	s.shown += delta
-}
-
-// stop ends the open stream. A stream that is no longer streaming is fine; any
-// other failure leaves a message that cannot be edited (modeLost).
-func (s *stream) stop() bool {
-	done, err := s.limited("chat.stopStream")
-	if err != nil {
-		s.mode = modeLost
-		return false
-	}
-	err = s.a.call(s.ctx, "chat.stopStream", "", func(ctx context.Context) error {
-		_, _, err := s.a.api.StopStreamContext(ctx, s.t.Channel, s.ts)
-		return err
-	})
-	done()
-	s.last = s.a.cfg.Now()
 	var se slackgo.SlackErrorResponse
-	if err != nil && !(errors.As(err, &se) && se.Err == "message_not_in_streaming_state") {
-		s.a.log.Warn("slack chat.stopStream failed; the answer will be posted anew", "err", err)
-		s.mode = modeLost
-		return false
+	var rl *slackgo.RateLimitedError
+	switch {
+	case err == nil:
+		s.a.posted(s.t)
+		return ts, nil
+	case errors.As(err, &se):
+		if workspace, known := refusals[se.Err]; known {
+			s.a.refuseStreaming(s.t.Channel, se.Err, workspace)
+		}
+	case errors.As(err, &rl):
+		// Other replicas share the workspace's limit: none here until Slack allows.
+		s.a.limits.Pause("chat.startStream", min(max(rl.RetryAfter, time.Second), s.a.cfg.MaxRetryWait))
 	}
-	// The message now shows the streamed Markdown: the next edit replaces it.
-	s.mode, s.edited = modeEdited, ""
-	return true
+	return "", safeErr(err)
 }
 
-// edit shows text (converted to mrkdwn, first part only) in the message.
-func (s *stream) edit(text string) {
-	parts := adapters.Split(ToMrkdwn(text), maxChunk, utf8.RuneCountInString)
-	if len(parts) == 0 || parts[0] == s.edited {
-		return
-	}
-	if err := s.update(parts[0]); err != nil {
-		s.a.log.Warn("slack chat.update failed; the answer will be posted anew", "err", err)
-		s.mode = modeLost
-		return
-	}
-	s.edited = parts[0]
-}
-
-// update replaces the message's text, and removes the blocks streaming left
-// (chat.update keeps a message's blocks unless it is given new ones).
-func (s *stream) update(text string) error {
-	done, err := s.limited("chat.update")
-	if err != nil {
+// Append streams more text into the message.
+func (s *streamSurface) Append(ctx context.Context, ts, md string) error {
+	return gone(s.a.limited(ctx, "chat.appendStream", func(ctx context.Context) error {
+		_, _, err := s.a.api.AppendStreamContext(ctx, s.t.Channel, ts, slackgo.MsgOptionMarkdownText(md))
 		return err
+	}))
+}
+
+// Stop ends the stream with the rest of its text.
+func (s *streamSurface) Stop(ctx context.Context, ts, md string) error {
+	var opts []slackgo.MsgOption
+	if md != "" {
+		opts = append(opts, slackgo.MsgOptionMarkdownText(md))
 	}
-	err = s.a.call(s.ctx, "chat.update", "", func(ctx context.Context) error {
-		_, _, _, err := s.a.api.UpdateMessageContext(ctx, s.t.Channel, s.ts,
-			slackgo.MsgOptionText(text, false), slackgo.MsgOptionBlocks([]slackgo.Block{}...))
+	err := s.a.limited(ctx, "chat.stopStream", func(ctx context.Context) error {
+		_, _, err := s.a.api.StopStreamContext(ctx, s.t.Channel, ts, opts...)
 		return err
 	})
-	done()
-	s.last = s.a.cfg.Now()
+	if md == "" && slackCode(err) == "message_not_in_streaming_state" {
+		return nil // ended already (by the person, or it expired), with all its text
+	}
+	return gone(err)
+}
+
+// Delete removes the message.
+func (s *streamSurface) Delete(ctx context.Context, ts string) error {
+	err := s.a.limited(ctx, "chat.delete", func(ctx context.Context) error {
+		_, _, err := s.a.api.DeleteMessageContext(ctx, s.t.Channel, ts)
+		return err
+	})
+	if slackCode(err) == "message_not_found" {
+		return nil
+	}
 	return err
 }
 
-// limited waits until method fits its per-minute limit; the caller runs done
-// when the call returns.
-func (s *stream) limited(method string) (done func(), err error) {
-	for {
-		done, d := s.a.limits.reserve(method)
-		if d <= 0 {
-			return done, nil
-		}
-		if err := s.a.cfg.Sleep(s.ctx, d); err != nil {
-			return nil, fmt.Errorf("%s: waiting for its limit: %w", method, err)
-		}
-	}
+// Send posts out as Send does (the answer whole, or the notice above it).
+func (s *streamSurface) Send(ctx context.Context, out adapters.Outbound) error {
+	out.ReplyTo = s.t.encode()
+	return s.a.Send(ctx, out)
 }
 
-// finish replaces what was shown with final. Its first part goes into the
-// message, the rest follows as further messages; with nothing shown (or a
-// message that cannot be edited) it is posted whole.
-func (s *stream) finish(final adapters.Outbound) error {
-	ctx := s.ctx
-	if s.mode == modeStreaming && !s.stop() {
-		return s.postAnew(ctx, final)
-	}
-	switch s.mode {
-	case modeIdle, modeWhole:
-		return s.a.Send(ctx, final)
-	case modeLost:
-		return s.postAnew(ctx, final)
-	}
-	// modeEdited
-	if strings.TrimSpace(final.Text) == "" {
-		return s.delete(ctx)
-	}
-	parts := adapters.Split(ToMrkdwn(final.Text), maxChunk, utf8.RuneCountInString)
-	if parts[0] != s.edited {
-		if err := s.update(parts[0]); err != nil {
-			s.a.log.Warn("slack chat.update of the final answer failed; posting it anew", "err", err)
-			return s.postAnew(ctx, final)
-		}
-		s.edited = parts[0]
-	}
-	if err := s.a.postParts(ctx, s.t, parts[1:]); err != nil {
-		return fmt.Errorf("slack: the rest of a streamed answer: %w", err)
-	}
-	return nil
-}
-
-// postAnew posts final as new messages and removes the message that could not
-// be edited, so the partial text does not stay beside the answer.
-func (s *stream) postAnew(ctx context.Context, final adapters.Outbound) error {
-	if err := s.a.Send(ctx, final); err != nil {
-		return err
-	}
-	if err := s.delete(ctx); err != nil {
-		s.a.log.Warn("slack: a partial streamed message could not be removed", "err", err)
-	}
-	return nil
-}
-
-func (s *stream) delete(ctx context.Context) error {
-	if s.ts == "" {
-		return nil
-	}
-	done, err := s.limited("chat.delete")
+// limited runs one call of method inside its per-minute window (waiting for a
+// slot) and Slack's 429s (call).
+func (a *Adapter) limited(ctx context.Context, method string, fn func(context.Context) error) error {
+	done, err := a.limits.Take(ctx, method)
 	if err != nil {
 		return err
 	}
 	defer done()
-	return s.a.call(ctx, "chat.delete", "", func(ctx context.Context) error {
-		_, _, err := s.a.api.DeleteMessageContext(ctx, s.t.Channel, s.ts)
-		return err
-	})
+	return a.call(ctx, method, "", fn)
+}
+
+// gone marks the errors of a stream that can no longer take text.
+func gone(err error) error {
+	switch slackCode(err) {
+	case "message_not_in_streaming_state", "message_not_found":
+		return errors.Join(live.ErrGone, err)
+	}
+	return err
+}
+
+// slackCode is the error code of a Slack error answer ("" for none).
+func slackCode(err error) string {
+	var se slackgo.SlackErrorResponse
+	if errors.As(err, &se) {
+		return se.Err
+	}
+	return ""
 }
 
 // mayStream reports whether channel is not known to refuse streaming.
 func (a *Adapter) mayStream(channel string) bool {
-	a.refusedMu.Lock()
-	defer a.refusedMu.Unlock()
-	now := a.cfg.Now()
-	for _, k := range []string{"", channel} {
-		if until, ok := a.refused[k]; ok {
-			if now.Before(until) {
-				return false
-			}
-			delete(a.refused, k)
-		}
-	}
-	return true
+	return a.limits.Left("stream:") <= 0 && a.limits.Left("stream:"+channel) <= 0
 }
 
-// refuseStreaming remembers that Slack refused to stream in channel (or, for
-// errors no channel answers differently, anywhere in the workspace).
-func (a *Adapter) refuseStreaming(channel, code string) {
-	key := channel
-	if workspaceRefusals[code] {
-		key = ""
+// refuseStreaming remembers that Slack refused to stream in channel (or in the
+// whole workspace).
+func (a *Adapter) refuseStreaming(channel, code string, workspace bool) {
+	key := "stream:" + channel
+	if workspace {
+		key = "stream:"
 	}
-	a.refusedMu.Lock()
-	a.refused[key] = a.cfg.Now().Add(refusalMemory)
-	a.refusedMu.Unlock()
+	a.limits.Pause(key, refusalMemory)
 	a.log.Warn("slack refused to stream a reply; answers there are posted whole for a while",
-		"channel", channel, "error", code, "workspace_wide", key == "", "for", refusalMemory)
+		"channel", channel, "error", code, "workspace_wide", workspace, "for", refusalMemory)
 }
 
 // streamSafe makes model Markdown safe to stream (SPEC T3): the streamed text is
@@ -522,18 +268,4 @@ func linkScheme(rest string) schemeVerdict {
 		}
 	}
 	return schemeRefused
-}
-
-// truncateAt returns at most n runes of s.
-func truncateAt(s string, n int) string {
-	if n <= 0 {
-		return ""
-	}
-	for i := range s {
-		if n == 0 {
-			return s[:i]
-		}
-		n--
-	}
-	return s
 }

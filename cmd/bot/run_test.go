@@ -418,3 +418,43 @@ func TestRun_JSONL_T6_DailyBudgetSurvivesARestart(t *testing.T) {
 		t.Fatalf("%d provider calls after the restart, want 1 (bob's)", n)
 	}
 }
+
+// covers U1, T6 through the console jsonl channel: a provider that never
+// reports usage is counted by the estimate, so the per-user dollar cap stops
+// its user, and /usage says the tokens were estimated.
+func TestRun_JSONL_U1_DollarCapActsWithoutReportedUsage(t *testing.T) {
+	srv := startFake(t, fakeprovider.WithRules(fakeprovider.Rule{NoUsage: true}))
+	path := testConfig(t, srv, "models:\n  p1/primary: {usd_per_mtok_in: 500, usd_per_mtok_out: 500}\nlimits: {per_user_daily_usd: 0.05}\n")
+	var lines strings.Builder
+	for range 40 {
+		lines.WriteString(`{"user": "alice", "text": "a question about the release plan"}` + "\n")
+	}
+	lines.WriteString(`{"user": "alice", "text": "/usage"}` + "\n")
+	var stdout, stderr syncbuf.Buffer
+	if code := dispatch(context.Background(), []string{"--config", path}, strings.NewReader(lines.String()), &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	out := parseLines(t, stdout.String())
+	replies, refused := 0, 0
+	for _, o := range out[:len(out)-1] {
+		switch {
+		case o.Type == "reply":
+			replies++
+		case o.Type == "error" && strings.Contains(o.Text, "daily limit of $0.05"):
+			refused++
+		default:
+			t.Fatalf("unexpected line %+v", o)
+		}
+	}
+	if replies == 0 || refused == 0 || replies+refused != 40 {
+		t.Fatalf("%d answered, %d refused: the $0.05 cap must stop alice although the provider reports no usage", replies, refused)
+	}
+	if calls := len(srv.Calls()); calls != replies {
+		t.Fatalf("%d provider calls for %d answers: a refused line must cost no call", calls, replies)
+	}
+	usage := out[len(out)-1]
+	if !strings.Contains(usage.Text, fmt.Sprintf("your usage today (%s UTC): %d paid call(s)", time.Now().UTC().Format(time.DateOnly), replies)) ||
+		!strings.Contains(usage.Text, "estimated: the provider sent no usage") {
+		t.Fatalf("/usage: %+v", usage)
+	}
+}

@@ -64,6 +64,16 @@ func (r liveReply) Update(_ context.Context, text string) error {
 	return nil
 }
 
+// Restart takes the shown text down and posts the lead as its own message, as
+// the platforms' live.Reply does (A5).
+func (r liveReply) Restart(ctx context.Context, lead *adapters.Outbound) error {
+	r.l.log("restart")
+	if lead != nil {
+		return r.l.Send(ctx, *lead)
+	}
+	return nil
+}
+
 func (r liveReply) Finish(_ context.Context, final adapters.Outbound) error {
 	r.l.log("finish:" + string(final.Kind) + ":" + final.Text)
 	r.l.done <- struct{}{}

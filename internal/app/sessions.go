@@ -33,6 +33,12 @@ func SessionsConfig(cfg *config.Config) sessions.Config {
 		ProbeInterval:   d.PrimaryProbeInterval,
 		MaxMessageBytes: cfg.Limits.MaxMessageBytes,
 		MaxTokens:       d.MaxTokens,
+		ImageFallbacks:  append([]failover.ModelRef(nil), d.Model.ImageFallbacks...),
+		Files: sessions.FileLimits{MaxBytes: int64(cfg.Limits.MaxFileBytes), MaxFiles: cfg.Limits.MaxFiles,
+			MaxTextBytes: int64(cfg.Limits.MaxTextFileBytes)},
+		ThreadMessages:   d.ThreadContext.MaxMessages,
+		Summary:          d.Compaction.Summary,
+		SummaryMaxTokens: d.Compaction.SummaryMaxTokens,
 	}
 	live := map[string]config.Live{"console": cfg.Channels.Console.Live, "slack": cfg.Channels.Slack.Live, "discord": cfg.Channels.Discord.Live}
 	for name, l := range live {
@@ -49,6 +55,7 @@ func SessionsConfig(cfg *config.Config) sessions.Config {
 			Price:         failover.Price{InPerMTok: m.USDPerMTokIn, OutPerMTok: m.USDPerMTokOut},
 			Selectable:    m.Selectable,
 			Aliases:       append([]string(nil), m.Aliases...),
+			Images:        m.TakesImages(),
 		}
 	}
 	for _, a := range cfg.Agents.List {

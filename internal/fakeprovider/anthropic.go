@@ -110,7 +110,7 @@ func decodeAnthropic(w http.ResponseWriter, r *http.Request) (*chatRequest, int)
 		default:
 			return bad(fmt.Sprintf("messages.%d.role: Input should be 'user' or 'assistant'", i))
 		}
-		if m.text() == "" {
+		if !m.hasContent() {
 			return bad(fmt.Sprintf("messages.%d.content: text content blocks must be non-empty", i))
 		}
 		req.Messages = append(req.Messages, m)
@@ -190,7 +190,7 @@ func (a *answer) anthropicStart() {
 	a.anthropicEvent("message_start", map[string]any{"type": "message_start", "message": map[string]any{
 		"id": a.id, "type": "message", "role": "assistant", "model": a.req.Model, "content": []any{},
 		"stop_reason": nil, "stop_sequence": nil,
-		"usage": map[string]int{"input_tokens": a.req.promptChars()/4 + 1, "output_tokens": 1},
+		"usage": a.anthropicUsage(1),
 	}})
 	a.anthropicEvent("content_block_start", map[string]any{"type": "content_block_start", "index": 0,
 		"content_block": map[string]string{"type": "text", "text": ""}})
@@ -207,7 +207,7 @@ func (a *answer) anthropicDelta(text string) bool {
 func (a *answer) anthropicEnd(stop string, outTokens int) {
 	a.anthropicEvent("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
 	a.anthropicEvent("message_delta", map[string]any{"type": "message_delta",
-		"delta": map[string]any{"stop_reason": stop, "stop_sequence": nil}, "usage": map[string]int{"output_tokens": outTokens}})
+		"delta": map[string]any{"stop_reason": stop, "stop_sequence": nil}, "usage": map[string]int{"output_tokens": a.anthropicOut(outTokens)}})
 	a.anthropicEvent("message_stop", map[string]string{"type": "message_stop"})
 	a.flush()
 }
@@ -281,7 +281,7 @@ func (a *answer) anthropicMessage(mode Mode) int {
 		"id": a.id, "type": "message", "role": "assistant", "model": a.req.Model,
 		"content":     []any{map[string]string{"type": "text", "text": text}},
 		"stop_reason": stop, "stop_sequence": nil,
-		"usage": map[string]int{"input_tokens": a.req.promptChars()/4 + 1, "output_tokens": len(words(text))},
+		"usage": a.anthropicUsage(len(words(text))),
 	})
 	return http.StatusOK
 }
@@ -403,4 +403,39 @@ func (a *answer) anthropicHostile(mode Mode) (status int, ok bool) {
 		return http.StatusInternalServerError, true
 	}
 	return 0, false
+}
+
+// hasContent reports whether an Anthropic message holds something to send: a
+// non-empty string, or blocks none of which is an empty text block.
+func (m chatMessage) hasContent() bool {
+	ps := m.parts()
+	if len(ps) == 0 {
+		return false
+	}
+	for _, p := range ps {
+		if p.Type == "text" && p.Text == "" {
+			return false
+		}
+	}
+	return true
+}
+
+// anthropicUsage is message_start's (or a whole message's) usage, zero under
+// a NoUsage rule; it records what was reported.
+func (a *answer) anthropicUsage(out int) map[string]int {
+	if a.rule.NoUsage {
+		return map[string]int{"input_tokens": 0, "output_tokens": 0}
+	}
+	in := a.req.promptChars()/4 + 1
+	a.sent = &Usage{PromptTokens: in, CompletionTokens: out, TotalTokens: in + out}
+	return map[string]int{"input_tokens": in, "output_tokens": out}
+}
+
+// anthropicOut is message_delta's output tokens, recorded as the answer's.
+func (a *answer) anthropicOut(out int) int {
+	if a.rule.NoUsage || a.sent == nil {
+		return 0
+	}
+	a.sent.CompletionTokens, a.sent.TotalTokens = out, a.sent.PromptTokens+out
+	return out
 }

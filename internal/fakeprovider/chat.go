@@ -28,6 +28,8 @@ type chatRequest struct {
 	StreamOptions *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
+
+	images [][]seenImage // per message, read by readImages
 }
 
 // text returns a message's content, whether a string or an array of parts.
@@ -59,9 +61,16 @@ func (c *chatRequest) lastUser() string {
 	return ""
 }
 
+// promptChars is the prompt's size the fake's token counts come from: the raw
+// content of each message, and for a message with images its text plus
+// imagePromptTokens per image (never the size of the base64).
 func (c *chatRequest) promptChars() int {
 	n := 0
-	for _, m := range c.Messages {
+	for i, m := range c.Messages {
+		if i < len(c.images) && len(c.images[i]) > 0 {
+			n += len(m.text()) + 4*imagePromptTokens*len(c.images[i])
+			continue
+		}
 		n += len(m.Content)
 	}
 	return n
@@ -164,6 +173,15 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request, api API) {
 		req.Model = call.Deployment // Azure routes by deployment; the body's model is optional
 	}
 	call.Model, call.Stream = req.Model, req.Stream
+	if status := req.readImages(w, api); status != 0 {
+		call.Mode, call.Status = ModeFormat400, status
+		return
+	}
+	call.Messages = req.logged()
+	if req.hasImages() && s.isTextOnly(req.Model) {
+		call.Mode, call.Status = ModeFormat400, refuseTextOnly(w, api)
+		return
+	}
 
 	rule, honour := s.decide(provider, req.Model, call.KeyID)
 	mode := rule.Mode
@@ -188,6 +206,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request, api API) {
 	}
 	a := &answer{s: s, w: w, r: r, req: req, rule: rule, provider: provider, api: api, key: key, note: note}
 	call.Status = a.run(mode)
+	call.Usage = a.sent
 }
 
 // refuseHeaders answers a request that lacks what api requires in its headers,
@@ -241,6 +260,7 @@ type answer struct {
 	note     string // said after the answer: why a "#fail:" marker did nothing
 	id       string
 	created  int64
+	sent     *Usage // the usage the answer reported, nil = none
 }
 
 func (a *answer) replyText() string {
@@ -252,6 +272,9 @@ func (a *answer) replyText() string {
 			said = string([]rune(said)[:maxRunes]) + "…"
 		}
 		text = fmt.Sprintf("[%s/%s] you said: %s", a.provider, a.req.Model, said)
+	}
+	if imgs := a.req.lastUserImages(); len(imgs) > 0 {
+		text += " " + sawImages(imgs) // proof the bytes reached the model
 	}
 	if a.note != "" {
 		text += "\n" + a.note
@@ -479,15 +502,20 @@ type delta struct {
 	Content string `json:"content"`
 }
 
-type usage struct {
+// Usage is the token usage an answer reported, in OpenAI's field names.
+type Usage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
 	TotalTokens      int `json:"total_tokens"`
 }
 
-func (a *answer) usage(completion int) usage {
+// usage is the usage of an answer of completion tokens, and records that it
+// was reported.
+func (a *answer) usage(completion int) Usage {
 	p := a.req.promptChars()/4 + 1
-	return usage{PromptTokens: p, CompletionTokens: completion, TotalTokens: p + completion}
+	u := Usage{PromptTokens: p, CompletionTokens: completion, TotalTokens: p + completion}
+	a.sent = &u
+	return u
 }
 
 func (a *answer) nonStream(mode Mode) int {
@@ -516,7 +544,9 @@ func (a *answer) nonStream(mode Mode) int {
 			"message":       map[string]any{"role": "assistant", "content": text},
 			"finish_reason": finish,
 		}},
-		"usage": a.usage(n),
+	}
+	if !a.rule.NoUsage {
+		out["usage"] = a.usage(n)
 	}
 	writeJSON(a.w, http.StatusOK, out)
 	return http.StatusOK
@@ -607,7 +637,7 @@ func (a *answer) stream(mode Mode) int {
 		}
 	}
 	a.chunk(delta{}, &finish)
-	if a.req.StreamOptions != nil && a.req.StreamOptions.IncludeUsage {
+	if a.req.StreamOptions != nil && a.req.StreamOptions.IncludeUsage && !a.rule.NoUsage {
 		b, _ := json.Marshal(map[string]any{
 			"id": a.id, "object": "chat.completion.chunk", "created": a.created, "model": a.req.Model,
 			"choices": []any{}, "usage": a.usage(len(ws)),

@@ -43,6 +43,10 @@
 // GET /_fake/calls (the call log as JSON), GET /_fake/trap (what reached the
 // redirect trap, as JSON).
 //
+// A timed script (Play, or POST /_fake/phases with a JSON array of phases)
+// answers calls by the phase playing now: providers that flap every few seconds
+// (Flapping makes such a script). A phase's rules win over the scripted ones.
+//
 // # Markers
 //
 // A human in the demo triggers failures by typing "#fail:<mode>" (for example
@@ -185,6 +189,10 @@ type Rule struct {
 	Size int64 `json:"size,omitempty"`
 	// HonourMarkers lets "#fail:<mode>" markers act on calls this rule matches.
 	HonourMarkers bool `json:"honour_markers,omitempty"`
+	// NoUsage answers without any token usage, like the OpenAI-compatible
+	// servers that never report it (no usage chunk even when
+	// stream_options.include_usage asks; zero usage in Anthropic's events).
+	NoUsage bool `json:"no_usage,omitempty"`
 }
 
 // MarshalJSON writes durations as Go duration strings.
@@ -275,6 +283,12 @@ type Call struct {
 	Status     int    `json:"status"` // HTTP status sent; 0 when none (hang, reset) or not yet
 	// Duration is how long the handler ran; 0 while the call is still running.
 	Duration time.Duration `json:"duration"`
+	// Messages is the prompt as the fake received it (each text at most 64
+	// KiB, images by type, size and digest); nil when the body was refused.
+	Messages []Logged `json:"messages,omitempty"`
+	// Usage is the token usage the answer reported; nil when it reported none
+	// (a failure, or a Rule with NoUsage).
+	Usage *Usage `json:"usage,omitempty"`
 }
 
 // Filter selects calls for CallCount; empty fields match anything.
@@ -324,11 +338,12 @@ type Server struct {
 	now    func() time.Time
 	models map[string][]string
 
-	mu    sync.Mutex
-	rules []*scripted
-	seq   int
-	calls []Call
-	acted map[string]time.Time // prompts a "#fail:" marker acted on (notes.go)
+	mu       sync.Mutex
+	rules    []*scripted
+	timeline *timeline // phases being played (Play), nil when none
+	seq      int
+	calls    []Call
+	acted    map[string]time.Time // prompts a "#fail:" marker acted on (notes.go)
 
 	done      chan struct{}
 	closeOnce sync.Once
@@ -342,6 +357,8 @@ type Server struct {
 	mux      *http.ServeMux
 
 	trap trap // the redirect target of redirect_other_port, started on first use
+
+	textOnly map[string]bool // models that take no images (TextOnly)
 }
 
 // New returns a server; call Start to listen, or mount Handler in httptest.
@@ -365,6 +382,7 @@ func New(opts ...Option) *Server {
 	mux.HandleFunc("POST /{provider}/v1beta/openai/chat/completions", s.handle(APIGemini))
 	mux.HandleFunc("POST /_fake/script", s.handleScript)
 	mux.HandleFunc("POST /_fake/reset", s.handleReset)
+	mux.HandleFunc("POST /_fake/phases", s.handlePhases)
 	mux.HandleFunc("GET /_fake/calls", s.handleCalls)
 	mux.HandleFunc("GET /_fake/trap", s.handleTrap)
 	s.mux = mux
@@ -486,11 +504,12 @@ func (s *Server) Rules() []Rule {
 	return out
 }
 
-// Reset forgets every rule and every logged call.
+// Reset forgets every rule, the timed script (Play) and every logged call.
 func (s *Server) Reset() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.rules = nil
+	s.timeline = nil
 	s.calls = nil
 	s.acted = nil
 	s.trap.reset()
@@ -539,6 +558,9 @@ func (s *Server) finishCall(i int, c Call) {
 func (s *Server) decide(provider, model, keyID string) (rule Rule, honour bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if r, ok := s.phaseRule(provider, model, keyID); ok {
+		return r, r.HonourMarkers || strings.Contains(model, "primary")
+	}
 	var live []*scripted
 	for _, r := range s.rules {
 		if !r.matches(provider, model, keyID) {

@@ -2,13 +2,16 @@
 // server.listen is set: /healthz (the process is up), /readyz (the database
 // answers and every enabled channel is connected) and /metrics (Prometheus text
 // format, on a registry of its own: turns, model calls, fallbacks, guard
-// refusals, profile and model availability read at scrape time, and the Go
-// runtime and process collectors).
+// refusals, local failures, profile and model availability read at scrape time,
+// and the Go runtime and process collectors). The endpoint serves a bounded
+// number of connections with read, write and idle timeouts, so a flood of idle
+// connections cannot take the descriptors the bot needs (A4).
 package opsserver
 
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -100,12 +103,18 @@ type Metrics struct {
 
 	llmCalls     *prometheus.CounterVec
 	llmDuration  *prometheus.HistogramVec
+	llmTokens    *prometheus.CounterVec
+	llmCost      *prometheus.CounterVec
 	skips        *prometheus.CounterVec
 	fallbacks    *prometheus.CounterVec
 	turns        *prometheus.CounterVec
 	turnDuration *prometheus.HistogramVec
 	turnOverhead prometheus.Histogram
 	guard        *prometheus.CounterVec
+	local        prometheus.Counter
+	opsRefused   prometheus.Counter
+
+	refusedLog atomic.Int64 // unix seconds of the last refused-connection log line
 }
 
 var _ sessions.Observer = (*Metrics)(nil)
@@ -128,6 +137,16 @@ func NewMetrics(avail AvailabilityFunc, names Names, log *slog.Logger) *Metrics 
 		Help:    "Duration of paid model calls, failed or not, by provider.",
 		Buckets: turnBuckets,
 	}, []string{"provider"})
+	// U5: labels are the configured provider and model names only; never a
+	// user, a channel or anything a person typed.
+	m.llmTokens = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "detour_llm_tokens_total",
+		Help: `Tokens of paid model calls by provider, model, direction ("input", "output") and source ("reported" by the provider, or "estimated" when it sent no usage).`,
+	}, []string{"provider", "model", "direction", "source"})
+	m.llmCost = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "detour_llm_cost_usd_total",
+		Help: "Estimated cost in USD of paid model calls, from the configured prices (models.<ref>.usd_per_mtok_*), by provider and model.",
+	}, []string{"provider", "model"})
 	m.skips = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "detour_candidate_skips_total",
 		Help: "Chain candidates skipped without a call (cooling down, disabled, context window too small), by provider, model and reason.",
@@ -154,7 +173,15 @@ func NewMetrics(avail AvailabilityFunc, names Names, log *slog.Logger) *Metrics 
 		Name: "detour_guard_rejections_total",
 		Help: `Turns refused a paid call by a limit: "paid_calls_per_minute" (limits.max_paid_attempts_per_minute) or "turn_budget" (agents.defaults.budget).`,
 	}, []string{"guard"})
-	m.reg.MustRegister(m.llmCalls, m.llmDuration, m.skips, m.fallbacks, m.turns, m.turnDuration, m.turnOverhead, m.guard,
+	m.local = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "detour_local_failures_total",
+		Help: "Attempts that failed on detour's own side (out of file descriptors or memory, its own cancellation, a local proxy refusing): no provider, profile or model is blamed (A4).",
+	})
+	m.opsRefused = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "detour_ops_connections_refused_total",
+		Help: "Connections to this endpoint closed at once because it already served its limit of connections (A4).",
+	})
+	m.reg.MustRegister(m.llmCalls, m.llmDuration, m.llmTokens, m.llmCost, m.skips, m.fallbacks, m.turns, m.turnDuration, m.turnOverhead, m.guard, m.local, m.opsRefused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, g := range []string{sessions.GuardPerMinute, sessions.GuardTurnBudget} {
 		m.guard.WithLabelValues(g) // present at 0 before the first refusal, so alerts see the series
@@ -176,17 +203,46 @@ func (m *Metrics) Attempt(a failover.AttemptRecord) {
 		m.skips.WithLabelValues(provider, model, string(a.Skipped)).Inc()
 		return
 	}
+	if a.Failure != nil && a.Failure.Reason == classify.ReasonLocal {
+		m.local.Inc() // A4: not a provider's call outcome
+		return
+	}
 	outcome, status := "ok", ""
 	if f := a.Failure; f != nil {
 		outcome, status = failureOutcome(f.Reason, f.Status), StatusLabel(f.Status)
 	}
 	m.llmCalls.WithLabelValues(provider, model, outcome, status).Inc()
 	m.llmDuration.WithLabelValues(provider).Observe(a.Duration.Seconds())
+	source := "reported"
+	if a.UsageEstimated {
+		source = "estimated"
+	}
+	if a.InputTokens > 0 {
+		m.llmTokens.WithLabelValues(provider, model, "input", source).Add(float64(a.InputTokens))
+	}
+	if a.OutputTokens > 0 {
+		m.llmTokens.WithLabelValues(provider, model, "output", source).Add(float64(a.OutputTokens))
+	}
+	if a.CostUSD > 0 {
+		m.llmCost.WithLabelValues(provider, model).Add(a.CostUSD)
+	}
 }
 
 // Fallback counts one step from one model to the next.
 func (m *Metrics) Fallback(from, to string, reason classify.Reason, status int) {
 	m.fallbacks.WithLabelValues(m.labels.ref(from), m.labels.ref(to), failureOutcome(reason, status)).Inc()
+}
+
+// refusedConn returns what the endpoint's connection limit calls for each
+// connection it closes: a count, and a log line at most once a minute.
+func (m *Metrics) refusedConn(log *slog.Logger) func() {
+	return func() {
+		m.opsRefused.Inc()
+		now := time.Now().Unix()
+		if last := m.refusedLog.Load(); now-last >= 60 && m.refusedLog.CompareAndSwap(last, now) {
+			log.Warn("operations endpoint: connection limit reached; closing new connections (A4)")
+		}
+	}
 }
 
 // GuardRejected counts one turn refused by a limit.

@@ -18,20 +18,7 @@ import (
 // serve starts a server for t on a free loopback port and stops it at the end.
 func serve(t *testing.T, m *Metrics, c Checks) string {
 	t.Helper()
-	s, err := Listen("127.0.0.1:0", m, c, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	return "http://" + s.Addr()
+	return "http://" + serveLimited(t, m, c, DefaultLimits)
 }
 
 func fetch(t *testing.T, url string) (int, string) {
@@ -166,5 +153,30 @@ func TestMetrics_M5_StatusBesideTheReason(t *testing.T) {
 	}
 	if len(seen) > 24 {
 		t.Errorf("the status label takes %d values", len(seen))
+	}
+}
+
+// covers U5: tokens and estimated cost are counted by provider and model, the
+// estimated ones apart from the reported ones; no other label is used.
+func TestMetrics_U5_TokensAndCost(t *testing.T) {
+	m := NewMetrics(nil, Names{Models: []string{"p1/a"}, Providers: []string{"p1"}}, nil)
+	c := failover.Candidate{Provider: "p1", Model: "a", Profile: "p1:main"}
+	m.Attempt(failover.AttemptRecord{Candidate: c, InputTokens: 100, OutputTokens: 20, CostUSD: 0.25})
+	m.Attempt(failover.AttemptRecord{Candidate: c, InputTokens: 7, OutputTokens: 3, CostUSD: 0.5, UsageEstimated: true})
+	m.Attempt(failover.AttemptRecord{Candidate: c, Failure: &failover.Failure{Reason: classify.ReasonRateLimit, Status: 429}})
+	_, body := fetch(t, serve(t, m, Checks{})+"/metrics")
+	for _, want := range []string{
+		`detour_llm_tokens_total{direction="input",model="a",provider="p1",source="reported"} 100`,
+		`detour_llm_tokens_total{direction="output",model="a",provider="p1",source="reported"} 20`,
+		`detour_llm_tokens_total{direction="input",model="a",provider="p1",source="estimated"} 7`,
+		`detour_llm_tokens_total{direction="output",model="a",provider="p1",source="estimated"} 3`,
+		`detour_llm_cost_usd_total{model="a",provider="p1"} 0.75`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if strings.Contains(body, "p1:main") {
+		t.Error("a profile id became a label")
 	}
 }

@@ -6,8 +6,12 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"image"
+	"image/color"
+	"image/png"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -305,4 +309,47 @@ func driverFor(t testing.TB) string {
 		return true
 	})
 	return driver
+}
+
+// LastPrompt renders the prompt of the fake provider's last call to model,
+// one "role: text" line per message.
+func (w *World) LastPrompt(model string) string {
+	w.T.Helper()
+	calls := w.LLM.Calls()
+	for i := len(calls) - 1; i >= 0; i-- {
+		if calls[i].Model == model {
+			var b strings.Builder
+			for _, m := range calls[i].Messages {
+				b.WriteString(m.Role + ": " + m.Text + "\n")
+			}
+			return b.String()
+		}
+	}
+	w.T.Fatalf("no call to %s", model)
+	return ""
+}
+
+// ProviderTotals adds up the fake provider's calls and the tokens it reported.
+func (w *World) ProviderTotals() (calls, in, out int64) {
+	for _, c := range w.LLM.Calls() {
+		calls++
+		if c.Usage != nil {
+			in += int64(c.Usage.PromptTokens)
+			out += int64(c.Usage.CompletionTokens)
+		}
+	}
+	return calls, in, out
+}
+
+// PNG is a small valid PNG image (2x2 red pixels), for tests that send one.
+func PNG() []byte {
+	img := image.NewRGBA(image.Rect(0, 0, 2, 2))
+	for x := range 2 {
+		for y := range 2 {
+			img.Set(x, y, color.RGBA{R: 255, A: 255})
+		}
+	}
+	var b bytes.Buffer
+	_ = png.Encode(&b, img)
+	return b.Bytes()
 }

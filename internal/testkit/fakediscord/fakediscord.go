@@ -79,6 +79,11 @@
 //     MANAGE_MESSAGES, which the fake's bot lacks: 403, code 50013); a second
 //     delete gets 404 code 10008; MESSAGE_DELETE is dispatched.
 //     https://discord.com/developers/docs/resources/message#delete-message
+//   - Permissions: after Forbid(c) every request on channel c gets 403 code 50013
+//     "Missing Permissions", and counts toward the invalid-request limit.
+//     https://discord.com/developers/docs/topics/permissions
+//   - Autocomplete: at most 25 choices, names and values of 1 to 100 characters
+//     (else 50035). https://discord.com/developers/docs/interactions/application-commands#autocomplete
 //   - Typing: POST /channels/{c}/typing answers 204; TypingCalls records when.
 //     https://discord.com/developers/docs/resources/channel#trigger-typing-indicator
 //   - Threads from a message: only in a guild text or announcement channel (a DM
@@ -232,6 +237,10 @@ type Msg struct {
 	Bot        bool
 	Content    string
 	MentionBot bool // list the bot in mentions
+	// ReplyTo is the message it replies to (type 19, message_reference); ""
+	// = none. Attachments are attachment objects from AddAttachment.
+	ReplyTo     string
+	Attachments []map[string]any
 }
 
 type channelInfo struct {
@@ -302,6 +311,9 @@ type Server struct {
 	// InvalidateAfterReady sends op 9 (not resumable) right after READY for that
 	// many sessions, counting down.
 	InvalidateAfterReady int
+	// NoHistory lists the channels where the bot lacks Read Message History
+	// (history.go).
+	NoHistory map[string]bool
 
 	srv      *httptest.Server
 	upgrader websocket.Upgrader
@@ -325,9 +337,12 @@ type Server struct {
 	budgetStart  time.Time
 	budgetUsed   int
 	messages     []Message
-	byID         map[string]int    // message id -> index in messages (the bot's posts)
-	known        map[string]string // message id -> author id
-	where        map[string]string // message id -> channel id (channel messages)
+	byID         map[string]int         // message id -> index in messages (the bot's posts)
+	known        map[string]string      // message id -> author id
+	where        map[string]string      // message id -> channel id (channel messages)
+	said         map[string]*said       // message id -> a person's message (history.go)
+	cdn          map[string]*attachment // attachment id -> file (history.go)
+	cdnLog       []CDNRequest
 	edits        []Edit
 	deletes      []Delete
 	threadStarts []ThreadStart
@@ -347,6 +362,7 @@ type Server struct {
 	limited      int
 	invalid      []time.Time
 	channels     map[string]channelInfo
+	forbid       map[string]bool // channels where the bot lacks permissions
 	nextID       int64
 	held         int
 	slowed       int
@@ -369,6 +385,7 @@ func New() *Server {
 		InvalidRequestLimit: 10_000,
 		release:             make(chan struct{}),
 		channels:            map[string]channelInfo{},
+		forbid:              map[string]bool{},
 		conns:               map[*gwConn]struct{}{},
 		known:               map[string]string{},
 		where:               map[string]string{},
@@ -399,6 +416,9 @@ func (s *Server) start(secure bool) {
 	mux.HandleFunc("GET "+p+"/users/@me", s.handleMe)
 	mux.HandleFunc("GET "+p+"/channels/{id}", s.handleChannel)
 	mux.HandleFunc("POST "+p+"/channels/{id}/messages", s.handleChannelMessage)
+	mux.HandleFunc("GET "+p+"/channels/{id}/messages", s.handleGetMessages)
+	mux.HandleFunc("GET "+p+"/channels/{id}/messages/{mid}", s.handleGetMessage)
+	mux.HandleFunc("GET /attachments/{channel}/{id}/{name}", s.handleCDN)
 	mux.HandleFunc("PATCH "+p+"/channels/{id}/messages/{mid}", s.handleMessageEdit)
 	mux.HandleFunc("DELETE "+p+"/channels/{id}/messages/{mid}", s.handleMessageDelete)
 	mux.HandleFunc("POST "+p+"/channels/{id}/messages/{mid}/threads", s.handleThreadFromMessage)
@@ -526,6 +546,12 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, path string, n
 		s.mu.Unlock()
 		discordError(w, http.StatusUnauthorized, 0, "401: Unauthorized")
 		return 0
+	}
+	if segs := splitRoute(path); len(segs) > 1 && segs[0] == "channels" && s.forbidden(segs[1]) {
+		// The bot lacks a permission there (View Channel, Send Messages):
+		// https://discord.com/developers/docs/topics/opcodes-and-status-codes#json (50013).
+		discordError(w, http.StatusForbidden, 50013, "Missing Permissions")
+		return 50013
 	}
 	f, ok := s.takeFault(r, path, inter)
 	if ok && f.kind == faultSlow {
@@ -657,6 +683,20 @@ func (s *Server) addFault(route string, f fault) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.faults = append(s.faults, f)
+}
+
+// Forbid takes the bot's permissions in channel away: every request on it is
+// answered 403, code 50013, and counts as an invalid request.
+func (s *Server) Forbid(channel string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.forbid[channel] = true
+}
+
+func (s *Server) forbidden(channel string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.forbid[channel]
 }
 
 // RateLimitNext makes the next request matching route answer a per-route 429
@@ -1076,6 +1116,20 @@ func (s *Server) handleCallback(w http.ResponseWriter, r *http.Request) {
 		invalidForm(w, fmt.Errorf("type: callback type %d is not valid for interaction type %d", b.Type, in.typ))
 		return
 	}
+	if b.Data != nil && len(b.Data.Choices) > 0 {
+		// Autocomplete: at most 25 choices, each name and value 1 to 100
+		// characters (https://discord.com/developers/docs/interactions/application-commands#application-command-object-application-command-option-choice-structure).
+		bad := len(b.Data.Choices) > maxSelectOptions
+		for _, c := range b.Data.Choices {
+			v := fmt.Sprint(c.Value)
+			bad = bad || len([]rune(c.Name)) < 1 || len([]rune(c.Name)) > maxOptionText || len([]rune(v)) > maxOptionText
+		}
+		if bad {
+			s.mu.Unlock()
+			invalidForm(w, fmt.Errorf("data.choices: 1 to %d choices, names and values of 1 to %d characters", maxSelectOptions, maxOptionText))
+			return
+		}
+	}
 	var selects []Select
 	if b.Data != nil && (b.Type == 4 || b.Type == 7) {
 		var err error
@@ -1147,11 +1201,12 @@ func (s *Server) SendMessage(m Msg) string {
 	if name == "" {
 		name = "user-" + m.AuthorID
 	}
-	body := map[string]any{
-		"id": id, "channel_id": m.ChannelID, "content": m.Content, "type": 0,
-		"author":    map[string]any{"id": m.AuthorID, "username": name, "bot": m.Bot},
-		"timestamp": time.Now().UTC().Format(time.RFC3339), "mentions": []any{},
-	}
+	author := map[string]any{"id": m.AuthorID, "username": name, "bot": m.Bot}
+	s.mu.Lock()
+	s.rememberLocked(id, m, author)
+	body := s.saidJSONLocked(s.said[id], true)
+	s.mu.Unlock()
+	body["timestamp"] = time.Now().UTC().Format(time.RFC3339)
 	if m.MentionBot {
 		body["mentions"] = []any{s.botUser()}
 	}
@@ -1159,7 +1214,7 @@ func (s *Server) SendMessage(m Msg) string {
 		body["guild_id"] = m.GuildID
 	}
 	if s.contentWithheld(m) {
-		body["content"] = "" // no MESSAGE_CONTENT intent, no mention of the bot, not a DM
+		body["content"], body["attachments"] = "", []any{} // no MESSAGE_CONTENT intent, no mention of the bot, not a DM
 	}
 	s.Dispatch("MESSAGE_CREATE", body)
 	return id

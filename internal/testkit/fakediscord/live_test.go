@@ -152,3 +152,41 @@ func TestTypingCallsRecorded(t *testing.T) {
 		t.Fatalf("typing calls = %+v", tc)
 	}
 }
+
+// A channel where the bot lacks permissions refuses every request with 403
+// 50013, each counted toward the invalid-request limit; autocomplete holds at
+// most 25 choices of at most 100 characters.
+func TestForbidAndChoices_DiscordRules(t *testing.T) {
+	t.Parallel()
+	s, c := newFake(t, nil)
+	s.Forbid("C9")
+	run(t, s, c, []step{
+		{name: "typing where forbidden", method: "POST", path: "/channels/C9/typing", want: 403, wantCode: 50013},
+		{name: "elsewhere", method: "POST", path: "/channels/C1/typing", want: 204},
+	})
+	if n := s.InvalidRequests(); n != 1 {
+		t.Fatalf("invalid requests = %d, want 1", n)
+	}
+	choices := func(n, size int) string {
+		var cs []string
+		for i := range n {
+			cs = append(cs, fmt.Sprintf(`{"name":%q,"value":"v%d"}`, strings.Repeat("n", size), i))
+		}
+		return `{"type":8,"data":{"choices":[` + strings.Join(cs, ",") + `]}}`
+	}
+	for _, tc := range []struct {
+		name  string
+		body  string
+		wants int
+	}{
+		{"26 choices", choices(26, 5), 400},
+		{"a 101-character name", choices(1, 101), 400},
+		{"25 choices of 100", choices(25, 100), 204},
+	} {
+		id, tok := s.SendAutocomplete(Command{GuildID: "G1", ChannelID: "C1", UserID: "U1", Name: "model"})
+		resp := do(t, s, "POST", "/interactions/"+id+"/"+tok+"/callback", "", tc.body)
+		if resp.StatusCode != tc.wants {
+			t.Fatalf("%s: status %d, want %d", tc.name, resp.StatusCode, tc.wants)
+		}
+	}
+}

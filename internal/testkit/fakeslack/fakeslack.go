@@ -75,6 +75,25 @@
 //     (https://docs.slack.dev/reference/block-kit/composition-objects/text-object/);
 //     user, usergroup, broadcast and channel elements of rich_text blocks.
 //
+// # Scopes, membership and sizes
+//
+//   - Scopes. An app installed from a manifest (InstallManifest), or given Scopes,
+//     has exactly those bot scopes; a method needing one it lacks is refused with
+//     {"ok":false,"error":"missing_scope","needed":…,"provided":…}, as Slack answers
+//     ("missing_scope" in every method's errors, e.g.
+//     https://docs.slack.dev/reference/methods/chat.postMessage). Each
+//     method's scopes are those of its reference page (rules.go); conversations.info
+//     needs the read scope of the conversation's kind.
+//   - Events. A manifest without message.channels gets mentions and DMs only.
+//   - Membership. After Leave(channel) the bot is no member there: chat.postMessage,
+//     chat.postEphemeral and chat.startStream answer not_in_channel
+//     (https://docs.slack.dev/reference/methods/chat.postMessage, "Errors") and
+//     conversations.info says is_member false.
+//   - Sizes. Text past 40,000 characters is refused with msg_too_long, a message
+//     of more than 50 blocks with invalid_blocks
+//     (https://docs.slack.dev/reference/block-kit/blocks), markdown_text past
+//     12,000 characters with msg_too_long (below).
+//
 // # Live replies
 //
 //   - Method tiers. Slack limits each Web API method per workspace per minute by its
@@ -239,6 +258,12 @@ type Server struct {
 	// and chat.stopStream answer, as in a workspace without streaming (for
 	// example "unknown_method" or "not_allowed").
 	RefuseStreaming string
+	// RepliesPageSize is the most replies a conversations.replies page holds
+	// (default 1000, Slack's maximum limit; history.go).
+	RepliesPageSize int
+	// Scopes, when set, are the bot token's scopes (InstallManifest sets them
+	// from a manifest); nil grants every scope.
+	Scopes []string
 
 	srv *httptest.Server
 
@@ -280,6 +305,12 @@ type Server struct {
 	msgs         map[string]*Message    // channel/ts → latest version
 	msgOrder     []string
 	statuses     map[string]threadStatus // channel/thread_ts → assistant status
+	notIn        map[string]bool         // channels the bot is not a member of
+	connectedAt  []time.Time             // when each socket was accepted (Now)
+	saidByKey    map[string]*said        // channel/ts → a person's message (history.go)
+	hostedFiles  map[string]*hosted      // file id → file (files.go)
+	downloads    []Download
+	signin       signIn
 }
 
 // envelope is an events_api delivery waiting for its ack.
@@ -346,6 +377,7 @@ func New() *Server {
 		groupDMs:         map[string]bool{},
 		msgs:             map[string]*Message{},
 		statuses:         map[string]threadStatus{},
+		notIn:            map[string]bool{},
 		connCtx:          ctx,
 		connCancel:       cancel,
 	}
@@ -360,6 +392,7 @@ func (s *Server) Start() {
 	mux.HandleFunc("/api/", s.handleAPI)
 	mux.HandleFunc("/link/", s.handleSocket)
 	mux.HandleFunc("/resp/", s.handleResponseURL)
+	mux.HandleFunc("GET /files-pri/", s.handleFile)
 	s.srv = httptest.NewServer(mux)
 }
 
@@ -386,6 +419,7 @@ func (s *Server) Close() {
 	}
 	s.connWG.Wait()
 	s.timerWG.Wait()
+	s.closeSignIn()
 }
 
 // notifyLocked wakes every waiter; s.mu must be held.
@@ -542,6 +576,13 @@ func (s *Server) Connects() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.connects
+}
+
+// ConnectTimes is when each Socket Mode WebSocket was accepted, on Now.
+func (s *Server) ConnectTimes() []time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]time.Time(nil), s.connectedAt...)
 }
 
 // Refused is how many sockets were turned away with too_many_websockets.
@@ -821,6 +862,7 @@ func (s *Server) PushEvent(event map[string]any) Sent {
 		"event_id": eventID, "event_time": 1700000000 + n, "event": event,
 	}
 	s.byEvent[eventID] = outer
+	s.rememberLocked(event)
 	ok, notify, minute := s.budgetLocked()
 	if !ok {
 		sent := Sent{EventID: eventID, TS: ts, Dropped: true}
@@ -1120,6 +1162,9 @@ func (s *Server) handleAPI(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, ci, "invalid_auth")
 		return
 	}
+	if s.refuse(w, method, r.Form, ci) {
+		return
+	}
 	s.mu.Lock()
 	if ra := s.overTierLocked(method); ra > 0 {
 		s.outcomeLocked(ci, "ratelimited")
@@ -1137,15 +1182,17 @@ func (s *Server) handleAPI(w http.ResponseWriter, r *http.Request) {
 			"user": "detour", "team_id": s.TeamID, "user_id": s.BotUserID, "bot_id": s.BotID})
 	case "chat.postMessage", "chat.postEphemeral", "chat.update":
 		s.recordPost(w, r, method, token, ci)
+	case "conversations.replies":
+		s.handleReplies(w, r, ci)
 	case "conversations.info":
 		ch := r.Form.Get("channel")
 		s.mu.Lock()
-		mpim := s.groupDMs[ch]
+		mpim, member := s.groupDMs[ch], !s.notIn[ch]
 		s.mu.Unlock()
 		group := strings.HasPrefix(ch, "G") && !mpim // a private channel made before 2021
 		writeJSON(w, map[string]any{"ok": true, "channel": map[string]any{
 			"id": ch, "name": "general", "is_channel": strings.HasPrefix(ch, "C"), "is_group": group,
-			"is_im": strings.HasPrefix(ch, "D"), "is_mpim": mpim, "is_private": group || mpim, "is_member": true}})
+			"is_im": strings.HasPrefix(ch, "D"), "is_mpim": mpim, "is_private": group || mpim, "is_member": member}})
 	default:
 		s.fail(w, ci, "unknown_method")
 	}
@@ -1385,6 +1432,7 @@ func (s *Server) handleSocket(w http.ResponseWriter, r *http.Request) {
 	}
 	s.conns = append(s.conns, wc)
 	s.connects++
+	s.connectedAt = append(s.connectedAt, s.Now())
 	wc.id = s.connects
 	open := len(s.conns)
 	s.connWG.Add(2)

@@ -36,6 +36,7 @@ var DefaultMethodLimits = map[string]int{
 	"chat.delete":                           Tier3, // https://docs.slack.dev/reference/methods/chat.delete
 	"assistant.threads.setSuggestedPrompts": Tier4, // https://docs.slack.dev/reference/methods/assistant.threads.setSuggestedPrompts
 	"assistant.threads.setTitle":            Tier4, // assumed like setSuggestedPrompts
+	"conversations.replies":                 Tier3, // https://docs.slack.dev/reference/methods/conversations.replies (internal apps)
 }
 
 // Slack's documented sizes the fake checks.
@@ -83,11 +84,19 @@ type Message struct {
 	Deleted  bool
 
 	streamed string // the Markdown streamed so far
+	// derived: the message has no text of its own; Slack builds it from the
+	// blocks ("do not include a top-level text field if the message has blocks,
+	// and allow Slack attempt to build it for you by appending content from
+	// supported blocks", https://docs.slack.dev/reference/methods/chat.postMessage).
+	derived bool
 }
 
 // Shown is everything a reader sees in the message now: its text and the text
 // in its blocks.
 func (m Message) Shown() string {
+	if m.derived {
+		return blockText(m.Blocks)
+	}
 	bt := ""
 	if len(m.Blocks) > 0 {
 		bt = blockText(m.Blocks)
@@ -383,9 +392,10 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request, method, to
 			s.fail(w, i, "missing_recipient_user_id")
 			return
 		}
-		// The streamed Markdown shows as a markdown block; the message has no
-		// text of its own until an update gives it one.
-		m = &Message{Channel: channel, ThreadTS: thread, TS: s.tsLocked(), Streamed: true, Streaming: true, streamed: md}
+		// The streamed Markdown shows as a markdown block; the message's text is
+		// built from it until an update gives it one.
+		m = &Message{Channel: channel, ThreadTS: thread, TS: s.tsLocked(), Streamed: true, Streaming: true,
+			streamed: md, Text: md, derived: true}
 		if md != "" {
 			m.Blocks = streamBlocks(md)
 		}
@@ -409,6 +419,9 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request, method, to
 		if md != "" {
 			m.streamed += md
 			m.Blocks = streamBlocks(m.streamed)
+			if m.derived {
+				m.Text = m.streamed
+			}
 			m.Versions = append(m.Versions, m.Shown())
 		}
 		if method == "chat.stopStream" {
@@ -437,7 +450,7 @@ func (s *Server) updateLocked(p *Post, blocksSent bool) string {
 	case p.Text == "" && !blocksSent:
 		return "no_text"
 	}
-	m.Text = p.Text
+	m.Text, m.derived = p.Text, false
 	if blocksSent {
 		// chat.update keeps a message's blocks unless the call sends blocks
 		// ("[]" removes them).

@@ -270,3 +270,54 @@ func TestPick_DeliversBlockActions(t *testing.T) {
 		}
 	}
 }
+
+// An app installed from a manifest has its scopes and events and nothing more;
+// a channel the bot left refuses posts; text and blocks past Slack's sizes are
+// refused.
+func TestRules_ScopesMembershipSizes(t *testing.T) {
+	s := New()
+	s.Start()
+	defer s.Close()
+	if err := s.InstallManifest([]byte("oauth_config:\n  scopes:\n    bot: [chat:write, channels:read]\n" +
+		"settings:\n  event_subscriptions:\n    bot_events: [app_mention, message.im]\n")); err != nil {
+		t.Fatal(err)
+	}
+	if !s.OnlyMentions {
+		t.Fatal("a manifest without message.channels still gets channel messages")
+	}
+	api := client(s)
+	ctx := context.Background()
+	if _, _, err := api.PostMessageContext(ctx, "C1", slack.MsgOptionText("hi", false)); err != nil {
+		t.Fatalf("chat:write granted, post refused: %v", err)
+	}
+	err := api.SetAssistantThreadsTitleContext(ctx, slack.AssistantThreadsSetTitleParameters{ChannelID: "D1", ThreadTS: "1.1", Title: "x"})
+	if slackErr(err) != "missing_scope" {
+		t.Fatalf("setTitle without assistant:write = %v", err)
+	}
+	if _, err := api.GetConversationInfoContext(ctx, &slack.GetConversationInfoInput{ChannelID: "C1"}); err != nil {
+		t.Fatalf("channels:read granted: %v", err)
+	}
+	if _, err := api.GetConversationInfoContext(ctx, &slack.GetConversationInfoInput{ChannelID: "G1"}); slackErr(err) != "missing_scope" {
+		t.Fatalf("a private channel without groups:read = %v", err)
+	}
+	if c := s.CallsOf("conversations.info"); c[len(c)-1].Error != "missing_scope" {
+		t.Fatalf("calls = %+v", c)
+	}
+	s.Leave("C2")
+	if _, _, err := api.PostMessageContext(ctx, "C2", slack.MsgOptionText("hi", false)); slackErr(err) != "not_in_channel" {
+		t.Fatalf("post where the bot is no member = %v", err)
+	}
+	if ch, err := api.GetConversationInfoContext(ctx, &slack.GetConversationInfoInput{ChannelID: "C2"}); err != nil || ch.IsMember {
+		t.Fatalf("conversations.info of a left channel = %+v, %v", ch, err)
+	}
+	if _, _, err := api.PostMessageContext(ctx, "C1", slack.MsgOptionText(strings.Repeat("x", MaxText+1), false)); slackErr(err) != "msg_too_long" {
+		t.Fatalf("text past 40,000 = %v", err)
+	}
+	blocks := make([]slack.Block, MaxBlocks+1)
+	for i := range blocks {
+		blocks[i] = slack.NewDividerBlock()
+	}
+	if _, _, err := api.PostMessageContext(ctx, "C1", slack.MsgOptionBlocks(blocks...)); slackErr(err) != "invalid_blocks" {
+		t.Fatalf("51 blocks = %v", err)
+	}
+}

@@ -1,4 +1,4 @@
-package discord
+package link
 
 import (
 	"context"
@@ -71,28 +71,39 @@ func (g *gwSession) resumable() bool {
 }
 
 // intents is what the next identify asks for.
-func (a *Adapter) intents() discordgo.Intent {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.mentionOnly {
-		return Intents &^ discordgo.IntentsMessageContent
+func (l *Link) intents() discordgo.Intent {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.mentionOnly {
+		return l.cfg.Intent &^ discordgo.IntentsMessageContent
 	}
-	return Intents
+	return l.cfg.Intent
+}
+
+func (l *Link) setIDs(bot, app string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if bot != "" {
+		l.botID = bot
+	}
+	if app != "" {
+		l.appID = app
+	}
 }
 
 // newConnection makes the discordgo session of one connection of g; disc is
 // signalled when discordgo has torn the connection down.
-func (a *Adapter) newConnection(g *gwSession) (s *discordgo.Session, disc chan struct{}) {
-	s, _ = discordgo.New("Bot " + a.token) // cannot fail: the token is not empty
-	s.Client = a.rest.Client
+func (l *Link) newConnection(g *gwSession) (s *discordgo.Session, disc chan struct{}) {
+	s, _ = discordgo.New("Bot " + l.cfg.Token) // cannot fail: the token is not empty
+	s.Client = l.rest.Client
 	s.Dialer = &websocket.Dialer{
-		HandshakeTimeout:  a.cfg.OpenTimeout,
-		NetDialContext:    a.dialer.dial,
-		NetDialTLSContext: a.dialer.dialTLS,
+		HandshakeTimeout:  l.cfg.OpenTimeout,
+		NetDialContext:    l.dialer.dial,
+		NetDialTLSContext: l.dialer.dialTLS,
 	}
 	s.Identify.Intents = g.intents
-	if a.cfg.ShardCount > 1 {
-		s.Identify.Shard = &[2]int{a.cfg.ShardID, a.cfg.ShardCount}
+	if l.cfg.Shard[1] > 1 {
+		s.Identify.Shard = &l.cfg.Shard
 	}
 	s.Compress = false               // text frames only: the tap reads them
 	s.ShouldReconnectOnError = false // the supervisor reconnects
@@ -110,11 +121,11 @@ func (a *Adapter) newConnection(g *gwSession) (s *discordgo.Session, disc chan s
 		if r.Application != nil {
 			app = r.Application.ID
 		}
-		a.setIDs(bot, app)
+		l.setIDs(bot, app)
 		g.mu.Lock()
 		g.id = r.SessionID
 		g.mu.Unlock()
-		a.log.Info("discord gateway ready", "bot_user", bot, "mention_only", g.intents&discordgo.IntentsMessageContent == 0)
+		l.log.Info("discord gateway ready", "bot_user", bot, "mention_only", g.intents&discordgo.IntentsMessageContent == 0)
 	})
 	s.AddHandler(func(_ *discordgo.Session, e *discordgo.Event) {
 		g.mu.Lock()
@@ -134,16 +145,16 @@ func (a *Adapter) newConnection(g *gwSession) (s *discordgo.Session, disc chan s
 			g.mu.Unlock()
 		}
 	})
-	s.AddHandler(func(_ *discordgo.Session, _ *discordgo.Resumed) { a.log.Info("discord gateway resumed") })
+	s.AddHandler(func(_ *discordgo.Session, _ *discordgo.Resumed) { l.log.Info("discord gateway resumed") })
 	s.AddHandler(func(_ *discordgo.Session, _ *discordgo.Disconnect) {
 		select {
 		case disc <- struct{}{}:
 		default:
 		}
 	})
-	s.AddHandler(a.onMessage)
-	s.AddHandler(a.onThreadCreate)
-	s.AddHandler(a.onInteraction)
+	for _, h := range l.cfg.Handlers {
+		s.AddHandler(h)
+	}
 	return s, disc
 }
 
@@ -153,13 +164,15 @@ type fatalError struct{ err error }
 func (e *fatalError) Error() string { return e.err.Error() }
 func (e *fatalError) Unwrap() error { return e.err }
 
-// supervise keeps one gateway session connected until ctx ends.
-func (a *Adapter) supervise(ctx context.Context) error {
+// Run keeps one gateway session connected until ctx ends (it then returns nil);
+// it returns an error when Discord refuses the token, the shard or the intents
+// for good.
+func (l *Link) Run(ctx context.Context) error {
 	var (
 		g            *gwSession
 		losses       int       // consecutive losses since a stable connection
 		invalidated  bool      // the last session ended with op 9: wait 1-5 s before identifying
-		lastIdentify time.Time // a.cfg.Now() of the last identify
+		lastIdentify time.Time // l.cfg.Now() of the last identify
 		registered   bool
 		old          []*discordgo.Session // connections that ended (their teardown may still run)
 	)
@@ -174,25 +187,25 @@ func (a *Adapter) supervise(ctx context.Context) error {
 		}
 		identify := g == nil || !g.resumable()
 
-		wait := a.backoff(losses)
+		wait := l.backoff(losses)
 		if identify {
 			if invalidated {
-				wait = max(wait, time.Second+time.Duration(a.cfg.Rand()*float64(4*time.Second)))
+				wait = max(wait, time.Second+time.Duration(l.cfg.Rand()*float64(4*time.Second)))
 			}
 			if !lastIdentify.IsZero() {
-				wait = max(wait, identifySpacing-a.cfg.Now().Sub(lastIdentify))
+				wait = max(wait, identifySpacing-l.cfg.Now().Sub(lastIdentify))
 			}
 		}
 		if wait > 0 {
-			a.log.Info("discord gateway: waiting before reconnecting", "wait", wait, "identify", identify, "losses", losses)
-			if a.cfg.Sleep(ctx, wait) != nil {
+			l.log.Info("discord gateway: waiting before reconnecting", "wait", wait, "identify", identify, "losses", losses)
+			if l.cfg.Sleep(ctx, wait) != nil {
 				return nil
 			}
 		}
 
 		var resume []byte
 		if identify {
-			url, err := a.identifyBudget(ctx)
+			url, err := l.identifyBudget(ctx)
 			if err != nil {
 				if ctx.Err() != nil {
 					return nil
@@ -201,19 +214,19 @@ func (a *Adapter) supervise(ctx context.Context) error {
 					return fmt.Errorf("discord: Discord refused the bot token: %w", err)
 				}
 				losses++
-				a.log.Warn("discord gateway: GET /gateway/bot failed", "err", err)
+				l.log.Warn("discord gateway: GET /gateway/bot failed", "err", err)
 				continue
 			}
-			g = &gwSession{intents: a.intents(), url: url}
-			a.setGatewayAnswer(url)
-			lastIdentify, invalidated = a.cfg.Now(), false
+			g = &gwSession{intents: l.intents(), url: url}
+			l.setGatewayAnswer(url)
+			lastIdentify, invalidated = l.cfg.Now(), false
 		} else {
-			a.setGatewayAnswer(g.resumeURL())
-			resume = g.resumePayload("Bot " + a.token)
+			l.setGatewayAnswer(g.resumeURL())
+			resume = g.resumePayload("Bot " + l.cfg.Token)
 		}
 
-		s, disc := a.newConnection(g)
-		conn, err := a.open(ctx, s, resume)
+		s, disc := l.newConnection(g)
+		conn, err := l.open(ctx, s, resume)
 		if err != nil {
 			old = append(old, s)
 			if ctx.Err() != nil {
@@ -224,8 +237,8 @@ func (a *Adapter) supervise(ctx context.Context) error {
 			if conn != nil {
 				o = conn.outcome()
 			}
-			a.log.Warn("discord gateway connect failed", "err", err, "resume", !identify, "close_code", o.serverClose)
-			if next, ferr := a.afterLoss(o, g); ferr != nil {
+			l.log.Warn("discord gateway connect failed", "err", err, "resume", !identify, "close_code", o.serverClose)
+			if next, ferr := l.afterLoss(o, g); ferr != nil {
 				return ferr
 			} else if next {
 				invalidated = o.invalid
@@ -233,29 +246,27 @@ func (a *Adapter) supervise(ctx context.Context) error {
 			}
 			continue
 		}
-		if !registered && identify {
+		if !registered && identify && l.cfg.Identified != nil {
 			registered = true
-			if err := a.registerCommands(ctx); err != nil {
-				a.log.Error("discord command registration failed", "err", err)
-			}
+			l.cfg.Identified(ctx)
 		}
 
 		// Connected: wait until discordgo has torn this connection down (or the
 		// bot stops).
-		a.connected.Store(true)
+		l.connected.Store(true)
 		for conn.deadErr() == nil {
 			select {
 			case <-ctx.Done():
-				a.connected.Store(false)
+				l.connected.Store(false)
 				conn.stopping()
 				if err := s.Close(); err != nil {
-					a.log.Warn("discord close", "err", err)
+					l.log.Warn("discord close", "err", err)
 				}
 				return nil
 			case <-disc:
 			}
 		}
-		a.connected.Store(false)
+		l.connected.Store(false)
 		old = append(old, s)
 		if len(old) > 8 { // long gone: their teardown has finished
 			old = old[len(old)-8:]
@@ -265,9 +276,9 @@ func (a *Adapter) supervise(ctx context.Context) error {
 			losses = 0
 		}
 		losses++
-		a.log.Warn("discord gateway disconnected; reconnecting", "close_code", o.serverClose, "zombie", o.zombie,
+		l.log.Warn("discord gateway disconnected; reconnecting", "close_code", o.serverClose, "zombie", o.zombie,
 			"invalid_session", o.invalid, "resumable", o.resumable, "reconnect_requested", o.reconnect, "lived", o.lived.Round(time.Millisecond))
-		next, ferr := a.afterLoss(o, g)
+		next, ferr := l.afterLoss(o, g)
 		if ferr != nil {
 			return ferr
 		}
@@ -281,7 +292,7 @@ func (a *Adapter) supervise(ctx context.Context) error {
 // afterLoss decides from how a connection ended whether the next connection must
 // identify (a new session) rather than resume; it returns an error for refusals
 // retrying cannot fix.
-func (a *Adapter) afterLoss(o outcome, g *gwSession) (identify bool, err error) {
+func (l *Link) afterLoss(o outcome, g *gwSession) (identify bool, err error) {
 	switch o.serverClose {
 	case 4004:
 		return false, &fatalError{errors.New("discord: the gateway refused the bot token (close 4004): check DISCORD_BOT_TOKEN")}
@@ -291,10 +302,10 @@ func (a *Adapter) afterLoss(o outcome, g *gwSession) (identify bool, err error) 
 		return false, &fatalError{fmt.Errorf("discord: the gateway refused the connection (close %d)", o.serverClose)}
 	case 4014:
 		if g.intents&discordgo.IntentsMessageContent != 0 {
-			a.mu.Lock()
-			a.mentionOnly = true
-			a.mu.Unlock()
-			a.log.Error("discord refused the MESSAGE_CONTENT intent (close 4014): running in mention-only mode, where the bot reads " +
+			l.mu.Lock()
+			l.mentionOnly = true
+			l.mu.Unlock()
+			l.log.Error("discord refused the MESSAGE_CONTENT intent (close 4014): running in mention-only mode, where the bot reads " +
 				"messages that mention it, DMs and slash commands only. To read every message in threads it takes part in, enable " +
 				"\"Message Content Intent\" under Bot > Privileged Gateway Intents in the Discord Developer Portal and restart; to " +
 				"silence this, set channels.discord.message_content: false")
@@ -313,47 +324,47 @@ func (a *Adapter) afterLoss(o outcome, g *gwSession) (identify bool, err error) 
 // backoff is the wait before the next connection after losses consecutive
 // losses: none for the first, then ReconnectBackoff doubling up to
 // MaxReconnectBackoff, each with jitter (half to all of it).
-func (a *Adapter) backoff(losses int) time.Duration {
+func (l *Link) backoff(losses int) time.Duration {
 	if losses <= 1 {
 		return 0
 	}
-	d := a.cfg.ReconnectBackoff
-	for i := 2; i < losses && d < a.cfg.MaxReconnectBackoff; i++ {
+	d := l.cfg.ReconnectBackoff
+	for i := 2; i < losses && d < l.cfg.MaxReconnectBackoff; i++ {
 		d *= 2
 	}
-	d = min(d, a.cfg.MaxReconnectBackoff)
-	return d/2 + time.Duration(a.cfg.Rand()*float64(d/2))
+	d = min(d, l.cfg.MaxReconnectBackoff)
+	return d/2 + time.Duration(l.cfg.Rand()*float64(d/2))
 }
 
 // identifyBudget reads session_start_limit from GET /gateway/bot and waits while
 // it is used up (an identify past it gets the bot token reset by Discord). It
 // returns the gateway URL to connect to.
-func (a *Adapter) identifyBudget(ctx context.Context) (string, error) {
+func (l *Link) identifyBudget(ctx context.Context) (string, error) {
 	for {
 		var gb *discordgo.GatewayBotResponse
-		err := a.call(ctx, "get gateway", "", func(opts ...discordgo.RequestOption) error {
+		err := l.Call(ctx, "get gateway", "", func(opts ...discordgo.RequestOption) error {
 			var err error
-			gb, err = a.rest.GatewayBot(opts...)
+			gb, err = l.rest.GatewayBot(opts...)
 			return err
 		})
 		if err != nil {
 			return "", err
 		}
-		l := gb.SessionStartLimit
-		if l.Total == 0 || l.Remaining > 0 { // Total 0: the server sent no budget
-			if l.Total > 0 && l.Remaining <= lowIdentifies {
-				a.log.Warn("discord identify budget runs low", "remaining", l.Remaining, "total", l.Total,
-					"reset_after", time.Duration(l.ResetAfter)*time.Millisecond)
+		sl := gb.SessionStartLimit
+		if sl.Total == 0 || sl.Remaining > 0 { // Total 0: the server sent no budget
+			if sl.Total > 0 && sl.Remaining <= lowIdentifies {
+				l.log.Warn("discord identify budget runs low", "remaining", sl.Remaining, "total", sl.Total,
+					"reset_after", time.Duration(sl.ResetAfter)*time.Millisecond)
 			}
 			if gb.URL == "" {
 				return "", errors.New("discord: GET /gateway/bot returned no URL")
 			}
 			return gb.URL, nil
 		}
-		wait := max(time.Duration(l.ResetAfter)*time.Millisecond, time.Second)
-		a.log.Error("discord identify budget used up: waiting for Discord's reset before connecting "+
-			"(one more identify would make Discord reset the bot token)", "reset_after", wait, "total", l.Total)
-		if err := a.cfg.Sleep(ctx, wait); err != nil {
+		wait := max(time.Duration(sl.ResetAfter)*time.Millisecond, time.Second)
+		l.log.Error("discord identify budget used up: waiting for Discord's reset before connecting "+
+			"(one more identify would make Discord reset the bot token)", "reset_after", wait, "total", sl.Total)
+		if err := l.cfg.Sleep(ctx, wait); err != nil {
 			return "", err
 		}
 	}
@@ -363,12 +374,12 @@ func (a *Adapter) identifyBudget(ctx context.Context) (string, error) {
 // no read deadline of its own, so the dialled connection carries one until Open
 // returns. resume, when set, is sent in place of discordgo's Identify. It returns
 // the connection dialled, if any.
-func (a *Adapter) open(ctx context.Context, s *discordgo.Session, resume []byte) (*gwConn, error) {
-	a.dialer.arm(resume)
-	stop := context.AfterFunc(ctx, a.dialer.expire)
+func (l *Link) open(ctx context.Context, s *discordgo.Session, resume []byte) (*gwConn, error) {
+	l.dialer.arm(resume)
+	stop := context.AfterFunc(ctx, l.dialer.expire)
 	err := s.Open()
 	stop()
-	conn := a.dialer.disarm(err == nil)
+	conn := l.dialer.disarm(err == nil)
 	if err == nil && conn == nil {
 		return nil, errors.New("discord: gateway connected without a dial")
 	}

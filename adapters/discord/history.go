@@ -1,0 +1,174 @@
+package discord
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/bwmarrin/discordgo"
+
+	"github.com/detourbot/detour/adapters"
+)
+
+// Earlier messages (H1, H2). Mentioned for the first time in a thread it did
+// not start, the bot reads the thread's messages before the mention with GET
+// /channels/{thread}/messages?before=&limit= (newest first, limit 1 to 100;
+// https://discord.com/developers/docs/resources/message#get-channel-messages).
+// A message that replies to another (message_reference) is read with the
+// messages it answers, one GET /channels/{c}/messages/{id} per step up the
+// chain (https://discord.com/developers/docs/resources/message#get-channel-message).
+// Both need the View Channel and Read Message History permissions, and the
+// content of messages that do not mention the bot comes only with the
+// MESSAGE_CONTENT intent. The bot's own messages are left out.
+
+// maxPage is Discord's largest page of GET channel messages.
+const maxPage = 100
+
+// Refs of Inbound.Earlier and Inbound.RepliesTo: "thread|<channel>|<before>"
+// and "reply|<channel>|<message>".
+func threadRef(channel, before string) string { return "thread|" + channel + "|" + before }
+func replyRef(channel, message string) string { return "reply|" + channel + "|" + message }
+
+// ReadEarlier implements adapters.HistoryReader.
+func (a *Adapter) ReadEarlier(ctx context.Context, ref string, max int) ([]adapters.Earlier, error) {
+	p := strings.Split(ref, "|")
+	if len(p) != 3 || p[1] == "" || p[2] == "" || max <= 0 {
+		return nil, nil
+	}
+	switch p[0] {
+	case "thread":
+		return a.threadBefore(ctx, p[1], p[2], max)
+	case "reply":
+		return a.replyChain(ctx, p[1], p[2], max)
+	}
+	return nil, nil
+}
+
+func (a *Adapter) threadBefore(ctx context.Context, channel, before string, max int) ([]adapters.Earlier, error) {
+	var msgs []*discordgo.Message
+	err := a.call(ctx, "read thread", "", func(opts ...discordgo.RequestOption) error {
+		var err error
+		msgs, err = a.rest.ChannelMessages(channel, min(max, maxPage), before, "", "", opts...)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.Reverse(msgs) // oldest first
+	out := make([]adapters.Earlier, 0, len(msgs))
+	for _, m := range msgs {
+		if m.Type == discordgo.MessageTypeThreadStarterMessage && m.ReferencedMessage != nil {
+			m = m.ReferencedMessage // the message the thread was started from
+		}
+		if e, ok := a.earlierOf(m); ok {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+func (a *Adapter) replyChain(ctx context.Context, channel, id string, max int) ([]adapters.Earlier, error) {
+	var out []adapters.Earlier
+	seen := map[string]bool{}
+	for steps := 0; id != "" && !seen[id] && steps < max; steps++ {
+		seen[id] = true
+		var m *discordgo.Message
+		err := a.call(ctx, "read replied message", "", func(opts ...discordgo.RequestOption) error {
+			var err error
+			m, err = a.rest.ChannelMessage(channel, id, opts...)
+			return err
+		})
+		if restCode(err) == discordgo.ErrCodeUnknownMessage {
+			break // deleted: the chain ends there
+		}
+		if err != nil {
+			if len(out) > 0 {
+				break // what was read is context enough
+			}
+			return nil, err
+		}
+		if e, ok := a.earlierOf(m); ok {
+			out = append(out, e)
+		}
+		id = ""
+		if r := m.MessageReference; r != nil && (r.ChannelID == "" || r.ChannelID == channel) {
+			id = r.MessageID
+		}
+	}
+	slices.Reverse(out)
+	return out, nil
+}
+
+// earlierOf maps one message; false for the bot's own and for system messages.
+func (a *Adapter) earlierOf(m *discordgo.Message) (adapters.Earlier, bool) {
+	if m == nil || m.Author == nil || m.Author.ID == a.bot() {
+		return adapters.Earlier{}, false
+	}
+	if m.Type != discordgo.MessageTypeDefault && m.Type != discordgo.MessageTypeReply {
+		return adapters.Earlier{}, false
+	}
+	e := adapters.Earlier{User: "discord:" + m.Author.ID, Name: m.Author.GlobalName, Bot: m.Author.Bot,
+		Text: stripMention(m.Content, a.bot()), At: m.Timestamp}
+	if e.Name == "" {
+		e.Name = m.Author.Username
+	}
+	for _, at := range m.Attachments {
+		if at != nil {
+			e.Files = append(e.Files, at.Filename)
+		}
+	}
+	return e, true
+}
+
+// Attachments (I1-I4): a message's attachments carry their name, type, size and
+// a signed CDN URL (https://discord.com/developers/docs/resources/message#attachment-object;
+// the signature's ex, is and hm parameters expire it,
+// https://discord.com/developers/docs/reference#signed-attachment-cdn-urls).
+// The CDN needs no token, so none is sent: the bot token goes to the API only.
+
+// filesOf maps a message's attachments.
+func filesOf(ats []*discordgo.MessageAttachment) []adapters.File {
+	var out []adapters.File
+	for _, at := range ats {
+		if at == nil {
+			continue
+		}
+		out = append(out, adapters.File{Name: at.Filename, MIME: at.ContentType, Size: int64(at.Size), Ref: at.URL})
+	}
+	return out
+}
+
+// fileTimeout bounds one attachment's download.
+const fileTimeout = 2 * time.Minute
+
+// fileClient downloads attachments: same-host redirects only (I3).
+var fileClient = adapters.NewDownloadClient(fileTimeout, nil)
+
+var errNotDiscordFile = errors.New("discord: the attachment is not on Discord's CDN; it is not downloaded")
+
+// ReadFile implements adapters.FileReader.
+func (a *Adapter) ReadFile(ctx context.Context, f adapters.File, max int64) ([]byte, error) {
+	u, err := url.Parse(f.Ref)
+	if err != nil || !a.cdnHost(u) {
+		return nil, errNotDiscordFile
+	}
+	b, _, err := adapters.Download(ctx, fileClient, f.Ref, nil, max) // no Authorization: the CDN takes none
+	return b, err
+}
+
+// cdnHost reports whether u is on Discord's CDN (https cdn.discordapp.com or
+// media.discordapp.net), or on the configured API URL's host (a local fake).
+func (a *Adapter) cdnHost(u *url.URL) bool {
+	host := strings.ToLower(u.Hostname())
+	if u.Scheme == "https" && (host == "cdn.discordapp.com" || host == "media.discordapp.net") {
+		return true
+	}
+	if a.cfg.APIURL == "" {
+		return false
+	}
+	api, err := url.Parse(a.cfg.APIURL)
+	return err == nil && u.Scheme == api.Scheme && strings.EqualFold(u.Host, api.Host)
+}

@@ -1,0 +1,222 @@
+// Package link is the bot's connection to Discord: discordgo v0.29.0 speaks the
+// protocol (REST calls, the gateway handshake, heartbeats, event decoding and
+// handlers), and Link replaces each part of discordgo that does not keep Discord's
+// documented rules. One Link holds the REST session and, in Run, one gateway
+// session at a time. Each part, the discordgo behaviour it replaces, and the test
+// that fails if discordgo's behaviour were used instead:
+//
+//   - REST rate limits (transport.go). discordgo sleeps in its own limiter,
+//     uncancellably and on the wall clock, on the X-RateLimit-* headers, and
+//     misses a global 429 that carries no Reset-After (how Discord sends them);
+//     with ShouldRetryOnRateLimit it sleeps and retries every 429 without end. Here
+//     one transport waits, with the caller's context and on the injected clock,
+//     for a route's empty bucket and for one global pause (interaction endpoints
+//     exempt); the headers are removed before discordgo reads them; Call retries a
+//     429 at most MaxRateLimitRetries times and gives up on a wait longer than
+//     MaxRateLimitWait. Pinned by TestSend_EmptyBucketWaitIsOurs,
+//     TestSend_RateLimitWaitHonoursContext, TestSend_RateLimitBounded,
+//     TestE2E_GlobalRateLimitPausesEveryRouteOnce and TestTransport_GlobalPause.
+//   - REST retries of a 5xx. discordgo retries a 502 up to MaxRestRetries (3), so
+//     a message post that landed is posted again; here none is retried. Pinned by
+//     TestSend_BadGatewayIsNotRepeated.
+//   - The gateway URL. discordgo asks GET /gateway, which carries no identify
+//     budget; here the supervisor reads GET /gateway/bot before each identify and
+//     waits while session_start_limit is used up (past it Discord resets the bot
+//     token), and discordgo's lookup is answered locally with that URL or the
+//     session's resume_gateway_url, which v0.29.0 ignores. Pinned by
+//     TestE2E_RepeatedSessionLossBacksOffWithinIdentifyBudget (no identify past
+//     the budget) and TestE2E_HeartbeatMissResumesWithoutLosingQueuedEvents (the
+//     resume lands on resume_gateway_url).
+//   - Zombie connections (tap.go). discordgo waits five missed ACKs, then closes
+//     with 1000, which ends the session; here a heartbeat sent while the last one
+//     has no ACK closes the connection with 4000 at once, and the session resumes.
+//     Pinned by TestGateway_TLSZombieResumes and
+//     TestE2E_HeartbeatMissResumesWithoutLosingQueuedEvents (close codes [4000]).
+//   - Close codes. discordgo closes with 1000 even to reconnect, which invalidates
+//     the session; here 1000 and 1001 go out as 4000 unless the bot is stopping.
+//     Pinned by TestReconnect_ResumesAndDeliversOnce (close codes never 1000).
+//   - Invalid Session (op 9). discordgo identifies again at once, whatever its d
+//     says and without Discord's 1-5 s wait; here op 9 is taken out of the stream
+//     and the supervisor resumes when d is true, else identifies after 1-5 s,
+//     within the budget. Pinned by TestGateway_InvalidSessionResumableOrNot.
+//   - Resume. A fresh discordgo.Session serves each connection (a straggling
+//     goroutine of an old one can never close a new connection), and its Identify
+//     goes out as the session's Resume (op 6 with the id and last sequence), so
+//     Discord replays what was missed. Pinned by TestReconnect_ResumesAndDeliversOnce.
+//   - The handshake deadline. discordgo's Open reads Hello and READY with no
+//     deadline, so a silent gateway hangs it forever; here OpenTimeout bounds it.
+//     Pinned by TestRun_HandshakeDeadline.
+//   - Reconnecting. discordgo's own loop (ShouldReconnectOnError) backs off up to
+//     10 minutes and gives up on nothing; here the supervisor (gateway.go) backs
+//     off 1 s to 2 min with jitter, spaces identifies 5 s, stops on a refused token
+//     or shard (4004, 4010-4013), and on a refused MESSAGE_CONTENT intent (4014)
+//     carries on in mention-only mode. Pinned by
+//     TestGateway_DisallowedIntentFallsBackToMentionOnly and
+//     TestGateway_ShardAndRefusedIntents.
+package link
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bwmarrin/discordgo"
+
+	"github.com/detourbot/detour/adapters"
+	"github.com/detourbot/detour/adapters/live"
+	"github.com/detourbot/detour/redact"
+)
+
+// Config configures a Link. Every field but Token has a default.
+type Config struct {
+	Token  string   // the bot token without "Bot "; secret, never logged
+	API    *url.URL // nil = https://discord.com
+	TLS    *tls.Config
+	Shard  [2]int // id and count, sent when count > 1
+	Intent discordgo.Intent
+	// MentionOnly identifies without MESSAGE_CONTENT (as after a 4014).
+	MentionOnly              bool
+	HTTPTimeout, OpenTimeout time.Duration
+	Log                      *slog.Logger
+	Sleep                    func(context.Context, time.Duration) error
+	Now                      func() time.Time
+	Rand                     func() float64
+	MaxRateLimitRetries      int
+	MaxRateLimitWait         time.Duration
+	ReconnectBackoff         time.Duration
+	MaxReconnectBackoff      time.Duration
+	// Handlers are added to every connection's discordgo session; they run in
+	// order on its reader and must not block.
+	Handlers []any
+	// Identified runs once, after the first connection that identified.
+	Identified func(ctx context.Context)
+}
+
+// Link is the bot's connection to Discord.
+type Link struct {
+	cfg    Config
+	log    *slog.Logger
+	rest   *discordgo.Session // REST only, never opened
+	http   *http.Transport
+	pauses *live.Pauses
+	dialer *gwDialer
+
+	gwMu  sync.Mutex
+	gwURL string // how discordgo's next gateway lookup is answered; "" = ask Discord
+
+	mu          sync.Mutex
+	botID       string
+	appID       string
+	mentionOnly bool
+
+	connected atomic.Bool
+}
+
+// New builds a Link; nothing connects until Run.
+func New(cfg Config) (*Link, error) {
+	rest, err := discordgo.New("Bot " + cfg.Token)
+	if err != nil {
+		return nil, fmt.Errorf("discord: new session: %w", err)
+	}
+	base := http.DefaultTransport.(*http.Transport).Clone()
+	base.TLSClientConfig = cfg.TLS
+	l := &Link{cfg: cfg, log: cfg.Log, rest: rest, http: base, mentionOnly: cfg.MentionOnly,
+		pauses: live.NewPauses(cfg.Now, cfg.Sleep), dialer: &gwDialer{timeout: cfg.OpenTimeout, tls: cfg.TLS}}
+	// No http.Client timeout: it would count rate-limit waits; each request is
+	// timed once it is sent.
+	rest.Client = &http.Client{Transport: &transport{l: l, base: adapters.Timed(base, cfg.HTTPTimeout), target: cfg.API,
+		hashes: map[string]string{}}}
+	rest.ShouldRetryOnRateLimit = false // Call retries, the transport waits
+	rest.MaxRestRetries = 0             // a 502 on message create may have posted: never repeat
+	rest.StateEnabled = false
+	rest.LogLevel = -1 // discordgo's logger is process-global; we log ourselves
+	return l, nil
+}
+
+// REST is the session every REST call goes through.
+func (l *Link) REST() *discordgo.Session { return l.rest }
+
+// Connected reports whether a gateway connection is up now.
+func (l *Link) Connected() bool { return l.connected.Load() }
+
+// BotID and AppID are what the last READY named ("" before one).
+func (l *Link) BotID() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.botID
+}
+
+// AppID is the application's id from READY.
+func (l *Link) AppID() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.appID
+}
+
+// Close lets go of idle HTTP connections.
+func (l *Link) Close() { l.http.CloseIdleConnections() }
+
+func (l *Link) gatewayAnswer() string {
+	l.gwMu.Lock()
+	defer l.gwMu.Unlock()
+	return l.gwURL
+}
+
+func (l *Link) setGatewayAnswer(u string) {
+	l.gwMu.Lock()
+	l.gwURL = u
+	l.gwMu.Unlock()
+}
+
+// Call runs one REST call, retrying after a 429 at most MaxRateLimitRetries
+// times; the transport waits the 429's retry_after (or the global pause) before
+// the retry goes out. secret (an interaction token) is scrubbed from the error.
+func (l *Link) Call(ctx context.Context, what, secret string, f func(opts ...discordgo.RequestOption) error) error {
+	for attempt := 0; ; attempt++ {
+		err := f(discordgo.WithContext(ctx))
+		if err == nil {
+			return nil
+		}
+		var rl *discordgo.RateLimitError
+		if !errors.As(err, &rl) || rl.RateLimit == nil || rl.TooManyRequests == nil {
+			return scrub(fmt.Errorf("discord: %s: %w", what, err), secret)
+		}
+		if attempt >= l.cfg.MaxRateLimitRetries {
+			return fmt.Errorf("discord: %s: rate limited, retry after %v (gave up after %d retries): %w",
+				what, rl.RetryAfter, attempt, ErrRateLimited)
+		}
+		l.log.Warn("discord rate limited", "op", what, "retry_after", rl.RetryAfter, "attempt", attempt+1)
+	}
+}
+
+// scrubbed hides one secret from an error's text while keeping it unwrappable.
+type scrubbed struct {
+	err    error
+	secret string
+}
+
+func (e *scrubbed) Error() string { return redact.Known(e.err.Error(), e.secret) }
+func (e *scrubbed) Unwrap() error { return e.err }
+
+func scrub(err error, secret string) error {
+	if err == nil || secret == "" {
+		return err
+	}
+	return &scrubbed{err: err, secret: secret}
+}
+
+// Status is a REST error's HTTP status, 0 for none.
+func Status(err error) int {
+	var re *discordgo.RESTError
+	if errors.As(err, &re) && re.Response != nil {
+		return re.Response.StatusCode
+	}
+	return 0
+}

@@ -1,0 +1,238 @@
+package link
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/detourbot/detour/adapters/live"
+)
+
+// apiPrefix is the path every discordgo REST call starts with.
+const apiPrefix = "/api/v9"
+
+// ErrRateLimited marks a call that stayed rate limited, or would have to wait
+// longer than Config.MaxRateLimitWait.
+var ErrRateLimited = errors.New("link: rate limited")
+
+// transport is the HTTP client every discordgo REST call goes through: the one
+// place that honours Discord's rate limits (https://discord.com/developers/docs/topics/rate-limits),
+// on the link's clock, with the caller's context. A global 429 (X-RateLimit-Global,
+// X-RateLimit-Scope: global, or "global": true, however Discord sends it) pauses
+// every route but the interaction endpoints, which Discord exempts; a route's
+// empty bucket (X-RateLimit-Remaining: 0 with Reset-After, or a per-route 429) is
+// waited out before that route's next request, so none is sent that Discord
+// would refuse (each refusal counts toward its invalid-request limit). The
+// X-RateLimit-* headers are removed before discordgo reads them. discordgo's
+// gateway lookup is answered from what the supervisor decided.
+type transport struct {
+	l      *Link
+	base   http.RoundTripper // times each request once it is sent
+	target *url.URL          // nil = discord.com itself
+
+	mu     sync.Mutex
+	hashes map[string]string // route key → X-RateLimit-Bucket
+}
+
+func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method == http.MethodGet && strings.TrimSuffix(req.URL.Path, "/") == apiPrefix+"/gateway" {
+		if u := t.l.gatewayAnswer(); u != "" {
+			b, _ := json.Marshal(map[string]string{"url": u})
+			return &http.Response{Status: "200 OK", StatusCode: http.StatusOK, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+				Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(bytes.NewReader(b)),
+				Request: req, ContentLength: int64(len(b))}, nil
+		}
+	}
+	r := req
+	if t.target != nil && strings.EqualFold(req.URL.Host, "discord.com") {
+		r = req.Clone(req.Context())
+		r.URL.Scheme, r.URL.Host, r.Host = t.target.Scheme, t.target.Host, t.target.Host
+		if p := strings.TrimRight(t.target.Path, "/"); p != "" {
+			r.URL.Path = p + r.URL.Path
+			if r.URL.RawPath != "" {
+				r.URL.RawPath = p + r.URL.RawPath
+			}
+		}
+	}
+	rt := routeOf(req.Method, req.URL.Path)
+	if err := t.waitTurn(req.Context(), rt); err != nil {
+		return nil, err
+	}
+	resp, err := t.base.RoundTrip(r)
+	if err != nil {
+		return nil, err
+	}
+	t.observe(rt, resp)
+	return resp, nil
+}
+
+type dropKey struct{}
+
+// Dropping marks ctx's requests to fail at once rather than wait for a rate
+// limit (the typing indicator: a late one is worthless, and it must never hold
+// a bucket another call needs).
+func Dropping(ctx context.Context) context.Context { return context.WithValue(ctx, dropKey{}, true) }
+
+// waitTurn waits until a request on rt may go. A write of a growing reply that
+// is finishing (live.Abandoned) stops waiting, though never a request already
+// sent: a message post cut short might be posted anyway, unknown to us.
+func (t *transport) waitTurn(ctx context.Context, rt route) error {
+	keys := []string{t.bucket(rt)}
+	if !rt.interaction {
+		keys = append([]string{"global"}, keys...)
+	}
+	p := t.l.pauses
+	if ctx.Value(dropKey{}) != nil {
+		for _, k := range keys {
+			if d := p.Left(k); d > 0 {
+				return fmt.Errorf("discord: %s: rate limited for %v, dropped: %w", rt.key, d, ErrRateLimited)
+			}
+		}
+	}
+	if ch := live.Abandoned(ctx); ch != nil {
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			select {
+			case <-ch:
+				cancel()
+			case <-wctx.Done():
+			}
+		}()
+		ctx = wctx
+	}
+	for _, k := range keys {
+		switch d := p.Left(k); {
+		case d <= 0:
+		case k == "global":
+			t.l.log.Debug("discord request waits for the global rate limit", "route", rt.key, "left", d)
+		default:
+			t.l.log.Info("discord rate-limit bucket empty, waiting", "route", rt.key, "wait", d)
+		}
+		if err := p.Wait(ctx, k, t.l.cfg.MaxRateLimitWait); err != nil {
+			if errors.Is(err, live.ErrTooLong) {
+				err = fmt.Errorf("%w: %w", err, ErrRateLimited)
+			}
+			return fmt.Errorf("discord: %s: waiting for the rate limit: %w", rt.key, err)
+		}
+	}
+	return nil
+}
+
+// route is a request's rate-limit identity: its method and path template, and the
+// top-level resource (channel, guild, webhook) Discord computes buckets per.
+type route struct {
+	key         string // "POST /channels/{major}/messages"
+	major       string // "123"
+	interaction bool   // an interaction endpoint: exempt from the global limit
+}
+
+func routeOf(method, path string) route {
+	segs := strings.Split(strings.Trim(strings.TrimPrefix(path, apiPrefix), "/"), "/")
+	r := route{}
+	switch segs[0] {
+	case "channels", "guilds":
+		if len(segs) > 1 {
+			r.major, segs[1] = segs[1], "{major}"
+		}
+	case "webhooks":
+		if len(segs) > 2 {
+			r.major, segs[1], segs[2] = segs[1]+"/"+segs[2], "{major}", "{token}"
+			r.interaction = true // this bot only posts through interaction webhooks
+		}
+	case "interactions":
+		r.interaction = true
+		if len(segs) > 2 {
+			r.major, segs[1], segs[2] = segs[1], "{major}", "{token}"
+		}
+	}
+	for i, s := range segs {
+		if s != "" && strings.Trim(s, "0123456789") == "" {
+			segs[i] = "{id}"
+		}
+	}
+	r.key = method + " /" + strings.Join(segs, "/")
+	return r
+}
+
+func (t *transport) bucket(r route) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if h := t.hashes[r.key]; h != "" {
+		return "bucket:" + h + "|" + r.major
+	}
+	return "bucket:" + r.key + "|" + r.major
+}
+
+// rateLimitHeaders are removed before discordgo sees a response.
+var rateLimitHeaders = []string{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset",
+	"X-RateLimit-Reset-After", "X-RateLimit-Bucket", "X-RateLimit-Global", "X-RateLimit-Scope"}
+
+// observe learns from one response: its bucket's state, or the 429's wait.
+func (t *transport) observe(r route, resp *http.Response) {
+	h := resp.Header
+	hash, remaining := h.Get("X-RateLimit-Bucket"), h.Get("X-RateLimit-Remaining")
+	resetAfter := seconds(h.Get("X-RateLimit-Reset-After"))
+	global := h.Get("X-RateLimit-Global") != "" || strings.EqualFold(h.Get("X-RateLimit-Scope"), "global")
+	for _, k := range rateLimitHeaders {
+		h.Del(k)
+	}
+	if hash != "" {
+		t.mu.Lock()
+		if len(t.hashes) > 4096 {
+			clear(t.hashes)
+		}
+		t.hashes[r.key] = hash
+		t.mu.Unlock()
+	}
+	p := t.l.pauses
+	switch {
+	case resp.StatusCode == http.StatusTooManyRequests:
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		_ = resp.Body.Close()
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		var b struct {
+			RetryAfter float64 `json:"retry_after"`
+			Global     bool    `json:"global"`
+		}
+		wait := seconds(h.Get("Retry-After"))
+		if json.Unmarshal(body, &b) == nil {
+			global = global || b.Global
+			if d := seconds(strconv.FormatFloat(b.RetryAfter, 'f', -1, 64)); d > 0 {
+				wait = d
+			}
+		}
+		if wait <= 0 {
+			wait = time.Second // a 429 that names no wait still means "not now"
+		}
+		if !global {
+			p.Pause(t.bucket(r), wait)
+			return
+		}
+		if p.Left("global") <= 0 {
+			t.l.log.Warn("discord global rate limit: pausing every route", "retry_after", wait, "route", r.key)
+		}
+		p.Pause("global", wait)
+	case remaining == "0" && resetAfter > 0:
+		p.Pause(t.bucket(r), resetAfter)
+	}
+}
+
+// seconds parses Discord's seconds ("1.5"); 0 for nothing usable.
+func seconds(s string) time.Duration {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f <= 0 || math.IsNaN(f) || math.IsInf(f, 0) || f > 1e6 {
+		return 0
+	}
+	return time.Duration(f * float64(time.Second))
+}

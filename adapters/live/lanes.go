@@ -1,0 +1,117 @@
+package live
+
+import (
+	"context"
+	"errors"
+	"sync"
+)
+
+// Lanes refusals.
+var (
+	ErrLaneFull  = errors.New("live: the key has too much work queued")
+	ErrTooMany   = errors.New("live: too many keys have work")
+	ErrLanesShut = errors.New("live: lanes closed")
+)
+
+// Lanes does work in order per key (a session, a channel) and keys in
+// parallel: the items of one key run one after another on that key's
+// goroutine, which starts when the key gets work and ends when its queue is
+// empty, so an idle key costs no goroutine. It is safe for concurrent use.
+type Lanes[T any] struct {
+	do      func(key string, item T)
+	perKey  int // most items queued per key (0 = no limit)
+	maxKeys int // most keys with work (0 = no limit)
+
+	mu      sync.Mutex
+	queues  map[string]*[]T
+	pending int           // items queued or running
+	idle    chan struct{} // closed when pending drops to 0
+	closed  bool
+}
+
+// NewLanes returns lanes that run do for each item; perKey and maxKeys bound
+// the work held (0 = no bound).
+func NewLanes[T any](do func(key string, item T), perKey, maxKeys int) *Lanes[T] {
+	return &Lanes[T]{do: do, perKey: perKey, maxKeys: maxKeys, queues: map[string]*[]T{}}
+}
+
+// Add queues item behind key's earlier items. It never blocks: over a bound it
+// refuses the item (ErrLaneFull, ErrTooMany), and after Close every item.
+func (l *Lanes[T]) Add(key string, item T) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return ErrLanesShut
+	}
+	q, running := l.queues[key]
+	switch {
+	case !running && l.maxKeys > 0 && len(l.queues) >= l.maxKeys:
+		return ErrTooMany
+	case running && l.perKey > 0 && len(*q) >= l.perKey:
+		return ErrLaneFull
+	}
+	if l.pending == 0 {
+		l.idle = make(chan struct{})
+	}
+	l.pending++
+	if !running {
+		q = &[]T{}
+		l.queues[key] = q
+		go l.work(key, q)
+	}
+	*q = append(*q, item)
+	return nil
+}
+
+// work runs key's items in order until its queue is empty. The key leaves
+// the map in the same critical section that counts its last item done, so once
+// Wait returns, Active is 0.
+func (l *Lanes[T]) work(key string, q *[]T) {
+	l.mu.Lock()
+	for len(*q) > 0 {
+		item := (*q)[0]
+		var zero T
+		(*q)[0] = zero
+		*q = (*q)[1:]
+		l.mu.Unlock()
+
+		l.do(key, item)
+
+		l.mu.Lock()
+		if l.pending--; l.pending == 0 {
+			close(l.idle)
+		}
+	}
+	delete(l.queues, key)
+	l.mu.Unlock()
+}
+
+// Close refuses new items; queued ones still run.
+func (l *Lanes[T]) Close() {
+	l.mu.Lock()
+	l.closed = true
+	l.mu.Unlock()
+}
+
+// Wait returns once no item is queued or running, or when ctx ends.
+func (l *Lanes[T]) Wait(ctx context.Context) error {
+	l.mu.Lock()
+	idle, n := l.idle, l.pending
+	l.mu.Unlock()
+	if n == 0 {
+		return nil
+	}
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Active is how many keys have work (queued or running).
+func (l *Lanes[T]) Active() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.queues)
+}

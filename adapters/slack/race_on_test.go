@@ -1,0 +1,5 @@
+//go:build race
+
+package slack
+
+const raceEnabled = true
