@@ -74,12 +74,12 @@ func (s *MemStore) apply(ctx context.Context, keys []string, fn func(i int, st *
 		if !ok {
 			st = ProfileState{Key: key}
 		}
-		if fn != nil {
-			fn(i, &st)
-			st.Key = key
-			s.m[key] = st
-		}
 		out[i] = st
+		if fn != nil { // fn sees out[i]: a pointer to st would move every read's copy to the heap
+			fn(i, &out[i])
+			out[i].Key = key
+			s.m[key] = out[i]
+		}
 	}
 	return out, nil
 }
