@@ -1,6 +1,7 @@
 package failover
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -491,39 +492,29 @@ func (c Candidate) failed(reason classify.Reason, message string) *Failure {
 // attempt timeout (R10), a cancellation nobody asked for (A4) and an answer
 // with nothing in it (R13).
 func failureOf(c *called, cand Candidate) *Failure {
-	var f Failure
 	var fp *Failure
 	switch {
 	case c.err == nil && c.out.Text == "" && !c.out.Progress && c.out.FinishReason != "tool_calls" && c.out.FinishReason != "function_call":
-		f = Failure{Reason: classify.ReasonEmptyResponse, Class: classify.ClassUnknown, Message: "empty output"} // R13
+		return cand.failed(classify.ReasonEmptyResponse, "empty output") // R13
 	case c.err == nil:
 		return nil
 	case errors.As(c.err, &fp) && fp != nil:
-		f = *fp
+		f := *fp
+		if f.Reason == "" {
+			f.Reason, f.Class = classify.ReasonUnclassified, classify.ClassUnknown
+		}
+		f.Provider, f.Model, f.Profile = cmp.Or(f.Provider, cand.Provider), cmp.Or(f.Model, cand.Model), cmp.Or(f.Profile, cand.Profile)
+		return &f
 	case c.timedOut || errors.Is(c.err, classify.ErrAttemptTimeout):
-		f = Failure{Reason: classify.ReasonTimeout, Class: classify.ClassTransient, Message: "attempt timeout"}
+		return cand.failed(classify.ReasonTimeout, "attempt timeout")
 	case errors.Is(c.err, context.Canceled):
 		// The run's context is alive (checked before), so nobody asked for
 		// this cancellation: it is ours, not the provider's (A4).
-		f = Failure{Reason: classify.ReasonLocal, Class: classify.ClassTransient, Message: clip(c.err.Error())}
-	default:
-		// Not a Failure: the caller's client did not name it. It holds no
-		// provider body, and counts as an unknown error (R2).
-		f = Failure{Reason: classify.ReasonUnclassified, Class: classify.ClassUnknown, Message: clip(c.err.Error())}
+		return cand.failed(classify.ReasonLocal, clip(c.err.Error()))
 	}
-	if f.Reason == "" {
-		f.Reason, f.Class = classify.ReasonUnclassified, classify.ClassUnknown
-	}
-	if f.Provider == "" {
-		f.Provider = cand.Provider
-	}
-	if f.Model == "" {
-		f.Model = cand.Model
-	}
-	if f.Profile == "" {
-		f.Profile = cand.Profile
-	}
-	return &f
+	// Not a Failure: the caller's client did not name it. It holds no
+	// provider body, and counts as an unknown error (R2).
+	return cand.failed(classify.ReasonUnclassified, clip(c.err.Error()))
 }
 
 func (r *runner) record(a AttemptRecord) {
