@@ -427,7 +427,7 @@ func (a *answer) anthropicUsage(out int) map[string]int {
 		return map[string]int{"input_tokens": 0, "output_tokens": 0}
 	}
 	in := a.req.promptChars()/4 + 1
-	a.sent = &Usage{PromptTokens: in, CompletionTokens: out, TotalTokens: in + out}
+	a.report(Usage{PromptTokens: in, CompletionTokens: out, TotalTokens: in + out})
 	return map[string]int{"input_tokens": in, "output_tokens": out}
 }
 
@@ -436,6 +436,6 @@ func (a *answer) anthropicOut(out int) int {
 	if a.rule.NoUsage || a.sent == nil {
 		return 0
 	}
-	a.sent.CompletionTokens, a.sent.TotalTokens = out, a.sent.PromptTokens+out
+	a.report(Usage{PromptTokens: a.sent.PromptTokens, CompletionTokens: out, TotalTokens: a.sent.PromptTokens + out})
 	return out
 }

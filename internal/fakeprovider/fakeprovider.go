@@ -545,6 +545,15 @@ func (s *Server) logCall(c Call) int {
 	return len(s.calls) - 1
 }
 
+// loggedUsage sets the usage of call i (logged at t) as its answer reports it.
+func (s *Server) loggedUsage(i int, t time.Time, u Usage) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if i >= 0 && i < len(s.calls) && s.calls[i].Time.Equal(t) {
+		s.calls[i].Usage = &u
+	}
+}
+
 func (s *Server) finishCall(i int, c Call) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
