@@ -212,7 +212,7 @@ func New(cfg Config) (*Adapter, error) {
 		Intent: Intents, MentionOnly: cfg.NoMessageContent, HTTPTimeout: cfg.HTTPTimeout, OpenTimeout: cfg.OpenTimeout,
 		Log: log, Sleep: cfg.Sleep, Now: cfg.Now, Rand: cfg.Rand, MaxRateLimitRetries: cfg.MaxRateLimitRetries,
 		MaxRateLimitWait: cfg.MaxRateLimitWait, ReconnectBackoff: cfg.ReconnectBackoff, MaxReconnectBackoff: cfg.MaxReconnectBackoff,
-		Handlers: []any{a.onMessage, a.onThreadCreate, a.onInteraction},
+		Dispatch: a.onEvent,
 		Identified: func(ctx context.Context) {
 			if err := a.registerCommands(ctx); err != nil {
 				a.log.Error("discord command registration failed", "err", err)

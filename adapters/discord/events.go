@@ -2,6 +2,7 @@ package discord
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"sync"
 	"time"
@@ -42,9 +43,28 @@ func stripMention(text, botID string) string {
 	return strings.TrimSpace(text)
 }
 
-// onMessage runs on discordgo's gateway reader: it filters and hands the message
-// to its channel's worker, with no network call.
-func (a *Adapter) onMessage(_ *discordgo.Session, mc *discordgo.MessageCreate) {
+// onEvent runs on the gateway's reader: each event the bot reads is decoded
+// into discordgo's type and handled with no network call.
+func (a *Adapter) onEvent(event string, data json.RawMessage) {
+	switch event {
+	case "MESSAGE_CREATE":
+		decode(data, a.onMessage)
+	case "THREAD_CREATE":
+		decode(data, a.onThreadCreate)
+	case "INTERACTION_CREATE":
+		decode(data, a.onInteraction)
+	}
+}
+
+func decode[T any](data json.RawMessage, handle func(*T)) {
+	var v T
+	if json.Unmarshal(data, &v) == nil {
+		handle(&v)
+	}
+}
+
+// onMessage filters a message and hands it to its channel's worker.
+func (a *Adapter) onMessage(mc *discordgo.MessageCreate) {
 	if mc == nil || mc.Message == nil || mc.Author == nil {
 		return
 	}
@@ -120,7 +140,7 @@ func (a *Adapter) setParent(in *adapters.Inbound, guild, channel string) {
 	}
 }
 
-func (a *Adapter) onThreadCreate(_ *discordgo.Session, tc *discordgo.ThreadCreate) {
+func (a *Adapter) onThreadCreate(tc *discordgo.ThreadCreate) {
 	if tc == nil || tc.Channel == nil {
 		return
 	}
@@ -225,10 +245,10 @@ func interactionUser(i *discordgo.Interaction) string {
 	return ""
 }
 
-// onInteraction runs on discordgo's gateway reader: each interaction gets its own
-// goroutine, which answers Discord first (deferral or autocomplete choices) within
-// the 3-second deadline, whatever else is waiting.
-func (a *Adapter) onInteraction(_ *discordgo.Session, ic *discordgo.InteractionCreate) {
+// onInteraction gives each interaction its own goroutine, which answers Discord
+// first (deferral or autocomplete choices) within the 3-second deadline,
+// whatever else is waiting.
+func (a *Adapter) onInteraction(ic *discordgo.InteractionCreate) {
 	if ic == nil || ic.Interaction == nil {
 		return
 	}
