@@ -3,6 +3,7 @@ package discord
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"sync"
 	"time"
@@ -69,7 +70,7 @@ func (a *Adapter) onMessage(mc *discordgo.MessageCreate) {
 		return
 	}
 	m := mc.Message
-	botID := a.bot()
+	botID := a.link.BotID()
 	if m.Author.ID == botID || m.Author.Bot {
 		return // own echoes and other bots
 	}
@@ -144,7 +145,7 @@ func (a *Adapter) onThreadCreate(tc *discordgo.ThreadCreate) {
 	if tc == nil || tc.Channel == nil {
 		return
 	}
-	if bot := a.bot(); bot != "" && tc.OwnerID == bot {
+	if bot := a.link.BotID(); bot != "" && tc.OwnerID == bot {
 		a.threads.Put(tc.ID, tc.ParentID)
 	}
 }
@@ -194,12 +195,12 @@ func commandDefs() []*discordgo.ApplicationCommand {
 var adminsOnly int64
 
 func (a *Adapter) registerCommands(ctx context.Context) error {
-	app := a.app()
+	app := a.link.AppID()
 	if app == "" {
 		return errNoApp
 	}
 	cmds := commandDefs()
-	err := a.call(ctx, "register commands", "", func(opts ...discordgo.RequestOption) error {
+	err := a.link.Call(ctx, "register commands", "", func(opts ...discordgo.RequestOption) error {
 		_, err := a.rest.ApplicationCommandBulkOverwrite(app, a.cfg.GuildID, cmds, opts...)
 		return err
 	})
@@ -213,11 +214,7 @@ func (a *Adapter) registerCommands(ctx context.Context) error {
 	return err
 }
 
-var errNoApp = errorString("discord: READY carried no application id")
-
-type errorString string
-
-func (e errorString) Error() string { return string(e) }
+var errNoApp = errors.New("discord: READY carried no application id")
 
 func commandData(i *discordgo.Interaction) (discordgo.ApplicationCommandInteractionData, bool) {
 	d, ok := i.Data.(discordgo.ApplicationCommandInteractionData)
@@ -268,28 +265,14 @@ func (a *Adapter) onInteraction(ic *discordgo.InteractionCreate) {
 	default:
 		return
 	}
-	a.mu.Lock()
-	full := a.answering >= maxAnswering
-	if !full {
-		a.answering++
-	}
-	a.mu.Unlock()
-	if full {
+	select {
+	case a.answering <- struct{}{}:
+	default:
 		a.log.Warn("discord interaction dropped: too many interactions being answered", "interaction_id", i.ID, "limit", maxAnswering)
 		return
 	}
-	started := a.goOwned(func(ctx context.Context) {
-		defer func() {
-			a.mu.Lock()
-			a.answering--
-			a.mu.Unlock()
-		}()
-		f(ctx)
-	})
-	if !started {
-		a.mu.Lock()
-		a.answering--
-		a.mu.Unlock()
+	if !a.goOwned(func(ctx context.Context) { defer func() { <-a.answering }(); f(ctx) }) {
+		<-a.answering
 	}
 }
 
@@ -323,30 +306,28 @@ func (a *Adapter) command(ctx context.Context, i *discordgo.Interaction, receive
 	}
 	// Command answers are for the person who asked (the router marks them
 	// Ephemeral); the deferral fixes the visibility of the edited answer.
-	p := &pending{i: i, created: time.Now(), ephemeral: true}
+	a.acknowledge(ctx, i, received, &pending{i: i, created: time.Now(), ephemeral: true}, text,
+		&discordgo.InteractionResponse{Type: discordgo.InteractionResponseDeferredChannelMessageWithSource,
+			Data: &discordgo.InteractionResponseData{Flags: discordgo.MessageFlagsEphemeral}})
+}
+
+// acknowledge gives Discord resp within its deadline, remembers the
+// interaction and hands its text to its channel's worker, in that channel's
+// order, behind messages that arrived before it. An interaction Discord did
+// not take the acknowledgement of gets its answer dropped, never posted in the
+// channel (Send).
+func (a *Adapter) acknowledge(ctx context.Context, i *discordgo.Interaction, received time.Time, p *pending, text string, resp *discordgo.InteractionResponse) {
 	dctx, cancel := context.WithDeadline(ctx, received.Add(interactionDeadline))
-	err := a.call(dctx, "defer interaction", i.Token, func(opts ...discordgo.RequestOption) error {
-		return a.rest.InteractionRespond(i, &discordgo.InteractionResponse{
-			Type: discordgo.InteractionResponseDeferredChannelMessageWithSource,
-			Data: &discordgo.InteractionResponseData{Flags: discordgo.MessageFlagsEphemeral},
-		}, opts...)
+	err := a.link.Call(dctx, "acknowledge interaction", i.Token, func(opts ...discordgo.RequestOption) error {
+		return a.rest.InteractionRespond(i, resp, opts...)
 	})
 	cancel()
 	if err != nil {
-		// Its answer will be dropped, never posted in the channel (Send).
-		a.log.Warn("discord interaction defer failed; its answer cannot be shown", "command", d.Name,
-			"interaction_id", i.ID, "after", time.Since(received).Round(time.Millisecond), "err", err)
-	} else {
-		p.deferred = true
+		a.log.Warn("discord interaction not acknowledged; its answer cannot be shown", "interaction_id", i.ID,
+			"after", time.Since(received).Round(time.Millisecond), "err", err)
 	}
-	a.deliverInteraction(i, p, text)
-}
-
-// deliverInteraction remembers an acknowledged interaction and hands its text to
-// its channel's worker, in that channel's order, behind messages that arrived
-// before it.
-func (a *Adapter) deliverInteraction(i *discordgo.Interaction, p *pending, text string) {
-	a.interactions.put(i.ID, p)
+	p.deferred = err == nil
+	a.interactions.Add(i.ID, p)
 	in := adapters.Inbound{
 		Channel:      Name,
 		SessionKey:   sessionKey(i.GuildID, i.ChannelID),
@@ -382,7 +363,7 @@ func (a *Adapter) autocomplete(ctx context.Context, i *discordgo.Interaction, re
 	}
 	ctx, cancel := context.WithDeadline(ctx, received.Add(interactionDeadline))
 	defer cancel()
-	err := a.call(ctx, "autocomplete", i.Token, func(opts ...discordgo.RequestOption) error {
+	err := a.link.Call(ctx, "autocomplete", i.Token, func(opts ...discordgo.RequestOption) error {
 		return a.rest.InteractionRespond(i, &discordgo.InteractionResponse{
 			Type: discordgo.InteractionApplicationCommandAutocompleteResult,
 			Data: &discordgo.InteractionResponseData{Choices: out},
@@ -493,35 +474,10 @@ type pending struct {
 	update    bool // a pick: the original response is the menu's message, whose menu the answer removes
 }
 
-type interactionStore struct {
-	mu   sync.Mutex
-	byID map[string]*pending
-	n    int
-	ids  []string
-}
-
-func newInteractionStore(n int) *interactionStore {
-	return &interactionStore{byID: map[string]*pending{}, n: n}
-}
-
-func (s *interactionStore) put(id string, p *pending) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.byID[id]; !ok {
-		s.ids = append(s.ids, id)
-	}
-	s.byID[id] = p
-	for len(s.ids) > s.n {
-		delete(s.byID, s.ids[0])
-		s.ids = s.ids[1:]
-	}
-}
-
-func (s *interactionStore) get(id string) *pending {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	p := s.byID[id]
-	if p != nil && time.Since(p.created) > interactionTTL {
+// interaction is the pending interaction id names, nil when unknown or expired.
+func (a *Adapter) interaction(id string) *pending {
+	p, _ := a.interactions.Get(id)
+	if p == nil || time.Since(p.created) > interactionTTL {
 		return nil
 	}
 	return p

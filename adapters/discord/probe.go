@@ -13,7 +13,7 @@ import (
 // Nothing is posted and no gateway connection is opened.
 func (a *Adapter) Probe(ctx context.Context, target string) []adapters.ProbeResult {
 	var me *discordgo.User
-	err := a.call(ctx, "GET /users/@me", a.token, func(opts ...discordgo.RequestOption) error {
+	err := a.link.Call(ctx, "GET /users/@me", a.token, func(opts ...discordgo.RequestOption) error {
 		var err error
 		me, err = a.rest.User("@me", opts...)
 		return err
@@ -29,7 +29,7 @@ func (a *Adapter) Probe(ctx context.Context, target string) []adapters.ProbeResu
 		return out
 	}
 	var ch *discordgo.Channel
-	err = a.call(ctx, "GET /channels/"+target, a.token, func(opts ...discordgo.RequestOption) error {
+	err = a.link.Call(ctx, "GET /channels/"+target, a.token, func(opts ...discordgo.RequestOption) error {
 		var err error
 		ch, err = a.rest.Channel(target, opts...)
 		return err

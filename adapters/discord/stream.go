@@ -89,7 +89,7 @@ func (s *streamSurface) Send(ctx context.Context, out adapters.Outbound) error {
 // editMessage replaces a message's content (and its components, when given).
 func (a *Adapter) editMessage(ctx context.Context, ch, id, content string, components *[]discordgo.MessageComponent) error {
 	e := &discordgo.MessageEdit{ID: id, Channel: ch, Content: &content, Components: components, AllowedMentions: noMentions()}
-	return a.call(ctx, "edit message", "", func(opts ...discordgo.RequestOption) error {
+	return a.link.Call(ctx, "edit message", "", func(opts ...discordgo.RequestOption) error {
 		_, err := a.rest.ChannelMessageEditComplex(e, opts...)
 		return err
 	})
@@ -97,7 +97,7 @@ func (a *Adapter) editMessage(ctx context.Context, ch, id, content string, compo
 
 // deleteMessage deletes one of the bot's messages; one already gone is no error.
 func (a *Adapter) deleteMessage(ctx context.Context, ch, id string) error {
-	err := a.call(ctx, "delete message", "", func(opts ...discordgo.RequestOption) error {
+	err := a.link.Call(ctx, "delete message", "", func(opts ...discordgo.RequestOption) error {
 		return a.rest.ChannelMessageDelete(ch, id, opts...)
 	})
 	if isUnknownMessage(err) {

@@ -64,6 +64,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"sync"
@@ -85,21 +86,68 @@ type Config struct {
 	Shard  [2]int // id and count, sent when count > 1
 	Intent discordgo.Intent
 	// MentionOnly identifies without MESSAGE_CONTENT (as after a 4014).
-	MentionOnly              bool
-	HTTPTimeout, OpenTimeout time.Duration
-	Log                      *slog.Logger
-	Sleep                    func(context.Context, time.Duration) error
-	Now                      func() time.Time
-	Rand                     func() float64
-	MaxRateLimitRetries      int
-	MaxRateLimitWait         time.Duration
-	ReconnectBackoff         time.Duration
-	MaxReconnectBackoff      time.Duration
+	MentionOnly bool
+	Log         *slog.Logger
+	Timing
 	// Dispatch receives every gateway event (its type, "MESSAGE_CREATE", and
 	// its data), in order on the connection's reader; it must not block.
 	Dispatch func(event string, data json.RawMessage)
 	// Identified runs once, after the first connection that identified.
 	Identified func(ctx context.Context)
+}
+
+// Timing is how a Link waits; a zero field takes its default.
+type Timing struct {
+	// HTTPTimeout bounds each REST request once it is sent (default 10s);
+	// waiting out a rate limit before it does not count.
+	HTTPTimeout time.Duration
+	// OpenTimeout bounds one gateway handshake: dial, Hello, Identify/Resume and
+	// READY/RESUMED (default 20s).
+	OpenTimeout time.Duration
+	// Sleep waits d or until ctx ends, Now tells the time (defaults: a timer,
+	// time.Now): rate-limit waits, the reconnect backoff and the identify budget
+	// use them. Tests inject a virtual clock: give both, from the same clock.
+	Sleep func(ctx context.Context, d time.Duration) error
+	Now   func() time.Time
+	// Rand returns a number in [0, 1) for the jitter of waits (default math/rand).
+	Rand func() float64
+	// MaxRateLimitRetries is how many times one call is retried after a 429
+	// (default 3); MaxRateLimitWait is the longest rate-limit wait honoured, a
+	// longer one fails the call at once (default 60s).
+	MaxRateLimitRetries int
+	MaxRateLimitWait    time.Duration
+	// ReconnectBackoff is the first wait when the gateway connection keeps
+	// failing or dropping, doubled (with jitter) up to MaxReconnectBackoff
+	// (defaults 1s and 2m). A single drop of a connection that was up resumes
+	// at once.
+	ReconnectBackoff, MaxReconnectBackoff time.Duration
+}
+
+// WithDefaults returns t with its zero fields set to their defaults.
+func (t Timing) WithDefaults() Timing {
+	set := func(d *time.Duration, def time.Duration) {
+		if *d <= 0 {
+			*d = def
+		}
+	}
+	set(&t.HTTPTimeout, 10*time.Second)
+	set(&t.OpenTimeout, 20*time.Second)
+	set(&t.MaxRateLimitWait, 60*time.Second)
+	set(&t.ReconnectBackoff, time.Second)
+	set(&t.MaxReconnectBackoff, 2*time.Minute)
+	if t.Sleep == nil {
+		t.Sleep = adapters.Sleep
+	}
+	if t.Now == nil {
+		t.Now = time.Now
+	}
+	if t.Rand == nil {
+		t.Rand = rand.Float64
+	}
+	if t.MaxRateLimitRetries <= 0 {
+		t.MaxRateLimitRetries = 3
+	}
+	return t
 }
 
 // Link is the bot's connection to Discord.
@@ -120,6 +168,10 @@ type Link struct {
 
 // New builds a Link; nothing connects until Run.
 func New(cfg Config) (*Link, error) {
+	cfg.Timing = cfg.Timing.WithDefaults()
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
 	rest, err := discordgo.New("Bot " + cfg.Token)
 	if err != nil {
 		return nil, fmt.Errorf("discord: new session: %w", err)

@@ -39,7 +39,7 @@ func TestRouteOf(t *testing.T) {
 func TestTransport_GlobalPause(t *testing.T) {
 	t.Parallel()
 	clock := failovertest.NewClock(time.Date(2026, 3, 1, 14, 0, 0, 0, time.UTC))
-	l, err := New(Config{Token: "t", Log: slog.New(slog.DiscardHandler), Sleep: clock.Sleep, Now: clock.Now, MaxRateLimitWait: time.Minute})
+	l, err := New(Config{Token: "t", Log: slog.New(slog.DiscardHandler), Timing: Timing{Sleep: clock.Sleep, Now: clock.Now, MaxRateLimitWait: time.Minute}})
 	if err != nil {
 		t.Fatal(err)
 	}
