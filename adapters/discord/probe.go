@@ -18,13 +18,8 @@ func (a *Adapter) Probe(ctx context.Context, target string) []adapters.ProbeResu
 		me, err = a.rest.User("@me", opts...)
 		return err
 	})
-	r := adapters.ProbeResult{What: "discord bot token (GET /users/@me)", OK: err == nil}
-	if err != nil {
-		r.Detail = err.Error()
-	} else {
-		r.Detail = "bot user " + me.Username + " (" + me.ID + ")"
-	}
-	out := []adapters.ProbeResult{r}
+	out := []adapters.ProbeResult{adapters.Checked("discord bot token (GET /users/@me)", err,
+		func() string { return "bot user " + me.Username + " (" + me.ID + ")" })}
 	if target == "" {
 		return out
 	}
@@ -34,13 +29,10 @@ func (a *Adapter) Probe(ctx context.Context, target string) []adapters.ProbeResu
 		ch, err = a.rest.Channel(target, opts...)
 		return err
 	})
-	r = adapters.ProbeResult{What: "discord admin channel " + target + " (GET /channels)", OK: err == nil}
-	if err != nil {
-		r.Detail = err.Error()
-	} else if ch.Name != "" {
-		r.Detail = "#" + ch.Name
-	} else {
-		r.Detail = "reachable"
-	}
-	return append(out, r)
+	return append(out, adapters.Checked("discord admin channel "+target+" (GET /channels)", err, func() string {
+		if ch.Name == "" {
+			return "reachable"
+		}
+		return "#" + ch.Name
+	}))
 }
