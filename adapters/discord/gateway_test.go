@@ -172,7 +172,7 @@ func TestNew_ShardBounds(t *testing.T) {
 	}
 }
 
-// Over TLS (wss, as with Discord itself) the tap sits above TLS: frames are read,
+// Over TLS (wss, as with Discord itself) the gateway reader works the same: frames are read,
 // a zombie connection is closed with 4000 and resumed.
 func TestGateway_TLSZombieResumes(t *testing.T) {
 	t.Parallel()
