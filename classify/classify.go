@@ -52,7 +52,17 @@ const (
 	ReasonEmptyResponse   Reason = "empty_response"
 	ReasonNoErrorDetails  Reason = "no_error_details"
 	ReasonUnclassified    Reason = "unclassified"
+	// ReasonLocal is a failure on detour's own side, not the provider's: out of
+	// file descriptors or memory (A4). Classify returns it for such transport
+	// errors; the LLM client and the engine use it for their own cancellations.
+	ReasonLocal Reason = "local"
 )
+
+// ReasonRefusedResponse is a response detour refused although the provider sent
+// it: a redirect, a compressed body it did not ask for, a body, stream line or
+// answer over its cap (A2, T1, T2). The LLM client records it; Classify never
+// returns it.
+const ReasonRefusedResponse Reason = "refused_response"
 
 // Reasons the failover engine records for its own stops and skips; Classify never
 // returns them. They live here so that every reason, and its plain words
@@ -77,7 +87,8 @@ const (
 // ReasonClass maps a reason to its class (docs/behaviour.md section 1).
 func ReasonClass(r Reason) Class {
 	switch r {
-	case ReasonRateLimit, ReasonOverloaded, ReasonTimeout, ReasonConsecutiveTimeout, ReasonIdleTimeout:
+	case ReasonRateLimit, ReasonOverloaded, ReasonTimeout, ReasonConsecutiveTimeout, ReasonIdleTimeout,
+		ReasonRefusedResponse, ReasonLocal:
 		return ClassTransient
 	case ReasonBilling, ReasonAuth, ReasonAuthPermanent, ReasonModelNotFound, ReasonFormat,
 		ReasonContextOverflow, ReasonContentFilter, ReasonAborted, ReasonContextWindow, ReasonImageInput:

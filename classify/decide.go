@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // decision is the answer of one step.
@@ -153,6 +154,9 @@ func transportStep(r Response, ev *evidence) (d decision, empty bool) {
 	case errors.Is(err, ErrEmptyOutput):
 		return d, true
 	}
+	if r.Status == 0 && !ev.hasBody && localFault(err) {
+		return t(ReasonLocal, "local-resource", "out of file descriptors or memory on detour's side"), false // A4
+	}
 	if r.Status == 0 && !ev.hasBody || r.Stream {
 		switch {
 		case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
@@ -164,6 +168,17 @@ func transportStep(r Response, ev *evidence) (d decision, empty bool) {
 		}
 	}
 	return d, false
+}
+
+// localFault reports an error of our own process, not of the provider: out of
+// file descriptors (EMFILE, ENFILE) or memory (ENOMEM), as an errno or in its
+// text (A4).
+func localFault(err error) bool {
+	if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) || errors.Is(err, syscall.ENOMEM) {
+		return true
+	}
+	s := strings.ToLower(err.Error())
+	return strings.Contains(s, "too many open files") || strings.Contains(s, "cannot allocate memory")
 }
 
 // resolveStatus settles which status the decision sees. An HTTP 4xx is the

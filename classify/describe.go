@@ -53,6 +53,10 @@ func Describe(r Reason, status int) string {
 		return "empty response"
 	case ReasonNoErrorDetails:
 		return "error without details"
+	case ReasonRefusedResponse:
+		return "response refused by detour"
+	case ReasonLocal:
+		return "detour's own failure, not the provider's"
 	case ReasonUnclassified, "":
 		if status >= 400 && status <= 599 {
 			return "unknown error (HTTP " + strconv.Itoa(status) + ")"

@@ -182,6 +182,8 @@ func (d *decoder) auth(v *yaml.Node, key string) {
 			"overloaded_backoff_ms":          d.units(&pol.OverloadedBackoff, time.Millisecond),
 			"rate_limited_profile_rotations": d.integer(&pol.RateLimitedProfileRotations, 0),
 			"ladder":                         d.durations(&pol.CooldownLadder),
+			"transient_ladder":               d.durations(&pol.TransientLadder),
+			"failure_window_minutes":         d.units(&pol.TransientWindow, time.Minute),
 			"jitter":                         d.number(&pol.Jitter, 0, 0.5),
 		}),
 	})
@@ -193,57 +195,47 @@ func (d *decoder) agents(v *yaml.Node, key string) {
 	pol := &d.cfg.Policy
 	d.fields(v, key, keys{
 		"defaults": d.section(keys{
-			"model": func(v *yaml.Node, key string) {
-				d.fields(v, key, keys{
-					"primary":         d.ref(&df.Model.Primary),
-					"fallbacks":       d.refs(&df.Model.Fallbacks),
-					"image_fallbacks": d.refs(&df.Model.ImageFallbacks),
-					"allow":           d.strings(&df.Model.Allow),
-				})
-			},
+			"model": d.section(keys{
+				"primary":         d.ref(&df.Model.Primary),
+				"fallbacks":       d.refs(&df.Model.Fallbacks),
+				"image_fallbacks": d.refs(&df.Model.ImageFallbacks),
+				"allow":           d.strings(&df.Model.Allow),
+			}),
 			"system_prompt": d.str(&df.SystemPrompt),
 			"max_tokens":    d.integer(&df.MaxTokens, 0),
-			"thread_context": func(v *yaml.Node, key string) {
-				d.fields(v, key, keys{
-					"max_messages": d.integer(&df.ThreadContext.MaxMessages, 0),
-				})
-			},
-			"compaction": func(v *yaml.Node, key string) {
-				d.fields(v, key, keys{
-					"summary":            d.boolean(&df.Compaction.Summary),
-					"summary_max_tokens": d.integer(&df.Compaction.SummaryMaxTokens, 16),
-				})
-			},
-			"timeouts": func(v *yaml.Node, key string) {
-				d.fields(v, key, keys{
-					"idle_seconds":    d.units(&df.IdleTimeout, time.Second),
-					"attempt_seconds": d.units(&pol.AttemptTimeout, time.Second),
-					"run_seconds":     d.units(&pol.RunTimeout, time.Second),
-				})
-			},
-			"budget": func(v *yaml.Node, key string) {
-				d.fields(v, key, keys{
-					"max_paid_attempts_per_turn": d.integer(&pol.MaxPaidAttemptsPerTurn, 1),
-					"max_turn_cost_usd":          d.number(&pol.MaxTurnCostUSD, 0, 1e9),
-				})
-			},
-			"failover": func(v *yaml.Node, key string) {
-				d.fields(v, key, keys{
-					"retry_after_max_wait":     d.duration(&pol.RetryAfterMaxWait),
-					"timeout_switch_threshold": d.integer(&pol.TimeoutSwitchThreshold, 1),
-					"fallback_skip_ttl":        d.duration(&pol.FallbackSkipTTL),
-					"primary_probe_interval":   d.duration(&df.PrimaryProbeInterval),
-					"cooldown_probe_interval":  d.duration(&pol.ProbeInterval),
-					"cooldown_probe_window":    d.duration(&pol.ProbeWindow),
-					"billing_probe_interval":   d.duration(&pol.BillingProbeInterval),
-					"idle_retries":             d.integer(&pol.IdleRetries, 0),
-					"breaker_trip":             d.integer(&pol.BreakerTrip, 1),
-					"empty_output_retries":     d.integer(&pol.EmptyOutputRetries, 0),
-					"min_parsed_wait":          d.duration(&pol.MinParsedWait),
-					"max_parsed_wait":          d.duration(&pol.MaxParsedWait),
-					"timeout_compact_ratio":    d.number(&pol.TimeoutCompactRatio, 0.05, 1),
-				})
-			},
+			"thread_context": d.section(keys{
+				"max_messages": d.integer(&df.ThreadContext.MaxMessages, 0),
+			}),
+			"compaction": d.section(keys{
+				"summary":            d.boolean(&df.Compaction.Summary),
+				"summary_max_tokens": d.integer(&df.Compaction.SummaryMaxTokens, 16),
+			}),
+			"timeouts": d.section(keys{
+				"idle_seconds":    d.units(&df.IdleTimeout, time.Second),
+				"attempt_seconds": d.units(&pol.AttemptTimeout, time.Second),
+				"run_seconds":     d.units(&pol.RunTimeout, time.Second),
+			}),
+			"budget": d.section(keys{
+				"max_paid_attempts_per_turn": d.integer(&pol.MaxPaidAttemptsPerTurn, 1),
+				"max_turn_cost_usd":          d.number(&pol.MaxTurnCostUSD, 0, 1e9),
+			}),
+			"failover": d.section(keys{
+				"retry_after_max_wait":     d.duration(&pol.RetryAfterMaxWait),
+				"timeout_switch_threshold": d.integer(&pol.TimeoutSwitchThreshold, 1),
+				"fallback_skip_ttl":        d.duration(&pol.FallbackSkipTTL),
+				"primary_probe_interval":   d.duration(&df.PrimaryProbeInterval),
+				"cooldown_probe_interval":  d.duration(&pol.ProbeInterval),
+				"cooldown_probe_window":    d.duration(&pol.ProbeWindow),
+				"probe_interval_seconds":   d.units(&pol.SharedProbeInterval, time.Second),
+				"probe_wait_seconds":       d.units(&pol.SharedProbeWait, time.Second),
+				"billing_probe_interval":   d.duration(&pol.BillingProbeInterval),
+				"idle_retries":             d.integer(&pol.IdleRetries, 0),
+				"breaker_trip":             d.integer(&pol.BreakerTrip, 1),
+				"empty_output_retries":     d.integer(&pol.EmptyOutputRetries, 0),
+				"min_parsed_wait":          d.duration(&pol.MinParsedWait),
+				"max_parsed_wait":          d.duration(&pol.MaxParsedWait),
+				"timeout_compact_ratio":    d.number(&pol.TimeoutCompactRatio, 0.05, 1),
+			}),
 		}),
 		"list": func(v *yaml.Node, key string) {
 			d.list(v, key, func(_ int, v *yaml.Node, key string) {

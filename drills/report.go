@@ -91,6 +91,9 @@ type Budgets struct {
 	TimeoutSwitchThreshold int           `json:"timeout_switch_threshold"`
 	IdleTimeout            time.Duration `json:"idle_timeout_ns"`
 	CooldownProbeInterval  time.Duration `json:"cooldown_probe_interval_ns"`
+	ProbeInterval          time.Duration `json:"probe_interval_ns"`         // A1's shared probe, per provider
+	ProbeWait              time.Duration `json:"probe_wait_ns"`             // A1
+	PrimaryProbeInterval   time.Duration `json:"primary_probe_interval_ns"` // S3
 }
 
 // Step returns turn i (1-based), or nil.

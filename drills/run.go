@@ -74,6 +74,10 @@ func Effective(cfg *config.Config, fast bool) *config.Config {
 		c.Agents.Defaults.IdleTimeout = idle
 		p.AttemptTimeout = max(scale(p.AttemptTimeout), fastAttemptFloor, 5*idle)
 		p.RunTimeout = max(scale(p.RunTimeout), fastRunFloor, 4*p.AttemptTimeout)
+		// A1's probe wait is spent on the drill clock, whose sleeps --fast
+		// shortens 300 times, waiting for another turn's real call: in real
+		// time it must still last one attempt.
+		p.SharedProbeWait = max(p.SharedProbeWait, time.Duration(float64(p.AttemptTimeout)/FastScale))
 	}
 	return &c
 }
@@ -91,6 +95,9 @@ func BudgetsFrom(cfg *config.Config) Budgets {
 		TimeoutSwitchThreshold: p.TimeoutSwitchThreshold,
 		IdleTimeout:            cfg.Agents.Defaults.IdleTimeout,
 		CooldownProbeInterval:  p.ProbeInterval,
+		ProbeInterval:          p.SharedProbeInterval,
+		ProbeWait:              p.SharedProbeWait,
+		PrimaryProbeInterval:   cfg.Agents.Defaults.PrimaryProbeInterval,
 	}
 }
 
@@ -224,6 +231,7 @@ func (w *world) start(ctx context.Context) (cleanup func(), err error) {
 		sc = FastScale
 	}
 	w.clock = NewClock(sc)
+	fakeprovider.PrepareBombs() // gzip_bomb answers at once, as a real edge would
 	w.fake = fakeprovider.New(fakeprovider.WithNow(w.clock.Now))
 	if err := w.fake.Start("127.0.0.1:0"); err != nil {
 		return cleanup, err

@@ -1,6 +1,7 @@
 package drills
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/detourbot/detour/internal/fakeprovider"
@@ -46,6 +47,10 @@ const (
 	OnPrimaryProvider Target = "primary-provider" // every model and key of the primary's provider
 )
 
+// OnChain targets the chain's i-th model (0 = the primary); past the chain's
+// end it targets nothing.
+func OnChain(i int) Target { return Target(fmt.Sprintf("chain[%d]", i)) }
+
 // Fault is one fake-provider rule in chain terms.
 type Fault struct {
 	On Target
@@ -83,6 +88,13 @@ func rules(faults []Fault, primary string, fallbacks []string) []fakeprovider.Ru
 			p, _ := splitRef(primary)
 			out = append(out, fakeprovider.Rule{Provider: p, Mode: f.mode(0), Times: f.Times, RetryAfter: f.RetryAfter, Delay: f.Delay})
 			continue
+		default:
+			var i int
+			if _, err := fmt.Sscanf(string(f.On), "chain[%d]", &i); err == nil {
+				if chain := dedupe(append([]string{primary}, fallbacks...)); i >= 0 && i < len(chain) {
+					refs = chain[i : i+1]
+				}
+			}
 		}
 		for i, ref := range dedupe(refs) {
 			p, m := splitRef(ref)

@@ -183,6 +183,8 @@ var table = []Scenario{
 		},
 	},
 	outageAndRecovery(),
+	flapping(),
+	redirectingEdge(),
 	// The shapes of the OpenClaw figures in BENCHMARKS.md.
 	primaryFails("a429-retry-after-2s", "the primary answers 429 with Retry-After 2 s on every call", "A 429 Retry-After 2 s: 12 calls, 153 s",
 		Fault{Mode: fakeprovider.ModeRateLimit, RetryAfter: 2 * time.Second}, twicePrimaryKeys, "at most one wait-and-retry per key (R6)"),
@@ -233,7 +235,7 @@ func outageAndRecovery() Scenario {
 	}
 	return Scenario{
 		Name:  "outage-and-recovery",
-		Doc:   "every provider answers 503 for six minutes, then recovers: calls during the outage, seconds from recovery to the first answer (R11)",
+		Doc:   "every provider answers 503 for six minutes, then recovers: calls during the outage, seconds from recovery to the first answer (A1, R11)",
 		Steps: steps,
 		Checks: []Check{
 			toldWhy(1),
@@ -245,14 +247,21 @@ func outageAndRecovery() Scenario {
 
 // probedOncePerInterval bounds the calls of the first steps (the outage): after
 // the first turn tries the chain, each provider gets at most one probe per
-// cooldown_probe_interval, plus the attempt that follows a cooldown's natural
-// end, so at most two calls per provider in any such interval.
+// probe_interval_seconds (A1) and each of its models one attempt when a
+// cooldown ends on its own, so in any such interval at most one call more than
+// the provider has models in the chain. What the outage costs does not grow
+// with the turns.
 func probedOncePerInterval(steps int) Check {
-	return Check{fmt.Sprintf("steps 2-%d (the outage): at most one probe per provider per cooldown_probe_interval (R11)", steps),
+	return Check{fmt.Sprintf("steps 2-%d (the outage): at most one probe per provider per probe_interval_seconds (A1, R11)", steps),
 		func(r *Report, b Budgets) (bool, string) {
-			interval := b.CooldownProbeInterval
+			interval := b.ProbeInterval
 			if interval <= 0 {
 				return true, "no probe interval"
+			}
+			models := map[string]int{}
+			for _, ref := range dedupe(append([]string{r.Primary}, r.Fallbacks...)) {
+				p, _ := splitRef(ref)
+				models[p]++
 			}
 			at := map[string][]time.Duration{} // provider -> drill time of each call
 			now, total := time.Duration(0), 0
@@ -269,9 +278,10 @@ func probedOncePerInterval(steps int) Check {
 				}
 			}
 			for prov, ts := range at {
-				for i := 2; i < len(ts); i++ {
-					if ts[i]-ts[i-2] < interval {
-						return false, fmt.Sprintf("%s: 3 calls within %s", prov, ts[i]-ts[i-2])
+				k := models[prov] + 1
+				for i := k; i < len(ts); i++ {
+					if ts[i]-ts[i-k] < interval {
+						return false, fmt.Sprintf("%s: %d calls within %s", prov, k+1, ts[i]-ts[i-k])
 					}
 				}
 			}
@@ -280,9 +290,9 @@ func probedOncePerInterval(steps int) Check {
 }
 
 // recoveredWithin: the first answer after the providers healed (at step healed)
-// comes within cooldown_probe_interval of the recovery.
+// comes within probe_interval_seconds of the recovery (A1).
 func recoveredWithin(healed int) Check {
-	return Check{fmt.Sprintf("step %d on: answered within cooldown_probe_interval of the recovery (R11)", healed),
+	return Check{fmt.Sprintf("step %d on: answered within probe_interval_seconds of the recovery (A1)", healed),
 		func(r *Report, b Budgets) (bool, string) {
 			since := time.Duration(0)
 			for _, t := range r.Turns {
@@ -294,7 +304,7 @@ func recoveredWithin(healed int) Check {
 				}
 				for _, a := range t.Answers {
 					if a.Kind == "reply" {
-						return since <= b.CooldownProbeInterval, fmt.Sprintf("first answer %s after the recovery (step %d), limit %s", since, t.Step, b.CooldownProbeInterval)
+						return since <= b.ProbeInterval, fmt.Sprintf("first answer %s after the recovery (step %d), limit %s", since, t.Step, b.ProbeInterval)
 					}
 				}
 			}

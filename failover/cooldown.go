@@ -49,10 +49,11 @@ func jitter(d time.Duration, frac, r float64) time.Duration {
 	return time.Duration(float64(d) * (1 + frac*(2*r-1)))
 }
 
-func ladder(p *Policy, n int) time.Duration {
-	l := p.CooldownLadder
+// ladder returns the cooldown after the n-th failure in a row on ladder l
+// (the last step is the cap); an empty l uses def.
+func ladder(l, def []time.Duration, n int) time.Duration {
 	if len(l) == 0 {
-		l = defaultPolicy.CooldownLadder
+		l = def
 	}
 	if n < 1 {
 		n = 1
@@ -61,6 +62,27 @@ func ladder(p *Policy, n int) time.Duration {
 		n = len(l)
 	}
 	return l[n-1]
+}
+
+// transientReason reports whether r climbs the short transient ladder (A3):
+// rate limits, overloads, the timeout family, refused responses and failures
+// without a known cause. Auth failures climb the D1 ladder.
+func transientReason(r classify.Reason) bool {
+	switch r {
+	case classify.ReasonRateLimit, classify.ReasonOverloaded, classify.ReasonTimeout, classify.ReasonRefusedResponse,
+		classify.ReasonUnclassified, classify.ReasonNoErrorDetails:
+		return true
+	}
+	return false
+}
+
+// cooldownFor is the cooldown after the n-th failure in a row of reason r: the
+// transient ladder (A3) or the D1 ladder.
+func cooldownFor(p *Policy, r classify.Reason, n int) time.Duration {
+	if transientReason(r) || r == classify.ReasonConsecutiveTimeout {
+		return ladder(p.TransientLadder, defaultPolicy.TransientLadder, n)
+	}
+	return ladder(p.CooldownLadder, defaultPolicy.CooldownLadder, n)
 }
 
 // doubling returns base doubled (n-1) times, capped at max.
@@ -90,19 +112,19 @@ func statedWait(f *Failure, now time.Time) time.Duration {
 	return w
 }
 
-// cooldownReason reports whether r puts a profile into an ordinary cooldown (D1).
+// cooldownReason reports whether r puts a profile into a cooldown: an auth
+// failure on the D1 ladder, a transient one on the A3 ladder (a refused
+// response cools down like a server error, A2). A local failure (A4) never does.
 func cooldownReason(r classify.Reason) bool {
-	switch r {
-	case classify.ReasonRateLimit, classify.ReasonOverloaded, classify.ReasonTimeout, classify.ReasonAuth,
-		classify.ReasonUnclassified, classify.ReasonNoErrorDetails:
-		return true
-	}
-	return false
+	return r == classify.ReasonAuth || transientReason(r)
 }
 
-// transientFailure reports whether f counts toward R7 stealth failures.
+// transientFailure reports whether f counts toward R7 stealth failures. A
+// local failure is ours, not the model's (A4).
 func transientFailure(f *Failure) bool {
 	switch f.Reason {
+	case classify.ReasonLocal:
+		return false
 	case classify.ReasonTimeout, classify.ReasonOverloaded, classify.ReasonRateLimit:
 		return f.Class != classify.ClassDeterministic
 	}
@@ -119,7 +141,12 @@ func applyFailure(st *ProfileState, f *Failure, ref string, now time.Time, p *Po
 	if !disable && !cooldownReason(f.Reason) {
 		return
 	}
-	if p.FailureWindow > 0 && !st.LastFailure.IsZero() && now.Sub(st.LastFailure) > p.FailureWindow {
+	switch {
+	case transientReason(f.Reason):
+		if p.TransientWindow > 0 && !st.LastFailure.IsZero() && now.Sub(st.LastFailure) > p.TransientWindow {
+			st.ErrorCount = 0 // A3: the ladder starts again; D3/D4 doubling keeps its own window
+		}
+	case p.FailureWindow > 0 && !st.LastFailure.IsZero() && now.Sub(st.LastFailure) > p.FailureWindow:
 		st.ErrorCount, st.DisableCount = 0, 0 // D1 window reset
 	}
 	st.ErrorCount++
@@ -173,7 +200,7 @@ func applyFailure(st *ProfileState, f *Failure, ref string, now time.Time, p *Po
 		}
 		return
 	}
-	d := jitter(ladder(p, st.ErrorCount), p.Jitter, r)
+	d := jitter(cooldownFor(p, f.Reason, st.ErrorCount), p.Jitter, r)
 	if stated && wait > d {
 		d = wait // D5, B6: park until the stated reset
 	}
@@ -299,6 +326,9 @@ func applyModelFailure(st *ProfileState, f *Failure, now time.Time, p *Policy, r
 	if !transientFailure(f) {
 		return // only a success resets the count
 	}
+	if p.TransientWindow > 0 && !st.LastFailure.IsZero() && now.Sub(st.LastFailure) > p.TransientWindow {
+		st.ErrorCount = 0 // A3: the ladder of the model's marks starts again
+	}
 	st.Consecutive++
 	st.LastFailure = now
 	st.LastError = clip(f.Message)
@@ -309,7 +339,7 @@ func applyModelFailure(st *ProfileState, f *Failure, now time.Time, p *Policy, r
 		return
 	}
 	st.ErrorCount++
-	st.CooldownUntil = now.Add(jitter(ladder(p, st.ErrorCount), p.Jitter, r))
+	st.CooldownUntil = now.Add(jitter(cooldownFor(p, classify.ReasonConsecutiveTimeout, st.ErrorCount), p.Jitter, r))
 	st.CooldownReason = classify.ReasonConsecutiveTimeout
 }
 

@@ -9,36 +9,104 @@ import (
 	"github.com/detourbot/detour/classify"
 )
 
-func TestCooldown_D1_LadderWindowAndSuccess(t *testing.T) {
+// covers A3 (amends D1): a transient failure cools down 5 s, then 15 s, then
+// 60 s (the cap); the ladder starts again after failure_window_minutes without
+// a failure, and one success resets it.
+func TestCooldown_A3_TransientLadderWindowAndSuccess(t *testing.T) {
+	p := DefaultPolicy()
+	for _, r := range []classify.Reason{classify.ReasonTimeout, classify.ReasonRateLimit, classify.ReasonOverloaded,
+		classify.ReasonUnclassified, classify.ReasonRefusedResponse} {
+		t.Run(string(r), func(t *testing.T) {
+			var st ProfileState
+			now := t0
+			f := &Failure{Reason: r}
+			want := []time.Duration{5 * time.Second, 15 * time.Second, time.Minute, time.Minute}
+			for i, w := range want {
+				applyFailure(&st, f, "openai/gpt-4o", now, &p, 0.5)
+				if got := st.CooldownUntil.Sub(now); got != w {
+					t.Fatalf("failure %d: cooldown %v, want %v (A3 ladder)", i+1, got, w)
+				}
+				now = st.CooldownUntil.Add(time.Second) // let the window expire
+			}
+			// D1: a failure inside an active window never extends it.
+			until := st.CooldownUntil
+			applyFailure(&st, f, "openai/gpt-4o", until.Add(-time.Second), &p, 0.5)
+			if !st.CooldownUntil.Equal(until) {
+				t.Fatalf("active window extended: %v -> %v", until, st.CooldownUntil)
+			}
+			// A3: the ladder starts again after failure_window_minutes without failures.
+			later := st.LastFailure.Add(p.TransientWindow + time.Second)
+			applyFailure(&st, f, "openai/gpt-4o", later, &p, 0.5)
+			if st.ErrorCount != 1 || st.CooldownUntil.Sub(later) != 5*time.Second {
+				t.Fatalf("after the window: errorCount %d cooldown %v", st.ErrorCount, st.CooldownUntil.Sub(later))
+			}
+			// A3: one success resets the ladder.
+			applyFailure(&st, f, "openai/gpt-4o", st.CooldownUntil.Add(time.Second), &p, 0.5)
+			applySuccess(&st, "openai/gpt-4o", st.CooldownUntil.Add(time.Second))
+			next := st.LastUsed.Add(time.Second)
+			applyFailure(&st, f, "openai/gpt-4o", next, &p, 0.5)
+			if st.ErrorCount != 1 || st.CooldownUntil.Sub(next) != 5*time.Second {
+				t.Fatalf("after a success: errorCount %d cooldown %v", st.ErrorCount, st.CooldownUntil.Sub(next))
+			}
+		})
+	}
+}
+
+// covers D1 (as amended by A3): an auth failure (an invalid key) keeps the
+// 30 s / 1 min / 5 min ladder and the 24 h window; a transient failure's short
+// window does not reset the billing doubling (D3).
+func TestCooldown_D1_AuthLadderAndWindow(t *testing.T) {
 	p := DefaultPolicy()
 	var st ProfileState
 	now := t0
-	rl := &Failure{Reason: classify.ReasonTimeout}
-	want := []time.Duration{30 * time.Second, time.Minute, 5 * time.Minute, 5 * time.Minute}
-	for i, w := range want {
-		applyFailure(&st, rl, "openai/gpt-4o", now, &p, 0.5)
+	f := &Failure{Reason: classify.ReasonAuth}
+	for i, w := range []time.Duration{30 * time.Second, time.Minute, 5 * time.Minute, 5 * time.Minute} {
+		applyFailure(&st, f, "openai/gpt-4o", now, &p, 0.5)
 		if got := st.CooldownUntil.Sub(now); got != w {
 			t.Fatalf("failure %d: cooldown %v, want %v (D1 ladder)", i+1, got, w)
 		}
-		now = st.CooldownUntil.Add(time.Second) // let the window expire
+		now = st.CooldownUntil.Add(time.Second)
 	}
-	// D1: a failure inside an active window never extends it.
-	until := st.CooldownUntil
-	applyFailure(&st, rl, "openai/gpt-4o", until.Add(-time.Second), &p, 0.5)
-	if !st.CooldownUntil.Equal(until) {
-		t.Fatalf("active window extended: %v -> %v", until, st.CooldownUntil)
+	// Eleven minutes later the auth ladder has not started again (24 h window).
+	eleven := st.LastFailure.Add(11 * time.Minute)
+	applyFailure(&st, f, "openai/gpt-4o", eleven, &p, 0.5)
+	if st.CooldownUntil.Sub(eleven) != 5*time.Minute {
+		t.Fatalf("auth after 11 min: %v", st.CooldownUntil.Sub(eleven))
 	}
-	// D1: errorCount resets after the failure window without failures.
 	later := st.LastFailure.Add(p.FailureWindow + time.Hour)
-	applyFailure(&st, rl, "openai/gpt-4o", later, &p, 0.5)
+	applyFailure(&st, f, "openai/gpt-4o", later, &p, 0.5)
 	if st.ErrorCount != 1 || st.CooldownUntil.Sub(later) != 30*time.Second {
 		t.Fatalf("after failure window: errorCount %d cooldown %v", st.ErrorCount, st.CooldownUntil.Sub(later))
 	}
+	// D3 doubling survives a transient failure after A3's window.
+	var b ProfileState
+	applyFailure(&b, &Failure{Reason: classify.ReasonBilling}, "openai/gpt-4o", t0, &p, 0.5)
+	at := b.DisabledUntil.Add(time.Minute)
+	applyFailure(&b, &Failure{Reason: classify.ReasonTimeout}, "openai/gpt-4o", at, &p, 0.5)
+	at = at.Add(11 * time.Minute)
+	applyFailure(&b, &Failure{Reason: classify.ReasonTimeout}, "openai/gpt-4o", at, &p, 0.5)
+	applyFailure(&b, &Failure{Reason: classify.ReasonBilling}, "openai/gpt-4o", at.Add(time.Minute), &p, 0.5)
+	if got := b.DisabledUntil.Sub(at.Add(time.Minute)); got != 10*time.Hour {
+		t.Fatalf("second billing disable %v, want 10h (D3 doubling)", got)
+	}
 	// D1: success clears errorCount, cooldown and disable at once.
-	applyFailure(&st, &Failure{Reason: classify.ReasonBilling}, "openai/gpt-4o", later, &p, 0.5)
-	applySuccess(&st, "openai/gpt-4o", later.Add(time.Second))
-	if st.ErrorCount != 0 || !st.CooldownUntil.IsZero() || !st.DisabledUntil.IsZero() || st.DisabledReason != "" || st.DisableCount != 0 {
-		t.Fatalf("success did not clear: %+v", st)
+	applySuccess(&b, "openai/gpt-4o", at.Add(2*time.Minute))
+	if b.ErrorCount != 0 || !b.CooldownUntil.IsZero() || !b.DisabledUntil.IsZero() || b.DisabledReason != "" || b.DisableCount != 0 {
+		t.Fatalf("success did not clear: %+v", b)
+	}
+}
+
+// covers A4: a local failure leaves a profile's and a model's state as it was.
+func TestCooldown_A4_LocalTouchesNothing(t *testing.T) {
+	p := DefaultPolicy()
+	f := &Failure{Reason: classify.ReasonLocal, Class: classify.ClassTransient, Message: "socket: too many open files"}
+	var st, ms ProfileState
+	for range 5 {
+		applyFailure(&st, f, "openai/gpt-4o", t0, &p, 0.5)
+		applyModelFailure(&ms, f, t0, &p, 0.5)
+	}
+	if st != (ProfileState{}) || ms != (ProfileState{}) {
+		t.Fatalf("local failure changed state: profile %+v model %+v", st, ms)
 	}
 }
 
@@ -106,7 +174,7 @@ func TestCooldown_D5_C11_StatedReset(t *testing.T) {
 	}{
 		{"D5 reset later than ladder", Failure{Reason: classify.ReasonRateLimit, RecoveryAt: t0.Add(20 * time.Minute)}, 20 * time.Minute, t0.Add(20 * time.Minute)},
 		{"D5 Retry-After seconds", Failure{Reason: classify.ReasonRateLimit, RetryAfter: 90 * time.Second}, 90 * time.Second, t0.Add(90 * time.Second)},
-		{"C11 short wait uses ladder", Failure{Reason: classify.ReasonRateLimit, RetryAfter: 10 * time.Second}, 30 * time.Second, t0.Add(10 * time.Second)},
+		{"C11 short wait uses ladder", Failure{Reason: classify.ReasonRateLimit, RetryAfter: 10 * time.Second}, 5 * time.Second, t0.Add(10 * time.Second)},
 		{"C11 capped at 7 days, RecoveryAt as stated", Failure{Reason: classify.ReasonRateLimit, RecoveryAt: t0.Add(30 * 24 * time.Hour)}, 7 * 24 * time.Hour, t0.Add(30 * 24 * time.Hour)},
 		{"D5 billing disable lasts to the reset", Failure{Reason: classify.ReasonBilling, RecoveryAt: t0.Add(40 * time.Hour)}, 40 * time.Hour, t0.Add(40 * time.Hour)},
 	}
@@ -134,8 +202,8 @@ func TestCooldown_B8_Jitter(t *testing.T) {
 		var st ProfileState
 		applyFailure(&st, &Failure{Reason: classify.ReasonOverloaded}, "a/b", t0, &p, r)
 		d := st.CooldownUntil.Sub(t0)
-		if d < 27*time.Second || d > 33*time.Second {
-			t.Fatalf("r=%v: cooldown %v outside ±10%% of 30s", r, d)
+		if d < 4500*time.Millisecond || d > 5500*time.Millisecond {
+			t.Fatalf("r=%v: cooldown %v outside ±10%% of 5s (A3)", r, d)
 		}
 		var b ProfileState
 		applyFailure(&b, &Failure{Reason: classify.ReasonBilling}, "a/b", t0, &p, r)
@@ -194,7 +262,7 @@ func TestCooldown_R7_ModelConsecutive(t *testing.T) {
 		t.Fatal("marked before the threshold")
 	}
 	applyModelFailure(&st, f, t0, &p, 0.5)
-	if st.CooldownReason != classify.ReasonConsecutiveTimeout || st.CooldownUntil.Sub(t0) != 30*time.Second {
+	if st.CooldownReason != classify.ReasonConsecutiveTimeout || st.CooldownUntil.Sub(t0) != 5*time.Second { // A3
 		t.Fatalf("R7: not marked: %+v", st)
 	}
 	applySuccess(&st, "a/b", t0)

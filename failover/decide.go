@@ -55,6 +55,7 @@ type RunState struct {
 	RateLimitRotations int // profile rotations after rate limits on this candidate (R3)
 	OverloadRotations  int // profile rotations after overloads on this candidate (R3)
 	TimeoutRotations   int // profile rotations after timeouts on this candidate
+	RefusedRotations   int // profile rotations after refused responses on this candidate (A2)
 	IdleRetries        int // same-model retries after idle timeouts on this candidate (R5)
 	ShortWaitRetries   int // same-profile retries after short rate-limit waits (R6)
 	EmptyRetries       int // nudged retries after empty output on this candidate (R13)
@@ -94,6 +95,8 @@ const (
 	WhyExhausted        = "no candidate left (R2)"
 	WhyUnknownLast      = "unknown error on the last candidate surfaces (R2)"
 	WhyConsecutive      = "consecutive transient failures: the model is marked unavailable (R7)"
+	WhyRefused          = "refused response: the provider's fault, rotate then fall back (A2)"
+	WhyLocal            = "local failure: our own fault, the next candidate is tried and nobody is blamed (A4)"
 	WhySafetyNet        = "format failure that names nothing of the request: one try on another provider (C13)"
 )
 
@@ -160,6 +163,17 @@ func Decide(s RunState, f Failure) Decision {
 			return Decision{Action: RotateProfile, Why: WhyRotate} // bounded by the profile count
 		}
 		return fallback(s)
+	case classify.ReasonRefusedResponse:
+		if s.MoreProfiles && !s.UserStrict && s.RefusedRotations < p.TimeoutProfileRotations {
+			return Decision{Action: RotateProfile, Why: WhyRefused} // A2, like a server error
+		}
+		return fallback(s)
+	case classify.ReasonLocal:
+		d := fallback(s) // A4: the attempt failed, the run goes on
+		if d.Action == FallbackModel {
+			d.Why = WhyLocal
+		}
+		return d
 	case classify.ReasonModelNotFound:
 		return fallback(s)
 	case classify.ReasonEmptyResponse:

@@ -229,6 +229,7 @@ type Engine struct {
 	probeAt map[string]time.Time // claimProbe's fallback when the store fails: key -> last probe
 	skips   map[string]time.Time // sessionKey + "\x00" + ref -> skip until
 	used    map[string]time.Time // state key -> last success in this process (P1, lazy LastUsed)
+	flights map[string]*flight   // provider -> the shared probe this process runs (A1)
 	mem     *MemStore
 }
 

@@ -52,11 +52,15 @@ func (f *Failure) Error() string {
 	return s
 }
 
-// Describe names the failure in plain words for people (classify.Describe, and
-// "stalled (no output)" for an idle stream).
+// Describe names the failure in plain words for people (classify.Describe,
+// "stalled (no output)" for an idle stream, and what was refused for a refused
+// response: "response refused by detour: HTTP 307 redirect to https://host/…").
 func (f *Failure) Describe() string {
-	if f.Idle && f.Reason == classify.ReasonTimeout {
+	switch {
+	case f.Idle && f.Reason == classify.ReasonTimeout:
 		return classify.Describe(classify.ReasonIdleTimeout, f.Status)
+	case f.Reason == classify.ReasonRefusedResponse && f.Message != "":
+		return classify.Describe(f.Reason, f.Status) + ": " + f.Message // A2: the LLM client's words, without secrets
 	}
 	return classify.Describe(f.Reason, f.Status)
 }

@@ -143,13 +143,13 @@ func (r *runner) probeOrSkip(pl plan) plan {
 	}
 	switch {
 	case pl.primary:
-		if until.Sub(now) <= r.p.ProbeWindow && r.e.claimProbe(r.ctx, prov, r.p.ProbeInterval, time.Time{}, now) {
+		if until.Sub(now) <= r.p.ProbeWindow && r.claimCooling(prov, now) {
 			pl.skip, pl.kind = "", AttemptProbe
 		}
 	case !pl.mblocked && pl.usable == 0 && !pl.slots[0].scoped && siblingReason(why):
 		// a profile-wide transient cooldown: a same-provider sibling is still
 		// tried, within the provider's probe throttle like every probe
-		if r.e.claimProbe(r.ctx, prov, r.p.ProbeInterval, time.Time{}, now) {
+		if r.claimCooling(prov, now) {
 			pl.skip, pl.kind = "", AttemptProbe
 		}
 	}

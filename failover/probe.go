@@ -2,7 +2,6 @@ package failover
 
 import (
 	"context"
-	"sort"
 	"time"
 )
 
@@ -80,33 +79,4 @@ func (e *Engine) addSkip(session string, ref ModelRef, until time.Time) {
 		}
 	}
 	e.skips[session+"\x00"+string(ref)] = until
-}
-
-// probeSoonest applies R11's last step: when the run could try no candidate
-// and some are cooling down, the one whose cooldown ends soonest is probed
-// before the turn is refused, at most once per provider per ProbeInterval, so a
-// recovered provider is found within that interval of its recovery.
-func (r *runner) probeSoonest(cooling []plan) (Result, error, bool) {
-	if len(cooling) == 0 || r.paid > 0 {
-		return Result{}, nil, false
-	}
-	sort.SliceStable(cooling, func(a, b int) bool { return cooling[a].until.Before(cooling[b].until) })
-	now := r.now()
-	for _, c := range cooling {
-		if r.probed[c.prov] || !r.e.claimProbe(r.ctx, c.prov, r.p.ProbeInterval, time.Time{}, now) {
-			continue
-		}
-		pl := c
-		pl.skip, pl.kind = "", AttemptProbe
-		if r.probed == nil {
-			r.probed = make(map[string]bool)
-		}
-		r.probed[c.prov] = true
-		res, err, done := r.walk(c.index, &pl)
-		if done {
-			return res, err, true
-		}
-		return Result{}, nil, false // one such probe per run
-	}
-	return Result{}, nil, false
 }

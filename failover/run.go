@@ -46,6 +46,7 @@ func (e *Engine) Run(ctx context.Context, req Request, attempt AttemptFunc) (Res
 		r.log = slog.Default()
 	}
 	r.maxIter = iterationCap(&req)
+	defer r.releaseClaims() // A1: a probe claim never outlives its run
 	return r.run()
 }
 
@@ -85,8 +86,9 @@ type runner struct {
 	breaker int // R8: whole run
 	iter    int
 	maxIter int
-	probed  map[string]bool // R11: one transient-cooldown probe per provider per run
-	netUsed bool            // C13: the format safety net moved this run once
+	probed  map[string]bool   // R11: one transient-cooldown probe per provider per run
+	claims  map[string]*claim // A1: the providers' probe rows this run claimed
+	netUsed bool              // C13: the format safety net moved this run once
 
 	origin    Candidate // Chain[0] as tried (or skipped)
 	cause     *Failure  // what moved the run off Chain[0]
@@ -131,7 +133,7 @@ func (r *runner) run() (Result, error) {
 			i, r.jump = r.jump-1, 0
 		}
 	}
-	if res, err, done := r.probeSoonest(cooling); done {
+	if res, err, done := r.sharedProbe(cooling); done { // A1: no refusal while a candidate may answer
 		return res, err
 	}
 	return r.summary(nil)
@@ -255,6 +257,7 @@ func (r *runner) walk(i int, pl *plan) (Result, error, bool) {
 		if f == nil {
 			pending = false
 			r.onSuccess(pl, cand, end)
+			r.settled(kind, cand, nil, end) // A1: after the state, so the turns waiting on this probe find it cleared
 			// V2: the step that led here was logged when it was taken; one line
 			// per step, so a success writes none of its own.
 			return Result{Output: out, Candidate: cand, Attempts: r.records, FellBack: i > 0, Cause: r.cause, CostUSD: r.cost}, nil, true
@@ -264,6 +267,7 @@ func (r *runner) walk(i int, pl *plan) (Result, error, bool) {
 		}
 		r.lastCand, r.lastFail = cand, f
 		rs.ModelUnavailable = r.onFailure(pl, cand, f, end)
+		r.settled(kind, cand, f, end)
 		if r.compactAfterTimeout(pl, f) {
 			kind = AttemptRetry // R15: the same candidate with the smaller prompt
 			continue
@@ -271,6 +275,9 @@ func (r *runner) walk(i int, pl *plan) (Result, error, bool) {
 
 		rs.Now = end
 		rs.Breaker = r.breaker
+		if kind == AttemptProbe {
+			rs.IdleRetries = r.p.IdleRetries // R5 at most once: a probe's stall is its verdict (A1)
+		}
 		rs.MoreProfiles = kind != AttemptProbe && r.nextSlot(pl) >= 0
 		rs.UsableLater = false
 		if f.Reason == classify.ReasonRateLimit && rs.MoreCandidates && statedWait(f, end) > 0 {
@@ -305,6 +312,8 @@ func (r *runner) walk(i int, pl *plan) (Result, error, bool) {
 				rs.OverloadRotations++
 			case classify.ReasonTimeout:
 				rs.TimeoutRotations++
+			case classify.ReasonRefusedResponse:
+				rs.RefusedRotations++
 			}
 			rs.IdleRetries, rs.ShortWaitRetries, rs.EmptyRetries = 0, 0, 0
 			cur = r.nextSlot(pl)
@@ -409,6 +418,10 @@ func (r *runner) failureOf(out *Output, err error, attemptTimedOut bool, c Candi
 			f = Failure{Reason: classify.ReasonTimeout, Class: classify.ClassTransient, Idle: true, Message: string(classify.ReasonIdleTimeout)}
 		case errors.Is(err, classify.ErrEmptyOutput):
 			f = Failure{Reason: classify.ReasonEmptyResponse, Class: classify.ClassUnknown, Message: "empty output"}
+		case errors.Is(err, context.Canceled):
+			// The run's context is alive (checked before), so nobody asked for
+			// this cancellation: it is ours, not the provider's (A4).
+			f = Failure{Reason: classify.ReasonLocal, Class: classify.ClassTransient, Message: clip(err.Error())}
 		default:
 			// An error that is not a Failure comes from the attempt function
 			// itself, not from a provider's body: its text holds no provider secret.

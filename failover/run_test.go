@@ -235,7 +235,7 @@ func TestRun_B6_LongResetParksAndMovesOn(t *testing.T) {
 	}
 }
 
-// covers C3 handling, D1: a 402 usage window classified as rate_limit cools down, not disables.
+// covers C3 handling, D1, A3: a 402 usage window classified as rate_limit cools down, not disables.
 func TestRun_D1_UsageWindowCoolsDown(t *testing.T) {
 	h := newHarness(t)
 	req := baseReq("openai/gpt-4o", "anthropic/claude")
@@ -245,7 +245,7 @@ func TestRun_D1_UsageWindowCoolsDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := h.state(t, "openai:a")
-	if st.CooldownReason != classify.ReasonRateLimit || !st.DisabledUntil.IsZero() || st.CooldownUntil.Sub(t0) != 30*time.Second {
+	if st.CooldownReason != classify.ReasonRateLimit || !st.DisabledUntil.IsZero() || st.CooldownUntil.Sub(t0) != 5*time.Second { // A3
 		t.Fatalf("402 usage window: %+v", st)
 	}
 }
@@ -289,6 +289,9 @@ func TestRun_R7_StealthBilling(t *testing.T) {
 	h := newHarness(t)
 	req := baseReq("openai/gpt-4o", "anthropic/claude")
 	req.Profiles["openai"] = req.Profiles["openai"][:1]
+	// A3 makes every cooldown end within cooldown_probe_window, so R11 would
+	// probe the primary at once; a short window keeps this test on R7's skip.
+	h.e.Policy.ProbeWindow = 3 * time.Second
 	timeout := step{err: &Failure{Reason: classify.ReasonTimeout, Class: classify.ClassTransient, Message: "attempt timeout"}}
 	primaryCalls := 0
 	for turn := 1; turn <= 3; turn++ {
@@ -314,8 +317,9 @@ func TestRun_R7_StealthBilling(t *testing.T) {
 	if ms.CooldownReason != classify.ReasonConsecutiveTimeout || ms.Consecutive != 3 {
 		t.Fatalf("R7: model not marked: %+v", ms)
 	}
-	// Mark happened at the third turn; rewind to just after it: the next turn skips the primary.
-	h.clk.Set(ms.LastFailure.Add(5 * time.Second))
+	// Mark happened at the third turn; rewind to just after it (its A3 cooldown
+	// is 5 s): the next turn skips the primary.
+	h.clk.Set(ms.LastFailure.Add(2 * time.Second))
 	sc := newScript(h.clk, ok("fallback"))
 	res, err := h.e.Run(bg, req, sc.fn)
 	if err != nil {
@@ -332,7 +336,7 @@ func TestRun_R7_StealthBilling(t *testing.T) {
 	if ps := h.state(t, "openai:a"); ps.CooldownUntil.After(due) {
 		due = ps.CooldownUntil
 	}
-	h.clk.Set(due.Add(-10 * time.Second))
+	h.clk.Set(due.Add(-time.Second))
 	sc = newScript(h.clk, ok("primary is back"))
 	res, err = h.e.Run(bg, req, sc.fn)
 	if err != nil {

@@ -172,6 +172,14 @@ func (r *runner) touchedModel(ref string) bool {
 // onFailure records f durably and reports whether it made the model unavailable
 // (R7: timeout_switch_threshold consecutive transient failures).
 func (r *runner) onFailure(pl *plan, c Candidate, f *Failure, now time.Time) (modelDown bool) {
+	if f.Reason == classify.ReasonLocal {
+		// A4: our own fault (descriptors, memory, our cancellation) touches no
+		// provider, profile or model state.
+		r.log.LogAttrs(r.ctx, slog.LevelWarn, "local failure: the attempt failed on detour's side; no provider state changed",
+			slog.String("sessionKey", r.req.SessionKey), slog.String("model", c.Ref()),
+			slog.String("profile", c.Profile), slog.String("detail", clip(f.Message)))
+		return false
+	}
 	ms, err := r.e.recordFailure(r.ctx, c, pl.ref, f, now, r.p)
 	if err != nil {
 		r.warnStore(err)

@@ -103,8 +103,8 @@ func TestRun_R7_BatchStoreCalls(t *testing.T) {
 	if got := cs.take(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("store calls\n got %q\nwant %q", got, want)
 	}
-	if ps := h.state(t, "openai:a"); ps.ErrorCount != 1 || !ps.CooldownUntil.Equal(t0.Add(30*time.Second)) {
-		t.Errorf("profile after the batch = %+v, want 1 error, 30 s cooldown", ps)
+	if ps := h.state(t, "openai:a"); ps.ErrorCount != 1 || !ps.CooldownUntil.Equal(t0.Add(5*time.Second)) {
+		t.Errorf("profile after the batch = %+v, want 1 error, 5 s cooldown (A3)", ps)
 	}
 	if ms := h.state(t, ModelKey("openai/gpt-4o")); ms.Consecutive != 1 {
 		t.Errorf("model after the batch = %+v, want Consecutive 1", ms)

@@ -155,6 +155,10 @@ func phrase(r classify.Reason) string {
 		return "not found by the provider"
 	case classify.ReasonContextWindow:
 		return "too small for this conversation"
+	case classify.ReasonRefusedResponse:
+		return "sending responses detour refuses (redirects, compressed or oversized bodies)"
+	case classify.ReasonLocal:
+		return "unreachable because of a failure on detour's side, not the providers'"
 	case classify.ReasonImageInput:
 		return "unable to take images"
 	}

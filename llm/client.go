@@ -21,8 +21,9 @@
 //   - Bounded input (T1): the body (MaxResponseBytes), one stream line, and the
 //     answer text (MaxAnswerBytes) are capped, compressed responses are refused
 //     (none is asked for), so memory stays bounded whatever a provider sends;
-//     past a cap the attempt fails as a format error naming the cap. Probe obeys
-//     the same caps.
+//     past a cap the attempt fails with reason refused_response naming the cap
+//     (A2: the provider's fault, so the engine cools it down and falls back).
+//     Probe obeys the same caps.
 //   - Redirects are never followed (T2): a redirect is a failed attempt, and the
 //     redirected request (key and prompt) is never sent.
 //   - The API key never appears in errors, Failure fields or logs (P4).
@@ -177,7 +178,7 @@ func New(cfg Config) (*Client, error) {
 		hc = *cfg.HTTPClient
 	}
 	hc.Timeout = 0
-	hc.CheckRedirect = refuseRedirect(cfg.APIKey)
+	hc.CheckRedirect = refuseRedirect
 	base := hc.Transport
 	if base == nil {
 		base = defaultTransport()

@@ -29,6 +29,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(rssChildEnv) != "" {
 		os.Exit(rssChild()) // a child of TestT1_PeakRSS: run one call, report, exit
 	}
+	if os.Getenv(emfileChildEnv) != "" {
+		os.Exit(emfileChild()) // a child of TestChat_A4_RealEMFILEIsLocal
+	}
 	goleak.VerifyTestMain(m)
 }
 
@@ -159,16 +162,16 @@ func modeCases() []modeCase {
 		{mode: fakeprovider.ModeConnectionReset, reason: classify.ReasonTimeout, status: 200, stream: true},
 		// covers C11 / B6: a year-less reset time in the body.
 		{mode: fakeprovider.ModeQuotaResetText, rule: fakeprovider.Rule{ResetText: "08-25 01:37:00 UTC"}, reason: classify.ReasonBilling, status: 429, bodyHas: "will reset at 08-25 01:37:00 UTC"},
-		// covers T1: hostile bodies are cut at a cap and fail as format errors naming it.
-		{mode: fakeprovider.ModeGzipBomb, reason: classify.ReasonFormat, errIs: ErrRefused, errHas: `Content-Encoding "gzip"`},
-		{mode: fakeprovider.ModeEndlessStream, reason: classify.ReasonFormat, status: 200, stream: true, errIs: ErrRefused, errHas: "limits.max_response_bytes (8388608 bytes)"},
-		{mode: fakeprovider.ModeHugeLine, reason: classify.ReasonFormat, status: 200, stream: true, errIs: ErrRefused, errHas: "stream line longer than 2162688 bytes"},
-		{mode: fakeprovider.ModeHugeChunk, reason: classify.ReasonFormat, status: 200, stream: true, errIs: ErrRefused, errHas: "stream line longer than 2162688 bytes"},
+		// covers T1, A2: hostile bodies are cut at a cap and fail as refused_response naming it.
+		{mode: fakeprovider.ModeGzipBomb, reason: classify.ReasonRefusedResponse, errIs: ErrRefused, errHas: `compressed body (Content-Encoding "gzip"`},
+		{mode: fakeprovider.ModeEndlessStream, reason: classify.ReasonRefusedResponse, status: 200, stream: true, errIs: ErrRefused, errHas: "limits.max_response_bytes (8388608 bytes)"},
+		{mode: fakeprovider.ModeHugeLine, reason: classify.ReasonRefusedResponse, status: 200, stream: true, errIs: ErrRefused, errHas: "stream line longer than 2162688 bytes"},
+		{mode: fakeprovider.ModeHugeChunk, reason: classify.ReasonRefusedResponse, status: 200, stream: true, errIs: ErrRefused, errHas: "stream line longer than 2162688 bytes"},
 		// an error body is read up to 64 KiB for classification: the status decides.
 		{mode: fakeprovider.ModeHugeErrorBody, reason: classify.ReasonTimeout, status: 500, bodyHas: `"type":"server_error"`},
-		// covers T2: a redirect is a failed attempt naming it; nothing is sent to the new location.
-		{mode: fakeprovider.ModeRedirectOtherPort, reason: classify.ReasonFormat, errIs: ErrRefused, errHas: "HTTP 307 redirect to http://127.0.0.1:"},
-		{mode: fakeprovider.ModeRedirectLoop, reason: classify.ReasonFormat, errIs: ErrRefused, errHas: "HTTP 307 redirect to /openai/v1/chat/completions"},
+		// covers T2, A2: a redirect is a failed attempt naming it; nothing is sent to the new location.
+		{mode: fakeprovider.ModeRedirectOtherPort, reason: classify.ReasonRefusedResponse, errIs: ErrRefused, errHas: "redirect to http://127.0.0.1:"},
+		{mode: fakeprovider.ModeRedirectLoop, reason: classify.ReasonRefusedResponse, errIs: ErrRefused, errHas: "redirect to http://127.0.0.1:"},
 	}
 }
 

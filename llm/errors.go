@@ -189,17 +189,26 @@ func (c *Client) failResponse(caller context.Context, model string, r classify.R
 	if errors.Is(r.Err, classify.ErrIdleTimeout) {
 		f.Idle = true
 	}
-	if errors.Is(r.Err, context.Canceled) && caller.Err() != nil {
-		// The caller went away: never a provider failure.
-		f.Reason, f.Class = classify.ReasonAborted, classify.ReasonClass(classify.ReasonAborted)
+	if errors.Is(r.Err, context.Canceled) {
+		// The caller went away: never a provider failure. A cancellation the
+		// caller did not make is one of ours (A4): local, never the provider's.
+		f.Reason = classify.ReasonAborted
+		if caller.Err() == nil {
+			f.Reason = classify.ReasonLocal
+		}
+		f.Class = classify.ReasonClass(f.Reason)
 	}
 	// classify returns the provider's words as they came; this client knows the
 	// key, so it hides it (and anything shaped like a secret) before anyone
 	// logs, shows or stores the message (P4).
 	f.Message = redact.Preview(c.scrub(f.Message), previewRunes)
 	f.Code = c.scrub(f.Code)
+	rule := res.Why.Rule
+	if f.Reason != res.Reason {
+		rule = "llm/" + string(f.Reason) // the client's own verdict (keepVerdict)
+	}
 	c.log.Info("llm call failed", "model", model, "reason", string(f.Reason), "status", f.Status,
-		"rule", res.Why.Rule, "idle", f.Idle, "stream", r.Stream, "dur", c.now().Sub(start), "detail", f.Message)
+		"rule", rule, "idle", f.Idle, "stream", r.Stream, "dur", c.now().Sub(start), "detail", f.Message)
 	return &f
 }
 

@@ -252,7 +252,7 @@ func TestKinds_R8_StallAfterFirstWords(t *testing.T) {
 	}
 }
 
-// covers V5, T1, T2: Probe works in every protocol (one smallest call) and
+// covers V5, T1, T2, A2: Probe works in every protocol (one smallest call) and
 // obeys the caps and the refused redirects.
 func TestKinds_V5_Probe(t *testing.T) {
 	cases := []struct {
@@ -263,10 +263,10 @@ func TestKinds_V5_Probe(t *testing.T) {
 		{fakeprovider.Rule{}, "", ""},
 		{fakeprovider.Rule{Mode: fakeprovider.ModeRateLimit}, classify.ReasonRateLimit, ""},
 		{fakeprovider.Rule{Mode: fakeprovider.ModeUnauthorized401}, classify.ReasonAuth, ""},
-		{fakeprovider.Rule{Mode: fakeprovider.ModeGzipBomb}, "", `Content-Encoding "gzip"`},
-		{fakeprovider.Rule{Mode: fakeprovider.ModeEndlessStream}, "", "limits.max_response_bytes (8388608 bytes)"},
-		{fakeprovider.Rule{Mode: fakeprovider.ModeHugeChunk, Size: 2 << 20}, "", "limits.max_answer_bytes (1048576 bytes)"},
-		{fakeprovider.Rule{Mode: fakeprovider.ModeRedirectOtherPort}, "", "HTTP 307 redirect to http://127.0.0.1:"},
+		{fakeprovider.Rule{Mode: fakeprovider.ModeGzipBomb}, classify.ReasonRefusedResponse, `Content-Encoding "gzip"`},
+		{fakeprovider.Rule{Mode: fakeprovider.ModeEndlessStream}, classify.ReasonRefusedResponse, "limits.max_response_bytes (8388608 bytes)"},
+		{fakeprovider.Rule{Mode: fakeprovider.ModeHugeChunk, Size: 2 << 20}, classify.ReasonRefusedResponse, "limits.max_answer_bytes (1048576 bytes)"},
+		{fakeprovider.Rule{Mode: fakeprovider.ModeRedirectOtherPort}, classify.ReasonRefusedResponse, "redirect to http://127.0.0.1:"},
 	}
 	for _, k := range kinds {
 		for _, tc := range cases {

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"strings"
+	"time"
 
 	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/failover"
@@ -25,32 +28,36 @@ const maxHeaderBytes = 1 << 20
 // ErrRefused is matched (errors.Is) by every *RefusedError.
 var ErrRefused = errors.New("llm: provider response refused")
 
+// RefusedWords start every refusal people read (A2).
+const RefusedWords = "response refused by detour"
+
 // RefusedError is a provider response the client would not take: larger than a
 // cap (T1), compressed although it asked for no compression (T1), or a redirect
-// (T2). The attempt fails as a format error: the same request would get the same
-// answer, so it is neither retried nor a reason to fall back.
+// (T2). It is the provider's fault, not a format error (A2): the attempt fails
+// with reason refused_response (class transient), so the profile cools down
+// like after a server error and the next profile and candidate are tried.
 type RefusedError struct {
 	Rule   string // what was broken: a config key such as "limits.max_response_bytes", "content-encoding" or "redirect"
 	Status int    // the HTTP status of a refused redirect, else 0
-	Detail string // the whole message, secrets redacted
+	Why    string // what was refused, in plain words and without secrets: "redirect to https://host/… (HTTP 307, never followed)"
 }
 
-func (e *RefusedError) Error() string        { return e.Detail }
+func (e *RefusedError) Error() string        { return RefusedWords + ": " + e.Why }
 func (e *RefusedError) Is(target error) bool { return target == ErrRefused }
 
 func bodyTooLarge(limit int64) *RefusedError {
 	return &RefusedError{Rule: "limits.max_response_bytes",
-		Detail: fmt.Sprintf("response refused: body larger than limits.max_response_bytes (%d bytes)", limit)}
+		Why: fmt.Sprintf("body larger than limits.max_response_bytes (%d bytes)", limit)}
 }
 
 func lineTooLong(limit int64) *RefusedError {
 	return &RefusedError{Rule: "stream line",
-		Detail: fmt.Sprintf("response refused: stream line longer than %d bytes (twice limits.max_answer_bytes plus 64 KiB)", limit)}
+		Why: fmt.Sprintf("stream line longer than %d bytes (twice limits.max_answer_bytes plus 64 KiB)", limit)}
 }
 
 func answerTooLarge(limit int) *RefusedError {
 	return &RefusedError{Rule: "limits.max_answer_bytes",
-		Detail: fmt.Sprintf("response refused: answer longer than limits.max_answer_bytes (%d bytes)", limit)}
+		Why: fmt.Sprintf("answer longer than limits.max_answer_bytes (%d bytes)", limit)}
 }
 
 // streamLineCap bounds one SSE line: room for a whole answer in one chunk, even
@@ -59,26 +66,32 @@ func streamLineCap(maxResponse int64, maxAnswer int) int64 {
 	return min(maxResponse, 2*int64(maxAnswer)+64<<10)
 }
 
-// refuseRedirect returns the http.Client's CheckRedirect: a provider's redirect
-// is a failed attempt (T2). The redirected request is never sent, so neither the
-// key nor the prompt leaves for the new location. The location is shown with
-// its secrets, and the client's own key, hidden before it is shortened.
-func refuseRedirect(apiKey string) func(*http.Request, []*http.Request) error {
-	if len(apiKey) < 4 {
-		apiKey = "" // as scrub: a tiny test key would hide ordinary letters
+// refuseRedirect is the http.Client's CheckRedirect: a provider's redirect is
+// a failed attempt (T2). The redirected request is never sent, so neither the
+// key nor the prompt leaves for the new location. The location is named by its
+// scheme and host only, resolved against the provider's URL: its path and query
+// may carry a secret (a signed URL, a key in the query), and people read this
+// text (A2).
+func refuseRedirect(req *http.Request, _ []*http.Request) error {
+	status := 0
+	if req.Response != nil {
+		status = req.Response.StatusCode
 	}
-	return func(req *http.Request, _ []*http.Request) error {
-		status, loc := 0, req.URL.String()
-		if req.Response != nil {
-			status = req.Response.StatusCode
-			if l := req.Response.Header.Get("Location"); l != "" {
-				loc = l
-			}
-		}
-		loc = truncate(redact.Known(redact.URL(loc), apiKey), 200)
-		return &RefusedError{Rule: "redirect", Status: status,
-			Detail: fmt.Sprintf("response refused: HTTP %d redirect to %s (redirects are never followed)", status, loc)}
+	return &RefusedError{Rule: "redirect", Status: status,
+		Why: fmt.Sprintf("redirect to %s (HTTP %d, never followed)", redirectTarget(req.URL), status)}
+}
+
+// redirectTarget names where a redirect pointed without anything that may be
+// secret: "https://host/…", with user info, path and query left out (T8).
+func redirectTarget(u *url.URL) string {
+	if u == nil || u.Host == "" {
+		return "an unknown location"
 	}
+	s := u.Scheme + "://" + truncate(u.Host, 100)
+	if u.Path != "" && u.Path != "/" || u.RawQuery != "" {
+		s += "/…"
+	}
+	return redact.Secrets(s)
 }
 
 // boundTransport keeps every response within the client's caps (T1). It asks for
@@ -106,7 +119,7 @@ func (t *boundTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			ce = "gzip"
 		}
 		return nil, &RefusedError{Rule: "content-encoding",
-			Detail: fmt.Sprintf("response refused: HTTP %d with Content-Encoding %q, which was not asked for (compressed responses are refused)", resp.StatusCode, truncate(ce, 40))}
+			Why: fmt.Sprintf("compressed body (Content-Encoding %q, HTTP %d), which was not asked for", truncate(ce, 40), resp.StatusCode)}
 	}
 	b := &boundedBody{rc: resp.Body, max: t.max}
 	if req.Header.Get("Accept") == "text/event-stream" {
@@ -177,18 +190,31 @@ func (b *boundedBody) scanLines(p []byte) (int, bool) {
 func (b *boundedBody) Close() error { return b.rc.Close() }
 
 // keepVerdict overrides the classifier where the client already knows the
-// verdict: a refused response is a format error naming the broken cap (T1, T2),
-// and a Failure passed as the error (an unknown stop reason, R14) stays what it is.
+// verdict: a refused response is refused_response naming what was refused (A2,
+// T1, T2), one of our own faults is local (A4), and a Failure passed as the
+// error (an unknown stop reason, R14) stays what it is.
 func keepVerdict(f *failover.Failure, err error) {
 	var re *RefusedError
 	var own *failover.Failure
 	switch {
 	case errors.As(err, &re):
-		f.Reason, f.Class, f.Message = classify.ReasonFormat, classify.ClassDeterministic, re.Detail
+		f.Reason, f.Class, f.Message, f.Code = classify.ReasonRefusedResponse, classify.ReasonClass(classify.ReasonRefusedResponse), re.Why, ""
+		f.RetryAfter, f.RecoveryAt, f.Idle = 0, time.Time{}, false
 		if re.Status != 0 {
 			f.Status = re.Status
 		}
 	case errors.As(err, &own):
 		f.Reason, f.Class, f.Message, f.Code = own.Reason, own.Class, own.Message, own.Code
+	case localTransport(err):
+		f.Reason, f.Class = classify.ReasonLocal, classify.ReasonClass(classify.ReasonLocal)
 	}
+}
+
+// localTransport reports a transport failure on our side of the network: the
+// dial to a configured proxy failed (Go's "proxyconnect" operation), so the
+// provider was never reached (A4). A provider that refuses connections (a local
+// model server that is down) is not this: that is the provider's failure (C6).
+func localTransport(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "proxyconnect"
 }

@@ -100,7 +100,7 @@ func TestChat_T1_AnswerCap(t *testing.T) {
 			shown := 0
 			out, err := c.Chat(context.Background(), userReq("m", "x"), func(d string) { shown += len(d) })
 			f := asFailure(t, err)
-			if f.Reason != classify.ReasonFormat || f.Class != classify.ClassDeterministic ||
+			if f.Reason != classify.ReasonRefusedResponse || f.Class != classify.ClassTransient ||
 				!strings.Contains(f.Message, fmt.Sprintf("limits.max_answer_bytes (%d bytes)", limit)) {
 				t.Fatalf("failure %+v", f)
 			}
@@ -118,14 +118,14 @@ func TestProbe_T1_T2_Caps(t *testing.T) {
 		reason classify.Reason
 		says   string
 	}{
-		{fakeprovider.Rule{Mode: fakeprovider.ModeGzipBomb}, classify.ReasonFormat, `Content-Encoding "gzip"`},
-		{fakeprovider.Rule{Mode: fakeprovider.ModeEndlessStream}, classify.ReasonFormat, "limits.max_response_bytes (8388608 bytes)"},
-		{fakeprovider.Rule{Mode: fakeprovider.ModeHugeLine}, classify.ReasonFormat, "limits.max_response_bytes (8388608 bytes)"},
-		{fakeprovider.Rule{Mode: fakeprovider.ModeHugeChunk}, classify.ReasonFormat, "limits.max_response_bytes (8388608 bytes)"},
-		{fakeprovider.Rule{Mode: fakeprovider.ModeHugeChunk, Size: 2 << 20}, classify.ReasonFormat, "limits.max_answer_bytes (1048576 bytes)"},
+		{fakeprovider.Rule{Mode: fakeprovider.ModeGzipBomb}, classify.ReasonRefusedResponse, `compressed body (Content-Encoding "gzip"`},
+		{fakeprovider.Rule{Mode: fakeprovider.ModeEndlessStream}, classify.ReasonRefusedResponse, "limits.max_response_bytes (8388608 bytes)"},
+		{fakeprovider.Rule{Mode: fakeprovider.ModeHugeLine}, classify.ReasonRefusedResponse, "limits.max_response_bytes (8388608 bytes)"},
+		{fakeprovider.Rule{Mode: fakeprovider.ModeHugeChunk}, classify.ReasonRefusedResponse, "limits.max_response_bytes (8388608 bytes)"},
+		{fakeprovider.Rule{Mode: fakeprovider.ModeHugeChunk, Size: 2 << 20}, classify.ReasonRefusedResponse, "limits.max_answer_bytes (1048576 bytes)"},
 		{fakeprovider.Rule{Mode: fakeprovider.ModeHugeErrorBody}, classify.ReasonTimeout, "server"},
-		{fakeprovider.Rule{Mode: fakeprovider.ModeRedirectOtherPort}, classify.ReasonFormat, "HTTP 307 redirect to http://127.0.0.1:"},
-		{fakeprovider.Rule{Mode: fakeprovider.ModeRedirectLoop}, classify.ReasonFormat, "HTTP 307 redirect to /openai/v1/chat/completions"},
+		{fakeprovider.Rule{Mode: fakeprovider.ModeRedirectOtherPort}, classify.ReasonRefusedResponse, "redirect to http://127.0.0.1:"},
+		{fakeprovider.Rule{Mode: fakeprovider.ModeRedirectLoop}, classify.ReasonRefusedResponse, "redirect to http://127.0.0.1:"},
 	}
 	for _, tc := range cases {
 		t.Run(fmt.Sprintf("%s/%d", tc.rule.Mode, tc.rule.Size), func(t *testing.T) {
@@ -144,7 +144,7 @@ func TestProbe_T1_T2_Caps(t *testing.T) {
 	}
 }
 
-// covers T1: no compression is asked for, even through a caller's transport that
+// covers T1, A2: no compression is asked for, even through a caller's transport that
 // would, and a compressed answer is refused rather than inflated.
 func TestChat_T1_NoCompression(t *testing.T) {
 	var asked atomic.Value
@@ -166,14 +166,15 @@ func TestChat_T1_NoCompression(t *testing.T) {
 			hc.Transport.(*http.Transport).CloseIdleConnections()
 		}
 		f := asFailure(t, err)
-		if asked.Load() != "identity" || f.Reason != classify.ReasonFormat || !strings.Contains(f.Message, "not asked for") {
+		if asked.Load() != "identity" || f.Reason != classify.ReasonRefusedResponse || !strings.Contains(f.Message, "not asked for") {
 			t.Fatalf("Accept-Encoding %q, failure %+v", asked.Load(), f)
 		}
 	}
 }
 
-// covers T2, P4: a redirect is never followed, and the error names it with the
-// location's secrets hidden; neither key nor prompt reaches the target.
+// covers T2, A2, P4: a redirect is never followed, and the error names it with the
+// location's secrets hidden (scheme and host only); neither key nor prompt
+// reaches the target.
 func TestChat_T2_RedirectNamedAndRedacted(t *testing.T) {
 	var hits atomic.Int32
 	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { hits.Add(1) }))
@@ -194,9 +195,9 @@ func TestChat_T2_RedirectNamedAndRedacted(t *testing.T) {
 			for _, e := range []error{err, perr} {
 				f := asFailure(t, e)
 				dump := fmt.Sprintf("%v %+v %s", e, *f, r.logs.String())
-				if f.Reason != classify.ReasonFormat || f.Status != status ||
-					!strings.Contains(f.Message, fmt.Sprintf("HTTP %d redirect to http://", status)) ||
-					!strings.Contains(f.Message, "never followed") {
+				if f.Reason != classify.ReasonRefusedResponse || f.Status != status ||
+					!strings.Contains(f.Message, "redirect to http://127.0.0.1:") ||
+					!strings.Contains(f.Message, fmt.Sprintf("(HTTP %d, never followed)", status)) {
 					t.Fatalf("failure %+v", f)
 				}
 				if strings.Contains(dump, "CANARY") || strings.Contains(dump, "hunter2") {
@@ -231,8 +232,8 @@ func TestNew_T1_Caps(t *testing.T) {
 	}
 }
 
-// covers T2, P4: a key of no known shape, echoed in a long Location, is hidden
-// before the location is shortened, so no part of it shows.
+// covers T2, A2, P4: a key of no known shape, echoed in a long Location, never
+// shows: the location is named by scheme and host only.
 func TestChat_T2_RedirectHidesKeyBeforeShortening(t *testing.T) {
 	const key = "plainkey1234xyz"
 	src := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
@@ -251,7 +252,8 @@ func TestChat_T2_RedirectHidesKeyBeforeShortening(t *testing.T) {
 	defer c.CloseIdleConnections()
 	_, err = c.Chat(context.Background(), userReq("m", "x"), nil)
 	f := asFailure(t, err)
-	if dump := fmt.Sprintf("%v %+v %s", err, *f, logs); strings.Contains(dump, "plainke") || !strings.Contains(f.Message, "/[redacted") {
+	if dump := fmt.Sprintf("%v %+v %s", err, *f, logs); strings.Contains(dump, "plainke") || strings.Contains(dump, "ppp") ||
+		!strings.Contains(f.Message, "redirect to http://127.0.0.1:1/…") {
 		t.Fatalf("key (or part of it) shown: %s", dump)
 	}
 }

@@ -148,8 +148,8 @@ func TestT1_PeakRSS(t *testing.T) {
 	}
 }
 
-// refusedReason is the reason a refused response fails with (T1, T2).
-var refusedReason = string(classify.ReasonFormat)
+// refusedReason is the reason a refused response fails with (T1, T2, A2).
+var refusedReason = string(classify.ReasonRefusedResponse)
 
 // runRSSChild re-executes the test binary as a child that makes one call.
 func runRSSChild(t *testing.T, baseURL string, api API, mode fakeprovider.Mode, op string) rssReport {

@@ -37,6 +37,9 @@ type State struct {
 	Active   string // "provider/model" that answered the last turn
 	Reason   classify.Reason
 	Status   int // HTTP status of the failure behind Reason (0 = none), for its plain words
+	// Words, when set, say the failure in plain words instead of Reason's: what
+	// detour refused (A2), known only in the turn that fell back; never stored.
+	Words string
 }
 
 // OnFallback reports whether the state says the session is answered by a fallback.
@@ -51,6 +54,9 @@ func ForChange(prev, next State) string {
 	case next.OnFallback():
 		if prev.OnFallback() && prev.Selected == next.Selected && prev.Active == next.Active {
 			return ""
+		}
+		if next.Words != "" {
+			return fmt.Sprintf("%smodel fallback: %s (selected %s; %s)", Prefix, next.Active, next.Selected, next.Words)
 		}
 		return Fallback(next.Active, next.Selected, next.Reason, next.Status)
 	case prev.OnFallback():
@@ -186,8 +192,9 @@ func UserFailure(s *failover.SummaryError, now time.Time) string {
 			fmt.Fprintf(&b, "all models failed with %s: %s", w, strings.Join(order, ", "))
 		}
 	case len(parts) == 1:
-		b.WriteString(order[0] + " failed: " + recordWords(last[order[0]]))
-		if f := last[order[0]].Failure; f != nil && f.Message != "" {
+		w := recordWords(last[order[0]])
+		b.WriteString(order[0] + " failed: " + w)
+		if f := last[order[0]].Failure; f != nil && f.Message != "" && !strings.Contains(w, f.Message) {
 			b.WriteString(" — " + redact.Preview(f.Message, 200))
 		}
 	default:
@@ -219,8 +226,9 @@ func FailureText(f *failover.Failure) string {
 	case classify.ReasonAborted:
 		return "the request was cancelled"
 	}
-	s := fmt.Sprintf("%s failed: %s", model, f.Describe())
-	if f.Message != "" {
+	w := f.Describe()
+	s := fmt.Sprintf("%s failed: %s", model, w)
+	if f.Message != "" && !strings.Contains(w, f.Message) {
 		s += " — " + redact.Preview(f.Message, 200)
 	}
 	return s
@@ -290,6 +298,10 @@ func todo(l ReportLine) string {
 		return "fix the model id in the config"
 	case classify.ReasonRateLimit, classify.ReasonOverloaded:
 		return "wait for the reset, or /recover " + l.Model + " to probe now"
+	case classify.ReasonRefusedResponse:
+		return "check providers." + l.Provider + ".base_url (a redirect, or a compressed or oversized answer; limits.max_response_bytes, max_answer_bytes), then /recover " + l.Model
+	case classify.ReasonLocal:
+		return "the bot itself failed (file descriptors, memory), not the provider: check the process (ulimit -n, memory)"
 	}
 	return "/recover " + l.Model + " probes it now"
 }

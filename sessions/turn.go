@@ -651,6 +651,9 @@ func noticeState(ts *turnState, answered failover.ModelRef, cause *failover.Fail
 		next.Reason, next.Status = classify.Reason(ts.cur.Reason), ts.cur.Status
 		if cause != nil {
 			next.Reason, next.Status = cause.Reason, cause.Status
+			if cause.Reason == classify.ReasonRefusedResponse && cause.Status != classify.StatusUnknown {
+				next.Words = cause.Describe() // A2: what was refused (a skip knows only the reason)
+			}
 		}
 	}
 	return next

@@ -63,15 +63,12 @@ func (l *Lanes[T]) Add(key string, item T) error {
 	return nil
 }
 
-// work runs key's items in order until its queue is empty.
+// work runs key's items in order until its queue is empty. The key leaves
+// the map in the same critical section that counts its last item done, so once
+// Wait returns, Active is 0.
 func (l *Lanes[T]) work(key string, q *[]T) {
-	for {
-		l.mu.Lock()
-		if len(*q) == 0 {
-			delete(l.queues, key)
-			l.mu.Unlock()
-			return
-		}
+	l.mu.Lock()
+	for len(*q) > 0 {
 		item := (*q)[0]
 		var zero T
 		(*q)[0] = zero
@@ -84,8 +81,9 @@ func (l *Lanes[T]) work(key string, q *[]T) {
 		if l.pending--; l.pending == 0 {
 			close(l.idle)
 		}
-		l.mu.Unlock()
 	}
+	delete(l.queues, key)
+	l.mu.Unlock()
 }
 
 // Close refuses new items; queued ones still run.

@@ -166,6 +166,9 @@ func TestLanes_OrderPerKeyBoundsAndIdle(t *testing.T) {
 	if !slices.Equal(got["slow"], []int{0, 1, 2, 3}) || !slices.Equal(got["fast"], []int{0, 1, 2}) {
 		t.Fatalf("order per key: %v", got)
 	}
+	if n := l.Active(); n != 0 {
+		t.Fatalf("%d keys still have a lane once Wait returned", n) // a drained router reports no worker
+	}
 	close(running)
 	waitFor(t, func() bool { return l.Active() == 0 && runtime.NumGoroutine() <= before })
 	l.Close()

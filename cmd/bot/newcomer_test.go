@@ -59,6 +59,9 @@ func builtBot(t *testing.T) string {
 }
 
 func TestMain(m *testing.M) {
+	if os.Getenv(floodAddrEnv) != "" {
+		os.Exit(floodChild()) // a child of BenchmarkOpsFlood: hold its connections, report, exit
+	}
 	code := m.Run()
 	if newcomerBin.dir != "" {
 		_ = os.RemoveAll(newcomerBin.dir)

@@ -62,3 +62,76 @@ func (c *Clock) Sleeps() []time.Duration {
 	defer c.mu.Unlock()
 	return append([]time.Duration(nil), c.sleeps...)
 }
+
+// ManualClock is a virtual clock whose Sleep blocks until Advance moves the
+// time past its end (or ctx ends), so a test can hold goroutines inside a wait
+// and release them when it chooses, without real waiting. It is safe for
+// concurrent use.
+type ManualClock struct {
+	mu      sync.Mutex
+	now     time.Time
+	waiters []*sleeper
+}
+
+type sleeper struct {
+	until time.Time
+	wake  chan struct{}
+}
+
+// NewManualClock returns a manual clock set to t0.
+func NewManualClock(t0 time.Time) *ManualClock { return &ManualClock{now: t0} }
+
+// Now returns the current virtual time.
+func (c *ManualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Sleep blocks until Advance reaches now+d, or ctx ends (then it returns ctx.Err()).
+func (c *ManualClock) Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	c.mu.Lock()
+	s := &sleeper{until: c.now.Add(d), wake: make(chan struct{})}
+	c.waiters = append(c.waiters, s)
+	c.mu.Unlock()
+	select {
+	case <-s.wake:
+		return nil
+	case <-ctx.Done():
+		c.mu.Lock()
+		for i, w := range c.waiters {
+			if w == s {
+				c.waiters = append(c.waiters[:i], c.waiters[i+1:]...)
+				break
+			}
+		}
+		c.mu.Unlock()
+		return ctx.Err()
+	}
+}
+
+// Advance moves the time forward by d and wakes every sleeper whose end came.
+func (c *ManualClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	keep := c.waiters[:0]
+	for _, w := range c.waiters {
+		if !w.until.After(c.now) {
+			close(w.wake)
+			continue
+		}
+		keep = append(keep, w)
+	}
+	c.waiters = keep
+}
+
+// Sleeping returns how many goroutines are blocked in Sleep.
+func (c *ManualClock) Sleeping() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.waiters)
+}

@@ -34,3 +34,32 @@ func TestClock_NoRealWaiting(t *testing.T) {
 		t.Fatalf("recorded %d sleeps", n)
 	}
 }
+
+func TestManualClock_SleepWaitsForAdvance(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	c := NewManualClock(t0)
+	done := make(chan error, 1)
+	go func() { done <- c.Sleep(context.Background(), time.Second) }()
+	for c.Sleeping() != 1 {
+		time.Sleep(time.Millisecond)
+	}
+	c.Advance(500 * time.Millisecond)
+	select {
+	case <-done:
+		t.Fatal("Sleep returned before its end")
+	case <-time.After(20 * time.Millisecond):
+	}
+	c.Advance(500 * time.Millisecond)
+	if err := <-done; err != nil || !c.Now().Equal(t0.Add(time.Second)) || c.Sleeping() != 0 {
+		t.Fatalf("err %v now %v sleeping %d", err, c.Now(), c.Sleeping())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { done <- c.Sleep(ctx, time.Hour) }()
+	for c.Sleeping() != 1 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) || c.Sleeping() != 0 {
+		t.Fatalf("cancelled Sleep: %v, %d sleeping", err, c.Sleeping())
+	}
+}

@@ -43,6 +43,10 @@
 // GET /_fake/calls (the call log as JSON), GET /_fake/trap (what reached the
 // redirect trap, as JSON).
 //
+// A timed script (Play, or POST /_fake/phases with a JSON array of phases)
+// answers calls by the phase playing now: providers that flap every few seconds
+// (Flapping makes such a script). A phase's rules win over the scripted ones.
+//
 // # Markers
 //
 // A human in the demo triggers failures by typing "#fail:<mode>" (for example
@@ -334,11 +338,12 @@ type Server struct {
 	now    func() time.Time
 	models map[string][]string
 
-	mu    sync.Mutex
-	rules []*scripted
-	seq   int
-	calls []Call
-	acted map[string]time.Time // prompts a "#fail:" marker acted on (notes.go)
+	mu       sync.Mutex
+	rules    []*scripted
+	timeline *timeline // phases being played (Play), nil when none
+	seq      int
+	calls    []Call
+	acted    map[string]time.Time // prompts a "#fail:" marker acted on (notes.go)
 
 	done      chan struct{}
 	closeOnce sync.Once
@@ -375,6 +380,7 @@ func New(opts ...Option) *Server {
 	mux.HandleFunc("POST /{provider}/v1beta/openai/chat/completions", s.handle(APIGemini))
 	mux.HandleFunc("POST /_fake/script", s.handleScript)
 	mux.HandleFunc("POST /_fake/reset", s.handleReset)
+	mux.HandleFunc("POST /_fake/phases", s.handlePhases)
 	mux.HandleFunc("GET /_fake/calls", s.handleCalls)
 	mux.HandleFunc("GET /_fake/trap", s.handleTrap)
 	s.mux = mux
@@ -507,11 +513,12 @@ func (s *Server) Rules() []Rule {
 	return out
 }
 
-// Reset forgets every rule and every logged call.
+// Reset forgets every rule, the timed script (Play) and every logged call.
 func (s *Server) Reset() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.rules = nil
+	s.timeline = nil
 	s.calls = nil
 	s.acted = nil
 	s.trap.reset()
@@ -560,6 +567,9 @@ func (s *Server) finishCall(i int, c Call) {
 func (s *Server) decide(provider, model, keyID string) (rule Rule, honour bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if r, ok := s.phaseRule(provider, model, keyID); ok {
+		return r, r.HonourMarkers || strings.Contains(model, "primary")
+	}
 	var live []*scripted
 	for _, r := range s.rules {
 		if !r.matches(provider, model, keyID) {

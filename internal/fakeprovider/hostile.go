@@ -50,6 +50,15 @@ func makeBombs() {
 	bombJSONTail = gz([]byte(`"},"finish_reason":"stop"}]}`))
 }
 
+// PrepareBombs builds the gzip bomb's members now rather than on the first
+// gzip_bomb call, which would otherwise spend its first moments compressing
+// (long enough, on a loaded machine, for a short idle timeout to fire before
+// any header is sent).
+func PrepareBombs() {
+	bombOnce.Do(makeBombs)
+	anthropicBombOnce.Do(makeAnthropicBombs)
+}
+
 func (a *answer) size(def int64) int64 {
 	if a.rule.Size > 0 {
 		return a.rule.Size

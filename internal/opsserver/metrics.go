@@ -2,13 +2,16 @@
 // server.listen is set: /healthz (the process is up), /readyz (the database
 // answers and every enabled channel is connected) and /metrics (Prometheus text
 // format, on a registry of its own: turns, model calls, fallbacks, guard
-// refusals, profile and model availability read at scrape time, and the Go
-// runtime and process collectors).
+// refusals, local failures, profile and model availability read at scrape time,
+// and the Go runtime and process collectors). The endpoint serves a bounded
+// number of connections with read, write and idle timeouts, so a flood of idle
+// connections cannot take the descriptors the bot needs (A4).
 package opsserver
 
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -108,6 +111,10 @@ type Metrics struct {
 	turnDuration *prometheus.HistogramVec
 	turnOverhead prometheus.Histogram
 	guard        *prometheus.CounterVec
+	local        prometheus.Counter
+	opsRefused   prometheus.Counter
+
+	refusedLog atomic.Int64 // unix seconds of the last refused-connection log line
 }
 
 var _ sessions.Observer = (*Metrics)(nil)
@@ -164,7 +171,15 @@ func NewMetrics(avail AvailabilityFunc, names Names, log *slog.Logger) *Metrics 
 	m.guard = counterVec("detour_guard_rejections_total",
 		`Turns refused a paid call by a limit: "paid_calls_per_minute" (limits.max_paid_attempts_per_minute) or "turn_budget" (agents.defaults.budget).`,
 		"guard")
-	m.reg.MustRegister(m.llmCalls, m.llmDuration, m.llmTokens, m.llmCost, m.skips, m.fallbacks, m.turns, m.turnDuration, m.turnOverhead, m.guard,
+	m.local = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "detour_local_failures_total",
+		Help: "Attempts that failed on detour's own side (out of file descriptors or memory, its own cancellation, a local proxy refusing): no provider, profile or model is blamed (A4).",
+	})
+	m.opsRefused = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "detour_ops_connections_refused_total",
+		Help: "Connections to this endpoint closed at once because it already served its limit of connections (A4).",
+	})
+	m.reg.MustRegister(m.llmCalls, m.llmDuration, m.llmTokens, m.llmCost, m.skips, m.fallbacks, m.turns, m.turnDuration, m.turnOverhead, m.guard, m.local, m.opsRefused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, g := range []string{sessions.GuardPerMinute, sessions.GuardTurnBudget} {
 		m.guard.WithLabelValues(g) // present at 0 before the first refusal, so alerts see the series
@@ -184,6 +199,10 @@ func (m *Metrics) Attempt(a failover.AttemptRecord) {
 	provider, model := m.labels.provider(c.Provider), m.labels.model(c.Provider, c.Model)
 	if a.Skipped != "" {
 		m.skips.WithLabelValues(provider, model, string(a.Skipped)).Inc()
+		return
+	}
+	if a.Failure != nil && a.Failure.Reason == classify.ReasonLocal {
+		m.local.Inc() // A4: not a provider's call outcome
 		return
 	}
 	outcome, status := "ok", ""
@@ -210,6 +229,18 @@ func (m *Metrics) Attempt(a failover.AttemptRecord) {
 // Fallback counts one step from one model to the next.
 func (m *Metrics) Fallback(from, to string, reason classify.Reason, status int) {
 	m.fallbacks.WithLabelValues(m.labels.ref(from), m.labels.ref(to), failureOutcome(reason, status)).Inc()
+}
+
+// refusedConn returns what the endpoint's connection limit calls for each
+// connection it closes: a count, and a log line at most once a minute.
+func (m *Metrics) refusedConn(log *slog.Logger) func() {
+	return func() {
+		m.opsRefused.Inc()
+		now := time.Now().Unix()
+		if last := m.refusedLog.Load(); now-last >= 60 && m.refusedLog.CompareAndSwap(last, now) {
+			log.Warn("operations endpoint: connection limit reached; closing new connections (A4)")
+		}
+	}
 }
 
 // GuardRejected counts one turn refused by a limit.

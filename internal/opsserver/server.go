@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -31,6 +32,22 @@ type Checks struct {
 // readyTimeout bounds one readiness check, well inside a probe's usual timeout.
 const readyTimeout = 2 * time.Second
 
+// Limits bound what clients of the endpoint may hold, so a flood of idle or
+// slow connections cannot take the descriptors the bot needs to reach its
+// providers (A4). DefaultLimits are what Listen uses.
+type Limits struct {
+	ReadHeader time.Duration // a request's headers must arrive within this
+	Read       time.Duration // the whole request
+	Write      time.Duration // the whole response (/metrics reads the state within stateTimeout)
+	Idle       time.Duration // a kept-alive connection with no request is closed after this
+	MaxConns   int           // connections served at once; more are closed as soon as they are accepted
+}
+
+// DefaultLimits: a Prometheus scraper and a few health probes need a handful
+// of connections, each answered in milliseconds.
+var DefaultLimits = Limits{ReadHeader: 5 * time.Second, Read: 10 * time.Second, Write: 10 * time.Second,
+	Idle: 30 * time.Second, MaxConns: 64}
+
 // shutdownGrace bounds how long Serve waits for requests in flight at the end.
 const shutdownGrace = 5 * time.Second
 
@@ -42,14 +59,23 @@ type Server struct {
 }
 
 // Listen binds addr (host:port; port 0 picks a free one) at once, so a bad or
-// busy address fails at start-up rather than later.
+// busy address fails at start-up rather than later. It serves within
+// DefaultLimits.
 func Listen(addr string, m *Metrics, c Checks, log *slog.Logger) (*Server, error) {
+	return ListenLimited(addr, m, c, log, DefaultLimits)
+}
+
+// ListenLimited is Listen within lim.
+func ListenLimited(addr string, m *Metrics, c Checks, log *slog.Logger, lim Limits) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("server.listen %s: %w", addr, err)
+	}
+	if lim.MaxConns > 0 {
+		ln = &limitListener{Listener: ln, slots: make(chan struct{}, lim.MaxConns), refused: m.refusedConn(log)}
 	}
 	s := &Server{ln: ln, log: log}
 	mux := http.NewServeMux()
@@ -72,10 +98,52 @@ func Listen(addr string, m *Metrics, c Checks, log *slog.Logger) (*Server, error
 	}))
 	s.srv = &http.Server{
 		Handler:           mux,
-		ReadHeaderTimeout: 5 * time.Second,
+		ReadHeaderTimeout: lim.ReadHeader,
+		ReadTimeout:       lim.Read,
+		WriteTimeout:      lim.Write,
+		IdleTimeout:       lim.Idle,
+		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	return s, nil
+}
+
+// limitListener serves at most cap(slots) connections at once; one more is
+// closed as soon as it is accepted (so it holds a descriptor for an instant,
+// and the kernel's queue never fills with connections nobody will serve).
+type limitListener struct {
+	net.Listener
+	slots   chan struct{}
+	refused func()
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case l.slots <- struct{}{}:
+			return &limitConn{Conn: c, release: func() { <-l.slots }}, nil
+		default:
+			_ = c.Close()
+			l.refused()
+		}
+	}
+}
+
+// limitConn gives its slot back when closed.
+type limitConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
 }
 
 // Addr is the address it listens on (with the port chosen for port 0).

@@ -18,20 +18,7 @@ import (
 // serve starts a server for t on a free loopback port and stops it at the end.
 func serve(t *testing.T, m *Metrics, c Checks) string {
 	t.Helper()
-	s, err := Listen("127.0.0.1:0", m, c, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	return "http://" + s.Addr()
+	return "http://" + serveLimited(t, m, c, DefaultLimits)
 }
 
 func fetch(t *testing.T, url string) (int, string) {

@@ -90,7 +90,7 @@ func testRestartKeepsCooldown(t *testing.T, driver string) {
 		wantKinds []failover.AttemptKind // attempts of the run after the restart, on openai
 		wantSkip  classify.Reason        // skip record of openai after the restart
 	}{
-		{name: "short cooldown is probed", after: 10 * time.Second, wantUntil: t0.Add(30 * time.Second),
+		{name: "short cooldown is probed", after: 2 * time.Second, wantUntil: t0.Add(5 * time.Second), // A3
 			wantKinds: []failover.AttemptKind{failover.AttemptProbe}},
 		{name: "stated reset in an hour is skipped", recovery: t0.Add(time.Hour), after: 10 * time.Second,
 			wantUntil: t0.Add(time.Hour), wantSkip: classify.ReasonRateLimit},
@@ -194,8 +194,8 @@ func testConcurrentRuns(t *testing.T, driver string) {
 	// A zero-length cooldown on a frozen clock never blocks, so every run makes
 	// the same two openai attempts (one per profile) and every failure is a
 	// read-modify-write of a shared row.
-	eng.Policy.CooldownLadder = []time.Duration{0}
-	eng.Policy.TimeoutSwitchThreshold = 0 // the model key only counts (R7 off)
+	eng.Policy.TransientLadder = []time.Duration{0} // rate limits climb the A3 ladder
+	eng.Policy.TimeoutSwitchThreshold = 0           // the model key only counts (R7 off)
 
 	var mu sync.Mutex
 	failures := map[string]int{} // profile id -> rate limits returned
@@ -278,7 +278,7 @@ func benchRun(b *testing.B, store failover.StateStore, step time.Duration, ladde
 	eng := &failover.Engine{Store: store, Clock: clock, Policy: failover.DefaultPolicy(),
 		Log: slog.New(slog.DiscardHandler), Rand: func() float64 { return 0.5 }}
 	if ladder != nil {
-		eng.Policy.CooldownLadder = ladder
+		eng.Policy.TransientLadder = ladder
 	}
 	req := engineReq("bench", "openai:default")
 	attempts := 0
@@ -385,7 +385,7 @@ func TestEngine_StoreWorkPerRun(t *testing.T) {
 			eng, st, logs := engineOn(t, db, clock)
 			writes := writeCounter(t, db)
 			if tc.ladder != nil {
-				eng.Policy.CooldownLadder = tc.ladder
+				eng.Policy.TransientLadder = tc.ladder
 			}
 			attempt := func(ctx context.Context, a failover.Attempt) (failover.Output, error) {
 				if a.Candidate.Provider == "openai" {
