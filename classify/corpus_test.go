@@ -199,3 +199,11 @@ func TestClassify_CorpusUnseen2(t *testing.T) {
 func TestClassify_CorpusUnseen3(t *testing.T) {
 	runCorpus(t, "testdata/corpus/errors-unseen3.jsonl", 80)
 }
+
+// TestClassify_CorpusUnseen4 runs the fourth held-out set, gathered before its
+// tuning pass from regional providers, cloud wrappers, gateways, local runtimes
+// and client stacks (testdata/corpus/README.md): 100%, with its score before
+// tuning recorded in the README.
+func TestClassify_CorpusUnseen4(t *testing.T) {
+	runCorpus(t, "testdata/corpus/errors-unseen4.jsonl", 90)
+}

@@ -285,13 +285,21 @@ func textStatus(parts []string) int {
 		if !hasStatusNumber(p) {
 			continue // the pattern has no literal to start from: look for a number first
 		}
-		if m := reNamedStatus.FindStringSubmatch(p); m != nil {
-			n, _ := strconv.Atoi(m[1])
+		if m := reNamedStatus.FindStringSubmatchIndex(p); m != nil {
+			if reCondition.MatchString(p[max(0, m[0]-24):m[0]]) {
+				continue // "if the HTTP 429 code is returned": a case described, not this one
+			}
+			n, _ := strconv.Atoi(p[m[2]:m[3]])
 			return n
 		}
 	}
 	return 0
 }
+
+// reCondition: a condition just before a status ("if the HTTP 429 code is
+// returned", "when status code 503 ..."), not a sentence that merely has "when"
+// earlier ("Error when calling the API: status code 429").
+var reCondition = regexp.MustCompile(`\b(if|when|whenever|unless|whether)\s+(the |an? |your |any )?$`)
 
 // hasStatusNumber reports a three-digit number from 400 to 599 in p.
 func hasStatusNumber(p string) bool {

@@ -194,9 +194,115 @@ func (ev *evidence) parseBody(body string, depth int, prose *[]string) {
 func decodeJSON(s string) (any, bool) {
 	var v any
 	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		return pythonDocument(s)
+	}
+	return v, true
+}
+
+// pythonDocument reads a Python literal as the document it prints: Python SDKs
+// quote a provider's error body as a dict ("Error code: 429 - {'error':
+// {'message': '...', 'type': 'insufficient_quota'}}", google-genai's "429
+// RESOURCE_EXHAUSTED. {'error': {...}}"). Read as a document, its codes count
+// and its values are separate parts; read as one long sentence, a pattern's
+// gap would run from one value into another.
+func pythonDocument(s string) (any, bool) {
+	if !strings.Contains(s, "{'") && !strings.Contains(s, "['") {
+		return nil, false
+	}
+	js, ok := pythonToJSON(s)
+	if !ok {
+		return nil, false
+	}
+	var v any
+	if err := json.Unmarshal([]byte(js), &v); err != nil {
 		return nil, false
 	}
 	return v, true
+}
+
+// plainRun is the length of the prefix of s that a JSON string holds as it
+// is: no quote q, no '"', no backslash, no control byte.
+func plainRun(s string, q byte) int {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == q || c == '"' || c == '\\' || c < 0x20 {
+			return i
+		}
+	}
+	return len(s)
+}
+
+// pythonToJSON rewrites a Python literal of dicts, lists, strings, numbers,
+// None, True and False as JSON; anything else (a tuple's words, a class
+// name) fails it.
+func pythonToJSON(s string) (string, bool) {
+	var b strings.Builder
+	b.Grow(len(s) + len(s)/8)
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch {
+		case c == '\'' || c == '"':
+			b.WriteByte('"')
+			i++
+			for ; i < len(s) && s[i] != c; i++ {
+				// copy the plain run up to the next quote, escape or control byte
+				if k := plainRun(s[i:], c); k > 0 {
+					b.WriteString(s[i : i+k])
+					i += k - 1
+					continue
+				}
+				ch := s[i]
+				switch {
+				case ch == '\\' && i+1 < len(s):
+					i++
+					switch e := s[i]; e {
+					case '\'':
+						b.WriteByte('\'')
+					case 'x': // \xNN, which JSON writes \u00NN
+						b.WriteString(`\u00`)
+					case '"', '\\', '/', 'b', 'f', 'n', 'r', 't', 'u':
+						b.WriteByte('\\')
+						b.WriteByte(e)
+					default: // an escape JSON lacks: the backslash is a character
+						b.WriteString(`\\`)
+						b.WriteByte(e)
+					}
+				case ch == '"':
+					b.WriteString(`\"`)
+				case ch < 0x20:
+					b.WriteString(`\u00`)
+					b.WriteByte("0123456789abcdef"[ch>>4])
+					b.WriteByte("0123456789abcdef"[ch&15])
+				default:
+					b.WriteByte(ch)
+				}
+			}
+			if i >= len(s) {
+				return "", false
+			}
+			b.WriteByte('"')
+			i++
+		case c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z':
+			j := i
+			for j < len(s) && isWordByte(s[j]) {
+				j++
+			}
+			switch s[i:j] {
+			case "None":
+				b.WriteString("null")
+			case "True":
+				b.WriteString("true")
+			case "False":
+				b.WriteString("false")
+			default:
+				return "", false
+			}
+			i = j
+		default:
+			b.WriteByte(c)
+			i++
+		}
+	}
+	return b.String(), true
 }
 
 // fromJSON takes the message and code from the common error envelopes, then
@@ -430,6 +536,9 @@ func (ev *evidence) walkMember(k string, v any, path string, level, depth int, p
 	switch x := v.(type) {
 	case string:
 		s := strings.TrimSpace(x)
+		if (isMessageKey(lk) || lk == "error") && depth < maxRawDepth && ev.nestedDocument(s, p, depth, prose) {
+			return
+		}
 		switch {
 		case s == "":
 		case (codeKeys[lk] || lk == "error") && codeLike(s):
@@ -464,6 +573,41 @@ func (ev *evidence) walkMember(k string, v any, path string, level, depth int, p
 }
 
 func isMessageKey(k string) bool { return slices.Contains(messageKeys, k) }
+
+// nestedDocument reads a message that is itself a JSON error document: clients
+// and relays wrap the provider's body as a string (Continue's
+// {"error":{"message":"{\n  \"error\": {\"code\": 403, ...}}","code":403}},
+// gemini-cli's ApiError). Read as one string, its fields are lost and a pattern's
+// gap runs across all its values; read as a document, its codes and reasons
+// count and its strings are parts of their own. It reports whether s was one.
+func (ev *evidence) nestedDocument(s, path string, depth int, prose *[]string) bool {
+	if len(s) < 2 || len(s) > maxJSONBody || s[0] != '{' && s[0] != '[' {
+		return false
+	}
+	v, ok := decodeJSON(s)
+	if !ok {
+		return false
+	}
+	if _, isObj := v.(map[string]any); !isObj {
+		if arr, isArr := v.([]any); !isArr || len(arr) == 0 {
+			return false
+		}
+	}
+	outer, base := ev.message, ev.base
+	ev.message, ev.base = "", ev.base+path+":"
+	ev.fromJSON(v, depth+1, prose)
+	inner := ev.message
+	ev.base = base
+	switch {
+	case strings.TrimSpace(outer) == s && inner != "":
+		ev.message = inner // the wrapper's message was this document: say what it says
+	case outer != "":
+		ev.message = outer
+	default:
+		ev.message = inner
+	}
+	return true
+}
 
 func (ev *evidence) addField(path, value string) {
 	if len(ev.fields) < maxFields {
@@ -581,6 +725,27 @@ func htmlText(s string) (title, text string) {
 
 func collapseSpace(s string) string { return strings.Join(strings.Fields(s), " ") }
 
+// spacedOnce reports whether collapseSpace would leave s as it is: ASCII, no
+// space at either end, no whitespace but single spaces.
+func spacedOnce(s string) bool {
+	if s == "" || s[0] == ' ' || s[len(s)-1] == ' ' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= 0x80:
+			return false // Unicode spaces: let strings.Fields decide
+		case c == ' ':
+			if s[i+1] == ' ' {
+				return false
+			}
+		case c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r':
+			return false
+		}
+	}
+	return true
+}
+
 var reURL = regexp.MustCompile("https?://[^\\s\"'<>)\\]`]+")
 
 // buildText lower-cases the prose, moves URLs aside (a documentation link such as
@@ -606,10 +771,17 @@ func (ev *evidence) buildText(prose []string) {
 		}
 		// A blank line ends a paragraph (a sentence, for the patterns); curly
 		// quotes are read as straight ones ("isn’t supported").
-		low = paragraphs.ReplaceAllString(low, " . ")
-		low = quotes.Replace(collapseSpace(low))
-		if low == "" {
-			continue
+		if strings.Contains(low, "\n") {
+			low = paragraphs.ReplaceAllString(low, " . ")
+		}
+		if !spacedOnce(low) {
+			low = collapseSpace(low)
+		}
+		if strings.Contains(low, "\u2018") || strings.Contains(low, "\u2019") || strings.Contains(low, "\u201c") || strings.Contains(low, "\u201d") {
+			low = quotes.Replace(low)
+		}
+		if low == "" || slices.Contains(ev.parts, low) {
+			continue // a part said twice (Google lists a quota metric per violation) adds nothing
 		}
 		ev.parts = append(ev.parts, low)
 		if i < len(ev.paths) {
@@ -630,8 +802,8 @@ var (
 
 // sentenceEnds turns the ends of sentences into part separators, so a gap in a
 // family's pattern (which never crosses "|") stays inside one sentence, while a
-// dot inside a token ("gpt-3.5", "18.6s") is kept.
-var sentenceEnds = strings.NewReplacer(". ", " | ", "! ", " | ", "? ", " | ", "。", " | ", "！", " | ", "？", " | ", "\n", " | ")
+// dot inside a token ("gpt-3.5", "18.6s") or an abbreviation ("e.g. ") is kept.
+var sentenceEnds = strings.NewReplacer("e.g. ", "e.g., ", "i.e. ", "i.e., ", ". ", " | ", "! ", " | ", "? ", " | ", "。", " | ", "！", " | ", "？", " | ", "\n", " | ")
 
 // clip cuts s to at most n bytes without splitting a UTF-8 sequence.
 func clip(s string, n int) string {

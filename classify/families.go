@@ -96,6 +96,12 @@ type alt struct {
 	re        *regexp.Regexp
 	prefix    string // literal every match starts with ("" = none)
 	wordStart bool   // the match must start at a word boundary
+	// tails, when set, are literals one of which every match holds after a
+	// gap, and the alternative cannot match across a part ("|") or a line:
+	// a part that holds its prefix but none of its tails is passed over
+	// without running the expression (partLocal).
+	tails      []string
+	firstBytes string // with tails and no prefix: the bytes a match can start with
 }
 
 func newAlt(p string) alt {
@@ -105,11 +111,20 @@ func newAlt(p string) alt {
 	}
 	a.re = rx(p)
 	a.prefix, _ = a.re.LiteralPrefix()
+	a.tails, a.firstBytes = partLocalTails(a.re.String(), a.prefix == "")
 	return a
 }
 
 // find returns the first match of a in t (at a word start when required).
 func (a *alt) find(t string) string {
+	if a.tails != nil {
+		return a.findInParts(t)
+	}
+	return a.findWhole(t)
+}
+
+// findWhole runs the expression over the whole text.
+func (a *alt) findWhole(t string) string {
 	for from, n := 0, 0; from <= len(t) && n < 8; n++ {
 		loc := a.re.FindStringIndex(t[from:])
 		if loc == nil {
@@ -312,7 +327,14 @@ var (
 	// A count of output tokens, bytes or images over a cap is a parameter or an
 	// attachment of the request, not a prompt too long for the window.
 	reNotPromptCount = rx(`\bmax[_ ](new[_ ]|completion[_ ]|output[_ ])?tokens\b|\boutput tokens\b|\bcompletion tokens\b|\bbytes\b|\bimages?\b|\bmb\b|\bfiles?\b|\battachments?\b|\buploads?\b|\bpdfs?\b|\bvideos?\b|\bper[ -](minute|second|hour|day)\b|\b(tpm|rpm|tpd|rpd)\b|rate[ _-]?limit`)
+	// A request parameter named right after "not supported", or the one to use
+	// instead: the request must change, not the model.
+	reParamNotSupported = rx(`\bnot supported (with |for |the |parameter |param )*['"]?(max_?tokens|max_?completion_?tokens|temperature|top_[pk]|logprobs|stop|presence_penalty|frequency_penalty|stream_options|reasoning_effort|n)\b|\bplease use (the )?['"]?max_?completion_?tokens\b`)
 )
+
+// reModelRegion: a model the account's region does not serve (not the caller's
+// country refused, which is reLocation).
+const reModelRegion = `\bmodels?\b~\b(is |are )?(currently )?(unavailable|not available|not supported|not offered)\b~\bin (your|this|the|the current|the selected|your current) (region|cloud region)\b|\benable cross[- ]region (inference|calls)\b`
 
 // families is the text step's table, in rank order.
 var families = []family{
@@ -323,6 +345,8 @@ var families = []family{
 		pat("cancelled-by-caller", "cancel", `\b(request|call|generation|completion) (was |has been )?cancell?ed\b|\bcancell?ed by (the )?(user|client|caller)\b`).
 			unlessRe(rx(`\btimeout\b|deadline`)), // Go's "request canceled ... (Client.Timeout exceeded ...)" is a timeout
 		pat("interrupted-by-user", "interrupted|context cancel", `\binterrupted by (the )?(user|caller|client)\b|\bcontext cancell?ed\b`),
+		// Apple's URLSession when the app cancels its task (NSURLErrorCancelled).
+		pat("nsurl-cancelled", "-999", `\bnsurlerrordomain code=-999\b|\bnsurlerrorcancelled\b`),
 		lit("cancelled-zh", "请求已取消", "用户取消", "已取消请求"),
 	}},
 	{name: "no-error-details", rank: rankNoDetails, reason: ReasonNoErrorDetails, rules: []rule{
@@ -343,7 +367,13 @@ var families = []family{
 		pat("moderation", "moderation", `\b(requires|failed|blocked by|flagged by|rejected by)( our)? moderation\b|\bmoderation (blocked|failed|rejected)\b`),
 		lit("data-inspection", "data inspection failed"),
 		word("sensitive-token", "new_sensitive", "input_sensitive", "output_sensitive"),
+		// one-api/new-api's own word filter ("sensitive_words_detected"), a platform
+		// gateway's "sensitive_word_detected": the content was refused, whatever
+		// status the relay sends with it.
+		pat("sensitive-words", "sensitive", `\bsensitive[ _]words?[ _](detected|found|hit|matched)\b|\b(detected|found|contains?|hit) (a |an )?sensitive[ _]words?\b`),
 		lit("sensitive-zh", "敏感", "内容安全", "内容审核", "安全审核", "不当内容", "违规内容", "内容违规", "不合规内容", "涉及违规", "含有违规", "不安全"),
+		// Japanese and Korean: content refused by a safety or content policy.
+		lit("sensitive-ja-ko", "不適切な内容", "不適切なコンテンツ", "安全ポリシーに違反", "コンテンツポリシーに違反", "ポリシーに違反", "有害なコンテンツ", "부적절한 콘텐츠", "부적절한 내용", "유해한 콘텐츠", "콘텐츠 정책", "안전 정책", "정책을 위반", "정책 위반"),
 	}},
 	{name: "auth-permanent", rank: rankAuthPermanent, reason: ReasonAuthPermanent, rules: []rule{
 		pat("subject-disabled", "deactivated|suspended|banned|revoked|terminated|disabled|deleted|frozen|blocked|restricted|locked",
@@ -362,7 +392,8 @@ var families = []family{
 		pat("oauth-refresh", "refresh", `\brefresh[ _]token\b~\b(invalid|expired|revoked|not found|reused|been used)\b|\bcould not be refreshed\b|\b(token|oauth) refresh (failed|failure|error)\b|\bfailed to refresh (the )?(access |oauth )?token\b`),
 		lit("invalid-grant", "invalid_grant"),
 		pat("access-ended", "access|account", `\baccess (was |has been |is )?(terminated|revoked|suspended|banned)\b|\baccess_terminated\b|\b(service|access) (is )?(unavailable|disabled|blocked) for (this |your |the )?account\b`),
-		pat("org-not-allowed", "not allowed for this organ", `not allowed for this organi[sz]ation`),
+		pat("org-not-allowed", "not allowed for this organ", `not allowed for this organi[sz]ation`).
+			unlessRe(rx(`\b(providers?|models?|upstreams?)\b~\bnot allowed for this organi[sz]ation`)), // a router's policy on one upstream: model_not_found
 		lit("banned-zh", "封禁", "已被禁用", "已禁用", "已停用", "被冻结", "已冻结", "已注销", "账号异常", "账户异常", "被封", "已被锁定", "被锁定", "已锁定", "非活动状态", "停服", "令牌状态不可用").unlessRe(reBillingWords),
 	}},
 	{name: "billing", rank: rankBilling, reason: ReasonBilling, rules: []rule{
@@ -370,7 +401,7 @@ var families = []family{
 		lit("credit-balance", "credit balance"),
 		pat("balance-low", "balance|funds|credit", `\b(balance|funds|credits?)\b~\b(is |are )?(insufficient|too low|not enough|negative|depleted|below zero)\b|\b(not enough|negative|zero|low) (account )?(balance|funds)\b`),
 		pat("trial-ended", "trial", `\b(free|your|api) trial( period| credits?)?\b~\b(has )?(expired|ended|is over|used up|exhausted)\b`),
-		pat("out-of-credits", "credit", `\b(out of|run out of|ran out of|no|not enough|any|zero|requires? more|needs? more) (api )?credits?\b|\bused (up )?all (of )?(your |the |available |remaining )*credits\b|\bcredits? (have been |has been |have |has |are |is )?(exhausted|depleted|used up|run out)\b|\bcredits remaining: 0\b`),
+		pat("out-of-credits", "credit", `\b(out of|run out of|ran out of|no|not enough|any|zero|requires? more|needs? more) (api )?credits?\b|\bused (up )?all (of )?(your |the |available |remaining )*credits\b|\bcredits? (have been |has been |have |has |are |is )?(exhausted|depleted|used up|run out)\b|\bcredits remaining: 0\b`).when(notHypothetical),
 		pat("used-up", "used up", `\bused up (all )?(your |the |its )?(credits?|points|balance|quota|allowance)\b`),
 		pat("payment", "payment", `\bpayment[ _](required|method|failed|overdue|declined|is overdue|is required)\b`).unlessRe(reRateWords),
 		pat("billing-trouble", "billing", `\bbilling[ _](hard[ _]limit|not[ _]active|issue|problem|error|is not enabled|has been disabled|is disabled|account|required|to be enabled)\b|\benable billing\b|\b(issue|problem) with (your )?(account'?s? )?billing\b|\bplans? (&|and) billing\b|\bbilling details\b`).unlessRe(reGoogleMetric),
@@ -381,13 +412,16 @@ var families = []family{
 		pat("quota-exhausted", "quota", `\bquota\b~\b(has been |is |was |are |have been )?(exhausted|used up|depleted|run out)\b|\bout of quota\b|\bquota_exhausted\b`).and("exhausted|used up|depleted|run out|out of quota"),
 		pat("free-tier", "free tier", `\bfree tier\b~\b(exhausted|used up|not available|only)\b`).and("exhausted|used up|not available|only"),
 		pat("subscription", "subscription", `\bsubscription\b~\b(has )?(expired|inactive|is not active|not active|ended|lapsed|cancell?ed|disabled|suspended)\b|\bno (active|valid) (\w+ )?subscription\b|\bnot have an? (active |valid )(\w+ )?subscription\b|\bpurchase an? (\w+ )?subscription\b`).and("expired|inactive|not active|ended|lapsed|cancel|disabled|suspended|no active|no valid|purchase|have a"),
-		pat("plan-excludes", "plan|include", `\bplan (does not|doesn't|do not) (yet )?(include|support|cover)\b|\bnot (available|included) (in|on|with) (your |the )?(current )?(subscription )?plan\b|\bdoes not (yet )?include access\b`),
+		// A model or feature the plan does not include (the corpora read a
+		// plan-gated model as billing: Zhipu's 1311, "plan does not yet include
+		// access to GLM-5V-Turbo"; see testdata/corpus/README.md).
+		pat("plan-excludes", "plan|include|subscription|limited to|restricted to", `\bplan (does not|doesn't|do not) (yet )?(include|support|cover)\b|\bnot (available|included) (in|on|with|under) (your |the )?(current )?(pricing |subscription )?plan\b|\bdoes not (yet )?include access\b|\b(model|feature)\b~\brequires (a |an )?(paid |pro |premium |higher |active )?(subscription|plan)\b|\bfree (account|key|plan|tier|api)s? (is |are )?(only )?(limited|restricted) to (use|using)\b`),
 		lit("extra-usage", "extra usage"),
 		pat("budget", "budget", `\bbudget\b~\b(exceeded|reached|exhausted|used up)\b|\bexceeded (your |the )?budget\b|\bbudget_exceeded\b`),
 		pat("invoices", "invoice|pay", `\b(past|unpaid|overdue|outstanding|open) invoices?\b|\bfail\w* to pay\b|\bpayment (is )?past due\b`),
 		pat("suspended-for-billing", "suspended|disabled|blocked|deactivated", `\b(account|organi[sz]ation|workspace|team|project)\b~\b(suspended|disabled|blocked|deactivated)\b`).and("billing|balance|credit|payment|invoice|spending|overdue|arrear|quota"),
 		pat("exceeded-credits", "credit", `\bexceeded (your |the )?(\w+ ){0,3}credits?\b`),
-		pat("account-ceiling", "maximum allowed|credit limit", `\bmaximum allowed (monthly )?(spend|spending) limit\b|\bcredit limit (exceeded|reached|has been reached)\b`),
+		pat("account-ceiling", "maximum allowed|credit limit|credits limit", `\bmaximum allowed (monthly )?(spend|spending) limit\b|\bcredits? limit (exceeded|reached|has been reached)\b`),
 		pat("no-asset", "no available", `\bno available (asset|resource package|balance)\b`),
 		pat("openrouter-key-limit", "limit|budget|capacity", `\bkey limit (exceeded|reached)\b|\bbudget limit (exceeded|reached)\b|\bkey budget\b|\b(create|use) a key with a higher\b|\btoken capacity required\b|\bprompt tokens limit exceeded\b`).only("openrouter"),
 		pat("more-credits-required", "credit", `\bmore credits (are |is )?(required|needed)\b`),
@@ -399,8 +433,14 @@ var families = []family{
 		// unless the text names a period or a reset (then it is a window, C3).
 		pat("allowance-spent", "quota", `\bfree (allocated |tier |trial )?quota\b~\b(exceeded|exhausted|used up|run out|reached)\b|\busage (has )?exceeded (the |your )?(token |usage )?quota\b|\b(token|prepaid|package|resource pack) quota\b~\b(exceeded|exhausted|used up|run out)\b`).
 			unlessRe(rx(reGoogleMetric.String() + `|\b(daily|weekly|monthly|hourly|per[ -](minute|second|hour|day)|today|reset|resets|refresh)\b`)),
+		// A free allowance reached with no reset named: Replicate's "Free time
+		// limit reached ... To continue using Replicate, set up billing". One
+		// that resets ("free usage limit (reset hourly)") is a window (C3).
+		pat("free-limit", "free", `\bfree (time |usage |trial |tier |plan |credits? )?limits?\b~\b(reached|exceeded|hit|used up)\b|\b(reached|exceeded|hit) (the |your )?free (time |usage |trial |tier |plan |credits? )?limits?\b`).
+			unlessRe(rx(reGoogleMetric.String() + `|\b(daily|weekly|monthly|hourly|per[ -](minute|second|hour|day)|today|reset|resets|refresh|rate)\b`)),
 		pat("over-budget", "budget", `\bover (the |its |your )?budget\b|\bexceededbudget\b`),
-		lit("balance-zh", "余额不足", "欠费", "账户余额", "余量已用尽", "无可用资源包", "资源包已用完", "资源包已耗尽", "套餐已过期", "套餐已到期", "未购买", "请购买", "余额已用完", "余额为0", "信用额度", "额度已用尽", "额度已用完", "额度已耗尽"),
+		lit("balance-zh", "余额不足", "欠费", "账户余额", "余量已用尽", "无可用资源包", "资源包已用完", "资源包已耗尽", "套餐已过期", "套餐已到期", "未购买", "请购买", "余额已用完", "余额为0", "计费资源已耗尽", "计费资源不足", "信用额度", "额度已用尽", "额度已用完", "额度已耗尽"),
+		lit("balance-ja-ko", "残高が不足", "残高不足", "クレジットが不足", "クレジット残高が不足", "クレジットを使い切", "支払いが必要", "お支払い", "잔액이 부족", "잔액 부족", "크레딧이 부족", "크레딧 부족", "크레딧을 모두 사용", "결제가 필요", "결제 정보"),
 		lit("credit-zh", "额度不足").unlessRe(rx(`每日|每天|每周|每月|每小时|今日|本周|本月`)),
 	}},
 	{name: "usage-window", rank: rankWindow, reason: ReasonRateLimit, rules: []rule{
@@ -426,7 +466,11 @@ var families = []family{
 		pat("request-too-large", "large", `\brequest (is |was )?too large\b|\brequest[ _]too[ _]large\b|\b(request entity|payload|content) too large\b`).
 			when(func(c *textCtx, _ string) bool { return !hasLimitRequested(c.text) || limitBelowRequested(c.text) }),
 		pat("request-size", "request|payload", `\brequest (exceeds|is larger than) the maximum (allowed )?(size|number of bytes|length)\b|\brequest size exceeds\b|\bpayload size (has )?exceed`),
-		pat("token-limit", "exceed|token limit", `\btokens?\b~\bexceed\w*\b~\b(limit|maximum|max|context|allowed)\b|\bexceed\w* (the )?(model'?s? )?(maximum |max )?(number of )?(input )?tokens?\b|\btoken limit\b~\b(exceeded|reached)\b|\bexceeded (the )?model token limit\b|\bmodel token limit\b`).and("token").unlessRe(reRateOrOutputCap),
+		pat("token-limit", "exceed|token limit", `\btokens?\b~\bexceed\w*\b~\b(limit|maximum|max|context|allowed)\b|\bexceed\w* (the )?(model'?s? )?(maximum |max )?(number of )?(input )?tokens?\b|\btoken limit\b~\b(exceeded|reached)\b|\bexceeded (the )?model token limit\b|\bmodel token limit\b`).and("token").unlessRe(reRateOrOutputCap).
+			// Novita's 429 TOKEN_LIMIT_EXCEEDED "Token limit exceeded. Please try
+			// again later." is a tokens-per-minute window: with a 429 only counts
+			// that can never fit make it the prompt's size.
+			when(func(c *textCtx, _ string) bool { return c.status != 429 || tokensOverMax(c.text) || countsOver(c.text) }),
 		pat("too-many-tokens", "too many", `\btoo many (input )?tokens\W{0,3}(size limit|in (the )?prompt|for (the )?(model|context))`),
 		pat("tokens-must-be", "must", `\binputs?\W{0,3} tokens \+ \W{0,3}max_new_tokens\W{0,3} must be <=|\binputs?\W{0,3} must have less than [\d,]+ tokens\b`),
 		pat("reduce-length", "length", `\breduce the length of the (messages|prompt|input|conversation)\b|\bcurrent length is [\d,]+ while limit is [\d,]+|\brange of input length\b|\binput length (should|must|exceeds)\b`),
@@ -448,7 +492,18 @@ var families = []family{
 		// not exceed max_num_tokens (8192)", "input tokens length 40000 exceeds
 		// max_num_tokens 32768": the prompt's own size against a limit of the model.
 		pat("prompt-length-over", "length|tokens", `\b(prompt|input)[ _](length|len|size|tokens? length)\b~\b(should not|must not|cannot|can't|may not|does not|shall not) exceed\b|\b(prompt|input)[ _](length|len|size|tokens? length)\b~\bexceeds? (the |its )?(max|maximum|limit)`).unlessRe(reNotPromptCount),
+		// TabbyAPI's "Request length 71599 + 2048 is greater than max_seq_len
+		// 65536", exllama's "prompt length ... greater than the max sequence length".
+		pat("length-over-seq-len", "max_seq_len|max_model_len|n_ctx|max_position_embeddings|sequence length|context",
+			`\b(request|prompt|input|context)[ _](length|len|size)\b~\b(is )?(greater|longer|larger|more) than (the )?(max_seq_len|max_model_len|n_ctx|max_position_embeddings|max(imum)?[ _](sequence|context)[ _](length|len|size)|context (length|size|window))\b`),
+		// Baidu ERNIE's "the max length of current question is 11200", "the max
+		// input characters is 20000", Snowflake Cortex's "max tokens of 8192
+		// exceeded": a limit on the prompt stated as the error.
+		pat("max-question-length", "the max|tokens of", `\bthe max(imum)? (length|input (characters|tokens)|tokens) of (the )?(current )?(question|prompt|input|messages?) is [\d,]+|\bthe max(imum)? input (characters|tokens) is [\d,]+|\bmax(imum)? tokens of [\d,]+ exceeded\b`),
+		// GPT4All's "The prompt is 9884 tokens and the context window is 2048!"
+		rule{name: "prompt-vs-window", keys: []string{"context"}, also: []string{"token"}, check: func(c *textCtx, _ string) bool { return promptOverWindow(c.text) }},
 		lit("context-zh", "上下文过长", "上下文超出", "上下文长度超", "超出最大上下文", "超出上下文", "超过上下文", "请压缩上下文", "输入过长", "输入长度超", "超出最大长度", "超过最大长度", "超过模型最大", "超出模型最大", "文本过长", "长度超过限制", "超出长度限制", "超长"),
+		lit("context-ja-ko", "コンテキスト長を超え", "コンテキストの長さを超え", "コンテキストウィンドウを超え", "最大トークン数を超え", "トークン数の上限を超え", "入力が長すぎ", "プロンプトが長すぎ", "メッセージが長すぎ", "컨텍스트 길이를 초과", "컨텍스트 길이 초과", "컨텍스트 창을 초과", "최대 토큰 수를 초과", "입력이 너무 깁", "프롬프트가 너무 깁", "입력 길이를 초과"),
 	}},
 	{name: "runtime-crashed", rank: rankCrashed, reason: ReasonUnclassified, rules: []rule{
 		// A local runtime whose process died (a GPU driver abort, a corrupt model
@@ -465,8 +520,8 @@ var families = []family{
 	}},
 	{name: "overloaded", rank: rankOverloaded, reason: ReasonOverloaded, rules: []rule{
 		pat("overloaded", "overload", `(\b|_)overload(ed|ing)?\b`),
-		pat("high-demand", "demand|load|traffic|volume|experiencing", `\b(high|heavy|peak|unusually high|increased) (demand|load|traffic|volume of requests)\b|\bexperiencing (high|heavy|a high|an unusually)\b`),
-		pat("busy", "busy", `\b(server|servers|service|system|api|model|engine|platform|backend|gpus?|llm|runner)s? (is |are )?(currently |too |very )?busy\b|\btoo busy\b|\bcurrently busy\b`),
+		pat("high-demand", "demand|load|traffic|volume|experiencing", `\b(high|heavy|peak|unusually high|increased) (demand|load|traffic|volume of requests)\b|\bexperiencing (high|heavy|a high|an unusually)\b`).when(notExample),
+		pat("busy", "busy", `\b(server|servers|service|system|api|model|engine|platform|backend|gpus?|llm|runner)s? (is |are )?(currently |too |very )?busy\b|\btoo busy\b|\bcurrently busy\b`).when(notExample),
 		pat("capacity", "capacity", `\b(at|over|out of|no|insufficient|lack of|limited|exceeded|reached)\s+(available |serving |compute |gpu |maximum |full |peak )?capacity\b|\bcapacity\b~\b(exhausted|constraints?|issues?|reached|unavailable|is full|exceeded|limits?)\b|\binsufficientcapacity\b`),
 		// llama.cpp and llamafile: "slot unavailable", "all slots are busy". Only
 		// at the start of a message, so prose about a meeting slot is not a server.
@@ -476,10 +531,14 @@ var families = []family{
 			unlessRe(rx(`\b(error|failed|failure|unable|cannot|could not) (while )?(loading|to load)\b`)), // a load that failed is not one under way
 		// Lepton, Modal, Baseten: a deployment that is scaling or starting is
 		// there and will serve shortly.
-		pat("scaling-up", "scaling|warming|starting|spinning|cold|booting", `\b(model|deployment|endpoint|app|server|service|instance|replica|container)s?\b~\b(is |are )?(still )?(scaling up|warming up|starting up|spinning up|cold[- ]starting|booting)\b`),
-		pat("temporarily-unavailable", "temporarily", `\btemporarily (unavailable|unable to (handle|process|serve|accept))\b`),
-		pat("model-unavailable-later", "unavailable", `\bmodel\b~\b(is |currently )?unavailable\b`).and("try again|retry|later|shortly|moment"),
+		pat("scaling-up", "scaling|warming|starting|spinning|cold|booting", `\b(model|deployment|endpoint|app|server|service|instance|replica|container|function|worker)s?\b~\b(is |are )?(still )?(scaling up|warming up|starting up|spinning up|cold[- ]starting|booting)\b`),
+		pat("temporarily-unavailable", "temporarily", `\btemporarily (unavailable|unable to (handle|process|serve|accept))\b`).unlessRe(reEAGAIN),
+		pat("model-unavailable-later", "unavailable", `\bmodel\b~\b(is |currently )?unavailable\b`).and("try again|retry|later|shortly|moment").
+			unlessRe(rx(reModelRegion)), // not served in this region: model_not_found
+		// "服务器忙，稍后再试" (server busy, try later): 忙 alone, after its subject.
+		pat("busy-subject-zh", "忙", `(服务器|服务|系统|模型|引擎|接口|后台|平台)(正|太|很|较)?忙`),
 		lit("busy-zh", "繁忙", "过载", "负载过高", "负载较高", "访问量过大", "请求量过大", "资源紧张", "算力不足", "模型未就绪", "模型加载中", "模型正在加载", "暂时不可用"),
+		lit("busy-ja-ko", "混雑", "混み合って", "過負荷", "高負荷", "アクセスが集中", "サーバーが混", "과부하", "혼잡", "서버가 바쁩", "서버가 사용량이 많", "사용량이 많아"),
 	}},
 	{name: "rate-limit", rank: rankRateLimit, reason: ReasonRateLimit, rules: []rule{
 		pat("rate-limit", "rate", `\brate[ _-]?limit(ed|ing)\b|\brate[ _-]?limits?[ _](exceeded|reached|hit|error|exhausted|is exceeded|has been|of|for|on|reset|exceeded)|\brate_limit|\bratelimit|\b(exceed\w*|reached|hit|over|past|exhausted|used up)\b~\brate[ _-]?limits?\b|\brate[ _-]?limits?\W*$`).
@@ -491,7 +550,7 @@ var families = []family{
 		lit("throttled", "throttl"),
 		pat("per-unit", "per|pm|pd", `\b(requests?|tokens?|calls?|queries)\s+per\s+(minute|second|day|hour|min)\b|\bper[ -](minute|second)\b|\b(rpm|tpm|rpd|tpd|ipm|itpm|otpm)\b|\b(requests?|tokens?|calls?|queries)\s*/\s*(minute|min|second|sec|hour|day)\b|\b(maximum|max) number of (requests|calls|tokens)\b~\bper (minute|second|hour|day)\b`),
 		pat("resource-exhausted", "exhausted", `\bresource[ _]?(has been )?exhausted\b|\bresourceexhausted\b`),
-		pat("quota-exceeded", "quota", `\bquota\b~\b(exceeded|reached|limit)\b|\bexceeded[ _](the |your )?(current |allocated )?quota\b|\ballocated quota\b`),
+		pat("quota-exceeded", "quota", `\bquota\b~\b(exceeded|reached|limit)\b|\bexceeded[ _](the |your )?(current |allocated )?quota\b|\ballocated quota\b`).unlessRe(reDiskQuota),
 		pat("limit-hit", "limit", `\blimits?\s+(has been |have been |was )?(exceeded|reached|hit)\b|\b(exceeded|reached|hit)\s+(the |your |its )?(request |requests |token |call )?limits?\b`).
 			// a cap on one request's shape ("the limit of 10 images per message")
 			// or its output ("max_tokens or model output limit was reached") is the
@@ -501,11 +560,12 @@ var families = []family{
 		pat("slow-down", "slow", `\bslow (down|your rate)\b`),
 		pat("cooldown", "cool", `\bmodel[ _]cooldown\b|\bcooling down\b`),
 		lit("frequent-zh", "请求过于频繁", "频繁", "频率", "限流", "并发", "速率", "配额", "请求过多", "太多请求", "限速", "超过限制"),
+		lit("frequent-ja-ko", "リクエストが多すぎ", "リクエスト数が多すぎ", "レート制限", "レートリミット", "リクエスト制限", "リクエスト数の上限", "요청이 너무 많", "요청 한도", "호출 한도", "속도 제한", "요청 제한", "요청 수 제한"),
 	}},
 	{name: "billing-remedy", rank: rankBillingRemedy, reason: ReasonBilling, rules: []rule{
-		pat("buy-credits", "credit", `\b(purchase|buy|add|top up)\b~\bcredits?\b`),
-		pat("top-up", "top", `\btop[ -]?up\b`),
-		pat("upgrade-plan", "upgrade", `\bupgrade\b~\b(plan|tier|account|subscription)\b`),
+		pat("buy-credits", "credit", `\b(purchase|buy|add|top up)\b~\bcredits?\b`).when(notHypothetical),
+		pat("top-up", "top", `\btop[ -]?up\b`).when(notHypothetical),
+		pat("upgrade-plan", "upgrade", `\bupgrade\b~\b(plan|tier|account|subscription)\b`).when(notHypothetical),
 		word("recharge", "recharge", "充值"),
 		// Replicate's "You need to enter your credit card to continue using the API".
 		pat("add-card", "card", `\b(enter|add|set up|provide|update|attach|link|register|verify) (a |your )?(valid )?(credit|debit|payment) card\b~\bto (continue|keep|resume|start|use|access)\b~\b(api|service|platform|model|using|requests?|access)\b|\bno (valid )?(credit card|payment card) on file\b`),
@@ -519,37 +579,58 @@ var families = []family{
 		// The model (or this deployment of it) cannot do what the request needs:
 		// another candidate can serve the same request (model_not_found, not format).
 		pat("model-capability", "support|not enabled for|provisioned", `\b(does not|doesn't|do not|don't) support\b~\b(tools?|tool use|tool[ _]calling|tool calls|tool_choice|function[ _]calling|functions|images?|image input|vision|audio|video|thinking|reasoning\w*|system (prompts?|messages?|instructions?|role)|developer (instructions?|messages?|role)|json mode|structured outputs?|generate|chat|completions?|embeddings?|insert|multimodal|pdfs?)\b|\b(tools?|tool use|tool[ _]calling|tool calls|function[ _]calling|functions|images?|image_url|image input|vision|audio|video|thinking|reasoning\w*|json mode|json_object|response_format|structured outputs?|system (prompts?|messages?|instructions?)|streaming|multimodal|pdfs?)\W{0,3} (is |are )?not (supported|enabled|available) (with|for|by|on|in) (this|the|that) model\b|\bonly supported by (certain|some|specific|selected|other) models\b|\b(doesn't|does not) support the model\b|\brequires provisioned throughput\b|\bno endpoints? found that support\b|\bnot enabled for (models/|this model\b|the model\b)|\b(image|audio|video|file|pdf|document)s? (input|inputs|modality) (is |are )?not (supported|enabled)\b`),
+		// vLLM's "facebook/opt-125m is not a multimodal model": an image sent to
+		// a text model, which a vision model can take.
+		pat("not-that-kind", "not a", `\bis not a (multimodal|multi-modal|vision|vision-language|chat|generative|text generation) model\b`),
 		pat("tools-unsupported", "tool", `\btools? (param|parameter)s? (requires|is not|are not)\b|\bunsupported param(eter)?\W{0,3}(tools?|tool_choice|functions?)\b|\btool choice requires\b|\btool[ _]use[ _]not[ _]supported\b`),
 		pat("chat-template", "template", `\b(error|failed|unable|cannot|can't) (rendering|to render|render|applying|to apply|apply)\b~\btemplate\b|\bjinja template\b|\bchat[ _]template\b~\b(error|not (found|set|defined|supported)|missing|no longer allowed|must provide|requires?)\b|\bmust provide a chat template\b|\btemplate error\b`),
 		pat("organization-unverified", "verif", `\borgani[sz]ation (must|needs to) be verified\b|\bmust be verified to (use|stream|access|generate)\b|\bverify (your )?organi[sz]ation\b`),
 		pat("operation-unsupported", "operation|chat model|only supported|please use", `\boperation (does not|doesn't|did not) work with the (specified )?model\b|\b(operation|method|call(ing)? (mode|method)) (is )?not supported (for|by|with|on) (this|the)( specified| current)? model\b|\bnot a chat model\b|\bonly supported (in|on|by|via) (the )?/?(v1/)?(responses|completions)\b|\bplease use (the )?/?(v1/)?(completions|responses) (api|endpoint)\b`),
-		pat("load-failed", "load", `\b(failed|unable) to load (the )?model\b|\bcould not load (the )?model\b|\bmodel could not be loaded\b|\berror loading model\b|\bmodel (failed to load|load failed)\b`),
+		pat("load-failed", "load", `\b(failed|unable) to load (the )?model\b|\bcould not load (the )?model\b|\bmodel could not be loaded\b|\berror loading model\b|\bmodel (failed to load|load failed)\b|\bfailed:? loading (the )?model\b`),
+		// A model the account's region does not serve (Snowflake Cortex: "enable
+		// cross region inference"): another model, or another region, answers. A
+		// provider that refuses the caller's country is auth (reLocation).
+		pat("model-region", "region", reModelRegion),
+		// A gateway or router that will not (or cannot) reach this provider: its
+		// organisation policy refuses the upstream, or it has no route for it. The
+		// router's key is good for its other providers.
+		pat("provider-unusable", "provider", `\bproviders?\b~\b(is |are )?not (allowed|permitted|enabled) (for|by|in) (this |your |the )?(organi[sz]ation|org|team|workspace|account|data polic(y|ies))\b|\bfailed to (get|find|load|resolve) (the )?(config(uration)?|route|credentials) for (the )?provider\b|\bno (config(uration)?|route|routes) (found )?for (the )?provider\b|\bprovider\b~\bis not configured\b`),
+		pat("no-such-model", "no such model", `\bno such model\b`),
 		pat("model-missing", "model", `\bmodels?\b~\b(not found|does not exist|doesn't exist|do not exist|not exists?|could not be found|cannot be found|can't be found|is not available|not available|is not supported|not supported|isn't supported|isn't available|deprecated|decommissioned|retired|deactivated|no longer (available|supported|exists?|served)|not enabled|not loaded|not served|not accessible|disabled|is invalid|is not a valid|not a valid|legacy)\b`).
 			// one of the phrases must be there: "not" alone let "not authorized"
 			// start the gap at every "model" of a body
-			and("not found|exist|be found|available|supported|deprecated|decommissioned|retired|deactivated|no longer|not enabled|not loaded|not served|not accessible|disabled|is invalid|not a valid|legacy"),
-		pat("unknown-model", "model", `\b(unknown|unsupported|invalid|nonexistent)[ _]model\b|\bnot supported model\b|\bmodel[ _](not[ _]found|is[ _]deactivated|decommissioned)\b`).unlessRe(rx(`invalid model reference`)),
+			and("not found|exist|be found|available|supported|deprecated|decommissioned|retired|deactivated|no longer|not enabled|not loaded|not served|not accessible|disabled|is invalid|not a valid|legacy").
+			// "this model is not supported MaxTokens, please use MaxCompletionTokens"
+			// (go-openai) names a parameter: the request must change (format)
+			unlessRe(reParamNotSupported),
+		pat("unknown-model", "model", `\b(unknown|unsupported|invalid|nonexistent)[ _]model([ _](uri|url|name|id))?\b|\bnot supported model\b|\bmodel[ _](not[ _]found|is[ _]deactivated|decommissioned)\b`).unlessRe(rx(`invalid model reference`)),
 		pat("no-endpoints", "endpoint|provider|router", `\bno endpoints? found\b|\bno allowed providers\b|\brouter not found\b|\bno (available )?(model )?providers? (available|that|can)\b|\bno available model provider\b`),
-		pat("nothing-loaded", "loaded", `\bno models? (is |are )?loaded\b|^model (has been |was )?unloaded\W{0,3}(\||$)`),
+		pat("nothing-loaded", "loaded", `\bno models? (is |are )?loaded\b|(?:^|\| )(?:\w*error:\s*)?(the )?model (has been |was |is |got )?unloaded\W{0,3}(\||$)`),
 		// Replicate: "Invalid version or not permitted", "The specified version
 		// does not exist". A version is the model there.
 		pat("version-missing", "version", `\b(specified|model|requested) version\b~\b(does not exist|not found|is not available)\b|\binvalid version or not permitted\b`),
 		// A region refusal inside a router's raw upstream body (see routedRegion).
 		pat("routed-region", "location|country|region|territory", reLocation).when(func(c *textCtx, _ string) bool { return c.ev.hasRaw }),
 		pat("deployment-missing", "deployment|engine|endpoint", `\b(deployment|engine|endpoint)s?\b~\b(not found|does not exist|not exist|not running|not deployed|not started)\b`).and("not found|not exist|not running|not deployed|not started"),
+		// SAP AI Core's SDKs: "No deployment found with: deployment.model_name ==
+		// gpt-4o", "No deployment matched the given criteria". (LiteLLM's "No
+		// deployments available for selected model" means every deployment cools
+		// down: a rate limit, not this.)
+		pat("no-deployment", "deployment", `\bno (matching |running |suitable )?deployments? (was |were )?(found|matched|matches|exists?)\b`),
 		// Jan's "Engine is not loaded yet": said as the whole statement, so "the
 		// engine is not loaded onto the truck" is prose.
 		pat("engine-not-loaded", "loaded", `\b(engine|deployment|endpoint|backend|runtime)s? (is |are |was )?(still )?(not|not yet) loaded( yet)?\W{0,3}(\||$)`),
 		pat("model-missing-zh", "模型|无可用渠道", `模型不存在|模型未找到|找不到模型|不支持该模型|不支持的模型|模型已下线|模型已下架|无可用渠道|模型[^。|]{0,20}(不存在|未找到|已下线|已下架)|(当前|该|此)模型不支持|无权(访问|使用|调用)(该)?模型|没有(权限)?(访问|使用)(该)?模型的权限`),
+		lit("model-missing-ja-ko", "モデルが見つかりません", "モデルは存在しません", "モデルが存在しません", "存在しないモデル", "モデルが利用できません", "모델을 찾을 수 없", "존재하지 않는 모델", "모델이 존재하지 않", "모델을 사용할 수 없"),
 	}},
 	{name: "auth", rank: rankAuth, reason: ReasonAuth, rules: []rule{
 		pat("bad-credential", "invalid|incorrect|wrong|bad|missing|expired|revoked|malformed",
 			`\b(invalid|incorrect|wrong|bad|missing|expired|revoked|malformed)\b~\b(api[ _-]?keys?|keys?|(access |auth |bearer |api |oauth |session )?token|credentials?|client secret|secret|x-api-key|authentication|authori[sz]ation|bearer)\b`).and("key|token|credential|secret|authenticat|authori|bearer").unlessRe(reGoJSONSyntax).when(credentialAtEnd),
 		pat("no-credential", "no ", `\bno (api[ _-]?key|credentials?|auth\w*)\b`),
 		pat("credential-bad", "key|token|credential|secret|signature",
-			`\b(api[ _-]?key|key|token|credentials?|secret|signature)s?\b~\b(is |was |has |have )?(been )?(invalid|not valid|expired|revoked|incorrect|missing|not found|required|invalidated|does not match|must be (set|provided)|not set|not provided|not configured)\b`).and("invalid|not valid|expired|revoked|incorrect|missing|not found|required|does not match|must be|not set|not provided|not configured").when(credentialAtStart),
-		pat("auth-failed", "auth", `\bauthenticat\w*\b~\b(fail\w*|error|required|invalid|denied)\b|\b(failed|could not|unable) to authenticate\b|\bunauthenticated\b|\bunauthori[sz]ed\b|\bnot authori[sz]ed\b|\bauthori[sz]ation (required|failed|header)\b|\bno auth available\b|\bauth[ _]unavailable\b`),
-		pat("permission", "permission|access|scope", `\bpermission[ _]denied\b|\bpermission_error\b|\binsufficient[ _]permissions?\b|\b(does not|do not|doesn't|don't) have (the )?(required |necessary )?permissions?\b|\bmissing (required )?scopes?\b|\baccess[ _]?denied\b|\bnot allowed to access\b|\bno permission\b|\b(do not|don't|does not|doesn't) have access to (the |this |your |that )?(organi[sz]ation|project|workspace|account|resource)`),
+			`\b(api[ _-]?key|key|token|credentials?|secret|signature)s?\b~\b(is |was |has |have )?(been )?(invalid|not valid|expired|revoked|incorrect|missing|not found|required|invalidated|does not match|must be (set|provided)|not set|not provided|not configured)\b`).and("invalid|not valid|expired|revoked|incorrect|missing|not found|required|does not match|must be|not set|not provided|not configured").when(credentialStated),
+		pat("auth-failed", "auth", `\bauthenticat\w*\b~\b(fail\w*|error|required|invalid|denied)\b|\bauth failure\b|\b(failed|could not|unable) to authenticate\b|\bunauthenticated\b|\bunauthori[sz]ed\b|\bnot authori[sz]ed\b|\bauthori[sz]ation (required|failed|header)\b|\bno auth available\b|\bauth[ _]unavailable\b`),
+		pat("permission", "permission|access|scope", `\bpermission[ _]denied\b|\bpermission_error\b|\binsufficient[ _]permissions?\b|\b(does not|do not|doesn't|don't) have (the )?(required |necessary )?permissions?\b|\bmissing (required )?scopes?\b|\baccess[ _]?denied\b|\bnot allowed to access\b|\bno permission\b|\b(do not|don't|does not|doesn't) have access to (the |this |your |that )?(organi[sz]ation|project|workspace|account|resource)`).unlessRe(reFilePermission),
 		pat("forbidden", "forbidden", `^forbidden\b|\b403 forbidden\b|\bforbidden:|\brequest[ _]forbidden\b`),
 		pat("not-authenticated", "authenticated", `\bnot authenticated\b`),
 		pat("sign-in", "sign|log|authenticate|session", `\b(sign|log)[ -]?in again\b|\bnot (signed|logged) in\b|\bplease (sign|log) ?in\b|\blogin (fail\w*|required|expired)\b|\bre-?authenticate\b|\bsession (has )?expired\b`),
@@ -557,7 +638,8 @@ var families = []family{
 		pat("location", "location|country|region|territory", reLocation).when(func(c *textCtx, _ string) bool { return !c.ev.hasRaw }),
 		pat("ip-not-allowed", "ip", `\bip (address )?(is )?not (authori[sz]ed|allowed|whitelisted|permitted)\b|\bip_not_authorized\b`),
 		pat("signature", "signature|security token|unrecognizedclient", `\bsignature does not match\b|\bsecurity token\b~\binvalid\b|\bunrecognizedclient\b`),
-		lit("auth-zh", "鉴权失败", "认证失败", "身份验证失败", "无权访问", "未授权", "密钥无效", "令牌无效", "无效的令牌", "令牌已过期", "令牌验证失败", "没有权限", "权限不足", "禁止访问"),
+		lit("auth-zh", "鉴权失败", "认证失败", "身份验证失败", "无权访问", "未授权", "密钥无效", "令牌无效", "无效的令牌", "令牌已过期", "令牌验证失败", "没有权限", "权限不足", "禁止访问", "签名过期", "签名错误", "签名无效", "签名验证失败"),
+		lit("auth-ja-ko", "apiキーが無効", "無効なapiキー", "apiキーが正しくありません", "認証に失敗", "認証エラー", "アクセス権限がありません", "権限がありません", "유효하지 않은 api 키", "api 키가 유효하지", "잘못된 api 키", "api 키가 올바르지", "인증 실패", "인증에 실패", "인증 오류", "권한이 없습니다", "접근 권한이 없"),
 		pat("key-invalid-zh", "无效", `(api ?key|key|令牌|密钥|token)[^。|]{0,6}无效|无效的(api ?key|key|令牌|密钥)`),
 	}},
 	{name: "stream-broke", rank: rankStream, reason: ReasonTimeout, rules: []rule{
@@ -576,8 +658,8 @@ var families = []family{
 		// a response that failed the SDK's schema, a broken HTTP response. The
 		// provider's answer was broken, not our request (C6); a 4xx that says so
 		// is a server that could not read ours, left to the format family.
-		pat("response-unreadable", "malformed http|transport connection broken|unexpected token|unexpected character|invalid start of a value|jsondecodeerror|apiresponsevalidationerror|data returned by api|error decoding response|response",
-			`\bmalformed http response\b|\btransport connection broken\b|\bunexpected token '?<|\bunexpected token\b~\bis not valid json\b|\bunexpected character \('<'|\bis an invalid start of a value\b|\bjsondecodeerror\b|\bapiresponsevalidationerror\b|\bdata returned by api invalid\b|\berror decoding response body\b|\b(failed|unable|could not) to (decode|parse|deserialize) (the )?(server'?s? )?(response|response body)\b|\binvalid json response\b`).
+		pat("response-unreadable", "malformed http|transport connection broken|unexpected token|unexpected character|invalid start of a value|jsondecodeerror|apiresponsevalidationerror|data returned by api|error decoding response|response|completion|result|chunk|validation error|mimetype|decompressing",
+			`\bmalformed http response\b|\btransport connection broken\b|\bunexpected token '?<|\bunexpected token\b~\bis not valid json\b|\bunexpected character \('<'|\bis an invalid start of a value\b|\bjsondecodeerror\b|\bapiresponsevalidationerror\b|\bdata returned by api invalid\b|\berror decoding response body\b|\b(failed|unable|could not) to (decode|parse|deserialize) (the )?(server'?s? )?(response|response body)\b|\binvalid json response\b|`+reResponseSchema).
 			when(func(c *textCtx, _ string) bool { return c.status < 400 || c.status >= 500 }),
 		pat("stream-broke", "stream|chunks|ended|incomplete|unexpected end|unable to process|invalid character",
 			`\binvalid character '.{1,6}' (looking for|after|in)\b|\bstream (closed|was closed|aborted|ended|interrupted|disconnected|error|terminated|reset)\b|\bwithout sending (any )?chunks\b|\b(request|response|stream) ended (early|prematurely|unexpectedly)\b|\bincomplete (stream|response)\b|\bunexpected end of (stream|json input|file)\b|\bis unable to process your request\b`),
@@ -600,15 +682,15 @@ var families = []family{
 	}},
 	{name: "server-or-network", rank: rankGeneric, reason: ReasonTimeout, rules: []rule{
 		pat("timed-out", "time|deadline", `\btime[ds]? ?out\b|\btimeout\b|\btimed out\b|\bdeadline[ _]exceeded\b|timeouterror\b`),
-		pat("server-error", "server|error|internal", `\binternal[ _]?(server[ _]?)?(error|exception|failure)\b|\bserver[ _]error\b|\bserver had an error\b|\berror occurred while processing\b|\bunexpected error (has )?occurred\b|\binternal error\b`),
+		pat("server-error", "server|error|internal", `\binternal[ _]?(server[ _]?)?(error|exception|failure)\b|\bserver[ _]error\b|\bserver had an error\b|\berror occurred while processing\b|\bunexpected error (has )?occurred\b|\bunexpected error (during|while|when) (processing|handling)\b|\binternal error\b`),
 		pat("gateway", "gateway|unavailable|upstream|backend|origin|web server|timeout|unknown error|handshake|invalid response|is down",
-			`\bbad gateway\b|\bgateway time-?out\b|\bservice[ _]?unavailable\b|\bupstream\b|\bbackend error\b|\borigin is unreachable\b|\bweb server is (down|returning)\b|\ba timeout occurred\b|\bunknown error, 52\d\b|\bssl handshake failed\b|\binvalid response from (it|the upstream|the provider|the model)\b|\bmodel is down\b`),
-		pat("connection", "connection|network|host|eof|pipe|socket|closed|fetch|econn|etimedout|epipe|ehost|enet|eai_again|enotfound|und_err|tls|dns|tcp|udp|premature|stream_read|chunked|protocol|disconnected|goaway|incompleteread|sending the request",
-			`\bconnection (reset|refused|error|closed|aborted|lost|was closed|timed out|terminated|dropped|failed)\b|\bnetwork (error|is unreachable|request failed|failure)\b|\bno such host\b|\bunexpected eof\b|\bbroken pipe\b|\bsocket hang up\b|\bother side closed\b|\bfetch failed\b|\b(econnreset|econnrefused|econnaborted|etimedout|esockettimedout|epipe|ehostunreach|enetunreach|ehostdown|enetreset|eai_again|enotfound)\b|\bund_err\w*|\btls handshake\b|\bdns (failure|error|lookup)\b|\b(dial|read|write) (tcp|udp)\b|\bpremature close\b|\bstream_read_error\b|\bpeer closed (the )?connection\b|\b(closed|reset|dropped|lost) the connection\b|\bgoaway\b|(?:^|: |\| )eof(?: \||$)|\bincomplete chunked read\b|\bremote ?protocol ?error\b|\bserver disconnected\b|\bconnection broken\b|\bincompleteread\b|\bchunkedencodingerror\b|\bsocket disconnected before\b|\bforcibly closed by the remote host\b|\bunable to read data from the transport connection\b|\ban error occurred while sending the request\b|\beofexception\b`),
+			`\bbad gateway\b|\bgateway time-?out\b|\bservice[ _]?unavailable\b|`+reUpstream+`|\bbackend error\b|\borigin is unreachable\b|\bweb server is (down|returning)\b|\ba timeout occurred\b|\bunknown error, 52\d\b|\bssl handshake failed\b|\binvalid response from (it|the upstream|the provider|the model)\b|\bmodel is down\b`),
+		pat("connection", "connection|network|host|eof|pipe|socket|closed|fetch|econn|etimedout|epipe|ehost|enet|eai_again|enotfound|und_err|tls|dns|tcp|udp|premature|stream_read|chunked|protocol|disconnected|goaway|incompleteread|sending the request|sending request|nsurlerror|offline|connect to",
+			`\bconnection (reset|refused|error|closed|aborted|lost|was closed|timed out|terminated|dropped|failed)\b|\bnetwork (error|is unreachable|request failed|failure)\b|\bno such host\b|\bunexpected eof\b|\bbroken pipe\b|\bsocket hang up\b|\bother side closed\b|\bfetch failed\b|\b(econnreset|econnrefused|econnaborted|etimedout|esockettimedout|epipe|ehostunreach|enetunreach|ehostdown|enetreset|eai_again|enotfound)\b|\bund_err\w*|\btls handshake (timeout|timed out|failed|failure|error|eof|aborted|interrupted)\b|\b(during|in|mid-?) ?(the )?tls handshake\b|\bdns (failure|error|lookup)\b|\b(dial|read|write) (tcp|udp)\b|\bpremature close\b|\bstream_read_error\b|\bpeer closed (the )?connection\b|\b(closed|reset|dropped|lost) the connection\b|\bgoaway\b|(?:^|: |\| )eof(?: \||$)|\bincomplete chunked read\b|\bremote ?protocol ?error\b|\bserver disconnected\b|\bconnection broken\b|\bincompleteread\b|\bchunkedencodingerror\b|\bsocket disconnected before\b|\bforcibly closed by the remote host\b|\bunable to read data from the transport connection\b|\ban error occurred while sending the request\b|\beofexception\b|\berror sending request for url\b|\bnsurlerrordomain code=-10(0[1-9]|1\d|20)\b|\bthe network connection was lost\b|\binternet connection appears to be offline\b|\ba server with the specified hostname could not be found\b|\bcould not connect to the server\b`),
 		pat("terminated", "terminated", `(?:^|\| )(?:\w*error:\s*)?terminated(?: \||$)|\b(process|runner|connection|stream|socket|request) (has |was )?terminated\b`),
 		pat("operation-aborted", "aborted", `\boperation was aborted\b`),
 		pat("unknown-occurred", "unknown error", `\ban unknown error (has )?occurred\b`),
-		pat("retry", "retr|try again", `\bplease retry or report\b|\b(please|you can|kindly|you may) (retry|try again)(\s*(\||$)| (later|shortly|soon|in a|after|your request|the request|or|if|when))|\bretry your request\b|\bfailed after repeated internal retries\b`),
+		pat("retry", "retr|try again", `\bplease retry or report\b|\b(please|you can|kindly|you may) (retry|try again)(\s*(\||$)| (later|shortly|soon|in a|after|your request|the request|or|if|when))|\b(retry|try) your request( again)?\b|\bfailed after repeated internal retries\b`),
 		lit("openrouter-provider-error", "provider returned error").only("openrouter").when(func(c *textCtx, _ string) bool { return !c.ev.hasRaw }),
 		// Python (httpx, httpcore, aiohttp, requests/urllib3), Windows and curl
 		// wording of DNS, refused and broken connections.
@@ -620,9 +702,10 @@ var families = []family{
 		// provider answered; another endpoint may (a proxy on this path is the
 		// usual cause, and is not fixed by waiting, but the next candidate is
 		// often reached another way).
-		pat("tls", "cert|ssl|tls|x509|handshake|eof occurred|wrong_version",
-			`\bcertificate[_ ]verify[_ ]failed\b|\bself[- _]signed[ _](cert|certificate)\b|\bself_signed_cert_in_chain\b|\bdepth_zero_self_signed_cert\b|\bunable to (get|verify) (the )?(local issuer|first|issuer) certificate\b|\bunable_to_(get_issuer_cert_locally|verify_leaf_signature)\b|\bcert_has_expired\b|\bcertificate has expired\b|\bx509:|\berr_tls_cert_altname_invalid\b|\bdoes not match certificate'?s altnames\b|\b(sslerror|ssleoferror|sslcertverificationerror|sslzeroreturnerror)\b|\[ssl[:\]]|\beof occurred in violation of protocol\b|\bwrong[_ ]version[_ ]number\b|\bssl connection could not be established\b|\bssl routines\b|\bhandshake failure\b|\bssl_error_\w+|\bssl_connect\b`),
+		pat("tls", "cert|ssl|tls|x509|handshake|eof occurred|wrong_version|fatal alert|unknown_ca",
+			`\bcertificate[_ ]verify[_ ]failed\b|\bself[- _]signed[ _](cert|certificate)\b|\bself_signed_cert_in_chain\b|\bdepth_zero_self_signed_cert\b|\bunable to (get|verify) (the )?(local issuer|first|issuer) certificate\b|\bunable_to_(get_issuer_cert_locally|verify_leaf_signature)\b|\bcert_has_expired\b|\bcertificate has expired\b|\bx509:|\berr_tls_cert_altname_invalid\b|\bdoes not match certificate'?s altnames\b|\b(sslerror|ssleoferror|sslcertverificationerror|sslzeroreturnerror)\b|\[ssl[:\]]|\beof occurred in violation of protocol\b|\bwrong[_ ]version[_ ]number\b|\bssl connection could not be established\b|\bssl routines\b|\bhandshake[_ ]failure\b|\bssl_error_\w+|\bssl_connect\b|\btlsfatalalert\b|\breceived fatal alert\b|\bcertificate_unknown\b|\bunknown_ca\b|\bbad_certificate\b`),
 		lit("server-zh", "内部错误", "服务器错误", "服务器内部错误", "系统错误", "系统异常", "网络错误", "网络异常", "服务不可用", "请求超时", "连接超时", "连接错误", "超时"),
+		lit("server-ja-ko", "内部エラー", "サーバーエラー", "タイムアウト", "接続エラー", "接続がタイムアウト", "내부 오류", "서버 오류", "시간 초과", "연결 오류", "시간이 초과"),
 	}},
 }
 
@@ -703,10 +786,15 @@ func (c *textCtx) has(k string) bool {
 }
 
 // tripleFilter is a 4096-bit set of the hashed byte triples of a text: a key
-// whose first three bytes are not in it does not occur in the text.
+// whose first, last or middle three bytes are not in it does not occur in the
+// text. (With the first triple alone, a long body such as a Google 429 with
+// its quota metrics, which sets a quarter of the bits, let one key in four
+// through to strings.Contains.)
 type tripleFilter [64]uint64
 
-func tripleHash(a, b, c byte) uint { return (uint(a)*961 + uint(b)*31 + uint(c)) & 4095 }
+func tripleHash(a, b, c byte) uint {
+	return uint((uint32(a)<<16|uint32(b)<<8|uint32(c))*0x9e3779b1) >> 20
+}
 
 func (p *tripleFilter) add(t string) {
 	for i := 0; i+2 < len(t); i++ {
@@ -719,7 +807,15 @@ func (p *tripleFilter) mayHold(k string) bool {
 	if len(k) < 3 {
 		return true
 	}
-	h := tripleHash(k[0], k[1], k[2])
+	if !p.holds(k[0], k[1], k[2]) {
+		return false // most keys stop here
+	}
+	n := len(k) - 3
+	return n == 0 || p.holds(k[n], k[n+1], k[n+2]) && p.holds(k[n/2], k[n/2+1], k[n/2+2])
+}
+
+func (p *tripleFilter) holds(a, b, c byte) bool {
+	h := tripleHash(a, b, c)
 	return p[h>>6]&(1<<(h&63)) != 0
 }
 
@@ -1051,11 +1147,12 @@ var reBillingURL = regexp.MustCompile(`[/.=_-](billing|credits?|payments?|top-?u
 // both words otherwise: a count of text ("must be at least 1 token long", "5
 // tokens are required"), a JSON parse of a response ("Unexpected token 'e', ...
 // is not valid JSON"), a dictionary or table key ("KeyNotFoundException", "the
-// primary key"), a video's key frames. Read as auth, such a text cools the key
+// primary key"), a named configuration key ("the key \"region\" is
+// required"), a video's key frames. Read as auth, such a text cools the key
 // down for every model.
 var (
-	reNotCredentialBefore = regexp.MustCompile(`(?:\d[\d,.]*|\bone|\ba single|\bunexpected|\bgiven|\bprimary|\bforeign|\bsort|\bpartition|\bmap|\bdictionary|\bdict|\bjson|\bobject|\bhash|\bcache)\s*$`)
-	reNotCredentialAfter  = regexp.MustCompile(`^\s*(?:frames?|long|counts?|limits?|budgets?|usage|length|lengths|(?:in|of) (?:the )?(?:json|schema|expression|template|grammar)|at (?:position|line|column|offset))\b`)
+	reNotCredentialBefore = regexp.MustCompile(`(?:\d[\d,.]*|\bone|\ba single|\bunexpected|\bextraneous|\badditional|\bduplicate|\brequired|\bgiven|\bprimary|\bforeign|\bsort|\bpartition|\bmap|\bdictionary|\bdict|\bjson|\bobject|\bhash|\bcache)\s*$`)
+	reNotCredentialAfter  = regexp.MustCompile(`^\s*["'\x60][a-z][a-z0-9_.]{0,29}["'\x60]|^\s*\[[^\]]{1,40}\]|^\s*(?:frames?|long|counts?|limits?|budgets?|usage|length|lengths|(?:in|of) (?:the )?(?:json|schema|expression|template|grammar)|at (?:position|line|column|offset))\b`)
 	reClassNameAfter      = regexp.MustCompile(`^\s*(?:exception|error)\b`)
 )
 
@@ -1102,3 +1199,113 @@ func lastWord(s string) string {
 	}
 	return s
 }
+
+// sentenceOf returns the sentence (the part between " | " separators) of c.text
+// that holds m, and the text of it before m.
+func sentenceOf(c *textCtx, m string) (sentence, before string) {
+	i := strings.Index(c.text, m)
+	if i < 0 {
+		return "", ""
+	}
+	start := strings.LastIndex(c.text[:i], "|") + 1
+	end := len(c.text)
+	if k := strings.IndexByte(c.text[i+len(m):], '|'); k >= 0 {
+		end = i + len(m) + k
+	}
+	return c.text[start:end], c.text[start:i]
+}
+
+// Prose that describes a case instead of reporting one: a condition ("once
+// exhausted, add more credits", "if the HTTP 429 code is returned"), an example
+// ("e.g. our GPUs are busy"), a scenario, or advice ("ensure the API key is
+// provided", "verify that the key has not expired"). Documentation and
+// maintainers' comments say the families' words this way; a provider's refusal
+// states them.
+var (
+	reHypothetical = rx(`\b(once|if|whenever|in case)\b~\b(exhausted|run out|runs out|ran out|used up|depleted|expire[sd]?|is returned|are returned|returns?)\b`)
+	reExample      = rx(`\be\.g\.|\bfor example\b|\bsuch as\b|\bscenarios?\b|\bsituations like\b`)
+	reAdvice       = rx(`^\W*(ensure|make sure|verify that|check that|check whether|confirm that|double-check)\b`)
+)
+
+// notHypothetical accepts a match whose sentence is no condition.
+func notHypothetical(c *textCtx, m string) bool {
+	s, _ := sentenceOf(c, m)
+	return !reHypothetical.MatchString(s)
+}
+
+// notExample accepts a match whose sentence is no example or scenario.
+func notExample(c *textCtx, m string) bool {
+	s, _ := sentenceOf(c, m)
+	return !reExample.MatchString(s)
+}
+
+// credentialStated accepts a credential match that reports a failure: its
+// subject is a credential (credentialAtStart), its verb is not negated ("has not
+// expired") and its sentence is not advice ("Ensure the API key is provided").
+func credentialStated(c *textCtx, m string) bool {
+	if !credentialAtStart(c, m) {
+		return false
+	}
+	s, _ := sentenceOf(c, m)
+	if reAdvice.MatchString(s) {
+		return false
+	}
+	return !reNegatedVerb.MatchString(m)
+}
+
+var reNegatedVerb = rx(`\b(not|never) (been )?(expired|revoked|invalidated)\b`)
+
+var rePromptWindow = regexp.MustCompile(`\bprompt (?:is|has|contains|of) ([\d,]+) tokens?\b[^|]{0,40}?\bcontext (?:window|length|size)(?: is| of)? ([\d,]+)`)
+
+// promptOverWindow finds a prompt's token count stated next to a smaller context
+// window: "The prompt is 9884 tokens and the context window is 2048!".
+func promptOverWindow(t string) bool {
+	if !strings.Contains(t, "prompt") {
+		return false
+	}
+	g := rePromptWindow.FindStringSubmatch(t)
+	if g == nil {
+		return false
+	}
+	a, b, ok := counts(g[1], g[2])
+	return ok && a > b
+}
+
+// reUpstream is a proxy's word for the service behind it, said of a failure
+// ("upstream error", "upstream connect error", "no healthy upstream", "failed
+// to reach the upstream", "upstream returned 502"), not the word alone: a git
+// branch or a river has an upstream too.
+const reUpstream = `\bupstream[ _-]?(error|errors|connect|connection|request|server|service|provider|api|model|failure|failed|fail|unavailable|timed|timeout|returned|responded|closed|prematurely|reset|response|status|overloaded|busy|exception|http|is (down|unavailable|unreachable|not responding|overloaded|busy))\b|\bupstream\W{1,3}(status\W{1,3})?[45]\d\d\b|\bno healthy upstream\b|\b(from|by|reach|reaching|contact|contacting|calling|connect to|connecting to|with) (the |an |your )?upstream\b`
+
+// reResponseSchema is a client library that could not fit the provider's
+// answer into its response type: pydantic's "validation error for
+// ChatCompletion", Jackson's "Cannot deserialize value of type ...Response" and
+// "Unrecognized field ... (class ...Result)", System.Text.Json's "could not be
+// converted to ...ChatCompletion", Go's "cannot unmarshal ... of type
+// ...Response", Rust's "failed to deserialize api response", aiohttp's
+// unexpected mimetype, httpx's failed decompression. (Python's bare
+// "KeyError: 'choices'" stays unclassified: code that indexed an error body it
+// never read says nothing of what the error was.) The type named is a response's, never a request's (a request
+// that failed validation is format), nor an error's (an undecodable error says
+// nothing of who must change: one-api's "Error.Response.Error.Code").
+const reResponseSchema = `\bvalidation errors? for (\w*response|chatcompletion(chunk)?|completion|message|generatecontentresponse)\b` +
+	`|\bcannot deserialize value of type [\x60'"]?[\w.$]*(response|result|completion|chunk)\b` +
+	`|\bunrecognized field "[^"]{1,40}" \(class [\w.$]*(response|result|completion|chunk)\)` +
+	`|\bcould not be converted to [\w.$]*(response|result|completion|chunk)\b` +
+	`|\bcannot unmarshal \w+ into go (value|struct field) of type [\w.*\[\]]*(response|completion|chunk)\b` +
+	`|\bfailed to deseriali[sz]e (the )?(api |server |http )?response\b` +
+	`|\battempt to decode json with unexpected mimetype\b` +
+	`|\berror -?\d+ while decompressing data\b`
+
+// A file the process may not open, and a disk over its quota, are this
+// machine's errors, not a provider's: Go's "open /etc/x: permission denied",
+// Python's "[Errno 13] Permission denied", Node's "EACCES: permission denied,
+// open", the kernel's "disk quota exceeded" (EDQUOT).
+var (
+	reFilePermission = rx(`\b(open|read|write|stat|lstat|mkdir|remove|rename|chmod|unlink|exec|fork/exec)\s+\S*/\S*:\s*permission denied\b|\[errno 13\]|\beacces: permission denied, \w+ '`)
+	reDiskQuota      = rx(`\bdisk quota\b|\bedquot\b`)
+	// EAGAIN from a system call ("fork/exec /usr/bin/ollama: resource
+	// temporarily unavailable"): this machine is short of processes or
+	// descriptors, no provider is busy.
+	reEAGAIN = rx(`\b(fork/exec|exec|read|write|accept|open|pipe|clone)\b[^|]{0,80}: resource temporarily unavailable\b`)
+)

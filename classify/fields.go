@@ -76,6 +76,12 @@ var codeTable = map[string]codeEntry{
 	"usage limit reached":                           {ReasonRateLimit, tierHint}, // ChatGPT/Codex plan window
 	"service quota exceeded exception":              {ReasonRateLimit, tierHint},
 	"failed operation engine request timeout":       {ReasonTimeout, tierType},
+	// Tencent Cloud API 3.0 common codes (Hunyuan's Response.Error.Code):
+	// AuthFailure.* is a bad or stale signature or key (read for its meaning:
+	// "auth failure"), these say the account's money ran out.
+	"resource insufficient charge resource exhaust": {ReasonBilling, tierExact},
+	"resource unavailable in arrears":               {ReasonBilling, tierExact},
+	"resource unavailable low balance":              {ReasonBilling, tierExact},
 	"failed operation engine server error":          {ReasonTimeout, tierType},
 	// billing
 	"insufficient balance":            {ReasonBilling, tierExact},
@@ -298,6 +304,9 @@ func fieldStep(c *textCtx) (exact, hint, typ fieldHit) {
 			continue
 		}
 		for _, name := range errorNames(p, 4) {
+			if name == "PermissionError" && reFilePermission.MatchString(c.text) {
+				continue // Python's own, for a file: "[Errno 13] Permission denied: '/...'"
+			}
 			fields = append(fields, field{"text error name", name})
 		}
 	}
@@ -339,7 +348,11 @@ func fieldStep(c *textCtx) (exact, hint, typ fieldHit) {
 			continue
 		}
 		// A code the table does not know is read for its meaning, as a hint:
-		// "ServiceQuotaExceededException" says "quota exceeded".
+		// "ServiceQuotaExceededException" says "quota exceeded". A bare number
+		// has no words to read (provider tables above read numbers).
+		if allDigits(n) {
+			continue
+		}
 		sub := textCtx{text: n, provider: c.provider, status: c.status, rawHTTP: c.rawHTTP, ev: c.ev}
 		m := first(scan(&sub), func(f *family) bool {
 			return f.rank != rankAborted && f.rank != rankNotASignal && f.rank != rankBillingRemedy

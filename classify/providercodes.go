@@ -103,6 +103,38 @@ var providerTables = []providerCodes{
 			"110": {ReasonAuth, tierHint}, "111": {ReasonAuth, tierHint},
 		},
 	},
+	{
+		// Naver CLOVA Studio (HyperCLOVA X) status.code
+		// (api.ncloud-docs.com/docs/en/clovastudio-troubleshoot-c4xx):
+		// {"status":{"code":"40082","message":"model fade out"}}. 40080 and 40082
+		// are a missing and a retired model, 40009 a feature or input type this
+		// model cannot take ("Change to a model that can process the requested
+		// input type"), 40005 and 40006 output withheld by policy.
+		name:      "clova",
+		providers: []string{"clova", "naver", "ncloud", "hyperclova"},
+		shape:     func(ev *evidence) bool { return clovaStatusCode(ev) },
+		codes: map[string]codeEntry{
+			"40000": {ReasonFormat, tierType}, "40001": {ReasonFormat, tierType}, "40004": {ReasonFormat, tierType},
+			"40055": {ReasonFormat, tierType}, "40060": {ReasonFormat, tierType}, "40061": {ReasonFormat, tierType},
+			"40003": {ReasonContextOverflow, tierHint},
+			"40005": {ReasonContentFilter, tierHint}, "40006": {ReasonContentFilter, tierHint},
+			"40009": {ReasonModelNotFound, tierHint}, "40080": {ReasonModelNotFound, tierHint}, "40082": {ReasonModelNotFound, tierHint},
+			"40100": {ReasonAuth, tierHint}, "40101": {ReasonAuth, tierHint}, "40102": {ReasonAuth, tierHint},
+			"40103": {ReasonAuth, tierHint}, "40104": {ReasonAuth, tierHint},
+			"42900": {ReasonRateLimit, tierHint}, "42901": {ReasonRateLimit, tierHint},
+			"50000": {ReasonTimeout, tierType},
+		},
+	},
+}
+
+// clovaStatusCode reports CLOVA Studio's envelope: a five-digit status.code.
+func clovaStatusCode(ev *evidence) bool {
+	for _, f := range ev.fields {
+		if f.path == "status.code" && len(f.value) == 5 && allDigits(f.value) && (f.value[0] == '4' || f.value[0] == '5') {
+			return true
+		}
+	}
+	return false
 }
 
 // providerTablesFor returns the tables that apply to this response.
