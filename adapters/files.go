@@ -76,6 +76,21 @@ func NewDownloadClient(timeout time.Duration, transport http.RoundTripper) *http
 	}
 }
 
+// OnFileHost reports whether ref is an https URL whose (lower-case) host
+// passes isFileHost, or a URL on the scheme and host of apiURL (a local fake of
+// the platform; "" = none): the only places a platform's files are read from.
+func OnFileHost(ref, apiURL string, isFileHost func(host string) bool) bool {
+	u, err := url.Parse(ref)
+	if err != nil {
+		return false
+	}
+	if u.Scheme == "https" && isFileHost(strings.ToLower(u.Hostname())) {
+		return true
+	}
+	api, err := url.Parse(apiURL)
+	return apiURL != "" && err == nil && u.Scheme == api.Scheme && strings.EqualFold(u.Host, api.Host)
+}
+
 // Download GETs u with header through c and returns its body, at most max
 // bytes: a larger body (announced or read) fails with ErrFileTooLarge after
 // reading no more than max+1 bytes, so memory stays bounded whatever the server

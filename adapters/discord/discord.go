@@ -66,12 +66,6 @@ type Config struct {
 	// ShardID and ShardCount are sent in Identify when ShardCount > 1 (replicas
 	// that split the guilds between them).
 	ShardID, ShardCount int
-	// HTTPTimeout bounds each REST request once it is sent (default 10s); waiting
-	// out a rate limit before it does not count.
-	HTTPTimeout time.Duration
-	// OpenTimeout bounds one gateway handshake: dial, Hello, Identify/Resume and
-	// READY/RESUMED (default 20s).
-	OpenTimeout time.Duration
 	// Log receives the adapter's logs (default slog.Default()).
 	Log *slog.Logger
 	// Models lists the configured model refs, for /model autocomplete.
@@ -88,8 +82,8 @@ type Config struct {
 	// TLS, when set, configures the REST and gateway connections (tests trust
 	// a fake's certificate with it).
 	TLS *tls.Config
-	// Timing is how the connection waits (rate limits, reconnects), and its
-	// clock.
+	// Timing is how the connection waits (rate limits, reconnects, the REST
+	// and handshake timeouts), and its clock.
 	link.Timing
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -380,20 +381,12 @@ const (
 	maxChoiceLen = 100
 )
 
-type choiceList struct {
-	seen map[string]bool
-	out  []string
-}
+type choiceList struct{ out []string }
 
 func (c *choiceList) add(s string) {
-	if len(c.out) >= maxChoices || len(s) > maxChoiceLen || s == "" || c.seen[s] {
-		return
+	if len(c.out) < maxChoices && len(s) <= maxChoiceLen && s != "" && !slices.Contains(c.out, s) {
+		c.out = append(c.out, s)
 	}
-	if c.seen == nil {
-		c.seen = map[string]bool{}
-	}
-	c.seen[s] = true
-	c.out = append(c.out, s)
 }
 
 // profilesFor keeps the profiles of a model's provider ("openai:main" for

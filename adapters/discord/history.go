@@ -1,9 +1,9 @@
 package discord
 
 import (
+	"cmp"
 	"context"
 	"errors"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -110,11 +110,8 @@ func (a *Adapter) earlierOf(m *discordgo.Message) (adapters.Earlier, bool) {
 	if m.Type != discordgo.MessageTypeDefault && m.Type != discordgo.MessageTypeReply {
 		return adapters.Earlier{}, false
 	}
-	e := adapters.Earlier{User: "discord:" + m.Author.ID, Name: m.Author.GlobalName, Bot: m.Author.Bot,
+	e := adapters.Earlier{User: "discord:" + m.Author.ID, Name: cmp.Or(m.Author.GlobalName, m.Author.Username), Bot: m.Author.Bot,
 		Text: stripMention(m.Content, a.link.BotID()), At: m.Timestamp}
-	if e.Name == "" {
-		e.Name = m.Author.Username
-	}
 	for _, at := range m.Attachments {
 		if at != nil {
 			e.Files = append(e.Files, at.Filename)
@@ -151,24 +148,12 @@ var errNotDiscordFile = errors.New("discord: the attachment is not on Discord's 
 
 // ReadFile implements adapters.FileReader.
 func (a *Adapter) ReadFile(ctx context.Context, f adapters.File, max int64) ([]byte, error) {
-	u, err := url.Parse(f.Ref)
-	if err != nil || !a.cdnHost(u) {
+	if !adapters.OnFileHost(f.Ref, a.cfg.APIURL, cdnHost) {
 		return nil, errNotDiscordFile
 	}
 	b, _, err := adapters.Download(ctx, fileClient, f.Ref, nil, max) // no Authorization: the CDN takes none
 	return b, err
 }
 
-// cdnHost reports whether u is on Discord's CDN (https cdn.discordapp.com or
-// media.discordapp.net), or on the configured API URL's host (a local fake).
-func (a *Adapter) cdnHost(u *url.URL) bool {
-	host := strings.ToLower(u.Hostname())
-	if u.Scheme == "https" && (host == "cdn.discordapp.com" || host == "media.discordapp.net") {
-		return true
-	}
-	if a.cfg.APIURL == "" {
-		return false
-	}
-	api, err := url.Parse(a.cfg.APIURL)
-	return err == nil && u.Scheme == api.Scheme && strings.EqualFold(u.Host, api.Host)
-}
+// cdnHost: Discord's CDN is cdn.discordapp.com and media.discordapp.net.
+func cdnHost(h string) bool { return h == "cdn.discordapp.com" || h == "media.discordapp.net" }

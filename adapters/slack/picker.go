@@ -1,6 +1,7 @@
 package slack
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -76,17 +77,8 @@ func (a *Adapter) sendPicker(ctx context.Context, t target, out adapters.Outboun
 	}
 	fallback := escapeMrkdwn(truncateRunes(out.Text, maxChunk))
 	opts := []slackgo.MsgOption{slackgo.MsgOptionText(fallback, false), slackgo.MsgOptionBlocks(blocks...)}
-	user := t.User
-	if user == "" {
-		user = a.askerOf(t)
-	}
-	var err error
-	if user == "" {
-		err = a.postMessage(ctx, t, opts...)
-	} else {
-		err = a.postEphemeral(ctx, t, user, opts...)
-	}
-	if err != nil {
+	t.User = cmp.Or(t.User, a.askerOf(t))
+	if err := a.postMessage(ctx, t, opts...); err != nil {
 		return fmt.Errorf("slack: posting a picker: %w", err)
 	}
 	return nil

@@ -33,6 +33,7 @@
 package slack
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -86,9 +87,6 @@ type Config struct {
 	MaxRateLimitRetries int
 	// MaxRetryWait caps a single Retry-After wait (default 60s).
 	MaxRetryWait time.Duration
-	// PostInterval is the pace of chat.postMessage per channel (default 1 s,
-	// Slack's documented limit).
-	PostInterval time.Duration
 	// MentionsOnly (channels.slack.events: mentions) reads only app_mention events
 	// and direct messages: thread follow-ups need a mention too. Pair it with
 	// slack-manifest-mentions.yaml, which stops the channel message events.
@@ -111,6 +109,10 @@ const (
 	dedupeTTL    = 30 * time.Minute
 )
 
+// postInterval is the pace of chat.postMessage per channel: Slack's documented
+// limit of about one message per second.
+const postInterval = time.Second
+
 // Memory is what an adapter remembers about events and threads: event and
 // trigger ids, handled messages (an app_mention and its message twin share one),
 // and the threads the bot takes part in.
@@ -122,21 +124,15 @@ type Memory struct {
 	kinds     *adapters.Recent // channel id → its conversation kind (T5)
 }
 
-// NewMemory returns a Memory remembering up to threads threads and event ids for
-// ttl (defaults 10000 and 30 minutes), on the clock now (nil = time.Now).
-func NewMemory(threads int, ttl time.Duration, now func() time.Time) *Memory {
-	if threads <= 0 {
-		threads = threadMemory
-	}
-	if ttl <= 0 {
-		ttl = dedupeTTL
-	}
+// NewMemory returns a Memory remembering up to 10,000 threads and event ids for
+// 30 minutes, on the clock now (nil = time.Now).
+func NewMemory(now func() time.Time) *Memory {
 	return &Memory{
-		seen:      adapters.NewRecent(50000, ttl, now),
-		seenMsg:   adapters.NewRecent(50000, ttl, now),
-		threads:   adapters.NewRecent(threads, 0, nil),
-		assistant: adapters.NewRecent(threads, 0, nil),
-		kinds:     adapters.NewRecent(threads, 0, nil),
+		seen:      adapters.NewRecent(50000, dedupeTTL, now),
+		seenMsg:   adapters.NewRecent(50000, dedupeTTL, now),
+		threads:   adapters.NewRecent(threadMemory, 0, nil),
+		assistant: adapters.NewRecent(threadMemory, 0, nil),
+		kinds:     adapters.NewRecent(threadMemory, 0, nil),
 	}
 }
 
@@ -199,7 +195,6 @@ func New(cfg Config) (*Adapter, error) {
 	}
 	set(&cfg.HTTPTimeout, 10*time.Second)
 	set(&cfg.PingInterval, 30*time.Second)
-	set(&cfg.PostInterval, time.Second)
 	set(&cfg.MaxRetryWait, 60*time.Second)
 	set(&cfg.StatusRefresh, 90*time.Second)
 	if cfg.Log == nil {
@@ -227,12 +222,12 @@ func New(cfg Config) (*Adapter, error) {
 	}
 	a.mem = cfg.Memory
 	if a.mem == nil {
-		a.mem = NewMemory(0, 0, cfg.Now)
+		a.mem = NewMemory(cfg.Now)
 	}
 	a.askers, _ = lru.New[string, string](threadMemory) // only a size < 1 errs
 	a.api = slackgo.New(cfg.BotToken, opts...)
 	pauses := live.NewPauses(cfg.Now, cfg.Sleep)
-	a.pace, a.limits = newPacer(cfg.PostInterval, pauses), live.NewWindow(pauses, methodLimits)
+	a.pace, a.limits = newPacer(postInterval, pauses), live.NewWindow(pauses, methodLimits)
 	return a, nil
 }
 
@@ -637,9 +632,7 @@ func (a *Adapter) fromEvent(req *socketmode.Request) *adapters.Inbound {
 	ev := outer.Event
 	a.learnConversation(ev) // an app_mention's message twin says what its conversation is
 	botUser, botID, team, mention := a.identity()
-	if outer.TeamID != "" {
-		team = outer.TeamID
-	}
+	team = cmp.Or(outer.TeamID, team)
 	if ev.Channel == "" || ev.TS == "" || ev.User == "" || ev.User == botUser || ev.BotID != "" {
 		return nil
 	}
@@ -665,10 +658,7 @@ func (a *Adapter) fromEvent(req *socketmode.Request) *adapters.Inbound {
 		}
 		return nil
 	}
-	root := ev.ThreadTS
-	if root == "" {
-		root = ev.TS
-	}
+	root := cmp.Or(ev.ThreadTS, ev.TS)
 	addressed := direct || ev.Type == "app_mention" || mentioned
 	inThread := ev.ThreadTS != "" && !direct && a.inThread(ev, team, botUser)
 	if !addressed && !inThread {
@@ -727,9 +717,7 @@ func (a *Adapter) fromSlash(cmd slackgo.SlashCommand) *adapters.Inbound {
 		return nil
 	}
 	_, _, team, _ := a.identity()
-	if cmd.TeamID != "" {
-		team = cmd.TeamID
-	}
+	team = cmp.Or(cmd.TeamID, team)
 	text := slashText(cmd.Command, cmd.Text)
 	in := &adapters.Inbound{
 		Channel:      Name,

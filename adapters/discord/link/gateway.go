@@ -327,7 +327,7 @@ func (l *Link) Run(ctx context.Context) error {
 				if ctx.Err() != nil {
 					return nil
 				}
-				if fatalREST(err) {
+				if Status(err) == http.StatusUnauthorized { // a refused token: retrying cannot fix it
 					return fmt.Errorf("discord: Discord refused the bot token: %w", err)
 				}
 				losses++
@@ -456,13 +456,4 @@ func (l *Link) identifyBudget(ctx context.Context) (string, error) {
 			return "", err
 		}
 	}
-}
-
-// fatalREST reports REST errors that retrying cannot fix: a refused token.
-func fatalREST(err error) bool {
-	var re *discordgo.RESTError
-	if errors.As(err, &re) && re.Response != nil && re.Response.StatusCode == http.StatusUnauthorized {
-		return true
-	}
-	return errors.Is(err, discordgo.ErrUnauthorized)
 }
