@@ -63,8 +63,7 @@ func (a *Adapter) handle(_ string, j job) {
 	if ctx.Err() != nil {
 		return
 	}
-	if j.lookup && a.isThread(ctx, j.channel()) {
-		a.threads.Add(j.channel())
+	if j.lookup && a.isThread(ctx, j.channel()) { // remembered as a thread from now on
 		// H1: first mentioned in a thread it did not start (its own are known).
 		j.in.Earlier, j.in.RepliesTo = threadRef(j.channel(), j.message), ""
 	}
