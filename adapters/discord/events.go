@@ -12,6 +12,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/detourbot/detour/adapters"
+	"github.com/detourbot/detour/adapters/discord/link"
 	"github.com/detourbot/detour/commands"
 )
 
@@ -201,10 +202,10 @@ func (a *Adapter) registerCommands(ctx context.Context) error {
 		return errNoApp
 	}
 	cmds := commandDefs()
-	err := a.link.Call(ctx, "register commands", "", func(opts ...discordgo.RequestOption) error {
-		_, err := a.rest.ApplicationCommandBulkOverwrite(app, a.cfg.GuildID, cmds, opts...)
-		return err
-	})
+	_, err := link.Get(ctx, a.link, "register commands", "",
+		func(opts ...discordgo.RequestOption) ([]*discordgo.ApplicationCommand, error) {
+			return a.rest.ApplicationCommandBulkOverwrite(app, a.cfg.GuildID, cmds, opts...)
+		})
 	if err == nil {
 		scope := "global"
 		if a.cfg.GuildID != "" {

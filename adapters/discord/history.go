@@ -11,6 +11,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/detourbot/detour/adapters"
+	"github.com/detourbot/detour/adapters/discord/link"
 )
 
 // Earlier messages (H1, H2). Mentioned for the first time in a thread it did
@@ -48,11 +49,8 @@ func (a *Adapter) ReadEarlier(ctx context.Context, ref string, max int) ([]adapt
 }
 
 func (a *Adapter) threadBefore(ctx context.Context, channel, before string, max int) ([]adapters.Earlier, error) {
-	var msgs []*discordgo.Message
-	err := a.link.Call(ctx, "read thread", "", func(opts ...discordgo.RequestOption) error {
-		var err error
-		msgs, err = a.rest.ChannelMessages(channel, min(max, maxPage), before, "", "", opts...)
-		return err
+	msgs, err := link.Get(ctx, a.link, "read thread", "", func(opts ...discordgo.RequestOption) ([]*discordgo.Message, error) {
+		return a.rest.ChannelMessages(channel, min(max, maxPage), before, "", "", opts...)
 	})
 	if err != nil {
 		return nil, err
@@ -75,12 +73,10 @@ func (a *Adapter) replyChain(ctx context.Context, channel, id string, max int) (
 	seen := map[string]bool{}
 	for steps := 0; id != "" && !seen[id] && steps < max; steps++ {
 		seen[id] = true
-		var m *discordgo.Message
-		err := a.link.Call(ctx, "read replied message", "", func(opts ...discordgo.RequestOption) error {
-			var err error
-			m, err = a.rest.ChannelMessage(channel, id, opts...)
-			return err
-		})
+		m, err := link.Get(ctx, a.link, "read replied message", "",
+			func(opts ...discordgo.RequestOption) (*discordgo.Message, error) {
+				return a.rest.ChannelMessage(channel, id, opts...)
+			})
 		if restCode(err) == discordgo.ErrCodeUnknownMessage {
 			break // deleted: the chain ends there
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/detourbot/detour/adapters"
+	"github.com/detourbot/detour/adapters/discord/link"
 	"github.com/detourbot/detour/adapters/live"
 )
 
@@ -70,9 +71,8 @@ func (s *streamSurface) Post(ctx context.Context, i int, text string) (string, e
 // Edit replaces the message's text; one deleted meanwhile is gone.
 func (s *streamSurface) Edit(ctx context.Context, id, text string) error {
 	e := &discordgo.MessageEdit{ID: id, Channel: s.ch, Content: &text, AllowedMentions: noMentions()}
-	err := s.a.link.Call(ctx, "edit message", "", func(opts ...discordgo.RequestOption) error {
-		_, err := s.a.rest.ChannelMessageEditComplex(e, opts...)
-		return err
+	_, err := link.Get(ctx, s.a.link, "edit message", "", func(opts ...discordgo.RequestOption) (*discordgo.Message, error) {
+		return s.a.rest.ChannelMessageEditComplex(e, opts...)
 	})
 	if restCode(err) == discordgo.ErrCodeUnknownMessage {
 		return errors.Join(live.ErrGone, err)

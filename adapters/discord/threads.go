@@ -7,6 +7,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/bwmarrin/discordgo"
+
+	"github.com/detourbot/detour/adapters/discord/link"
 )
 
 // Thread settings (channels.discord.threads). Discord allows names of 1 to 100
@@ -26,13 +28,9 @@ func (a *Adapter) moveToThread(ctx context.Context, j *job) {
 	ch := j.channel()
 	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
 	defer cancel()
-	var th *discordgo.Channel
-	err := a.link.Call(ctx, "start thread", "", func(opts ...discordgo.RequestOption) error {
-		var err error
-		th, err = a.rest.MessageThreadStartComplex(ch, j.message, &discordgo.ThreadStart{
-			Name: threadName(j.in.Text), AutoArchiveDuration: threadArchiveMins,
-		}, opts...)
-		return err
+	start := &discordgo.ThreadStart{Name: threadName(j.in.Text), AutoArchiveDuration: threadArchiveMins}
+	th, err := link.Get(ctx, a.link, "start thread", "", func(opts ...discordgo.RequestOption) (*discordgo.Channel, error) {
+		return a.rest.MessageThreadStartComplex(ch, j.message, start, opts...)
 	})
 	id := ""
 	switch {

@@ -8,6 +8,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/detourbot/detour/adapters"
+	"github.com/detourbot/detour/adapters/discord/link"
 	"github.com/detourbot/detour/adapters/live"
 )
 
@@ -84,11 +85,8 @@ func (a *Adapter) isThread(ctx context.Context, channelID string) bool {
 	}
 	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
 	defer cancel()
-	var ch *discordgo.Channel
-	err := a.link.Call(ctx, "get channel", "", func(opts ...discordgo.RequestOption) error {
-		var err error
-		ch, err = a.rest.Channel(channelID, opts...)
-		return err
+	ch, err := link.Get(ctx, a.link, "get channel", "", func(opts ...discordgo.RequestOption) (*discordgo.Channel, error) {
+		return a.rest.Channel(channelID, opts...)
 	})
 	if err != nil {
 		a.log.Warn("discord channel lookup failed", "channel_id", channelID, "err", err)

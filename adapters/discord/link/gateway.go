@@ -429,12 +429,7 @@ func (l *Link) backoff(losses int) time.Duration {
 // returns the gateway URL to connect to.
 func (l *Link) identifyBudget(ctx context.Context) (string, error) {
 	for {
-		var gb *discordgo.GatewayBotResponse
-		err := l.Call(ctx, "get gateway", "", func(opts ...discordgo.RequestOption) error {
-			var err error
-			gb, err = l.rest.GatewayBot(opts...)
-			return err
-		})
+		gb, err := Get(ctx, l, "get gateway", "", l.rest.GatewayBot)
 		if err != nil {
 			return "", err
 		}
