@@ -154,18 +154,22 @@ func (a *Adapter) onThreadCreate(tc *discordgo.ThreadCreate) {
 
 // ---- interactions ----
 
-// command names and their single string option.
-var commandOption = map[string]string{
-	"model":   "model",
-	"new":     "model",
-	"reset":   "",
-	"compact": "",
-	"status":  "",
-	"usage":   "scope",
-	"recover": "target",
-	"help":    "",
+// commandOption is the name of a command's one string option ("" for none),
+// and whether detour has the command.
+func commandOption(name string) (string, bool) {
+	for _, c := range commandDefs() {
+		switch {
+		case c.Name != name:
+		case len(c.Options) == 0:
+			return "", true
+		default:
+			return c.Options[0].Name, true
+		}
+	}
+	return "", false
 }
 
+// commandDefs are detour's application commands.
 func commandDefs() []*discordgo.ApplicationCommand {
 	opt := func(name, desc string, required bool) []*discordgo.ApplicationCommandOption {
 		return []*discordgo.ApplicationCommandOption{{
@@ -294,7 +298,7 @@ func (a *Adapter) command(ctx context.Context, i *discordgo.Interaction, receive
 	if !ok {
 		return
 	}
-	optName, known := commandOption[d.Name]
+	optName, known := commandOption(d.Name)
 	if !known {
 		return
 	}
@@ -350,7 +354,7 @@ func (a *Adapter) autocomplete(ctx context.Context, i *discordgo.Interaction, re
 	if !ok {
 		return
 	}
-	optName := commandOption[d.Name]
+	optName, _ := commandOption(d.Name)
 	partial, _ := stringOption(d, optName)
 	var choices []string
 	switch d.Name {
