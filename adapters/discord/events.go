@@ -248,6 +248,13 @@ func interactionUser(i *discordgo.Interaction) string {
 	return ""
 }
 
+// interactionAnswers answer the kinds of interaction detour takes.
+var interactionAnswers = map[discordgo.InteractionType]func(*Adapter, context.Context, *discordgo.Interaction, time.Time){
+	discordgo.InteractionApplicationCommandAutocomplete: (*Adapter).autocomplete,
+	discordgo.InteractionApplicationCommand:             (*Adapter).command,
+	discordgo.InteractionMessageComponent:               (*Adapter).component,
+}
+
 // onInteraction gives each interaction its own goroutine, which answers Discord
 // first (deferral or autocomplete choices) within the 3-second deadline,
 // whatever else is waiting.
@@ -260,15 +267,8 @@ func (a *Adapter) onInteraction(ic *discordgo.InteractionCreate) {
 		return // replayed on resume: answered already
 	}
 	received := time.Now()
-	var f func(ctx context.Context)
-	switch i.Type {
-	case discordgo.InteractionApplicationCommandAutocomplete:
-		f = func(ctx context.Context) { a.autocomplete(ctx, i, received) }
-	case discordgo.InteractionApplicationCommand:
-		f = func(ctx context.Context) { a.command(ctx, i, received) }
-	case discordgo.InteractionMessageComponent:
-		f = func(ctx context.Context) { a.component(ctx, i, received) }
-	default:
+	answer := interactionAnswers[i.Type]
+	if answer == nil {
 		return
 	}
 	select {
@@ -277,7 +277,7 @@ func (a *Adapter) onInteraction(ic *discordgo.InteractionCreate) {
 		a.log.Warn("discord interaction dropped: too many interactions being answered", "interaction_id", i.ID, "limit", maxAnswering)
 		return
 	}
-	if !a.goOwned(func(ctx context.Context) { defer func() { <-a.answering }(); f(ctx) }) {
+	if !a.goOwned(func(ctx context.Context) { defer func() { <-a.answering }(); answer(a, ctx, i, received) }) {
 		<-a.answering
 	}
 }
