@@ -507,29 +507,7 @@ func (a *Adapter) dispatch(ctx context.Context, work <-chan socketmode.Event, in
 		case <-ctx.Done():
 			return
 		case evt := <-work:
-			var in *adapters.Inbound
-			switch evt.Type {
-			case socketmode.EventTypeEventsAPI:
-				if ev, ok := evt.Data.(slackevents.EventsAPIEvent); ok && ev.Type == slackevents.AppRateLimited {
-					a.appRateLimited(ev)
-					continue
-				}
-				if ev, ok := evt.Data.(slackevents.EventsAPIEvent); ok && ev.InnerEvent.Type == string(slackevents.AssistantThreadStarted) {
-					if evt.Request != nil {
-						a.assistantStarted(ctx, evt.Request.Payload)
-					}
-					continue
-				}
-				in = a.fromEvent(evt.Request)
-			case socketmode.EventTypeSlashCommand:
-				if cmd, ok := evt.Data.(slackgo.SlashCommand); ok {
-					in = a.fromSlash(cmd)
-				}
-			case socketmode.EventTypeInteractive:
-				if cb, ok := evt.Data.(slackgo.InteractionCallback); ok {
-					in = a.fromAction(cb)
-				}
-			}
+			in := a.inbound(ctx, evt)
 			if in == nil {
 				continue
 			}
@@ -540,6 +518,30 @@ func (a *Adapter) dispatch(ctx context.Context, work <-chan socketmode.Event, in
 			}
 		}
 	}
+}
+
+// inbound maps one event to an Inbound, or nil when it holds no message for
+// the bot; Slack's notices (app_rate_limited, assistant_thread_started) are
+// acted on here.
+func (a *Adapter) inbound(ctx context.Context, evt socketmode.Event) *adapters.Inbound {
+	switch data := evt.Data.(type) {
+	case slackevents.EventsAPIEvent:
+		switch {
+		case data.Type == slackevents.AppRateLimited:
+			a.appRateLimited(data)
+		case data.InnerEvent.Type == string(slackevents.AssistantThreadStarted):
+			if evt.Request != nil {
+				a.assistantStarted(ctx, evt.Request.Payload)
+			}
+		default:
+			return a.fromEvent(evt.Request)
+		}
+	case slackgo.SlashCommand:
+		return a.fromSlash(data)
+	case slackgo.InteractionCallback:
+		return a.fromAction(data)
+	}
+	return nil
 }
 
 // appRateLimited logs Slack's notice that it drops this app's events in a
