@@ -22,14 +22,14 @@
 // for every delivery of one message, so replicas on several sockets can answer it
 // once.
 //
-// Live replies (SPEC L1-L5, A5), drawn by the live kit: while a turn runs, its
-// thread shows Slack's assistant status "is thinking…" (progress.go); the answer
+// Live replies (SPEC L1-L5, A5), drawn by the live kit (live.go): while a turn
+// runs, its thread shows Slack's assistant status "is thinking…"; the answer
 // grows in the thread through chat.startStream / appendStream / stopStream, and a
 // failed attempt's stream is deleted and the fallback's started anew below its
-// notice (stream.go); an answer
-// with choices (/model) is an ephemeral select whose pick comes back over Socket
-// Mode as the chosen command (picker.go); and each chat of Slack's AI app
-// container is its own session, offered the configured prompts (assistant.go).
+// notice; an answer with choices (/model) is an ephemeral select whose pick comes
+// back over Socket Mode as the chosen command (picker.go); and each chat of
+// Slack's AI app container is its own session, offered the configured prompts
+// (assistant.go).
 package slack
 
 import (

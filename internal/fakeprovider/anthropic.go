@@ -261,16 +261,10 @@ func (a *answer) anthropicStream(mode Mode) int {
 // anthropicMessage answers a request without stream: one message object.
 func (a *answer) anthropicMessage(mode Mode) int {
 	text, stop := a.said(mode, "end_turn")
-	switch mode {
-	case ModeStallAfterFirstChunk:
-		a.s.block(a.r.Context())
-		return 0
-	case ModeMidstreamError:
+	if status, ended := a.whole(mode, func() int {
 		return writeAnthropicError(a.w, http.StatusInternalServerError, nil, "api_error", "Internal server error")
-	case ModeSlowStream:
-		if !a.s.wait(a.r.Context(), a.slowGap()) {
-			return 0
-		}
+	}); ended {
+		return status
 	}
 	writeJSON(a.w, http.StatusOK, map[string]any{
 		"id": a.id, "type": "message", "role": "assistant", "model": a.req.Model,

@@ -306,6 +306,23 @@ func (a *answer) said(mode Mode, normal string) (text, finish string) {
 	return a.replyText(), normal
 }
 
+// whole plays, for an answer without stream, the modes that break or slow a
+// stream: a stall hangs before any answer, a mid-stream error is the server
+// error fail writes, a slow stream is slow before it answers. ended says the
+// answer is over (status sent, 0 = none).
+func (a *answer) whole(mode Mode, fail func() int) (status int, ended bool) {
+	switch mode {
+	case ModeStallAfterFirstChunk:
+		a.s.block(a.r.Context())
+		return 0, true
+	case ModeMidstreamError:
+		return fail(), true
+	case ModeSlowStream:
+		return 0, !a.s.wait(a.r.Context(), a.slowGap())
+	}
+	return 0, false
+}
+
 func words(text string) []string {
 	var out []string
 	for _, w := range strings.SplitAfter(text, " ") {
@@ -543,16 +560,10 @@ func (a *answer) usage(completion int) Usage {
 
 func (a *answer) nonStream(mode Mode) int {
 	text, finish := a.said(mode, "stop")
-	switch mode {
-	case ModeStallAfterFirstChunk:
-		a.s.block(a.r.Context())
-		return 0
-	case ModeMidstreamError:
+	if status, ended := a.whole(mode, func() int {
 		return writeOpenAIError(a.w, http.StatusInternalServerError, nil, "The server had an error while processing your request. Sorry about that!", "server_error", "", nil)
-	case ModeSlowStream:
-		if !a.s.wait(a.r.Context(), a.slowGap()) {
-			return 0
-		}
+	}); ended {
+		return status
 	}
 	n := len(words(text))
 	out := map[string]any{
