@@ -87,7 +87,7 @@ func (a *Adapter) sendPicker(ctx context.Context, t target, out adapters.Outboun
 // askerOf is who last wrote to the bot where t answers (a thread, a DM), so a
 // picker answering a typed "!model" is shown to that person only.
 func (a *Adapter) askerOf(t target) string {
-	u, _ := a.askers.Get(target{Channel: t.Channel, ThreadTS: t.ThreadTS}.encode())
+	u, _ := a.askers.Value(target{Channel: t.Channel, ThreadTS: t.ThreadTS}.encode())
 	return u
 }
 

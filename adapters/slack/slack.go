@@ -49,7 +49,6 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
-	lru "github.com/hashicorp/golang-lru/v2"
 	slackgo "github.com/slack-go/slack"
 	"github.com/slack-go/slack/slackevents"
 	"github.com/slack-go/slack/socketmode"
@@ -165,7 +164,7 @@ type Adapter struct {
 
 	queue      int                        // events waiting for the dispatcher (256)
 	busy       chan struct{}              // "busy" answers being sent (bounded)
-	askers     *lru.Cache[string, string] // reply target → who last wrote there (ephemeral pickers)
+	askers     *adapters.Recent // reply target → who last wrote there (ephemeral pickers)
 	life       atomic.Pointer[context.Context]
 	indicators sync.Map       // channel/thread_ts → *live.Indicator running there
 	bg         sync.WaitGroup // calls and streams made for events; Run waits for them
@@ -224,7 +223,7 @@ func New(cfg Config) (*Adapter, error) {
 	if a.mem == nil {
 		a.mem = NewMemory(cfg.Now)
 	}
-	a.askers, _ = lru.New[string, string](threadMemory) // only a size < 1 errs
+	a.askers = adapters.NewRecent(threadMemory, 0, nil)
 	a.api = slackgo.New(cfg.BotToken, opts...)
 	pauses := live.NewPauses(cfg.Now, cfg.Sleep)
 	a.pace, a.limits = newPacer(postInterval, pauses), live.NewWindow(pauses, methodLimits)
@@ -692,13 +691,13 @@ func (a *Adapter) fromEvent(req *socketmode.Request) *adapters.Inbound {
 			in.SessionKey += ":" + ev.ThreadTS
 			a.titleOnce(ev.Channel, ev.ThreadTS, text)
 		}
-		a.askers.Add(in.ReplyTo, ev.User)
+		a.askers.Put(in.ReplyTo, ev.User)
 		return in
 	}
 	a.mem.threads.Add(threadKey(ev.Channel, root))
 	in.SessionKey = "slack:" + team + ":" + ev.Channel + ":" + root
 	in.ReplyTo = target{Channel: ev.Channel, ThreadTS: root}.encode()
-	a.askers.Add(in.ReplyTo, ev.User)
+	a.askers.Put(in.ReplyTo, ev.User)
 	return in
 }
 
