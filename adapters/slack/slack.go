@@ -162,8 +162,8 @@ type Adapter struct {
 	warnedMessages atomic.Bool  // MentionsOnly, yet channel message events arrive
 	limitedMinute  atomic.Int64 // minute of the last app_rate_limited logged
 
-	queue      int                        // events waiting for the dispatcher (256)
-	busy       chan struct{}              // "busy" answers being sent (bounded)
+	queue      int              // events waiting for the dispatcher (256)
+	busy       chan struct{}    // "busy" answers being sent (bounded)
 	askers     *adapters.Recent // reply target → who last wrote there (ephemeral pickers)
 	life       atomic.Pointer[context.Context]
 	indicators sync.Map       // channel/thread_ts → *live.Indicator running there
