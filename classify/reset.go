@@ -245,6 +245,7 @@ var (
 		"retrying in", "retry-after", "retry_after", "retryafter", "retrydelay", "retry_delay",
 		"wait for", "wait", "reset in", "resets in", "reset after", "available in",
 		"available again in", "refresh in", "refreshes in", "cooldown", "cool down for",
+		"replenished in", "refilled in",
 	}
 	momentKeywords = []string{
 		"reset", "regain", "retry", "again", "available", "until", "resume", "refresh", "renew",
@@ -322,6 +323,11 @@ func durationAfter(s string, kw string) (time.Duration, bool) {
 		}
 		if !advanced {
 			break
+		}
+	}
+	if strings.HasSuffix(kw, " in") || strings.HasSuffix(strings.TrimRight(s[:i], " "), " in") || strings.HasPrefix(s, " in ") {
+		if d, ok := clockDuration(s[i:]); ok { // "in 10:25:13"; "after 10:25" is a moment
+			return d, true
 		}
 	}
 	total := 0.0
@@ -785,3 +791,20 @@ func hasClockDigits(s string) bool {
 		from = i + 1
 	}
 }
+
+// clockDuration reads a wait written as a clock, "10:25:13" (hours, minutes,
+// seconds: Azure API Management's "Quota will be replenished in 10:25:13"), at
+// the start of s. Two fields ("10:25") are a moment of day, not a wait, and are
+// left to the moment parsers.
+func clockDuration(s string) (time.Duration, bool) {
+	m := reClockWait.FindStringSubmatch(s)
+	if m == nil {
+		return 0, false
+	}
+	h, _ := strconv.Atoi(m[1])
+	mi, _ := strconv.Atoi(m[2])
+	se, _ := strconv.Atoi(m[3])
+	return secondsDuration(float64(h*3600 + mi*60 + se))
+}
+
+var reClockWait = regexp.MustCompile(`^(\d{1,3}):([0-5]\d):([0-5]\d)(?:[^\d:.]|$)`)
