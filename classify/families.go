@@ -24,7 +24,7 @@ type rank int
 
 const (
 	rankAborted rank = iota
-	rankLocal // detour's own process out of descriptors or memory (A4)
+	rankLocal        // detour's own process out of descriptors or memory (A4)
 	rankNoDetails
 	rankContentFilter
 	rankAuthPermanent
@@ -658,7 +658,7 @@ var families = []family{
 			// IAM's "Permission 'aiplatform.endpoints.predict' denied on resource
 			// '.../models/gemini-1.5-pro' (or it may not exist)" is the
 			// credential's (auth), its resource path only names the model
-			unlessRe(rx(reParamNotSupported.String()+`|`+reIAMDenial)),
+			unlessRe(rx(reParamNotSupported.String() + `|` + reIAMDenial)),
 		pat("unknown-model", "model", `\b(unknown|unsupported|invalid|nonexistent)[ _]model([ _](uri|url|name|id))?\b|\bnot supported model\b|\bmodel[ _](not[ _]found|is[ _]deactivated|decommissioned)\b`).unlessRe(rx(`invalid model reference`)),
 		pat("no-endpoints", "endpoint|provider|router", `\bno endpoints? found\b|\bno allowed providers\b|\brouter not found\b|\bno (available )?(model )?providers? (available|that|can)\b|\bno available model provider\b`),
 		pat("nothing-loaded", "loaded", `\bno models? (is |are )?loaded\b|(?:^|\| )(?:\w*error:\s*)?(the )?model (has been |was |is |got )?unloaded\W{0,3}(\||$)`),
@@ -1472,7 +1472,7 @@ func init() {
 
 // Clause ends in the texts of the "-zh", "-ja-ko" and "-intl" rules.
 var (
-	clauseEnds   = []string{"|", "，", ",", "。", "；", ";", "、", "！", "？", "!", "?", ". "}
+	clauseEnds    = []string{"|", "，", ",", "。", "；", ";", "、", "！", "？", "!", "?", ". "}
 	sentenceStops = []string{"|", "。", "！", "？", "!", "?", ". "}
 )
 

@@ -211,7 +211,7 @@ var stopReasons = map[string]codeEntry{
 	// Bedrock Converse when a guardrail stepped in ("guardrail_intervened") or
 	// its own filter did ("content_filtered"); Cohere's v1 toxicity filter.
 	"guardrail_intervened": {ReasonContentFilter, tierExact}, "content_filtered": {ReasonContentFilter, tierExact},
-	"error_toxic": {ReasonContentFilter, tierExact},
+	"error_toxic":                   {ReasonContentFilter, tierExact},
 	"model_context_window_exceeded": {ReasonContextOverflow, tierExact},
 	"context_window_exceeded":       {ReasonContextOverflow, tierExact},
 	"context_length_exceeded":       {ReasonContextOverflow, tierExact},
