@@ -533,7 +533,7 @@ var families = []family{
 		// a verb of exceeding next to the context's name, so a sentence that
 		// only states a window ("Das Kontextfenster beträgt 128.000 Token") is prose.
 		pat("context-intl", "context|kontext|contexte|contexto|contesto|контекст|bağlam|ngữ cảnh|konteks",
-			`(excede|exceden|supera|superan|sobrepasa|ultrapassa|excedeu|dépasse|dépassé|dépassée|überschreitet|überschritten|überschreitung|supera|superato|превышен\w*|превышает|aşıyor|aşıldı|vượt quá|melebihi)~(contexto|contexte|kontext\w*|contesto|контекст\w*|bağlam\w*|ngữ cảnh|konteks)|(contexto|contexte|kontext\w*|contesto|контекст\w*|bağlam\w*|ngữ cảnh|konteks)~(excede|excedido|excedida|superado|superada|sobrepasado|ultrapassado|excedeu|dépassé|dépassée|dépasse|überschritten|überschreitet|superato|superata|превышен\w*|превышает|aşıldı|aşıyor|vượt quá|melebihi|demasiado larg[oa]|trop long(ue)?|zu lang|troppo lung[oa]|слишком длинн\w*|çok uzun|quá dài|terlalu panjang)`),
+			`(excede|exceden|supera|superan|sobrepasa|ultrapassa|excedeu|dépasse|dépassé|dépassée|überschreitet|überschritten|überschreitung|supera|superato|превышен\w*|превышает|aşıyor|aşıldı|vượt quá|melebihi)~(contexto|contexte|kontext\w*|contesto|контекст\w*|bağlam\w*|ngữ cảnh|konteks)|(contexto|contexte|kontext\w*|contesto|контекст\w*|bağlam\w*|ngữ cảnh|konteks)~(excede|exceden|supera|superan|ultrapassa|excedido|excedida|superado|superada|sobrepasado|ultrapassado|excedeu|dépassé|dépassée|dépasse|überschritten|überschreitet|superato|superata|превышен\w*|превышает|aşıldı|aşıyor|vượt quá|melebihi|demasiado larg[oa]|trop long(ue)?|zu lang|troppo lung[oa]|слишком длинн\w*|çok uzun|quá dài|terlalu panjang)`),
 		lit("context-ja-ko", "コンテキスト長を超え", "コンテキストの長さを超え", "コンテキストウィンドウを超え", "最大トークン数を超え", "トークン数の上限を超え", "入力が長すぎ", "プロンプトが長すぎ", "メッセージが長すぎ", "컨텍스트 길이를 초과", "컨텍스트 길이 초과", "컨텍스트 창을 초과", "최대 토큰 수를 초과", "입력이 너무 깁", "프롬프트가 너무 깁", "입력 길이를 초과"),
 	}},
 	{name: "runtime-crashed", rank: rankCrashed, reason: ReasonUnclassified, rules: []rule{
@@ -583,7 +583,7 @@ var families = []family{
 		// A server shedding load: its queue is full. Ray Serve's "Request dropped
 		// due to backpressure (num_queued_requests=100, max_queued_requests=100)",
 		// Triton's "Exceeds maximum queue size", "request queue is full".
-		pat("load-shed", "backpressure|queue", `\bbackpressure\b|\b(exceeds?|exceeded|reached|over) (the )?max(imum)? queue (size|length|depth)\b|\b(request |pending |waiting )?queue (is |was )?(full|at capacity)\b|\bmax_queued_requests\b|\btoo many (pending|queued|waiting) requests\b`),
+		pat("load-shed", "backpressure|queue|pending|queued|waiting requests", `\bbackpressure\b|\b(exceeds?|exceeded|reached|over) (the )?max(imum)? queue (size|length|depth)\b|\b(request|pending|waiting|inference|job|task|server|scheduler|engine) queue (is |was )?(full|at capacity)\b|\bmax_queued_requests\b|\btoo many (pending|queued|waiting) requests\b`),
 	}},
 	{name: "rate-limit", rank: rankRateLimit, reason: ReasonRateLimit, rules: []rule{
 		pat("rate-limit", "rate", `\brate[ _-]?limit(ed|ing)\b|\brate[ _-]?limits?[ _](exceeded|reached|hit|error|exhausted|is exceeded|has been|of|for|on|reset|exceeded)|\brate_limit|\bratelimit|\b(exceed\w*|reached|hit|over|past|exhausted|used up)\b~\brate[ _-]?limits?\b|\brate[ _-]?limits?\W*$`).

@@ -807,4 +807,4 @@ func clockDuration(s string) (time.Duration, bool) {
 	return secondsDuration(float64(h*3600 + mi*60 + se))
 }
 
-var reClockWait = regexp.MustCompile(`^(\d{1,3}):([0-5]\d):([0-5]\d)(?:[^\d:.]|$)`)
+var reClockWait = regexp.MustCompile(`^(\d{1,3}):([0-5]\d):([0-5]\d)(?:[^\d:.]|\.(?:\D|$)|$)`)
