@@ -562,7 +562,7 @@ var families = []family{
 		// llama.cpp and llamafile: "slot unavailable", "all slots are busy". Only
 		// at the start of a message, so prose about a meeting slot is not a server.
 		pat("slots-busy", "slot|worker", `(?:^|\| )(no |all )?(the )?(free |available |idle )?(slots?|workers?) (is |are )?(currently )?(unavailable|busy|in use|occupied|full)\b|\ball (the )?(slots|workers) are (currently )?(busy|in use|occupied|full)\b`),
-		pat("no-room", "no ", `\bno (more |free |available )?(data centers?|servers?|workers?|replicas?|instances?|slots?|gpus?|nodes?)\b~\b(available|to forward|left|free)\b|\bno (free|available) (slots?|workers?|gpus?)\b`).unlessRe(reStockStatus),
+		pat("no-room", "no ", `\bno (more |free |available )?(data centers?|servers?|workers?|replicas?|instances?|slots?|gpus?|nodes?)\b~\b(available|to forward|left|free)\b|\bno (free|available) (slots?|workers?|gpus?|replicas?|instances?|nodes?)\b`).unlessRe(reStockStatus),
 		pat("loading", "loading|ready", `\bmodel\b~\b(is |still )?(currently )?loading\b|\bloading (the )?model\b|\bmodel (is )?(not|not yet) ready\b|\bmodelnotready`).
 			unlessRe(rx(`\b(error|failed|failure|unable|cannot|could not) (while )?(loading|to load)\b`)), // a load that failed is not one under way
 		// Lepton, Modal, Baseten: a deployment that is scaling or starting is
@@ -803,8 +803,10 @@ var families = []family{
 		// when attempting to fetch resource.", "TypeError: Load failed"),
 		// Chrome's ("Failed to fetch") as the whole message, gRPC's and Mint's
 		// "socket closed".
-		pat("client-closed", "fetch|load failed|socket closed",
-			`\bnetworkerror when attempting to fetch\b|(?:^|\| )(?:typeerror:\s*)?(failed to fetch|load failed)\W{0,3}(\||$)|\bsocket closed\b`),
+		// Java's "Premature EOF", Ruby's Net::OpenTimeout ("execution expired"
+		// is Ruby's Timeout::Error), Go's "http2: client connection lost".
+		pat("client-closed", "fetch|load failed|socket closed|premature eof|opentimeout|execution expired|connection lost",
+			`\bnetworkerror when attempting to fetch\b|(?:^|\| )(?:typeerror:\s*)?(failed to fetch|load failed)\W{0,3}(\||$)|\bsocket closed\b|\bpremature eof\b|\b(net::)?opentimeout\b|\bexecution expired\b|\bhttp2: client connection lost\b`),
 	}},
 }
 

@@ -270,11 +270,13 @@ func errorNames(p string, n int) []string {
 // grpcCodes finds up to n gRPC status names in the original-case text, as the
 // clients print them: grpc-go's "rpc error: code = ResourceExhausted desc =
 // ...", grpcio's "status = StatusCode.UNAVAILABLE" and tritonclient's
-// "[StatusCode.UNAVAILABLE]". They are read through the code table like
+// "[StatusCode.UNAVAILABLE]", grpc-java's "StatusRuntimeException:
+// UNAVAILABLE: io exception" and grpc-js's "14 UNAVAILABLE: No connection
+// established". They are read through the code table like
 // Google's status strings ("UNAVAILABLE" says timeout only when nothing more
 // specific does; "Unauthenticated" is auth).
 func grpcCodes(p string, n int) []string {
-	var out []string
+	out := grpcCanonical(p, n)
 	for _, lead := range []string{"code = ", "StatusCode."} {
 		for from := 0; len(out) < n; {
 			i := strings.Index(p[from:], lead)
@@ -294,6 +296,30 @@ func grpcCodes(p string, n int) []string {
 	}
 	return out
 }
+
+// grpcNames are gRPC's canonical status names other than OK.
+var grpcNames = []string{"CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
+	"ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED",
+	"OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"}
+
+// grpcCanonical finds canonical names written "NAME:" after an exception's
+// name (grpc-java) or after the numeric code (grpc-js), never a bare word.
+func grpcCanonical(p string, n int) []string {
+	var out []string
+	for _, name := range grpcNames {
+		i := strings.Index(p, name+":")
+		if i <= 0 || len(out) >= n {
+			continue
+		}
+		before := p[:i]
+		if strings.HasSuffix(before, "Exception: ") || reGRPCNumber.MatchString(before) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+var reGRPCNumber = regexp.MustCompile(`(?:^|[^\w.])\d{1,2} $`)
 
 func isASCIILetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
 
