@@ -298,22 +298,30 @@ func grpcCodes(p string, n int) []string {
 }
 
 // grpcNames are gRPC's canonical status names other than OK.
-var grpcNames = []string{"CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
-	"ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED",
-	"OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"}
+var grpcNames = map[string]bool{"CANCELLED": true, "UNKNOWN": true, "INVALID_ARGUMENT": true,
+	"DEADLINE_EXCEEDED": true, "NOT_FOUND": true, "ALREADY_EXISTS": true, "PERMISSION_DENIED": true,
+	"RESOURCE_EXHAUSTED": true, "FAILED_PRECONDITION": true, "ABORTED": true, "OUT_OF_RANGE": true,
+	"UNIMPLEMENTED": true, "INTERNAL": true, "UNAVAILABLE": true, "DATA_LOSS": true, "UNAUTHENTICATED": true}
 
 // grpcCanonical finds canonical names written "NAME:" after an exception's
-// name (grpc-java) or after the numeric code (grpc-js), never a bare word.
+// name (grpc-java) or after the numeric code (grpc-js), never a bare word. One
+// pass over the colons: most texts have no capitals before any of them.
 func grpcCanonical(p string, n int) []string {
 	var out []string
-	for _, name := range grpcNames {
-		i := strings.Index(p, name+":")
-		if i <= 0 || len(out) >= n {
+	for i := 1; i < len(p) && len(out) < n; i++ {
+		if p[i] != ':' || p[i-1] < 'A' || p[i-1] > 'Z' {
 			continue
 		}
-		before := p[:i]
-		if strings.HasSuffix(before, "Exception: ") || reGRPCNumber.MatchString(before) {
-			out = append(out, name)
+		j := i
+		for j > 0 && (p[j-1] >= 'A' && p[j-1] <= 'Z' || p[j-1] == '_') {
+			j--
+		}
+		if !grpcNames[p[j:i]] {
+			continue
+		}
+		before := p[:j]
+		if strings.HasSuffix(before, "Exception: ") || reGRPCNumber.MatchString(before[max(0, len(before)-4):]) {
+			out = append(out, p[j:i])
 		}
 	}
 	return out
