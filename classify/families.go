@@ -393,6 +393,11 @@ var families = []family{
 		lit("sensitive-zh", "敏感", "内容安全", "内容审核", "安全审核", "不当内容", "违规内容", "内容违规", "不合规内容", "涉及违规", "含有违规", "不安全"),
 		// Japanese and Korean: content refused by a safety or content policy.
 		lit("sensitive-ja-ko", "不適切な内容", "不適切なコンテンツ", "安全ポリシーに違反", "コンテンツポリシーに違反", "ポリシーに違反", "有害なコンテンツ", "부적절한 콘텐츠", "부적절한 내용", "유해한 콘텐츠", "콘텐츠 정책", "안전 정책", "정책을 위반", "정책 위반"),
+		// ... and in the European and other languages relays write in.
+		lit("sensitive-intl", "política de contenido", "contenido inapropiado", "política de conteúdo", "conteúdo impróprio",
+			"politique de contenu", "contenu inapproprié", "inhaltsrichtlinie", "unangemessene inhalte", "politica sui contenuti",
+			"contenuto inappropriato", "политику контента", "политики контента", "недопустимый контент", "içerik politikası",
+			"chính sách nội dung", "kebijakan konten"),
 	}},
 	{name: "auth-permanent", rank: rankAuthPermanent, reason: ReasonAuthPermanent, rules: []rule{
 		pat("subject-disabled", "deactivated|suspended|banned|revoked|terminated|disabled|deleted|frozen|blocked|restricted|locked",
@@ -460,6 +465,10 @@ var families = []family{
 		pat("over-budget", "budget", `\bover (the |its |your )?budget\b|\bexceededbudget\b`),
 		lit("balance-zh", "余额不足", "欠费", "账户余额", "余量已用尽", "无可用资源包", "资源包已用完", "资源包已耗尽", "套餐已过期", "套餐已到期", "未购买", "请购买", "余额已用完", "余额为0", "计费资源已耗尽", "计费资源不足", "信用额度", "额度已用尽", "额度已用完", "额度已耗尽"),
 		lit("balance-ja-ko", "残高が不足", "残高不足", "クレジットが不足", "クレジット残高が不足", "クレジットを使い切", "支払いが必要", "お支払い", "잔액이 부족", "잔액 부족", "크레딧이 부족", "크레딧 부족", "크레딧을 모두 사용", "결제가 필요", "결제 정보"),
+		lit("balance-intl", "saldo insuficiente", "solde insuffisant", "crédit insuffisant", "guthaben ist aufgebraucht",
+			"unzureichendes guthaben", "nicht genügend guthaben", "credito insufficiente", "saldo insufficiente", "недостаточно средств",
+			"недостаточно баланса", "пополните баланс", "yetersiz bakiye", "bakiye yetersiz", "số dư không đủ", "saldo tidak mencukupi",
+			"saldo tidak cukup", "brak środków", "onvoldoende saldo"),
 		lit("credit-zh", "额度不足").unlessRe(rx(`每日|每天|每周|每月|每小时|今日|本周|本月`)),
 	}},
 	{name: "usage-window", rank: rankWindow, reason: ReasonRateLimit, rules: []rule{
@@ -613,6 +622,11 @@ var families = []family{
 		pat("traffic-block", "traffic|automated", reTrafficBlock.String()),
 		lit("frequent-zh", "请求过于频繁", "频繁", "频率", "限流", "并发", "速率", "配额", "请求过多", "太多请求", "限速", "超过限制"),
 		lit("frequent-ja-ko", "リクエストが多すぎ", "リクエスト数が多すぎ", "レート制限", "レートリミット", "リクエスト制限", "リクエスト数の上限", "요청이 너무 많", "요청 한도", "호출 한도", "속도 제한", "요청 제한", "요청 수 제한"),
+		lit("frequent-intl", "demasiadas solicitudes", "demasiadas peticiones", "límite de solicitudes", "límite de velocidad",
+			"muitas requisições", "muitas solicitações", "limite de requisições", "limite de taxa", "trop de requêtes", "limite de débit",
+			"limite de requêtes", "zu viele anfragen", "anfragelimit", "ratenlimit", "troppe richieste", "limite di richieste",
+			"слишком много запросов", "превышен лимит запросов", "лимит запросов", "çok fazla istek", "istek sınırı", "quá nhiều yêu cầu",
+			"giới hạn tốc độ", "terlalu banyak permintaan", "batas permintaan", "za dużo żądań", "te veel verzoeken"),
 	}},
 	{name: "billing-remedy", rank: rankBillingRemedy, reason: ReasonBilling, rules: []rule{
 		pat("buy-credits", "credit", `\b(purchase|buy|add|top up)\b~\bcredits?\b`).when(notHypothetical),
@@ -678,6 +692,10 @@ var families = []family{
 		pat("engine-not-loaded", "loaded", `\b(engine|deployment|endpoint|backend|runtime)s? (is |are |was )?(still )?(not|not yet) loaded( yet)?\W{0,3}(\||$)`),
 		pat("model-missing-zh", "模型|无可用渠道", `模型不存在|模型未找到|找不到模型|不支持该模型|不支持的模型|模型已下线|模型已下架|无可用渠道|模型[^。|]{0,20}(不存在|未找到|已下线|已下架)|(当前|该|此)模型不支持|无权(访问|使用|调用)(该)?模型|没有(权限)?(访问|使用)(该)?模型的权限`),
 		lit("model-missing-ja-ko", "モデルが見つかりません", "モデルは存在しません", "モデルが存在しません", "存在しないモデル", "モデルが利用できません", "모델을 찾을 수 없", "존재하지 않는 모델", "모델이 존재하지 않", "모델을 사용할 수 없"),
+		lit("model-missing-intl", "modelo no encontrado", "el modelo no existe", "modelo não encontrado", "o modelo não existe",
+			"modèle introuvable", "modèle non trouvé", "le modèle n'existe pas", "modell nicht gefunden", "modell existiert nicht",
+			"modello non trovato", "модель не найдена", "модель не существует", "model bulunamadı", "không tìm thấy mô hình",
+			"mô hình không tồn tại", "model tidak ditemukan", "nie znaleziono modelu"),
 	}},
 	{name: "auth", rank: rankAuth, reason: ReasonAuth, rules: []rule{
 		pat("bad-credential", "invalid|incorrect|wrong|bad|missing|expired|revoked|malformed",
@@ -696,6 +714,11 @@ var families = []family{
 		pat("signature", "signature|security token|unrecognizedclient", `\bsignature does not match\b|\bsecurity token\b~\binvalid\b|\bunrecognizedclient\b`),
 		lit("auth-zh", "鉴权失败", "认证失败", "身份验证失败", "无权访问", "未授权", "密钥无效", "令牌无效", "无效的令牌", "令牌已过期", "令牌验证失败", "没有权限", "权限不足", "禁止访问", "签名过期", "签名错误", "签名无效", "签名验证失败"),
 		lit("auth-ja-ko", "apiキーが無効", "無効なapiキー", "apiキーが正しくありません", "認証に失敗", "認証エラー", "アクセス権限がありません", "権限がありません", "유효하지 않은 api 키", "api 키가 유효하지", "잘못된 api 키", "api 키가 올바르지", "인증 실패", "인증에 실패", "인증 오류", "권한이 없습니다", "접근 권한이 없"),
+		lit("auth-intl", "clave de api no es válida", "clave de api inválida", "clave api inválida", "chave de api inválida",
+			"chave da api inválida", "clé api invalide", "clé d'api invalide", "clé api non valide", "ungültiger api-schlüssel",
+			"api-schlüssel ist ungültig", "chiave api non valida", "неверный api-ключ", "недействительный api-ключ", "неверный токен",
+			"токен недействителен", "geçersiz api anahtarı", "khóa api không hợp lệ", "kunci api tidak valid", "nieprawidłowy klucz api",
+			"ongeldige api-sleutel", "acceso no autorizado", "acesso não autorizado", "accès non autorisé", "nicht autorisiert", "не авторизован"),
 		pat("key-invalid-zh", "无效", `(api ?key|key|令牌|密钥|token)[^。|]{0,6}无效|无效的(api ?key|key|令牌|密钥)`),
 	}},
 	{name: "stream-broke", rank: rankStream, reason: ReasonTimeout, rules: []rule{
@@ -776,7 +799,7 @@ var families = []family{
 		// machine quotes them with or without "[WinError 10061]".
 		lit("socket-localized",
 			// Windows 10061 (refused)
-			"积极拒绝", "積極拒絕", "拒否されたため、接続できませんでした", "연결을 거부했으므로", "verbindung verweigerte",
+			"积极拒绝", "拒否されたため、接続できませんでした", "연결을 거부했으므로", "verbindung verweigerte",
 			"expresamente dicha conexión", "l’a expressément refusée", "l'a expressément refusée", "recusou ativamente",
 			"rifiuto persistente del computer di destinazione", "отверг запрос на подключение", "etkin olarak reddettiğinden",
 			"chủ động từ chối", "secara aktif menolaknya",
@@ -797,7 +820,22 @@ var families = []family{
 			"conexión reinicializada por la máquina remota", "expiró el tiempo de conexión", "conexão recusada",
 			"conexão reinicializada pelo par", "tempo esgotado para conexão", "connessione rifiutata", "connessione interrotta dal corrispondente",
 			"в соединении отказано", "соединение разорвано другой стороной", "время ожидания соединения истекло", "bağlantı reddedildi",
-			"kết nối bị từ chối", "koneksi ditolak"),
+			"kết nối bị từ chối", "koneksi ditolak",
+			// Windows 10061 in Traditional Chinese, Polish and Dutch; 11001 (no such host)
+			"目標電腦拒絕連線", "aktywnie go odmawia", "actief heeft geweigerd", "der angegebene host ist unbekannt",
+			"no se conoce ningún host con ese nombre", "不知道这样的主机", "そのようなホストは不明です", "этот хост неизвестен", "알려진 호스트가 없습니다",
+			// glibc's name resolution and unreachable networks in other locales
+			"der name oder der dienst ist nicht bekannt", "nom ou service inconnu", "nombre o servicio desconocido", "未知的名称或服务",
+			"名前またはサービスが不明です", "имя или служба не известны", "nome ou serviço desconhecido", "temporärer fehler bei der namensauflösung",
+			"échec temporaire dans la résolution du nom", "fallo temporal en la resolución del nombre", "域名解析暂时失败",
+			"временный сбой в разрешении имен", "das netzwerk ist nicht erreichbar", "le réseau n'est pas accessible", "la red es inaccesible",
+			"网络不可达", "сеть недоступна"),
+		// Timed out, in the European and other languages (glibc, .NET and relays).
+		lit("timeout-intl", "tiempo de espera agotado", "se agotó el tiempo de espera", "se excedió el tiempo de espera", "tempo limite esgotado",
+			"o tempo limite da operação", "a operação expirou", "délai d'attente dépassé", "délai d'attente expiré", "l'opération a expiré",
+			"l’opération a expiré", "zeitüberschreitung", "zeitlimit überschritten", "tempo scaduto", "время ожидания истекло",
+			"время ожидания операции истекло", "превышено время ожидания", "zaman aşımı", "hết thời gian chờ", "batas waktu habis",
+			"przekroczono limit czasu"),
 		// Client stacks' words for a connection that closed or a fetch that
 		// failed with no response: Firefox's and Safari's fetch ("NetworkError
 		// when attempting to fetch resource.", "TypeError: Load failed"),

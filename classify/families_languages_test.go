@@ -35,6 +35,9 @@ import (
 //   - a request over a gateway's or gRPC channel's size cap: context_overflow
 //     (C8), even when gRPC calls it RESOURCE_EXHAUSTED;
 //   - context overflow in other languages, said with a verb of exceeding;
+//   - rate limits, balances, bad keys, missing models, timeouts and content
+//     policies in the European and other languages, where no status says
+//     it, and the socket errors of name resolution there too;
 //   - a dead vLLM engine: unclassified, as a dead runner (C7);
 //   - this process out of file descriptors with no response: local (A4), while
 //     a provider that says so with a status is the provider's trouble;
@@ -98,6 +101,18 @@ func TestClassify_FamiliesLanguagesShapesStacks(t *testing.T) {
 		{"mistral", 400, `{"error":{"message":"La longueur du contexte dépasse la limite du modèle."}}`, ReasonContextOverflow},
 		{"openai-compatible", 400, `{"error":{"message":"Die maximale Kontextlänge wurde überschritten."}}`, ReasonContextOverflow},
 		{"any", 0, "El contexto de la novela es la Viena de posguerra.", ReasonUnclassified},
+		// the other families in other languages, where no status says it
+		{"openai-compatible", 200, `data: {"error":{"message":"Demasiadas solicitudes, inténtelo de nuevo más tarde."}}`, ReasonRateLimit},
+		{"openai-compatible", 200, `data: {"error":{"message":"Trop de requêtes, réessayez plus tard."}}`, ReasonRateLimit},
+		{"openai-compatible", 0, "Fehler: Ihr Guthaben ist aufgebraucht.", ReasonBilling},
+		{"gigachat", 0, "Недостаточно средств на балансе", ReasonBilling},
+		{"openai-compatible", 0, "Erro: chave de API inválida", ReasonAuth},
+		{"openai-compatible", 0, "Erreur : modèle introuvable (gpt-9)", ReasonModelNotFound},
+		{"openai-compatible", 0, "Fehler: Zeitüberschreitung beim Warten auf das Modell", ReasonTimeout},
+		{"openai-compatible", 0, "El mensaje infringe la política de contenido.", ReasonContentFilter},
+		{"lmstudio", 0, "System.Net.Http.HttpRequestException: Der angegebene Host ist unbekannt. (api.example.com:443)", ReasonTimeout},
+		{"openai", 0, "urllib.error.URLError: <urlopen error [Errno -2] Nom ou service inconnu>", ReasonTimeout},
+		{"any", 0, "Si la clave de API no es válida, la consola lo indica en rojo.", ReasonUnclassified},
 		// a dead vLLM engine
 		{"vllm", 500, `{"object":"error","message":"AsyncEngineDeadError: Background loop has errored already.","type":"InternalServerError","param":null,"code":500}`, ReasonUnclassified},
 		// this process out of file descriptors; a provider that says so
