@@ -17,3 +17,12 @@ type ProbeResult struct {
 	OK     bool
 	Detail string
 }
+
+// Checked is one check's result: failed with err's text, or OK with detail
+// (asked only then).
+func Checked(what string, err error, detail func() string) ProbeResult {
+	if err != nil {
+		return ProbeResult{What: what, Detail: err.Error()}
+	}
+	return ProbeResult{What: what, OK: true, Detail: detail()}
+}

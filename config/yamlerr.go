@@ -256,23 +256,22 @@ func depth(s string) int {
 
 // plainYAML rewords the YAML library's messages people meet most.
 func plainYAML(msg string) string {
-	switch {
-	case strings.Contains(msg, "mapping values are not allowed"):
-		return "a ':' where no key can start: put quotes around a value that contains ': ', or check the indentation"
-	case strings.Contains(msg, "did not find expected key"):
-		return "something on this line or just below does not line up with the keys around it (check the indentation)"
-	case strings.Contains(msg, "did not find expected ',' or '}'"):
-		return "a { ... } is not closed: a '}' or a ',' is missing"
-	case strings.Contains(msg, "did not find expected ',' or ']'"):
-		return "a [ ... ] is not closed: a ']' or a ',' is missing"
-	case strings.Contains(msg, "found character that cannot start any token"):
-		return "a character that cannot start a value here (a tab, or a value starting with ` or @ that needs quotes)"
-	case strings.Contains(msg, "found unexpected end of stream"):
-		return "the file ends inside a quoted value: a closing quote is missing"
-	case strings.Contains(msg, "could not find expected ':'"):
-		return "a line without ':' where a key is expected (key: value)"
-	case strings.Contains(msg, "found a tab character"):
-		return "a tab indents this line; YAML needs spaces"
+	for _, p := range plainYAMLWords {
+		if strings.Contains(msg, p.says) {
+			return p.means
+		}
 	}
 	return msg
+}
+
+// plainYAMLWords pairs a part of the YAML library's message with what it means.
+var plainYAMLWords = []struct{ says, means string }{
+	{"mapping values are not allowed", "a ':' where no key can start: put quotes around a value that contains ': ', or check the indentation"},
+	{"did not find expected key", "something on this line or just below does not line up with the keys around it (check the indentation)"},
+	{"did not find expected ',' or '}'", "a { ... } is not closed: a '}' or a ',' is missing"},
+	{"did not find expected ',' or ']'", "a [ ... ] is not closed: a ']' or a ',' is missing"},
+	{"found character that cannot start any token", "a character that cannot start a value here (a tab, or a value starting with ` or @ that needs quotes)"},
+	{"found unexpected end of stream", "the file ends inside a quoted value: a closing quote is missing"},
+	{"could not find expected ':'", "a line without ':' where a key is expected (key: value)"},
+	{"found a tab character", "a tab indents this line; YAML needs spaces"},
 }

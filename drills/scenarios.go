@@ -186,33 +186,12 @@ var table = []Scenario{
 	flapping(),
 	redirectingEdge(),
 	// The shapes of the OpenClaw figures in BENCHMARKS.md.
-	{
-		Name: "a429-retry-after-2s", Doc: "the primary answers 429 with Retry-After 2 s on every call",
-		OpenClaw: "A 429 Retry-After 2 s: 12 calls, 153 s",
-		Steps:    []Step{{Faults: []Fault{{On: OnPrimary, Mode: fakeprovider.ModeRateLimit, RetryAfter: 2 * time.Second}}}},
-		Checks: []Check{
-			answeredBy(1, fallbackModel),
-			primaryCalls(1, n(1), twicePrimaryKeys, "at most one wait-and-retry per key (R6)"),
-		},
-	},
-	{
-		Name: "a500", Doc: "the primary answers 500 on every call",
-		OpenClaw: "A 500: 10 calls, 90 s",
-		Steps:    []Step{{Faults: []Fault{{On: OnPrimary, Mode: fakeprovider.ModeServer500}}}},
-		Checks: []Check{
-			answeredBy(1, fallbackModel),
-			primaryCalls(1, n(1), twicePrimaryKeys, "the primary is left quickly"),
-		},
-	},
-	{
-		Name: "a-stall", Doc: "the primary streams one chunk then stalls on every call",
-		OpenClaw: "A stalling, 10 s timeouts: 8 calls, 107 s",
-		Steps:    []Step{{Faults: []Fault{{On: OnPrimary, Mode: fakeprovider.ModeStallAfterFirstChunk}}}},
-		Checks: []Check{
-			answeredBy(1, fallbackModel),
-			primaryCalls(1, n(1), switchThreshold, "the primary is left after at most timeout_switch_threshold calls"),
-		},
-	},
+	primaryFails("a429-retry-after-2s", "the primary answers 429 with Retry-After 2 s on every call", "A 429 Retry-After 2 s: 12 calls, 153 s",
+		Fault{Mode: fakeprovider.ModeRateLimit, RetryAfter: 2 * time.Second}, twicePrimaryKeys, "at most one wait-and-retry per key (R6)"),
+	primaryFails("a500", "the primary answers 500 on every call", "A 500: 10 calls, 90 s",
+		Fault{Mode: fakeprovider.ModeServer500}, twicePrimaryKeys, "the primary is left quickly"),
+	primaryFails("a-stall", "the primary streams one chunk then stalls on every call", "A stalling, 10 s timeouts: 8 calls, 107 s",
+		Fault{Mode: fakeprovider.ModeStallAfterFirstChunk}, switchThreshold, "the primary is left after at most timeout_switch_threshold calls"),
 	{
 		Name: "every-429", Doc: "every model answers 429 with Retry-After 2 s",
 		OpenClaw: "every model 429: 31 calls, 417 s",
@@ -344,4 +323,12 @@ func Lookup(name string) (Scenario, bool) {
 		}
 	}
 	return Scenario{}, false
+}
+
+// primaryFails is a turn whose primary fails as f says on every call: the
+// fallback answers, and the primary is called at most most times.
+func primaryFails(name, doc, openClaw string, f Fault, most count, why string) Scenario {
+	f.On = OnPrimary
+	return Scenario{Name: name, Doc: doc, OpenClaw: openClaw, Steps: []Step{{Faults: []Fault{f}}},
+		Checks: []Check{answeredBy(1, fallbackModel), primaryCalls(1, n(1), most, why)}}
 }

@@ -1,5 +1,10 @@
 package failover
 
+import (
+	"slices"
+	"strings"
+)
+
 // Source is why a session uses its model (docs/behaviour.md section 0, S1-S5).
 type Source string
 
@@ -26,10 +31,8 @@ type ChainInput struct {
 
 // Split returns the provider and model of a ref, split on the first "/".
 func (m ModelRef) Split() (provider, model string) {
-	for i := 0; i < len(m); i++ {
-		if m[i] == '/' {
-			return string(m[:i]), string(m[i+1:])
-		}
+	if p, rest, ok := strings.Cut(string(m), "/"); ok {
+		return p, rest
 	}
 	return "", string(m)
 }
@@ -50,15 +53,9 @@ func (m ModelRef) Split() (provider, model string) {
 func BuildChain(in ChainInput) []ModelRef {
 	out := make([]ModelRef, 0, 2+len(in.Configured)+len(in.Override))
 	add := func(m ModelRef) {
-		if m == "" {
-			return
+		if m != "" && !slices.Contains(out, m) {
+			out = append(out, m)
 		}
-		for _, x := range out {
-			if x == m {
-				return
-			}
-		}
-		out = append(out, m)
 	}
 	req := in.Requested
 	if req == "" {

@@ -27,12 +27,7 @@ func (e *Engine) policy() *Policy {
 	return p
 }
 
-func (e *Engine) now() time.Time {
-	if e.Clock == nil {
-		return time.Now()
-	}
-	return e.Clock.Now()
-}
+func (e *Engine) now() time.Time { return e.clock().Now() }
 
 func (e *Engine) rand() float64 {
 	if e.Rand != nil {
@@ -163,23 +158,16 @@ func applyFailure(st *ProfileState, f *Failure, ref string, now time.Time, p *Po
 			return // D1: an active window is never extended
 		}
 		st.DisableCount++
-		var d time.Duration
+		base, ceil := p.AuthPermanentBackoff, p.AuthPermanentMax // D4
 		if f.Reason == classify.ReasonBilling {
-			base := p.BillingBackoff
+			base, ceil = p.BillingBackoff, p.BillingMax // D3
 			if b, ok := p.BillingBackoffByProvider[providerOf(ref, f)]; ok && b > 0 {
 				base = b
 			}
-			d = doubling(base, p.BillingMax, st.DisableCount) // D3
-			d = jitter(d, p.Jitter, r)
-			if p.BillingMax > 0 && d > p.BillingMax {
-				d = p.BillingMax
-			}
-		} else {
-			d = doubling(p.AuthPermanentBackoff, p.AuthPermanentMax, st.DisableCount) // D4
-			d = jitter(d, p.Jitter, r)
-			if p.AuthPermanentMax > 0 && d > p.AuthPermanentMax {
-				d = p.AuthPermanentMax
-			}
+		}
+		d := jitter(doubling(base, ceil, st.DisableCount), p.Jitter, r)
+		if ceil > 0 && d > ceil {
+			d = ceil
 		}
 		if stated && wait > d {
 			d = wait // D5

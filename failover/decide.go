@@ -106,15 +106,11 @@ func Decide(s RunState, f Failure) Decision {
 	if p == nil {
 		p = &defaultPolicy
 	}
-	if f.Idle && p.BreakerTrip > 0 && s.Breaker >= p.BreakerTrip {
+	switch {
+	case f.Idle && p.BreakerTrip > 0 && s.Breaker >= p.BreakerTrip:
 		return Decision{Action: Stop, Why: WhyBreaker} // R8
-	}
-	if s.ModelUnavailable && transientFailure(&f) {
-		d := fallback(s)
-		if d.Action == FallbackModel {
-			d.Why = WhyConsecutive
-		}
-		return d
+	case s.ModelUnavailable && transientFailure(&f):
+		return fallbackFor(s, WhyConsecutive) // R7: no retry or rotation
 	}
 	switch f.Reason {
 	case classify.ReasonAborted:
@@ -132,62 +128,65 @@ func Decide(s RunState, f Failure) Decision {
 	case classify.ReasonContentFilter:
 		return Decision{Action: SurfaceError, Why: WhyTerminal} // C9
 	case classify.ReasonRateLimit:
-		// R6: another usable profile or candidate is used at once; the limited
-		// profile cools down until the provider's time. Only with nothing else
-		// usable is a short stated wait slept through, once.
-		if s.MoreProfiles && !s.UserStrict && s.RateLimitRotations < p.RateLimitedProfileRotations {
-			return Decision{Action: RotateProfile, Why: WhyRotate} // R3, B6
-		}
-		if s.UsableLater && s.MoreCandidates {
-			return Decision{Action: FallbackModel, Why: WhyUsableLater}
-		}
-		if w := statedWait(&f, s.Now); w > 0 && w <= p.RetryAfterMaxWait && s.ShortWaitRetries < 1 {
-			return Decision{Action: RetrySame, Delay: w, Why: WhyShortWait}
-		}
-		return fallback(s)
+		return decideRateLimit(s, f, p)
 	case classify.ReasonOverloaded:
-		if s.MoreProfiles && !s.UserStrict && s.OverloadRotations < p.OverloadedProfileRotations {
+		if rotatable(s, s.OverloadRotations, p.OverloadedProfileRotations) {
 			return Decision{Action: RotateProfile, Delay: p.OverloadedBackoff, Why: WhyRotateOverloaded} // R3
 		}
-		return fallback(s)
 	case classify.ReasonTimeout:
 		if f.Idle && s.IdleRetries < p.IdleRetries {
 			return Decision{Action: RetrySame, Why: WhyIdleRetry} // R5
 		}
-		if s.MoreProfiles && !s.UserStrict && s.TimeoutRotations < p.TimeoutProfileRotations {
+		if rotatable(s, s.TimeoutRotations, p.TimeoutProfileRotations) {
 			return Decision{Action: RotateProfile, Why: WhyRotate}
 		}
-		return fallback(s)
 	case classify.ReasonAuth, classify.ReasonAuthPermanent, classify.ReasonBilling:
-		if s.MoreProfiles && !s.UserStrict {
-			return Decision{Action: RotateProfile, Why: WhyRotate} // bounded by the profile count
+		if s.MoreProfiles && !s.UserStrict { // bounded by the profile count
+			return Decision{Action: RotateProfile, Why: WhyRotate}
 		}
-		return fallback(s)
 	case classify.ReasonRefusedResponse:
-		if s.MoreProfiles && !s.UserStrict && s.RefusedRotations < p.TimeoutProfileRotations {
+		if rotatable(s, s.RefusedRotations, p.TimeoutProfileRotations) {
 			return Decision{Action: RotateProfile, Why: WhyRefused} // A2, like a server error
 		}
-		return fallback(s)
 	case classify.ReasonLocal:
-		d := fallback(s) // A4: the attempt failed, the run goes on
-		if d.Action == FallbackModel {
-			d.Why = WhyLocal
-		}
-		return d
-	case classify.ReasonModelNotFound:
-		return fallback(s)
+		return fallbackFor(s, WhyLocal) // A4: the attempt failed, the run goes on
+	case classify.ReasonModelNotFound: // the next model, at once
 	case classify.ReasonEmptyResponse:
 		if s.EmptyRetries < p.EmptyOutputRetries {
 			return Decision{Action: RetrySame, Why: WhyEmptyRetry} // R13
 		}
-		return fallback(s)
+	default:
+		// Unknown errors (unclassified, no_error_details, anything new) advance
+		// while candidates remain and surface on the last one (R2).
+		if s.MoreCandidates {
+			return Decision{Action: FallbackModel, Why: WhyFallback}
+		}
+		return Decision{Action: SurfaceError, Why: WhyUnknownLast}
 	}
-	// Unknown errors (unclassified, no_error_details, anything new) advance while
-	// candidates remain and surface on the last one (R2).
-	if s.MoreCandidates {
-		return Decision{Action: FallbackModel, Why: WhyFallback}
+	return fallback(s) // the failure type's own retries and rotations are used up
+}
+
+// decideRateLimit applies R6 and B6: another usable profile or candidate is
+// used at once, and the limited profile cools down until the provider's time.
+// Only with nothing else usable is a short stated wait slept through, once.
+func decideRateLimit(s RunState, f Failure, p *Policy) Decision {
+	switch {
+	case rotatable(s, s.RateLimitRotations, p.RateLimitedProfileRotations):
+		return Decision{Action: RotateProfile, Why: WhyRotate} // R3
+	case s.UsableLater && s.MoreCandidates:
+		return Decision{Action: FallbackModel, Why: WhyUsableLater}
 	}
-	return Decision{Action: SurfaceError, Why: WhyUnknownLast}
+	if w := statedWait(&f, s.Now); w > 0 && w <= p.RetryAfterMaxWait && s.ShortWaitRetries < 1 {
+		return Decision{Action: RetrySame, Delay: w, Why: WhyShortWait}
+	}
+	return fallback(s)
+}
+
+// rotatable reports whether another profile of the provider may be tried
+// after n rotations of this failure type, whose cap is limit (R3, R4); a
+// user-pinned profile never rotates (P3).
+func rotatable(s RunState, n, limit int) bool {
+	return s.MoreProfiles && !s.UserStrict && n < limit
 }
 
 func fallback(s RunState) Decision {
@@ -198,6 +197,15 @@ func fallback(s RunState) Decision {
 		return Decision{Action: FallbackModel, Why: WhyStrictFallback}
 	}
 	return Decision{Action: FallbackModel, Why: WhyFallback}
+}
+
+// fallbackFor is fallback with why as the reason of a move to the next model.
+func fallbackFor(s RunState, why string) Decision {
+	d := fallback(s)
+	if d.Action == FallbackModel {
+		d.Why = why
+	}
+	return d
 }
 
 // nextOtherProvider returns the index of the first candidate after i whose

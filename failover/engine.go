@@ -120,33 +120,70 @@ type Output struct {
 	UsageEstimated bool
 }
 
-// AttemptFunc makes one paid call. A failure is returned as *Failure (or any error,
-// which the engine classifies itself).
+// AttemptFunc makes one paid call. A failure is returned as *Failure: the
+// caller's LLM client builds it from what the provider sent (package llm,
+// through classify). The engine itself names only what it alone sees: its own
+// attempt timeout (R10), a cancellation nobody asked for (A4) and an answer
+// with nothing in it (R13); any other error counts as unclassified.
 type AttemptFunc func(ctx context.Context, a Attempt) (Output, error)
 
-// Hooks let the caller persist and announce what the engine decides (O2, O3, N1).
-// Every hook is optional.
-type Hooks struct {
-	// BeforeFallback runs before the first attempt on a candidate other than the
-	// requested model (O2: persist the override first).
-	BeforeFallback func(ctx context.Context, from, to Candidate, cause Failure) error
-	// AfterFailedFallback runs when an attempt on a fallback candidate fails, so the
-	// caller rolls back exactly what BeforeFallback wrote (O3).
-	AfterFailedFallback func(ctx context.Context, c Candidate, f Failure)
-	// OnAttempt observes every finished attempt record (V1).
+// Controller is the caller's say in a run, as an http.RoundTripper is a
+// client's: the decisions outside the engine that may change what the run
+// does next. The engine calls it on the run's goroutine, one method at a
+// time; a nil Request.Control changes nothing. What only watches a run goes
+// in Trace.
+type Controller interface {
+	// BeforeCall runs before every paid call, once the run's own bounds (R9,
+	// R10) and budgets (B1, B2) allowed it. An error stops the run with a
+	// *SummaryError whose Stop is that error (T6: wrap ErrUserBudget), except
+	// a *LiveSwitchError (O6): the run jumps to the model it names when that
+	// is a later candidate, and otherwise ends with it.
+	BeforeCall(ctx context.Context, a Attempt) error
+	// BeforeFallback runs before the first paid call on a candidate other
+	// than Chain[0] (O2: persist the override first); an error ends the run.
+	BeforeFallback(ctx context.Context, from, to Candidate, cause Failure) error
+	// AfterFailedFallback undoes what BeforeFallback wrote when that candidate
+	// ended without an answer, whatever ended it (O3).
+	AfterFailedFallback(ctx context.Context, c Candidate, f Failure)
+	// Compact shrinks the prompt after failure f, so the same candidate is
+	// tried again with it (R15): a context_overflow that no later candidate's
+	// larger window takes (B7 goes first; once a run), or a timeout on a
+	// prompt above TimeoutCompactRatio of the candidate's window (at most
+	// twice a run, and only while the estimate shrinks). ok=false leaves f to
+	// Decide.
+	Compact(ctx context.Context, f Failure) (c Compaction, ok bool)
+}
+
+// Compaction is what Controller.Compact did.
+type Compaction struct {
+	PromptTokens int   // the new estimate of the prompt
+	Spent        Spend // the paid calls it made (a summary, R16); the turn's budget counts them (B1)
+}
+
+// NoControl is a Controller that changes nothing: every call may go ahead,
+// nothing is persisted or compacted. Embed it to implement only some methods.
+type NoControl struct{}
+
+// BeforeCall allows every call.
+func (NoControl) BeforeCall(context.Context, Attempt) error { return nil }
+
+// BeforeFallback persists nothing.
+func (NoControl) BeforeFallback(context.Context, Candidate, Candidate, Failure) error { return nil }
+
+// AfterFailedFallback rolls nothing back.
+func (NoControl) AfterFailedFallback(context.Context, Candidate, Failure) {}
+
+// Compact drops nothing.
+func (NoControl) Compact(context.Context, Failure) (Compaction, bool) { return Compaction{}, false }
+
+// Trace watches a run, as an httptrace.ClientTrace watches a request: any hook
+// may be nil, and none can change the run. They run on the run's goroutine.
+type Trace struct {
+	// OnAttempt is told every finished attempt and every skip (V1, metrics).
 	OnAttempt func(AttemptRecord)
-	// BeforeCall runs before every paid call, after the turn budget (B1) and the
-	// process guard (B2) allowed it: the caller's own budget (T6, a user's daily
-	// allowance). An error stops the run with a *SummaryError whose Stop is that
-	// error (wrap ErrUserBudget).
-	BeforeCall func(ctx context.Context, c Candidate) error
 	// OnWait is told before the run sleeps through a provider's stated wait
 	// because nothing else is usable (R6), so the user can see why (L1).
 	OnWait func(c Candidate, wait time.Duration, cause Failure)
-	// Compact shrinks the prompt after a timeout on a prompt above
-	// TimeoutCompactRatio of the model's context window (R15) and returns the new
-	// estimate; ok=false when nothing could be dropped. At most two per run.
-	Compact func(ctx context.Context) (promptTokens int, ok bool)
 }
 
 // Request is one run: one user turn through the chain.
@@ -174,7 +211,8 @@ type Request struct {
 	// dropped history, R16): the B1 caps count it too.
 	Spent Spend
 
-	Hooks Hooks
+	Control Controller // the caller's decisions (T6, O2, O3, O6, R15); nil = none
+	Trace   Trace      // what watches the run (V1, R6, L1)
 }
 
 // Spend is paid calls and their estimated cost.

@@ -33,8 +33,8 @@ type Failure struct {
 	Profile         string // profile id, never a secret
 }
 
-// FailureFrom builds a Failure from classify's verdict; the caller fills in who
-// failed (Provider, Model, Profile) and redacts Message when it can hold a secret.
+// FailureFrom builds a Failure from classify's verdict, for the LLM client,
+// which fills in who failed (Provider, Model, Profile) and redacts Message.
 func FailureFrom(r classify.Verdict) Failure {
 	return Failure{Reason: r.Reason, Class: r.Class, Status: r.Status, Code: r.Code, Message: r.Message,
 		RetryAfter: r.RetryAfter, RecoveryAt: r.RecoveryAt, Idle: r.Idle, NotRequestFault: !classify.RequestFault(r)}
@@ -65,8 +65,9 @@ func (f *Failure) Describe() string {
 	return classify.Describe(f.Reason, f.Status)
 }
 
-// LiveSwitchError is returned by an attempt when the user switched the session's
-// model while it ran (O4). The engine jumps straight to To when it is a later
+// LiveSwitchError says the user switched the session's model while the run
+// went on (O4): Controller.BeforeCall returns it before a paid call, or an
+// attempt returns it. The engine jumps straight to To when it is a later
 // candidate of the chain (O6); otherwise the run ends with this error and the
 // caller starts the turn again on the user's choice.
 type LiveSwitchError struct{ To ModelRef }

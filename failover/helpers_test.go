@@ -68,6 +68,41 @@ func baseReq(chain ...ModelRef) Request {
 	}
 }
 
+// hooks is a Controller made of functions, for tests; a nil one changes nothing.
+type hooks struct {
+	beforeCall          func(context.Context, Attempt) error
+	beforeFallback      func(ctx context.Context, from, to Candidate, cause Failure) error
+	afterFailedFallback func(ctx context.Context, c Candidate, f Failure)
+	compact             func(context.Context, Failure) (Compaction, bool)
+}
+
+func (h *hooks) BeforeCall(ctx context.Context, a Attempt) error {
+	if h.beforeCall == nil {
+		return nil
+	}
+	return h.beforeCall(ctx, a)
+}
+
+func (h *hooks) BeforeFallback(ctx context.Context, from, to Candidate, cause Failure) error {
+	if h.beforeFallback == nil {
+		return nil
+	}
+	return h.beforeFallback(ctx, from, to, cause)
+}
+
+func (h *hooks) AfterFailedFallback(ctx context.Context, c Candidate, f Failure) {
+	if h.afterFailedFallback != nil {
+		h.afterFailedFallback(ctx, c, f)
+	}
+}
+
+func (h *hooks) Compact(ctx context.Context, f Failure) (Compaction, bool) {
+	if h.compact == nil {
+		return Compaction{}, false
+	}
+	return h.compact(ctx, f)
+}
+
 type step struct {
 	out Output
 	err error
@@ -75,6 +110,17 @@ type step struct {
 }
 
 func ok(text string) step { return step{out: Output{Text: text, FinishReason: "stop", Progress: true}} }
+
+// clientOutput is what an LLM client returns for out as a provider sent it: its
+// stop reason normalised, or the failure that stop is (R14, as package llm).
+func clientOutput(out Output) step {
+	fr, bad := classify.Finish(out.FinishReason)
+	if bad != "" {
+		return fail(Failure{Reason: bad, Class: classify.ReasonClass(bad), Message: "stop reason: " + fr})
+	}
+	out.FinishReason = fr
+	return step{out: out}
+}
 
 func fail(f Failure) step { return step{err: &f} }
 

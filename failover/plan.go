@@ -59,7 +59,7 @@ func (r *runner) inspect(i int) plan {
 	ref := r.req.Chain[i]
 	prov, model := ref.Split()
 	now := r.now()
-	pl := plan{ref: ref, prov: prov, model: model, kind: AttemptNormal,
+	pl := plan{ref: ref, prov: prov, model: model, kind: AttemptNormal, index: i,
 		primary: i == 0 || (r.req.Primary != "" && ref == r.req.Primary)}
 	if !pl.primary && r.e.skipCached(r.req.SessionKey, ref, now) {
 		pl.skip = classify.ReasonAuth // R12
@@ -81,12 +81,7 @@ func (r *runner) inspect(i int) plan {
 		pl.skip = classify.ReasonAuth // every profile expired or the user-pinned one is unknown
 		return pl
 	}
-	// The model's own key (R7) and every profile's key, read together.
-	keys := make([]string, 1+len(profs))
-	keys[0] = ModelKey(ref)
-	for j, pr := range profs {
-		keys[1+j] = stateKey(pr.ID, ref)
-	}
+	keys := candidateKeys(ref, profs)
 	states, errs := r.e.getStates(r.ctx, keys)
 	r.warnStoreErrs(errs)
 	storedUsed := make([]time.Time, len(profs))
@@ -154,10 +149,7 @@ func (r *runner) probeOrSkip(pl plan) plan {
 		}
 	}
 	if pl.kind == AttemptProbe {
-		if r.probed == nil {
-			r.probed = make(map[string]bool)
-		}
-		r.probed[prov] = true
+		r.markProbed(prov)
 	}
 	return pl
 }

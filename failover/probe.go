@@ -10,25 +10,26 @@ func probeKey(key string) string { return "probe:" + key }
 
 // claimProbe claims the right to probe key (a provider, or provider+"#billing")
 // now: at most one probe per interval, counted from the later of the last probe
-// and since (the billing failure, R11). Only probes count, never the failures
-// that started a cooldown. The claim is stored, so new sessions, restarts and
-// replicas share it; when the store fails, this process's own memory decides.
+// and since (the billing failure, R11), and never while a shared probe is in
+// flight (A1). Only probes count, never the failures that started a cooldown.
+// The claim is stored, so new sessions, restarts and replicas share it; when
+// the store fails, this process's own memory decides.
 func (e *Engine) claimProbe(ctx context.Context, key string, interval time.Duration, since, now time.Time) bool {
-	won := false
+	won, wait := false, e.policy().SharedProbeWait
 	_, err := e.store().Update(ctx, probeKey(key), func(s *ProfileState) {
 		won = false // Update may run fn more than once
 		last := s.LastProbe
 		if since.After(last) {
 			last = since
 		}
-		if !last.IsZero() && now.Sub(last) < interval {
+		if probeStatusOf(*s, now, 0, wait) == probeRunning || !last.IsZero() && now.Sub(last) < interval {
 			return
 		}
 		s.LastProbe = now
 		won = true
 	})
 	if err != nil {
-		return e.throttle(key, interval, since, now)
+		return e.flightOf(key) == nil && e.throttle(key, interval, since, now)
 	}
 	return won
 }

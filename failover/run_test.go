@@ -136,7 +136,7 @@ func TestRun_R6_ShortRetryAfterWaitsWhenNothingElseIsUsable(t *testing.T) {
 		t.Fatal(err)
 	}
 	var waits []time.Duration
-	req.Hooks.OnWait = func(c Candidate, d time.Duration, f Failure) { waits = append(waits, d) }
+	req.Trace.OnWait = func(c Candidate, d time.Duration, f Failure) { waits = append(waits, d) }
 	sc := newScript(h.clk, ok("x")).on("openai/gpt-4o", fail(Failure{Reason: classify.ReasonRateLimit, RetryAfter: 20 * time.Second}))
 	res, err := h.e.Run(bg, req, sc.fn)
 	if err != nil {
@@ -463,7 +463,8 @@ func TestRun_R13_EmptyOutputNudge(t *testing.T) {
 	}
 }
 
-// covers R14: stop reasons normalised before any decision.
+// covers R14: stop reasons normalised before any decision, by the client
+// (classify.Finish, the one list of them) before the engine sees the answer.
 func TestRun_R14_StopReasons(t *testing.T) {
 	tests := []struct {
 		fr       string
@@ -477,7 +478,7 @@ func TestRun_R14_StopReasons(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.fr, func(t *testing.T) {
 			h := newHarness(t)
-			sc := newScript(h.clk, ok("fine")).on("ollama/a", step{out: Output{Text: "t", FinishReason: tc.fr, Progress: true}})
+			sc := newScript(h.clk, ok("fine")).on("ollama/a", clientOutput(Output{Text: "t", FinishReason: tc.fr, Progress: true}))
 			res, err := h.e.Run(bg, baseReq("ollama/a", "ollama/b"), sc.fn)
 			if tc.answered == "" {
 				var f *Failure
@@ -759,14 +760,16 @@ func TestRun_O2_O3_HooksInOrder(t *testing.T) {
 	h := newHarness(t)
 	req := baseReq("ollama/a", "ollama/b", "ollama/c")
 	var events []string
-	req.Hooks.BeforeFallback = func(ctx context.Context, from, to Candidate, cause Failure) error {
+	ctl := &hooks{}
+	req.Control = ctl
+	ctl.beforeFallback = func(ctx context.Context, from, to Candidate, cause Failure) error {
 		events = append(events, "before "+from.Ref()+"->"+to.Ref()+" "+string(cause.Reason))
 		return nil
 	}
-	req.Hooks.AfterFailedFallback = func(ctx context.Context, c Candidate, f Failure) {
+	ctl.afterFailedFallback = func(ctx context.Context, c Candidate, f Failure) {
 		events = append(events, "after "+c.Ref()+" "+string(f.Reason))
 	}
-	req.Hooks.OnAttempt = func(r AttemptRecord) { events = append(events, "attempt "+r.Candidate.Ref()) }
+	req.Trace.OnAttempt = func(r AttemptRecord) { events = append(events, "attempt "+r.Candidate.Ref()) }
 	sc := newScript(h.clk, ok("x")).on("ollama/a", failR(classify.ReasonModelNotFound)).on("ollama/b", failR(classify.ReasonModelNotFound))
 	if _, err := h.e.Run(bg, req, sc.fn); err != nil {
 		t.Fatal(err)
@@ -780,7 +783,7 @@ func TestRun_O2_O3_HooksInOrder(t *testing.T) {
 		t.Fatalf("events\n%v\nwant\n%v", events, want)
 	}
 	boom := errors.New("session store down")
-	req.Hooks.BeforeFallback = func(context.Context, Candidate, Candidate, Failure) error { return boom }
+	ctl.beforeFallback = func(context.Context, Candidate, Candidate, Failure) error { return boom }
 	sc = newScript(h.clk, ok("x")).on("ollama/a", failR(classify.ReasonModelNotFound))
 	if _, err := h.e.Run(bg, req, sc.fn); !errors.Is(err, boom) || sc.count() != 1 {
 		t.Fatalf("O2: err %v calls %v", err, sc.keys())
@@ -860,12 +863,14 @@ func TestRun_O3_RollbackOnStop(t *testing.T) {
 	h.e.Policy.MaxPaidAttemptsPerTurn = 2
 	req := baseReq("ollama/a", "ollama/b")
 	var events []string
-	req.Hooks.BeforeFallback = func(ctx context.Context, from, to Candidate, cause Failure) error {
-		events = append(events, "before "+to.Ref())
-		return nil
-	}
-	req.Hooks.AfterFailedFallback = func(ctx context.Context, c Candidate, f Failure) {
-		events = append(events, "after "+c.Ref()+" "+string(f.Reason))
+	req.Control = &hooks{
+		beforeFallback: func(ctx context.Context, from, to Candidate, cause Failure) error {
+			events = append(events, "before "+to.Ref())
+			return nil
+		},
+		afterFailedFallback: func(ctx context.Context, c Candidate, f Failure) {
+			events = append(events, "after "+c.Ref()+" "+string(f.Reason))
+		},
 	}
 	empty := step{out: Output{FinishReason: "stop"}}
 	sc := newScript(h.clk, ok("x")).on("ollama/a", failR(classify.ReasonModelNotFound)).on("ollama/b", empty)
@@ -961,10 +966,10 @@ func TestRun_R15_TimeoutCompactsLargePrompt(t *testing.T) {
 			req.ContextWindow = map[ModelRef]int{"openai/gpt-4o": 10000}
 			req.PromptTokens = tc.prompt
 			compacts := 0
-			req.Hooks.Compact = func(context.Context) (int, bool) {
+			req.Control = &hooks{compact: func(context.Context, Failure) (Compaction, bool) {
 				compacts++
-				return tc.prompt - tc.shrink*compacts, true
-			}
+				return Compaction{PromptTokens: tc.prompt - tc.shrink*compacts}, true
+			}}
 			steps := make([]step, tc.primaryFails)
 			for i := range steps {
 				steps[i] = timeout

@@ -104,14 +104,11 @@ func (e *Engine) startFlight(prov string, at time.Time) *flight {
 	return fl
 }
 
-// localFlight returns this process's flight of prov claimed at at, or nil.
-func (e *Engine) localFlight(prov string, at time.Time) *flight {
+// flightOf returns the probe of prov this process runs, or nil.
+func (e *Engine) flightOf(prov string) *flight {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if fl := e.flights[prov]; fl != nil && fl.at.Equal(at) {
-		return fl
-	}
-	return nil
+	return e.flights[prov]
 }
 
 func (e *Engine) endFlight(prov string, fl *flight, answered, verdict bool) {
@@ -138,8 +135,8 @@ func (r *runner) claimShared(prov string, now time.Time) (won bool, st probeStat
 	})
 	if err != nil {
 		r.warnStore(err)
-		if at, ok := r.e.runningFlight(prov); ok {
-			return false, probeRunning, ProfileState{LastProbe: at}
+		if fl := r.e.flightOf(prov); fl != nil {
+			return false, probeRunning, ProfileState{LastProbe: fl.at}
 		}
 		won = r.e.throttle("shared:"+prov, r.p.SharedProbeInterval, time.Time{}, now)
 		st, row = probeFailed, ProfileState{LastProbe: now}
@@ -150,40 +147,13 @@ func (r *runner) claimShared(prov string, now time.Time) (won bool, st probeStat
 	return won, st, row
 }
 
-// runningFlight returns the claim time of this process's flight of prov.
-func (e *Engine) runningFlight(prov string) (time.Time, bool) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if fl := e.flights[prov]; fl != nil {
-		return fl.at, true
-	}
-	return time.Time{}, false
-}
-
-// claimCooling claims R11's probe of a cooling candidate of prov: at most one
-// per ProbeInterval, never while a shared probe is in flight. The claim is the
-// provider's probe row, so turns with nothing else to try join it (A1).
+// claimCooling claims R11's probe of a cooling candidate of prov (claimProbe,
+// every ProbeInterval). The claim is the provider's probe row, so turns with
+// nothing else to try join it (A1).
 func (r *runner) claimCooling(prov string, now time.Time) bool {
-	won := false
-	row, err := r.e.store().Update(r.ctx, probeKey(prov), func(s *ProfileState) {
-		won = false
-		if probeStatusOf(*s, now, 0, r.p.SharedProbeWait) == probeRunning {
-			return
-		}
-		if !s.LastProbe.IsZero() && now.Sub(s.LastProbe) < r.p.ProbeInterval {
-			return
-		}
-		s.LastProbe = now
-		won = true
-	})
-	if err != nil {
-		if _, running := r.e.runningFlight(prov); running {
-			return false
-		}
-		won, row = r.e.throttle(prov, r.p.ProbeInterval, time.Time{}, now), ProfileState{LastProbe: now}
-	}
+	won := r.e.claimProbe(r.ctx, prov, r.p.ProbeInterval, time.Time{}, now)
 	if won {
-		r.hold(prov, row.LastProbe)
+		r.hold(prov, now)
 	}
 	return won
 }
@@ -262,9 +232,61 @@ func probeSlot(pl *plan, now time.Time) int {
 }
 
 // sharedProbe applies A1 when the run could try no candidate and some are
-// cooling down: it joins, or starts, one shared probe of the candidate most
-// likely to answer. done reports that the run is over.
-func (r *runner) sharedProbe(cooling []plan) (Result, error, bool) {
+// cooling down: in order of likelihood, each provider's probe is joined or
+// made until one answers (a provider whose probe failed says nothing of the
+// next one). A provider probed within the interval is waited for: its next
+// probe may answer the turn. All of it within SharedProbeWait of the turn's
+// start; then, or when every provider's probe failed, the turn is refused.
+func (r *runner) sharedProbe(cooling []plan) flow {
+	cands, rows := r.probeCandidates(cooling)
+	if len(cands) == 0 {
+		return proceed
+	}
+	deadline := r.now().Add(r.p.SharedProbeWait)
+	failed := map[string]bool{} // providers whose probe this turn saw fail
+	retake := false             // a claim this turn waited on lapsed or was released: it may take it over, even at the deadline
+	for round := 0; round < maxProbeRounds; round++ {
+		if f := r.checkCtx(); f != proceed {
+			return f
+		}
+		now := r.now()
+		if round > 0 {
+			if !now.Before(deadline) && !retake {
+				break
+			}
+			rows = r.probeRows(cands)
+		}
+		retake = false
+		c, wake, left := r.nextProbe(cands, rows, failed, now)
+		switch {
+		case !left:
+			return proceed // every provider's probe failed: refused
+		case c != nil:
+			out, f := r.leadOrJoin(c, deadline)
+			switch {
+			case f == finished:
+				return f
+			case out == joinFailed:
+				failed[c.prov] = true
+			case out == joinTimedOut:
+				return proceed
+			case out == joinReleased:
+				retake = true
+			}
+			continue // read the rows again: the probe changed them
+		case wake.IsZero() || !wake.Before(deadline):
+			return proceed // no probe can start within the wait
+		}
+		r.pause(wake.Sub(now), nil) // until a provider's next probe may start
+	}
+	return proceed
+}
+
+// probeCandidates are the cooling candidates a shared probe may try (A1), the
+// likeliest to answer first: the soonest cooldown end, then the latest
+// success. Each one's first slot is the profile its probe uses; rows are the
+// probe rows of their providers.
+func (r *runner) probeCandidates(cooling []plan) ([]plan, map[string]ProfileState) {
 	now := r.now()
 	var cands []plan
 	for _, c := range cooling {
@@ -280,7 +302,7 @@ func (r *runner) sharedProbe(cooling []plan) (Result, error, bool) {
 		cands = append(cands, c)
 	}
 	if len(cands) == 0 {
-		return Result{}, nil, false
+		return nil, nil
 	}
 	rows := r.probeRows(cands)
 	lastOK := func(c *plan) time.Time { // the most recent success: a shared probe's, or this process's
@@ -296,70 +318,30 @@ func (r *runner) sharedProbe(cooling []plan) (Result, error, bool) {
 		}
 		return lastOK(&cands[a]).After(lastOK(&cands[b]))
 	})
-	// In that order, each provider's probe is joined or made until one answers
-	// (a provider whose probe failed says nothing of the next one). A provider
-	// probed within the interval is waited for: its next probe may answer the
-	// turn. All of it within SharedProbeWait of the turn's start; then, or when
-	// every provider's probe failed, the turn is refused.
-	deadline := now.Add(r.p.SharedProbeWait)
-	failed := map[string]bool{} // providers whose probe this turn saw fail
-	retake := false             // a claim this turn waited on lapsed or was released: it may take it over, even at the deadline
-	for round := 0; round < maxProbeRounds; round++ {
-		if res, err, done := r.checkCtx(); done {
-			return res, err, true
-		}
-		now := r.now()
-		if round > 0 {
-			if !now.Before(deadline) && !retake {
-				break
-			}
-			rows = r.probeRows(cands)
-		}
-		retake = false
-		var wake time.Time // when a provider probed within the interval may be probed again
-		acted, left := false, false
-		for i := range cands {
-			c := &cands[i]
-			if failed[c.prov] {
-				continue
-			}
-			left = true
-			row := rows[c.prov]
-			if st := probeStatusOf(row, now, r.p.SharedProbeInterval, r.p.SharedProbeWait); st == probeFailed || st == probeAnswered {
-				if at := row.LastProbe.Add(r.p.SharedProbeInterval); wake.IsZero() || at.Before(wake) {
-					wake = at
-				}
-				continue
-			}
-			out, res, err, done := r.leadOrJoin(c, deadline)
-			if done {
-				return res, err, true
-			}
-			switch out {
-			case joinFailed:
-				failed[c.prov] = true
-			case joinTimedOut:
-				return Result{}, nil, false
-			case joinReleased:
-				retake = true
-			}
-			acted = true
-			break // read the rows again: the probe changed them
-		}
-		switch {
-		case !left:
-			return Result{}, nil, false // every provider's probe failed: refused
-		case acted:
+	return cands, rows
+}
+
+// nextProbe returns the first candidate whose provider's probe may be joined
+// or made now, nil when none may; wake is when the soonest of the providers
+// probed within the interval may be probed again, and left whether any
+// provider's probe has not failed yet.
+func (r *runner) nextProbe(cands []plan, rows map[string]ProfileState, failed map[string]bool, now time.Time) (c *plan, wake time.Time, left bool) {
+	for i := range cands {
+		c := &cands[i]
+		if failed[c.prov] {
 			continue
-		case wake.IsZero():
-			return Result{}, nil, false
 		}
-		if !wake.Before(deadline) {
-			break // no probe can start within the wait
+		left = true
+		row := rows[c.prov]
+		if st := probeStatusOf(row, now, r.p.SharedProbeInterval, r.p.SharedProbeWait); st == probeFailed || st == probeAnswered {
+			if at := row.LastProbe.Add(r.p.SharedProbeInterval); wake.IsZero() || at.Before(wake) {
+				wake = at
+			}
+			continue
 		}
-		r.pause(wake.Sub(now), nil) // until a provider's next probe may start
+		return c, wake, true
 	}
-	return Result{}, nil, false
+	return nil, wake, left
 }
 
 // maxProbeRounds bounds sharedProbe's rounds (each joins, makes or waits for a
@@ -398,43 +380,43 @@ func (e *Engine) lastSuccess(slots []slot) time.Time {
 	return t
 }
 
-// leadOrJoin claims the shared probe of c's provider and makes it, or waits for
-// the one in flight until deadline. done reports that the run is over (it was
-// answered, or stopped); otherwise out says how the probe ended: joinFailed,
-// joinTimedOut, or joinReleased when the claim moved on (taken by another
-// turn, or released) and the rows must be read again.
-func (r *runner) leadOrJoin(c *plan, deadline time.Time) (out joinOutcome, res Result, err error, done bool) {
+// leadOrJoin claims the shared probe of c's provider and makes it, or waits
+// for the one in flight until deadline. It reports how the probe ended:
+// joinFailed, joinTimedOut, or joinReleased when the claim moved on (taken by
+// another turn, or released) and the rows must be read again; finished when
+// the run is over (it was answered, or stopped).
+func (r *runner) leadOrJoin(c *plan, deadline time.Time) (joinOutcome, flow) {
 	won, st, row := r.claimShared(c.prov, r.now())
 	if won {
-		if r.probed == nil {
-			r.probed = make(map[string]bool)
-		}
-		r.probed[c.prov] = true
+		r.markProbed(c.prov)
 		pl := *c
 		pl.skip, pl.kind = "", AttemptProbe
-		if res, err, done := r.walk(pl.index, &pl); done {
-			return 0, res, err, true
-		}
-		return joinFailed, Result{}, nil, false
+		return joinFailed, r.walk(pl.index, &pl)
 	}
 	if st != probeRunning {
-		return joinReleased, Result{}, nil, false // probed meanwhile: read the rows again
+		return joinReleased, proceed // probed meanwhile: read the rows again
 	}
-	out = r.awaitProbe(c.prov, row.LastProbe, deadline)
+	out := r.awaitProbe(c.prov, row.LastProbe, deadline)
 	r.log.LogAttrs(r.ctx, slog.LevelInfo, "joined the shared probe",
 		slog.String("sessionKey", r.req.SessionKey), slog.String("provider", c.prov),
 		slog.String("outcome", out.String()))
 	if out != joinAnswered {
-		return out, Result{}, nil, false
+		return out, proceed
 	}
 	pl := r.inspect(c.index) // the probe cleared a cooldown: try it now
 	if pl.skip != "" || pl.usable == 0 || pl.mblocked {
-		return joinFailed, Result{}, nil, false
+		return joinFailed, proceed
 	}
-	if res, err, done := r.walk(c.index, &pl); done {
-		return 0, res, err, true
+	return joinFailed, r.walk(c.index, &pl)
+}
+
+// markProbed notes that this run probes prov (R11: at most one
+// transient-cooldown probe per provider per run).
+func (r *runner) markProbed(prov string) {
+	if r.probed == nil {
+		r.probed = make(map[string]bool)
 	}
-	return joinFailed, Result{}, nil, false
+	r.probed[prov] = true
 }
 
 // joinOutcome is how a wait for another turn's probe ended.
@@ -462,7 +444,10 @@ func (o joinOutcome) String() string {
 // awaitProbe waits for the result of prov's probe claimed at at, until
 // deadline, with the engine's clock.
 func (r *runner) awaitProbe(prov string, at, deadline time.Time) joinOutcome {
-	fl := r.e.localFlight(prov, at)
+	fl := r.e.flightOf(prov)
+	if fl != nil && !fl.at.Equal(at) {
+		fl = nil // another claim's, now over
+	}
 	for {
 		if fl != nil {
 			select {

@@ -350,7 +350,7 @@ func TestRun_A1_ClaimReleasedWithoutAVerdict(t *testing.T) {
 	h.e.Policy.ProbeWindow = time.Second
 	req := baseReq("openai/gpt-4o", "anthropic/claude")
 	coolAll(t, h, map[string]time.Duration{"openai:a": time.Minute, "openai:b": time.Minute, "anthropic:main": 40 * time.Second})
-	req.Hooks.BeforeCall = func(context.Context, Candidate) error { return ErrUserBudget }
+	req.Control = &hooks{beforeCall: func(context.Context, Attempt) error { return ErrUserBudget }}
 	sc := newScript(h.clk, ok("x"))
 	if _, err := h.e.Run(bg, req, sc.fn); err == nil || sc.count() != 0 {
 		t.Fatalf("%v %v", err, sc.keys())
@@ -359,7 +359,7 @@ func TestRun_A1_ClaimReleasedWithoutAVerdict(t *testing.T) {
 	if probeStatusOf(row, h.clk.Now(), h.e.Policy.SharedProbeInterval, h.e.Policy.SharedProbeWait) != probeFree {
 		t.Fatalf("claim not released: %+v", row)
 	}
-	req.Hooks.BeforeCall = nil
+	req.Control = nil
 	res, err := h.e.Run(bg, req, sc.fn)
 	if err != nil || h.clk.Now() != t0 || res.Attempts[len(res.Attempts)-1].Kind != AttemptProbe {
 		t.Fatalf("%v at %v: %+v", err, h.clk.Now(), res.Attempts)

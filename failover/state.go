@@ -111,6 +111,17 @@ func slotKey(c Candidate) string {
 	return c.Profile
 }
 
+// candidateKeys are the state keys of model ref, read together: the model's
+// own (R7) first, then each profile's.
+func candidateKeys(ref ModelRef, profs []Profile) []string {
+	keys := make([]string, 1+len(profs))
+	keys[0] = ModelKey(ref)
+	for j, p := range profs {
+		keys[1+j] = stateKey(p.ID, ref)
+	}
+	return keys
+}
+
 // stateKey is the state key of profile id used for model ref: the id, or the
 // per-model key of a provider without credentials.
 func stateKey(id string, ref ModelRef) string {
@@ -229,40 +240,4 @@ func (e *Engine) recordFailure(ctx context.Context, c Candidate, ref ModelRef, f
 		return out[n-1], err
 	}
 	return ProfileState{}, err
-}
-
-// candidateUntil returns when ref is usable again, zero when it is usable now.
-func (e *Engine) candidateUntil(ctx context.Context, req *Request, ref ModelRef, now time.Time) time.Time {
-	prov, _ := ref.Split()
-	profs, _, _ := profilesFor(req, prov, now)
-	keys := make([]string, 1+len(profs))
-	keys[0] = ModelKey(ref)
-	for j, p := range profs {
-		keys[1+j] = stateKey(p.ID, ref)
-	}
-	states, errs := e.getStates(ctx, keys)
-	failed := func(i int) bool { return errs != nil && errs[i] != nil }
-	var until time.Time
-	if ms := states[0]; !failed(0) && ms.CooldownUntil.After(now) {
-		until = ms.CooldownUntil
-	}
-	var pmin time.Time
-	for j := range profs {
-		if failed(1 + j) {
-			continue
-		}
-		ps := states[1+j]
-		u, _ := blockedUntil(&ps, string(ref), now)
-		if u.IsZero() {
-			pmin = time.Time{}
-			break
-		}
-		if pmin.IsZero() || u.Before(pmin) {
-			pmin = u
-		}
-	}
-	if pmin.After(until) {
-		until = pmin
-	}
-	return until
 }

@@ -57,12 +57,7 @@ func (e *Engine) CandidateStatus(ctx context.Context, ref ModelRef, profiles []P
 	if len(own) == 0 {
 		own = []Profile{{Provider: prov}}
 	}
-	// The model's own key (R7) and the profiles' keys, read together.
-	keys := make([]string, 1+len(own))
-	keys[0] = ModelKey(ref)
-	for j, p := range own {
-		keys[1+j] = stateKey(p.ID, ref)
-	}
+	keys := candidateKeys(ref, own)
 	states, errs := e.getStates(ctx, keys)
 	for i, err := range errs {
 		if err != nil {

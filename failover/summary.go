@@ -210,7 +210,10 @@ func (r *runner) earliest(now time.Time) (map[ModelRef]time.Time, time.Time) {
 		if _, seen := until[ref]; seen {
 			continue
 		}
-		u := r.e.candidateUntil(r.ctx, r.req, ref, now)
+		prov, _ := ref.Split()
+		profs, _, _ := profilesFor(r.req, prov, now)
+		cs, _ := r.e.CandidateStatus(r.ctx, ref, profs) // a state that cannot be read: unknown, zero
+		u := cs.Until
 		until[ref] = u
 		if !u.IsZero() && (best.IsZero() || u.Before(best)) {
 			best = u

@@ -25,7 +25,7 @@ func TestRun_V1_AttemptRecords(t *testing.T) {
 	slow.adv = 3 * time.Second
 	sc := newScript(h.clk, step{out: Output{Text: "ok", Progress: true}, adv: time.Second}).on("openai/gpt-4o", slow)
 	var seen int
-	req.Hooks.OnAttempt = func(AttemptRecord) { seen++ }
+	req.Trace.OnAttempt = func(AttemptRecord) { seen++ }
 	res, err := h.e.Run(bg, req, sc.fn)
 	if err != nil {
 		t.Fatal(err)

@@ -122,10 +122,10 @@ func (c *Client) post(ctx context.Context, body anthropicRequest) (*http.Respons
 	return c.http.Do(hreq)
 }
 
-// httpFailure is what Classify sees of a non-2xx answer: the capture holds it
-// as the provider sent it.
-func httpFailure(h *capture) classify.Response {
-	return classify.Response{Status: h.statusCode(), Headers: h.headers(), Body: h.bodyText()}
+// failHTTP is the failure of a non-2xx answer: the capture holds it as the
+// provider sent it.
+func (k *call) failHTTP() error {
+	return k.failResponse(classify.Response{Status: k.h.statusCode(), Headers: k.h.headers(), Body: k.h.bodyText()})
 }
 
 // errBadEvent: a stream event whose data is not JSON.
@@ -154,7 +154,7 @@ type anthropicUsage struct {
 	OutputTokens int `json:"output_tokens"`
 }
 
-// anthropicStop maps Anthropic's stop reasons onto failover.NormalizeFinish's
+// anthropicStop maps Anthropic's stop reasons onto classify.Finish's
 // list: end_turn, stop_sequence, max_tokens, tool_use and refusal are there;
 // model_context_window_exceeded ends a complete but cut answer, like
 // max_tokens. Anything else stays as sent and is an unknown stop (R14).
@@ -211,47 +211,35 @@ func (s *sseReader) next() (typ string, data []byte, err error) {
 
 // chatAnthropic streams one Messages API call (see Chat).
 func (c *Client) chatAnthropic(ctx context.Context, req Request, onDelta func(string)) (failover.Output, error) {
-	start := c.now()
-	holder := &capture{}
-	wctx, wd, cancel := startWatchdog(withCapture(ctx, holder), c.cfg.IdleTimeout)
-	defer cancel(context.Canceled)
-	defer wd.stop()
+	k := c.begin(ctx, req.Model)
+	defer k.done()
+	k.onDelta = onDelta
 
-	resp, err := c.post(wctx, anthropicBody(req, true))
+	resp, err := c.post(k.ctx, anthropicBody(req, true))
 	if err != nil {
-		return failover.Output{}, c.fail(ctx, wctx, req.Model, holder, err, false, start)
+		return failover.Output{}, k.fail(err, false)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 300 {
-		return failover.Output{}, c.failResponse(ctx, req.Model, httpFailure(holder), start)
+		return failover.Output{}, k.failHTTP()
 	}
-	wd.kick()
-
-	var (
-		out      failover.Output
-		text     strings.Builder
-		stop     string
-		sawTools bool
-	)
+	k.kick()
 	sse := &sseReader{r: bufio.NewReaderSize(resp.Body, 16<<10)}
-	for {
-		typ, data, rerr := sse.next()
-		if rerr != nil {
-			if errors.Is(rerr, io.EOF) && wctx.Err() == nil {
+	for typ := ""; typ != "message_stop"; {
+		var data []byte
+		typ, data, err = sse.next()
+		if err != nil {
+			if errors.Is(err, io.EOF) && k.ctx.Err() == nil {
 				break // the stream ended; finish says whether it was complete
 			}
-			// Partial text of a broken stream is never delivered (R8).
-			out.Text = text.String()
-			return out, c.fail(ctx, wctx, req.Model, holder, rerr, true, start)
+			return k.broke(err)
 		}
-		wd.kick()
+		k.kick()
 		if typ == "error" {
 			// covers C5, C6: an error event after the 200 (overloaded_error,
 			// api_error) is classified from its own JSON.
-			out.Text = text.String()
-			return out, c.failResponse(ctx, req.Model, classify.Response{
-				Status: holder.statusCode(), Headers: holder.headers(), Body: string(data), Stream: true,
-			}, start)
+			k.out.Text = k.text.String()
+			return k.out, k.failResponse(classify.Response{Status: k.h.statusCode(), Headers: k.h.headers(), Body: string(data), Stream: true})
 		}
 		if len(data) == 0 {
 			continue
@@ -260,73 +248,69 @@ func (c *Client) chatAnthropic(ctx context.Context, req Request, onDelta func(st
 		if json.Unmarshal(data, &ev) != nil {
 			// Not the decoder's words: "invalid character ... object key" would
 			// read as a bad key to the classifier.
-			out.Text = text.String()
-			return out, c.fail(ctx, wctx, req.Model, holder, fmt.Errorf("%w: event %q", errBadEvent, truncate(typ, 40)), true, start)
+			return k.broke(fmt.Errorf("%w: event %q", errBadEvent, truncate(typ, 40)))
 		}
-		d := ""
-		switch typ {
-		case "message_start":
-			out.InputTokens, out.OutputTokens = ev.Message.Usage.InputTokens, ev.Message.Usage.OutputTokens
-		case "content_block_start":
-			switch ev.ContentBlock.Type {
-			case "text":
-				d = ev.ContentBlock.Text
-			case "tool_use", "server_tool_use":
-				sawTools = true
-			}
-		case "content_block_delta":
-			switch ev.Delta.Type {
-			case "text_delta":
-				d = ev.Delta.Text
-			case "input_json_delta":
-				sawTools = true
-			} // thinking, signature and citations deltas are not the answer
-		case "message_delta":
-			if ev.Delta.StopReason != "" {
-				stop = ev.Delta.StopReason
-			}
-			if ev.Usage.OutputTokens > 0 {
-				out.OutputTokens = ev.Usage.OutputTokens
-			}
-			if ev.Usage.InputTokens > 0 {
-				out.InputTokens = ev.Usage.InputTokens
-			}
-		}
-		// ping, content_block_stop, message_stop and event types added later
-		// carry no answer text (the API's versioning policy adds event types).
-		if !c.addText(&text, d, onDelta) {
-			out.Text = text.String()
-			return out, c.fail(ctx, wctx, req.Model, holder, answerTooLarge(c.cfg.MaxAnswerBytes), true, start)
-		}
-		if typ == "message_stop" {
-			break
+		if !k.add(k.readEvent(typ, &ev)) {
+			return k.broke(answerTooLarge(c.cfg.MaxAnswerBytes))
 		}
 	}
-	wd.stop()
-	out.Text = text.String()
-	return c.finish(ctx, req.Model, holder, out, anthropicStop(stop), sawTools, start)
+	k.stop = anthropicStop(k.stop)
+	return k.finish()
+}
+
+// readEvent reads one stream event into the answer and returns its text.
+// ping, content_block_stop, message_stop and event types added later carry
+// no answer text (the API's versioning policy adds event types); nor do
+// thinking, signature and citations deltas.
+func (k *call) readEvent(typ string, ev *anthropicEvent) string {
+	switch typ {
+	case "message_start":
+		k.out.InputTokens, k.out.OutputTokens = ev.Message.Usage.InputTokens, ev.Message.Usage.OutputTokens
+	case "content_block_start":
+		switch ev.ContentBlock.Type {
+		case "text":
+			return ev.ContentBlock.Text
+		case "tool_use", "server_tool_use":
+			k.tools = true
+		}
+	case "content_block_delta":
+		switch ev.Delta.Type {
+		case "text_delta":
+			return ev.Delta.Text
+		case "input_json_delta":
+			k.tools = true
+		}
+	case "message_delta":
+		if ev.Delta.StopReason != "" {
+			k.stop = ev.Delta.StopReason
+		}
+		if ev.Usage.OutputTokens > 0 {
+			k.out.OutputTokens = ev.Usage.OutputTokens
+		}
+		if ev.Usage.InputTokens > 0 {
+			k.out.InputTokens = ev.Usage.InputTokens
+		}
+	}
+	return ""
 }
 
 // probeAnthropic is Probe in the Messages API: max_tokens 1, not streamed.
 func (c *Client) probeAnthropic(ctx context.Context, model string) error {
-	start := c.now()
-	holder := &capture{}
-	wctx, wd, cancel := startWatchdog(withCapture(ctx, holder), c.cfg.IdleTimeout)
-	defer cancel(context.Canceled)
-	defer wd.stop()
+	k := c.begin(ctx, model)
+	defer k.done()
 	body := anthropicBody(Request{Model: model, MaxTokens: 1, Messages: []Message{{Role: "user", Content: "ping"}}}, false)
-	resp, err := c.post(wctx, body)
+	resp, err := c.post(k.ctx, body)
 	if err != nil {
-		return c.fail(ctx, wctx, model, holder, err, false, start)
+		return k.fail(err, false)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 300 {
-		return c.failResponse(ctx, model, httpFailure(holder), start)
+		return k.failHTTP()
 	}
 	// The body is bounded by limits.max_response_bytes (T1).
 	raw, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return c.fail(ctx, wctx, model, holder, err, false, start)
+		return k.fail(err, false)
 	}
 	var msg struct {
 		Type    string `json:"type"`
@@ -339,15 +323,11 @@ func (c *Client) probeAnthropic(ctx context.Context, model string) error {
 		if err == nil {
 			err = fmt.Errorf("anthropic: answer of type %q, not a message", truncate(msg.Type, 40))
 		}
-		return c.fail(ctx, wctx, model, holder, fmt.Errorf("anthropic: unreadable answer: %w", err), false, start)
+		return k.fail(fmt.Errorf("anthropic: unreadable answer: %w", err), false)
 	}
 	n := 0
 	for _, b := range msg.Content {
 		n += len(b.Text) + len(b.Thinking)
 	}
-	if n > c.cfg.MaxAnswerBytes {
-		return c.fail(ctx, wctx, model, holder, answerTooLarge(c.cfg.MaxAnswerBytes), false, start)
-	}
-	c.log.Debug("llm probe ok", "model", model, "dur", c.now().Sub(start))
-	return nil
+	return k.probed(n)
 }

@@ -14,10 +14,10 @@
 //     headers at all, cancels the call with classify.ErrIdleTimeout; the Failure
 //     has Idle set. The attempt timeout is the caller's ctx deadline (cause
 //     classify.ErrAttemptTimeout); a caller cancellation is reason aborted.
-//   - Stop reasons go through failover.NormalizeFinish, the one list of them:
-//     unknown ones are errors (R14); empty answers carry classify.ErrEmptyOutput
-//     (R13); Progress means non-empty text or a completed tool call (R8), never
-//     output tokens alone.
+//   - Stop reasons go through classify.Finish, the one list of them, here and
+//     nowhere else: unknown ones are errors (R14); empty answers carry
+//     classify.ErrEmptyOutput (R13); Progress means non-empty text or a
+//     completed tool call (R8), never output tokens alone.
 //   - Bounded input (T1): the body (MaxResponseBytes), one stream line, and the
 //     answer text (MaxAnswerBytes) are capped, compressed responses are refused
 //     (none is asked for), so memory stays bounded whatever a provider sends;
@@ -316,133 +316,105 @@ func buildRequest(model string, msgs []openai.ChatCompletionMessage, maxTokens i
 	return r
 }
 
-// watchdog cancels ctx with classify.ErrIdleTimeout when not kicked for idle.
-type watchdog struct {
-	t    *time.Timer
-	idle time.Duration
-}
-
-func startWatchdog(parent context.Context, idle time.Duration) (context.Context, *watchdog, context.CancelCauseFunc) {
-	ctx, cancel := context.WithCancelCause(parent)
-	w := &watchdog{idle: idle}
-	w.t = time.AfterFunc(idle, func() { cancel(classify.ErrIdleTimeout) })
-	return ctx, w, cancel
-}
-
-func (w *watchdog) kick() { w.t.Reset(w.idle) }
-func (w *watchdog) stop() { w.t.Stop() }
-
 // Chat streams one chat completion, calling onDelta (may be nil) with each text
 // delta as it arrives. On failure it returns a *failover.Failure.
 func (c *Client) Chat(ctx context.Context, req Request, onDelta func(string)) (failover.Output, error) {
 	if c.cfg.API == APIAnthropic {
 		return c.chatAnthropic(ctx, req, onDelta)
 	}
-	start := c.now()
-	holder := &capture{}
-	wctx, wd, cancel := startWatchdog(withCapture(ctx, holder), c.cfg.IdleTimeout)
-	defer cancel(context.Canceled)
-	defer wd.stop()
+	k := c.begin(ctx, req.Model)
+	defer k.done()
+	k.onDelta = onDelta
 
 	oreq := buildRequest(req.Model, c.messages(req), req.MaxTokens, req.Temperature)
 	oreq.Stream = true
 	oreq.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
 
-	stream, err := c.api.CreateChatCompletionStream(wctx, oreq)
+	stream, err := c.api.CreateChatCompletionStream(k.ctx, oreq)
 	if err != nil {
-		return failover.Output{}, c.fail(ctx, wctx, req.Model, holder, err, false, start)
+		return failover.Output{}, k.fail(err, false)
 	}
 	defer stream.Close()
-	wd.kick()
-
-	var (
-		out      failover.Output
-		text     strings.Builder
-		finish   string
-		sawTools bool
-	)
+	k.kick()
 	for {
 		ck, rerr := stream.Recv()
 		if rerr != nil {
-			if errors.Is(rerr, io.EOF) && wctx.Err() == nil {
-				break
+			if errors.Is(rerr, io.EOF) && k.ctx.Err() == nil {
+				return k.finish()
 			}
-			// Partial text of a broken stream is never delivered, so it is not
-			// completed progress (R8): a stall after one chunk counts toward the
-			// breaker like any other stall.
-			out.Text = text.String()
-			return out, c.fail(ctx, wctx, req.Model, holder, rerr, true, start)
+			return k.broke(rerr)
 		}
-		wd.kick()
+		k.kick()
 		if ck.Usage != nil {
-			out.InputTokens = ck.Usage.PromptTokens
-			out.OutputTokens = ck.Usage.CompletionTokens
+			k.out.InputTokens = ck.Usage.PromptTokens
+			k.out.OutputTokens = ck.Usage.CompletionTokens
 		}
 		for _, ch := range ck.Choices {
-			if !c.addText(&text, ch.Delta.Content, onDelta) {
-				out.Text = text.String()
-				return out, c.fail(ctx, wctx, req.Model, holder, answerTooLarge(c.cfg.MaxAnswerBytes), true, start)
+			if !k.add(ch.Delta.Content) {
+				return k.broke(answerTooLarge(c.cfg.MaxAnswerBytes))
 			}
 			if len(ch.Delta.ToolCalls) > 0 || ch.Delta.FunctionCall != nil {
-				sawTools = true
+				k.tools = true
 			}
 			if f := string(ch.FinishReason); f != "" && f != string(openai.FinishReasonNull) {
-				finish = f
+				k.stop = f
 			}
 		}
 	}
-	wd.stop()
-	out.Text = text.String()
-	return c.finish(ctx, req.Model, holder, out, finish, sawTools, start)
 }
 
-// addText adds d to the answer and shows it, or reports false when it would
-// pass limits.max_answer_bytes: nothing past the cap is kept, shown or
-// returned (T1).
-func (c *Client) addText(text *strings.Builder, d string, onDelta func(string)) bool {
+// add adds d to the answer and shows it, or reports false when it would pass
+// limits.max_answer_bytes: nothing past the cap is kept, shown or returned (T1).
+func (k *call) add(d string) bool {
 	if d == "" {
 		return true
 	}
-	if text.Len()+len(d) > c.cfg.MaxAnswerBytes {
+	if k.text.Len()+len(d) > k.c.cfg.MaxAnswerBytes {
 		return false
 	}
-	text.WriteString(d)
-	if onDelta != nil {
-		onDelta(d)
+	k.text.WriteString(d)
+	if k.onDelta != nil {
+		k.onDelta(d)
 	}
 	return true
 }
 
+// broke ends a stream that failed with err. Its partial text is never
+// delivered, so it is not completed progress (R8): a stall after one chunk
+// counts toward the breaker like any other stall.
+func (k *call) broke(err error) (failover.Output, error) {
+	k.out.Text = k.text.String()
+	return k.out, k.fail(err, true)
+}
+
 // finish ends a stream that ran to its end: a stream without a stop reason is
-// truncated; the stop reason goes through failover.NormalizeFinish; an empty
-// answer is an error. finish is the provider's stop reason as sent.
-func (c *Client) finish(ctx context.Context, model string, holder *capture, out failover.Output, finish string, sawTools bool, start time.Time) (failover.Output, error) {
+// truncated; the stop reason goes through classify.Finish, once for every
+// protocol; an empty answer is an error. k.stop is the provider's stop reason
+// as sent (Anthropic's through anthropicStop).
+func (k *call) finish() (failover.Output, error) {
+	k.idle.Stop()
+	out, finish := k.out, k.stop
+	out.Text = k.text.String()
 	if finish == "" {
 		// covers C6: EOF without [DONE]/finish_reason is a truncated stream.
-		return out, c.failResponse(ctx, model, classify.Response{
-			Status: holder.statusCode(), Headers: holder.headers(), Stream: true, Err: errTruncated,
-		}, start)
+		return out, k.failStream(errTruncated)
 	}
-	fr, stopFailure := failover.NormalizeFinish(finish)
+	fr, bad := classify.Finish(finish)
 	out.FinishReason = fr
-	toolDone := sawTools && (fr == "tool_calls" || fr == "function_call")
+	toolDone := k.tools && (fr == "tool_calls" || fr == "function_call")
 	out.Progress = out.Text != "" || toolDone // R8: text or a completed tool call, not tokens
 
 	switch {
-	case stopFailure != nil:
+	case bad != "":
 		// covers R14: a filtered, error or unknown stop is an error before any
 		// decision; the failure says which.
-		return out, c.failResponse(ctx, model, classify.Response{
-			Status: holder.statusCode(), Headers: holder.headers(), Stream: true, Err: stopFailure,
-		}, start)
+		return out, k.failStream(&stopError{stop: fr, reason: bad})
 	case out.Text == "" && !toolDone:
 		// covers R13: an empty answer is an error the engine may retry once.
-		return out, c.failResponse(ctx, model, classify.Response{
-			Status: holder.statusCode(), Headers: holder.headers(), Err: classify.ErrEmptyOutput,
-		}, start)
+		return out, k.failResponse(classify.Response{Status: k.h.statusCode(), Headers: k.h.headers(), Err: classify.ErrEmptyOutput})
 	}
-	c.log.Debug("llm call ok", "model", model, "finish", finish,
-		"in", out.InputTokens, "out", out.OutputTokens, "dur", c.now().Sub(start))
+	k.c.log.Debug("llm call ok", "model", k.model, "finish", finish,
+		"in", out.InputTokens, "out", out.OutputTokens, "dur", k.c.now().Sub(k.start))
 	return out, nil
 }
 
@@ -452,23 +424,25 @@ func (c *Client) Probe(ctx context.Context, model string) error {
 	if c.cfg.API == APIAnthropic {
 		return c.probeAnthropic(ctx, model)
 	}
-	start := c.now()
-	holder := &capture{}
-	wctx, wd, cancel := startWatchdog(withCapture(ctx, holder), c.cfg.IdleTimeout)
-	defer cancel(context.Canceled)
-	defer wd.stop()
+	k := c.begin(ctx, model)
+	defer k.done()
 	msgs := []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: "ping"}}
-	resp, err := c.api.CreateChatCompletion(wctx, buildRequest(model, msgs, 1, nil))
+	resp, err := c.api.CreateChatCompletion(k.ctx, buildRequest(model, msgs, 1, nil))
 	if err != nil {
-		return c.fail(ctx, wctx, model, holder, err, false, start)
+		return k.fail(err, false)
 	}
 	n := 0
 	for _, ch := range resp.Choices {
 		n += len(ch.Message.Content) + len(ch.Message.ReasoningContent)
 	}
-	if n > c.cfg.MaxAnswerBytes {
-		return c.fail(ctx, wctx, model, holder, answerTooLarge(c.cfg.MaxAnswerBytes), false, start)
+	return k.probed(n)
+}
+
+// probed ends a probe whose answer held n bytes of text (T1).
+func (k *call) probed(n int) error {
+	if n > k.c.cfg.MaxAnswerBytes {
+		return k.fail(answerTooLarge(k.c.cfg.MaxAnswerBytes), false)
 	}
-	c.log.Debug("llm probe ok", "model", model, "dur", c.now().Sub(start))
+	k.c.log.Debug("llm probe ok", "model", k.model, "dur", k.c.now().Sub(k.start))
 	return nil
 }

@@ -105,16 +105,62 @@ func (t *captureTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	return resp, nil
 }
 
-// fail normalises an error from go-openai into a *failover.Failure. caller is
-// the caller's ctx, wctx the watchdog ctx derived from it; stream says whether
-// the stream had started.
-func (c *Client) fail(caller, wctx context.Context, model string, h *capture, err error, stream bool, start time.Time) error {
-	r := c.normalise(caller, wctx, h, err, stream)
-	return c.failResponse(caller, model, r, start)
+// call is one request of a Client: when it started, the capture of what the
+// provider sent (status, headers, an error body), and the idle watchdog that
+// cancels its context with classify.ErrIdleTimeout when no chunk came for
+// IdleTimeout (R5, R8).
+type call struct {
+	c      *Client
+	model  string
+	caller context.Context // the caller's ctx
+	ctx    context.Context // derived from caller, cut by the watchdog; the request runs on it
+	h      *capture
+	idle   *time.Timer
+	cancel context.CancelCauseFunc
+	start  time.Time
+
+	// The streamed answer so far: its usage, text, stop reason as sent, and
+	// whether it called a tool; onDelta is shown each piece of text.
+	out     failover.Output
+	text    strings.Builder
+	stop    string
+	tools   bool
+	onDelta func(string)
+}
+
+// begin starts a request of model: its capture and its watchdog. The caller
+// ends it with done.
+func (c *Client) begin(ctx context.Context, model string) *call {
+	k := &call{c: c, model: model, caller: ctx, h: &capture{}, start: c.now()}
+	k.ctx, k.cancel = context.WithCancelCause(withCapture(ctx, k.h))
+	k.idle = time.AfterFunc(c.cfg.IdleTimeout, func() { k.cancel(classify.ErrIdleTimeout) })
+	return k
+}
+
+// kick tells the watchdog that data came.
+func (k *call) kick() { k.idle.Reset(k.c.cfg.IdleTimeout) }
+
+// done stops the watchdog and releases the request's context.
+func (k *call) done() {
+	k.idle.Stop()
+	k.cancel(context.Canceled)
+}
+
+// fail turns an error of the request (go-openai's, the transport's, a read's)
+// into a *failover.Failure; stream says whether the stream had started.
+func (k *call) fail(err error, stream bool) error {
+	return k.failResponse(k.normalise(err, stream))
+}
+
+// failStream is the failure of a stream that ended (C6, R13, R14): what the
+// capture holds of the 200, with err for Classify.
+func (k *call) failStream(err error) error {
+	return k.failResponse(classify.Response{Status: k.h.statusCode(), Headers: k.h.headers(), Stream: true, Err: err})
 }
 
 // normalise builds the Response that Classify sees (C12).
-func (c *Client) normalise(caller, wctx context.Context, h *capture, err error, stream bool) classify.Response {
+func (k *call) normalise(err error, stream bool) classify.Response {
+	caller, wctx, h := k.caller, k.ctx, k.h
 	r := classify.Response{Status: h.statusCode(), Headers: h.headers(), Stream: stream}
 
 	// Deadlines and cancellations first: a read error after our own cancel is a
@@ -172,8 +218,11 @@ func (c *Client) normalise(caller, wctx context.Context, h *capture, err error, 
 	return r
 }
 
-// failResponse classifies r and fills in who failed; it redacts the key.
-func (c *Client) failResponse(caller context.Context, model string, r classify.Response, start time.Time) error {
+// failResponse builds the Failure of r: classified (C1-C13), with who failed,
+// the client's own verdicts (keepVerdict) and the key redacted (P4). It is
+// the one place a Failure is made of what a provider sent, for every protocol.
+func (k *call) failResponse(r classify.Response) error {
+	c, caller, model := k.c, k.caller, k.model
 	r.Provider = c.cfg.Provider
 	r.Body = c.scrub(r.Body)
 	for k, v := range r.Headers {
@@ -208,8 +257,16 @@ func (c *Client) failResponse(caller context.Context, model string, r classify.R
 		rule = "llm/" + string(f.Reason) // the client's own verdict (keepVerdict)
 	}
 	c.log.Info("llm call failed", "model", model, "reason", string(f.Reason), "status", f.Status,
-		"rule", rule, "idle", f.Idle, "stream", r.Stream, "dur", c.now().Sub(start), "detail", f.Message)
+		"rule", rule, "idle", f.Idle, "stream", r.Stream, "dur", c.now().Sub(k.start), "detail", f.Message)
 	return &f
+}
+
+// Unconfigured is the failure of a call for which the configuration has no
+// client: no key of provider's profile (an auth failure, so the run rotates
+// or falls back, R2, and the profile cools down, D1).
+func Unconfigured(provider, model, profile string) error {
+	return &failover.Failure{Reason: classify.ReasonAuth, Class: classify.ClassDeterministic,
+		Message: "no client configured for this provider/profile", Provider: provider, Model: model, Profile: profile}
 }
 
 // previewRunes bounds the provider message kept in a Failure.

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/detourbot/detour/classify"
-	"github.com/detourbot/detour/failover"
 	"github.com/detourbot/detour/internal/fakeprovider"
 	"github.com/detourbot/detour/internal/testkit/syncbuf"
 )
@@ -429,12 +428,12 @@ func TestAnthropicStop_R14(t *testing.T) {
 		"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "model_context_window_exceeded": "length",
 		"tool_use": "tool_calls", "refusal": "refusal", "pause_turn": "pause_turn",
 	} {
-		got, f := failover.NormalizeFinish(anthropicStop(in))
+		got, bad := classify.Finish(anthropicStop(in))
 		if got != want {
 			t.Errorf("%s -> %s, want %s", in, got, want)
 		}
-		if bad := in == "refusal" || in == "pause_turn"; bad != (f != nil) {
-			t.Errorf("%s: failure %v", in, f)
+		if want := in == "refusal" || in == "pause_turn"; want != (bad != "") {
+			t.Errorf("%s: failure %q", in, bad)
 		}
 	}
 }

@@ -191,11 +191,11 @@ func (b *boundedBody) Close() error { return b.rc.Close() }
 
 // keepVerdict overrides the classifier where the client already knows the
 // verdict: a refused response is refused_response naming what was refused (A2,
-// T1, T2), one of our own faults is local (A4), and a Failure passed as the
-// error (an unknown stop reason, R14) stays what it is.
+// T1, T2), a stop reason that is a failure is what classify.Finish says (R14),
+// and one of our own faults is local (A4).
 func keepVerdict(f *failover.Failure, err error) {
 	var re *RefusedError
-	var own *failover.Failure
+	var se *stopError
 	switch {
 	case errors.As(err, &re):
 		f.Reason, f.Class, f.Message, f.Code = classify.ReasonRefusedResponse, classify.ReasonClass(classify.ReasonRefusedResponse), re.Why, ""
@@ -203,11 +203,25 @@ func keepVerdict(f *failover.Failure, err error) {
 		if re.Status != 0 {
 			f.Status = re.Status
 		}
-	case errors.As(err, &own):
-		f.Reason, f.Class, f.Message, f.Code = own.Reason, own.Class, own.Message, own.Code
+	case errors.As(err, &se):
+		f.Reason, f.Class, f.Message, f.Code = se.reason, classify.ReasonClass(se.reason), se.Error(), ""
 	case localTransport(err):
 		f.Reason, f.Class = classify.ReasonLocal, classify.ReasonClass(classify.ReasonLocal)
 	}
+}
+
+// stopError is an answer whose stop reason is a failure (R14): a filter, an
+// error stop, or one detour does not know.
+type stopError struct {
+	stop   string
+	reason classify.Reason
+}
+
+func (e *stopError) Error() string {
+	if e.reason == classify.ReasonUnclassified {
+		return "unknown stop reason: " + truncate(e.stop, 100)
+	}
+	return "stop reason: " + e.stop
 }
 
 // localTransport reports a transport failure on our side of the network: the

@@ -42,41 +42,40 @@ func dayOf(now time.Time) (day string, end time.Time) {
 	return start.Format(time.DateOnly), start.Add(24 * time.Hour)
 }
 
-// budgetHooks returns the engine hooks that keep user's daily budget: a check
-// and count before each paid call, the spend added after it. Without a budget
-// (or without a user) they are nil.
-func (r *Router) budgetHooks(user string) (before func(context.Context, failover.Candidate) error, spent func(failover.AttemptRecord)) {
+// takeCall counts one paid call of user against the daily budget before it is
+// made (T6), and refuses it, saying when the allowance comes back, when the
+// budget is used up. Without a budget (or without a user) it allows all.
+func (r *Router) takeCall(ctx context.Context, user string) error {
 	b := r.cfg.UserBudget
 	if !b.on() || user == "" {
-		return nil, nil
-	}
-	before = func(ctx context.Context, _ failover.Candidate) error {
-		now := r.clock.Now()
-		day, end := dayOf(now)
-		ok, err := r.st.takePaidCall(ctx, user, day, b.Calls, b.USD)
-		if err != nil {
-			// A call that cannot be counted is not made (T7).
-			return fmt.Errorf("the usage of today could not be recorded, so no call was made: %w", err)
-		}
-		if !ok {
-			what := fmt.Sprintf("%d paid calls", b.Calls)
-			if b.Calls == 0 || b.USD > 0 && r.spentUp(ctx, user, day, b) {
-				what = fmt.Sprintf("$%.2f", b.USD)
-			}
-			return &userBudgetError{what: what, reset: end, now: now}
-		}
 		return nil
 	}
-	spent = func(a failover.AttemptRecord) {
-		if a.CostUSD <= 0 {
-			return
-		}
-		day, _ := dayOf(a.Started)
-		if err := r.st.addSpend(context.WithoutCancel(r.base), user, day, a.CostUSD); err != nil {
-			r.log.Warn("record spend", "user", user, "err", err)
-		}
+	now := r.clock.Now()
+	day, end := dayOf(now)
+	ok, err := r.st.takePaidCall(ctx, user, day, b.Calls, b.USD)
+	if err != nil {
+		// A call that cannot be counted is not made (T7).
+		return fmt.Errorf("the usage of today could not be recorded, so no call was made: %w", err)
 	}
-	return before, spent
+	if !ok {
+		what := fmt.Sprintf("%d paid calls", b.Calls)
+		if b.Calls == 0 || b.USD > 0 && r.spentUp(ctx, user, day, b) {
+			what = fmt.Sprintf("$%.2f", b.USD)
+		}
+		return &userBudgetError{what: what, reset: end, now: now}
+	}
+	return nil
+}
+
+// addSpend adds what paid call a cost to user's day (T6).
+func (r *Router) addSpend(user string, a failover.AttemptRecord) {
+	if !r.cfg.UserBudget.on() || user == "" || a.CostUSD <= 0 {
+		return
+	}
+	day, _ := dayOf(a.Started)
+	if err := r.st.addSpend(context.WithoutCancel(r.base), user, day, a.CostUSD); err != nil {
+		r.log.Warn("record spend", "user", user, "err", err)
+	}
 }
 
 // spentUp reports whether the USD cap (rather than the call cap) is what ran out.

@@ -32,6 +32,9 @@ func (e *badArgument) Error() string { return e.msg }
 // Is makes errors.Is(err, e.sentinel) hold.
 func (e *badArgument) Is(target error) bool { return target == e.sentinel }
 
+// denied is a command's refusal in its own words (a badArgument of no sentinel).
+func denied(text string) error { return &badArgument{msg: text} }
+
 // refused is a badArgument matching sentinel, its text formatted.
 func refused(sentinel error, format string, args ...any) error {
 	return &badArgument{sentinel: sentinel, msg: fmt.Sprintf(format, args...)}

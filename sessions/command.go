@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -23,17 +24,37 @@ var ErrUnknownModel = errors.New("sessions: unknown model")
 var ErrUnknownProfile = errors.New("sessions: unknown profile")
 
 // runCommand answers one parsed command. Answers are KindReply (ephemeral where
-// the platform allows); bad input and refusals are KindError.
+// the platform allows); bad input and refusals are KindError, in their own
+// words.
 func (r *Router) runCommand(ctx context.Context, in adapters.Inbound, c commands.Command) {
-	answer := func(text string) {
+	text, err := r.command(ctx, in, c)
+	switch {
+	case errors.As(err, new(*badArgument)):
+		r.send(ctx, reply(in, adapters.KindError, err.Error())) // its own text, never a sentinel's
+	case err != nil:
+		r.log.Warn("command failed", "session", in.SessionKey, "command", c.Name, "err", err)
+		r.send(ctx, reply(in, adapters.KindError, fmt.Sprintf("/%s failed: internal error", c.Name)))
+	default:
 		out := reply(in, adapters.KindReply, text)
 		out.Ephemeral = true
+		if c.Name == commands.CmdModel && c.Ref == "" && !c.List && !c.Default {
+			// L4: /model alone offers the models as a pick where the channel
+			// can show one; choosing says "/model <ref>".
+			for _, m := range r.choosableModels() {
+				out.Choices = append(out.Choices, adapters.Choice{Label: m, Command: "/model " + m})
+			}
+			out.Choices = append(out.Choices, adapters.Choice{Label: "default", Command: "/model default"})
+		}
 		r.send(ctx, out)
 	}
-	refuse := func(text string) { r.send(ctx, reply(in, adapters.KindError, text)) }
+}
+
+// command is the text of the answer to c, or an error; a *badArgument's text
+// is what the person reads (bad input, a refusal). A command that changes
+// something answers with its text and the error of doing it.
+func (r *Router) command(ctx context.Context, in adapters.Inbound, c commands.Command) (string, error) {
 	if c.Err != "" {
-		refuse(c.Err)
-		return
+		return "", denied(c.Err)
 	}
 	if (c.Name == commands.CmdModel || c.Name == commands.CmdNew) && (c.Ref != "" || c.Alias != "") {
 		// What was typed becomes a model people may choose, or the answer says
@@ -44,108 +65,85 @@ func (r *Router) runCommand(ctx context.Context, in adapters.Inbound, c commands
 		}
 		ref, err := r.chooseModel(typed)
 		if err != nil {
-			r.commandFailed(in, c, err, refuse)
-			return
+			return "", err
 		}
 		c.Ref, c.Alias = string(ref), ""
 	}
 	if in.DefaultsFor != "" && ((c.Name == commands.CmdModel && (c.Ref != "" || c.Default)) || c.Name == commands.CmdNew || c.Name == commands.CmdReset) {
 		changes := c.Name != commands.CmdNew || c.Ref != ""
 		if changes && !r.cfg.Access.ChannelModelEveryone && !r.isAdmin(in) {
-			refuse(channelModelRefusal(in.DefaultsFor)) // T9
-			return
+			return "", denied(channelModelRefusal(in.DefaultsFor)) // T9
 		}
-		r.commandFailed(in, c, r.setDefaults(ctx, in, c, answer), refuse)
-		return
+		return r.setDefaults(ctx, in, c)
 	}
-	var err error
 	switch c.Name {
 	case commands.CmdHelp:
-		answer(commands.HelpText())
+		return commands.HelpText(), nil
 	case commands.CmdModels:
-		var e *Entry
-		if e, err = r.st.load(ctx, in.SessionKey); err == nil {
-			answer(commands.ModelsText(r.modelList(e, in.Channel)))
-		}
+		return r.modelsText(ctx, in, true)
 	case commands.CmdModel:
-		switch {
-		case c.List:
-			var e *Entry
-			if e, err = r.st.load(ctx, in.SessionKey); err == nil {
-				answer(commands.ModelsText(r.modelList(e, in.Channel)))
-			}
-		case c.Default:
-			if err = r.ClearModel(ctx, in.SessionKey); err == nil {
-				answer(fmt.Sprintf("back to the configured model %s", r.baseFor(in)))
-			}
-		case c.Ref != "":
-			if err = r.SetModel(ctx, in.SessionKey, c.Ref, c.Profile); err == nil {
-				msg := "model set to " + c.Ref
-				if c.Profile != "" {
-					msg += " with profile " + c.Profile
-				}
-				answer(msg + " (exact: if it fails you will see the failure; /model default goes back)")
-			}
-		default:
-			var e *Entry
-			if e, err = r.st.load(ctx, in.SessionKey); err == nil {
-				// L4: the answer offers the models as a pick where the channel
-				// can show one; choosing says "/model <ref>".
-				out := reply(in, adapters.KindReply, commands.ModelText(r.modelChoice(e, in.Channel)))
-				out.Ephemeral = true
-				for _, m := range r.choosableModels() {
-					out.Choices = append(out.Choices, adapters.Choice{Label: m, Command: "/model " + m})
-				}
-				out.Choices = append(out.Choices, adapters.Choice{Label: "default", Command: "/model default"})
-				r.send(ctx, out)
-			}
-		}
+		return r.modelCommand(ctx, in, c)
 	case commands.CmdNew:
-		if err = r.NewSession(ctx, in.SessionKey, c.Ref); err == nil {
-			msg := "new conversation started"
-			if c.Ref != "" {
-				msg += " on " + c.Ref
-			}
-			answer(msg)
+		if err := r.NewSession(ctx, in.SessionKey, c.Ref); err != nil || c.Ref == "" {
+			return "new conversation started", err
 		}
+		return "new conversation started on " + c.Ref, nil
 	case commands.CmdReset:
-		if err = r.Reset(ctx, in.SessionKey); err == nil {
-			answer(fmt.Sprintf("conversation reset; model back to %s", r.baseFor(in)))
-		}
+		return fmt.Sprintf("conversation reset; model back to %s", r.baseFor(in)), r.Reset(ctx, in.SessionKey)
 	case commands.CmdStatus:
-		var info commands.StatusInfo
-		if info, err = r.Status(ctx, in.SessionKey, in.Channel); err == nil {
-			answer(commands.StatusText(info))
-		}
+		info, err := r.Status(ctx, in.SessionKey, in.Channel)
+		return commands.StatusText(info), err
 	case commands.CmdCompact:
-		var text string
-		if text, err = r.CompactNow(ctx, in); err == nil {
-			answer(text)
-		}
+		return r.CompactNow(ctx, in)
 	case commands.CmdUsage:
 		if c.All && !r.isAdmin(in) {
-			refuse("/usage all is for admins (admin.users in the config); /usage shows your own")
-			return
+			return "", denied("/usage all is for admins (admin.users in the config); /usage shows your own")
 		}
-		var info commands.UsageInfo
-		if info, err = r.Usage(ctx, in, c.All); err == nil {
-			answer(commands.UsageText(info))
-		}
+		info, err := r.Usage(ctx, in, c.All)
+		return commands.UsageText(info), err
 	case commands.CmdRecover:
 		if !r.isAdmin(in) {
-			refuse("/recover is for admins (admin.users in the config)")
-			return
+			return "", denied("/recover is for admins (admin.users in the config)")
 		}
-		target := c.Ref
-		if target == "" {
-			target = c.Profile
+		if c.Ref == "" {
+			return r.Recover(ctx, c.Profile)
 		}
-		var text string
-		if text, err = r.Recover(ctx, target); err == nil {
-			answer(text)
-		}
+		return r.Recover(ctx, c.Ref)
 	}
-	r.commandFailed(in, c, err, refuse)
+	return "", fmt.Errorf("sessions: no answer for command %q", c.Name)
+}
+
+// modelCommand runs /model: the picker (alone), list, default, or <ref>.
+func (r *Router) modelCommand(ctx context.Context, in adapters.Inbound, c commands.Command) (string, error) {
+	switch {
+	case c.Default:
+		return fmt.Sprintf("back to the configured model %s", r.baseFor(in)), r.ClearModel(ctx, in.SessionKey)
+	case c.Ref != "":
+		return r.setModelText(c, "model set to "+c.Ref), r.SetModel(ctx, in.SessionKey, c.Ref, c.Profile)
+	}
+	return r.modelsText(ctx, in, c.List)
+}
+
+// modelsText is what /models and /model list show of in's session (list),
+// or the /model picker's text: the session's choice (L4).
+func (r *Router) modelsText(ctx context.Context, in adapters.Inbound, list bool) (string, error) {
+	e, err := r.st.load(ctx, in.SessionKey)
+	if err != nil {
+		return "", err
+	}
+	if list {
+		return commands.ModelsText(r.modelList(e, in.Channel)), nil
+	}
+	return commands.ModelText(r.modelChoice(e, in.Channel)), nil
+}
+
+// setModelText is the answer to a model set with /model: what was set and
+// that it is exact.
+func (r *Router) setModelText(c commands.Command, set string) string {
+	if c.Profile != "" {
+		set += " with profile " + c.Profile
+	}
+	return set + " (exact: if it fails you will see the failure; /model default goes back)"
 }
 
 // channelModelRefusal is the answer to someone who is not an admin and tries
@@ -155,47 +153,30 @@ func channelModelRefusal(what string) string {
 		"to choose for one conversation, use !model <model> inside its thread, or /model in a direct message"
 }
 
-// commandFailed tells the user why a command failed (nothing when err is nil).
-func (r *Router) commandFailed(in adapters.Inbound, c commands.Command, err error, refuse func(string)) {
-	switch {
-	case err == nil:
-	case errors.As(err, new(*badArgument)):
-		refuse(err.Error()) // its own text, never a sentinel's
-	default:
-		r.log.Warn("command failed", "session", in.SessionKey, "command", c.Name, "err", err)
-		refuse(fmt.Sprintf("/%s failed: internal error", c.Name))
-	}
-}
-
 // setDefaults runs /model <ref>, /model default, /new and /reset on a session that
 // holds the model of new conversations (Inbound.DefaultsFor) and answers in those
 // terms: the stored choice is copied into each new session under it when that is
 // created (sessionStore.inherit).
-func (r *Router) setDefaults(ctx context.Context, in adapters.Inbound, c commands.Command, answer func(string)) error {
+func (r *Router) setDefaults(ctx context.Context, in adapters.Inbound, c commands.Command) (string, error) {
 	const keep = "; threads already started keep their model"
 	switch {
 	case c.Ref != "": // /model x, /new x
 		if err := r.SetModel(ctx, in.SessionKey, c.Ref, c.Profile); err != nil {
-			return err
+			return "", err
 		}
-		msg := fmt.Sprintf("%s will use %s", in.DefaultsFor, c.Ref)
-		if c.Profile != "" {
-			msg += " with profile " + c.Profile
-		}
-		answer(msg + " (exact: if it fails you will see the failure; /model default goes back)" + keep)
+		return r.setModelText(c, fmt.Sprintf("%s will use %s", in.DefaultsFor, c.Ref)) + keep, nil
 	case c.Name == commands.CmdNew: // every new thread is already a new conversation
 		e, err := r.st.load(ctx, in.SessionKey)
 		if err != nil {
-			return err
+			return "", err
 		}
-		answer(fmt.Sprintf("%s will use %s%s", in.DefaultsFor, r.selectionFor(e, in.Channel).selected, keep))
+		return fmt.Sprintf("%s will use %s%s", in.DefaultsFor, r.selectionFor(e, in.Channel).selected, keep), nil
 	default: // /model default, /reset
 		if err := r.Reset(ctx, in.SessionKey); err != nil {
-			return err
+			return "", err
 		}
-		answer(fmt.Sprintf("%s will use the configured model %s%s", in.DefaultsFor, r.baseFor(in), keep))
+		return fmt.Sprintf("%s will use the configured model %s%s", in.DefaultsFor, r.baseFor(in), keep), nil
 	}
-	return nil
 }
 
 func (r *Router) baseFor(in adapters.Inbound) failover.ModelRef {
@@ -218,67 +199,35 @@ func (r *Router) choosableModels() []string {
 // configuredModels lists every model the config names: the chains, agent
 // models and every models: entry, without duplicates.
 func (r *Router) configuredModels() []string {
-	seen := map[string]bool{}
+	refs := append([]failover.ModelRef{r.cfg.Primary}, r.cfg.Fallbacks...)
+	for _, a := range r.cfg.Agents {
+		refs = append(refs, a.Model)
+	}
 	var out []string
-	add := func(m failover.ModelRef) {
-		if m != "" && !seen[string(m)] {
-			seen[string(m)] = true
+	for _, m := range dedupe(append(refs, slices.Sorted(maps.Keys(r.cfg.Models))...)) {
+		if m != "" {
 			out = append(out, string(m))
 		}
-	}
-	add(r.cfg.Primary)
-	for _, m := range r.cfg.Fallbacks {
-		add(m)
-	}
-	for _, a := range r.cfg.Agents {
-		add(a.Model)
-	}
-	var extra []string
-	for m := range r.cfg.Models {
-		if !seen[string(m)] {
-			extra = append(extra, string(m))
-		}
-	}
-	sort.Strings(extra)
-	for _, m := range extra {
-		add(failover.ModelRef(m))
 	}
 	return out
 }
 
+// providerKnown reports whether p is a configured provider.
 func (r *Router) providerKnown(p string) bool {
-	for _, x := range r.cfg.Providers {
-		if x == p {
-			return true
-		}
-	}
 	if len(r.cfg.Providers) > 0 {
-		return false
+		return slices.Contains(r.cfg.Providers, p)
 	}
 	if _, ok := r.cfg.Profiles[p]; ok {
 		return true
 	}
-	for _, m := range r.configuredModels() {
-		if strings.HasPrefix(m, p+"/") {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(r.configuredModels(), func(m string) bool { return strings.HasPrefix(m, p+"/") })
 }
 
 // recoverable reports whether /recover may probe ref: a model the
 // configuration names (chains, agents, models:) or one people may choose
 // (agents.defaults.model.allow).
 func (r *Router) recoverable(ref string) bool {
-	if slices.Contains(r.configuredModels(), ref) || slices.Contains(r.choosableModels(), ref) {
-		return true
-	}
-	for _, p := range r.cfg.Allow {
-		if commands.MatchPattern(p, ref) {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(r.configuredModels(), ref) || r.choices.may(failover.ModelRef(ref))
 }
 
 // recoverHint is "; did you mean X?" for the nearest model or profile /recover
@@ -313,10 +262,8 @@ func (r *Router) checkModel(ref, profile string) (failover.ModelRef, error) {
 		return m, nil
 	}
 	p, _ := m.Split()
-	for _, pr := range r.cfg.Profiles[p] {
-		if pr.ID == profile {
-			return m, nil
-		}
+	if slices.ContainsFunc(r.cfg.Profiles[p], func(pr failover.Profile) bool { return pr.ID == profile }) {
+		return m, nil
 	}
 	return "", refused(ErrUnknownProfile, "unknown profile: %q is not a configured profile of %s", profile, p)
 }
@@ -542,94 +489,21 @@ func (r *Router) candidateStates(ctx context.Context, ref failover.ModelRef) []c
 // smallest request and, on success, clears the cooldown or disable (B3). The
 // returned text says what happened.
 func (r *Router) Recover(ctx context.Context, target string) (string, error) {
-	var provider, model string
-	var ids []string
-	switch {
-	case commands.ValidRef(target):
-		provider, model = failover.ModelRef(target).Split()
-		if !r.providerKnown(provider) {
-			return "", refused(ErrUnknownModel, "unknown model: provider %q is not configured%s", provider, r.recoverHint(target))
-		}
-		if !r.recoverable(target) {
-			// A typo must not be "recovered": the probe of a name the
-			// provider happens to accept would clear nothing people use.
-			return "", refused(ErrUnknownModel, "unknown model: %q is not a model of the configuration%s", target, r.recoverHint(target))
-		}
-		for _, pr := range r.cfg.Profiles[provider] {
-			ids = append(ids, pr.ID)
-		}
-	case commands.ValidProfileID(target):
-		provider, _, _ = strings.Cut(target, ":")
-		found := false
-		for _, pr := range r.cfg.Profiles[provider] {
-			found = found || pr.ID == target
-		}
-		if !found {
-			return "", refused(ErrUnknownProfile, "unknown profile: %q is not a configured profile%s", target, r.recoverHint(target))
-		}
-		ids = []string{target}
-		for _, m := range r.configuredModels() {
-			if p, mm := failover.ModelRef(m).Split(); p == provider {
-				model = mm
-				break
-			}
-		}
-		if model == "" {
+	provider, model, ids, err := r.recoverTarget(target)
+	if err != nil || model == "" {
+		if err == nil {
 			return fmt.Sprintf("no configured model of provider %s to probe %s with", provider, target), nil
 		}
-	default:
-		return "", refused(ErrUnknownModel, "unknown model: %q is neither provider/model nor a profile id%s", target, r.recoverHint(target))
-	}
-	if len(ids) == 0 {
-		ids = []string{""}
+		return "", err
 	}
 	ref := failover.ModelRef(provider + "/" + model)
-	var ok, bad []string
-	for _, id := range ids {
-		name := id
-		if name == "" {
-			name = provider
-		}
-		c, err := r.clients(provider, id)
-		if err == nil && c != nil {
-			err = c.Probe(ctx, model)
-		} else if err == nil {
-			err = errors.New("no client")
-		}
-		if err != nil {
-			why := redact.Preview(err.Error(), 200)
-			var f *failover.Failure
-			if errors.As(err, &f) {
-				why = f.Describe()
-				if f.Status != 0 && !strings.Contains(why, "HTTP") {
-					why += fmt.Sprintf(" (HTTP %d)", f.Status)
-				}
-			}
-			bad = append(bad, name+": "+why)
-			continue
-		}
-		ok = append(ok, name)
-		key := id
-		if key == "" {
-			key = string(ref) // a provider without credentials: its per-model state
-		}
-		if err := r.engine.Clear(ctx, key); err != nil {
-			return "", err
-		}
+	ok, bad, err := r.recoverProbe(ctx, ref, ids)
+	if err != nil {
+		return "", err
 	}
 	if len(ok) > 0 {
-		if err := r.engine.ClearModel(ctx, ref, r.cfg.Profiles[provider]); err != nil {
+		if err := r.recovered(ctx, ref, commands.ValidProfileID(target)); err != nil {
 			return "", err
-		}
-		r.closeIncident(ctx)
-		// B3: sessions pushed off this model (or, for a profile, off this
-		// provider) go back to it on their next turn, with the cleared notice.
-		back := model
-		if commands.ValidProfileID(target) {
-			back = ""
-		}
-		if _, err := r.st.probeOriginsNow(ctx, provider, back); err != nil {
-			r.log.Warn("recover: schedule the return of fallen-back sessions", "err", err)
 		}
 	}
 	var b strings.Builder
@@ -642,6 +516,106 @@ func (r *Router) Recover(ctx context.Context, target string) (string, error) {
 		fmt.Fprintf(&b, " (failed: %s)", strings.Join(bad, "; "))
 	}
 	return b.String(), nil
+}
+
+// recoverTarget is what /recover target probes: a model of the configuration
+// with every profile of its provider, or one profile with the first
+// configured model of its provider (model "" when there is none). Anything
+// else is refused with the nearest name (B3).
+func (r *Router) recoverTarget(target string) (provider, model string, ids []string, err error) {
+	switch {
+	case commands.ValidRef(target):
+		provider, model = failover.ModelRef(target).Split()
+		if !r.providerKnown(provider) {
+			return "", "", nil, refused(ErrUnknownModel, "unknown model: provider %q is not configured%s", provider, r.recoverHint(target))
+		}
+		if !r.recoverable(target) {
+			// A typo must not be "recovered": the probe of a name the
+			// provider happens to accept would clear nothing people use.
+			return "", "", nil, refused(ErrUnknownModel, "unknown model: %q is not a model of the configuration%s", target, r.recoverHint(target))
+		}
+		for _, pr := range r.cfg.Profiles[provider] {
+			ids = append(ids, pr.ID)
+		}
+	case commands.ValidProfileID(target):
+		provider, _, _ = strings.Cut(target, ":")
+		if !slices.ContainsFunc(r.cfg.Profiles[provider], func(p failover.Profile) bool { return p.ID == target }) {
+			return "", "", nil, refused(ErrUnknownProfile, "unknown profile: %q is not a configured profile%s", target, r.recoverHint(target))
+		}
+		ids = []string{target}
+		for _, m := range r.configuredModels() {
+			if p, mm := failover.ModelRef(m).Split(); p == provider {
+				model = mm
+				break
+			}
+		}
+	default:
+		return "", "", nil, refused(ErrUnknownModel, "unknown model: %q is neither provider/model nor a profile id%s", target, r.recoverHint(target))
+	}
+	if len(ids) == 0 {
+		ids = []string{""} // a provider without credentials
+	}
+	return provider, model, ids, nil
+}
+
+// recoverProbe probes ref with each profile of ids and clears the state of
+// each that answered; ok and bad name them (bad with why it failed).
+func (r *Router) recoverProbe(ctx context.Context, ref failover.ModelRef, ids []string) (ok, bad []string, err error) {
+	provider, model := ref.Split()
+	for _, id := range ids {
+		name, key := id, id
+		if id == "" {
+			name, key = provider, string(ref) // a provider without credentials: its per-model state
+		}
+		c, err := r.clients(provider, id)
+		if err == nil && c == nil {
+			err = errors.New("no client")
+		}
+		if err == nil {
+			err = c.Probe(ctx, model)
+		}
+		if err != nil {
+			bad = append(bad, name+": "+probeFailure(err))
+			continue
+		}
+		ok = append(ok, name)
+		if err := r.engine.Clear(ctx, key); err != nil {
+			return nil, nil, err
+		}
+	}
+	return ok, bad, nil
+}
+
+// probeFailure says why a /recover probe failed, in plain words.
+func probeFailure(err error) string {
+	var f *failover.Failure
+	if !errors.As(err, &f) {
+		return redact.Preview(err.Error(), 200)
+	}
+	why := f.Describe()
+	if f.Status != 0 && !strings.Contains(why, "HTTP") {
+		why += fmt.Sprintf(" (HTTP %d)", f.Status)
+	}
+	return why
+}
+
+// recovered follows a /recover probe that answered: the model's scoped
+// cooldowns go, the incident ends, and sessions pushed off this model (or,
+// for a profile, off its provider) go back to it on their next turn, with the
+// cleared notice (B3).
+func (r *Router) recovered(ctx context.Context, ref failover.ModelRef, profile bool) error {
+	provider, model := ref.Split()
+	if err := r.engine.ClearModel(ctx, ref, r.cfg.Profiles[provider]); err != nil {
+		return err
+	}
+	r.closeIncident(ctx)
+	if profile {
+		model = ""
+	}
+	if _, err := r.st.probeOriginsNow(ctx, provider, model); err != nil {
+		r.log.Warn("recover: schedule the return of fallen-back sessions", "err", err)
+	}
+	return nil
 }
 
 // Known reports whether a session exists (adapters.SessionLookup): channels use

@@ -26,12 +26,12 @@ const (
 // readEarlier reads and stores the earlier messages of ts's conversation when
 // this is the bot's first turn in it (H1, H3). A failure to read is logged and
 // the turn goes on without them; they are not tried again.
-func (r *Router) readEarlier(ctx context.Context, ts *turnState) {
-	in, e := ts.in, ts.entry
+func (r *Router) readEarlier(ctx context.Context, t *turn) {
+	in, e := t.in, t.entry
 	if in.Earlier == "" || e.ThreadRead || r.cfg.ThreadMessages <= 0 {
 		return
 	}
-	if len(ts.parts.hist) > 0 || e.PaidCalls > 0 {
+	if len(t.parts.hist) > 0 || e.PaidCalls > 0 {
 		// The bot took part before (a session older than this rule, found
 		// again after a restart): its history has what it needs.
 		if err := r.st.patch(ctx, e.Key, map[string]any{"thread_read": true}); err != nil {
@@ -40,25 +40,37 @@ func (r *Router) readEarlier(ctx context.Context, ts *turnState) {
 		e.ThreadRead = true
 		return
 	}
-	hr, ok := r.adapter(in.Channel).(adapters.HistoryReader)
+	text, ok, err := r.earlier(ctx, in, in.Earlier, r.window(t.sel.requested)/2, "earlier messages")
 	if !ok {
 		return
 	}
-	rctx, cancel := context.WithTimeout(ctx, earlierTimeout)
-	msgs, err := hr.ReadEarlier(rctx, in.Earlier, r.cfg.ThreadMessages)
-	cancel()
 	if err != nil {
 		r.log.Warn("earlier messages not read; answering without them", "session", e.Key, "err", err)
-	}
-	text, left := r.renderEarlier(msgs, r.window(ts.sel.requested)/2)
-	if left > 0 {
-		r.log.Info("earlier messages of people the bot does not serve were left out", "session", e.Key, "count", left)
 	}
 	if err := r.st.patch(ctx, e.Key, map[string]any{"thread_context": text, "thread_read": true}); err != nil {
 		r.log.Warn("store earlier messages", "session", e.Key, "err", err)
 		return
 	}
 	e.ThreadContext, e.ThreadRead = text, true
+}
+
+// earlier reads the messages before from (a thread, or a message a reply
+// chain ends in) through in's channel, within earlierTimeout, and renders
+// them within maxTokens (H1, H2, H4); what names them in the log. ok is false
+// when the channel cannot read them.
+func (r *Router) earlier(ctx context.Context, in adapters.Inbound, from string, maxTokens int, what string) (text string, ok bool, err error) {
+	hr, ok := r.adapter(in.Channel).(adapters.HistoryReader)
+	if !ok {
+		return "", false, nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, earlierTimeout)
+	msgs, err := hr.ReadEarlier(rctx, from, r.cfg.ThreadMessages)
+	cancel()
+	text, left := r.renderEarlier(msgs, maxTokens)
+	if left > 0 {
+		r.log.Info(what+" of people the bot does not serve were left out", "session", in.SessionKey, "count", left)
+	}
+	return text, true, err
 }
 
 // renderEarlier writes msgs as one line each, attributed to its speaker ("Ann
@@ -118,20 +130,13 @@ func (r *Router) readRepliedTo(ctx context.Context, in adapters.Inbound, m *mess
 	if in.RepliesTo == "" || r.cfg.ThreadMessages <= 0 {
 		return
 	}
-	hr, ok := r.adapter(in.Channel).(adapters.HistoryReader)
+	text, ok, err := r.earlier(ctx, in, in.RepliesTo, r.window(r.cfg.Primary)/2, "replied-to messages")
 	if !ok {
 		return
 	}
-	rctx, cancel := context.WithTimeout(ctx, earlierTimeout)
-	msgs, err := hr.ReadEarlier(rctx, in.RepliesTo, r.cfg.ThreadMessages)
-	cancel()
 	if err != nil {
 		r.log.Warn("the messages replied to were not read; answering without them", "session", in.SessionKey, "err", err)
 		return
-	}
-	text, left := r.renderEarlier(msgs, r.window(r.cfg.Primary)/2)
-	if left > 0 {
-		r.log.Info("replied-to messages of people the bot does not serve were left out", "session", in.SessionKey, "count", left)
 	}
 	if text != "" {
 		m.text = repliedIntro + text + "\n\n" + m.text

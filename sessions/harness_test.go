@@ -149,12 +149,14 @@ func baseConfig() Config {
 			"p2": {{ID: "p2:main", Provider: "p2", Type: failover.ProfileAPIKey}},
 			"p3": {{ID: "p3:main", Provider: "p3", Type: failover.ProfileAPIKey}},
 		},
-		Providers:       []string{"p1", "p2", "p3"},
-		Notices:         "all",
-		AdminChannel:    "console",
-		AdminUsers:      []string{"test:admin"},
-		ProbeInterval:   5 * time.Minute,
-		MaxMessageBytes: 65536,
+		Providers:        []string{"p1", "p2", "p3"},
+		Notices:          "all",
+		AdminChannel:     "console",
+		AdminUsers:       []string{"test:admin"},
+		ProbeInterval:    5 * time.Minute,
+		MaxMessageBytes:  65536,
+		Files:            FileLimits{MaxBytes: 5 << 20, MaxFiles: 4, MaxTextBytes: 32 << 10},
+		SummaryMaxTokens: 400,
 	}
 }
 

@@ -49,23 +49,23 @@ func (r *Router) takersOf(chain []failover.ModelRef) []string {
 
 // fitImages leaves the images of ts's message out, with a note, when no model
 // the turn may walk takes them.
-func (r *Router) fitImages(ts *turnState) {
-	if len(ts.msg.images) == 0 {
+func (r *Router) fitImages(t *turn) {
+	if len(t.msg.images) == 0 {
 		return
 	}
-	if len(r.takersOf(r.imageChain(ts.sel))) > 0 {
+	if len(r.takersOf(r.imageChain(t.sel))) > 0 {
 		return
 	}
 	why := "no model this conversation may use takes images"
-	if ts.sel.source == failover.SourceUser || ts.sel.source == failover.SourceLegacy {
-		why = string(ts.sel.requested) + ", your choice, does not take images"
+	if t.sel.source == failover.SourceUser || t.sel.source == failover.SourceLegacy {
+		why = string(t.sel.requested) + ", your choice, does not take images"
 		if all := r.takersOf(r.allModels()); len(all) > 0 {
 			why += "; /model " + all[0] + " does"
 		}
 	} else if len(r.imageModels()) == 0 {
 		why += " (models.<ref>.input: [text, image] in the configuration)"
 	}
-	ts.msg.dropImages(why)
+	t.msg.dropImages(why)
 }
 
 // allModels lists every model people may choose and the configuration names.

@@ -16,7 +16,7 @@ import (
 // that grows as the model writes it (L2), replaced when the attempt that wrote
 // it fails and another answers (L3), below the fallback notice (A5). Adapters
 // without the capabilities get none of it, and the router posts the whole
-// answer once.
+// answer once; so does the zero liveTurn (a /compact's summary call).
 type liveTurn struct {
 	in       adapters.Inbound
 	log      *slog.Logger
@@ -52,9 +52,6 @@ func (r *Router) startLive(ctx context.Context, in adapters.Inbound) *liveTurn {
 
 // waiting shows what the turn waits for during a provider's stated wait (R6, L1).
 func (l *liveTurn) waiting(c failover.Candidate, d time.Duration, f failover.Failure) {
-	if l == nil {
-		return
-	}
 	l.mu.Lock()
 	ind := l.ind
 	l.mu.Unlock()
@@ -66,9 +63,6 @@ func (l *liveTurn) waiting(c failover.Candidate, d time.Duration, f failover.Fai
 // beginAttempt starts attempt c's text: what an earlier attempt showed is
 // replaced by this one's first words (L3).
 func (l *liveTurn) beginAttempt(c failover.Candidate) {
-	if l == nil {
-		return
-	}
 	l.mu.Lock()
 	l.text.Reset()
 	l.cand, l.fresh = c, true
@@ -79,7 +73,7 @@ func (l *liveTurn) beginAttempt(c failover.Candidate) {
 // attempt's first words come below its fallback notice, when one is due, and
 // anything an earlier attempt showed is taken down first (A5).
 func (l *liveTurn) delta(ctx context.Context) func(string) {
-	if l == nil || l.streamer == nil {
+	if l.streamer == nil {
 		return nil
 	}
 	return func(d string) {
@@ -119,9 +113,6 @@ func (l *liveTurn) delta(ctx context.Context) func(string) {
 
 // noticeWith sets how the turn learns which notice a candidate's answer owes.
 func (l *liveTurn) noticeWith(f func(failover.Candidate) string) {
-	if l == nil {
-		return
-	}
 	l.mu.Lock()
 	l.notice = f
 	l.mu.Unlock()
@@ -129,9 +120,6 @@ func (l *liveTurn) noticeWith(f func(failover.Candidate) string) {
 
 // noticedText is the notice the stream already put above the answer ("" = none).
 func (l *liveTurn) noticedText() string {
-	if l == nil {
-		return ""
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.noticed
@@ -141,9 +129,6 @@ func (l *liveTurn) noticedText() string {
 // one was started, is replaced by it; otherwise the caller posts out itself
 // (handled is false). The progress display stops first.
 func (l *liveTurn) finish(ctx context.Context, out adapters.Outbound) (handled bool) {
-	if l == nil {
-		return false
-	}
 	l.stop()
 	l.mu.Lock()
 	s := l.stream
@@ -162,9 +147,6 @@ func (l *liveTurn) finish(ctx context.Context, out adapters.Outbound) (handled b
 
 // stop clears the progress display (once).
 func (l *liveTurn) stop() {
-	if l == nil {
-		return
-	}
 	l.mu.Lock()
 	ind := l.ind
 	l.ind = nil

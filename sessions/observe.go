@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/detourbot/detour/adapters"
 	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/failover"
 )
@@ -60,12 +59,12 @@ type TurnReport struct {
 	LLMTime time.Duration
 }
 
-// tally collects one turn's report across its runs (an O6 restart, an R15 retry).
+// tally is one turn's report (its log line and the metrics, M5) across its
+// runs; the paid calls are the turn's own count.
 type tally struct {
 	start   time.Time
 	outcome string
-	model   string
-	paid    int
+	model   string // the model that answered, else the last one called
 	llm     time.Duration
 	guard   string
 	usage   []usageRow // U2: the turn's paid calls, stored when it ends
@@ -73,31 +72,34 @@ type tally struct {
 
 // newTally starts a turn's report. Until the turn reaches its run, only the
 // database can stop it, so that is the outcome until one is set.
-func newTally() *tally { return &tally{start: time.Now(), outcome: OutcomeStorage} }
+func newTally() tally { return tally{start: time.Now(), outcome: OutcomeStorage} }
 
-// onAttempt keeps one attempt record of ts (V1) and counts it; when the run
-// moved to another model, the observer also hears of the fallback step.
-func (r *Router) onAttempt(ts *turnState, a failover.AttemptRecord) {
-	ts.attempts = append(ts.attempts, a)
-	ts.tally.countUsage(ts.in, a) // U2
-	t := ts.tally
+// attempted keeps one attempt record of t (V1) and counts it: what the turn
+// paid (B1, T6), its usage (U2) and its report; when the run moved to another
+// model, the observer also hears of the fallback step.
+func (t *turn) attempted(a failover.AttemptRecord) {
+	t.attempts = append(t.attempts, a)
+	t.countUsage(t.in, a) // U2
 	if a.Skipped == "" {
-		t.paid++
+		t.paid.Calls++
+		t.paid.USD += a.CostUSD
 		t.llm += a.Duration
 		t.model = a.Candidate.Ref()
 	}
-	if r.obs == nil {
+	t.r.addSpend(t.in.User, a) // T6
+	obs := t.r.obs
+	if obs == nil {
 		return
 	}
-	r.obs.Attempt(a)
-	if n := len(ts.attempts); n >= 2 {
-		prev := ts.attempts[n-2]
+	obs.Attempt(a)
+	if n := len(t.attempts); n >= 2 {
+		prev := t.attempts[n-2]
 		if from, to := prev.Candidate.Ref(), a.Candidate.Ref(); from != to {
 			reason, status := prev.Skipped, classify.StatusUnknown
 			if prev.Failure != nil {
 				reason, status = prev.Failure.Reason, prev.Failure.Status
 			}
-			r.obs.Fallback(from, to, reason, status)
+			obs.Fallback(from, to, reason, status)
 		}
 	}
 }
@@ -149,9 +151,10 @@ func (t *tally) failed(err error) {
 
 // finishTurn stores the turn's usage, writes its one info line and tells the
 // observer.
-func (r *Router) finishTurn(in adapters.Inbound, t *tally) {
-	r.storeUsage(in, t)
-	rep := TurnReport{Channel: in.Channel, Session: in.SessionKey, Model: t.model, PaidCalls: t.paid,
+func (r *Router) finishTurn(t *turn) {
+	in := t.in
+	r.storeUsage(in, &t.tally)
+	rep := TurnReport{Channel: in.Channel, Session: in.SessionKey, Model: t.model, PaidCalls: t.paid.Calls,
 		Outcome: t.outcome, Duration: time.Since(t.start), LLMTime: t.llm}
 	r.log.LogAttrs(context.Background(), slog.LevelInfo, "turn",
 		slog.String("session", rep.Session),

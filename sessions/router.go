@@ -4,9 +4,11 @@
 // sessions run in parallel, an idle session costs no goroutine), and the turn
 // itself: commands, the message's files (I1-I4) and a conversation's earlier
 // messages (H1-H4), context fitting with summaries of what is dropped (R15,
-// R16, B7), capability-aware chains (I5), the failover run with the override
-// hooks (O2, O3), the primary probe (S3), notices (N1-N4, B4), admin reports
-// (V4) and the usage of every paid call (U1-U4).
+// R16, B7), capability-aware chains (I5), the failover run (the turn is the
+// engine's Controller: the user's budget T6, the override saved and rolled
+// back O2 O3, compaction R15, a live switch O6), the primary probe (S3),
+// notices (N1-N4, B4), admin reports (V4) and the usage of every paid call
+// (U1-U4).
 //
 // Channel defaults: a session created under another one (the Slack thread
 // "slack:T1:C1:1712.0001" under its channel "slack:T1:C1": the key without its
@@ -105,8 +107,8 @@ type Config struct {
 	SummaryMaxTokens int
 }
 
-// FileLimits bound the files of one message (I2); zero values take the
-// defaults (5 MiB a file, 4 files, text files of up to 32 KiB inlined).
+// FileLimits bound the files of one message (I2): the bytes of a file, the
+// files of a message, and the bytes of a text file put into it.
 type FileLimits struct {
 	MaxBytes     int64
 	MaxFiles     int
@@ -155,35 +157,23 @@ type Router struct {
 // NewRouter checks the configuration (it fills in no defaults: config owns
 // them) and migrates the session tables.
 func NewRouter(cfg Config, opts Options) (*Router, error) {
-	if opts.DB == nil {
-		return nil, errors.New("sessions: Options.DB is required")
-	}
-	if opts.Engine == nil {
-		return nil, errors.New("sessions: Options.Engine is required")
-	}
-	if opts.Clients == nil {
-		return nil, errors.New("sessions: Options.Clients is required")
-	}
-	if cfg.Primary == "" {
-		return nil, errors.New("sessions: Config.Primary is required")
-	}
-	if cfg.ProbeInterval <= 0 {
-		return nil, fmt.Errorf("sessions: Config.ProbeInterval must be positive, not %v", cfg.ProbeInterval)
-	}
-	if cfg.MaxMessageBytes <= 0 {
-		return nil, fmt.Errorf("sessions: Config.MaxMessageBytes must be positive, not %d", cfg.MaxMessageBytes)
-	}
-	if cfg.Files.MaxBytes <= 0 {
-		cfg.Files.MaxBytes = 5 << 20
-	}
-	if cfg.Files.MaxFiles <= 0 {
-		cfg.Files.MaxFiles = 4
-	}
-	if cfg.Files.MaxTextBytes <= 0 {
-		cfg.Files.MaxTextBytes = 32 << 10
-	}
-	if cfg.SummaryMaxTokens <= 0 {
-		cfg.SummaryMaxTokens = 400
+	for _, need := range []struct {
+		ok   bool
+		what string
+	}{
+		{opts.DB != nil, "Options.DB is required"},
+		{opts.Engine != nil, "Options.Engine is required"},
+		{opts.Clients != nil, "Options.Clients is required"},
+		{cfg.Primary != "", "Config.Primary is required"},
+		{cfg.ProbeInterval > 0, fmt.Sprintf("Config.ProbeInterval must be positive, not %v", cfg.ProbeInterval)},
+		{cfg.MaxMessageBytes > 0, fmt.Sprintf("Config.MaxMessageBytes must be positive, not %d", cfg.MaxMessageBytes)},
+		{cfg.Files.MaxBytes > 0 && cfg.Files.MaxFiles > 0 && cfg.Files.MaxTextBytes > 0,
+			fmt.Sprintf("Config.Files must be positive, not %+v", cfg.Files)},
+		{cfg.SummaryMaxTokens > 0, fmt.Sprintf("Config.SummaryMaxTokens must be positive, not %d", cfg.SummaryMaxTokens)},
+	} {
+		if !need.ok {
+			return nil, errors.New("sessions: " + need.what)
+		}
 	}
 	clock := opts.Clock
 	if clock == nil {

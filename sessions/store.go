@@ -337,14 +337,10 @@ func (s sessionStore) load(ctx context.Context, key string) (*Entry, error) {
 	err := db.Where(byKey(key)).Take(&e).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		e = Entry{Key: key}
-		if err := s.inherit(ctx, &e); err != nil {
+		switch created, err := s.create(ctx, &e); {
+		case err != nil:
 			return nil, err
-		}
-		res := db.Clauses(clause.OnConflict{DoNothing: true}).Create(&e)
-		if res.Error != nil {
-			return nil, fmt.Errorf("sessions: create %s: %w", key, res.Error)
-		}
-		if res.RowsAffected == 1 {
+		case created:
 			return &e, nil
 		}
 		err = db.Where(byKey(key)).Take(&e).Error // another replica created it
@@ -353,6 +349,19 @@ func (s sessionStore) load(ctx context.Context, key string) (*Entry, error) {
 		return nil, fmt.Errorf("sessions: load %s: %w", key, err)
 	}
 	return &e, nil
+}
+
+// create inserts e, a session that starts with its parent's model choice
+// (inherit), unless another replica created it first (created false).
+func (s sessionStore) create(ctx context.Context, e *Entry) (created bool, err error) {
+	if err := s.inherit(ctx, e); err != nil {
+		return false, err
+	}
+	res := s.db.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(e)
+	if res.Error != nil {
+		return false, fmt.Errorf("sessions: create %s: %w", e.Key, res.Error)
+	}
+	return res.RowsAffected == 1, nil
 }
 
 // parentKey is the session whose model choice a new session of key starts with:
@@ -409,14 +418,10 @@ func (s sessionStore) beginTurn(ctx context.Context, key string, now time.Time) 
 		}
 		t := now.UTC()
 		e = Entry{Key: key, LastTurnAt: &t}
-		if err := s.inherit(ctx, &e); err != nil {
+		switch created, err := s.create(ctx, &e); {
+		case err != nil:
 			return nil, err
-		}
-		res = db.Clauses(clause.OnConflict{DoNothing: true}).Create(&e)
-		if res.Error != nil {
-			return nil, fmt.Errorf("sessions: create %s: %w", key, res.Error)
-		}
-		if res.RowsAffected == 1 {
+		case created:
 			return &e, nil
 		}
 		// Another replica created it meanwhile: update that one.
@@ -720,46 +725,27 @@ func ReadHistory(ctx context.Context, db *gorm.DB, q HistoryQuery) ([]HistoryEve
 		q.Limit = 1000
 	}
 	db = db.WithContext(ctx)
-	var out []HistoryEvent
-	if db.Migrator().HasTable(&AttemptRow{}) {
-		aq := db.Model(&AttemptRow{})
-		if q.Session != "" {
-			aq = aq.Where("session_key = ?", store.CleanText(q.Session))
-		}
-		if !q.Since.IsZero() {
-			aq = aq.Where("started_at >= ?", q.Since.UTC())
-		}
-		if !q.All {
-			aq = aq.Where("EXISTS (SELECT 1 FROM session_attempts b WHERE b.session_key = session_attempts.session_key" +
-				" AND b.turn = session_attempts.turn AND (b.reason <> '' OR b.skipped <> ''))")
-		}
-		var rows []AttemptRow
-		if err := aq.Order("started_at DESC, id DESC").Limit(q.Limit).Find(&rows).Error; err != nil {
-			return nil, fmt.Errorf("sessions: read attempts: %w", err)
-		}
-		slices.Reverse(rows) // oldest first
-		for _, a := range rows {
-			out = append(out, HistoryEvent{Time: a.StartedAt, Session: a.SessionKey, Turn: a.Turn, Model: a.Model,
-				Profile: a.Profile, Kind: a.Kind, Reason: a.Reason, Skipped: a.Skipped, Status: a.Status, Code: a.Code,
-				Summary: a.Summary, Duration: time.Duration(a.DurationMS) * time.Millisecond})
-		}
+	var failed []string // by default, only the turns with a failed or skipped attempt
+	if !q.All {
+		failed = append(failed, "EXISTS (SELECT 1 FROM session_attempts b WHERE b.session_key = session_attempts.session_key"+
+			" AND b.turn = session_attempts.turn AND (b.reason <> '' OR b.skipped <> ''))")
 	}
-	if db.Migrator().HasTable(&NoticeRow{}) {
-		nq := db.Model(&NoticeRow{})
-		if q.Session != "" {
-			nq = nq.Where("session_key = ?", store.CleanText(q.Session))
-		}
-		if !q.Since.IsZero() {
-			nq = nq.Where("created_at >= ?", q.Since.UTC())
-		}
-		var rows []NoticeRow
-		if err := nq.Order("created_at DESC, id DESC").Limit(q.Limit).Find(&rows).Error; err != nil {
-			return nil, fmt.Errorf("sessions: read notices: %w", err)
-		}
-		slices.Reverse(rows)
-		for _, n := range rows {
-			out = append(out, HistoryEvent{Time: n.CreatedAt, Session: n.SessionKey, Notice: n.Text})
-		}
+	attempts, err := newest[AttemptRow](db, "started_at", q, failed...)
+	if err != nil {
+		return nil, fmt.Errorf("sessions: read attempts: %w", err)
+	}
+	notes, err := newest[NoticeRow](db, "created_at", q)
+	if err != nil {
+		return nil, fmt.Errorf("sessions: read notices: %w", err)
+	}
+	out := make([]HistoryEvent, 0, len(attempts)+len(notes))
+	for _, a := range attempts {
+		out = append(out, HistoryEvent{Time: a.StartedAt, Session: a.SessionKey, Turn: a.Turn, Model: a.Model,
+			Profile: a.Profile, Kind: a.Kind, Reason: a.Reason, Skipped: a.Skipped, Status: a.Status, Code: a.Code,
+			Summary: a.Summary, Duration: time.Duration(a.DurationMS) * time.Millisecond})
+	}
+	for _, n := range notes {
+		out = append(out, HistoryEvent{Time: n.CreatedAt, Session: n.SessionKey, Notice: n.Text})
 	}
 	// Newest last; a turn's notice comes after its attempts (it is stored when
 	// the answer is, after every attempt began).
@@ -768,6 +754,31 @@ func ReadHistory(ctx context.Context, db *gorm.DB, q HistoryQuery) ([]HistoryEve
 		out = out[len(out)-q.Limit:]
 	}
 	return out, nil
+}
+
+// newest reads the newest q.Limit rows of T that q selects (its session,
+// since q.Since by the time column at, and where), oldest first; none when
+// T's table does not exist.
+func newest[T any](db *gorm.DB, at string, q HistoryQuery, where ...string) ([]T, error) {
+	var rows []T
+	if !db.Migrator().HasTable(new(T)) {
+		return nil, nil
+	}
+	tx := db.Model(new(T))
+	if q.Session != "" {
+		tx = tx.Where("session_key = ?", store.CleanText(q.Session))
+	}
+	if !q.Since.IsZero() {
+		tx = tx.Where(at+" >= ?", q.Since.UTC())
+	}
+	for _, w := range where {
+		tx = tx.Where(w)
+	}
+	if err := tx.Order(at + " DESC, id DESC").Limit(q.Limit).Find(&rows).Error; err != nil {
+		return nil, err
+	}
+	slices.Reverse(rows)
+	return rows, nil
 }
 
 // usageRow is what one user spent in one place on one model on one UTC day

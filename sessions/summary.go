@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/detourbot/detour/adapters"
-	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/commands"
 	"github.com/detourbot/detour/failover"
 	"github.com/detourbot/detour/llm"
@@ -63,51 +62,37 @@ func transcript(prev string, msgs []Message, maxTokens int) string {
 }
 
 // summarise asks the session's chain for a summary of prev (the summary so
-// far) and msgs. Its paid calls are the turn's (ts.attempts, the budgets).
-func (r *Router) summarise(ctx context.Context, ts *turnState, prev string, msgs []Message) (string, error) {
+// far) and msgs. Its paid calls are the turn's (t.attempts, t.paid, the budgets).
+func (r *Router) summarise(ctx context.Context, t *turn, prev string, msgs []Message) (string, error) {
 	if len(msgs) == 0 && prev == "" {
 		return "", nil
 	}
 	maxTok := r.cfg.SummaryMaxTokens
 	prompt := []llm.Message{
 		{Role: "system", Content: fmt.Sprintf(summaryInstruction, maxTok*3/4)},
-		{Role: "user", Content: transcript(prev, msgs, r.summaryInputTokens(ts.sel.requested))},
+		{Role: "user", Content: transcript(prev, msgs, r.summaryInputTokens(t.sel.requested))},
 	}
-	sel := ts.sel
-	req := r.baseRequest(ts, prompt)
-	req.Chain = chainFor(sel)
-	req.Spent = ts.spent
-	before, spent := r.budgetHooks(ts.in.User)
-	req.Hooks = failover.Hooks{
-		OnAttempt: func(a failover.AttemptRecord) {
-			r.onAttempt(ts, a)
-			if a.Skipped == "" {
-				ts.spent.Calls++ // B1: the run that follows counts it
-				ts.spent.USD += a.CostUSD
-			}
-			if spent != nil {
-				spent(a) // T6
-			}
-		},
-		BeforeCall: before,
-	}
-	attempt := func(ctx context.Context, a failover.Attempt) (failover.Output, error) {
-		c, err := r.clients(a.Candidate.Provider, a.Candidate.Profile)
-		if err != nil || c == nil {
-			return failover.Output{}, &failover.Failure{Reason: classify.ReasonAuth, Class: classify.ClassDeterministic,
-				Message: "no client configured for this provider/profile", Provider: a.Candidate.Provider,
-				Model: a.Candidate.Model, Profile: a.Candidate.Profile}
-		}
-		out, err := c.Chat(ctx, llm.Request{Model: a.Candidate.Model, Messages: prompt, MaxTokens: maxTok}, nil)
-		return withEstimate(out, err, prompt), err
-	}
-	cost := ts.spent.USD
-	res, err := r.engine.Run(ctx, req, attempt)
-	ts.cost += ts.spent.USD - cost
+	req := r.baseRequest(t, prompt)
+	req.Control = summaryControl{t: t}
+	res, err := r.engine.Run(ctx, req, func(ctx context.Context, a failover.Attempt) (failover.Output, error) {
+		return r.chat(ctx, a.Candidate, prompt, maxTok, nil)
+	})
 	if err != nil {
 		return "", err
 	}
 	return boundSummary(res.Output.Text, maxTok), nil
+}
+
+// summaryControl is the Controller of a summary's run (R16): the user's daily
+// budget before each call (T6); it persists no fallback and compacts nothing.
+type summaryControl struct {
+	failover.NoControl
+	t *turn
+}
+
+// BeforeCall takes the call from the user's daily budget (T6).
+func (s summaryControl) BeforeCall(ctx context.Context, _ failover.Attempt) error {
+	return s.t.r.takeCall(ctx, s.t.in.User)
 }
 
 // boundSummary keeps a summary within its token cap (a provider may ignore
@@ -126,31 +111,60 @@ func (r *Router) summaryReserve() int {
 	return r.cfg.SummaryMaxTokens + perMessage + EstimateTokens(summaryIntro)
 }
 
-// fitPrompt builds ts's prompt within the requested model's window (R15): the
-// oldest turns that do not fit leave the history, replaced by a summary when
-// summaries are on (R16), else dropped.
-func (r *Router) fitPrompt(ctx context.Context, ts *turnState) {
-	window := r.window(ts.sel.requested)
-	msgs, dropped := buildPrompt(ts.parts, window)
-	if dropped == 0 {
-		ts.prompt = msgs
-		return
-	}
-	if r.cfg.Summary {
-		// Make room for the summary that will stand for what is dropped.
-		if _, d := buildPrompt(ts.parts, max(window-r.summaryReserve(), 1)); d > dropped {
-			dropped = d
+// compaction is why a turn's history is shortened (R15).
+type compaction uint8
+
+const (
+	toFit         compaction = iota // before sending: the oldest turns that do not fit the window
+	afterOverflow                   // the provider found the prompt too long: the oldest half
+	afterTimeout                    // a timeout on a prompt that fills the window: the oldest half, no summary
+)
+
+// compact shortens t's history for why and rebuilds t's prompt (R15): whole
+// turns are dropped, oldest first, and replaced by a summary a model writes
+// when summaries are on (R16), except after a timeout, when one more call to
+// a slow provider would only add to the wait. It reports whether anything
+// was dropped. This is the one place a turn's history is compacted.
+func (t *turn) compact(ctx context.Context, why compaction) bool {
+	r := t.r
+	summarise := r.cfg.Summary && why != afterTimeout
+	window := 0 // the prompt is rebuilt without a limit after the engine asked
+	var n int
+	if why == toFit {
+		window = r.window(t.sel.requested)
+		msgs, dropped := buildPrompt(t.parts, window)
+		if dropped == 0 {
+			t.prompt = msgs
+			return false
+		}
+		n = dropped
+		if summarise {
+			// Make room for the summary that will stand for what is dropped.
+			if _, d := buildPrompt(t.parts, max(window-r.summaryReserve(), 1)); d > n {
+				n = d
+			}
+		}
+	} else {
+		hist := t.parts.hist
+		if len(hist) < 2 {
+			return false
+		}
+		n = len(hist) / 2
+		for n < len(hist) && hist[n].Role != "user" {
+			n++ // whole turns: the kept part starts at a user message
 		}
 	}
-	r.compactAt(ctx, ts, dropped, r.cfg.Summary)
-	ts.prompt, _ = buildPrompt(ts.parts, window)
+	t.drop(ctx, n, summarise)
+	t.prompt, _ = buildPrompt(t.parts, window)
+	return true
 }
 
-// compactAt drops the first n history messages of ts (whole turns), replacing
-// them by a summary when summarise is set and a summary can be written (R16),
-// and bumps the compaction count (P2). The prompt is not rebuilt.
-func (r *Router) compactAt(ctx context.Context, ts *turnState, n int, summarise bool) {
-	hist, e := ts.parts.hist, ts.entry
+// drop removes the first n history messages of t (whole turns), replacing
+// them by a summary when summarise is set and one can be written (R16), and
+// bumps the compaction count, which also releases the automatic profile pin
+// (P2). The prompt is not rebuilt.
+func (t *turn) drop(ctx context.Context, n int, summarise bool) {
+	r, hist, e := t.r, t.parts.hist, t.entry
 	n = min(n, len(hist))
 	var keep uint64 // 0 = drop all
 	if n < len(hist) {
@@ -158,7 +172,7 @@ func (r *Router) compactAt(ctx context.Context, ts *turnState, n int, summarise 
 	}
 	var summary *string
 	if summarise && n > 0 {
-		s, err := r.summarise(ctx, ts, ts.parts.summary, hist[:n])
+		s, err := r.summarise(ctx, t, t.parts.summary, hist[:n])
 		if err != nil {
 			r.log.Warn("summary not written; the oldest turns are dropped", "session", e.Key, "err", err)
 		} else if s != "" {
@@ -169,10 +183,23 @@ func (r *Router) compactAt(ctx context.Context, ts *turnState, n int, summarise 
 		r.log.Warn("compact", "session", e.Key, "err", err)
 	}
 	if summary != nil {
-		ts.parts.summary = *summary
+		t.parts.summary = *summary
+	}
+	t.parts.hist = hist[n:]
+}
+
+// compact drops the history of e below message id keep (0 = all), stores
+// summary when it is not nil (R16), and bumps the compaction count, which also
+// releases the automatic profile pin (P2, R15).
+func (r *Router) compact(ctx context.Context, e *Entry, keep uint64, summary *string) error {
+	if err := r.st.compact(ctx, e.Key, keep, summary); err != nil {
+		return err
+	}
+	e.CompactionCount++
+	if summary != nil {
 		e.Summary = *summary
 	}
-	ts.parts.hist = hist[n:]
+	return nil
 }
 
 // CompactNow replaces the whole history of in's session by a summary (/compact,
@@ -196,17 +223,13 @@ func (r *Router) CompactNow(ctx context.Context, in adapters.Inbound) (string, e
 	if len(hist) == 0 {
 		return "nothing to compact: the conversation has no history yet", nil
 	}
-	ts := &turnState{in: in, entry: e, sel: r.selectionFor(e, in.Channel), cur: snapshot(e), tally: newTally()}
-	ts.parts = promptParts{system: r.systemPrompt(e.Key, in.Channel), summary: e.Summary, hist: hist}
-	before := estimate(ts.parts.head()) + estimate(historyMessages(hist))
-	s, err := r.summarise(ctx, ts, e.Summary, hist)
-	r.recordAttempts(context.WithoutCancel(ctx), ts)
-	r.storeUsage(in, ts.tally)
-	if n := paidCalls(ts.attempts); n > 0 {
-		if err := r.st.addPaidCalls(context.WithoutCancel(ctx), e.Key, n, ts.cost); err != nil {
-			r.log.Warn("record paid calls", "session", e.Key, "err", err)
-		}
-	}
+	t := &turn{r: r, in: in, entry: e, sel: r.selectionFor(e, in.Channel), cur: snapshot(e), tally: newTally(), live: &liveTurn{}}
+	t.parts = promptParts{system: r.systemPrompt(e.Key, in.Channel), summary: e.Summary, hist: hist}
+	before := estimate(t.parts.head()) + estimate(historyMessages(hist))
+	s, err := r.summarise(ctx, t, e.Summary, hist)
+	r.recordAttempts(context.WithoutCancel(ctx), t)
+	r.storeUsage(in, &t.tally)
+	r.addPaidCalls(ctx, t)
 	if err != nil || s == "" {
 		why := "the model wrote nothing"
 		if err != nil {
@@ -217,7 +240,7 @@ func (r *Router) CompactNow(ctx context.Context, in adapters.Inbound) (string, e
 	if err := r.compact(ctx, e, 0, &s); err != nil {
 		return "", err
 	}
-	after := estimate((promptParts{system: ts.parts.system, context: e.ThreadContext, summary: s}).head())
+	after := estimate((promptParts{system: t.parts.system, context: e.ThreadContext, summary: s}).head())
 	return fmt.Sprintf("conversation compacted: %d turn(s) replaced by a summary (the history now takes about %s tokens, was %s)",
 		turns, commands.Thousands(int64(after)), commands.Thousands(int64(before))), nil
 }

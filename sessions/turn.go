@@ -72,7 +72,7 @@ func (r *Router) process(ctx context.Context, in adapters.Inbound) {
 	}
 	lv := r.startLive(ctx, in) // L1: progress within a second, before any call
 	defer lv.stop()
-	r.turn(ctx, in, lv)
+	r.runTurn(ctx, in, lv)
 }
 
 // selection is which model a session uses and why.
@@ -84,7 +84,6 @@ type selection struct {
 	baseSource failover.Source
 	configured []failover.ModelRef
 	override   []failover.ModelRef // agent fallbacks; nil = not set
-	probe      bool                // S3: this turn re-tries the origin first
 }
 
 func (r *Router) agentFor(key, channel string) *Agent {
@@ -194,8 +193,12 @@ func merge(ms ...map[string]any) map[string]any {
 	return out
 }
 
-// turnState is one turn's mutable bookkeeping, owned by the session's worker.
-type turnState struct {
+// turn is one user message's way through the failover engine: its session
+// and selection, its prompt, and what it paid. It is the engine's Controller
+// for the turn's runs (T6, O2, O3, O6, R15); its trace only watches them
+// (V1, R6, L1, the metrics). It is owned by the session's worker.
+type turn struct {
+	r        *Router
 	in       adapters.Inbound
 	entry    *Entry
 	sel      selection
@@ -205,136 +208,269 @@ type turnState struct {
 	attempts []failover.AttemptRecord
 	prompt   []llm.Message
 	switched failover.ModelRef // O6: the live switch already handed to the engine
-	// parts is what ts.prompt is built from (R15 compaction drops from its history).
+	// parts is what t.prompt is built from (R15 compaction drops from its history).
 	parts promptParts
-	msg   *message       // the new message, its files read (I1-I4)
-	spent failover.Spend // paid for the turn's summaries, counted by its runs (B1, R16)
+	msg   *message // the new message, its files read (I1-I4)
+	// paid is every paid call of the turn, its runs and its summaries (R16):
+	// each run counts it in the turn's budget (B1), /status shows it.
+	paid failover.Spend
 	// imageDetour: the turn moved off the requested model only because it does
 	// not take the message's images (I5): nothing about it is sticky.
 	imageDetour bool
 	cause       *failover.Failure // what moved this run off its first candidate
 	live        *liveTurn         // progress and the growing reply (L1-L3, A5)
-	cost        float64           // estimated cost of this turn's runs (B1 prices), for /status
-	tally       *tally            // the turn's log line and metrics (M5)
+	tally
 }
+
+var _ failover.Controller = (*turn)(nil)
 
 func (r *Router) window(ref failover.ModelRef) int { return r.cfg.Models[ref].ContextWindow }
 
-// turn answers one user message through the failover engine.
-func (r *Router) turn(ctx context.Context, in adapters.Inbound, lv *liveTurn) {
-	t := newTally()
-	defer r.finishTurn(in, t)
-	msg := r.readMessage(ctx, in) // I1-I4: once, whatever restarts the turn
-	r.turnOnce(ctx, in, msg, lv, true, t)
-}
-
-// turnOnce runs one turn; mayRestart allows one restart when the user switched
-// models while it ran and the engine could not jump to that model (O6).
-func (r *Router) turnOnce(ctx context.Context, in adapters.Inbound, msg *message, lv *liveTurn, mayRestart bool, t *tally) {
-	now := r.clock.Now()
-	// T7: the turn writes before its first paid call, so a database that cannot
-	// be written (read-only, full disk) stops it before anything is paid for.
-	// The same statement consumes a pending user switch (O4).
-	e, err := r.st.beginTurn(ctx, in.SessionKey, now)
-	if err != nil {
-		r.log.Error("begin turn", "session", in.SessionKey, "err", err)
-		r.send(ctx, reply(in, adapters.KindError, storageFailure("the session could not be loaded", err)))
+// runTurn answers one user message through the failover engine.
+func (r *Router) runTurn(ctx context.Context, in adapters.Inbound, lv *liveTurn) {
+	t := &turn{r: r, in: in, live: lv, tally: newTally()}
+	defer r.finishTurn(t)
+	t.msg = r.readMessage(ctx, in) // I1-I4
+	lv.noticeWith(func(c failover.Candidate) string { return r.fallbackNotice(t, c) })
+	if !t.begin(ctx) || !t.prepare(ctx) {
 		return
 	}
-	ts := &turnState{in: in, entry: e, sel: r.selectionFor(e, in.Channel), cur: snapshot(e), live: lv, tally: t, msg: msg}
-	lv.noticeWith(func(c failover.Candidate) string { return r.fallbackNotice(ts, c) })
-	if ts.sel.source == failover.SourceAuto && (e.LastProbeAt == nil || !now.Before(e.LastProbeAt.Add(r.cfg.ProbeInterval))) {
-		// S3: re-try the origin first with the real request; persist the probe time
-		// first so a crash cannot make every restart probe again.
-		ts.sel.probe = true
-		ts.sel.requested, ts.sel.source = ts.sel.selected, ts.sel.selectedSource()
-		t := now.UTC()
-		e.LastProbeAt = &t
-		if err := r.st.patch(ctx, e.Key, map[string]any{"last_probe_at": t}); err != nil {
-			r.log.Error("persist probe time", "session", e.Key, "err", err)
-			r.send(ctx, reply(in, adapters.KindError, storageFailure("the session could not be saved", err)))
+	res, err := t.run(ctx)
+	if ls := (*failover.LiveSwitchError)(nil); errors.As(err, &ls) {
+		// O6: the user's new model is not in this chain; the turn starts again
+		// on it, once, with what it read and paid so far.
+		if !t.restart(ctx) {
+			r.recordAttempts(context.WithoutCancel(ctx), t)
 			return
 		}
-	}
-
-	hist, err := r.st.history(ctx, e.Key)
-	if err != nil {
-		r.log.Error("load history", "session", e.Key, "err", err)
-		r.send(ctx, reply(in, adapters.KindError, storageFailure("the history could not be loaded", err)))
-		return
-	}
-	ts.parts = promptParts{system: r.systemPrompt(e.Key, in.Channel), summary: e.Summary, hist: hist}
-	r.readEarlier(ctx, ts) // H1: the first turn in a conversation begun without the bot
-	r.fitImages(ts)        // I5
-	r.tellNotes(ctx, in, msg)
-	if msg.empty() {
-		r.send(ctx, reply(in, adapters.KindError, "nothing to answer: no file of the message could be read, and it has no text"))
-		t.outcome = OutcomeError
-		return
-	}
-	ts.parts.context, ts.parts.user = e.ThreadContext, msg.llm()
-	r.fitPrompt(ctx, ts) // R15, R16
-
-	res, err := r.run(ctx, ts)
-	ts.cost += res.CostUSD
-	if err != nil && isOverflow(err) {
-		// R15: compact and retry once; with nothing left to drop, tell the user.
-		if r.compactHalf(ctx, ts, true) {
-			res, err = r.run(ctx, ts)
-			ts.cost += res.CostUSD
-		}
-	}
-	if ls := (*failover.LiveSwitchError)(nil); errors.As(err, &ls) && mayRestart {
-		// O6: the user's new model is not in this chain; start the turn again
-		// on it. Nothing was stored for the abandoned run but its attempts.
-		r.recordAttempts(ctx, ts)
-		r.turnOnce(ctx, in, msg, lv, false, t)
-		return
+		res, err = t.run(ctx)
 	}
 	if err != nil {
 		// A cancelled turn still paid for its calls: record them regardless.
-		r.recordAttempts(context.WithoutCancel(ctx), ts)
-		r.fail(ctx, ts, err)
+		r.recordAttempts(context.WithoutCancel(ctx), t)
+		r.fail(ctx, t, err)
 		return
 	}
-	r.succeed(ctx, ts, res)
+	r.succeed(ctx, t, res)
+}
+
+// begin loads the session as the turn begins and selects its model: the
+// override, or the S3 re-try of the origin when one is due. Its write is the
+// turn's durable one before any paid call (T7), so a database that cannot be
+// written (read-only, full disk) stops the turn before anything is paid for;
+// the same statement takes a pending user switch (O4). On failure the person
+// is told and begin reports false.
+func (t *turn) begin(ctx context.Context) bool {
+	r, now := t.r, t.r.clock.Now()
+	e, err := r.st.beginTurn(ctx, t.in.SessionKey, now)
+	if err != nil {
+		r.log.Error("begin turn", "session", t.in.SessionKey, "err", err)
+		r.send(ctx, reply(t.in, adapters.KindError, storageFailure("the session could not be loaded", err)))
+		return false
+	}
+	t.entry, t.sel, t.cur, t.prev, t.switched, t.imageDetour = e, r.selectionFor(e, t.in.Channel), snapshot(e), nil, "", false
+	if t.sel.source == failover.SourceAuto && (e.LastProbeAt == nil || !now.Before(e.LastProbeAt.Add(r.cfg.ProbeInterval))) {
+		// S3: re-try the origin first with the real request; persist the probe time
+		// first so a crash cannot make every restart probe again.
+		t.sel.requested, t.sel.source = t.sel.selected, t.sel.selectedSource()
+		at := now.UTC()
+		e.LastProbeAt = &at
+		if err := r.st.patch(ctx, e.Key, map[string]any{"last_probe_at": at}); err != nil {
+			r.log.Error("persist probe time", "session", e.Key, "err", err)
+			r.send(ctx, reply(t.in, adapters.KindError, storageFailure("the session could not be saved", err)))
+			return false
+		}
+	}
+	return true
+}
+
+// prepare builds the turn's prompt: the history and the conversation's
+// earlier messages (H1), the message's images where a model takes them (I5)
+// and its files' notes, fitted to the window (R15, R16). A message with
+// nothing to answer is told so, and prepare reports false.
+func (t *turn) prepare(ctx context.Context) bool {
+	r, e := t.r, t.entry
+	hist, err := r.st.history(ctx, e.Key)
+	if err != nil {
+		r.log.Error("load history", "session", e.Key, "err", err)
+		r.send(ctx, reply(t.in, adapters.KindError, storageFailure("the history could not be loaded", err)))
+		return false
+	}
+	t.parts = promptParts{system: r.systemPrompt(e.Key, t.in.Channel), summary: e.Summary, hist: hist}
+	r.readEarlier(ctx, t) // H1: the first turn in a conversation begun without the bot
+	r.fitImages(t)        // I5
+	r.tellNotes(ctx, t.in, t.msg)
+	if t.msg.empty() {
+		r.send(ctx, reply(t.in, adapters.KindError, "nothing to answer: no file of the message could be read, and it has no text"))
+		t.outcome = OutcomeError
+		return false
+	}
+	t.parts.context, t.parts.user = e.ThreadContext, t.msg.llm()
+	t.compact(ctx, toFit)
+	return true
+}
+
+// restart starts the turn again, once, on the model the user switched to
+// while it ran when the engine could not jump to it (O6): the session and its
+// selection as they are now, the prompt fitted to that model's window; the
+// message, the history and what the turn paid stay. Nothing was stored for
+// the first run but its attempts, which the turn keeps.
+func (t *turn) restart(ctx context.Context) bool {
+	if !t.begin(ctx) {
+		return false
+	}
+	t.r.fitImages(t) // I5: the new model may take no images
+	t.parts.user = t.msg.llm()
+	t.compact(ctx, toFit)
+	return true
+}
+
+// run makes one engine run of the turn.
+func (t *turn) run(ctx context.Context) (failover.Result, error) {
+	t.cause = nil
+	req := t.r.baseRequest(t, t.prompt)
+	if len(t.msg.images) > 0 {
+		req.Chain, req.Images, req.TakesImages = t.r.imageChain(t.sel), true, t.r.imageModels() // I5
+	}
+	req.Control = t
+	// A stream outlives the attempt that starts it (a fallback may finish it):
+	// it runs on the turn's ctx.
+	return t.r.engine.Run(ctx, req, func(actx context.Context, a failover.Attempt) (failover.Output, error) {
+		return t.call(ctx, actx, a)
+	})
+}
+
+// call is one paid call of the turn's run, streamed into the live reply (L2, L3).
+func (t *turn) call(turnCtx, ctx context.Context, a failover.Attempt) (failover.Output, error) {
+	msgs := t.prompt
+	if a.Kind == failover.AttemptNudged { // R13
+		msgs = append(append([]llm.Message{}, msgs...), llm.Message{Role: "system", Content: "Your previous reply was empty. Answer the user's last message."})
+	}
+	t.live.beginAttempt(a.Candidate)
+	return t.r.chat(ctx, a.Candidate, msgs, t.r.cfg.MaxTokens, t.live.delta(turnCtx))
+}
+
+// chat asks c's model for an answer to msgs with its provider's and
+// profile's client (llm.Unconfigured when there is none), its usage estimated
+// when the provider reported none (U1).
+func (r *Router) chat(ctx context.Context, c failover.Candidate, msgs []llm.Message, maxTokens int, onDelta func(string)) (failover.Output, error) {
+	cl, err := r.clients(c.Provider, c.Profile)
+	if err != nil || cl == nil {
+		return failover.Output{}, llm.Unconfigured(c.Provider, c.Model, c.Profile)
+	}
+	out, err := cl.Chat(ctx, llm.Request{Model: c.Model, Messages: msgs, MaxTokens: maxTokens}, onDelta)
+	return withEstimate(out, err, msgs), err
+}
+
+// trace watches the turn's runs and its summaries': every attempt recorded
+// and counted (V1, U2, B1, T6, the metrics), and the provider's stated waits
+// shown as progress (R6, L1).
+func (t *turn) trace() failover.Trace {
+	return failover.Trace{OnAttempt: t.attempted, OnWait: t.live.waiting}
+}
+
+// BeforeCall runs before each paid call (failover.Controller): a model the
+// user switched to meanwhile wins over the rest of the chain (O6), then the
+// user's daily budget must allow the call (T6).
+func (t *turn) BeforeCall(ctx context.Context, a failover.Attempt) error {
+	if a.Number > 1 {
+		if to, ok := t.liveSwitch(ctx); ok {
+			return &failover.LiveSwitchError{To: to}
+		}
+	}
+	return t.r.takeCall(ctx, t.in.User)
 }
 
 // liveSwitch reports the model a user switched this session to while the turn
 // ran (/model or a session patch from another path: O4), if any.
-func (r *Router) liveSwitch(ctx context.Context, ts *turnState) (failover.ModelRef, bool) {
-	e, err := r.st.load(ctx, ts.entry.Key)
+func (t *turn) liveSwitch(ctx context.Context) (failover.ModelRef, bool) {
+	e, err := t.r.st.load(ctx, t.entry.Key)
 	if err != nil || !e.LiveSwitch {
 		return "", false
 	}
 	to := e.override()
 	if to == "" || e.source() == failover.SourceAuto {
-		to = ts.sel.base // /model default: back to the configured model
+		to = t.sel.base // /model default: back to the configured model
 	}
-	if to == ts.sel.requested || to == ts.switched {
+	if to == t.sel.requested || to == t.switched {
 		return "", false
 	}
-	ts.switched = to
+	t.switched = to
 	return to, true
 }
 
-// compactHalf drops the oldest half of the turn's history (at a user message),
-// replaced by a summary when summarise is set and summaries are on (R16), and
-// rebuilds the prompt; false when there is nothing left to drop (R15). The
-// compaction a timeout asks for in the middle of a run (R15) does not
-// summarise: that would be another call while the provider is slow.
-func (r *Router) compactHalf(ctx context.Context, ts *turnState, summarise bool) bool {
-	hist := ts.parts.hist
-	if len(hist) < 2 {
-		return false
+// BeforeFallback persists the fallback override before its attempt (O2). It
+// writes only when the stored override is still what this turn loaded, so a
+// /model typed meanwhile is never overwritten.
+func (t *turn) BeforeFallback(ctx context.Context, _, to failover.Candidate, cause failover.Failure) error {
+	t.cause = &cause // the same failure the result names (A5's notice)
+	r := t.r
+	if t.sel.source == failover.SourceUser || t.sel.source == failover.SourceLegacy {
+		return nil // S4: a user override never falls back (BuildChain keeps it alone)
 	}
-	keep := len(hist) / 2
-	for keep < len(hist) && hist[keep].Role != "user" {
-		keep++
+	if cause.Reason == classify.ReasonImageInput {
+		t.imageDetour = true // I5: this turn only; the session keeps its model
+		return nil
 	}
-	r.compactAt(ctx, ts, keep, summarise && r.cfg.Summary)
-	ts.prompt, _ = buildPrompt(ts.parts, 0)
-	return true
+	next := overrideState{
+		Provider: to.Provider, Model: to.Model, Source: string(failover.SourceAuto),
+		Profile: to.Profile, ProfileSource: string(failover.SourceAuto), ProfileCompaction: t.entry.CompactionCount,
+		Origin: string(t.sel.selected), Reason: string(cause.Reason), Status: cause.Status,
+	}
+	if failover.ModelRef(to.Ref()) == t.sel.selected {
+		// K4: the chain came back to the selected model; no override is needed.
+		next.Provider, next.Model, next.Source, next.Origin, next.Reason, next.Status = "", "", "", "", "", 0
+	}
+	fields := merge(next.modelFields(), next.profileFields())
+	if t.cur.Source != string(failover.SourceAuto) {
+		// The fallback begins now: the first origin probe is due one interval later (S3).
+		fields["last_probe_at"] = r.clock.Now().UTC()
+	}
+	ok, err := r.st.casPatch(ctx, t.entry.Key, t.cur.modelMatch(), fields)
+	if err != nil {
+		r.log.Warn("persist fallback override", "session", t.entry.Key, "err", err)
+		return nil // the answer matters more than the bookkeeping
+	}
+	if !ok {
+		r.log.Info("session model changed meanwhile; fallback not persisted", "session", t.entry.Key, "to", to.Ref())
+		t.prev = nil
+		return nil
+	}
+	prev := t.cur
+	t.prev, t.cur, t.wroteFor = &prev, next, to
+	return nil
+}
+
+// AfterFailedFallback rolls back what BeforeFallback wrote, field group by
+// field group, and only where the stored values still match the failed
+// candidate (O3).
+func (t *turn) AfterFailedFallback(ctx context.Context, c failover.Candidate, _ failover.Failure) {
+	if t.prev == nil || t.wroteFor.Ref() != c.Ref() {
+		return
+	}
+	prev, wrote := *t.prev, t.cur
+	if _, err := t.r.st.casPatch(ctx, t.entry.Key, wrote.modelMatch(), prev.modelFields()); err != nil {
+		t.r.log.Warn("roll back fallback override", "session", t.entry.Key, "err", err)
+	}
+	if _, err := t.r.st.casPatch(ctx, t.entry.Key, wrote.profileMatch(), prev.profileFields()); err != nil {
+		t.r.log.Warn("roll back fallback profile", "session", t.entry.Key, "err", err)
+	}
+	t.cur, t.prev = prev, nil
+}
+
+// Compact shortens the history when the engine asks (R15): after a
+// context_overflow, or after a timeout on a prompt that fills most of the
+// window. What a summary of the dropped turns paid is reported, so the run
+// counts it in the turn's budget (B1, R16).
+func (t *turn) Compact(ctx context.Context, f failover.Failure) (failover.Compaction, bool) {
+	why := afterTimeout
+	if f.Reason == classify.ReasonContextOverflow {
+		why = afterOverflow
+	}
+	before := t.paid
+	ok := t.compact(ctx, why)
+	spent := failover.Spend{Calls: t.paid.Calls - before.Calls, USD: t.paid.USD - before.USD}
+	return failover.Compaction{PromptTokens: estimate(t.prompt), Spent: spent}, ok
 }
 
 func isOverflow(err error) bool {
@@ -351,21 +487,11 @@ func isOverflow(err error) bool {
 	return false
 }
 
-// compact drops history below message id keep (0 = all), stores summary when
-// it is not nil (R16), and bumps the compaction count, which also releases the
-// automatic profile pin (P2, R15).
-func (r *Router) compact(ctx context.Context, e *Entry, keep uint64, summary *string) error {
-	if err := r.st.compact(ctx, e.Key, keep, summary); err != nil {
-		return err
-	}
-	e.CompactionCount++
-	return nil
-}
-
-// baseRequest is the engine request of a run of ts with prompt: the chain's
-// context (selection, profiles, pins, windows, prices), without hooks.
-func (r *Router) baseRequest(ts *turnState, prompt []llm.Message) failover.Request {
-	e, sel := ts.entry, ts.sel
+// baseRequest is the engine request of a run of t with prompt: the chain's
+// context (selection, profiles, pins, windows, prices), what the turn paid so
+// far (B1) and the turn's trace; no controller.
+func (r *Router) baseRequest(t *turn, prompt []llm.Message) failover.Request {
+	e, sel := t.entry, t.sel
 	req := failover.Request{
 		SessionKey:   e.Key,
 		Chain:        chainFor(sel),
@@ -374,6 +500,8 @@ func (r *Router) baseRequest(ts *turnState, prompt []llm.Message) failover.Reque
 		Profiles:     r.cfg.Profiles,
 		Order:        r.cfg.Order,
 		PromptTokens: estimate(prompt),
+		Spent:        t.paid,
+		Trace:        t.trace(),
 	}
 	if e.AuthProfileOverride != "" {
 		switch {
@@ -400,129 +528,15 @@ func (r *Router) baseRequest(ts *turnState, prompt []llm.Message) failover.Reque
 	return req
 }
 
-// run makes one engine run for ts.
-func (r *Router) run(ctx context.Context, ts *turnState) (failover.Result, error) {
-	turnCtx := ctx // a stream outlives the attempt that starts it (a fallback may finish it)
-	ts.cause = nil
-	req := r.baseRequest(ts, ts.prompt)
-	req.Spent = ts.spent // B1: the turn's summaries count
-	if len(ts.msg.images) > 0 {
-		req.Chain, req.Images, req.TakesImages = r.imageChain(ts.sel), true, r.imageModels() // I5
-	}
-	before, spent := r.budgetHooks(ts.in.User)
-	req.Hooks = failover.Hooks{
-		BeforeFallback: func(ctx context.Context, from, to failover.Candidate, cause failover.Failure) error {
-			ts.cause = &cause // the same failure the result names (A5's notice)
-			return r.beforeFallback(ctx, ts, to, cause)
-		},
-		AfterFailedFallback: func(ctx context.Context, c failover.Candidate, f failover.Failure) { r.afterFailedFallback(ctx, ts, c) },
-		OnAttempt: func(a failover.AttemptRecord) {
-			r.onAttempt(ts, a)
-			if spent != nil {
-				spent(a) // T6
-			}
-		},
-		BeforeCall: before,          // T6: the user's daily budget
-		OnWait:     ts.live.waiting, // R6, L1: say what the turn waits for
-		// R15: a timeout on a prompt above 65% of the window compacts and retries.
-		Compact: func(ctx context.Context) (int, bool) {
-			if !r.compactHalf(ctx, ts, false) {
-				return 0, false
-			}
-			return estimate(ts.prompt), true
-		},
-	}
-	attempt := func(ctx context.Context, a failover.Attempt) (failover.Output, error) {
-		c, err := r.clients(a.Candidate.Provider, a.Candidate.Profile)
-		if err != nil || c == nil {
-			return failover.Output{}, &failover.Failure{Reason: classify.ReasonAuth, Class: classify.ClassDeterministic,
-				Message: "no client configured for this provider/profile", Provider: a.Candidate.Provider,
-				Model: a.Candidate.Model, Profile: a.Candidate.Profile}
-		}
-		if a.Number > 1 {
-			// O6: a model switched by the user while this turn ran wins over the
-			// rest of the chain; checked before each further paid call.
-			if to, ok := r.liveSwitch(ctx, ts); ok {
-				return failover.Output{}, &failover.LiveSwitchError{To: to}
-			}
-		}
-		msgs := ts.prompt
-		if a.Kind == failover.AttemptNudged { // R13
-			msgs = append(append([]llm.Message{}, msgs...), llm.Message{Role: "system", Content: "Your previous reply was empty. Answer the user's last message."})
-		}
-		ts.live.beginAttempt(a.Candidate)
-		out, err := c.Chat(ctx, llm.Request{Model: a.Candidate.Model, Messages: msgs, MaxTokens: r.cfg.MaxTokens}, ts.live.delta(turnCtx))
-		return withEstimate(out, err, msgs), err // U1
-	}
-	return r.engine.Run(ctx, req, attempt)
-}
-
-// beforeFallback persists the fallback override before its attempt (O2). It
-// writes only when the stored override is still what this turn loaded, so a
-// /model typed meanwhile is never overwritten.
-func (r *Router) beforeFallback(ctx context.Context, ts *turnState, to failover.Candidate, cause failover.Failure) error {
-	if ts.sel.source == failover.SourceUser || ts.sel.source == failover.SourceLegacy {
-		return nil // S4: a user override never falls back (BuildChain keeps it alone)
-	}
-	if cause.Reason == classify.ReasonImageInput {
-		ts.imageDetour = true // I5: this turn only; the session keeps its model
-		return nil
-	}
-	origin := string(ts.sel.selected)
-	next := overrideState{
-		Provider: to.Provider, Model: to.Model, Source: string(failover.SourceAuto),
-		Profile: to.Profile, ProfileSource: string(failover.SourceAuto), ProfileCompaction: ts.entry.CompactionCount,
-		Origin: origin, Reason: string(cause.Reason), Status: cause.Status,
-	}
-	if failover.ModelRef(to.Ref()) == ts.sel.selected {
-		// K4: the chain came back to the selected model; no override is needed.
-		next.Provider, next.Model, next.Source, next.Origin, next.Reason, next.Status = "", "", "", "", "", 0
-	}
-	fields := merge(next.modelFields(), next.profileFields())
-	if ts.cur.Source != string(failover.SourceAuto) {
-		// The fallback begins now: the first origin probe is due one interval later (S3).
-		fields["last_probe_at"] = r.clock.Now().UTC()
-	}
-	ok, err := r.st.casPatch(ctx, ts.entry.Key, ts.cur.modelMatch(), fields)
-	if err != nil {
-		r.log.Warn("persist fallback override", "session", ts.entry.Key, "err", err)
-		return nil // the answer matters more than the bookkeeping
-	}
-	if !ok {
-		r.log.Info("session model changed meanwhile; fallback not persisted", "session", ts.entry.Key, "to", to.Ref())
-		ts.prev = nil
-		return nil
-	}
-	prev := ts.cur
-	ts.prev, ts.cur, ts.wroteFor = &prev, next, to
-	return nil
-}
-
-// afterFailedFallback rolls back what beforeFallback wrote, field group by field
-// group, and only where the stored values still match the failed candidate (O3).
-func (r *Router) afterFailedFallback(ctx context.Context, ts *turnState, c failover.Candidate) {
-	if ts.prev == nil || ts.wroteFor.Ref() != c.Ref() {
-		return
-	}
-	prev, wrote := *ts.prev, ts.cur
-	if _, err := r.st.casPatch(ctx, ts.entry.Key, wrote.modelMatch(), prev.modelFields()); err != nil {
-		r.log.Warn("roll back fallback override", "session", ts.entry.Key, "err", err)
-	}
-	if _, err := r.st.casPatch(ctx, ts.entry.Key, wrote.profileMatch(), prev.profileFields()); err != nil {
-		r.log.Warn("roll back fallback profile", "session", ts.entry.Key, "err", err)
-	}
-	ts.cur, ts.prev = prev, nil
-}
-
 // attemptRows turns the turn's attempt records into rows (V1).
-func (r *Router) attemptRows(ts *turnState) []AttemptRow {
-	if len(ts.attempts) == 0 {
+func (r *Router) attemptRows(t *turn) []AttemptRow {
+	if len(t.attempts) == 0 {
 		return nil
 	}
-	turn := fmt.Sprintf("%d", r.clock.Now().UnixNano())
-	rows := make([]AttemptRow, 0, len(ts.attempts))
-	for _, a := range ts.attempts {
-		row := AttemptRow{SessionKey: ts.entry.Key, Turn: turn, Model: a.Candidate.Ref(), Profile: a.Candidate.Profile,
+	id := fmt.Sprintf("%d", r.clock.Now().UnixNano())
+	rows := make([]AttemptRow, 0, len(t.attempts))
+	for _, a := range t.attempts {
+		row := AttemptRow{SessionKey: t.entry.Key, Turn: id, Model: a.Candidate.Ref(), Profile: a.Candidate.Profile,
 			Kind: string(a.Kind), Skipped: string(a.Skipped), StartedAt: a.Started.UTC(), DurationMS: a.Duration.Milliseconds()}
 		if f := a.Failure; f != nil {
 			row.Reason, row.Status, row.Code = string(f.Reason), f.Status, f.Code
@@ -536,9 +550,9 @@ func (r *Router) attemptRows(ts *turnState) []AttemptRow {
 }
 
 // recordAttempts stores the attempt records of a turn that stored no exchange.
-func (r *Router) recordAttempts(ctx context.Context, ts *turnState) {
-	if err := r.st.addAttempts(ctx, r.attemptRows(ts)); err != nil {
-		r.log.Warn("record attempts", "session", ts.entry.Key, "err", err)
+func (r *Router) recordAttempts(ctx context.Context, t *turn) {
+	if err := r.st.addAttempts(ctx, r.attemptRows(t)); err != nil {
+		r.log.Warn("record attempts", "session", t.entry.Key, "err", err)
 	}
 }
 
@@ -552,60 +566,61 @@ func storageFailure(what string, err error) string {
 	return "internal error: " + what + "; nothing was sent to a model; please try again"
 }
 
-func paidCalls(attempts []failover.AttemptRecord) int {
-	n := 0
-	for _, a := range attempts {
-		if a.Skipped == "" {
-			n++
-		}
+// addPaidCalls counts the paid calls of a turn that stored no exchange in its
+// session (B1, /status), even when the turn was cancelled.
+func (r *Router) addPaidCalls(ctx context.Context, t *turn) {
+	if t.paid.Calls == 0 {
+		return
 	}
-	return n
+	if err := r.st.addPaidCalls(context.WithoutCancel(ctx), t.entry.Key, t.paid.Calls, t.paid.USD); err != nil {
+		r.log.Warn("record paid calls", "session", t.entry.Key, "err", err)
+	}
 }
 
 // succeed stores the exchange, then posts notices and the reply.
-func (r *Router) succeed(ctx context.Context, ts *turnState, res failover.Result) {
-	e, sel := ts.entry, ts.sel
+func (r *Router) succeed(ctx context.Context, t *turn, res failover.Result) {
+	e, sel := t.entry, t.sel
 	answered := failover.ModelRef(res.Candidate.Ref())
 	prevNotice := e.notice()
 	var cause *failover.Failure
 	if res.FellBack {
 		cause = res.Cause
 	}
-	next := noticeState(ts, answered, cause)
-	if ts.imageDetour {
+	next := noticeState(t, answered, cause)
+	if t.imageDetour {
 		prevNotice = imageNoticeBase(next) // I5: said on every such turn, kept by none
 	}
 	text := notices.ForChange(prevNotice, next)
-	ts.tally.answered(answered, res.FellBack)
-	returned := answered == sel.selected && ts.cur.Source == string(failover.SourceAuto) && !ts.imageDetour
+	t.answered(answered, res.FellBack)
+	returned := answered == sel.selected && t.cur.Source == string(failover.SourceAuto) && !t.imageDetour
 
 	now := r.clock.Now().UTC()
 	x := exchange{
 		key: e.Key,
 		messages: []Message{
-			{SessionKey: e.Key, Role: "user", Content: ts.msg.stored(), CreatedAt: now},
+			{SessionKey: e.Key, Role: "user", Content: t.msg.stored(), CreatedAt: now},
 			{SessionKey: e.Key, Role: "assistant", Content: res.Output.Text, Model: string(answered), CreatedAt: now},
 		},
-		attempts:  r.attemptRows(ts),
-		fields:    noticeFields(next, ts.imageDetour),
-		paidCalls: paidCalls(ts.attempts),
+		attempts:  r.attemptRows(t),
+		fields:    noticeFields(next, t.imageDetour),
+		paidCalls: t.paid.Calls,
 		tokensIn:  int64(res.Output.InputTokens),
 		tokensOut: int64(res.Output.OutputTokens),
 		returned:  returned,
-		cost:      ts.cost,
+		cost:      t.paid.USD,
 		notice:    text,
 	}
 	// P2: pin the profile that served, unless the user pinned one.
 	pinned := e.AuthProfileOverride == res.Candidate.Profile && e.AuthProfileOverrideSource == string(failover.SourceAuto) &&
-		e.AuthProfileOverrideCompactionCount == e.CompactionCount && ts.prev == nil && !returned
-	if !pinned && res.Candidate.Profile != "" && e.AuthProfileOverrideSource != string(failover.SourceUser) && !ts.imageDetour {
+		e.AuthProfileOverrideCompactionCount == e.CompactionCount && t.prev == nil && !returned
+	if !pinned && res.Candidate.Profile != "" && e.AuthProfileOverrideSource != string(failover.SourceUser) && !t.imageDetour {
 		x.pin, x.pinCompacted = res.Candidate.Profile, e.CompactionCount
 	}
-	out := reply(ts.in, adapters.KindReply, res.Output.Text)
+	out := reply(t.in, adapters.KindReply, res.Output.Text)
 	out.Model = string(answered)
 	x.id = exchangeID()
-	if ts.in.EventID != "" && deliveryOf(ctx) != nil && deliveryOf(ctx).claimed {
-		x.event, x.answer = ts.in.EventID, eventAnswer{session: e.Key, out: out}
+	if t.in.EventID != "" && deliveryOf(ctx) != nil && deliveryOf(ctx).claimed {
+		x.event, x.answer = t.in.EventID, eventAnswer{session: e.Key, out: out}
 	}
 	if err := r.storeAnswer(ctx, x); err != nil {
 		// M8: the answer was paid for: the person gets it, after a notice
@@ -613,11 +628,11 @@ func (r *Router) succeed(ctx context.Context, ts *turnState, res failover.Result
 		// it is not saved yet; the exchange waits in memory for the database.
 		r.log.Error("store turn", "session", e.Key, "err", err)
 		kept := r.keepUnsaved(&x)
-		if text != "" && notices.Deliver(r.cfg.Notices, ts.in.Direct) {
-			r.send(ctx, reply(ts.in, adapters.KindNotice, text))
+		if text != "" && notices.Deliver(r.cfg.Notices, t.in.Direct) {
+			r.send(ctx, reply(t.in, adapters.KindNotice, text))
 		}
-		r.send(ctx, reply(ts.in, adapters.KindNotice, unsavedNotice(err, kept)))
-		r.answer(ctx, ts, out)
+		r.send(ctx, reply(t.in, adapters.KindNotice, unsavedNotice(err, kept)))
+		r.answer(ctx, t, out)
 		if d := deliveryOf(ctx); kept && d != nil && d.delivered {
 			r.unsaved.delivered(&x, r.clock.Now())
 		}
@@ -629,16 +644,16 @@ func (r *Router) succeed(ctx context.Context, ts *turnState, res failover.Result
 	r.incidentMu.Lock()
 	r.incidentOpen = false // storeExchange ended it in the database
 	r.incidentMu.Unlock()
-	if text != "" && notices.Deliver(r.cfg.Notices, ts.in.Direct) && text != ts.live.noticedText() {
-		r.send(ctx, reply(ts.in, adapters.KindNotice, text)) // N4: its own message, before the reply
+	if text != "" && notices.Deliver(r.cfg.Notices, t.in.Direct) && text != t.live.noticedText() {
+		r.send(ctx, reply(t.in, adapters.KindNotice, text)) // N4: its own message, before the reply
 	}
-	r.answer(ctx, ts, out)
+	r.answer(ctx, t, out)
 }
 
 // noticeState is the notice state of a turn answered by answered, moved off its
 // first candidate by cause (nil = it was not).
-func noticeState(ts *turnState, answered failover.ModelRef, cause *failover.Failure) notices.State {
-	sel := ts.sel
+func noticeState(t *turn, answered failover.ModelRef, cause *failover.Failure) notices.State {
+	sel := t.sel
 	if cause != nil && cause.Reason == classify.ReasonImageInput {
 		// I5: moved off the requested model for its images, this turn only.
 		return notices.State{Selected: string(sel.requested), Active: string(answered), Reason: classify.ReasonImageInput}
@@ -648,7 +663,7 @@ func noticeState(ts *turnState, answered failover.ModelRef, cause *failover.Fail
 	case sel.source == failover.SourceUser || sel.source == failover.SourceLegacy:
 		next.Selected = string(answered)
 	case answered != sel.selected:
-		next.Reason, next.Status = classify.Reason(ts.cur.Reason), ts.cur.Status
+		next.Reason, next.Status = classify.Reason(t.cur.Reason), t.cur.Status
 		if cause != nil {
 			next.Reason, next.Status = cause.Reason, cause.Status
 			if cause.Reason == classify.ReasonRefusedResponse && cause.Status != classify.StatusUnknown {
@@ -661,13 +676,13 @@ func noticeState(ts *turnState, answered failover.ModelRef, cause *failover.Fail
 
 // fallbackNotice is the N1 notice the turn owes its reader if c answers, ""
 // when none is due: a streamed fallback answer shows below it (A5). It runs on
-// the engine's goroutine, where the hooks that set ts.cause run too.
-func (r *Router) fallbackNotice(ts *turnState, c failover.Candidate) string {
-	next := noticeState(ts, failover.ModelRef(c.Ref()), ts.cause)
-	if !next.OnFallback() || !notices.Deliver(r.cfg.Notices, ts.in.Direct) {
+// the engine's goroutine, where BeforeFallback, which sets t.cause, runs too.
+func (r *Router) fallbackNotice(t *turn, c failover.Candidate) string {
+	next := noticeState(t, failover.ModelRef(c.Ref()), t.cause)
+	if !next.OnFallback() || !notices.Deliver(r.cfg.Notices, t.in.Direct) {
 		return ""
 	}
-	prev := ts.entry.notice()
+	prev := t.entry.notice()
 	if next.Reason == classify.ReasonImageInput {
 		prev = imageNoticeBase(next)
 	}
@@ -676,8 +691,8 @@ func (r *Router) fallbackNotice(ts *turnState, c failover.Candidate) string {
 
 // answer posts a turn's final message: into the growing reply when one was
 // streamed (replacing any partial text, L3), else as one message.
-func (r *Router) answer(ctx context.Context, ts *turnState, out adapters.Outbound) {
-	if ts.live.finish(ctx, out) {
+func (r *Router) answer(ctx context.Context, t *turn, out adapters.Outbound) {
+	if t.live.finish(ctx, out) {
 		deliveryOf(ctx).note(out, true)
 		return
 	}
@@ -685,16 +700,12 @@ func (r *Router) answer(ctx context.Context, ts *turnState, out adapters.Outboun
 }
 
 // fail tells the user why no answer came, and the admin when every model is down.
-func (r *Router) fail(ctx context.Context, ts *turnState, err error) {
+func (r *Router) fail(ctx context.Context, t *turn, err error) {
 	now := r.clock.Now()
-	ts.tally.failed(err)
-	if n := paidCalls(ts.attempts); n > 0 {
-		// Counted even when the turn was cancelled (a second SIGTERM): the
-		// provider was paid either way.
-		if err := r.st.addPaidCalls(context.WithoutCancel(ctx), ts.entry.Key, n, ts.cost); err != nil {
-			r.log.Warn("record paid calls", "session", ts.entry.Key, "err", err)
-		}
-	}
+	t.failed(err)
+	// Counted even when the turn was cancelled (a second SIGTERM): the
+	// provider was paid either way.
+	r.addPaidCalls(ctx, t)
 	var s *failover.SummaryError
 	var f *failover.Failure
 	var text string
@@ -706,18 +717,18 @@ func (r *Router) fail(ctx context.Context, ts *turnState, err error) {
 		// V4: every model down, or the idle breaker stopping a turn that found
 		// nothing healthy, is an incident for the admin.
 		allDown := s.Stop == nil || errors.Is(s.Stop, failover.ErrBreakerTripped)
-		if allDown && ts.sel.source != failover.SourceUser && ts.sel.source != failover.SourceLegacy {
-			r.report(ctx, ts, s, now)
+		if allDown && t.sel.source != failover.SourceUser && t.sel.source != failover.SourceLegacy {
+			r.report(ctx, t, s, now)
 		}
 	case errors.As(err, &f):
 		text = notices.FailureText(f)
 	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 		text = "the request was cancelled or timed out; please try again"
 	default:
-		r.log.Warn("turn failed", "session", ts.entry.Key, "err", redact.Preview(err.Error(), 200))
+		r.log.Warn("turn failed", "session", t.entry.Key, "err", redact.Preview(err.Error(), 200))
 		text = "the request failed; please try again"
 	}
-	r.answer(ctx, ts, reply(ts.in, adapters.KindError, text))
+	r.answer(ctx, t, reply(t.in, adapters.KindError, text))
 }
 
 // closeIncident ends the V4 incident (/recover brought a model back).
@@ -732,7 +743,7 @@ func (r *Router) closeIncident(ctx context.Context) {
 }
 
 // report posts the V4 admin report once per incident (until a turn succeeds).
-func (r *Router) report(ctx context.Context, ts *turnState, s *failover.SummaryError, now time.Time) {
+func (r *Router) report(ctx context.Context, t *turn, s *failover.SummaryError, now time.Time) {
 	channel, replyTo, ok := r.adminTarget()
 	if !ok {
 		return
@@ -749,8 +760,8 @@ func (r *Router) report(ctx context.Context, ts *turnState, s *failover.SummaryE
 		return // this incident was already reported (here, before a restart, or by a replica)
 	}
 	lines := notices.LinesFromSummary(s)
-	r.send(ctx, adapters.Outbound{Kind: adapters.KindReport, Channel: channel, ReplyTo: replyTo, SessionKey: ts.entry.Key,
-		Text: notices.AdminReport(lines, ts.entry.Key, now)})
+	r.send(ctx, adapters.Outbound{Kind: adapters.KindReport, Channel: channel, ReplyTo: replyTo, SessionKey: t.entry.Key,
+		Text: notices.AdminReport(lines, t.entry.Key, now)})
 }
 
 // noticeFields is the notice state a successful turn stores (N3): none for a

@@ -624,8 +624,8 @@ func TestRun_HandshakeDeadline(t *testing.T) {
 	defer close(hold)
 	logs := &syncbuf.Buffer{}
 	clock := failovertest.NewClock(t0)
-	a, err := New(Config{Token: "t", APIURL: srv.URL, OpenTimeout: 150 * time.Millisecond, ReconnectBackoff: 10 * time.Millisecond,
-		Log: slogTo(logs), Sleep: clock.Sleep, Now: clock.Now})
+	a, err := New(Config{Token: "t", APIURL: srv.URL, Log: slogTo(logs), Timing: link.Timing{OpenTimeout: 150 * time.Millisecond,
+		ReconnectBackoff: 10 * time.Millisecond, Sleep: clock.Sleep, Now: clock.Now}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,22 +1,22 @@
-// Package discord is the Discord channel: a discordgo gateway session that turns
-// mentions, thread messages, DMs, application commands and picks in its select
-// menus into adapters.Inbound, and posts adapters.Outbound back as channel messages
-// or interaction answers. It shows the typing indicator while a turn runs
+// Package discord is the Discord channel: it turns mentions, thread messages,
+// DMs, application commands and picks in its select menus into
+// adapters.Inbound, and posts adapters.Outbound back as channel messages or
+// interaction answers. It shows the typing indicator while a turn runs
 // (adapters.Progress) and streams replies as one message edited as it grows
 // (adapters.Streamer), replaced in place when a failed attempt's text gives way
 // to another model's answer; with Config.Threads a question opens a thread.
 //
 // What runs where:
-//   - discordgo's gateway reader runs the event handlers and makes no network call:
-//     it filters each event and hands it on. An interaction gets its own goroutine,
-//     which defers it (or answers an autocomplete) at once, within Discord's
-//     3-second deadline; a message goes to its channel's lane (live.Lanes: one
-//     goroutine per active channel, in order, bounded), which may look the channel
-//     up and then delivers it to the router.
 //   - The connection to Discord is a link.Link (package link): discordgo for the
-//     protocol, with the parts that break Discord's rules replaced (rate limits,
-//     zombie connections, resumes, the identify budget, reconnecting); it says
-//     which and why.
+//     REST calls and the types, the gateway read there, every part that keeps
+//     one of Discord's rules (rate limits, zombie connections, resumes, the
+//     identify budget, reconnecting) named with the test that pins it.
+//   - The gateway's reader runs the event handlers, which make no network call:
+//     an interaction gets its own goroutine, which defers it (or answers an
+//     autocomplete) at once, within Discord's 3-second deadline; a message goes
+//     to its channel's lane (live.Lanes: one goroutine per active channel, in
+//     order, bounded), which may look the channel up and then delivers it to
+//     the router.
 //   - A streamed reply is the live kit's growing reply on its own goroutine, which
 //     shows the newest text at most once per EditEvery; the typing indicator is the
 //     kit's indicator, dropped under rate limits.
@@ -28,13 +28,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net/url"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/bwmarrin/discordgo"
+	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/detourbot/detour/adapters"
 	"github.com/detourbot/detour/adapters/discord/link"
@@ -78,23 +78,6 @@ type Config struct {
 	Models func() []string
 	// Profiles lists the auth profile ids, for "model@profile" completion.
 	Profiles func() []string
-	// Sleep waits d or until ctx ends; Now tells the time. Rate-limit waits, the
-	// reconnect backoff and the identify budget use them (default: timers and
-	// time.Now). Tests inject a virtual clock: give both, from the same clock.
-	Sleep func(ctx context.Context, d time.Duration) error
-	Now   func() time.Time
-	// Rand returns a number in [0, 1) for the jitter of waits (default math/rand).
-	Rand func() float64
-	// MaxRateLimitRetries is how many times one call is retried after a 429 (default 3).
-	MaxRateLimitRetries int
-	// MaxRateLimitWait is the longest rate-limit wait honoured; a longer one fails
-	// the call at once (default 60s).
-	MaxRateLimitWait time.Duration
-	// ReconnectBackoff is the first wait when the gateway connection keeps failing
-	// or dropping, doubled (with jitter) up to MaxReconnectBackoff (defaults 1s
-	// and 2m). A single drop of a connection that was up resumes at once.
-	ReconnectBackoff    time.Duration
-	MaxReconnectBackoff time.Duration
 	// Threads: a question that mentions the bot outside a thread starts a thread
 	// from it, named from the question, where the answer and the rest of the
 	// conversation go (config channels.discord.threads).
@@ -105,6 +88,9 @@ type Config struct {
 	// TLS, when set, configures the REST and gateway connections (tests trust
 	// a fake's certificate with it).
 	TLS *tls.Config
+	// Timing is how the connection waits (rate limits, reconnects), and its
+	// clock.
+	link.Timing
 }
 
 // Adapter is the Discord channel. It implements adapters.Adapter, Progress (the
@@ -122,17 +108,17 @@ type Adapter struct {
 	started   bool
 	stopping  bool
 	typers    map[string]*live.Indicator // channel id -> its typing indicator
-	answering int                        // interaction goroutines running
+	answering chan struct{}              // a slot per interaction goroutine running
 	wg        sync.WaitGroup             // every goroutine the adapter starts
 
 	lanes       *live.Lanes[job] // each channel's inbound events, in order
 	typingEvery time.Duration
 
-	threads      *adapters.Recent // thread ids the bot takes part in
-	notThreads   *adapters.Recent // channel ids known not to be threads
-	noTyping     *adapters.Recent // channels that refused the typing indicator
-	seen         *adapters.Recent // event ids already delivered (resume replays)
-	interactions *interactionStore
+	threads      *adapters.Recent             // thread ids the bot takes part in
+	notThreads   *adapters.Recent             // channel ids known not to be threads
+	noTyping     *adapters.Recent             // channels that refused the typing indicator
+	seen         *adapters.Recent             // event ids already delivered (resume replays)
+	interactions *lru.Cache[string, *pending] // by interaction id
 }
 
 var (
@@ -154,17 +140,10 @@ func New(cfg Config) (*Adapter, error) {
 	if cfg.ShardCount < 0 || cfg.ShardID < 0 || (cfg.ShardCount > 0 && cfg.ShardID >= cfg.ShardCount) || (cfg.ShardCount == 0 && cfg.ShardID > 0) {
 		return nil, fmt.Errorf("discord: shard %d of %d: want 0 <= shard_id < shard_count", cfg.ShardID, cfg.ShardCount)
 	}
-	set := func(d *time.Duration, def time.Duration) {
-		if *d <= 0 {
-			*d = def
-		}
+	cfg.Timing = cfg.Timing.WithDefaults()
+	if cfg.EditEvery <= 0 {
+		cfg.EditEvery = defaultEditEvery
 	}
-	set(&cfg.HTTPTimeout, 10*time.Second)
-	set(&cfg.OpenTimeout, 20*time.Second)
-	set(&cfg.MaxRateLimitWait, 60*time.Second)
-	set(&cfg.ReconnectBackoff, time.Second)
-	set(&cfg.MaxReconnectBackoff, 2*time.Minute)
-	set(&cfg.EditEvery, defaultEditEvery)
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
@@ -173,18 +152,6 @@ func New(cfg Config) (*Adapter, error) {
 	}
 	if cfg.Profiles == nil {
 		cfg.Profiles = func() []string { return nil }
-	}
-	if cfg.Sleep == nil {
-		cfg.Sleep = adapters.Sleep
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.Rand == nil {
-		cfg.Rand = rand.Float64
-	}
-	if cfg.MaxRateLimitRetries <= 0 {
-		cfg.MaxRateLimitRetries = 3
 	}
 	var api *url.URL
 	if cfg.APIURL != "" {
@@ -196,23 +163,22 @@ func New(cfg Config) (*Adapter, error) {
 	}
 	log := cfg.Log.With("channel", Name)
 	a := &Adapter{
-		cfg:          cfg,
-		token:        tok,
-		log:          log,
-		threads:      adapters.NewRecent(4096, 0, nil),
-		notThreads:   adapters.NewRecent(4096, 0, nil),
-		noTyping:     adapters.NewRecent(4096, noTypingFor, cfg.Now),
-		seen:         adapters.NewRecent(2048, 0, nil),
-		interactions: newInteractionStore(512),
-		typers:       map[string]*live.Indicator{},
-		typingEvery:  typingEvery,
+		cfg:         cfg,
+		token:       tok,
+		log:         log,
+		threads:     adapters.NewRecent(4096, 0, nil),
+		notThreads:  adapters.NewRecent(4096, 0, nil),
+		noTyping:    adapters.NewRecent(4096, noTypingFor, cfg.Now),
+		seen:        adapters.NewRecent(2048, 0, nil),
+		answering:   make(chan struct{}, maxAnswering),
+		typers:      map[string]*live.Indicator{},
+		typingEvery: typingEvery,
 	}
+	a.interactions, _ = lru.New[string, *pending](512) // only a size < 1 errs
 	a.lanes = live.NewLanes(a.handle, workerQueue, maxWorkers)
 	l, err := link.New(link.Config{Token: tok, API: api, TLS: cfg.TLS, Shard: [2]int{cfg.ShardID, cfg.ShardCount},
-		Intent: Intents, MentionOnly: cfg.NoMessageContent, HTTPTimeout: cfg.HTTPTimeout, OpenTimeout: cfg.OpenTimeout,
-		Log: log, Sleep: cfg.Sleep, Now: cfg.Now, Rand: cfg.Rand, MaxRateLimitRetries: cfg.MaxRateLimitRetries,
-		MaxRateLimitWait: cfg.MaxRateLimitWait, ReconnectBackoff: cfg.ReconnectBackoff, MaxReconnectBackoff: cfg.MaxReconnectBackoff,
-		Handlers: []any{a.onMessage, a.onThreadCreate, a.onInteraction},
+		Intent: Intents, MentionOnly: cfg.NoMessageContent, Log: log, Timing: cfg.Timing,
+		Dispatch: a.onEvent,
 		Identified: func(ctx context.Context) {
 			if err := a.registerCommands(ctx); err != nil {
 				a.log.Error("discord command registration failed", "err", err)
@@ -256,10 +222,6 @@ func (a *Adapter) Run(ctx context.Context, inbox chan<- adapters.Inbound) error 
 	return a.link.Run(ctx)
 }
 
-func (a *Adapter) bot() string { return a.link.BotID() }
-
-func (a *Adapter) app() string { return a.link.AppID() }
-
 // runCtx is Run's context (handlers only run while Run does).
 func (a *Adapter) runCtx() (context.Context, chan<- adapters.Inbound) {
 	a.mu.Lock()
@@ -298,11 +260,3 @@ func (a *Adapter) deliver(ctx context.Context, in adapters.Inbound) {
 	case <-ctx.Done():
 	}
 }
-
-// call runs one REST call within Discord's rate limits (link.Link.Call).
-func (a *Adapter) call(ctx context.Context, what, secret string, f func(opts ...discordgo.RequestOption) error) error {
-	return a.link.Call(ctx, what, secret, f)
-}
-
-// restStatus is a REST error's HTTP status, 0 for none.
-func restStatus(err error) int { return link.Status(err) }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/detourbot/detour/adapters/discord"
+	"github.com/detourbot/detour/adapters/discord/link"
 	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/failover/failovertest"
 	"github.com/detourbot/detour/internal/fakeprovider"
@@ -79,7 +80,7 @@ func newE2E(t testing.TB, opts ...e2eOpts) *world {
 	cfg := discord.Config{Token: e2eToken, GuildID: "G1", APIURL: e.fake.URL(), Log: e2e.Logger(e.logs),
 		Models:   func() []string { return []string{e2ePrimary, e2eFallback} },
 		Profiles: func() []string { return []string{"p1:main", "p1:backup", "p2:main"} },
-		Sleep:    e.sleeps.Sleep, Now: e.sleeps.Now, Rand: func() float64 { return 0.5 }}
+		Timing:   link.Timing{Sleep: e.sleeps.Sleep, Now: e.sleeps.Now, Rand: func() float64 { return 0.5 }}}
 	for _, o := range opts {
 		if o.adapter != nil {
 			o.adapter(&cfg)

@@ -2,6 +2,8 @@ package discord
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"strings"
 	"sync"
 	"time"
@@ -42,14 +44,33 @@ func stripMention(text, botID string) string {
 	return strings.TrimSpace(text)
 }
 
-// onMessage runs on discordgo's gateway reader: it filters and hands the message
-// to its channel's worker, with no network call.
-func (a *Adapter) onMessage(_ *discordgo.Session, mc *discordgo.MessageCreate) {
+// onEvent runs on the gateway's reader: each event the bot reads is decoded
+// into discordgo's type and handled with no network call.
+func (a *Adapter) onEvent(event string, data json.RawMessage) {
+	switch event {
+	case "MESSAGE_CREATE":
+		decode(data, a.onMessage)
+	case "THREAD_CREATE":
+		decode(data, a.onThreadCreate)
+	case "INTERACTION_CREATE":
+		decode(data, a.onInteraction)
+	}
+}
+
+func decode[T any](data json.RawMessage, handle func(*T)) {
+	var v T
+	if json.Unmarshal(data, &v) == nil {
+		handle(&v)
+	}
+}
+
+// onMessage filters a message and hands it to its channel's worker.
+func (a *Adapter) onMessage(mc *discordgo.MessageCreate) {
 	if mc == nil || mc.Message == nil || mc.Author == nil {
 		return
 	}
 	m := mc.Message
-	botID := a.bot()
+	botID := a.link.BotID()
 	if m.Author.ID == botID || m.Author.Bot {
 		return // own echoes and other bots
 	}
@@ -120,11 +141,11 @@ func (a *Adapter) setParent(in *adapters.Inbound, guild, channel string) {
 	}
 }
 
-func (a *Adapter) onThreadCreate(_ *discordgo.Session, tc *discordgo.ThreadCreate) {
+func (a *Adapter) onThreadCreate(tc *discordgo.ThreadCreate) {
 	if tc == nil || tc.Channel == nil {
 		return
 	}
-	if bot := a.bot(); bot != "" && tc.OwnerID == bot {
+	if bot := a.link.BotID(); bot != "" && tc.OwnerID == bot {
 		a.threads.Put(tc.ID, tc.ParentID)
 	}
 }
@@ -174,12 +195,12 @@ func commandDefs() []*discordgo.ApplicationCommand {
 var adminsOnly int64
 
 func (a *Adapter) registerCommands(ctx context.Context) error {
-	app := a.app()
+	app := a.link.AppID()
 	if app == "" {
 		return errNoApp
 	}
 	cmds := commandDefs()
-	err := a.call(ctx, "register commands", "", func(opts ...discordgo.RequestOption) error {
+	err := a.link.Call(ctx, "register commands", "", func(opts ...discordgo.RequestOption) error {
 		_, err := a.rest.ApplicationCommandBulkOverwrite(app, a.cfg.GuildID, cmds, opts...)
 		return err
 	})
@@ -193,11 +214,7 @@ func (a *Adapter) registerCommands(ctx context.Context) error {
 	return err
 }
 
-var errNoApp = errorString("discord: READY carried no application id")
-
-type errorString string
-
-func (e errorString) Error() string { return string(e) }
+var errNoApp = errors.New("discord: READY carried no application id")
 
 func commandData(i *discordgo.Interaction) (discordgo.ApplicationCommandInteractionData, bool) {
 	d, ok := i.Data.(discordgo.ApplicationCommandInteractionData)
@@ -225,10 +242,10 @@ func interactionUser(i *discordgo.Interaction) string {
 	return ""
 }
 
-// onInteraction runs on discordgo's gateway reader: each interaction gets its own
-// goroutine, which answers Discord first (deferral or autocomplete choices) within
-// the 3-second deadline, whatever else is waiting.
-func (a *Adapter) onInteraction(_ *discordgo.Session, ic *discordgo.InteractionCreate) {
+// onInteraction gives each interaction its own goroutine, which answers Discord
+// first (deferral or autocomplete choices) within the 3-second deadline,
+// whatever else is waiting.
+func (a *Adapter) onInteraction(ic *discordgo.InteractionCreate) {
 	if ic == nil || ic.Interaction == nil {
 		return
 	}
@@ -248,28 +265,14 @@ func (a *Adapter) onInteraction(_ *discordgo.Session, ic *discordgo.InteractionC
 	default:
 		return
 	}
-	a.mu.Lock()
-	full := a.answering >= maxAnswering
-	if !full {
-		a.answering++
-	}
-	a.mu.Unlock()
-	if full {
+	select {
+	case a.answering <- struct{}{}:
+	default:
 		a.log.Warn("discord interaction dropped: too many interactions being answered", "interaction_id", i.ID, "limit", maxAnswering)
 		return
 	}
-	started := a.goOwned(func(ctx context.Context) {
-		defer func() {
-			a.mu.Lock()
-			a.answering--
-			a.mu.Unlock()
-		}()
-		f(ctx)
-	})
-	if !started {
-		a.mu.Lock()
-		a.answering--
-		a.mu.Unlock()
+	if !a.goOwned(func(ctx context.Context) { defer func() { <-a.answering }(); f(ctx) }) {
+		<-a.answering
 	}
 }
 
@@ -303,30 +306,28 @@ func (a *Adapter) command(ctx context.Context, i *discordgo.Interaction, receive
 	}
 	// Command answers are for the person who asked (the router marks them
 	// Ephemeral); the deferral fixes the visibility of the edited answer.
-	p := &pending{i: i, created: time.Now(), ephemeral: true}
+	a.acknowledge(ctx, i, received, &pending{i: i, created: time.Now(), ephemeral: true}, text,
+		&discordgo.InteractionResponse{Type: discordgo.InteractionResponseDeferredChannelMessageWithSource,
+			Data: &discordgo.InteractionResponseData{Flags: discordgo.MessageFlagsEphemeral}})
+}
+
+// acknowledge gives Discord resp within its deadline, remembers the
+// interaction and hands its text to its channel's worker, in that channel's
+// order, behind messages that arrived before it. An interaction Discord did
+// not take the acknowledgement of gets its answer dropped, never posted in the
+// channel (Send).
+func (a *Adapter) acknowledge(ctx context.Context, i *discordgo.Interaction, received time.Time, p *pending, text string, resp *discordgo.InteractionResponse) {
 	dctx, cancel := context.WithDeadline(ctx, received.Add(interactionDeadline))
-	err := a.call(dctx, "defer interaction", i.Token, func(opts ...discordgo.RequestOption) error {
-		return a.rest.InteractionRespond(i, &discordgo.InteractionResponse{
-			Type: discordgo.InteractionResponseDeferredChannelMessageWithSource,
-			Data: &discordgo.InteractionResponseData{Flags: discordgo.MessageFlagsEphemeral},
-		}, opts...)
+	err := a.link.Call(dctx, "acknowledge interaction", i.Token, func(opts ...discordgo.RequestOption) error {
+		return a.rest.InteractionRespond(i, resp, opts...)
 	})
 	cancel()
 	if err != nil {
-		// Its answer will be dropped, never posted in the channel (Send).
-		a.log.Warn("discord interaction defer failed; its answer cannot be shown", "command", d.Name,
-			"interaction_id", i.ID, "after", time.Since(received).Round(time.Millisecond), "err", err)
-	} else {
-		p.deferred = true
+		a.log.Warn("discord interaction not acknowledged; its answer cannot be shown", "interaction_id", i.ID,
+			"after", time.Since(received).Round(time.Millisecond), "err", err)
 	}
-	a.deliverInteraction(i, p, text)
-}
-
-// deliverInteraction remembers an acknowledged interaction and hands its text to
-// its channel's worker, in that channel's order, behind messages that arrived
-// before it.
-func (a *Adapter) deliverInteraction(i *discordgo.Interaction, p *pending, text string) {
-	a.interactions.put(i.ID, p)
+	p.deferred = err == nil
+	a.interactions.Add(i.ID, p)
 	in := adapters.Inbound{
 		Channel:      Name,
 		SessionKey:   sessionKey(i.GuildID, i.ChannelID),
@@ -362,7 +363,7 @@ func (a *Adapter) autocomplete(ctx context.Context, i *discordgo.Interaction, re
 	}
 	ctx, cancel := context.WithDeadline(ctx, received.Add(interactionDeadline))
 	defer cancel()
-	err := a.call(ctx, "autocomplete", i.Token, func(opts ...discordgo.RequestOption) error {
+	err := a.link.Call(ctx, "autocomplete", i.Token, func(opts ...discordgo.RequestOption) error {
 		return a.rest.InteractionRespond(i, &discordgo.InteractionResponse{
 			Type: discordgo.InteractionApplicationCommandAutocompleteResult,
 			Data: &discordgo.InteractionResponseData{Choices: out},
@@ -473,35 +474,10 @@ type pending struct {
 	update    bool // a pick: the original response is the menu's message, whose menu the answer removes
 }
 
-type interactionStore struct {
-	mu   sync.Mutex
-	byID map[string]*pending
-	n    int
-	ids  []string
-}
-
-func newInteractionStore(n int) *interactionStore {
-	return &interactionStore{byID: map[string]*pending{}, n: n}
-}
-
-func (s *interactionStore) put(id string, p *pending) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.byID[id]; !ok {
-		s.ids = append(s.ids, id)
-	}
-	s.byID[id] = p
-	for len(s.ids) > s.n {
-		delete(s.byID, s.ids[0])
-		s.ids = s.ids[1:]
-	}
-}
-
-func (s *interactionStore) get(id string) *pending {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	p := s.byID[id]
-	if p != nil && time.Since(p.created) > interactionTTL {
+// interaction is the pending interaction id names, nil when unknown or expired.
+func (a *Adapter) interaction(id string) *pending {
+	p, _ := a.interactions.Get(id)
+	if p == nil || time.Since(p.created) > interactionTTL {
 		return nil
 	}
 	return p

@@ -12,6 +12,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/detourbot/detour/adapters"
+	"github.com/detourbot/detour/adapters/discord/link"
 	"github.com/detourbot/detour/failover/failovertest"
 	"github.com/detourbot/detour/internal/testkit/fakediscord"
 	"github.com/detourbot/detour/internal/testkit/syncbuf"
@@ -128,7 +129,7 @@ func TestGateway_ShardAndRefusedIntents(t *testing.T) {
 			fake.Start()
 			defer fake.Close()
 			logs := &syncbuf.Buffer{}
-			cfg := Config{Token: "t", APIURL: fake.URL(), Log: slogTo(logs), Sleep: clock.Sleep, Now: clock.Now}
+			cfg := Config{Token: "t", APIURL: fake.URL(), Log: slogTo(logs), Timing: link.Timing{Sleep: clock.Sleep, Now: clock.Now}}
 			tc.cfg(&cfg)
 			a, err := New(cfg)
 			if err != nil {
@@ -171,7 +172,7 @@ func TestNew_ShardBounds(t *testing.T) {
 	}
 }
 
-// Over TLS (wss, as with Discord itself) the tap sits above TLS: frames are read,
+// Over TLS (wss, as with Discord itself) the gateway reader works the same: frames are read,
 // a zombie connection is closed with 4000 and resumed.
 func TestGateway_TLSZombieResumes(t *testing.T) {
 	t.Parallel()
@@ -185,8 +186,8 @@ func TestGateway_TLSZombieResumes(t *testing.T) {
 	pool := x509.NewCertPool()
 	pool.AddCert(fake.Certificate())
 	logs := &syncbuf.Buffer{}
-	a, err := New(Config{Token: canaryToken, APIURL: fake.URL(), Log: slogTo(logs), Sleep: clock.Sleep, Now: clock.Now,
-		TLS: &tls.Config{RootCAs: pool}})
+	a, err := New(Config{Token: canaryToken, APIURL: fake.URL(), Log: slogTo(logs), TLS: &tls.Config{RootCAs: pool},
+		Timing: link.Timing{Sleep: clock.Sleep, Now: clock.Now}})
 	if err != nil {
 		t.Fatal(err)
 	}

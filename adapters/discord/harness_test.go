@@ -11,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/detourbot/detour/adapters"
+	"github.com/detourbot/detour/adapters/discord/link"
 	"github.com/detourbot/detour/failover/failovertest"
 	"github.com/detourbot/detour/internal/testkit/fakediscord"
 	"github.com/detourbot/detour/internal/testkit/syncbuf"
@@ -58,16 +59,14 @@ func start(t *testing.T, mod func(*Config), fakeMod ...func(*fakediscord.Server)
 	fake.Start()
 	h := &harness{t: t, fake: fake, inbox: make(chan adapters.Inbound, 16), logs: &syncbuf.Buffer{}, sleeps: clock}
 	cfg := Config{
-		Token:       canaryToken,
-		GuildID:     "G1",
-		APIURL:      fake.URL(),
-		HTTPTimeout: 5 * time.Second,
-		Log:         slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Models:      func() []string { return testModels },
-		Profiles:    func() []string { return testProfiles },
-		Sleep:       h.sleeps.Sleep,
-		Now:         h.sleeps.Now,
-		Rand:        func() float64 { return 0.5 },
+		Token:    canaryToken,
+		GuildID:  "G1",
+		APIURL:   fake.URL(),
+		Log:      slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Models:   func() []string { return testModels },
+		Profiles: func() []string { return testProfiles },
+		Timing: link.Timing{HTTPTimeout: 5 * time.Second, Sleep: h.sleeps.Sleep, Now: h.sleeps.Now,
+			Rand: func() float64 { return 0.5 }},
 	}
 	if mod != nil {
 		mod(&cfg)

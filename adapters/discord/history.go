@@ -49,7 +49,7 @@ func (a *Adapter) ReadEarlier(ctx context.Context, ref string, max int) ([]adapt
 
 func (a *Adapter) threadBefore(ctx context.Context, channel, before string, max int) ([]adapters.Earlier, error) {
 	var msgs []*discordgo.Message
-	err := a.call(ctx, "read thread", "", func(opts ...discordgo.RequestOption) error {
+	err := a.link.Call(ctx, "read thread", "", func(opts ...discordgo.RequestOption) error {
 		var err error
 		msgs, err = a.rest.ChannelMessages(channel, min(max, maxPage), before, "", "", opts...)
 		return err
@@ -76,7 +76,7 @@ func (a *Adapter) replyChain(ctx context.Context, channel, id string, max int) (
 	for steps := 0; id != "" && !seen[id] && steps < max; steps++ {
 		seen[id] = true
 		var m *discordgo.Message
-		err := a.call(ctx, "read replied message", "", func(opts ...discordgo.RequestOption) error {
+		err := a.link.Call(ctx, "read replied message", "", func(opts ...discordgo.RequestOption) error {
 			var err error
 			m, err = a.rest.ChannelMessage(channel, id, opts...)
 			return err
@@ -104,14 +104,14 @@ func (a *Adapter) replyChain(ctx context.Context, channel, id string, max int) (
 
 // earlierOf maps one message; false for the bot's own and for system messages.
 func (a *Adapter) earlierOf(m *discordgo.Message) (adapters.Earlier, bool) {
-	if m == nil || m.Author == nil || m.Author.ID == a.bot() {
+	if m == nil || m.Author == nil || m.Author.ID == a.link.BotID() {
 		return adapters.Earlier{}, false
 	}
 	if m.Type != discordgo.MessageTypeDefault && m.Type != discordgo.MessageTypeReply {
 		return adapters.Earlier{}, false
 	}
 	e := adapters.Earlier{User: "discord:" + m.Author.ID, Name: m.Author.GlobalName, Bot: m.Author.Bot,
-		Text: stripMention(m.Content, a.bot()), At: m.Timestamp}
+		Text: stripMention(m.Content, a.link.BotID()), At: m.Timestamp}
 	if e.Name == "" {
 		e.Name = m.Author.Username
 	}

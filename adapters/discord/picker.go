@@ -75,16 +75,5 @@ func (a *Adapter) component(ctx context.Context, i *discordgo.Interaction, recei
 	}
 	p := &pending{i: i, created: time.Now(), update: true,
 		ephemeral: i.Message != nil && i.Message.Flags&discordgo.MessageFlagsEphemeral != 0}
-	dctx, cancel := context.WithDeadline(ctx, received.Add(interactionDeadline))
-	err := a.call(dctx, "acknowledge pick", i.Token, func(opts ...discordgo.RequestOption) error {
-		return a.rest.InteractionRespond(i, &discordgo.InteractionResponse{Type: discordgo.InteractionResponseDeferredMessageUpdate}, opts...)
-	})
-	cancel()
-	if err != nil {
-		a.log.Warn("discord pick acknowledgement failed; its answer cannot be shown", "interaction_id", i.ID,
-			"after", time.Since(received).Round(time.Millisecond), "err", err)
-	} else {
-		p.deferred = true
-	}
-	a.deliverInteraction(i, p, text)
+	a.acknowledge(ctx, i, received, p, text, &discordgo.InteractionResponse{Type: discordgo.InteractionResponseDeferredMessageUpdate})
 }

@@ -13,34 +13,26 @@ import (
 // Nothing is posted and no gateway connection is opened.
 func (a *Adapter) Probe(ctx context.Context, target string) []adapters.ProbeResult {
 	var me *discordgo.User
-	err := a.call(ctx, "GET /users/@me", a.token, func(opts ...discordgo.RequestOption) error {
+	err := a.link.Call(ctx, "GET /users/@me", a.token, func(opts ...discordgo.RequestOption) error {
 		var err error
 		me, err = a.rest.User("@me", opts...)
 		return err
 	})
-	r := adapters.ProbeResult{What: "discord bot token (GET /users/@me)", OK: err == nil}
-	if err != nil {
-		r.Detail = err.Error()
-	} else {
-		r.Detail = "bot user " + me.Username + " (" + me.ID + ")"
-	}
-	out := []adapters.ProbeResult{r}
+	out := []adapters.ProbeResult{adapters.Checked("discord bot token (GET /users/@me)", err,
+		func() string { return "bot user " + me.Username + " (" + me.ID + ")" })}
 	if target == "" {
 		return out
 	}
 	var ch *discordgo.Channel
-	err = a.call(ctx, "GET /channels/"+target, a.token, func(opts ...discordgo.RequestOption) error {
+	err = a.link.Call(ctx, "GET /channels/"+target, a.token, func(opts ...discordgo.RequestOption) error {
 		var err error
 		ch, err = a.rest.Channel(target, opts...)
 		return err
 	})
-	r = adapters.ProbeResult{What: "discord admin channel " + target + " (GET /channels)", OK: err == nil}
-	if err != nil {
-		r.Detail = err.Error()
-	} else if ch.Name != "" {
-		r.Detail = "#" + ch.Name
-	} else {
-		r.Detail = "reachable"
-	}
-	return append(out, r)
+	return append(out, adapters.Checked("discord admin channel "+target+" (GET /channels)", err, func() string {
+		if ch.Name == "" {
+			return "reachable"
+		}
+		return "#" + ch.Name
+	}))
 }

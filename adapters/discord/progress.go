@@ -75,7 +75,7 @@ func (a *Adapter) typeOnce(ctx context.Context, ch, status string) error {
 		return nil
 	}
 	err := a.rest.ChannelTyping(ch, discordgo.WithContext(link.Dropping(ctx)))
-	if code := restStatus(err); code == 401 || code == 403 || code == 404 {
+	if code := link.Status(err); code == 401 || code == 403 || code == 404 {
 		a.noTyping.Add(ch)
 		a.log.Info("discord refused the typing indicator; not asked again in this channel for a while",
 			"channel_id", ch, "status", code, "for", noTypingFor)

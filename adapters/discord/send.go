@@ -119,7 +119,7 @@ func (a *Adapter) postOne(ctx context.Context, channelID, reference, content str
 		msg.Reference = &discordgo.MessageReference{MessageID: reference, ChannelID: channelID, FailIfNotExists: &failIfNotExists}
 	}
 	var m *discordgo.Message
-	err := a.call(ctx, "post message", "", func(opts ...discordgo.RequestOption) error {
+	err := a.link.Call(ctx, "post message", "", func(opts ...discordgo.RequestOption) error {
 		var err error
 		m, err = a.rest.ChannelMessageSendComplex(channelID, msg, opts...)
 		return err
@@ -134,7 +134,7 @@ func (a *Adapter) postOne(ctx context.Context, channelID, reference, content str
 // response (the deferred "thinking…" of a command, or the message whose menu was
 // used, whose menu goes), the others are follow-ups; components go on the last part.
 func (a *Adapter) sendInteraction(ctx context.Context, id string, kind adapters.Kind, chunks []string, flags discordgo.MessageFlags, ephemeral bool, components []discordgo.MessageComponent) error {
-	p := a.interactions.get(id)
+	p := a.interaction(id)
 	if p == nil || !p.deferred {
 		// Unknown (a restart), expired, or never acknowledged: the answer was meant
 		// for the asker alone and there is nowhere private to put it. It is never
@@ -163,7 +163,7 @@ func (a *Adapter) sendInteraction(ctx context.Context, id string, kind adapters.
 				c := append([]discordgo.MessageComponent{}, comps...)
 				edit.Components = &c
 			}
-			err = a.call(ctx, "edit interaction response", p.i.Token, func(opts ...discordgo.RequestOption) error {
+			err = a.link.Call(ctx, "edit interaction response", p.i.Token, func(opts ...discordgo.RequestOption) error {
 				_, err := a.rest.InteractionResponseEdit(p.i, edit, opts...)
 				return err
 			})
@@ -175,7 +175,7 @@ func (a *Adapter) sendInteraction(ctx context.Context, id string, kind adapters.
 			if ephemeral || p.ephemeral {
 				f |= discordgo.MessageFlagsEphemeral
 			}
-			err = a.call(ctx, "interaction follow-up", p.i.Token, func(opts ...discordgo.RequestOption) error {
+			err = a.link.Call(ctx, "interaction follow-up", p.i.Token, func(opts ...discordgo.RequestOption) error {
 				_, err := a.rest.FollowupMessageCreate(p.i, true, &discordgo.WebhookParams{Content: content, Flags: f, AllowedMentions: noMentions(), Components: comps}, opts...)
 				return err
 			})

@@ -3,7 +3,6 @@ package discord
 import (
 	"context"
 	"errors"
-	"net/http"
 	"strings"
 	"time"
 
@@ -68,47 +67,32 @@ func (s *streamSurface) Post(ctx context.Context, i int, text string) (string, e
 	return m.ID, nil
 }
 
+// Edit replaces the message's text; one deleted meanwhile is gone.
 func (s *streamSurface) Edit(ctx context.Context, id, text string) error {
-	err := s.a.editMessage(ctx, s.ch, id, text, nil)
-	if isUnknownMessage(err) {
-		return errors.Join(live.ErrGone, err) // deleted by someone meanwhile
+	e := &discordgo.MessageEdit{ID: id, Channel: s.ch, Content: &text, AllowedMentions: noMentions()}
+	err := s.a.link.Call(ctx, "edit message", "", func(opts ...discordgo.RequestOption) error {
+		_, err := s.a.rest.ChannelMessageEditComplex(e, opts...)
+		return err
+	})
+	if restCode(err) == discordgo.ErrCodeUnknownMessage {
+		return errors.Join(live.ErrGone, err)
 	}
 	return err
 }
 
+// Delete deletes one of the bot's messages; one already gone is no error.
 func (s *streamSurface) Delete(ctx context.Context, id string) error {
-	return s.a.deleteMessage(ctx, s.ch, id)
+	err := s.a.link.Call(ctx, "delete message", "", func(opts ...discordgo.RequestOption) error {
+		return s.a.rest.ChannelMessageDelete(s.ch, id, opts...)
+	})
+	if restCode(err) == discordgo.ErrCodeUnknownMessage {
+		return nil
+	}
+	return err
 }
 
 // Send posts out (the answer whole, or the notice above it) where the stream is.
 func (s *streamSurface) Send(ctx context.Context, out adapters.Outbound) error {
 	out.ReplyTo = s.ch + replySep + s.ref
 	return s.a.Send(ctx, out)
-}
-
-// editMessage replaces a message's content (and its components, when given).
-func (a *Adapter) editMessage(ctx context.Context, ch, id, content string, components *[]discordgo.MessageComponent) error {
-	e := &discordgo.MessageEdit{ID: id, Channel: ch, Content: &content, Components: components, AllowedMentions: noMentions()}
-	return a.call(ctx, "edit message", "", func(opts ...discordgo.RequestOption) error {
-		_, err := a.rest.ChannelMessageEditComplex(e, opts...)
-		return err
-	})
-}
-
-// deleteMessage deletes one of the bot's messages; one already gone is no error.
-func (a *Adapter) deleteMessage(ctx context.Context, ch, id string) error {
-	err := a.call(ctx, "delete message", "", func(opts ...discordgo.RequestOption) error {
-		return a.rest.ChannelMessageDelete(ch, id, opts...)
-	})
-	if isUnknownMessage(err) {
-		return nil
-	}
-	return err
-}
-
-// isUnknownMessage reports Discord's 404 "Unknown Message" (code 10008).
-func isUnknownMessage(err error) bool {
-	var re *discordgo.RESTError
-	return errors.As(err, &re) && re.Response != nil && re.Response.StatusCode == http.StatusNotFound &&
-		re.Message != nil && re.Message.Code == discordgo.ErrCodeUnknownMessage
 }

@@ -27,7 +27,7 @@ func (a *Adapter) moveToThread(ctx context.Context, j *job) {
 	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
 	defer cancel()
 	var th *discordgo.Channel
-	err := a.call(ctx, "start thread", "", func(opts ...discordgo.RequestOption) error {
+	err := a.link.Call(ctx, "start thread", "", func(opts ...discordgo.RequestOption) error {
 		var err error
 		th, err = a.rest.MessageThreadStartComplex(ch, j.message, &discordgo.ThreadStart{
 			Name: threadName(j.in.Text), AutoArchiveDuration: threadArchiveMins,

@@ -86,7 +86,7 @@ func (a *Adapter) isThread(ctx context.Context, channelID string) bool {
 	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
 	defer cancel()
 	var ch *discordgo.Channel
-	err := a.call(ctx, "get channel", "", func(opts ...discordgo.RequestOption) error {
+	err := a.link.Call(ctx, "get channel", "", func(opts ...discordgo.RequestOption) error {
 		var err error
 		ch, err = a.rest.Channel(channelID, opts...)
 		return err

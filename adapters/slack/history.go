@@ -97,28 +97,21 @@ func (a *Adapter) ReadEarlier(ctx context.Context, earlier string, max int) ([]a
 	return out, nil
 }
 
-// replies reads one page, waiting out one 429 (Tier 3) within the context.
-func (a *Adapter) replies(ctx context.Context, ref earlierRef, cursor string) ([]slackgo.Message, bool, string, error) {
+// replies reads one page, waiting out 429s (Tier 3) within the context.
+func (a *Adapter) replies(ctx context.Context, ref earlierRef, cursor string) (msgs []slackgo.Message, more bool, next string, err error) {
 	p := &slackgo.GetConversationRepliesParameters{ChannelID: ref.channel, Timestamp: ref.thread, Cursor: cursor,
 		Latest: ref.before, Inclusive: false, Limit: repliesPage}
-	for attempt := 0; ; attempt++ {
-		msgs, more, next, err := a.api.GetConversationRepliesContext(ctx, p)
-		var rl *slackgo.RateLimitedError
-		if errors.As(err, &rl) && attempt == 0 {
-			if werr := a.cfg.Sleep(ctx, min(rl.RetryAfter, a.cfg.MaxRetryWait)); werr != nil {
-				return nil, false, "", werr
-			}
-			continue
-		}
-		if err != nil {
-			var se slackgo.SlackErrorResponse
-			if errors.As(err, &se) && se.Err == "missing_scope" {
-				return nil, false, "", fmt.Errorf("slack: conversations.replies: missing_scope: the app needs channels:history, groups:history, im:history and mpim:history (slack-manifest.yaml)")
-			}
-			return nil, false, "", fmt.Errorf("slack: conversations.replies: %w", safeErr(err))
-		}
-		return msgs, more, next, nil
+	err = a.call(ctx, "conversations.replies", "", func(ctx context.Context) error {
+		msgs, more, next, err = a.api.GetConversationRepliesContext(ctx, p)
+		return err
+	})
+	switch {
+	case slackCode(err) == "missing_scope":
+		return nil, false, "", errors.New("slack: conversations.replies: missing_scope: the app needs channels:history, groups:history, im:history and mpim:history (slack-manifest.yaml)")
+	case err != nil:
+		return nil, false, "", fmt.Errorf("slack: %w", err)
 	}
+	return msgs, more, next, nil
 }
 
 // earlierOf maps one Slack message.

@@ -2,7 +2,6 @@ package slack
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -81,26 +80,11 @@ func (a *Adapter) sendPicker(ctx context.Context, t target, out adapters.Outboun
 	if user == "" {
 		user = a.askerOf(t)
 	}
+	var err error
 	if user == "" {
-		if err := a.postMessage(ctx, t, opts...); err != nil {
-			return fmt.Errorf("slack: posting a picker: %w", err)
-		}
-		return nil
-	}
-	if t.ThreadTS != "" {
-		opts = append(opts, slackgo.MsgOptionTS(t.ThreadTS))
-	}
-	err := a.call(ctx, "chat.postEphemeral", "", func(ctx context.Context) error {
-		_, err := a.api.PostEphemeralContext(ctx, t.Channel, user, opts...)
-		return err
-	})
-	var se slackgo.SlackErrorResponse
-	if err != nil && errors.As(err, &se) && t.ResponseURL != "" {
-		err = a.call(ctx, "response_url", "", func(ctx context.Context) error {
-			_, _, err := a.api.PostMessageContext(ctx, t.Channel, slackgo.MsgOptionText(fallback, false),
-				slackgo.MsgOptionBlocks(blocks...), slackgo.MsgOptionResponseURL(t.ResponseURL, slackgo.ResponseTypeEphemeral))
-			return safeErr(err)
-		})
+		err = a.postMessage(ctx, t, opts...)
+	} else {
+		err = a.postEphemeral(ctx, t, user, opts...)
 	}
 	if err != nil {
 		return fmt.Errorf("slack: posting a picker: %w", err)

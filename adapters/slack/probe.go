@@ -2,6 +2,7 @@ package slack
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	slackgo "github.com/slack-go/slack"
@@ -14,37 +15,22 @@ import (
 // when target names a channel id, that the bot can post there
 // (conversations.info: it exists and the bot is a member). Nothing is posted.
 func (a *Adapter) Probe(ctx context.Context, target string) []adapters.ProbeResult {
-	var out []adapters.ProbeResult
 	at, err := a.api.AuthTestContext(ctx)
-	r := adapters.ProbeResult{What: "slack bot token (auth.test)", OK: err == nil}
-	if err != nil {
-		r.Detail = safeErr(err).Error()
-	} else {
-		r.Detail = fmt.Sprintf("workspace %s (%s), bot user %s", at.Team, at.TeamID, at.UserID)
-	}
-	out = append(out, r)
-
+	out := []adapters.ProbeResult{adapters.Checked("slack bot token (auth.test)", safeErr(err), func() string {
+		return fmt.Sprintf("workspace %s (%s), bot user %s", at.Team, at.TeamID, at.UserID)
+	})}
 	_, _, err = a.api.StartSocketModeContext(ctx)
-	r = adapters.ProbeResult{What: "slack app token (apps.connections.open)", OK: err == nil, Detail: "Socket Mode can connect"}
-	if err != nil {
-		r.Detail = safeErr(err).Error()
-	}
-	out = append(out, r)
-
+	out = append(out, adapters.Checked("slack app token (apps.connections.open)", safeErr(err),
+		func() string { return "Socket Mode can connect" }))
 	if target == "" {
 		return out
 	}
 	ch, err := a.api.GetConversationInfoContext(ctx, &slackgo.GetConversationInfoInput{ChannelID: target})
-	r = adapters.ProbeResult{What: "slack admin channel " + target + " (conversations.info)", OK: err == nil}
-	switch {
-	case err != nil:
-		r.Detail = safeErr(err).Error()
-	case !ch.IsMember && !ch.IsIM:
-		r.OK, r.Detail = false, "#"+ch.Name+": the bot is not a member; invite it (/invite @bot) or reports cannot be posted"
-	default:
-		r.Detail = "#" + ch.Name
+	if err == nil && !ch.IsMember && !ch.IsIM {
+		err = errors.New("#" + ch.Name + ": the bot is not a member; invite it (/invite @bot) or reports cannot be posted")
 	}
-	return append(out, r)
+	return append(out, adapters.Checked("slack admin channel "+target+" (conversations.info)", safeErr(err),
+		func() string { return "#" + ch.Name }))
 }
 
 // Connected reports whether a Socket Mode link is up now (adapters.Connector):

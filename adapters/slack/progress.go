@@ -66,10 +66,9 @@ func (a *Adapter) setStatus(ctx context.Context, t target, status string) error 
 	err := a.api.SetAssistantThreadsStatusContext(ctx, slackgo.AssistantThreadsSetStatusParameters{
 		ChannelID: t.Channel, ThreadTS: t.ThreadTS, Status: status,
 	})
-	var rl *slackgo.RateLimitedError
-	if errors.As(err, &rl) {
-		a.limits.Pause(method, min(max(rl.RetryAfter, time.Second), a.cfg.MaxRetryWait))
-		a.log.Debug("slack status rate limited; dropped", "retry_after", rl.RetryAfter)
+	if d := a.retryAfter(err); d > 0 {
+		a.limits.Pause(method, d)
+		a.log.Debug("slack status rate limited; dropped", "retry_after", d)
 	} else if err != nil {
 		a.log.Debug("slack status not set", "channel", t.Channel, "err", safeErr(err))
 	}

@@ -23,19 +23,7 @@ func (t target) encode() string {
 func (t target) slash() bool { return t.User != "" }
 
 func decodeTarget(s string) target {
-	s = strings.TrimSpace(s)
-	s = strings.TrimPrefix(s, "slack:")
-	parts := strings.SplitN(s, "|", 4)
-	var t target
-	t.Channel = parts[0]
-	if len(parts) > 1 {
-		t.ThreadTS = parts[1]
-	}
-	if len(parts) > 2 {
-		t.User = parts[2]
-	}
-	if len(parts) > 3 {
-		t.ResponseURL = parts[3]
-	}
-	return t
+	p := strings.SplitN(strings.TrimPrefix(strings.TrimSpace(s), "slack:"), "|", 4)
+	p = append(p, "", "", "")
+	return target{Channel: p[0], ThreadTS: p[1], User: p[2], ResponseURL: p[3]}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -86,33 +87,38 @@ func (a *Adapter) postNotice(ctx context.Context, t target, text string) error {
 	return nil
 }
 
-// ephemeral answers a slash command: chat.postEphemeral where it was typed, falling
-// back to the command's response_url when the bot cannot post there (not a member).
+// ephemeral answers a slash command where it was typed, for its user alone.
 func (a *Adapter) ephemeral(ctx context.Context, t target, out adapters.Outbound) error {
 	for _, chunk := range adapters.Split(ToMrkdwn(out.Text), maxChunk, utf8.RuneCountInString) {
-		opts := []slackgo.MsgOption{slackgo.MsgOptionText(chunk, false)}
-		if t.ThreadTS != "" {
-			opts = append(opts, slackgo.MsgOptionTS(t.ThreadTS))
-		}
-		err := a.call(ctx, "chat.postEphemeral", "", func(ctx context.Context) error {
-			_, err := a.api.PostEphemeralContext(ctx, t.Channel, t.User, opts...)
-			return err
-		})
-		var se slackgo.SlackErrorResponse
-		if err != nil && errors.As(err, &se) && t.ResponseURL != "" {
-			a.log.Debug("slack: postEphemeral refused; using response_url", "err", se.Err)
-			err = a.call(ctx, "response_url", "", func(ctx context.Context) error {
-				_, _, err := a.api.PostMessageContext(ctx, t.Channel,
-					slackgo.MsgOptionText(chunk, false),
-					slackgo.MsgOptionResponseURL(t.ResponseURL, slackgo.ResponseTypeEphemeral))
-				return safeErr(err)
-			})
-		}
-		if err != nil {
+		if err := a.postEphemeral(ctx, t, t.User, slackgo.MsgOptionText(chunk, false)); err != nil {
 			return fmt.Errorf("slack: ephemeral answer: %w", err)
 		}
 	}
 	return nil
+}
+
+// postEphemeral shows a message to user alone where t answers:
+// chat.postEphemeral, falling back to the slash command's response_url when the
+// bot cannot post there (not a member).
+func (a *Adapter) postEphemeral(ctx context.Context, t target, user string, opts ...slackgo.MsgOption) error {
+	in := slices.Clip(opts)
+	if t.ThreadTS != "" {
+		in = append(in, slackgo.MsgOptionTS(t.ThreadTS))
+	}
+	err := a.call(ctx, "chat.postEphemeral", "", func(ctx context.Context) error {
+		_, err := a.api.PostEphemeralContext(ctx, t.Channel, user, in...)
+		return err
+	})
+	var se slackgo.SlackErrorResponse
+	if err != nil && errors.As(err, &se) && t.ResponseURL != "" {
+		a.log.Debug("slack: postEphemeral refused; using response_url", "err", se.Err)
+		err = a.call(ctx, "response_url", "", func(ctx context.Context) error {
+			_, _, err := a.api.PostMessageContext(ctx, t.Channel,
+				append(slices.Clip(opts), slackgo.MsgOptionResponseURL(t.ResponseURL, slackgo.ResponseTypeEphemeral))...)
+			return safeErr(err)
+		})
+	}
+	return err
 }
 
 // call runs one Web API call within Slack's limits. A chat.postMessage waits for
@@ -140,19 +146,24 @@ func (a *Adapter) call(ctx context.Context, method, channel string, fn func(cont
 		if err == nil {
 			return nil
 		}
-		var rl *slackgo.RateLimitedError
-		if !errors.As(err, &rl) || (a.cfg.MaxRateLimitRetries > 0 && attempt >= a.cfg.MaxRateLimitRetries) {
+		wait := a.retryAfter(err)
+		if wait == 0 || (a.cfg.MaxRateLimitRetries > 0 && attempt >= a.cfg.MaxRateLimitRetries) {
 			return fmt.Errorf("%s: %w", method, safeErr(err))
 		}
-		wait := rl.RetryAfter
-		if wait <= 0 {
-			wait = time.Second
-		}
-		wait = min(wait, a.cfg.MaxRetryWait)
 		a.pace.Pause(method, wait)
 		a.log.Warn("slack rate limited; the message waits its turn", "method", method, "channel", channel,
 			"retry_after", wait, "attempt", attempt+1)
 	}
+}
+
+// retryAfter is the wait a 429 asks for (1 s when it names none, at most
+// MaxRetryWait); 0 when err is not a 429.
+func (a *Adapter) retryAfter(err error) time.Duration {
+	var rl *slackgo.RateLimitedError
+	if !errors.As(err, &rl) {
+		return 0
+	}
+	return min(max(rl.RetryAfter, time.Second), a.cfg.MaxRetryWait)
 }
 
 func truncateRunes(s string, n int) string {

@@ -93,10 +93,6 @@ type Config struct {
 	// and direct messages: thread follow-ups need a mention too. Pair it with
 	// slack-manifest-mentions.yaml, which stops the channel message events.
 	MentionsOnly bool
-	// ThreadMemory bounds how many active threads are remembered (default 10000).
-	ThreadMemory int
-	// DedupeTTL is how long event ids are remembered (default 30m).
-	DedupeTTL time.Duration
 	// Memory, when set, is shared by the adapters of one process that hold sockets
 	// of the same app, so an event Slack hands to any of them is answered once;
 	// nil = the adapter's own.
@@ -107,10 +103,13 @@ type Config struct {
 	// StatusRefresh is how often the "is thinking…" status is set again while a
 	// turn runs (default 90 s; Slack drops it after 2 minutes without a reply).
 	StatusRefresh time.Duration
-	// StreamInterval is the least time between two writes to a streamed reply
-	// (default 1 s).
-	StreamInterval time.Duration
 }
+
+// Memory bounds: threads remembered, and how long event ids are.
+const (
+	threadMemory = 10000
+	dedupeTTL    = 30 * time.Minute
+)
 
 // Memory is what an adapter remembers about events and threads: event and
 // trigger ids, handled messages (an app_mention and its message twin share one),
@@ -127,10 +126,10 @@ type Memory struct {
 // ttl (defaults 10000 and 30 minutes), on the clock now (nil = time.Now).
 func NewMemory(threads int, ttl time.Duration, now func() time.Time) *Memory {
 	if threads <= 0 {
-		threads = 10000
+		threads = threadMemory
 	}
 	if ttl <= 0 {
-		ttl = 30 * time.Minute
+		ttl = dedupeTTL
 	}
 	return &Memory{
 		seen:      adapters.NewRecent(50000, ttl, now),
@@ -193,12 +192,16 @@ func New(cfg Config) (*Adapter, error) {
 			cfg.APIURL += "/"
 		}
 	}
-	if cfg.HTTPTimeout <= 0 {
-		cfg.HTTPTimeout = 10 * time.Second
+	set := func(d *time.Duration, def time.Duration) {
+		if *d <= 0 {
+			*d = def
+		}
 	}
-	if cfg.PingInterval <= 0 {
-		cfg.PingInterval = 30 * time.Second
-	}
+	set(&cfg.HTTPTimeout, 10*time.Second)
+	set(&cfg.PingInterval, 30*time.Second)
+	set(&cfg.PostInterval, time.Second)
+	set(&cfg.MaxRetryWait, 60*time.Second)
+	set(&cfg.StatusRefresh, 90*time.Second)
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
@@ -208,27 +211,7 @@ func New(cfg Config) (*Adapter, error) {
 	if cfg.Sleep == nil {
 		cfg.Sleep = adapters.Sleep
 	}
-	if cfg.MaxRateLimitRetries < 0 {
-		cfg.MaxRateLimitRetries = 0
-	}
-	if cfg.PostInterval <= 0 {
-		cfg.PostInterval = time.Second
-	}
-	if cfg.MaxRetryWait <= 0 {
-		cfg.MaxRetryWait = 60 * time.Second
-	}
-	if cfg.ThreadMemory <= 0 {
-		cfg.ThreadMemory = 10000
-	}
-	if cfg.DedupeTTL <= 0 {
-		cfg.DedupeTTL = 30 * time.Minute
-	}
-	if cfg.StatusRefresh <= 0 {
-		cfg.StatusRefresh = 90 * time.Second
-	}
-	if cfg.StreamInterval <= 0 {
-		cfg.StreamInterval = time.Second
-	}
+	cfg.MaxRateLimitRetries = max(cfg.MaxRateLimitRetries, 0)
 	log := cfg.Log.With("channel", Name)
 	a := &Adapter{cfg: cfg, log: log, queue: 256, busy: make(chan struct{}, 8)}
 	// No client timeout: the transport times each request once it is sent, so
@@ -244,9 +227,9 @@ func New(cfg Config) (*Adapter, error) {
 	}
 	a.mem = cfg.Memory
 	if a.mem == nil {
-		a.mem = NewMemory(cfg.ThreadMemory, cfg.DedupeTTL, cfg.Now)
+		a.mem = NewMemory(0, 0, cfg.Now)
 	}
-	a.askers, _ = lru.New[string, string](cfg.ThreadMemory) // only a size < 1 errs
+	a.askers, _ = lru.New[string, string](threadMemory) // only a size < 1 errs
 	a.api = slackgo.New(cfg.BotToken, opts...)
 	pauses := live.NewPauses(cfg.Now, cfg.Sleep)
 	a.pace, a.limits = newPacer(cfg.PostInterval, pauses), live.NewWindow(pauses, methodLimits)
@@ -434,11 +417,7 @@ func (a *Adapter) authTest(ctx context.Context) (*slackgo.AuthTestResponse, erro
 		if ctx.Err() != nil || (errors.As(err, &se) && fatalAuth[se.Err]) || attempt >= 8 {
 			return nil, fmt.Errorf("slack: auth.test: %w", safeErr(err))
 		}
-		wait := backoff
-		var rl *slackgo.RateLimitedError
-		if errors.As(err, &rl) && rl.RetryAfter > wait {
-			wait = min(rl.RetryAfter, a.cfg.MaxRetryWait)
-		}
+		wait := max(backoff, a.retryAfter(err))
 		a.log.Warn("slack auth.test failed; retrying", "attempt", attempt, "wait", wait, "err", safeErr(err))
 		if err := a.cfg.Sleep(ctx, wait); err != nil {
 			return nil, err

@@ -37,6 +37,9 @@ import (
 // answer continues in a further streamed message.
 const maxStreamed = 12000
 
+// streamInterval is the least time between two writes to a streamed reply.
+const streamInterval = time.Second
+
 // refusalMemory is how long a refusal to stream is remembered.
 const refusalMemory = 10 * time.Minute
 
@@ -64,7 +67,7 @@ func (a *Adapter) StartStream(ctx context.Context, in adapters.Inbound) (adapter
 	}
 	s := &streamSurface{a: a, t: t}
 	s.team, s.user = recipient(in)
-	r := live.New(s, live.Options{Limit: maxStreamed, Every: a.cfg.StreamInterval, Now: a.cfg.Now, Sleep: a.cfg.Sleep,
+	r := live.New(s, live.Options{Limit: maxStreamed, Every: streamInterval, Now: a.cfg.Now, Sleep: a.cfg.Sleep,
 		Log: a.log, Render: func(_ adapters.Kind, md string) string { return streamSafe(md) },
 		// Slack streams only replies in a thread; a refused channel waits.
 		Whole: t.ThreadTS == "" || t.slash() || !a.mayStream(t.Channel)})
@@ -106,19 +109,16 @@ func (s *streamSurface) Post(ctx context.Context, _ int, md string) (string, err
 	}
 	_, ts, err := s.a.api.StartStreamContext(ctx, s.t.Channel, opts...)
 	done()
-	var se slackgo.SlackErrorResponse
-	var rl *slackgo.RateLimitedError
-	switch {
-	case err == nil:
+	if err == nil {
 		s.a.posted(s.t)
 		return ts, nil
-	case errors.As(err, &se):
-		if workspace, known := refusals[se.Err]; known {
-			s.a.refuseStreaming(s.t.Channel, se.Err, workspace)
-		}
-	case errors.As(err, &rl):
+	}
+	if workspace, known := refusals[slackCode(err)]; known {
+		s.a.refuseStreaming(s.t.Channel, slackCode(err), workspace)
+	}
+	if d := s.a.retryAfter(err); d > 0 {
 		// Other replicas share the workspace's limit: none here until Slack allows.
-		s.a.limits.Pause("chat.startStream", min(max(rl.RetryAfter, time.Second), s.a.cfg.MaxRetryWait))
+		s.a.limits.Pause("chat.startStream", d)
 	}
 	return "", safeErr(err)
 }

@@ -22,43 +22,18 @@ import (
 // receive), which `bot run` only warns about. With --probe it also tries the
 // database, each profile, Slack, Discord and the admin channel, prints a table
 // of what works, and exits 1 when something does not.
-func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func runCheck(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
-	path := fs.String("config", "", "configuration file (default ./config.yaml if it exists, else the embedded demo)")
-	envFile := fs.String("env-file", "", "KEY=value lines for the configuration's ${VAR} references (default ./detour.env if it exists)")
+	path, envFile := configFlags(fs)
 	probe := fs.Bool("probe", false, "also try the database, one smallest model call per profile, Slack auth.test, Discord /users/@me and the admin channel")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "bot check: unexpected arguments: %v\n", fs.Args())
-		return exitUsage
+	src, cfg, closeDemo, code := loadConfig("bot check", *path, *envFile, *probe, stderr)
+	if code != exitOK {
+		return code
 	}
-	src, err := resolveConfig(*path)
-	if err == nil && !src.demo {
-		err = src.withEnvFile(*envFile, stderr)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "bot check: %v\n", err)
-		return exitUsage
-	}
-	if src.demo {
-		src.baseURL = "http://127.0.0.1:0"
-		if *probe {
-			demo, err := startDemoLLM()
-			if err != nil {
-				fmt.Fprintf(stderr, "bot check: demo: %v\n", err)
-				return exitFailed
-			}
-			defer demo.Close()
-			src.baseURL = demo.URL()
-		}
-	}
-	cfg, err := src.load()
-	if err != nil {
-		printConfigError(stderr, err)
-		return exitUsage
-	}
+	defer closeDemo()
 	if ch := cfg.Channels; !ch.Console.Enabled && !ch.Slack.Enabled && !ch.Discord.Enabled {
 		// F1: bot run stops at once on this (exit 2); so does check.
 		fmt.Fprintf(stderr, "%s: channels: %s\n", src.name(), noChannel)

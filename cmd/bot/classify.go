@@ -76,8 +76,7 @@ func runClassify(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	fs := flag.NewFlagSet("classify", flag.ContinueOnError)
 	nowFlag := fs.String("now", "", "reference time (RFC 3339) for year-less reset texts and waits; default: the current time")
 	explain := fs.Bool("explain", false, "add \"explain\": the step and rule that decided, the evidence, the status seen, the plain words")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: bot classify [--now RFC3339] [--explain] < errors.jsonl
+	setUsage(fs, `Usage: bot classify [--now RFC3339] [--explain] < errors.jsonl
 
 Reads one JSON object per line: {"provider": "...", "http_status": 429 or null,
 "headers": {"retry-after": "2"}, "body": "...", "stream": false}
@@ -89,14 +88,8 @@ With --explain each answer also holds "explain": {"step", "rule", "family",
 "says", and for format "request_fault"} (redacted).
 
 `)
-		fs.PrintDefaults()
-	}
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "bot classify: unexpected argument %q\n", fs.Arg(0))
-		return exitUsage
 	}
 	var fixedNow time.Time
 	if *nowFlag != "" {

@@ -18,7 +18,7 @@ import (
 // dir. It prints per scenario the paid calls, time to answer, notices, reports,
 // cost and the verdict. Exit 0 when every verdict passes, 1 when one fails, 2 on
 // bad arguments or a bad configuration.
-func runDrill(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func runDrill(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("drill", flag.ContinueOnError)
 	cfgPath := fs.String("config", "", "configuration file (default ./config.yaml if it exists, else the embedded demo)")
 	scenario := fs.String("scenario", "all", "scenario name, comma-separated names, or all")
@@ -26,16 +26,9 @@ func runDrill(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fast := fs.Bool("fast", false, fmt.Sprintf("scale idle/attempt/run timeouts and waits by 1/%.0f (idle 60s -> 0.2s)", 1/drills.FastScale))
 	list := fs.Bool("list", false, "list the scenarios and exit")
 	logLevel := fs.String("log-level", "", "show the bot's logs on stderr at this level (debug, info, warn, error); default none")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "Usage: bot drill [--config PATH] [--scenario NAME|all] [--format text|json|markdown] [--fast] [--list]")
-		fs.PrintDefaults()
-	}
+	setUsage(fs, "Usage: bot drill [--config PATH] [--scenario NAME|all] [--format text|json|markdown] [--fast] [--list]\n")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "bot drill: unexpected arguments: %v\n", fs.Args())
-		return exitUsage
 	}
 	if *list {
 		for _, s := range drills.Scenarios() {

@@ -15,16 +15,12 @@ import (
 // until ctx ends. Flags: --listen ADDR (default 127.0.0.1:8089) and --script FILE
 // (JSON lines of fakeprovider.Rule). It prints the base URL to stderr and returns the
 // process exit code.
-func runFakeLLM(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func runFakeLLM(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("fake-llm", flag.ContinueOnError)
 	listen := fs.String("listen", "127.0.0.1:8089", "address to listen on")
 	script := fs.String("script", "", "file of JSON-lines rules to script at start")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "fake-llm: unexpected arguments: %v\n", fs.Args())
-		return 2
 	}
 	var rules []fakeprovider.Rule
 	if *script != "" {

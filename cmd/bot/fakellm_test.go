@@ -39,7 +39,7 @@ func TestRunFakeLLM(t *testing.T) {
 	var stderr fakeLLMStderr
 	done := make(chan int, 1)
 	go func() {
-		done <- runFakeLLM(ctx, []string{"--listen", "127.0.0.1:0", "--script", script}, &bytes.Buffer{}, &stderr)
+		done <- runFakeLLM(ctx, []string{"--listen", "127.0.0.1:0", "--script", script}, nil, &bytes.Buffer{}, &stderr)
 	}()
 
 	re := regexp.MustCompile(`http://127\.0\.0\.1:\d+/v1`)
@@ -70,10 +70,10 @@ func TestRunFakeLLM(t *testing.T) {
 
 func TestRunFakeLLM_BadArgs(t *testing.T) {
 	var stderr bytes.Buffer
-	if code := runFakeLLM(context.Background(), []string{"--nope"}, &bytes.Buffer{}, &stderr); code != 2 {
+	if code := runFakeLLM(context.Background(), []string{"--nope"}, nil, &bytes.Buffer{}, &stderr); code != 2 {
 		t.Fatalf("bad flag exit %d", code)
 	}
-	if code := runFakeLLM(context.Background(), []string{"--script", "/does/not/exist"}, &bytes.Buffer{}, &stderr); code != 1 {
+	if code := runFakeLLM(context.Background(), []string{"--script", "/does/not/exist"}, nil, &bytes.Buffer{}, &stderr); code != 1 {
 		t.Fatalf("missing script exit %d", code)
 	}
 }

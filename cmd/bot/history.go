@@ -23,7 +23,7 @@ import (
 
 // runHistory is `bot history`: the fallback history (attempts and notices)
 // read from the database, newest last. It only reads.
-func runHistory(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func runHistory(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("history", flag.ContinueOnError)
 	path := fs.String("config", "", "configuration file (default ./config.yaml if it exists, else the embedded demo's database)")
 	db := fs.String("db", "", "SQLite database file (overrides storage.dsn)")
@@ -34,10 +34,6 @@ func runHistory(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	limit := fs.Int("limit", 200, "at most this many events, the newest")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "bot history: unexpected arguments: %v\n", fs.Args())
-		return exitUsage
 	}
 	if *format != "text" && *format != "json" {
 		fmt.Fprintf(stderr, "bot history: bad --format %q: want text or json\n", *format)
@@ -102,21 +98,9 @@ func historyStorage(path, db string, stderr io.Writer) (driver, dsn string, code
 	if db != "" {
 		return database.DriverSQLite, db, exitOK
 	}
-	src, err := resolveConfig(path)
-	if err == nil && !src.demo {
-		err = src.withEnvFile("", stderr) // ./detour.env, as bot run reads it
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "bot history: %v\n", err)
-		return "", "", exitUsage
-	}
-	if src.demo {
-		src.baseURL = "http://127.0.0.1:0"
-	}
-	cfg, err := src.load()
-	if err != nil {
-		printConfigError(stderr, err)
-		return "", "", exitUsage
+	_, cfg, _, code := loadConfig("bot history", path, "", false, stderr) // ./detour.env, as bot run reads it
+	if code != exitOK {
+		return "", "", code
 	}
 	return cfg.Storage.Driver, cfg.Storage.DSN, exitOK
 }

@@ -67,16 +67,9 @@ func runInit(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	envPath := fs.String("env-file", defaultEnvFile, "the env file to write the secrets to (mode 0600)")
 	force := fs.Bool("force", false, "overwrite files that exist")
 	noCheck := fs.Bool("no-check", false, "do not run bot check on the result")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "Usage: bot init [--non-interactive] [--provider NAME]... [--model PROVIDER/MODEL]... [--key-env PROVIDER=VAR]... [--channel NAME]... [--config PATH] [--env-file PATH] [--force]")
-		fs.PrintDefaults()
-	}
+	setUsage(fs, "Usage: bot init [--non-interactive] [--provider NAME]... [--model PROVIDER/MODEL]... [--key-env PROVIDER=VAR]... [--channel NAME]... [--config PATH] [--env-file PATH] [--force]\n")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "bot init: unexpected arguments: %v\n", fs.Args())
-		return exitUsage
 	}
 	manifest := filepath.Join(filepath.Dir(*cfgPath), "slack-manifest.yaml")
 	fail := func(format string, a ...any) int {
@@ -142,7 +135,7 @@ func runInit(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return exitOK
 	}
 	fmt.Fprintln(stdout, "checking it (bot check):")
-	code := runCheck(ctx, []string{"--config", *cfgPath, "--env-file", *envPath}, stdout, stderr)
+	code := runCheck(ctx, []string{"--config", *cfgPath, "--env-file", *envPath}, nil, stdout, stderr)
 	if code == exitOK {
 		fmt.Fprintf(stdout, "next: start it with %s (bot check --probe tries every model and key first)\n", start)
 	}

@@ -50,46 +50,42 @@ const (
 	exitRestart = 3 // SIGHUP: the configuration on disk is good; start me again to apply it
 )
 
+// command is one subcommand: it gets the arguments after its name and returns
+// the exit code.
+type command func(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int
+
+// commands are the subcommands by name (bot without one runs).
+var commands = map[string]command{
+	"run": runBot, "init": runInit, "check": runCheck, "history": runHistory,
+	"classify": runClassify, "fake-llm": runFakeLLM, "drill": runDrill, "version": runVersion,
+}
+
 // dispatch picks the subcommand: the first argument when it names one, else run.
 func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	cmd := "run"
-	if len(args) > 0 {
-		switch args[0] {
-		case "run", "init", "check", "history", "classify", "fake-llm", "drill", "version":
-			cmd, args = args[0], args[1:]
-		case "help", "-h", "-help", "--help":
-			usage(stdout)
-			return exitOK
-		case "--version", "-version", "-v":
-			fmt.Fprintln(stdout, "detour", readBuildInfo())
-			return exitOK
-		default:
-			if len(args[0]) == 0 || args[0][0] != '-' {
-				fmt.Fprintf(stderr, "bot: unknown command %q\n", args[0])
-				usage(stderr)
-				return exitUsage
-			}
-		}
-	}
-	switch cmd {
-	case "init":
-		return runInit(ctx, args, stdin, stdout, stderr)
-	case "check":
-		return runCheck(ctx, args, stdout, stderr)
-	case "history":
-		return runHistory(ctx, args, stdout, stderr)
-	case "classify":
-		return runClassify(ctx, args, stdin, stdout, stderr)
-	case "fake-llm":
-		return runFakeLLM(ctx, args, stdout, stderr)
-	case "drill":
-		return runDrill(ctx, args, stdout, stderr)
-	case "version":
-		fmt.Fprintln(stdout, "detour", readBuildInfo())
-		return exitOK
-	default:
+	if len(args) == 0 {
 		return runBot(ctx, args, stdin, stdout, stderr)
 	}
+	if cmd, ok := commands[args[0]]; ok {
+		return cmd(ctx, args[1:], stdin, stdout, stderr)
+	}
+	switch args[0] {
+	case "help", "-h", "-help", "--help":
+		usage(stdout)
+		return exitOK
+	case "--version", "-version", "-v":
+		return runVersion(ctx, nil, stdin, stdout, stderr)
+	}
+	if len(args[0]) == 0 || args[0][0] != '-' {
+		fmt.Fprintf(stderr, "bot: unknown command %q\n", args[0])
+		usage(stderr)
+		return exitUsage
+	}
+	return runBot(ctx, args, stdin, stdout, stderr)
+}
+
+func runVersion(_ context.Context, _ []string, _ io.Reader, stdout, _ io.Writer) int {
+	fmt.Fprintln(stdout, "detour", readBuildInfo())
+	return exitOK
 }
 
 func usage(w io.Writer) {
@@ -129,11 +125,15 @@ configuration with problems is refused, logged, and the bot keeps running.
 
 // parseFlags parses args into fs. --help prints the usage on stdout and ends the
 // command with exit 0; a bad flag prints the error and the usage on stderr and
-// ends it with exit 2. ok is true when the command should go on.
+// ends it with exit 2, and so does an argument that is not a flag (no command
+// takes one). ok is true when the command should go on.
 func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (exit int, ok bool) {
 	fs.SetOutput(io.Discard)
 	err := fs.Parse(args)
 	switch {
+	case err == nil && fs.NArg() > 0:
+		fmt.Fprintf(stderr, "bot %s: unexpected arguments: %v\n", fs.Name(), fs.Args())
+		return exitUsage, false
 	case err == nil:
 		fs.SetOutput(stderr)
 		return exitOK, true
@@ -146,4 +146,19 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (exit
 	fmt.Fprintf(stderr, "bot %s: %v\n", fs.Name(), err)
 	fs.Usage()
 	return exitUsage, false
+}
+
+// setUsage makes fs's usage text, followed by its flags.
+func setUsage(fs *flag.FlagSet, text string) {
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), text)
+		fs.PrintDefaults()
+	}
+}
+
+// configFlags adds --config and --env-file, as run and check read them.
+func configFlags(fs *flag.FlagSet) (path, envFile *string) {
+	path = fs.String("config", "", "configuration file (default ./config.yaml if it exists, else the embedded demo)")
+	envFile = fs.String("env-file", "", "KEY=value lines for the configuration's ${VAR} references (default ./detour.env if it exists; the environment wins)")
+	return path, envFile
 }

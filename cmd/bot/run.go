@@ -16,7 +16,6 @@ import (
 	"github.com/detourbot/detour/config"
 	"github.com/detourbot/detour/internal/app"
 	"github.com/detourbot/detour/internal/database"
-	"github.com/detourbot/detour/internal/fakeprovider"
 	"github.com/detourbot/detour/internal/termsafe"
 )
 
@@ -26,13 +25,11 @@ const drainGrace = 30 * time.Second
 
 // runFlags are the flags of `bot run`.
 type runFlags struct {
-	config    string
 	format    string
 	db        string
 	logLevel  string
 	logFormat string
 	logFile   string
-	envFile   string
 }
 
 // runBot is `bot run`: it loads the configuration (or the embedded demo), wires
@@ -45,45 +42,21 @@ func runBot(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	defer signal.Stop(hup)
 	var f runFlags
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.StringVar(&f.config, "config", "", "configuration file (default ./config.yaml if it exists, else the embedded demo)")
+	path, envFile := configFlags(fs)
 	fs.StringVar(&f.format, "format", "", "console format: text or jsonl (overrides channels.console.format)")
 	fs.StringVar(&f.db, "db", "", "SQLite database file (overrides storage.dsn)")
 	fs.StringVar(&f.logLevel, "log-level", "", "log level: debug, info, warn or error (default info; warn in the demo)")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json (one JSON object per line)")
-	fs.StringVar(&f.envFile, "env-file", "", "KEY=value lines for the configuration's ${VAR} references (default ./detour.env if it exists; the environment wins)")
 	fs.StringVar(&f.logFile, "log-file", "", `write logs to this file instead of stderr (default: stderr; "detour.log" when chatting in the terminal, "detour-demo.log" in the demo)`)
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "bot run: unexpected arguments: %v\n", fs.Args())
-		return exitUsage
-	}
-
 	start := time.Now()
-	src, err := resolveConfig(f.config)
-	if err == nil && !src.demo {
-		err = src.withEnvFile(f.envFile, stderr)
+	src, cfg, closeDemo, code := loadConfig("bot", *path, *envFile, true, stderr)
+	if code != exitOK {
+		return code
 	}
-	if err != nil {
-		fmt.Fprintf(stderr, "bot: %v\n", err)
-		return exitUsage
-	}
-	var demo *fakeprovider.Server
-	if src.demo {
-		demo, err = startDemoLLM()
-		if err != nil {
-			fmt.Fprintf(stderr, "bot: demo: %v\n", err)
-			return exitFailed
-		}
-		defer demo.Close()
-		src.baseURL = demo.URL()
-	}
-	cfg, err := src.load()
-	if err != nil {
-		printConfigError(stderr, err)
-		return exitUsage
-	}
+	defer closeDemo()
 	if err := applyRunFlags(cfg, f); err != nil {
 		fmt.Fprintf(stderr, "bot: %v\n", err)
 		return exitUsage
@@ -341,6 +314,41 @@ func (s configSource) load() (*config.Config, error) {
 		v, ok := file[k]
 		return v, ok
 	})
+}
+
+// loadConfig reads the configuration as run, check and history do: --config
+// PATH, else ./config.yaml, else the embedded demo; then the env file (the
+// flag's, else ./detour.env; not for the demo) and the file itself. With
+// demoLLM the demo's fake provider runs until closeDemo; without it the demo's
+// models point nowhere. On failure it has said why, after what, and returns
+// the exit code.
+func loadConfig(what, path, envFile string, demoLLM bool, stderr io.Writer) (src configSource, cfg *config.Config, closeDemo func(), code int) {
+	closeDemo = func() {}
+	src, err := resolveConfig(path)
+	if err == nil && !src.demo {
+		err = src.withEnvFile(envFile, stderr)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", what, err)
+		return src, nil, closeDemo, exitUsage
+	}
+	if src.demo {
+		src.baseURL = "http://127.0.0.1:0"
+		if demoLLM {
+			demo, err := startDemoLLM()
+			if err != nil {
+				fmt.Fprintf(stderr, "%s: demo: %v\n", what, err)
+				return src, nil, closeDemo, exitFailed
+			}
+			src.baseURL, closeDemo = demo.URL(), demo.Close
+		}
+	}
+	if cfg, err = src.load(); err != nil {
+		printConfigError(stderr, err)
+		closeDemo()
+		return src, nil, func() {}, exitUsage
+	}
+	return src, cfg, closeDemo, exitOK
 }
 
 // printConfigError prints every configuration problem on its own line.

@@ -9,23 +9,28 @@ import (
 	"time"
 )
 
+// virtual is the time a virtual clock keeps.
+type virtual struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// Now returns the current virtual time.
+func (v *virtual) Now() time.Time {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.now
+}
+
 // Clock is a virtual clock. Now returns the virtual time; Sleep advances it
 // immediately (no real waiting) and records the call. It is safe for concurrent use.
 type Clock struct {
-	mu     sync.Mutex
-	now    time.Time
+	virtual
 	sleeps []time.Duration
 }
 
 // NewClock returns a clock set to t0.
-func NewClock(t0 time.Time) *Clock { return &Clock{now: t0} }
-
-// Now returns the current virtual time.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
+func NewClock(t0 time.Time) *Clock { return &Clock{virtual: virtual{now: t0}} }
 
 // Sleep advances the virtual time by d at once. It returns ctx.Err() without
 // advancing when ctx is already done.
@@ -68,8 +73,7 @@ func (c *Clock) Sleeps() []time.Duration {
 // and release them when it chooses, without real waiting. It is safe for
 // concurrent use.
 type ManualClock struct {
-	mu      sync.Mutex
-	now     time.Time
+	virtual
 	waiters []*sleeper
 }
 
@@ -79,14 +83,7 @@ type sleeper struct {
 }
 
 // NewManualClock returns a manual clock set to t0.
-func NewManualClock(t0 time.Time) *ManualClock { return &ManualClock{now: t0} }
-
-// Now returns the current virtual time.
-func (c *ManualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
+func NewManualClock(t0 time.Time) *ManualClock { return &ManualClock{virtual: virtual{now: t0}} }
 
 // Sleep blocks until Advance reaches now+d, or ctx ends (then it returns ctx.Err()).
 func (c *ManualClock) Sleep(ctx context.Context, d time.Duration) error {

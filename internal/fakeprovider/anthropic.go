@@ -118,6 +118,24 @@ func decodeAnthropic(w http.ResponseWriter, r *http.Request) (*chatRequest, int)
 	return req, 0
 }
 
+// protoError is a protocol's fixed answer to an error mode: the status, the
+// protocol's error type or code, and the message.
+type protoError struct {
+	status    int
+	code, msg string
+}
+
+// anthropicErrors are Anthropic's fixed answers.
+var anthropicErrors = map[Mode]protoError{
+	ModeInsufficientQuota: {http.StatusBadRequest, "invalid_request_error", "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits."},
+	ModeBilling402:        {http.StatusPaymentRequired, "billing_error", "This organization has no credits left. Add credits in Plans & Billing to keep using the API."},
+	ModeUnauthorized401:   {http.StatusUnauthorized, "authentication_error", "invalid x-api-key"},
+	ModeRevoked403:        {http.StatusForbidden, "permission_error", "This API key has been disabled."},
+	ModeFormat400:         {http.StatusBadRequest, "invalid_request_error", "messages.0.role: Input should be 'user' or 'assistant'"},
+	ModeServer500:         {http.StatusInternalServerError, "api_error", "Internal server error"},
+	ModeOverloaded529:     {529, "overloaded_error", "Overloaded"},
+}
+
 // anthropicFailure answers the error modes as Anthropic does.
 func (a *answer) anthropicFailure(mode Mode) (status int, ok bool) {
 	w := a.w
@@ -136,29 +154,16 @@ func (a *answer) anthropicFailure(mode Mode) (status int, ok bool) {
 		}
 		return writeAnthropicError(w, http.StatusTooManyRequests, h, "rate_limit_error",
 			"This request would exceed the rate limit for your organization of 50 requests per minute. For details, refer to: https://docs.anthropic.com/en/api/rate-limits. You can see the response headers for current usage. Please reduce the prompt length or the maximum tokens requested, or try again later."), true
-	case ModeInsufficientQuota:
-		return writeAnthropicError(w, http.StatusBadRequest, nil, "invalid_request_error",
-			"Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits."), true
-	case ModeBilling402:
-		return writeAnthropicError(w, http.StatusPaymentRequired, nil, "billing_error",
-			"This organization has no credits left. Add credits in Plans & Billing to keep using the API."), true
-	case ModeUnauthorized401:
-		return writeAnthropicError(w, http.StatusUnauthorized, nil, "authentication_error", "invalid x-api-key"), true
-	case ModeRevoked403:
-		return writeAnthropicError(w, http.StatusForbidden, nil, "permission_error", "This API key has been disabled."), true
 	case ModeModelNotFound404:
 		return writeAnthropicError(w, http.StatusNotFound, nil, "not_found_error", "model: "+a.req.Model), true
 	case ModeContextOverflow400:
 		return writeAnthropicError(w, http.StatusBadRequest, nil, "invalid_request_error",
 			fmt.Sprintf("prompt is too long: %d tokens > 200000 maximum", 200000+a.req.promptChars())), true
-	case ModeFormat400:
-		return writeAnthropicError(w, http.StatusBadRequest, nil, "invalid_request_error", "messages.0.role: Input should be 'user' or 'assistant'"), true
-	case ModeServer500:
-		return writeAnthropicError(w, http.StatusInternalServerError, nil, "api_error", "Internal server error"), true
-	case ModeOverloaded529:
-		return writeAnthropicError(w, 529, nil, "overloaded_error", "Overloaded"), true
 	case ModeQuotaResetText:
 		return writeAnthropicError(w, http.StatusTooManyRequests, nil, "rate_limit_error", a.quotaText()), true
+	}
+	if e, ok := anthropicErrors[mode]; ok {
+		return writeAnthropicError(w, e.status, nil, e.code, e.msg), true
 	}
 	return a.openaiFailure(mode) // the proxy-level ones: 502 HTML, 503 text
 }
@@ -314,97 +319,6 @@ func (a *answer) messageHead(rest string) []byte {
 
 const messageText = `"content":[{"type":"text","text":"`
 
-func (a *answer) anthropicHostile(mode Mode) (status int, ok bool) {
-	switch mode {
-	case ModeGzipBomb:
-		anthropicBombOnce.Do(makeAnthropicBombs)
-		size := a.size(defaultBombSize)
-		h := a.w.Header()
-		h.Set("Content-Encoding", "gzip")
-		if a.req.Stream {
-			h.Set("Content-Type", "text/event-stream")
-			a.w.WriteHeader(http.StatusOK)
-			for sent := int64(0); sent < size; sent += anthropicBombInflated {
-				if !a.send(anthropicBombDeltas) {
-					return http.StatusOK, true
-				}
-			}
-			a.send(anthropicBombEnd)
-			return http.StatusOK, true
-		}
-		bombOnce.Do(makeBombs)
-		h.Set("Content-Type", "application/json")
-		a.w.WriteHeader(http.StatusOK)
-		if !a.send(gz(a.messageHead(messageText))) {
-			return http.StatusOK, true
-		}
-		for sent := int64(0); sent < size; sent += bombUnit {
-			if !a.send(bombText) {
-				return http.StatusOK, true
-			}
-		}
-		a.send(anthropicMsgTail)
-		return http.StatusOK, true
-	case ModeEndlessStream:
-		if !a.req.Stream {
-			a.w.Header().Set("Content-Type", "application/json")
-			a.w.WriteHeader(http.StatusOK)
-			if !a.send(a.messageHead(messageText)) {
-				return http.StatusOK, true
-			}
-			block := bytes.Repeat([]byte("word "), 4<<10)
-			for a.send(block) {
-			}
-			return http.StatusOK, true
-		}
-		a.anthropicStart()
-		batch := bytes.Repeat(anthropicFrame("content_block_delta", []byte(`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"word "}}`)), 64)
-		for a.send(batch) {
-			a.flush()
-		}
-		return http.StatusOK, true
-	case ModeHugeLine:
-		n := a.size(defaultHugeSize)
-		if !a.req.Stream {
-			a.w.Header().Set("Content-Type", "application/json")
-			a.w.WriteHeader(http.StatusOK)
-			if a.send(a.messageHead(`"x_padding":"`)) && a.sendFill(n) {
-				a.send([]byte(`",` + messageText + `ok"}],"stop_reason":"end_turn"}`))
-			}
-			return http.StatusOK, true
-		}
-		a.anthropicStart()
-		if a.send([]byte("event: content_block_delta\ndata: ")) && a.sendFill(n) && a.send([]byte("\n\n")) {
-			a.anthropicEnd("end_turn", 0)
-		}
-		return http.StatusOK, true
-	case ModeHugeChunk:
-		n := a.size(defaultHugeSize)
-		if !a.req.Stream {
-			a.w.Header().Set("Content-Type", "application/json")
-			a.w.WriteHeader(http.StatusOK)
-			if a.send(a.messageHead(messageText)) && a.sendFill(n) {
-				a.send([]byte(`"}],"stop_reason":"end_turn"}`))
-			}
-			return http.StatusOK, true
-		}
-		a.anthropicStart()
-		if a.send([]byte(`event: content_block_delta`+"\n"+`data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"`)) &&
-			a.sendFill(n) && a.send([]byte("\"}}\n\n")) {
-			a.anthropicEnd("end_turn", 1)
-		}
-		return http.StatusOK, true
-	case ModeHugeErrorBody:
-		a.w.Header().Set("Content-Type", "application/json")
-		a.w.WriteHeader(http.StatusInternalServerError)
-		if a.send([]byte(`{"type":"error","error":{"type":"api_error","message":"`)) && a.sendFill(a.size(defaultHugeSize)) {
-			a.send([]byte(`"}}`))
-		}
-		return http.StatusInternalServerError, true
-	}
-	return 0, false
-}
-
 // hasContent reports whether an Anthropic message holds something to send: a
 // non-empty string, or blocks none of which is an empty text block.
 func (m chatMessage) hasContent() bool {
@@ -427,7 +341,7 @@ func (a *answer) anthropicUsage(out int) map[string]int {
 		return map[string]int{"input_tokens": 0, "output_tokens": 0}
 	}
 	in := a.req.promptChars()/4 + 1
-	a.sent = &Usage{PromptTokens: in, CompletionTokens: out, TotalTokens: in + out}
+	a.report(Usage{PromptTokens: in, CompletionTokens: out, TotalTokens: in + out})
 	return map[string]int{"input_tokens": in, "output_tokens": out}
 }
 
@@ -436,6 +350,6 @@ func (a *answer) anthropicOut(out int) int {
 	if a.rule.NoUsage || a.sent == nil {
 		return 0
 	}
-	a.sent.CompletionTokens, a.sent.TotalTokens = out, a.sent.PromptTokens+out
+	a.report(Usage{PromptTokens: a.sent.PromptTokens, CompletionTokens: out, TotalTokens: a.sent.PromptTokens + out})
 	return out
 }

@@ -46,12 +46,20 @@ func refuseAzure(w http.ResponseWriter, r *http.Request) (Mode, int) {
 		"Access denied due to missing subscription key. Make sure to include subscription key when making requests to an API.")
 }
 
+// azureErrors are Azure's fixed answers where its words differ from OpenAI's.
+var azureErrors = map[Mode]protoError{
+	ModeUnauthorized401:  {http.StatusUnauthorized, "401", "Access denied due to invalid subscription key or wrong API endpoint. Make sure to provide a valid key for an active subscription and use a correct regional API endpoint for your resource."},
+	ModeModelNotFound404: {http.StatusNotFound, "DeploymentNotFound", "The API deployment for this resource does not exist. If you created the deployment within the last 5 minutes, please wait a moment and try again."},
+	ModeServer500:        {http.StatusInternalServerError, "InternalServerError", "The server had an error processing your request. Sorry about that! You can retry your request, or contact us through an Azure support request at: https://go.microsoft.com/fwlink/?linkid=2213926 if you keep seeing this error."},
+	// Azure says it is busy with 503, never 529.
+	ModeOverloaded529: {http.StatusServiceUnavailable, "ServiceUnavailable", "The service is temporarily unable to process your request. Please try again later."},
+}
+
 // azureFailure answers the modes where Azure's words differ from OpenAI's;
 // ok is false for the others, which Azure passes on in OpenAI's shape.
 func (a *answer) azureFailure(mode Mode) (status int, ok bool) {
 	w := a.w
-	switch mode {
-	case ModeRateLimit:
+	if mode == ModeRateLimit {
 		wait := a.rateWait()
 		secs := int(math.Ceil(wait.Seconds()))
 		h := map[string]string{
@@ -63,19 +71,9 @@ func (a *answer) azureFailure(mode Mode) (status int, ok bool) {
 		msg := fmt.Sprintf("Requests to the ChatCompletions_Create Operation under Azure OpenAI API version %s have exceeded call rate limit of your current OpenAI S0 pricing tier. Please retry after %d seconds. Please go here: https://aka.ms/oai/quotaincrease if you would like to further increase the default rate limit.",
 			a.r.URL.Query().Get("api-version"), secs)
 		return writeAzureError(w, http.StatusTooManyRequests, h, "429", msg), true
-	case ModeUnauthorized401:
-		return writeAzureError(w, http.StatusUnauthorized, nil, "401",
-			"Access denied due to invalid subscription key or wrong API endpoint. Make sure to provide a valid key for an active subscription and use a correct regional API endpoint for your resource."), true
-	case ModeModelNotFound404:
-		return writeAzureError(w, http.StatusNotFound, nil, "DeploymentNotFound",
-			"The API deployment for this resource does not exist. If you created the deployment within the last 5 minutes, please wait a moment and try again."), true
-	case ModeServer500:
-		return writeAzureError(w, http.StatusInternalServerError, nil, "InternalServerError",
-			"The server had an error processing your request. Sorry about that! You can retry your request, or contact us through an Azure support request at: https://go.microsoft.com/fwlink/?linkid=2213926 if you keep seeing this error."), true
-	case ModeOverloaded529:
-		// Azure says it is busy with 503, never 529.
-		return writeAzureError(w, http.StatusServiceUnavailable, nil, "ServiceUnavailable",
-			"The service is temporarily unable to process your request. Please try again later."), true
+	}
+	if e, ok := azureErrors[mode]; ok {
+		return writeAzureError(w, e.status, nil, e.code, e.msg), true
 	}
 	return 0, false
 }

@@ -204,7 +204,8 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request, api API) {
 	if mode != ModeSlowStream && rule.Delay > 0 && !s.wait(r.Context(), rule.Delay) {
 		return
 	}
-	a := &answer{s: s, w: w, r: r, req: req, rule: rule, provider: provider, api: api, key: key, note: note}
+	a := &answer{s: s, w: w, r: r, req: req, rule: rule, provider: provider, api: api, key: key, note: note,
+		logged: func(u Usage) { s.loggedUsage(idx, call.Time, u) }}
 	call.Status = a.run(mode)
 	call.Usage = a.sent
 }
@@ -260,7 +261,16 @@ type answer struct {
 	note     string // said after the answer: why a "#fail:" marker did nothing
 	id       string
 	created  int64
-	sent     *Usage // the usage the answer reported, nil = none
+	sent     *Usage      // the usage the answer reported, nil = none
+	logged   func(Usage) // logs it before it goes out: a client that read the answer finds it in Calls
+}
+
+// report records u as the answer's usage, in the call log too.
+func (a *answer) report(u Usage) {
+	a.sent = &u
+	if a.logged != nil {
+		a.logged(u)
+	}
 }
 
 func (a *answer) replyText() string {
@@ -514,7 +524,7 @@ type Usage struct {
 func (a *answer) usage(completion int) Usage {
 	p := a.req.promptChars()/4 + 1
 	u := Usage{PromptTokens: p, CompletionTokens: completion, TotalTokens: p + completion}
-	a.sent = &u
+	a.report(u)
 	return u
 }
 

@@ -347,9 +347,7 @@ type Server struct {
 
 	done      chan struct{}
 	closeOnce sync.Once
-	closeMu   sync.Mutex
-	closed    bool
-	handlers  sync.WaitGroup // running handlers, so Close leaves none behind
+	gate      gate
 
 	httpSrv  *http.Server
 	listener net.Listener
@@ -390,18 +388,29 @@ func New(opts ...Option) *Server {
 }
 
 // Handler returns the server's HTTP handler (for httptest).
-func (s *Server) Handler() http.Handler {
+func (s *Server) Handler() http.Handler { return s.gate.let(s.mux) }
+
+// gate lets a listener's requests in until it closes, and counts the running
+// ones so that closing leaves none behind.
+type gate struct {
+	mu       sync.Mutex
+	closed   bool
+	handlers sync.WaitGroup
+}
+
+// let runs h for each request while the gate is open; once closed it answers 503.
+func (g *gate) let(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.closeMu.Lock()
-		if s.closed {
-			s.closeMu.Unlock()
+		g.mu.Lock()
+		if g.closed {
+			g.mu.Unlock()
 			http.Error(w, "fake llm closed", http.StatusServiceUnavailable)
 			return
 		}
-		s.handlers.Add(1) // under closeMu, so never racing Close's Wait
-		s.closeMu.Unlock()
-		defer s.handlers.Done()
-		s.mux.ServeHTTP(w, r)
+		g.handlers.Add(1) // under mu, so never racing the closer's Wait
+		g.mu.Unlock()
+		defer g.handlers.Done()
+		h.ServeHTTP(w, r)
 	})
 }
 
@@ -460,15 +469,15 @@ func RoutePath(provider string, api API) string {
 // every handler to return. It is safe to call more than once.
 func (s *Server) Close() {
 	s.closeOnce.Do(func() {
-		s.closeMu.Lock()
-		s.closed = true
+		s.gate.mu.Lock()
+		s.gate.closed = true
 		close(s.done)
-		s.closeMu.Unlock()
+		s.gate.mu.Unlock()
 		if s.httpSrv != nil {
 			_ = s.httpSrv.Close()
 			<-s.serveErr
 		}
-		s.handlers.Wait()
+		s.gate.handlers.Wait()
 		s.trap.close() // after the handlers: none can start it any more
 	})
 }
@@ -543,6 +552,15 @@ func (s *Server) logCall(c Call) int {
 	defer s.mu.Unlock()
 	s.calls = append(s.calls, c)
 	return len(s.calls) - 1
+}
+
+// loggedUsage sets the usage of call i (logged at t) as its answer reports it.
+func (s *Server) loggedUsage(i int, t time.Time, u Usage) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if i >= 0 && i < len(s.calls) && s.calls[i].Time.Equal(t) {
+		s.calls[i].Usage = &u
+	}
 }
 
 func (s *Server) finishCall(i int, c Call) {

@@ -108,28 +108,7 @@ func (a *answer) jsonHead(object, rest string) []byte {
 
 // hostile answers the T1/T2 modes; ok is false for any other mode.
 func (a *answer) hostile(mode Mode) (status int, ok bool) {
-	if a.api == APIAnthropic {
-		if status, ok := a.anthropicHostile(mode); ok {
-			return status, true
-		}
-	}
 	switch mode {
-	case ModeGzipBomb:
-		return a.gzipBomb(), true
-	case ModeEndlessStream:
-		return a.endless(), true
-	case ModeHugeLine:
-		return a.hugeLine(), true
-	case ModeHugeChunk:
-		return a.hugeChunk(), true
-	case ModeHugeErrorBody:
-		a.w.Header().Set("Content-Type", "application/json")
-		a.w.WriteHeader(http.StatusInternalServerError)
-		if a.send([]byte(`{"error":{"type":"server_error","param":null,"code":null,"message":"`)) &&
-			a.sendFill(a.size(defaultHugeSize)) {
-			a.send([]byte(`"}}`))
-		}
-		return http.StatusInternalServerError, true
 	case ModeRedirectOtherPort:
 		base, err := a.s.trap.url(a.s)
 		if err != nil {
@@ -138,8 +117,111 @@ func (a *answer) hostile(mode Mode) (status int, ok bool) {
 		return a.redirect(base + a.r.URL.RequestURI()), true
 	case ModeRedirectLoop:
 		return a.redirect(a.r.URL.RequestURI()), true
+	case ModeGzipBomb:
+		return a.gzipBomb(a.framing()), true
+	case ModeEndlessStream, ModeHugeLine, ModeHugeChunk, ModeHugeErrorBody:
+	default:
+		return 0, false
 	}
-	return 0, false
+	f, n := a.framing(), a.size(defaultHugeSize)
+	switch {
+	case mode == ModeHugeErrorBody:
+		return a.body(http.StatusInternalServerError, f.errHead, n, []byte(`"}}`)), true
+	case mode == ModeEndlessStream && !a.req.Stream:
+		a.w.Header().Set("Content-Type", "application/json")
+		a.w.WriteHeader(http.StatusOK)
+		block := bytes.Repeat([]byte("word "), 4<<10)
+		for ok := a.send(f.text); ok; ok = a.send(block) {
+		}
+	case mode == ModeEndlessStream:
+		batch := bytes.Repeat(f.word, 64)
+		for ok := f.start(); ok && a.send(batch); {
+			a.flush()
+		}
+	case mode == ModeHugeLine && !a.req.Stream:
+		return a.body(http.StatusOK, f.pad, n, f.padEnd), true
+	case mode == ModeHugeLine:
+		if f.start() && a.send(f.line) && a.sendFill(n) && a.send([]byte("\n\n")) {
+			f.end(0)
+		}
+	case !a.req.Stream: // huge_chunk
+		return a.body(http.StatusOK, f.text, n, f.textEnd), true
+	default:
+		if f.start() && a.send(f.deltaHead) && a.sendFill(n) && a.send(f.deltaEnd) {
+			f.end(1)
+		}
+	}
+	return http.StatusOK, true
+}
+
+// framing is one protocol's shape of the hostile answers: a JSON answer up to
+// the opening quote of its text or of a padding field and what closes each,
+// an error body up to its message, a stream's opening, text deltas and end,
+// and the gzip members of a bomb.
+type framing struct {
+	text, textEnd []byte
+	pad, padEnd   []byte // padEnd closes the answer with the text "ok"
+	errHead       []byte
+	start         func() bool // a stream's opening, up to its first text delta
+	word          []byte      // one delta of the text "word "
+	deltaHead     []byte      // a delta up to its text's opening quote
+	deltaEnd      []byte
+	line          []byte // the start of an event's data line
+	end           func(out int)
+	bombDeltas    []byte // a gzip member of text deltas, inflating to bombInflated bytes
+	bombInflated  int64
+	bombEnd       []byte // gzip: a stream's end
+	bombTail      []byte // gzip: what closes an answer after its text
+}
+
+func (a *answer) framing() framing {
+	bombOnce.Do(makeBombs)
+	if a.api == APIAnthropic {
+		anthropicBombOnce.Do(makeAnthropicBombs)
+		const delta = `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"`
+		return framing{
+			text: a.messageHead(messageText), textEnd: []byte(`"}],"stop_reason":"end_turn"}`),
+			pad: a.messageHead(`"x_padding":"`), padEnd: []byte(`",` + messageText + `ok"}],"stop_reason":"end_turn"}`),
+			errHead:   []byte(`{"type":"error","error":{"type":"api_error","message":"`),
+			start:     func() bool { a.anthropicStart(); return true },
+			word:      anthropicFrame("content_block_delta", []byte(delta+`word "}}`)),
+			deltaHead: []byte("event: content_block_delta\ndata: " + delta), deltaEnd: []byte("\"}}\n\n"),
+			line:       []byte("event: content_block_delta\ndata: "),
+			end:        func(out int) { a.anthropicEnd("end_turn", out) },
+			bombDeltas: anthropicBombDeltas, bombInflated: anthropicBombInflated,
+			bombEnd: anthropicBombEnd, bombTail: anthropicMsgTail,
+		}
+	}
+	chunk := func(rest string) []byte {
+		return append([]byte("data: "), a.jsonHead("chat.completion.chunk", rest)...)
+	}
+	return framing{
+		text:    a.jsonHead("chat.completion", `"choices":[{"index":0,"message":{"role":"assistant","content":"`),
+		textEnd: []byte(`"},"finish_reason":"stop"}]}`),
+		pad:     a.jsonHead("chat.completion", `"x_padding":"`),
+		padEnd:  []byte(`","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}`),
+		errHead: []byte(`{"error":{"type":"server_error","param":null,"code":null,"message":"`),
+		start: func() bool {
+			a.startStream()
+			return a.chunk(delta{Role: "assistant"}, nil)
+		},
+		word:      append(chunk(`"choices":[{"index":0,"delta":{"content":"word "},"finish_reason":null}]}`), "\n\n"...),
+		deltaHead: chunk(`"choices":[{"index":0,"delta":{"content":"`), deltaEnd: []byte(`"},"finish_reason":null}]}` + "\n\n"),
+		line:       []byte("data: "),
+		end:        a.finishStream,
+		bombDeltas: bombChunks, bombInflated: bombChunksInflated, bombEnd: bombDone, bombTail: bombJSONTail,
+	}
+}
+
+// body answers status with a JSON body: head, n bytes of fill, then tail,
+// for as long as the client reads.
+func (a *answer) body(status int, head []byte, n int64, tail []byte) int {
+	a.w.Header().Set("Content-Type", "application/json")
+	a.w.WriteHeader(status)
+	if a.send(head) && a.sendFill(n) {
+		a.send(tail)
+	}
+	return status
 }
 
 func (a *answer) redirect(loc string) int {
@@ -147,98 +229,33 @@ func (a *answer) redirect(loc string) int {
 	return writeRaw(a.w, http.StatusTemporaryRedirect, "text/plain", "moved to "+loc+"\n")
 }
 
-func (a *answer) gzipBomb() int {
-	bombOnce.Do(makeBombs)
-	size := a.size(defaultBombSize)
+// gzipBomb sends gzip members that inflate to the answer's size: text deltas
+// of a stream, or the text of one answer.
+func (a *answer) gzipBomb(f framing) int {
+	size, sent := a.size(defaultBombSize), int64(0)
 	h := a.w.Header()
 	h.Set("Content-Encoding", "gzip")
 	if a.req.Stream {
 		h.Set("Content-Type", "text/event-stream")
 		a.w.WriteHeader(http.StatusOK)
-		for sent := int64(0); sent < size; sent += bombChunksInflated {
-			if !a.send(bombChunks) {
-				return http.StatusOK
-			}
+		for ; sent < size && a.send(f.bombDeltas); sent += f.bombInflated {
 		}
-		a.send(bombDone)
-		a.flush()
+		if sent >= size {
+			a.send(f.bombEnd)
+			a.flush()
+		}
 		return http.StatusOK
 	}
 	h.Set("Content-Type", "application/json")
 	a.w.WriteHeader(http.StatusOK)
-	if !a.send(gz(a.jsonHead("chat.completion", `"choices":[{"index":0,"message":{"role":"assistant","content":"`))) {
+	if !a.send(gz(f.text)) {
 		return http.StatusOK
 	}
-	for sent := int64(0); sent < size; sent += bombUnit {
-		if !a.send(bombText) {
-			return http.StatusOK
-		}
+	for ; sent < size && a.send(bombText); sent += bombUnit {
 	}
-	a.send(bombJSONTail)
-	return http.StatusOK
-}
-
-// endless sends content as fast as the client reads it until the client leaves.
-func (a *answer) endless() int {
-	if !a.req.Stream {
-		a.w.Header().Set("Content-Type", "application/json")
-		a.w.WriteHeader(http.StatusOK)
-		if !a.send(a.jsonHead("chat.completion", `"choices":[{"index":0,"message":{"role":"assistant","content":"`)) {
-			return http.StatusOK
-		}
-		block := bytes.Repeat([]byte("word "), 4<<10)
-		for a.send(block) {
-		}
-		return http.StatusOK
+	if sent >= size {
+		a.send(f.bombTail)
 	}
-	a.startStream()
-	if !a.chunk(delta{Role: "assistant"}, nil) {
-		return http.StatusOK
-	}
-	one := append([]byte("data: "), a.jsonHead("chat.completion.chunk", `"choices":[{"index":0,"delta":{"content":"word "},"finish_reason":null}]}`)...)
-	one = append(one, "\n\n"...)
-	batch := bytes.Repeat(one, 64)
-	for a.send(batch) {
-		a.flush()
-	}
-	return http.StatusOK
-}
-
-func (a *answer) hugeLine() int {
-	n := a.size(defaultHugeSize)
-	if !a.req.Stream {
-		a.w.Header().Set("Content-Type", "application/json")
-		a.w.WriteHeader(http.StatusOK)
-		if a.send(a.jsonHead("chat.completion", `"x_padding":"`)) && a.sendFill(n) {
-			a.send([]byte(`","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}`))
-		}
-		return http.StatusOK
-	}
-	a.startStream()
-	if !a.chunk(delta{Role: "assistant"}, nil) || !a.send([]byte("data: ")) || !a.sendFill(n) || !a.send([]byte("\n\n")) {
-		return http.StatusOK
-	}
-	a.finishStream(0)
-	return http.StatusOK
-}
-
-func (a *answer) hugeChunk() int {
-	n := a.size(defaultHugeSize)
-	if !a.req.Stream {
-		a.w.Header().Set("Content-Type", "application/json")
-		a.w.WriteHeader(http.StatusOK)
-		if a.send(a.jsonHead("chat.completion", `"choices":[{"index":0,"message":{"role":"assistant","content":"`)) && a.sendFill(n) {
-			a.send([]byte(`"},"finish_reason":"stop"}]}`))
-		}
-		return http.StatusOK
-	}
-	a.startStream()
-	head := append([]byte("data: "), a.jsonHead("chat.completion.chunk", `"choices":[{"index":0,"delta":{"content":"`)...)
-	if !a.chunk(delta{Role: "assistant"}, nil) || !a.send(head) || !a.sendFill(n) ||
-		!a.send([]byte(`"},"finish_reason":null}]}`+"\n\n")) {
-		return http.StatusOK
-	}
-	a.finishStream(1)
 	return http.StatusOK
 }
 
@@ -271,12 +288,10 @@ type TrapHit struct {
 // trap is a second listener on 127.0.0.1 that records every request and answers
 // it like a provider would, so a client that follows the redirect "succeeds".
 type trap struct {
-	mu       sync.Mutex
+	gate     // its mu also guards the fields below
 	srv      *http.Server
 	ln       net.Listener
 	serveErr chan error
-	handlers sync.WaitGroup
-	closed   bool
 	hits     []TrapHit
 }
 
@@ -301,17 +316,7 @@ func (t *trap) url(s *Server) (string, error) {
 }
 
 func (t *trap) handler(s *Server) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		t.mu.Lock()
-		if t.closed {
-			t.mu.Unlock()
-			http.Error(w, "fake llm closed", http.StatusServiceUnavailable)
-			return
-		}
-		t.handlers.Add(1) // under mu, so never racing close's Wait
-		t.mu.Unlock()
-		defer t.handlers.Done()
-
+	return t.let(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(io.LimitReader(r.Body, 8<<20))
 		n, _ := io.Copy(io.Discard, r.Body)
 		t.mu.Lock()
@@ -326,7 +331,7 @@ func (t *trap) handler(s *Server) http.Handler {
 		}
 		a := &answer{s: s, w: w, r: r, req: &req, provider: "trap", rule: Rule{Reply: "answer from the redirect target"}}
 		a.run(ModeOK)
-	})
+	}))
 }
 
 // anyKey is whichever credential a request carries: a client that follows a

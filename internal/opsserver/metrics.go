@@ -119,6 +119,11 @@ type Metrics struct {
 
 var _ sessions.Observer = (*Metrics)(nil)
 
+// counterVec is a counter of name with help, by labels.
+func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+}
+
 // NewMetrics registers detour's metrics, the Go runtime and process
 // collectors, and (when avail is set) the availability gauges read at scrape
 // time. Model and provider labels take only names (M6). log receives a failed
@@ -128,10 +133,9 @@ func NewMetrics(avail AvailabilityFunc, names Names, log *slog.Logger) *Metrics 
 		log = slog.New(slog.DiscardHandler)
 	}
 	m := &Metrics{reg: prometheus.NewRegistry(), labels: newLabels(names)}
-	m.llmCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "detour_llm_calls_total",
-		Help: `Paid model calls by provider, model, outcome ("ok" or the failure: rate_limit, billing, server_error, timeout, ...) and the HTTP status of a failure ("500", "429", "4xx", "none"; "" for ok).`,
-	}, []string{"provider", "model", "outcome", "status"})
+	m.llmCalls = counterVec("detour_llm_calls_total",
+		`Paid model calls by provider, model, outcome ("ok" or the failure: rate_limit, billing, server_error, timeout, ...) and the HTTP status of a failure ("500", "429", "4xx", "none"; "" for ok).`,
+		"provider", "model", "outcome", "status")
 	m.llmDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "detour_llm_call_duration_seconds",
 		Help:    "Duration of paid model calls, failed or not, by provider.",
@@ -139,26 +143,21 @@ func NewMetrics(avail AvailabilityFunc, names Names, log *slog.Logger) *Metrics 
 	}, []string{"provider"})
 	// U5: labels are the configured provider and model names only; never a
 	// user, a channel or anything a person typed.
-	m.llmTokens = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "detour_llm_tokens_total",
-		Help: `Tokens of paid model calls by provider, model, direction ("input", "output") and source ("reported" by the provider, or "estimated" when it sent no usage).`,
-	}, []string{"provider", "model", "direction", "source"})
-	m.llmCost = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "detour_llm_cost_usd_total",
-		Help: "Estimated cost in USD of paid model calls, from the configured prices (models.<ref>.usd_per_mtok_*), by provider and model.",
-	}, []string{"provider", "model"})
-	m.skips = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "detour_candidate_skips_total",
-		Help: "Chain candidates skipped without a call (cooling down, disabled, context window too small), by provider, model and reason.",
-	}, []string{"provider", "model", "reason"})
-	m.fallbacks = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "detour_fallbacks_total",
-		Help: "Steps of a run from one model to the next (provider/model), by the reason it left the first (server_error for a 5xx, never timeout).",
-	}, []string{"from", "to", "reason"})
-	m.turns = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "detour_turns_total",
-		Help: `Finished turns by channel and outcome: "ok", "fallback" (answered by a later candidate), or why no answer came ("exhausted", a failure reason, "paid_call_guard", "storage_error", ...).`,
-	}, []string{"channel", "outcome"})
+	m.llmTokens = counterVec("detour_llm_tokens_total",
+		`Tokens of paid model calls by provider, model, direction ("input", "output") and source ("reported" by the provider, or "estimated" when it sent no usage).`,
+		"provider", "model", "direction", "source")
+	m.llmCost = counterVec("detour_llm_cost_usd_total",
+		"Estimated cost in USD of paid model calls, from the configured prices (models.<ref>.usd_per_mtok_*), by provider and model.",
+		"provider", "model")
+	m.skips = counterVec("detour_candidate_skips_total",
+		"Chain candidates skipped without a call (cooling down, disabled, context window too small), by provider, model and reason.",
+		"provider", "model", "reason")
+	m.fallbacks = counterVec("detour_fallbacks_total",
+		"Steps of a run from one model to the next (provider/model), by the reason it left the first (server_error for a 5xx, never timeout).",
+		"from", "to", "reason")
+	m.turns = counterVec("detour_turns_total",
+		`Finished turns by channel and outcome: "ok", "fallback" (answered by a later candidate), or why no answer came ("exhausted", a failure reason, "paid_call_guard", "storage_error", ...).`,
+		"channel", "outcome")
 	m.turnDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "detour_turn_duration_seconds",
 		Help:    "Duration of a turn, from its start to its answer or error, by channel.",
@@ -169,10 +168,9 @@ func NewMetrics(avail AvailabilityFunc, names Names, log *slog.Logger) *Metrics 
 		Help:    "The bot's own share of a turn: its duration less the time spent in model calls (database, routing, posting).",
 		Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5},
 	})
-	m.guard = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "detour_guard_rejections_total",
-		Help: `Turns refused a paid call by a limit: "paid_calls_per_minute" (limits.max_paid_attempts_per_minute) or "turn_budget" (agents.defaults.budget).`,
-	}, []string{"guard"})
+	m.guard = counterVec("detour_guard_rejections_total",
+		`Turns refused a paid call by a limit: "paid_calls_per_minute" (limits.max_paid_attempts_per_minute) or "turn_budget" (agents.defaults.budget).`,
+		"guard")
 	m.local = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "detour_local_failures_total",
 		Help: "Attempts that failed on detour's own side (out of file descriptors or memory, its own cancellation, a local proxy refusing): no provider, profile or model is blamed (A4).",

@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bwmarrin/discordgo"
@@ -21,53 +24,246 @@ const (
 	identifySpacing = 5 * time.Second
 	// lowIdentifies is when a warning says the day's identify budget runs low.
 	lowIdentifies = 10
+	// closeResumable is the close code of a reconnect: anything but 1000 and
+	// 1001 keeps the session resumable.
+	closeResumable = 4000
 )
 
-// gwSession is one Discord gateway session: it starts with an identify and spans
-// every connection that resumes it. Each connection is a fresh discordgo.Session
-// (see gwconn.go), so the session's state lives here, fed by the handlers.
-type gwSession struct {
+// session is one gateway session: it starts with an identify and spans every
+// connection that resumes it. Its reader sets id and resume before it closes
+// ready or done, and Run reads them after.
+type session struct {
 	intents discordgo.Intent
-	url     string // the gateway URL from GET /gateway/bot
-
-	mu     sync.Mutex
-	id     string // session_id from READY; "" = not (or no longer) resumable
-	seq    int64  // the last dispatch's sequence number
-	resume string // READY's resume_gateway_url
+	url     string       // the gateway URL from GET /gateway/bot
+	id      string       // session_id from READY; "" = identify next
+	resume  string       // READY's resume_gateway_url
+	seq     atomic.Int64 // the last dispatch's sequence number
 }
 
-// resumePayload is the Resume to send for this session, nil when there is none.
-func (g *gwSession) resumePayload(token string) []byte {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.id == "" {
-		return nil
+// frame is one gateway payload.
+type frame struct {
+	Op int             `json:"op"`
+	D  json.RawMessage `json:"d"`
+	S  int64           `json:"s"`
+	T  string          `json:"t"`
+}
+
+// outcome is how a connection ended, for the supervisor.
+type outcome struct {
+	serverClose int  // the close code the server sent; 0 = none
+	invalid     bool // op 9
+	resumable   bool // op 9's d
+	zombie      bool // a heartbeat went unacknowledged
+	reconnect   bool // op 7
+	lived       time.Duration
+}
+
+// conn is one gateway connection: a reader that hands dispatches on in order
+// and a heartbeat, both ended when the socket closes.
+type conn struct {
+	l      *Link
+	g      *session
+	ws     *websocket.Conn
+	opened time.Time
+	wmu    sync.Mutex
+
+	ready     chan struct{} // closed at READY or RESUMED
+	readyOnce sync.Once
+	done      chan struct{} // closed when the reader has ended
+	wg        sync.WaitGroup
+	acked     atomic.Bool // the last heartbeat was acknowledged
+	zombie    atomic.Bool
+
+	o   outcome // the reader's part, final once done is closed
+	err error
+}
+
+// open dials a connection of g and waits for READY (or RESUMED, after the
+// replayed events) under OpenTimeout: the socket's read deadline, lifted once
+// the session is up. The reader answers Hello with the Identify or the Resume.
+func (l *Link) open(ctx context.Context, g *session) (*conn, error) {
+	u := g.url
+	if g.id != "" && g.resume != "" {
+		u = g.resume
 	}
-	b, _ := json.Marshal(map[string]any{"op": 6, "d": map[string]any{"token": token, "session_id": g.id, "seq": g.seq}})
-	return b
-}
-
-// resumeURL is where to resume: resume_gateway_url, else the gateway URL.
-func (g *gwSession) resumeURL() string {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.resume != "" {
-		return g.resume
+	if !strings.HasSuffix(u, "/") {
+		u += "/"
 	}
-	return g.url
+	d := websocket.Dialer{HandshakeTimeout: l.cfg.OpenTimeout, TLSClientConfig: l.cfg.TLS}
+	dctx, cancel := context.WithTimeout(ctx, l.cfg.OpenTimeout)
+	ws, resp, err := d.DialContext(dctx, u+"?v="+discordgo.APIVersion+"&encoding=json", nil)
+	cancel()
+	if resp != nil && resp.Body != nil {
+		_ = resp.Body.Close()
+	}
+	if err != nil {
+		return nil, err
+	}
+	c := &conn{l: l, g: g, ws: ws, opened: time.Now(), ready: make(chan struct{}), done: make(chan struct{})}
+	ws.SetCloseHandler(func(int, string) error { return nil }) // no echo: we choose our close codes
+	_ = ws.SetReadDeadline(time.Now().Add(l.cfg.OpenTimeout))
+	stop := context.AfterFunc(ctx, func() { c.close(websocket.CloseNormalClosure) }) // stopping: the session may end
+	c.wg.Go(func() {
+		defer stop()
+		c.read()
+	})
+	select {
+	case <-c.ready:
+	case <-c.done:
+	}
+	select {
+	case <-c.ready:
+		_ = ws.SetReadDeadline(time.Time{})
+		return c, nil
+	default:
+		c.wg.Wait()
+		return c, fmt.Errorf("discord gateway: handshake: %w", c.err)
+	}
 }
 
-// forget marks the session as not resumable: the next connection identifies.
-func (g *gwSession) forget() {
-	g.mu.Lock()
-	g.id = ""
-	g.mu.Unlock()
+// read handles the server's payloads until the socket fails or closes.
+func (c *conn) read() {
+	defer close(c.done)
+	for {
+		_, b, err := c.ws.ReadMessage()
+		if err != nil {
+			var ce *websocket.CloseError
+			if errors.As(err, &ce) {
+				c.o.serverClose = ce.Code
+			}
+			c.err = err
+			return
+		}
+		var f frame
+		if json.Unmarshal(b, &f) != nil {
+			continue
+		}
+		switch f.Op {
+		case 0:
+			c.dispatch(f)
+		case 1: // Discord asks for a heartbeat now
+			_ = c.beat()
+		case 7:
+			c.o.reconnect = true
+			c.close(closeResumable)
+		case 9:
+			c.o.invalid, c.o.resumable = true, string(f.D) == "true"
+			_ = c.ws.Close()
+		case 10:
+			var h struct {
+				Interval int64 `json:"heartbeat_interval"`
+			}
+			if json.Unmarshal(f.D, &h) != nil || h.Interval <= 0 {
+				c.err = errors.New("discord gateway: Hello without a heartbeat interval")
+				_ = c.ws.Close()
+				return
+			}
+			c.acked.Store(true)
+			c.wg.Go(func() { c.heartbeat(time.Duration(h.Interval) * time.Millisecond) })
+			if err := c.write(c.l.hello(c.g)); err != nil {
+				c.err = err
+				_ = c.ws.Close()
+				return
+			}
+		case 11:
+			c.acked.Store(true)
+		}
+	}
 }
 
-func (g *gwSession) resumable() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.id != ""
+// dispatch notes what the session needs from an event and hands it on.
+func (c *conn) dispatch(f frame) {
+	if f.S > c.g.seq.Load() {
+		c.g.seq.Store(f.S)
+	}
+	switch f.T {
+	case "READY":
+		var r struct {
+			SessionID   string              `json:"session_id"`
+			ResumeURL   string              `json:"resume_gateway_url"`
+			User        struct{ ID string } `json:"user"`
+			Application struct{ ID string } `json:"application"`
+		}
+		if json.Unmarshal(f.D, &r) == nil {
+			c.g.id, c.g.resume = r.SessionID, r.ResumeURL
+			c.l.setIDs(r.User.ID, r.Application.ID)
+		}
+		c.l.log.Info("discord gateway ready", "bot_user", r.User.ID, "mention_only", c.g.intents&discordgo.IntentsMessageContent == 0)
+		c.readyOnce.Do(func() { close(c.ready) })
+	case "RESUMED":
+		c.l.log.Info("discord gateway resumed")
+		c.readyOnce.Do(func() { close(c.ready) })
+	}
+	if c.l.cfg.Dispatch != nil {
+		c.l.cfg.Dispatch(f.T, f.D)
+	}
+}
+
+// heartbeat beats every interval, the first after a random part of it, as
+// Discord asks. A beat due while the last one has no ACK marks a zombie
+// connection: it is closed with 4000 at once, so the session resumes.
+func (c *conn) heartbeat(every time.Duration) {
+	t := time.NewTimer(time.Duration(c.l.cfg.Rand() * float64(every)))
+	defer t.Stop()
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-t.C:
+		}
+		if !c.acked.Swap(false) {
+			c.zombie.Store(true)
+			c.close(closeResumable)
+			return
+		}
+		if c.beat() != nil {
+			return
+		}
+		t.Reset(every)
+	}
+}
+
+// beat sends a heartbeat with the last sequence number (null before any).
+func (c *conn) beat() error {
+	var seq any
+	if s := c.g.seq.Load(); s > 0 {
+		seq = s
+	}
+	return c.write(map[string]any{"op": 1, "d": seq})
+}
+
+func (c *conn) write(v any) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	_ = c.ws.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	return c.ws.WriteJSON(v)
+}
+
+// close sends a close frame with code and cuts the connection.
+func (c *conn) close(code int) {
+	_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, ""), time.Now().Add(time.Second))
+	_ = c.ws.Close()
+}
+
+func (c *conn) outcome() outcome {
+	o := c.o
+	o.zombie, o.lived = c.zombie.Load(), time.Since(c.opened)
+	return o
+}
+
+// hello is the Identify of a new session, or the Resume of g (op 6 with its id
+// and last sequence), so Discord replays what was missed.
+func (l *Link) hello(g *session) any {
+	token := "Bot " + l.cfg.Token
+	if g.id != "" {
+		return map[string]any{"op": 6, "d": map[string]any{"token": token, "session_id": g.id, "seq": g.seq.Load()}}
+	}
+	id := map[string]any{"token": token, "intents": g.intents,
+		"properties": map[string]string{"os": runtime.GOOS, "browser": "detour", "device": "detour"}}
+	if l.cfg.Shard[1] > 1 {
+		id["shard"] = l.cfg.Shard
+	}
+	return map[string]any{"op": 2, "d": id}
 }
 
 // intents is what the next identify asks for.
@@ -91,73 +287,6 @@ func (l *Link) setIDs(bot, app string) {
 	}
 }
 
-// newConnection makes the discordgo session of one connection of g; disc is
-// signalled when discordgo has torn the connection down.
-func (l *Link) newConnection(g *gwSession) (s *discordgo.Session, disc chan struct{}) {
-	s, _ = discordgo.New("Bot " + l.cfg.Token) // cannot fail: the token is not empty
-	s.Client = l.rest.Client
-	s.Dialer = &websocket.Dialer{
-		HandshakeTimeout:  l.cfg.OpenTimeout,
-		NetDialContext:    l.dialer.dial,
-		NetDialTLSContext: l.dialer.dialTLS,
-	}
-	s.Identify.Intents = g.intents
-	if l.cfg.Shard[1] > 1 {
-		s.Identify.Shard = &l.cfg.Shard
-	}
-	s.Compress = false               // text frames only: the tap reads them
-	s.ShouldReconnectOnError = false // the supervisor reconnects
-	s.ShouldRetryOnRateLimit = false
-	s.MaxRestRetries = 0
-	s.StateEnabled = false // bounded memory: we track only what we need
-	s.SyncEvents = true    // handlers run in order on the reader; they never block
-	s.LogLevel = -1
-	disc = make(chan struct{}, 1)
-	s.AddHandler(func(_ *discordgo.Session, r *discordgo.Ready) {
-		bot, app := "", ""
-		if r.User != nil {
-			bot = r.User.ID
-		}
-		if r.Application != nil {
-			app = r.Application.ID
-		}
-		l.setIDs(bot, app)
-		g.mu.Lock()
-		g.id = r.SessionID
-		g.mu.Unlock()
-		l.log.Info("discord gateway ready", "bot_user", bot, "mention_only", g.intents&discordgo.IntentsMessageContent == 0)
-	})
-	s.AddHandler(func(_ *discordgo.Session, e *discordgo.Event) {
-		g.mu.Lock()
-		if e.Sequence > g.seq {
-			g.seq = e.Sequence
-		}
-		g.mu.Unlock()
-		if e.Type != "READY" {
-			return
-		}
-		var r struct {
-			ResumeURL string `json:"resume_gateway_url"`
-		}
-		if json.Unmarshal(e.RawData, &r) == nil {
-			g.mu.Lock()
-			g.resume = r.ResumeURL
-			g.mu.Unlock()
-		}
-	})
-	s.AddHandler(func(_ *discordgo.Session, _ *discordgo.Resumed) { l.log.Info("discord gateway resumed") })
-	s.AddHandler(func(_ *discordgo.Session, _ *discordgo.Disconnect) {
-		select {
-		case disc <- struct{}{}:
-		default:
-		}
-	})
-	for _, h := range l.cfg.Handlers {
-		s.AddHandler(h)
-	}
-	return s, disc
-}
-
 // fatalError is a refusal retrying cannot fix.
 type fatalError struct{ err error }
 
@@ -169,24 +298,14 @@ func (e *fatalError) Unwrap() error { return e.err }
 // for good.
 func (l *Link) Run(ctx context.Context) error {
 	var (
-		g            *gwSession
+		g            *session
 		losses       int       // consecutive losses since a stable connection
 		invalidated  bool      // the last session ended with op 9: wait 1-5 s before identifying
 		lastIdentify time.Time // l.cfg.Now() of the last identify
 		registered   bool
-		old          []*discordgo.Session // connections that ended (their teardown may still run)
 	)
-	defer func() {
-		for _, s := range old { // wait for discordgo's teardown of each (its close sleeps a second)
-			_ = s.Close()
-		}
-	}()
-	for {
-		if ctx.Err() != nil {
-			return nil
-		}
-		identify := g == nil || !g.resumable()
-
+	for ctx.Err() == nil {
+		identify := g == nil || g.id == ""
 		wait := l.backoff(losses)
 		if identify {
 			if invalidated {
@@ -202,8 +321,6 @@ func (l *Link) Run(ctx context.Context) error {
 				return nil
 			}
 		}
-
-		var resume []byte
 		if identify {
 			url, err := l.identifyBudget(ctx)
 			if err != nil {
@@ -217,82 +334,53 @@ func (l *Link) Run(ctx context.Context) error {
 				l.log.Warn("discord gateway: GET /gateway/bot failed", "err", err)
 				continue
 			}
-			g = &gwSession{intents: l.intents(), url: url}
-			l.setGatewayAnswer(url)
+			g = &session{intents: l.intents(), url: url}
 			lastIdentify, invalidated = l.cfg.Now(), false
-		} else {
-			l.setGatewayAnswer(g.resumeURL())
-			resume = g.resumePayload("Bot " + l.cfg.Token)
 		}
 
-		s, disc := l.newConnection(g)
-		conn, err := l.open(ctx, s, resume)
+		c, err := l.open(ctx, g)
+		if err == nil {
+			if !registered && identify && l.cfg.Identified != nil {
+				registered = true
+				l.cfg.Identified(ctx)
+			}
+			l.connected.Store(true)
+			c.wg.Wait()
+			l.connected.Store(false)
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		var o outcome
+		if c != nil {
+			o = c.outcome()
+		}
 		if err != nil {
-			old = append(old, s)
-			if ctx.Err() != nil {
-				return nil
-			}
-			losses++
-			var o outcome
-			if conn != nil {
-				o = conn.outcome()
-			}
 			l.log.Warn("discord gateway connect failed", "err", err, "resume", !identify, "close_code", o.serverClose)
-			if next, ferr := l.afterLoss(o, g); ferr != nil {
-				return ferr
-			} else if next {
-				invalidated = o.invalid
-				g.forget()
+		} else {
+			if o.lived >= stableAfter {
+				losses = 0
 			}
-			continue
-		}
-		if !registered && identify && l.cfg.Identified != nil {
-			registered = true
-			l.cfg.Identified(ctx)
-		}
-
-		// Connected: wait until discordgo has torn this connection down (or the
-		// bot stops).
-		l.connected.Store(true)
-		for conn.deadErr() == nil {
-			select {
-			case <-ctx.Done():
-				l.connected.Store(false)
-				conn.stopping()
-				if err := s.Close(); err != nil {
-					l.log.Warn("discord close", "err", err)
-				}
-				return nil
-			case <-disc:
-			}
-		}
-		l.connected.Store(false)
-		old = append(old, s)
-		if len(old) > 8 { // long gone: their teardown has finished
-			old = old[len(old)-8:]
-		}
-		o := conn.outcome()
-		if o.lived >= stableAfter {
-			losses = 0
+			l.log.Warn("discord gateway disconnected; reconnecting", "close_code", o.serverClose, "zombie", o.zombie,
+				"invalid_session", o.invalid, "resumable", o.resumable, "reconnect_requested", o.reconnect, "lived", o.lived.Round(time.Millisecond))
 		}
 		losses++
-		l.log.Warn("discord gateway disconnected; reconnecting", "close_code", o.serverClose, "zombie", o.zombie,
-			"invalid_session", o.invalid, "resumable", o.resumable, "reconnect_requested", o.reconnect, "lived", o.lived.Round(time.Millisecond))
 		next, ferr := l.afterLoss(o, g)
 		if ferr != nil {
 			return ferr
 		}
 		if next {
 			invalidated = o.invalid
-			g.forget()
+			g.id = ""
 		}
 	}
+	return nil
 }
 
 // afterLoss decides from how a connection ended whether the next connection must
 // identify (a new session) rather than resume; it returns an error for refusals
 // retrying cannot fix.
-func (l *Link) afterLoss(o outcome, g *gwSession) (identify bool, err error) {
+func (l *Link) afterLoss(o outcome, g *session) (identify bool, err error) {
 	switch o.serverClose {
 	case 4004:
 		return false, &fatalError{errors.New("discord: the gateway refused the bot token (close 4004): check DISCORD_BOT_TOKEN")}
@@ -318,7 +406,7 @@ func (l *Link) afterLoss(o outcome, g *gwSession) (identify bool, err error) {
 	if o.invalid {
 		return !o.resumable, nil
 	}
-	return !g.resumable(), nil
+	return g.id == "", nil
 }
 
 // backoff is the wait before the next connection after losses consecutive
@@ -368,22 +456,6 @@ func (l *Link) identifyBudget(ctx context.Context) (string, error) {
 			return "", err
 		}
 	}
-}
-
-// open runs one gateway handshake under OpenTimeout and ctx: discordgo's Open has
-// no read deadline of its own, so the dialled connection carries one until Open
-// returns. resume, when set, is sent in place of discordgo's Identify. It returns
-// the connection dialled, if any.
-func (l *Link) open(ctx context.Context, s *discordgo.Session, resume []byte) (*gwConn, error) {
-	l.dialer.arm(resume)
-	stop := context.AfterFunc(ctx, l.dialer.expire)
-	err := s.Open()
-	stop()
-	conn := l.dialer.disarm(err == nil)
-	if err == nil && conn == nil {
-		return nil, errors.New("discord: gateway connected without a dial")
-	}
-	return conn, err
 }
 
 // fatalREST reports REST errors that retrying cannot fix: a refused token.

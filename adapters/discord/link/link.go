@@ -1,9 +1,10 @@
-// Package link is the bot's connection to Discord: discordgo v0.29.0 speaks the
-// protocol (REST calls, the gateway handshake, heartbeats, event decoding and
-// handlers), and Link replaces each part of discordgo that does not keep Discord's
-// documented rules. One Link holds the REST session and, in Run, one gateway
-// session at a time. Each part, the discordgo behaviour it replaces, and the test
-// that fails if discordgo's behaviour were used instead:
+// Package link is the bot's connection to Discord. discordgo v0.29.0 makes the
+// REST calls and decodes what they return; the gateway is read here, with
+// gorilla/websocket (discordgo's own transport) and discordgo's types, because
+// once every rule discordgo's gateway client breaks was repaired around it, what
+// was left of it was the dial and the read loop. Each part, the discordgo
+// behaviour it replaces, and the test that fails if discordgo's behaviour were
+// used instead:
 //
 //   - REST rate limits (transport.go). discordgo sleeps in its own limiter,
 //     uncancellably and on the wall clock, on the X-RateLimit-* headers, and
@@ -19,38 +20,39 @@
 //   - REST retries of a 5xx. discordgo retries a 502 up to MaxRestRetries (3), so
 //     a message post that landed is posted again; here none is retried. Pinned by
 //     TestSend_BadGatewayIsNotRepeated.
-//   - The gateway URL. discordgo asks GET /gateway, which carries no identify
-//     budget; here the supervisor reads GET /gateway/bot before each identify and
-//     waits while session_start_limit is used up (past it Discord resets the bot
-//     token), and discordgo's lookup is answered locally with that URL or the
-//     session's resume_gateway_url, which v0.29.0 ignores. Pinned by
+//   - The gateway URL (gateway.go). discordgo's Open asks GET /gateway, which
+//     carries no identify budget, and ignores resume_gateway_url; here GET
+//     /gateway/bot is read before each identify, which waits while
+//     session_start_limit is used up (past it Discord resets the bot token), and
+//     a resume dials resume_gateway_url. Pinned by
 //     TestE2E_RepeatedSessionLossBacksOffWithinIdentifyBudget (no identify past
 //     the budget) and TestE2E_HeartbeatMissResumesWithoutLosingQueuedEvents (the
 //     resume lands on resume_gateway_url).
-//   - Zombie connections (tap.go). discordgo waits five missed ACKs, then closes
-//     with 1000, which ends the session; here a heartbeat sent while the last one
-//     has no ACK closes the connection with 4000 at once, and the session resumes.
+//   - Zombie connections. discordgo waits five missed ACKs, then closes with
+//     1000, which ends the session; here a heartbeat due while the last one has
+//     no ACK closes the connection with 4000 at once, and the session resumes.
 //     Pinned by TestGateway_TLSZombieResumes and
 //     TestE2E_HeartbeatMissResumesWithoutLosingQueuedEvents (close codes [4000]).
-//   - Close codes. discordgo closes with 1000 even to reconnect, which invalidates
-//     the session; here 1000 and 1001 go out as 4000 unless the bot is stopping.
-//     Pinned by TestReconnect_ResumesAndDeliversOnce (close codes never 1000).
+//   - Close codes. discordgo closes with 1000 even to reconnect (op 7, a
+//     failed heartbeat), which invalidates the session; here a reconnect closes
+//     with 4000 and only stopping the bot with 1000. Pinned by
+//     TestReconnect_ResumesAndDeliversOnce (close codes never 1000).
 //   - Invalid Session (op 9). discordgo identifies again at once, whatever its d
-//     says and without Discord's 1-5 s wait; here op 9 is taken out of the stream
-//     and the supervisor resumes when d is true, else identifies after 1-5 s,
-//     within the budget. Pinned by TestGateway_InvalidSessionResumableOrNot.
-//   - Resume. A fresh discordgo.Session serves each connection (a straggling
-//     goroutine of an old one can never close a new connection), and its Identify
-//     goes out as the session's Resume (op 6 with the id and last sequence), so
-//     Discord replays what was missed. Pinned by TestReconnect_ResumesAndDeliversOnce.
+//     says and without Discord's 1-5 s wait; here the connection ends and Run
+//     resumes when d is true, else identifies after 1-5 s, within the budget.
+//     Pinned by TestGateway_InvalidSessionResumableOrNot.
+//   - Resume. discordgo keeps the session id unexported and resumes only within
+//     one Session; here the session outlives its connections and every
+//     reconnect resumes it (op 6 with its id and last sequence), so Discord
+//     replays what was missed. Pinned by TestReconnect_ResumesAndDeliversOnce.
 //   - The handshake deadline. discordgo's Open reads Hello and READY with no
 //     deadline, so a silent gateway hangs it forever; here OpenTimeout bounds it.
 //     Pinned by TestRun_HandshakeDeadline.
 //   - Reconnecting. discordgo's own loop (ShouldReconnectOnError) backs off up to
-//     10 minutes and gives up on nothing; here the supervisor (gateway.go) backs
-//     off 1 s to 2 min with jitter, spaces identifies 5 s, stops on a refused token
-//     or shard (4004, 4010-4013), and on a refused MESSAGE_CONTENT intent (4014)
-//     carries on in mention-only mode. Pinned by
+//     10 minutes and gives up on nothing; here Run backs off 1 s to 2 min with
+//     jitter, spaces identifies 5 s, stops on a refused token or shard (4004,
+//     4010-4013), and on a refused MESSAGE_CONTENT intent (4014) carries on in
+//     mention-only mode. Pinned by
 //     TestGateway_DisallowedIntentFallsBackToMentionOnly and
 //     TestGateway_ShardAndRefusedIntents.
 package link
@@ -58,9 +60,11 @@ package link
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"sync"
@@ -82,21 +86,68 @@ type Config struct {
 	Shard  [2]int // id and count, sent when count > 1
 	Intent discordgo.Intent
 	// MentionOnly identifies without MESSAGE_CONTENT (as after a 4014).
-	MentionOnly              bool
-	HTTPTimeout, OpenTimeout time.Duration
-	Log                      *slog.Logger
-	Sleep                    func(context.Context, time.Duration) error
-	Now                      func() time.Time
-	Rand                     func() float64
-	MaxRateLimitRetries      int
-	MaxRateLimitWait         time.Duration
-	ReconnectBackoff         time.Duration
-	MaxReconnectBackoff      time.Duration
-	// Handlers are added to every connection's discordgo session; they run in
-	// order on its reader and must not block.
-	Handlers []any
+	MentionOnly bool
+	Log         *slog.Logger
+	Timing
+	// Dispatch receives every gateway event (its type, "MESSAGE_CREATE", and
+	// its data), in order on the connection's reader; it must not block.
+	Dispatch func(event string, data json.RawMessage)
 	// Identified runs once, after the first connection that identified.
 	Identified func(ctx context.Context)
+}
+
+// Timing is how a Link waits; a zero field takes its default.
+type Timing struct {
+	// HTTPTimeout bounds each REST request once it is sent (default 10s);
+	// waiting out a rate limit before it does not count.
+	HTTPTimeout time.Duration
+	// OpenTimeout bounds one gateway handshake: dial, Hello, Identify/Resume and
+	// READY/RESUMED (default 20s).
+	OpenTimeout time.Duration
+	// Sleep waits d or until ctx ends, Now tells the time (defaults: a timer,
+	// time.Now): rate-limit waits, the reconnect backoff and the identify budget
+	// use them. Tests inject a virtual clock: give both, from the same clock.
+	Sleep func(ctx context.Context, d time.Duration) error
+	Now   func() time.Time
+	// Rand returns a number in [0, 1) for the jitter of waits (default math/rand).
+	Rand func() float64
+	// MaxRateLimitRetries is how many times one call is retried after a 429
+	// (default 3); MaxRateLimitWait is the longest rate-limit wait honoured, a
+	// longer one fails the call at once (default 60s).
+	MaxRateLimitRetries int
+	MaxRateLimitWait    time.Duration
+	// ReconnectBackoff is the first wait when the gateway connection keeps
+	// failing or dropping, doubled (with jitter) up to MaxReconnectBackoff
+	// (defaults 1s and 2m). A single drop of a connection that was up resumes
+	// at once.
+	ReconnectBackoff, MaxReconnectBackoff time.Duration
+}
+
+// WithDefaults returns t with its zero fields set to their defaults.
+func (t Timing) WithDefaults() Timing {
+	set := func(d *time.Duration, def time.Duration) {
+		if *d <= 0 {
+			*d = def
+		}
+	}
+	set(&t.HTTPTimeout, 10*time.Second)
+	set(&t.OpenTimeout, 20*time.Second)
+	set(&t.MaxRateLimitWait, 60*time.Second)
+	set(&t.ReconnectBackoff, time.Second)
+	set(&t.MaxReconnectBackoff, 2*time.Minute)
+	if t.Sleep == nil {
+		t.Sleep = adapters.Sleep
+	}
+	if t.Now == nil {
+		t.Now = time.Now
+	}
+	if t.Rand == nil {
+		t.Rand = rand.Float64
+	}
+	if t.MaxRateLimitRetries <= 0 {
+		t.MaxRateLimitRetries = 3
+	}
+	return t
 }
 
 // Link is the bot's connection to Discord.
@@ -106,10 +157,6 @@ type Link struct {
 	rest   *discordgo.Session // REST only, never opened
 	http   *http.Transport
 	pauses *live.Pauses
-	dialer *gwDialer
-
-	gwMu  sync.Mutex
-	gwURL string // how discordgo's next gateway lookup is answered; "" = ask Discord
 
 	mu          sync.Mutex
 	botID       string
@@ -121,6 +168,10 @@ type Link struct {
 
 // New builds a Link; nothing connects until Run.
 func New(cfg Config) (*Link, error) {
+	cfg.Timing = cfg.Timing.WithDefaults()
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
 	rest, err := discordgo.New("Bot " + cfg.Token)
 	if err != nil {
 		return nil, fmt.Errorf("discord: new session: %w", err)
@@ -128,7 +179,7 @@ func New(cfg Config) (*Link, error) {
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	base.TLSClientConfig = cfg.TLS
 	l := &Link{cfg: cfg, log: cfg.Log, rest: rest, http: base, mentionOnly: cfg.MentionOnly,
-		pauses: live.NewPauses(cfg.Now, cfg.Sleep), dialer: &gwDialer{timeout: cfg.OpenTimeout, tls: cfg.TLS}}
+		pauses: live.NewPauses(cfg.Now, cfg.Sleep)}
 	// No http.Client timeout: it would count rate-limit waits; each request is
 	// timed once it is sent.
 	rest.Client = &http.Client{Transport: &transport{l: l, base: adapters.Timed(base, cfg.HTTPTimeout), target: cfg.API,
@@ -162,18 +213,6 @@ func (l *Link) AppID() string {
 
 // Close lets go of idle HTTP connections.
 func (l *Link) Close() { l.http.CloseIdleConnections() }
-
-func (l *Link) gatewayAnswer() string {
-	l.gwMu.Lock()
-	defer l.gwMu.Unlock()
-	return l.gwURL
-}
-
-func (l *Link) setGatewayAnswer(u string) {
-	l.gwMu.Lock()
-	l.gwURL = u
-	l.gwMu.Unlock()
-}
 
 // Call runs one REST call, retrying after a 429 at most MaxRateLimitRetries
 // times; the transport waits the 429's retry_after (or the global pause) before

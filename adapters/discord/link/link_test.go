@@ -3,96 +3,15 @@ package link
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"io"
 	"log/slog"
 	"net/http"
-	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/detourbot/detour/failover/failovertest"
 )
-
-// A close discordgo sends with 1000 or 1001 would end the session; it goes out
-// as 4000 unless the bot is stopping.
-func TestKeepResumable(t *testing.T) {
-	t.Parallel()
-	frame := func(code int, key byte) []byte {
-		f := []byte{0x88, 0x82, key, key + 1, key + 2, key + 3}
-		c := binary.BigEndian.AppendUint16(nil, uint16(code))
-		return append(f, c[0]^key, c[1]^(key+1))
-	}
-	codeOf := func(f []byte) int { return int(f[6]^f[2])<<8 | int(f[7]^f[3]) }
-	tests := []struct {
-		in, want int
-	}{{1000, 4000}, {1001, 4000}, {1012, 1012}, {4000, 4000}}
-	for _, tc := range tests {
-		got := keepResumable(frame(tc.in, 7))
-		if codeOf(got) != tc.want {
-			t.Errorf("close %d went out as %d, want %d", tc.in, codeOf(got), tc.want)
-		}
-	}
-	text := []byte{0x81, 0x82, 1, 2, 3, 4, 'h' ^ 1, 'i' ^ 2}
-	if got := keepResumable(text); !bytes.Equal(got, text) {
-		t.Errorf("a text frame was changed")
-	}
-	if got := maskedClose(4000, "x"); codeOf(got) != 4000 || got[0] != 0x88 || got[1]&0x80 == 0 {
-		t.Errorf("maskedClose = %x", got)
-	}
-}
-
-// The write-side scanner finds each small text frame's op across any split.
-func TestFrameScan_SplitWrites(t *testing.T) {
-	t.Parallel()
-	masked := func(payload string) []byte {
-		key := [4]byte{9, 8, 7, 6}
-		f := []byte{0x81}
-		n := len(payload)
-		switch {
-		case n < 126:
-			f = append(f, 0x80|byte(n))
-		default:
-			f = append(f, 0x80|126)
-			f = binary.BigEndian.AppendUint16(f, uint16(n))
-		}
-		f = append(f, key[:]...)
-		for i := range n {
-			f = append(f, payload[i]^key[i%4])
-		}
-		return f
-	}
-	stream := []byte("GET /gw/?v=9 HTTP/1.1\r\nHost: x\r\n\r\n")
-	stream = append(stream, masked(`{"op":2,"d":{}}`)...)
-	stream = append(stream, masked(`{"op":1,"d":5}`)...)
-	stream = append(stream, masked(`{"op":6,"d":{"pad":"`+strings.Repeat("x", 300)+`"}}`)...)
-	stream = append(stream, masked(`{"op":1,"d":6}`)...)
-	// One whole frame is recognised for the Identify-to-Resume swap; anything
-	// else is left alone.
-	if op := clientOp(masked(`{"op":2,"d":{}}`)); op != 2 {
-		t.Errorf("clientOp(identify) = %d", op)
-	}
-	if op := clientOp(maskedFrame(opText, []byte(`{"op":6,"d":{"pad":"`+strings.Repeat("y", 200)+`"}}`))); op != 6 {
-		t.Errorf("clientOp(long resume) = %d", op)
-	}
-	if op := clientOp(stream[:20]); op != -1 {
-		t.Errorf("clientOp(part of a frame) = %d", op)
-	}
-	for _, size := range []int{1, 2, 3, 7, 64, len(stream)} {
-		var s frameScan
-		var ops []int
-		for p := stream; len(p) > 0; {
-			n := min(size, len(p))
-			s.feed(p[:n], func(op int) { ops = append(ops, op) })
-			p = p[n:]
-		}
-		if want := []int{2, 1, 6, 1}; !slices.Equal(ops, want) {
-			t.Errorf("chunks of %d: ops %v, want %v", size, ops, want)
-		}
-	}
-}
 
 func TestRouteOf(t *testing.T) {
 	t.Parallel()
@@ -120,7 +39,7 @@ func TestRouteOf(t *testing.T) {
 func TestTransport_GlobalPause(t *testing.T) {
 	t.Parallel()
 	clock := failovertest.NewClock(time.Date(2026, 3, 1, 14, 0, 0, 0, time.UTC))
-	l, err := New(Config{Token: "t", Log: slog.New(slog.DiscardHandler), Sleep: clock.Sleep, Now: clock.Now, MaxRateLimitWait: time.Minute})
+	l, err := New(Config{Token: "t", Log: slog.New(slog.DiscardHandler), Timing: Timing{Sleep: clock.Sleep, Now: clock.Now, MaxRateLimitWait: time.Minute}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,8 +33,7 @@ var ErrRateLimited = errors.New("link: rate limited")
 // empty bucket (X-RateLimit-Remaining: 0 with Reset-After, or a per-route 429) is
 // waited out before that route's next request, so none is sent that Discord
 // would refuse (each refusal counts toward its invalid-request limit). The
-// X-RateLimit-* headers are removed before discordgo reads them. discordgo's
-// gateway lookup is answered from what the supervisor decided.
+// X-RateLimit-* headers are removed before discordgo reads them.
 type transport struct {
 	l      *Link
 	base   http.RoundTripper // times each request once it is sent
@@ -45,14 +44,6 @@ type transport struct {
 }
 
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Method == http.MethodGet && strings.TrimSuffix(req.URL.Path, "/") == apiPrefix+"/gateway" {
-		if u := t.l.gatewayAnswer(); u != "" {
-			b, _ := json.Marshal(map[string]string{"url": u})
-			return &http.Response{Status: "200 OK", StatusCode: http.StatusOK, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-				Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(bytes.NewReader(b)),
-				Request: req, ContentLength: int64(len(b))}, nil
-		}
-	}
 	r := req
 	if t.target != nil && strings.EqualFold(req.URL.Host, "discord.com") {
 		r = req.Clone(req.Context())

@@ -1,6 +1,7 @@
 // Package fakediscord is a local fake of the Discord REST API and gateway, strict
-// enough that a client passing against it behaves in a real guild: the real
-// discordgo client runs against it end to end on 127.0.0.1.
+// enough that a client passing against it behaves in a real guild: the bot's
+// Discord adapter (discordgo's REST client, and its own gateway reader) runs
+// against it end to end on 127.0.0.1.
 //
 // It serves the REST routes a bot uses (gateway discovery, messages and their
 // edits and deletions, typing, threads started from a message, interaction
