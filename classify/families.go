@@ -481,6 +481,10 @@ var families = []family{
 		// will be replenished in 10:25:13."
 		pat("resets", "reset|refresh|renew|replenish|refill", `\b(limits?|quotas?)\b~\b(will |to )?(be )?(reset|refresh|renew|replenish|refill)(s|ed)?\b|\bresets? (tomorrow|on|at|in|every)\b|\bautomatic quota refresh\b`).and("limit|quota|reset|refresh"),
 		pat("regain-access", "regain access|rolling|subscription quota", `\bregain access\b|\brolling (time )?window\b|\bsubscription quota limit\b`),
+		// Periodic limits in other languages (C3).
+		lit("window-intl", "límite diario", "límite de uso diario", "límite mensual", "limite diário", "limite mensal", "limite quotidienne",
+			"limite journalière", "limite mensuelle", "tageslimit", "monatslimit", "limite giornaliero", "limite mensile", "дневной лимит",
+			"суточный лимит", "месячный лимит", "günlük limit", "aylık limit", "giới hạn hàng ngày", "batas harian", "batas bulanan"),
 		pat("window-zh", "每|今日|今天|本周|本月|当日|当天|小时|天|使用上限|用量",
 			`(每日|每天|每周|每月|每小时|今日|今天|本周|本月|当日|当天|\d+\s*小时|\d+\s*天)[^。|]{0,12}?(上限|限额|额度|配额|用量|次数|限制)|使用上限|用量上限|用量已达|使用额度已达`),
 	}},
@@ -589,6 +593,9 @@ var families = []family{
 		lit("busy-intl", "sobrecargado", "sobrecargada", "sobrecarregado", "sobrecarregada", "surchargé", "surchargée", "surcharge du serveur",
 			"überlastet", "überlastung", "sovraccarico", "sovraccarica", "перегружен", "перегрузк", "aşırı yüklü", "aşırı yük", "quá tải", "kelebihan beban",
 			"servidor ocupado", "servidor está ocupado", "serveur est occupé", "server ist ausgelastet", "сервер занят", "sunucu meşgul", "máy chủ đang bận", "server sedang sibuk"),
+		lit("unavailable-intl", "vorübergehend nicht verfügbar", "temporalmente no disponible", "temporariamente indisponível",
+			"temporairement indisponible", "временно недоступ", "geçici olarak kullanılamıyor", "tạm thời không khả dụng",
+			"sementara tidak tersedia", "一時的に利用できません", "일시적으로 사용할 수 없"),
 		// A server shedding load: its queue is full. Ray Serve's "Request dropped
 		// due to backpressure (num_queued_requests=100, max_queued_requests=100)",
 		// Triton's "Exceeds maximum queue size", "request queue is full".
@@ -627,6 +634,9 @@ var families = []family{
 			"limite de requêtes", "zu viele anfragen", "anfragelimit", "ratenlimit", "troppe richieste", "limite di richieste",
 			"слишком много запросов", "превышен лимит запросов", "лимит запросов", "çok fazla istek", "istek sınırı", "quá nhiều yêu cầu",
 			"giới hạn tốc độ", "terlalu banyak permintaan", "batas permintaan", "za dużo żądań", "te veel verzoeken"),
+		// A quota exceeded (C4), in other languages.
+		lit("quota-intl", "cota excedida", "cuota excedida", "quota excedida", "quota dépassé", "kontingent überschritten",
+			"превышена квота", "квота превышена", "kota aşıldı", "sınırı aşıldı", "limiti aşıldı", "vượt quá hạn mức", "kuota terlampaui"),
 	}},
 	{name: "billing-remedy", rank: rankBillingRemedy, reason: ReasonBilling, rules: []rule{
 		pat("buy-credits", "credit", `\b(purchase|buy|add|top up)\b~\bcredits?\b`).when(notHypothetical),
@@ -719,7 +729,7 @@ var families = []family{
 			"api-schlüssel ist ungültig", "chiave api non valida", "неверный api-ключ", "недействительный api-ключ", "неверный токен",
 			"токен недействителен", "geçersiz api anahtarı", "khóa api không hợp lệ", "kunci api tidak valid", "nieprawidłowy klucz api",
 			"ongeldige api-sleutel", "acceso no autorizado", "acesso não autorizado", "accès non autorisé", "nicht autorisiert", "не авторизован"),
-		pat("key-invalid-zh", "无效", `(api ?key|key|令牌|密钥|token)[^。|]{0,6}无效|无效的(api ?key|key|令牌|密钥)`),
+		pat("key-invalid-zh", "无效|过期|失效", `(api ?key|key|令牌|密钥|token)[^。|]{0,6}(无效|已过期|过期|已失效|失效)|无效的(api ?key|key|令牌|密钥)`),
 	}},
 	{name: "stream-broke", rank: rankStream, reason: ReasonTimeout, rules: []rule{
 		// A stream that ended without its end event says so in words that may
@@ -835,7 +845,7 @@ var families = []family{
 			"o tempo limite da operação", "a operação expirou", "délai d'attente dépassé", "délai d'attente expiré", "l'opération a expiré",
 			"l’opération a expiré", "zeitüberschreitung", "zeitlimit überschritten", "tempo scaduto", "время ожидания истекло",
 			"время ожидания операции истекло", "превышено время ожидания", "zaman aşımı", "hết thời gian chờ", "batas waktu habis",
-			"przekroczono limit czasu"),
+			"przekroczono limit czasu", "tempo limite da solicitação esgotado", "tempo limite excedido", "tempo limite atingido"),
 		// Client stacks' words for a connection that closed or a fetch that
 		// failed with no response: Firefox's and Safari's fetch ("NetworkError
 		// when attempting to fetch resource.", "TypeError: Load failed"),

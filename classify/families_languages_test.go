@@ -113,6 +113,14 @@ func TestClassify_FamiliesLanguagesShapesStacks(t *testing.T) {
 		{"lmstudio", 0, "System.Net.Http.HttpRequestException: Der angegebene Host ist unbekannt. (api.example.com:443)", ReasonTimeout},
 		{"openai", 0, "urllib.error.URLError: <urlopen error [Errno -2] Nom ou service inconnu>", ReasonTimeout},
 		{"any", 0, "Si la clave de API no es válida, la consola lo indica en rojo.", ReasonUnclassified},
+		{"openai-compatible", 200, `data: {"error":"Has alcanzado tu límite mensual de solicitudes."}`, ReasonRateLimit},
+		{"openai-compatible", 200, `data: {"error":"Günlük limit doldu."}`, ReasonRateLimit},
+		{"openai-compatible", 200, `data: {"error":"Kontingent überschritten."}`, ReasonRateLimit},
+		{"openai-compatible", 200, `data: {"error":"El servicio está temporalmente no disponible."}`, ReasonOverloaded},
+		{"gigachat", 200, `data: {"error":"Сервис временно недоступен"}`, ReasonOverloaded},
+		{"openai-compatible", 200, `data: {"error":{"message":"令牌已失效，请重新获取"}}`, ReasonAuth},
+		{"openai-compatible", 200, `data: {"error":"Tempo limite excedido ao aguardar a resposta"}`, ReasonTimeout},
+		{"any", 0, "Wenn das Tageslimit erreicht ist, wartet der Client bis Mitternacht.", ReasonUnclassified},
 		// a dead vLLM engine
 		{"vllm", 500, `{"object":"error","message":"AsyncEngineDeadError: Background loop has errored already.","type":"InternalServerError","param":null,"code":500}`, ReasonUnclassified},
 		// this process out of file descriptors; a provider that says so
