@@ -60,6 +60,8 @@ func TestClassify_FamiliesLanguagesShapesStacks(t *testing.T) {
 		{"openai", 200, "ContentLengthError: 400, message='Not enough data to satisfy content length header.'", ReasonTimeout},
 		{"any", 0, "Failed to fetch the list of plugins from the registry.", ReasonUnclassified},
 		{"any", 0, "The page load failed twice before it rendered.", ReasonUnclassified},
+		{"openai", 0, "pycurl.error: (52, 'Empty reply from server')", ReasonTimeout},
+		{"huggingface", 400, `{"error":"Model bigscience/bloom is too large to be loaded on this endpoint"}`, ReasonModelNotFound},
 		// gRPC status names in text
 		{"any", 0, "rpc error: code = Unavailable desc = transport is closing", ReasonTimeout},
 		{"google-vertex", 0, "<_InactiveRpcError of RPC that terminated with:\n\tstatus = StatusCode.UNAUTHENTICATED\n\tdetails = \"Request is missing required authentication credential.\"\n>", ReasonAuth},
