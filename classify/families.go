@@ -358,6 +358,11 @@ var families = []family{
 		// Apple's URLSession when the app cancels its task (NSURLErrorCancelled).
 		pat("nsurl-cancelled", "-999", `\bnsurlerrordomain code=-999\b|\bnsurlerrorcancelled\b`),
 		lit("cancelled-zh", "请求已取消", "用户取消", "已取消请求"),
+		// Client libraries' own cancel, said as the whole error: axios'
+		// "CanceledError: canceled" (ERR_CANCELED), Python's
+		// asyncio CancelledError, OkHttp's "java.io.IOException: Canceled",
+		// Kotlin's "JobCancellationException: Job was cancelled".
+		pat("client-cancel", "cancel|err_canceled", `(?:^|\| )(?:[\w.]*\.)?cancell?ederror(?::\s*cancell?ed)?\W{0,3}(\||$)|\berr_canceled\b|\bjobcancellationexception\b|\bjob was cancell?ed\b|(?:^|\| )java\.io\.ioexception: canceled\W{0,3}(\||$)`),
 	}},
 	{name: "local-resource", rank: rankLocal, reason: ReasonLocal, rules: []rule{
 		// The client's own error text with no response (A4): Go's "socket: too

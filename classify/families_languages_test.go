@@ -17,6 +17,8 @@ import (
 //   - client stacks' closed sockets and failed fetches (Chrome, Mint, gRPC) as
 //     the whole message, and bodies cut short of their stated length
 //     (aiohttp): timeout, while prose with the same words stays unclassified;
+//   - client libraries' own cancel (axios, asyncio, OkHttp, Kotlin) with no
+//     response: aborted, while a server that reports one is a server error;
 //   - gRPC status names printed by its clients ("code = Unavailable desc",
 //     "StatusCode.UNAUTHENTICATED"), read through the code table;
 //   - stop reasons that are filters (Bedrock's content_filtered, Cohere's
@@ -62,6 +64,11 @@ func TestClassify_FamiliesLanguagesShapesStacks(t *testing.T) {
 		{"any", 0, "The page load failed twice before it rendered.", ReasonUnclassified},
 		{"openai", 0, "pycurl.error: (52, 'Empty reply from server')", ReasonTimeout},
 		{"huggingface", 400, `{"error":"Model bigscience/bloom is too large to be loaded on this endpoint"}`, ReasonModelNotFound},
+		// client libraries' own cancel with no response; a server that says so
+		{"openai", 0, "java.io.IOException: Canceled", ReasonAborted},
+		{"anthropic", 0, "kotlinx.coroutines.JobCancellationException: Job was cancelled; job=StandaloneCoroutine{Cancelling}@1a2b3c", ReasonAborted},
+		{"openai-compatible", 0, "CanceledError: canceled", ReasonAborted},
+		{"vllm", 500, `{"detail":"asyncio.exceptions.CancelledError"}`, ReasonTimeout},
 		// gRPC status names in text
 		{"any", 0, "rpc error: code = Unavailable desc = transport is closing", ReasonTimeout},
 		{"google-vertex", 0, "<_InactiveRpcError of RPC that terminated with:\n\tstatus = StatusCode.UNAUTHENTICATED\n\tdetails = \"Request is missing required authentication credential.\"\n>", ReasonAuth},
