@@ -316,7 +316,7 @@ var (
 	// Traffic that an abuse guard blocks for a while (Google's "unusual traffic
 	// from your computer network ... The block will expire shortly after those
 	// requests stop"): the requests' rate broke the terms, not their content.
-	reTrafficBlock         = rx(`\bunusual traffic\b|\bautomated (queries|requests|traffic)\b|\b(block|ban|restriction)s? (will|should) (expire|be lifted|lift)\b`)
+	reTrafficBlock         = rx(`\bdetected unusual traffic\b|\bunusual traffic (from|coming from) your\b|\bsending automated (queries|requests|traffic)\b|\b(block|ban|restriction)s? (will|should) (expire|be lifted|lift)\b`)
 	reAccessEndedOrTraffic = rx(reAccessEnded.String() + `|` + reTrafficBlock.String())
 	// An IAM role without the permission is the credential's problem, not the model's.
 	reIAM = rx(`\biam\b|not authori[sz]ed to perform`)
@@ -597,14 +597,14 @@ var families = []family{
 		// corporate gateways write their pages in.
 		lit("busy-intl", "sobrecargado", "sobrecargada", "sobrecarregado", "sobrecarregada", "surchargé", "surchargée", "surcharge du serveur",
 			"überlastet", "überlastung", "sovraccarico", "sovraccarica", "перегружен", "перегрузк", "aşırı yüklü", "aşırı yük", "quá tải", "kelebihan beban",
-			"servidor ocupado", "servidor está ocupado", "serveur est occupé", "server ist ausgelastet", "сервер занят", "sunucu meşgul", "máy chủ đang bận", "server sedang sibuk"),
+			"servidor está ocupado", "serveur est occupé", "server ist ausgelastet", "сервер занят", "sunucu meşgul", "máy chủ đang bận", "server sedang sibuk"),
 		lit("unavailable-intl", "vorübergehend nicht verfügbar", "temporalmente no disponible", "temporariamente indisponível",
 			"temporairement indisponible", "временно недоступ", "geçici olarak kullanılamıyor", "tạm thời không khả dụng",
 			"sementara tidak tersedia", "一時的に利用できません", "일시적으로 사용할 수 없"),
 		// A server shedding load: its queue is full. Ray Serve's "Request dropped
 		// due to backpressure (num_queued_requests=100, max_queued_requests=100)",
 		// Triton's "Exceeds maximum queue size", "request queue is full".
-		pat("load-shed", "backpressure|queue|pending|queued|waiting requests", `\bbackpressure\b|\b(exceeds?|exceeded|reached|over) (the )?max(imum)? queue (size|length|depth)\b|\b(request|pending|waiting|inference|job|task|server|scheduler|engine) queue (is |was )?(full|at capacity)\b|\bmax_queued_requests\b|\btoo many (pending|queued|waiting) requests\b`),
+		pat("load-shed", "backpressure|queue|pending|queued|waiting requests", `\b(dropped|rejected|shed) due to backpressure\b|\bbackpressure ?(error|exceeded|limit)\b|\b(exceeds?|exceeded|reached|over) (the )?max(imum)? queue (size|length|depth)\b|\b(request|pending|waiting|inference|job|task|server|scheduler|engine) queue (is |was )?(full|at capacity)\b|\bmax_queued_requests\b|\btoo many (pending|queued|waiting) requests\b`).unlessRe(rx(`\bqueue (is |was )?full of\b`)),
 	}},
 	{name: "rate-limit", rank: rankRateLimit, reason: ReasonRateLimit, rules: []rule{
 		pat("rate-limit", "rate", `\brate[ _-]?limit(ed|ing)\b|\brate[ _-]?limits?[ _](exceeded|reached|hit|error|exhausted|is exceeded|has been|of|for|on|reset|exceeded)|\brate_limit|\bratelimit|\b(exceed\w*|reached|hit|over|past|exhausted|used up)\b~\brate[ _-]?limits?\b|\brate[ _-]?limits?\W*$`).
@@ -859,7 +859,7 @@ var families = []family{
 		// Java's "Premature EOF", Ruby's Net::OpenTimeout ("execution expired"
 		// is Ruby's Timeout::Error), Go's "http2: client connection lost".
 		pat("client-closed", "fetch|load failed|socket closed|premature eof|opentimeout|execution expired|connection lost",
-			`\bnetworkerror when attempting to fetch\b|(?:^|\| )(?:typeerror:\s*)?(failed to fetch|load failed)\W{0,3}(\||$)|\bsocket closed\b|\bpremature eof\b|\b(net::)?opentimeout\b|\bexecution expired\b|\bhttp2: client connection lost\b`),
+			`\bnetworkerror when attempting to fetch\b|(?:^|\| )(?:typeerror:\s*)?(failed to fetch|load failed)\W{0,3}(\||$)|(?:^|\| |: |\) |["'])socket closed\b|\bpremature eof\b|\b(net::)?opentimeout\b|\bexecution expired\b|\bhttp2: client connection lost\b`),
 	}},
 }
 
