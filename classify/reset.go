@@ -171,8 +171,10 @@ func zoneOffset(z string) (int, bool) {
 }
 
 // validDate builds a time only when every field is in range (no normalisation).
+// A year before 2015 is no provider's reset (a zero value printed,
+// "2001-01-01T00:00:00Z"), as for epochs.
 func validDate(y, mo, d, h, mi, sec, nsec, off int) (time.Time, bool) {
-	if y < 1970 || y > 9999 || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60 {
+	if y < 2015 || y > 9999 || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60 {
 		return time.Time{}, false
 	}
 	if sec == 60 {
@@ -666,7 +668,10 @@ func parseHTTPDate(s string) (time.Time, error) {
 	for _, layout := range []string{"Mon, 02 Jan 2006 15:04:05 GMT", time.RFC850, time.ANSIC, time.RFC1123Z} {
 		var t time.Time
 		if t, err = time.Parse(layout, s); err == nil {
-			if y := t.Year(); y < 1970 || y > 9999 {
+			// Like an epoch (parseSecondsOrEpoch), a date before 2015 is no
+			// provider's reset ("Mon, 01 Jan 2001 0:00:00 GMT" is a zero value
+			// printed), never a moment to wait for.
+			if y := t.Year(); y < 2015 || y > 9999 {
 				return time.Time{}, errors.New("http date out of range")
 			}
 			return t.UTC(), nil
