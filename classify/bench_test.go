@@ -29,7 +29,7 @@ var benchNow = time.Date(2026, 3, 15, 12, 0, 0, 0, time.UTC)
 var corpusFiles = []string{"testdata/corpus/errors-public.jsonl", "testdata/corpus/errors-peer.jsonl",
 	"testdata/corpus/errors-extra.jsonl", "testdata/corpus/errors-holdout.jsonl", "testdata/corpus/errors-holdout2.jsonl",
 	"testdata/corpus/errors-families.jsonl", "testdata/corpus/errors-unseen.jsonl", "testdata/corpus/errors-unseen2.jsonl",
-	"testdata/corpus/errors-unseen3.jsonl", "testdata/corpus/errors-unseen4.jsonl"}
+	"testdata/corpus/errors-unseen3.jsonl", "testdata/corpus/errors-unseen4.jsonl", "testdata/corpus/errors-unseen5.jsonl"}
 
 // BenchmarkClassify runs Classify on typical failures, and on every corpus case
 // in turn (corpus: time per case).

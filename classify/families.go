@@ -24,6 +24,7 @@ type rank int
 
 const (
 	rankAborted rank = iota
+	rankLocal        // detour's own process out of descriptors or memory (A4)
 	rankNoDetails
 	rankContentFilter
 	rankAuthPermanent
@@ -312,6 +313,11 @@ var (
 	reRateOrOutputCap = rx(`rate[ _-]?limit|per[ -](minute|min|second|day|hour)\b|\b(tpm|rpm|tpd|rpd)\b|tokens per|requests per|\b(maximum|max)[ _](new[ _])?tokens\b`)
 	// The account's access ended (for a policy violation, say): not a filtered request.
 	reAccessEnded = rx(`\baccess (was |has been |is )?(terminated|revoked|suspended|banned)\b|\b(account|organi[sz]ation|team|workspace|project|key)s? (was |has been |is |have been )?(terminated|suspended|banned|deactivated|disabled)\b|\b(has been|have been|was|is) (terminated|suspended|banned|deactivated|disabled|blocked|locked) (in|for|on) (this|your|the) (account|organi[sz]ation|project|workspace|team)\b`)
+	// Traffic that an abuse guard blocks for a while (Google's "unusual traffic
+	// from your computer network ... The block will expire shortly after those
+	// requests stop"): the requests' rate broke the terms, not their content.
+	reTrafficBlock         = rx(`\bdetected unusual traffic\b|\bunusual traffic (from|coming from) your\b|\bsending automated (queries|requests|traffic)\b|\b(block|ban|restriction)s? (will|should) (expire|be lifted|lift)\b`)
+	reAccessEndedOrTraffic = rx(reAccessEnded.String() + `|` + reTrafficBlock.String())
 	// An IAM role without the permission is the credential's problem, not the model's.
 	reIAM = rx(`\biam\b|not authori[sz]ed to perform`)
 	// Go's JSON syntax errors name an "object key": a malformed body, not a bad key.
@@ -332,6 +338,10 @@ var (
 	reParamNotSupported = rx(`\bnot supported (with |for |the |parameter |param )*['"]?(max_?tokens|max_?completion_?tokens|temperature|top_[pk]|logprobs|stop|presence_penalty|frequency_penalty|stream_options|reasoning_effort|n)\b|\bplease use (the )?['"]?max_?completion_?tokens\b`)
 )
 
+// reIAMDenial is Google IAM's denial of a permission on a resource, with its
+// boilerplate "(or it may not exist)".
+const reIAMDenial = `\bpermission '[^'|]{1,80}' denied on\b|\(or it may not exist\)`
+
 // reModelRegion: a model the account's region does not serve (not the caller's
 // country refused, which is reLocation).
 const reModelRegion = `\bmodels?\b~\b(is |are )?(currently )?(unavailable|not available|not supported|not offered)\b~\bin (your|this|the|the current|the selected|your current) (region|cloud region)\b|\benable cross[- ]region (inference|calls)\b`
@@ -348,12 +358,26 @@ var families = []family{
 		// Apple's URLSession when the app cancels its task (NSURLErrorCancelled).
 		pat("nsurl-cancelled", "-999", `\bnsurlerrordomain code=-999\b|\bnsurlerrorcancelled\b`),
 		lit("cancelled-zh", "请求已取消", "用户取消", "已取消请求"),
+		// Client libraries' own cancel, said as the whole error: axios'
+		// "CanceledError: canceled" (ERR_CANCELED), Python's
+		// asyncio CancelledError, OkHttp's "java.io.IOException: Canceled",
+		// Kotlin's "JobCancellationException: Job was cancelled".
+		pat("client-cancel", "cancel|err_canceled", `(?:^|\| )(?:[\w.]*\.)?cancell?ederror(?::\s*cancell?ed)?\W{0,3}(\||$)|\berr_canceled\b|\bjobcancellationexception\b|\bjob was cancell?ed\b|(?:^|\| )java\.io\.ioexception: canceled\W{0,3}(\||$)`),
+	}},
+	{name: "local-resource", rank: rankLocal, reason: ReasonLocal, rules: []rule{
+		// The client's own error text with no response (A4): Go's "socket: too
+		// many open files", Python's "[Errno 24] Too many open files", Node's
+		// EMFILE, "cannot allocate memory". The provider did nothing; with an
+		// HTTP status the words are the provider's own trouble.
+		pat("out-of-descriptors", "open files|emfile|enfile|allocate memory|errno 24|errno 12",
+			`\btoo many open files\b|\b(emfile|enfile)\b|\bcannot allocate memory\b|\[errno (24|12)\]`).
+			when(func(c *textCtx, _ string) bool { return c.rawHTTP == 0 }),
 	}},
 	{name: "no-error-details", rank: rankNoDetails, reason: ReasonNoErrorDetails, rules: []rule{
 		lit("literal", "no error details in response"),
 	}},
 	{name: "content-filter", rank: rankContentFilter, reason: ReasonContentFilter, rules: []rule{
-		pat("policy-violation", "violat|against|breach", `\b(violat\w*|against|breach\w*)\b~\b(polic(y|ies)|terms of (service|use)|(usage|content|community) guidelines)\b`).unlessRe(reAccessEnded),
+		pat("policy-violation", "violat|against|breach", `\b(violat\w*|against|breach\w*)\b~\b(polic(y|ies)|terms of (service|use)|(usage|content|community) guidelines)\b`).unlessRe(reAccessEndedOrTraffic),
 		pat("content-filter", "content", `\bcontent[ _-]?(filter\w*|polic(y|ies)|management polic(y|ies)|moderation)\b`),
 		pat("flagged", "flagged", `\b(prompt|input|output|content|request|message|response|text)s? (was |were |has been |is )?flagged\b|\bflagged (as|for|by)\b`),
 		pat("safety-system", "safety", `\bsafety (system|filters?|settings?|reasons?|polic(y|ies)|checks?)\b|\bblocked (by|due to) safety\b`),
@@ -374,6 +398,11 @@ var families = []family{
 		lit("sensitive-zh", "敏感", "内容安全", "内容审核", "安全审核", "不当内容", "违规内容", "内容违规", "不合规内容", "涉及违规", "含有违规", "不安全"),
 		// Japanese and Korean: content refused by a safety or content policy.
 		lit("sensitive-ja-ko", "不適切な内容", "不適切なコンテンツ", "安全ポリシーに違反", "コンテンツポリシーに違反", "ポリシーに違反", "有害なコンテンツ", "부적절한 콘텐츠", "부적절한 내용", "유해한 콘텐츠", "콘텐츠 정책", "안전 정책", "정책을 위반", "정책 위반"),
+		// ... and in the European and other languages relays write in.
+		lit("sensitive-intl", "política de contenido", "contenido inapropiado", "política de conteúdo", "conteúdo impróprio",
+			"politique de contenu", "contenu inapproprié", "inhaltsrichtlinie", "unangemessene inhalte", "politica sui contenuti",
+			"contenuto inappropriato", "политику контента", "политики контента", "недопустимый контент", "içerik politikası",
+			"chính sách nội dung", "kebijakan konten"),
 	}},
 	{name: "auth-permanent", rank: rankAuthPermanent, reason: ReasonAuthPermanent, rules: []rule{
 		pat("subject-disabled", "deactivated|suspended|banned|revoked|terminated|disabled|deleted|frozen|blocked|restricted|locked",
@@ -441,6 +470,10 @@ var families = []family{
 		pat("over-budget", "budget", `\bover (the |its |your )?budget\b|\bexceededbudget\b`),
 		lit("balance-zh", "余额不足", "欠费", "账户余额", "余量已用尽", "无可用资源包", "资源包已用完", "资源包已耗尽", "套餐已过期", "套餐已到期", "未购买", "请购买", "余额已用完", "余额为0", "计费资源已耗尽", "计费资源不足", "信用额度", "额度已用尽", "额度已用完", "额度已耗尽"),
 		lit("balance-ja-ko", "残高が不足", "残高不足", "クレジットが不足", "クレジット残高が不足", "クレジットを使い切", "支払いが必要", "お支払い", "잔액이 부족", "잔액 부족", "크레딧이 부족", "크레딧 부족", "크레딧을 모두 사용", "결제가 필요", "결제 정보"),
+		lit("balance-intl", "saldo insuficiente", "solde insuffisant", "crédit insuffisant", "guthaben ist aufgebraucht",
+			"unzureichendes guthaben", "nicht genügend guthaben", "credito insufficiente", "saldo insufficiente", "недостаточно средств",
+			"недостаточно баланса", "пополните баланс", "yetersiz bakiye", "bakiye yetersiz", "số dư không đủ", "saldo tidak mencukupi",
+			"saldo tidak cukup", "brak środków", "onvoldoende saldo"),
 		lit("credit-zh", "额度不足").unlessRe(rx(`每日|每天|每周|每月|每小时|今日|本周|本月`)),
 	}},
 	{name: "usage-window", rank: rankWindow, reason: ReasonRateLimit, rules: []rule{
@@ -449,8 +482,14 @@ var families = []family{
 		pat("periodic", "daily|weekly|monthly|hourly|yearly|annual|per-day|-hour",
 			`\b(daily|weekly|monthly|hourly|yearly|annual|per-day|five-hour|\d+-hour)\b~\b(limits?|quotas?|allowance|allocation|budget|caps?)\b`).and("limit|quota|allowance|allocation|budget|cap"),
 		pat("n-hour-window", "hour|hr|day|week|month", `\b(\d+|one|five|a)[ -]?(hours?|hrs?|days?|weeks?|months?)\b~\b(limits?|quotas?|window|allowance)\b`).and("limit|quota|window|allowance"),
-		pat("resets", "reset|refresh|renew", `\b(limits?|quotas?)\b~\b(will |to )?(reset|refresh|renew)s?\b|\bresets? (tomorrow|on|at|in|every)\b|\bautomatic quota refresh\b`).and("limit|quota|reset|refresh"),
+		// Azure API Management's quota policy: "Out of call volume quota. Quota
+		// will be replenished in 10:25:13."
+		pat("resets", "reset|refresh|renew|replenish|refill", `\b(limits?|quotas?)\b~\b(will |to )?(be )?(reset|refresh|renew|replenish|refill)(s|ed)?\b|\bresets? (tomorrow|on|at|in|every)\b|\bautomatic quota refresh\b`).and("limit|quota|reset|refresh"),
 		pat("regain-access", "regain access|rolling|subscription quota", `\bregain access\b|\brolling (time )?window\b|\bsubscription quota limit\b`),
+		// Periodic limits in other languages (C3).
+		lit("window-intl", "límite diario", "límite de uso diario", "límite mensual", "limite diário", "limite mensal", "limite quotidienne",
+			"limite journalière", "limite mensuelle", "tageslimit", "monatslimit", "limite giornaliero", "limite mensile", "дневной лимит",
+			"суточный лимит", "месячный лимит", "günlük limit", "aylık limit", "giới hạn hàng ngày", "batas harian", "batas bulanan"),
 		pat("window-zh", "每|今日|今天|本周|本月|当日|当天|小时|天|使用上限|用量",
 			`(每日|每天|每周|每月|每小时|今日|今天|本周|本月|当日|当天|\d+\s*小时|\d+\s*天)[^。|]{0,12}?(上限|限额|额度|配额|用量|次数|限制)|使用上限|用量上限|用量已达|使用额度已达`),
 	}},
@@ -466,6 +505,11 @@ var families = []family{
 		pat("request-too-large", "large", `\brequest (is |was )?too large\b|\brequest[ _]too[ _]large\b|\b(request entity|payload|content) too large\b`).
 			when(func(c *textCtx, _ string) bool { return !hasLimitRequested(c.text) || limitBelowRequested(c.text) }),
 		pat("request-size", "request|payload", `\brequest (exceeds|is larger than) the maximum (allowed )?(size|number of bytes|length)\b|\brequest size exceeds\b|\bpayload size (has )?exceed`),
+		// A request over a gateway's or a channel's size cap: GitHub Models'
+		// "Request body too large for gpt-4o model. Max size: 8000 tokens.",
+		// gRPC's "received message larger than max (6291456 vs. 4194304)" (sent
+		// as RESOURCE_EXHAUSTED, which is no rate here). A smaller request helps.
+		pat("body-over-cap", "body|larger than max", `\brequest body (is |was )?too (large|long)\b|\b(received|sent|send) message larger than max\b|\bmessage larger than max \(`),
 		pat("token-limit", "exceed|token limit", `\btokens?\b~\bexceed\w*\b~\b(limit|maximum|max|context|allowed)\b|\bexceed\w* (the )?(model'?s? )?(maximum |max )?(number of )?(input )?tokens?\b|\btoken limit\b~\b(exceeded|reached)\b|\bexceeded (the )?model token limit\b|\bmodel token limit\b`).and("token").unlessRe(reRateOrOutputCap).
 			// Novita's 429 TOKEN_LIMIT_EXCEEDED "Token limit exceeded. Please try
 			// again later." is a tokens-per-minute window: with a 429 only counts
@@ -503,6 +547,11 @@ var families = []family{
 		// GPT4All's "The prompt is 9884 tokens and the context window is 2048!"
 		rule{name: "prompt-vs-window", keys: []string{"context"}, also: []string{"token"}, check: func(c *textCtx, _ string) bool { return promptOverWindow(c.text) }},
 		lit("context-zh", "上下文过长", "上下文超出", "上下文长度超", "超出最大上下文", "超出上下文", "超过上下文", "请压缩上下文", "输入过长", "输入长度超", "超出最大长度", "超过最大长度", "超过模型最大", "超出模型最大", "文本过长", "长度超过限制", "超出长度限制", "超长"),
+		// Context overflow in the European and other languages relays write in:
+		// a verb of exceeding next to the context's name, so a sentence that
+		// only states a window ("Das Kontextfenster beträgt 128.000 Token") is prose.
+		pat("context-intl", "context|kontext|contexte|contexto|contesto|контекст|bağlam|ngữ cảnh|konteks",
+			`(excede|exceden|supera|superan|sobrepasa|ultrapassa|excedeu|dépasse|dépassé|dépassée|überschreitet|überschritten|überschreitung|supera|superato|превышен\w*|превышает|aşıyor|aşıldı|vượt quá|melebihi)~(contexto|contexte|kontext\w*|contesto|контекст\w*|bağlam\w*|ngữ cảnh|konteks)|(contexto|contexte|kontext\w*|contesto|контекст\w*|bağlam\w*|ngữ cảnh|konteks)~(excede|exceden|supera|superan|ultrapassa|excedido|excedida|superado|superada|sobrepasado|ultrapassado|excedeu|dépassé|dépassée|dépasse|überschritten|überschreitet|superato|superata|превышен\w*|превышает|aşıldı|aşıyor|vượt quá|melebihi|demasiado larg[oa]|trop long(ue)?|zu lang|troppo lung[oa]|слишком длинн\w*|çok uzun|quá dài|terlalu panjang)`),
 		lit("context-ja-ko", "コンテキスト長を超え", "コンテキストの長さを超え", "コンテキストウィンドウを超え", "最大トークン数を超え", "トークン数の上限を超え", "入力が長すぎ", "プロンプトが長すぎ", "メッセージが長すぎ", "컨텍스트 길이를 초과", "컨텍스트 길이 초과", "컨텍스트 창을 초과", "최대 토큰 수를 초과", "입력이 너무 깁", "프롬프트가 너무 깁", "입력 길이를 초과"),
 	}},
 	{name: "runtime-crashed", rank: rankCrashed, reason: ReasonUnclassified, rules: []rule{
@@ -517,6 +566,11 @@ var families = []family{
 		// ...: EOF", "an error was encountered while running the model: unexpected
 		// EOF". A dead runner, not a network between us and a provider.
 		pat("runner-call-failed", "predict|load request|running the model", `\bpost predict\b|\bdo load request\b|\berror was encountered while running the model\b`),
+		// vLLM's engine, dead under its API server: v1's "EngineCore encountered
+		// an issue. See stack trace (above) for the root cause." (EngineDeadError),
+		// v0's "Background loop has errored already." (AsyncEngineDeadError). Like
+		// a dead runner: nothing says whether it comes back.
+		pat("engine-dead", "engine|background loop", `\benginecore encountered an issue\b|\b(async)?enginedeaderror\b|\bengine (core )?(is )?dead\b|\bbackground loop has errored\b`),
 	}},
 	{name: "overloaded", rank: rankOverloaded, reason: ReasonOverloaded, rules: []rule{
 		pat("overloaded", "overload", `(\b|_)overload(ed|ing)?\b`),
@@ -526,19 +580,31 @@ var families = []family{
 		// llama.cpp and llamafile: "slot unavailable", "all slots are busy". Only
 		// at the start of a message, so prose about a meeting slot is not a server.
 		pat("slots-busy", "slot|worker", `(?:^|\| )(no |all )?(the )?(free |available |idle )?(slots?|workers?) (is |are )?(currently )?(unavailable|busy|in use|occupied|full)\b|\ball (the )?(slots|workers) are (currently )?(busy|in use|occupied|full)\b`),
-		pat("no-room", "no ", `\bno (more |free |available )?(data centers?|servers?|workers?|replicas?|instances?|slots?|gpus?|nodes?)\b~\b(available|to forward|left|free)\b|\bno (free|available) (slots?|workers?|gpus?)\b`),
+		pat("no-room", "no ", `\bno (more |free |available )?(data centers?|servers?|workers?|replicas?|instances?|slots?|gpus?|nodes?)\b~\b(available|to forward|left|free)\b|\bno (free|available) (slots?|workers?|gpus?|replicas?|instances?|nodes?)\b`).unlessRe(reStockStatus),
 		pat("loading", "loading|ready", `\bmodel\b~\b(is |still )?(currently )?loading\b|\bloading (the )?model\b|\bmodel (is )?(not|not yet) ready\b|\bmodelnotready`).
 			unlessRe(rx(`\b(error|failed|failure|unable|cannot|could not) (while )?(loading|to load)\b`)), // a load that failed is not one under way
 		// Lepton, Modal, Baseten: a deployment that is scaling or starting is
 		// there and will serve shortly.
 		pat("scaling-up", "scaling|warming|starting|spinning|cold|booting", `\b(model|deployment|endpoint|app|server|service|instance|replica|container|function|worker)s?\b~\b(is |are )?(still )?(scaling up|warming up|starting up|spinning up|cold[- ]starting|booting)\b`),
-		pat("temporarily-unavailable", "temporarily", `\btemporarily (unavailable|unable to (handle|process|serve|accept))\b`).unlessRe(reEAGAIN),
+		pat("temporarily-unavailable", "temporarily", `\btemporarily (unavailable|unable to (handle|process|serve|accept))\b`).unlessRe(reEAGAINOrStock),
 		pat("model-unavailable-later", "unavailable", `\bmodel\b~\b(is |currently )?unavailable\b`).and("try again|retry|later|shortly|moment").
 			unlessRe(rx(reModelRegion)), // not served in this region: model_not_found
 		// "服务器忙，稍后再试" (server busy, try later): 忙 alone, after its subject.
 		pat("busy-subject-zh", "忙", `(服务器|服务|系统|模型|引擎|接口|后台|平台)(正|太|很|较)?忙`),
 		lit("busy-zh", "繁忙", "过载", "负载过高", "负载较高", "访问量过大", "请求量过大", "资源紧张", "算力不足", "模型未就绪", "模型加载中", "模型正在加载", "暂时不可用"),
 		lit("busy-ja-ko", "混雑", "混み合って", "過負荷", "高負荷", "アクセスが集中", "サーバーが混", "과부하", "혼잡", "서버가 바쁩", "서버가 사용량이 많", "사용량이 많아"),
+		// Overloaded and busy in the European and other languages relays and
+		// corporate gateways write their pages in.
+		lit("busy-intl", "sobrecargado", "sobrecargada", "sobrecarregado", "sobrecarregada", "surchargé", "surchargée", "surcharge du serveur",
+			"überlastet", "überlastung", "sovraccarico", "sovraccarica", "перегружен", "перегрузк", "aşırı yüklü", "aşırı yük", "quá tải", "kelebihan beban",
+			"servidor está ocupado", "serveur est occupé", "server ist ausgelastet", "сервер занят", "sunucu meşgul", "máy chủ đang bận", "server sedang sibuk"),
+		lit("unavailable-intl", "vorübergehend nicht verfügbar", "temporalmente no disponible", "temporariamente indisponível",
+			"temporairement indisponible", "временно недоступ", "geçici olarak kullanılamıyor", "tạm thời không khả dụng",
+			"sementara tidak tersedia", "一時的に利用できません", "일시적으로 사용할 수 없"),
+		// A server shedding load: its queue is full. Ray Serve's "Request dropped
+		// due to backpressure (num_queued_requests=100, max_queued_requests=100)",
+		// Triton's "Exceeds maximum queue size", "request queue is full".
+		pat("load-shed", "backpressure|queue|pending|queued|waiting requests", `\b(dropped|rejected|shed) due to backpressure\b|\bbackpressure ?(error|exceeded|limit)\b|\b(exceeds?|exceeded|reached|over) (the )?max(imum)? queue (size|length|depth)\b|\b(request|pending|waiting|inference|job|task|server|scheduler|engine) queue (is |was )?(full|at capacity)\b|\bmax_queued_requests\b|\btoo many (pending|queued|waiting) requests\b`).unlessRe(rx(`\bqueue (is |was )?full of\b`)),
 	}},
 	{name: "rate-limit", rank: rankRateLimit, reason: ReasonRateLimit, rules: []rule{
 		pat("rate-limit", "rate", `\brate[ _-]?limit(ed|ing)\b|\brate[ _-]?limits?[ _](exceeded|reached|hit|error|exhausted|is exceeded|has been|of|for|on|reset|exceeded)|\brate_limit|\bratelimit|\b(exceed\w*|reached|hit|over|past|exhausted|used up)\b~\brate[ _-]?limits?\b|\brate[ _-]?limits?\W*$`).
@@ -548,7 +614,9 @@ var families = []family{
 		pat("too-many-requests", "too", `\btoo[ _]many[ _](requests|concurrent|connections|tokens|calls)\b`),
 		pat("concurrency", "concurren", `\bconcurren(cy|t (requests?|calls|connections))\b`),
 		lit("throttled", "throttl"),
-		pat("per-unit", "per|pm|pd", `\b(requests?|tokens?|calls?|queries)\s+per\s+(minute|second|day|hour|min)\b|\bper[ -](minute|second)\b|\b(rpm|tpm|rpd|tpd|ipm|itpm|otpm)\b|\b(requests?|tokens?|calls?|queries)\s*/\s*(minute|min|second|sec|hour|day)\b|\b(maximum|max) number of (requests|calls|tokens)\b~\bper (minute|second|hour|day)\b`),
+		// A unit of rate counts only where the text reports the limit hit: "The
+		// rate limiter now allows 100 requests per minute per key" describes one.
+		pat("per-unit", "per|pm|pd", `\b(requests?|tokens?|calls?|queries)\s+per\s+(minute|second|day|hour|min)\b|\bper[ -](minute|second)\b|\b(rpm|tpm|rpd|tpd|ipm|itpm|otpm)\b|\b(requests?|tokens?|calls?|queries)\s*/\s*(minute|min|second|sec|hour|day)\b|\b(maximum|max) number of (requests|calls|tokens)\b~\bper (minute|second|hour|day)\b`).when(reportsLimitHit),
 		pat("resource-exhausted", "exhausted", `\bresource[ _]?(has been )?exhausted\b|\bresourceexhausted\b`),
 		pat("quota-exceeded", "quota", `\bquota\b~\b(exceeded|reached|limit)\b|\bexceeded[ _](the |your )?(current |allocated )?quota\b|\ballocated quota\b`).unlessRe(reDiskQuota),
 		pat("limit-hit", "limit", `\blimits?\s+(has been |have been |was )?(exceeded|reached|hit)\b|\b(exceeded|reached|hit)\s+(the |your |its )?(request |requests |token |call )?limits?\b`).
@@ -559,14 +627,28 @@ var families = []family{
 		pat("request-rate", "rate", `\brequest rate\b~\b(increased|too high|exceeded|too quickly|limit)`),
 		pat("slow-down", "slow", `\bslow (down|your rate)\b`),
 		pat("cooldown", "cool", `\bmodel[ _]cooldown\b|\bcooling down\b`),
+		// An abuse guard's block of a network's traffic, lifted when the burst
+		// stops: Google's "sorry" page ("Our systems have detected unusual
+		// traffic from your computer network", "your computer or network may be
+		// sending automated queries").
+		pat("traffic-block", "traffic|automated", reTrafficBlock.String()),
 		lit("frequent-zh", "请求过于频繁", "频繁", "频率", "限流", "并发", "速率", "配额", "请求过多", "太多请求", "限速", "超过限制"),
 		lit("frequent-ja-ko", "リクエストが多すぎ", "リクエスト数が多すぎ", "レート制限", "レートリミット", "リクエスト制限", "リクエスト数の上限", "요청이 너무 많", "요청 한도", "호출 한도", "속도 제한", "요청 제한", "요청 수 제한"),
+		lit("frequent-intl", "demasiadas solicitudes", "demasiadas peticiones", "límite de solicitudes", "límite de velocidad",
+			"muitas requisições", "muitas solicitações", "limite de requisições", "limite de taxa", "trop de requêtes", "limite de débit",
+			"limite de requêtes", "zu viele anfragen", "anfragelimit", "ratenlimit", "troppe richieste", "limite di richieste",
+			"слишком много запросов", "превышен лимит запросов", "лимит запросов", "çok fazla istek", "istek sınırı", "quá nhiều yêu cầu",
+			"giới hạn tốc độ", "terlalu banyak permintaan", "batas permintaan", "za dużo żądań", "te veel verzoeken"),
+		// A quota exceeded (C4), in other languages.
+		lit("quota-intl", "cota excedida", "cuota excedida", "quota excedida", "quota dépassé", "kontingent überschritten",
+			"превышена квота", "квота превышена", "kota aşıldı", "sınırı aşıldı", "limiti aşıldı", "vượt quá hạn mức", "kuota terlampaui"),
 	}},
 	{name: "billing-remedy", rank: rankBillingRemedy, reason: ReasonBilling, rules: []rule{
 		pat("buy-credits", "credit", `\b(purchase|buy|add|top up)\b~\bcredits?\b`).when(notHypothetical),
 		pat("top-up", "top", `\btop[ -]?up\b`).when(notHypothetical),
 		pat("upgrade-plan", "upgrade", `\bupgrade\b~\b(plan|tier|account|subscription)\b`).when(notHypothetical),
-		word("recharge", "recharge", "充值"),
+		word("recharge", "recharge"),
+		lit("recharge-zh", "充值"),
 		// Replicate's "You need to enter your credit card to continue using the API".
 		pat("add-card", "card", `\b(enter|add|set up|provide|update|attach|link|register|verify) (a |your )?(valid )?(credit|debit|payment) card\b~\bto (continue|keep|resume|start|use|access)\b~\b(api|service|platform|model|using|requests?|access)\b|\bno (valid )?(credit card|payment card) on file\b`),
 		rule{name: "billing-link", keys: []string{}, check: billingLink},
@@ -586,7 +668,7 @@ var families = []family{
 		pat("chat-template", "template", `\b(error|failed|unable|cannot|can't) (rendering|to render|render|applying|to apply|apply)\b~\btemplate\b|\bjinja template\b|\bchat[ _]template\b~\b(error|not (found|set|defined|supported)|missing|no longer allowed|must provide|requires?)\b|\bmust provide a chat template\b|\btemplate error\b`),
 		pat("organization-unverified", "verif", `\borgani[sz]ation (must|needs to) be verified\b|\bmust be verified to (use|stream|access|generate)\b|\bverify (your )?organi[sz]ation\b`),
 		pat("operation-unsupported", "operation|chat model|only supported|please use", `\boperation (does not|doesn't|did not) work with the (specified )?model\b|\b(operation|method|call(ing)? (mode|method)) (is )?not supported (for|by|with|on) (this|the)( specified| current)? model\b|\bnot a chat model\b|\bonly supported (in|on|by|via) (the )?/?(v1/)?(responses|completions)\b|\bplease use (the )?/?(v1/)?(completions|responses) (api|endpoint)\b`),
-		pat("load-failed", "load", `\b(failed|unable) to load (the )?model\b|\bcould not load (the )?model\b|\bmodel could not be loaded\b|\berror loading model\b|\bmodel (failed to load|load failed)\b|\bfailed:? loading (the )?model\b`),
+		pat("load-failed", "load", `\b(failed|unable) to load (the )?model\b|\btoo large to be loaded\b|\bcould not load (the )?model\b|\bmodel could not be loaded\b|\berror loading model\b|\bmodel (failed to load|load failed)\b|\bfailed:? loading (the )?model\b`),
 		// A model the account's region does not serve (Snowflake Cortex: "enable
 		// cross region inference"): another model, or another region, answers. A
 		// provider that refuses the caller's country is auth (reLocation).
@@ -601,8 +683,11 @@ var families = []family{
 			// start the gap at every "model" of a body
 			and("not found|exist|be found|available|supported|deprecated|decommissioned|retired|deactivated|no longer|not enabled|not loaded|not served|not accessible|disabled|is invalid|not a valid|legacy").
 			// "this model is not supported MaxTokens, please use MaxCompletionTokens"
-			// (go-openai) names a parameter: the request must change (format)
-			unlessRe(reParamNotSupported),
+			// (go-openai) names a parameter: the request must change (format);
+			// IAM's "Permission 'aiplatform.endpoints.predict' denied on resource
+			// '.../models/gemini-1.5-pro' (or it may not exist)" is the
+			// credential's (auth), its resource path only names the model
+			unlessRe(rx(reParamNotSupported.String() + `|` + reIAMDenial)),
 		pat("unknown-model", "model", `\b(unknown|unsupported|invalid|nonexistent)[ _]model([ _](uri|url|name|id))?\b|\bnot supported model\b|\bmodel[ _](not[ _]found|is[ _]deactivated|decommissioned)\b`).unlessRe(rx(`invalid model reference`)),
 		pat("no-endpoints", "endpoint|provider|router", `\bno endpoints? found\b|\bno allowed providers\b|\brouter not found\b|\bno (available )?(model )?providers? (available|that|can)\b|\bno available model provider\b`),
 		pat("nothing-loaded", "loaded", `\bno models? (is |are )?loaded\b|(?:^|\| )(?:\w*error:\s*)?(the )?model (has been |was |is |got )?unloaded\W{0,3}(\||$)`),
@@ -611,7 +696,7 @@ var families = []family{
 		pat("version-missing", "version", `\b(specified|model|requested) version\b~\b(does not exist|not found|is not available)\b|\binvalid version or not permitted\b`),
 		// A region refusal inside a router's raw upstream body (see routedRegion).
 		pat("routed-region", "location|country|region|territory", reLocation).when(func(c *textCtx, _ string) bool { return c.ev.hasRaw }),
-		pat("deployment-missing", "deployment|engine|endpoint", `\b(deployment|engine|endpoint)s?\b~\b(not found|does not exist|not exist|not running|not deployed|not started)\b`).and("not found|not exist|not running|not deployed|not started"),
+		pat("deployment-missing", "deployment|engine|endpoint", `\b(deployment|engine|endpoint)s?\b~\b(not found|does not exist|not exist|not running|not deployed|not started)\b`).and("not found|not exist|not running|not deployed|not started").unlessRe(rx(reIAMDenial)),
 		// SAP AI Core's SDKs: "No deployment found with: deployment.model_name ==
 		// gpt-4o", "No deployment matched the given criteria". (LiteLLM's "No
 		// deployments available for selected model" means every deployment cools
@@ -622,6 +707,10 @@ var families = []family{
 		pat("engine-not-loaded", "loaded", `\b(engine|deployment|endpoint|backend|runtime)s? (is |are |was )?(still )?(not|not yet) loaded( yet)?\W{0,3}(\||$)`),
 		pat("model-missing-zh", "模型|无可用渠道", `模型不存在|模型未找到|找不到模型|不支持该模型|不支持的模型|模型已下线|模型已下架|无可用渠道|模型[^。|]{0,20}(不存在|未找到|已下线|已下架)|(当前|该|此)模型不支持|无权(访问|使用|调用)(该)?模型|没有(权限)?(访问|使用)(该)?模型的权限`),
 		lit("model-missing-ja-ko", "モデルが見つかりません", "モデルは存在しません", "モデルが存在しません", "存在しないモデル", "モデルが利用できません", "모델을 찾을 수 없", "존재하지 않는 모델", "모델이 존재하지 않", "모델을 사용할 수 없"),
+		lit("model-missing-intl", "modelo no encontrado", "el modelo no existe", "modelo não encontrado", "o modelo não existe",
+			"modèle introuvable", "modèle non trouvé", "le modèle n'existe pas", "modell nicht gefunden", "modell existiert nicht",
+			"modello non trovato", "модель не найдена", "модель не существует", "model bulunamadı", "không tìm thấy mô hình",
+			"mô hình không tồn tại", "model tidak ditemukan", "nie znaleziono modelu"),
 	}},
 	{name: "auth", rank: rankAuth, reason: ReasonAuth, rules: []rule{
 		pat("bad-credential", "invalid|incorrect|wrong|bad|missing|expired|revoked|malformed",
@@ -630,7 +719,7 @@ var families = []family{
 		pat("credential-bad", "key|token|credential|secret|signature",
 			`\b(api[ _-]?key|key|token|credentials?|secret|signature)s?\b~\b(is |was |has |have )?(been )?(invalid|not valid|expired|revoked|incorrect|missing|not found|required|invalidated|does not match|must be (set|provided)|not set|not provided|not configured)\b`).and("invalid|not valid|expired|revoked|incorrect|missing|not found|required|does not match|must be|not set|not provided|not configured").when(credentialStated),
 		pat("auth-failed", "auth", `\bauthenticat\w*\b~\b(fail\w*|error|required|invalid|denied)\b|\bauth failure\b|\b(failed|could not|unable) to authenticate\b|\bunauthenticated\b|\bunauthori[sz]ed\b|\bnot authori[sz]ed\b|\bauthori[sz]ation (required|failed|header)\b|\bno auth available\b|\bauth[ _]unavailable\b`),
-		pat("permission", "permission|access|scope", `\bpermission[ _]denied\b|\bpermission_error\b|\binsufficient[ _]permissions?\b|\b(does not|do not|doesn't|don't) have (the )?(required |necessary )?permissions?\b|\bmissing (required )?scopes?\b|\baccess[ _]?denied\b|\bnot allowed to access\b|\bno permission\b|\b(do not|don't|does not|doesn't) have access to (the |this |your |that )?(organi[sz]ation|project|workspace|account|resource)`).unlessRe(reFilePermission),
+		pat("permission", "permission|access|scope", `\bpermission[ _]?denied\b|\bpermission '[^'|]{1,80}' denied\b|\bpermission_error\b|\binsufficient[ _]permissions?\b|\b(does not|do not|doesn't|don't) have (the )?(required |necessary )?permissions?\b|\bmissing (required )?scopes?\b|\baccess[ _]?denied\b|\bnot allowed to access\b|\bno permission\b|\b(do not|don't|does not|doesn't) have access to (the |this |your |that )?(organi[sz]ation|project|workspace|account|resource)`).unlessRe(reFilePermission),
 		pat("forbidden", "forbidden", `^forbidden\b|\b403 forbidden\b|\bforbidden:|\brequest[ _]forbidden\b`),
 		pat("not-authenticated", "authenticated", `\bnot authenticated\b`),
 		pat("sign-in", "sign|log|authenticate|session", `\b(sign|log)[ -]?in again\b|\bnot (signed|logged) in\b|\bplease (sign|log) ?in\b|\blogin (fail\w*|required|expired)\b|\bre-?authenticate\b|\bsession (has )?expired\b`),
@@ -640,7 +729,12 @@ var families = []family{
 		pat("signature", "signature|security token|unrecognizedclient", `\bsignature does not match\b|\bsecurity token\b~\binvalid\b|\bunrecognizedclient\b`),
 		lit("auth-zh", "鉴权失败", "认证失败", "身份验证失败", "无权访问", "未授权", "密钥无效", "令牌无效", "无效的令牌", "令牌已过期", "令牌验证失败", "没有权限", "权限不足", "禁止访问", "签名过期", "签名错误", "签名无效", "签名验证失败"),
 		lit("auth-ja-ko", "apiキーが無効", "無効なapiキー", "apiキーが正しくありません", "認証に失敗", "認証エラー", "アクセス権限がありません", "権限がありません", "유효하지 않은 api 키", "api 키가 유효하지", "잘못된 api 키", "api 키가 올바르지", "인증 실패", "인증에 실패", "인증 오류", "권한이 없습니다", "접근 권한이 없"),
-		pat("key-invalid-zh", "无效", `(api ?key|key|令牌|密钥|token)[^。|]{0,6}无效|无效的(api ?key|key|令牌|密钥)`),
+		lit("auth-intl", "clave de api no es válida", "clave de api inválida", "clave api inválida", "chave de api inválida",
+			"chave da api inválida", "clé api invalide", "clé d'api invalide", "clé api non valide", "ungültiger api-schlüssel",
+			"api-schlüssel ist ungültig", "chiave api non valida", "неверный api-ключ", "недействительный api-ключ", "неверный токен",
+			"токен недействителен", "geçersiz api anahtarı", "khóa api không hợp lệ", "kunci api tidak valid", "nieprawidłowy klucz api",
+			"ongeldige api-sleutel", "acceso no autorizado", "acesso não autorizado", "accès non autorisé", "nicht autorisiert", "не авторизован"),
+		pat("key-invalid-zh", "无效|过期|失效", `(api ?key|key|令牌|密钥|token)[^。|]{0,6}(无效|已过期|过期|已失效|失效)|无效的(api ?key|key|令牌|密钥)`),
 	}},
 	{name: "stream-broke", rank: rankStream, reason: ReasonTimeout, rules: []rule{
 		// A stream that ended without its end event says so in words that may
@@ -661,6 +755,13 @@ var families = []family{
 		pat("response-unreadable", "malformed http|transport connection broken|unexpected token|unexpected character|invalid start of a value|jsondecodeerror|apiresponsevalidationerror|data returned by api|error decoding response|response|completion|result|chunk|validation error|mimetype|decompressing",
 			`\bmalformed http response\b|\btransport connection broken\b|\bunexpected token '?<|\bunexpected token\b~\bis not valid json\b|\bunexpected character \('<'|\bis an invalid start of a value\b|\bjsondecodeerror\b|\bapiresponsevalidationerror\b|\bdata returned by api invalid\b|\berror decoding response body\b|\b(failed|unable|could not) to (decode|parse|deserialize) (the )?(server'?s? )?(response|response body)\b|\binvalid json response\b|`+reResponseSchema).
 			when(func(c *textCtx, _ string) bool { return c.status < 400 || c.status >= 500 }),
+		// A body cut short of its stated length or its last chunk: aiohttp's
+		// "ClientPayloadError: Response payload is not completed:
+		// <TransferEncodingError: 400, message='Not enough data for satisfy
+		// transfer length header.'>" (the 400 is aiohttp's own code, not the
+		// server's), its ContentLengthError, Node's "Premature close" kin.
+		pat("payload-incomplete", "payload|transferencoding|contentlength|not enough data",
+			`\bclientpayloaderror\b|\bresponse payload is not completed\b|\btransferencodingerror\b|\bcontentlengtherror\b|\bnot enough data (for|to) satisfy (transfer|content)[ -]length\b`),
 		pat("stream-broke", "stream|chunks|ended|incomplete|unexpected end|unable to process|invalid character",
 			`\binvalid character '.{1,6}' (looking for|after|in)\b|\bstream (closed|was closed|aborted|ended|interrupted|disconnected|error|terminated|reset)\b|\bwithout sending (any )?chunks\b|\b(request|response|stream) ended (early|prematurely|unexpectedly)\b|\bincomplete (stream|response)\b|\bunexpected end of (stream|json input|file)\b|\bis unable to process your request\b`),
 	}},
@@ -681,12 +782,12 @@ var families = []family{
 		pat("out-of-memory", "memory", `\b(requires|needs|need) more (system |gpu |video |host )?memory\b|\bout of (gpu |video |host |device )?memory\b|\binsufficient (system |gpu )?memory\b`),
 	}},
 	{name: "server-or-network", rank: rankGeneric, reason: ReasonTimeout, rules: []rule{
-		pat("timed-out", "time|deadline", `\btime[ds]? ?out\b|\btimeout\b|\btimed out\b|\bdeadline[ _]exceeded\b|timeouterror\b`),
+		pat("timed-out", "time|deadline", `\btime[ds]? ?out\b|\btimeout\b|\btimed out\b|\bdeadline[ _]exceeded\b|timeouterror\b`).when(notTimeoutSetting),
 		pat("server-error", "server|error|internal", `\binternal[ _]?(server[ _]?)?(error|exception|failure)\b|\bserver[ _]error\b|\bserver had an error\b|\berror occurred while processing\b|\bunexpected error (has )?occurred\b|\bunexpected error (during|while|when) (processing|handling)\b|\binternal error\b`),
 		pat("gateway", "gateway|unavailable|upstream|backend|origin|web server|timeout|unknown error|handshake|invalid response|is down",
 			`\bbad gateway\b|\bgateway time-?out\b|\bservice[ _]?unavailable\b|`+reUpstream+`|\bbackend error\b|\borigin is unreachable\b|\bweb server is (down|returning)\b|\ba timeout occurred\b|\bunknown error, 52\d\b|\bssl handshake failed\b|\binvalid response from (it|the upstream|the provider|the model)\b|\bmodel is down\b`),
-		pat("connection", "connection|network|host|eof|pipe|socket|closed|fetch|econn|etimedout|epipe|ehost|enet|eai_again|enotfound|und_err|tls|dns|tcp|udp|premature|stream_read|chunked|protocol|disconnected|goaway|incompleteread|sending the request|sending request|nsurlerror|offline|connect to",
-			`\bconnection (reset|refused|error|closed|aborted|lost|was closed|timed out|terminated|dropped|failed)\b|\bnetwork (error|is unreachable|request failed|failure)\b|\bno such host\b|\bunexpected eof\b|\bbroken pipe\b|\bsocket hang up\b|\bother side closed\b|\bfetch failed\b|\b(econnreset|econnrefused|econnaborted|etimedout|esockettimedout|epipe|ehostunreach|enetunreach|ehostdown|enetreset|eai_again|enotfound)\b|\bund_err\w*|\btls handshake (timeout|timed out|failed|failure|error|eof|aborted|interrupted)\b|\b(during|in|mid-?) ?(the )?tls handshake\b|\bdns (failure|error|lookup)\b|\b(dial|read|write) (tcp|udp)\b|\bpremature close\b|\bstream_read_error\b|\bpeer closed (the )?connection\b|\b(closed|reset|dropped|lost) the connection\b|\bgoaway\b|(?:^|: |\| )eof(?: \||$)|\bincomplete chunked read\b|\bremote ?protocol ?error\b|\bserver disconnected\b|\bconnection broken\b|\bincompleteread\b|\bchunkedencodingerror\b|\bsocket disconnected before\b|\bforcibly closed by the remote host\b|\bunable to read data from the transport connection\b|\ban error occurred while sending the request\b|\beofexception\b|\berror sending request for url\b|\bnsurlerrordomain code=-10(0[1-9]|1\d|20)\b|\bthe network connection was lost\b|\binternet connection appears to be offline\b|\ba server with the specified hostname could not be found\b|\bcould not connect to the server\b`),
+		pat("connection", "connection|empty reply|network|host|eof|pipe|socket|closed|fetch|econn|etimedout|epipe|ehost|enet|eai_again|enotfound|und_err|tls|dns|tcp|udp|premature|stream_read|chunked|protocol|disconnected|goaway|incompleteread|sending the request|sending request|nsurlerror|offline|connect to",
+			`\bconnection (reset|refused|error|closed|aborted|lost|was closed|timed out|terminated|dropped|failed)\b|\bnetwork (error|is unreachable|request failed|failure)\b|\bno such host\b|\bunexpected eof\b|\bbroken pipe\b|\bsocket hang up\b|\bother side closed\b|\bfetch failed\b|\b(econnreset|econnrefused|econnaborted|etimedout|esockettimedout|epipe|ehostunreach|enetunreach|ehostdown|enetreset|eai_again|enotfound)\b|\bund_err\w*|\btls handshake (timeout|timed out|failed|failure|error|eof|aborted|interrupted)\b|\b(during|in|mid-?) ?(the )?tls handshake\b|\bdns (failure|error|lookup)\b|\b(dial|read|write) (tcp|udp)\b|\bpremature close\b|\bstream_read_error\b|\bpeer closed (the )?connection\b|\b(closed|reset|dropped|lost) the connection\b|\bgoaway\b|(?:^|: |\| )eof(?: \||$)|\bincomplete chunked read\b|\bremote ?protocol ?error\b|\bserver disconnected\b|\bconnection broken\b|\bincompleteread\b|\bchunkedencodingerror\b|\bsocket disconnected before\b|\bforcibly closed by the remote host\b|\bunable to read data from the transport connection\b|\ban error occurred while sending the request\b|\beofexception\b|\berror sending request for url\b|\bnsurlerrordomain code=-10(0[1-9]|1\d|20)\b|\bempty reply from server\b|\bthe network connection was lost\b|\binternet connection appears to be offline\b|\ba server with the specified hostname could not be found\b|\bcould not connect to the server\b`),
 		pat("terminated", "terminated", `(?:^|\| )(?:\w*error:\s*)?terminated(?: \||$)|\b(process|runner|connection|stream|socket|request) (has |was )?terminated\b`),
 		pat("operation-aborted", "aborted", `\boperation was aborted\b`),
 		pat("unknown-occurred", "unknown error", `\ban unknown error (has )?occurred\b`),
@@ -706,6 +807,59 @@ var families = []family{
 			`\bcertificate[_ ]verify[_ ]failed\b|\bself[- _]signed[ _](cert|certificate)\b|\bself_signed_cert_in_chain\b|\bdepth_zero_self_signed_cert\b|\bunable to (get|verify) (the )?(local issuer|first|issuer) certificate\b|\bunable_to_(get_issuer_cert_locally|verify_leaf_signature)\b|\bcert_has_expired\b|\bcertificate has expired\b|\bx509:|\berr_tls_cert_altname_invalid\b|\bdoes not match certificate'?s altnames\b|\b(sslerror|ssleoferror|sslcertverificationerror|sslzeroreturnerror)\b|\[ssl[:\]]|\beof occurred in violation of protocol\b|\bwrong[_ ]version[_ ]number\b|\bssl connection could not be established\b|\bssl routines\b|\bhandshake[_ ]failure\b|\bssl_error_\w+|\bssl_connect\b|\btlsfatalalert\b|\breceived fatal alert\b|\bcertificate_unknown\b|\bunknown_ca\b|\bbad_certificate\b`),
 		lit("server-zh", "内部错误", "服务器错误", "服务器内部错误", "系统错误", "系统异常", "网络错误", "网络异常", "服务不可用", "请求超时", "连接超时", "连接错误", "超时"),
 		lit("server-ja-ko", "内部エラー", "サーバーエラー", "タイムアウト", "接続エラー", "接続がタイムアウト", "내부 오류", "서버 오류", "시간 초과", "연결 오류", "시간이 초과"),
+		// The operating system's own words for a refused, reset or timed-out
+		// connection, as a localized Windows (the WSAECONNREFUSED,
+		// WSAECONNRESET, WSAETIMEDOUT and WSAHOST_NOT_FOUND message table) or a
+		// glibc strerror in another locale prints them: a client on such a
+		// machine quotes them with or without "[WinError 10061]".
+		lit("socket-localized",
+			// Windows 10061 (refused)
+			"积极拒绝", "拒否されたため、接続できませんでした", "연결을 거부했으므로", "verbindung verweigerte",
+			"expresamente dicha conexión", "l’a expressément refusée", "l'a expressément refusée", "recusou ativamente",
+			"rifiuto persistente del computer di destinazione", "отверг запрос на подключение", "etkin olarak reddettiğinden",
+			"chủ động từ chối", "secara aktif menolaknya",
+			// Windows 10054 (reset)
+			"远程主机强迫关闭了一个现有的连接", "遠端主機已強制關閉一個現存的連線", "リモート ホストに強制的に切断されました", "원격 호스트에 의해 강제로 끊겼습니다",
+			"vom remotehost geschlossen", "interrupción de una conexión existente por el host remoto", "fermée par l’hôte distant",
+			"fermée par l'hôte distant", "cancelamento de uma conexão existente pelo host remoto", "chiusura forzata di una connessione esistente",
+			"принудительно разорвал существующее подключение", "zorla kapatıldı",
+			// Windows 10060 (timed out)
+			"连接尝试失败", "一定の時間を過ぎても正しく応答しなかった", "연결된 구성원으로부터 응답이 없어", "nicht richtig reagiert hat",
+			"no respondió adecuadamente tras un periodo de tiempo", "n’a pas répondu convenablement", "n'a pas répondu convenablement",
+			"não respondeu corretamente após um período", "за требуемое время не получен нужный отклик", "belli bir süre içinde yanıt vermediğinden",
+			// glibc ECONNREFUSED, ECONNRESET, ETIMEDOUT, EHOSTUNREACH in other locales
+			"拒绝连接", "连接被对方重设", "接続を拒否されました", "接続が相手からリセットされました", "接続がタイムアウトしました",
+			"connexion refusée", "connexion ré-initialisée par le correspondant", "connexion terminée par expiration du délai d'attente",
+			"aucun chemin d'accès pour atteindre l'hôte cible", "verbindungsaufbau abgelehnt", "verbindung vom kommunikationspartner zurückgesetzt",
+			"die wartezeit für die verbindung ist abgelaufen", "keine route zum zielrechner", "conexión rehusada", "conexión rechazada",
+			"conexión reinicializada por la máquina remota", "expiró el tiempo de conexión", "conexão recusada",
+			"conexão reinicializada pelo par", "tempo esgotado para conexão", "connessione rifiutata", "connessione interrotta dal corrispondente",
+			"в соединении отказано", "соединение разорвано другой стороной", "время ожидания соединения истекло", "bağlantı reddedildi",
+			"kết nối bị từ chối", "koneksi ditolak",
+			// Windows 10061 in Traditional Chinese, Polish and Dutch; 11001 (no such host)
+			"目標電腦拒絕連線", "aktywnie go odmawia", "actief heeft geweigerd", "der angegebene host ist unbekannt",
+			"no se conoce ningún host con ese nombre", "不知道这样的主机", "そのようなホストは不明です", "этот хост неизвестен", "알려진 호스트가 없습니다",
+			// glibc's name resolution and unreachable networks in other locales
+			"der name oder der dienst ist nicht bekannt", "nom ou service inconnu", "nombre o servicio desconocido", "未知的名称或服务",
+			"名前またはサービスが不明です", "имя или служба не известны", "nome ou serviço desconhecido", "temporärer fehler bei der namensauflösung",
+			"échec temporaire dans la résolution du nom", "fallo temporal en la resolución del nombre", "域名解析暂时失败",
+			"временный сбой в разрешении имен", "das netzwerk ist nicht erreichbar", "le réseau n'est pas accessible", "la red es inaccesible",
+			"网络不可达", "сеть недоступна"),
+		// Timed out, in the European and other languages (glibc, .NET and relays).
+		lit("timeout-intl", "tiempo de espera agotado", "se agotó el tiempo de espera", "se excedió el tiempo de espera", "tempo limite esgotado",
+			"o tempo limite da operação", "a operação expirou", "délai d'attente dépassé", "délai d'attente expiré", "l'opération a expiré",
+			"l’opération a expiré", "zeitüberschreitung", "zeitlimit überschritten", "tempo scaduto", "время ожидания истекло",
+			"время ожидания операции истекло", "превышено время ожидания", "zaman aşımı", "hết thời gian chờ", "batas waktu habis",
+			"przekroczono limit czasu", "tempo limite da solicitação esgotado", "tempo limite excedido", "tempo limite atingido"),
+		// Client stacks' words for a connection that closed or a fetch that
+		// failed with no response: Firefox's and Safari's fetch ("NetworkError
+		// when attempting to fetch resource.", "TypeError: Load failed"),
+		// Chrome's ("Failed to fetch") as the whole message, gRPC's and Mint's
+		// "socket closed".
+		// Java's "Premature EOF", Ruby's Net::OpenTimeout ("execution expired"
+		// is Ruby's Timeout::Error), Go's "http2: client connection lost".
+		pat("client-closed", "fetch|load failed|socket closed|premature eof|opentimeout|execution expired|connection lost",
+			`\bnetworkerror when attempting to fetch\b|(?:^|\| )(?:typeerror:\s*)?(failed to fetch|load failed)\W{0,3}(\||$)|(?:^|\| |: |\) |["'])socket closed\b|\bpremature eof\b|\b(net::)?opentimeout\b|\bexecution expired\b|\bhttp2: client connection lost\b`),
 	}},
 }
 
@@ -714,6 +868,8 @@ func rankOf(r Reason) rank {
 	switch r {
 	case ReasonAborted:
 		return rankAborted
+	case ReasonLocal:
+		return rankLocal
 	case ReasonNoErrorDetails:
 		return rankNoDetails
 	case ReasonContentFilter:
@@ -1227,6 +1383,34 @@ var (
 	reAdvice       = rx(`^\W*(ensure|make sure|verify that|check that|check whether|confirm that|double-check)\b`)
 )
 
+// reLimitHit: words that report a limit reached, not describe one.
+var reLimitHit = rx(`\bexceed\w*|\breached\b|\bpast the\b|\bhit\b|\btoo many\b|\bquota\b|\b429\b|\bthrottl\w*|\bslow down\b|\bretry\b|\btry again\b|\bwait\b|\blimits?\b`)
+
+// reportsLimitHit accepts a rate unit said with a 429 or with words of a limit
+// reached in its sentence.
+func reportsLimitHit(c *textCtx, m string) bool {
+	if c.status == 429 {
+		return true
+	}
+	s, _ := sentenceOf(c, m)
+	return reLimitHit.MatchString(s)
+}
+
+// reTimeoutSetting: "timeout" as the name of a setting ("the timeout
+// parameter", "le paramètre timeout", "the default timeout is 600 seconds"),
+// which documentation describes and no failure reports.
+var reTimeoutSetting = rx(`\b(param(eter|ètre|etro)?|option|setting|flag|field|argument|variable|config)s? ['"\x60]?timeout\b|\btimeout['"\x60]? (param(eter)?|option|setting|flag|field|argument|value|variable|configuration)s?\b|\bdefault timeout\b|\btimeout (is|was) set\b`)
+
+// notTimeoutSetting accepts a timeout word unless it is the bare noun naming a
+// setting in its sentence.
+func notTimeoutSetting(c *textCtx, m string) bool {
+	if m != "timeout" {
+		return true
+	}
+	s, _ := sentenceOf(c, m)
+	return !reTimeoutSetting.MatchString(s)
+}
+
 // notHypothetical accepts a match whose sentence is no condition.
 func notHypothetical(c *textCtx, m string) bool {
 	s, _ := sentenceOf(c, m)
@@ -1308,4 +1492,76 @@ var (
 	// temporarily unavailable"): this machine is short of processes or
 	// descriptors, no provider is busy.
 	reEAGAIN = rx(`\b(fork/exec|exec|read|write|accept|open|pipe|clone)\b[^|]{0,80}: resource temporarily unavailable\b`)
+	// The stock texts proxies send with their own 503: nginx's reason phrase
+	// "503 Service Temporarily Unavailable" (a Kubernetes ingress with no ready
+	// endpoint), HAProxy's "No server is available to handle this request."
+	// (every backend down). They state the status, not a busy server (C6).
+	reStockStatus   = rx(`\bservice temporarily unavailable\b|\bno server is available to handle this request\b`)
+	reEAGAINOrStock = rx(reEAGAIN.String() + `|` + reStockStatus.String())
 )
+
+// Rules of words in other languages ("-zh", "-ja-ko", "-intl") share one
+// reading of prose: a condition or an example around the words describes a case
+// ("如果余额不足，请前往控制台充值", "レート制限に達した場合は、しばらく待って",
+// "si el modelo está sobrecargado"), as notHypothetical does for English.
+func init() {
+	for i := range families {
+		for j := range families[i].rules {
+			r := &families[i].rules[j]
+			if !strings.HasSuffix(r.name, "-zh") && !strings.HasSuffix(r.name, "-ja-ko") && !strings.HasSuffix(r.name, "-intl") {
+				continue
+			}
+			prev, ends := r.check, clauseEnds
+			if families[i].rank == rankBillingRemedy {
+				// A remedy is advice after its condition: "如果余额不足，请前往控制台充值"
+				// (if the balance is short, top up) holds the condition in the
+				// sentence, not in the remedy's clause.
+				ends = sentenceStops
+			}
+			r.check = func(c *textCtx, m string) bool {
+				return !conditionalClause(c.text, m, ends) && (prev == nil || prev(c, m))
+			}
+		}
+	}
+}
+
+// Clause ends in the texts of the "-zh", "-ja-ko" and "-intl" rules.
+var (
+	clauseEnds    = []string{"|", "，", ",", "。", "；", ";", "、", "！", "？", "!", "?", ". "}
+	sentenceStops = []string{"|", "。", "！", "？", "!", "?", ". "}
+)
+
+// Condition and example markers: before the words (Chinese, Japanese's もし,
+// Korean's 만약, the European and other languages' "if", "for example") or
+// after them (Japanese 場合, たら, なら; Korean 경우, -면; Chinese 当...时).
+var (
+	condBefore = []string{"如果", "若", "假如", "倘若", "一旦", "万一", "例如", "比如", "もし", "例えば", "만약", "예를 들어"}
+	condAfter  = []string{"場合", "とき", "たら", "なら", "경우", "하면", "되면", "으면", "다면"}
+	reCondIntl = regexp.MustCompile(`(?:^|[\s(¿¡"'])(si|wenn|falls|если|nếu|jika|apabila|bila|lorsque|quand|caso|qualora|eğer|por ejemplo|par exemple|zum beispiel|per esempio|por exemplo|например|misalnya|ví dụ)\s`)
+)
+
+// conditionalClause reports whether the clause of t that holds m (its ends are
+// ends) states a condition or an example.
+func conditionalClause(t, m string, ends []string) bool {
+	i := strings.Index(t, m)
+	if i < 0 {
+		return false
+	}
+	start, end := 0, len(t)
+	for _, d := range ends {
+		if k := strings.LastIndex(t[:i], d); k >= 0 && k+len(d) > start {
+			start = k + len(d)
+		}
+		if k := strings.Index(t[i+len(m):], d); k >= 0 && i+len(m)+k < end {
+			end = i + len(m) + k
+		}
+	}
+	before, after := t[start:i], t[i+len(m):end]
+	if containsAny(before, condBefore) || containsAny(after, condAfter) {
+		return true
+	}
+	if strings.Contains(before, "当") && strings.Contains(after, "时") {
+		return true
+	}
+	return reCondIntl.MatchString(" " + before)
+}

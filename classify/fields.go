@@ -208,6 +208,10 @@ var stopReasons = map[string]codeEntry{
 	"safety": {ReasonContentFilter, tierExact}, "prohibited_content": {ReasonContentFilter, tierExact},
 	"blocklist": {ReasonContentFilter, tierExact}, "spii": {ReasonContentFilter, tierExact},
 	"image_safety": {ReasonContentFilter, tierExact}, "recitation": {ReasonContentFilter, tierExact},
+	// Bedrock Converse when a guardrail stepped in ("guardrail_intervened") or
+	// its own filter did ("content_filtered"); Cohere's v1 toxicity filter.
+	"guardrail_intervened": {ReasonContentFilter, tierExact}, "content_filtered": {ReasonContentFilter, tierExact},
+	"error_toxic":                   {ReasonContentFilter, tierExact},
 	"model_context_window_exceeded": {ReasonContextOverflow, tierExact},
 	"context_window_exceeded":       {ReasonContextOverflow, tierExact},
 	"context_length_exceeded":       {ReasonContextOverflow, tierExact},
@@ -263,6 +267,68 @@ func errorNames(p string, n int) []string {
 	return out
 }
 
+// grpcCodes finds up to n gRPC status names in the original-case text, as the
+// clients print them: grpc-go's "rpc error: code = ResourceExhausted desc =
+// ...", grpcio's "status = StatusCode.UNAVAILABLE" and tritonclient's
+// "[StatusCode.UNAVAILABLE]", grpc-java's "StatusRuntimeException:
+// UNAVAILABLE: io exception" and grpc-js's "14 UNAVAILABLE: No connection
+// established". They are read through the code table like
+// Google's status strings ("UNAVAILABLE" says timeout only when nothing more
+// specific does; "Unauthenticated" is auth).
+func grpcCodes(p string, n int) []string {
+	out := grpcCanonical(p, n)
+	for _, lead := range []string{"code = ", "StatusCode."} {
+		for from := 0; len(out) < n; {
+			i := strings.Index(p[from:], lead)
+			if i < 0 {
+				break
+			}
+			j := from + i + len(lead)
+			k := j
+			for k < len(p) && (isASCIILetter(p[k]) || p[k] == '_') {
+				k++
+			}
+			from = k
+			if k > j && (lead != "code = " || strings.HasPrefix(p[k:], " desc")) {
+				out = append(out, p[j:k])
+			}
+		}
+	}
+	return out
+}
+
+// grpcNames are gRPC's canonical status names other than OK.
+var grpcNames = map[string]bool{"CANCELLED": true, "UNKNOWN": true, "INVALID_ARGUMENT": true,
+	"DEADLINE_EXCEEDED": true, "NOT_FOUND": true, "ALREADY_EXISTS": true, "PERMISSION_DENIED": true,
+	"RESOURCE_EXHAUSTED": true, "FAILED_PRECONDITION": true, "ABORTED": true, "OUT_OF_RANGE": true,
+	"UNIMPLEMENTED": true, "INTERNAL": true, "UNAVAILABLE": true, "DATA_LOSS": true, "UNAUTHENTICATED": true}
+
+// grpcCanonical finds canonical names written "NAME:" after an exception's
+// name (grpc-java) or after the numeric code (grpc-js), never a bare word. One
+// pass over the colons: most texts have no capitals before any of them.
+func grpcCanonical(p string, n int) []string {
+	var out []string
+	for i := 1; i < len(p) && len(out) < n; i++ {
+		if p[i] != ':' || p[i-1] < 'A' || p[i-1] > 'Z' {
+			continue
+		}
+		j := i
+		for j > 0 && (p[j-1] >= 'A' && p[j-1] <= 'Z' || p[j-1] == '_') {
+			j--
+		}
+		if !grpcNames[p[j:i]] {
+			continue
+		}
+		before := p[:j]
+		if strings.HasSuffix(before, "Exception: ") || reGRPCNumber.MatchString(before[max(0, len(before)-4):]) {
+			out = append(out, p[j:i])
+		}
+	}
+	return out
+}
+
+var reGRPCNumber = regexp.MustCompile(`(?:^|[^\w.])\d{1,2} $`)
+
 func isASCIILetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
 
 var reStopReasonText = regexp.MustCompile(`(?:stop[ _]reason|finish[ _]reason|finishreason|stopreason|\breason)\s*[:=]\s*"?([a-z_]+)`)
@@ -300,6 +366,9 @@ func fieldStep(c *textCtx) (exact, hint, typ fieldHit) {
 		}
 	}
 	for _, p := range c.ev.prose {
+		for _, code := range grpcCodes(p, 2) {
+			fields = append(fields, field{"text grpc status", code})
+		}
 		if !strings.Contains(p, "Error") && !strings.Contains(p, "Exception") {
 			continue
 		}

@@ -1,5 +1,7 @@
 package classify
 
+import "strings"
+
 // Finish maps a provider's stop reason to the known set (R14): "stop",
 // "length", "tool_calls" and "function_call". A stop that is a failure (a
 // filter, an error stop, or one detour does not know) keeps its words and
@@ -21,6 +23,12 @@ func Finish(fr string) (norm string, bad Reason) {
 		return fr, ReasonContentFilter
 	case "error", "aborted":
 		return fr, ReasonTimeout // C6
+	}
+	// The filters the field step reads in a body's stop fields (Gemini's
+	// PROHIBITED_CONTENT, SPII, Bedrock's guardrail_intervened, Cohere's
+	// ERROR_TOXIC, ...) are filters when a relay streams them too.
+	if e, ok := stopReasons[strings.ToLower(fr)]; ok && e.reason == ReasonContentFilter {
+		return fr, ReasonContentFilter
 	}
 	return fr, ReasonUnclassified
 }

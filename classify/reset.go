@@ -171,8 +171,10 @@ func zoneOffset(z string) (int, bool) {
 }
 
 // validDate builds a time only when every field is in range (no normalisation).
+// A year before 2015 is no provider's reset (a zero value printed,
+// "2001-01-01T00:00:00Z"), as for epochs.
 func validDate(y, mo, d, h, mi, sec, nsec, off int) (time.Time, bool) {
-	if y < 1970 || y > 9999 || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60 {
+	if y < 2015 || y > 9999 || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60 {
 		return time.Time{}, false
 	}
 	if sec == 60 {
@@ -245,6 +247,7 @@ var (
 		"retrying in", "retry-after", "retry_after", "retryafter", "retrydelay", "retry_delay",
 		"wait for", "wait", "reset in", "resets in", "reset after", "available in",
 		"available again in", "refresh in", "refreshes in", "cooldown", "cool down for",
+		"replenished in", "refilled in",
 	}
 	momentKeywords = []string{
 		"reset", "regain", "retry", "again", "available", "until", "resume", "refresh", "renew",
@@ -322,6 +325,11 @@ func durationAfter(s string, kw string) (time.Duration, bool) {
 		}
 		if !advanced {
 			break
+		}
+	}
+	if strings.HasSuffix(kw, " in") || strings.HasSuffix(strings.TrimRight(s[:i], " "), " in") || strings.HasPrefix(s, " in ") {
+		if d, ok := clockDuration(s[i:]); ok { // "in 10:25:13"; "after 10:25" is a moment
+			return d, true
 		}
 	}
 	total := 0.0
@@ -660,7 +668,10 @@ func parseHTTPDate(s string) (time.Time, error) {
 	for _, layout := range []string{"Mon, 02 Jan 2006 15:04:05 GMT", time.RFC850, time.ANSIC, time.RFC1123Z} {
 		var t time.Time
 		if t, err = time.Parse(layout, s); err == nil {
-			if y := t.Year(); y < 1970 || y > 9999 {
+			// Like an epoch (parseSecondsOrEpoch), a date before 2015 is no
+			// provider's reset ("Mon, 01 Jan 2001 0:00:00 GMT" is a zero value
+			// printed), never a moment to wait for.
+			if y := t.Year(); y < 2015 || y > 9999 {
 				return time.Time{}, errors.New("http date out of range")
 			}
 			return t.UTC(), nil
@@ -785,3 +796,20 @@ func hasClockDigits(s string) bool {
 		from = i + 1
 	}
 }
+
+// clockDuration reads a wait written as a clock, "10:25:13" (hours, minutes,
+// seconds: Azure API Management's "Quota will be replenished in 10:25:13"), at
+// the start of s. Two fields ("10:25") are a moment of day, not a wait, and are
+// left to the moment parsers.
+func clockDuration(s string) (time.Duration, bool) {
+	m := reClockWait.FindStringSubmatch(s)
+	if m == nil {
+		return 0, false
+	}
+	h, _ := strconv.Atoi(m[1])
+	mi, _ := strconv.Atoi(m[2])
+	se, _ := strconv.Atoi(m[3])
+	return secondsDuration(float64(h*3600 + mi*60 + se))
+}
+
+var reClockWait = regexp.MustCompile(`^(\d{1,3}):([0-5]\d):([0-5]\d)(?:[^\d:.]|\.(?:\D|$)|$)`)
