@@ -76,6 +76,21 @@ func NewDownloadClient(timeout time.Duration, transport http.RoundTripper) *http
 	}
 }
 
+// OnFileHost reports whether ref is an https URL whose (lower-case) host
+// passes isFileHost, or a URL on the scheme and host of apiURL (a local fake of
+// the platform; "" = none): the only places a platform's files are read from.
+func OnFileHost(ref, apiURL string, isFileHost func(host string) bool) bool {
+	u, err := url.Parse(ref)
+	if err != nil {
+		return false
+	}
+	if u.Scheme == "https" && isFileHost(strings.ToLower(u.Hostname())) {
+		return true
+	}
+	api, err := url.Parse(apiURL)
+	return apiURL != "" && err == nil && u.Scheme == api.Scheme && strings.EqualFold(u.Host, api.Host)
+}
+
 // Download GETs u with header through c and returns its body, at most max
 // bytes: a larger body (announced or read) fails with ErrFileTooLarge after
 // reading no more than max+1 bytes, so memory stays bounded whatever the server
@@ -149,4 +164,39 @@ func readCapped(r io.Reader, length, max int64) ([]byte, error) {
 			return nil, err
 		}
 	}
+}
+
+// Timed returns a RoundTripper that gives each request d once it is sent, to
+// the end of its body: a wait before it (a rate limit, a reconnect backoff)
+// never eats into its time, as an http.Client Timeout would.
+func Timed(base http.RoundTripper, d time.Duration) http.RoundTripper {
+	return timed{base: base, d: d}
+}
+
+type timed struct {
+	base http.RoundTripper
+	d    time.Duration
+}
+
+func (t timed) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx, cancel := context.WithTimeout(req.Context(), t.d)
+	resp, err := t.base.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
+// cancelOnClose ends a request's timeout once its body has been read.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (c *cancelOnClose) Close() error {
+	err := c.ReadCloser.Close()
+	c.cancel()
+	return err
 }

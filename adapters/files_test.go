@@ -77,3 +77,30 @@ func TestDownload_I3_BoundedAndSameHostOnly(t *testing.T) {
 		t.Fatal("a file: URL was read")
 	}
 }
+
+// covers I3: a platform's credential goes only to its file hosts: https on a
+// host the platform names, or the scheme and host of a configured API URL (a
+// local fake); a look-alike host, plain http or another port gets nothing.
+func TestOnFileHost_I3_OnlyThePlatformsHosts(t *testing.T) {
+	slackHost := func(h string) bool { return h == "slack.com" || strings.HasSuffix(h, ".slack.com") }
+	tests := []struct {
+		ref, api string
+		want     bool
+	}{
+		{"https://files.slack.com/files-pri/T1-F1/x.png", "", true},
+		{"https://FILES.Slack.com/x", "", true},
+		{"http://files.slack.com/x", "", false},
+		{"https://files.slack.com.evil.example/x", "", false},
+		{"https://evilslack.com/x", "", false},
+		{"http://127.0.0.1:8089/files/x", "http://127.0.0.1:8089/api/", true},
+		{"http://127.0.0.1:9999/files/x", "http://127.0.0.1:8089/api/", false},
+		{"https://127.0.0.1:8089/files/x", "http://127.0.0.1:8089/api/", false},
+		{"http://127.0.0.1:8089/files/x", "", false},
+		{"::not a url", "", false},
+	}
+	for _, tc := range tests {
+		if got := OnFileHost(tc.ref, tc.api, slackHost); got != tc.want {
+			t.Errorf("OnFileHost(%q, %q) = %v, want %v", tc.ref, tc.api, got, tc.want)
+		}
+	}
+}

@@ -37,16 +37,8 @@ func NewRecent(size int, ttl time.Duration, now func() time.Time) *Recent {
 	return &Recent{cache: c, ttl: ttl, now: now}
 }
 
-// Add records key as just seen, keeping the value it holds.
-func (r *Recent) Add(key string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var v string
-	if e, ok := r.cache.Peek(key); ok {
-		v = e.value
-	}
-	r.cache.Add(key, recentEntry{at: r.now(), value: v})
-}
+// Add records key as just seen, holding no value.
+func (r *Recent) Add(key string) { r.Put(key, "") }
 
 // Put records key as just seen, holding value.
 func (r *Recent) Put(key, value string) {
@@ -69,9 +61,8 @@ func (r *Recent) Value(key string) (string, bool) {
 
 // Has reports whether key is held (and not expired), refreshing its recency.
 func (r *Recent) Has(key string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.has(key)
+	_, ok := r.Value(key)
+	return ok
 }
 
 func (r *Recent) has(key string) bool {

@@ -135,17 +135,10 @@ func (a *Adapter) Run(ctx context.Context, inbox chan<- adapters.Inbound) error 
 			return fmt.Errorf("console: read: %w", l.err)
 		}
 		n++
-		if a.opts.Interactive && len(l.text) == TerminalLineLimit {
-			// The terminal's line discipline keeps at most this many bytes of a
-			// line and drops the rest: sending what is left would answer half a
-			// question as if it were whole.
-			_ = a.Send(ctx, adapters.Outbound{Kind: adapters.KindError, Channel: Name, SessionKey: Name + ":" + DefaultSession, ReplyTo: DefaultSession, Text: cutLine})
-			continue
-		}
 		in, skip, errText, session := a.parse(l, n)
 		if skip {
 			if a.opts.Format == FormatText {
-				a.note("(empty line: nothing was sent)") // every line gets an answer
+				a.print("(empty line: nothing was sent)\n") // every line gets an answer
 			}
 			continue
 		}
@@ -173,20 +166,16 @@ func (a *Adapter) Run(ctx context.Context, inbox chan<- adapters.Inbound) error 
 
 // prompt shows "> " when a person waits at a terminal.
 func (a *Adapter) prompt() {
-	if !a.opts.Interactive || a.opts.Format != FormatText {
-		return
+	if a.opts.Interactive && a.opts.Format == FormatText {
+		a.print("> ")
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	_, _ = a.bw.WriteString("> ")
-	_ = a.bw.Flush()
 }
 
-// note prints a line of the console's own (text format only).
-func (a *Adapter) note(text string) {
+// print writes text of the console's own (text format only).
+func (a *Adapter) print(text string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	_, _ = a.bw.WriteString(text + "\n")
+	_, _ = a.bw.WriteString(text)
 	_ = a.bw.Flush()
 }
 
@@ -258,6 +247,12 @@ const maxIDBytes = 200
 // of an error line for the session it concerns.
 func (a *Adapter) parse(l line, n int) (in adapters.Inbound, skip bool, errText, session string) {
 	session = DefaultSession
+	if a.opts.Interactive && len(l.text) == TerminalLineLimit {
+		// The terminal's line discipline keeps at most this many bytes of a
+		// line and drops the rest: sending what is left would answer half a
+		// question as if it were whole.
+		return in, false, cutLine, session
+	}
 	if l.tooLong > 0 {
 		return in, false, fmt.Sprintf("input line %d is too long (%d bytes; limit %d); it was ignored", n, l.tooLong, a.opts.MaxMessageBytes), session
 	}

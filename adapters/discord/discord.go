@@ -66,12 +66,6 @@ type Config struct {
 	// ShardID and ShardCount are sent in Identify when ShardCount > 1 (replicas
 	// that split the guilds between them).
 	ShardID, ShardCount int
-	// HTTPTimeout bounds each REST request once it is sent (default 10s); waiting
-	// out a rate limit before it does not count.
-	HTTPTimeout time.Duration
-	// OpenTimeout bounds one gateway handshake: dial, Hello, Identify/Resume and
-	// READY/RESUMED (default 20s).
-	OpenTimeout time.Duration
 	// Log receives the adapter's logs (default slog.Default()).
 	Log *slog.Logger
 	// Models lists the configured model refs, for /model autocomplete.
@@ -88,8 +82,8 @@ type Config struct {
 	// TLS, when set, configures the REST and gateway connections (tests trust
 	// a fake's certificate with it).
 	TLS *tls.Config
-	// Timing is how the connection waits (rate limits, reconnects), and its
-	// clock.
+	// Timing is how the connection waits (rate limits, reconnects, the REST
+	// and handshake timeouts), and its clock.
 	link.Timing
 }
 
@@ -259,4 +253,28 @@ func (a *Adapter) deliver(ctx context.Context, in adapters.Inbound) {
 	case inbox <- in:
 	case <-ctx.Done():
 	}
+}
+
+// Probe checks the bot token (GET /users/@me) and, when target names a channel
+// id, that the channel exists and the bot may see it (GET /channels/{id}).
+// Nothing is posted and no gateway connection is opened.
+func (a *Adapter) Probe(ctx context.Context, target string) []adapters.ProbeResult {
+	me, err := link.Get(ctx, a.link, "GET /users/@me", a.token, func(opts ...discordgo.RequestOption) (*discordgo.User, error) {
+		return a.rest.User("@me", opts...)
+	})
+	out := []adapters.ProbeResult{adapters.Checked("discord bot token (GET /users/@me)", err,
+		func() string { return "bot user " + me.Username + " (" + me.ID + ")" })}
+	if target == "" {
+		return out
+	}
+	ch, err := link.Get(ctx, a.link, "GET /channels/"+target, a.token,
+		func(opts ...discordgo.RequestOption) (*discordgo.Channel, error) {
+			return a.rest.Channel(target, opts...)
+		})
+	return append(out, adapters.Checked("discord admin channel "+target+" (GET /channels)", err, func() string {
+		if ch.Name == "" {
+			return "reachable"
+		}
+		return "#" + ch.Name
+	}))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/detourbot/detour/adapters"
+	"github.com/detourbot/detour/adapters/discord/link"
 	"github.com/detourbot/detour/commands"
 )
 
@@ -152,18 +154,22 @@ func (a *Adapter) onThreadCreate(tc *discordgo.ThreadCreate) {
 
 // ---- interactions ----
 
-// command names and their single string option.
-var commandOption = map[string]string{
-	"model":   "model",
-	"new":     "model",
-	"reset":   "",
-	"compact": "",
-	"status":  "",
-	"usage":   "scope",
-	"recover": "target",
-	"help":    "",
+// commandOption is the name of a command's one string option ("" for none),
+// and whether detour has the command.
+func commandOption(name string) (string, bool) {
+	for _, c := range commandDefs() {
+		switch {
+		case c.Name != name:
+		case len(c.Options) == 0:
+			return "", true
+		default:
+			return c.Options[0].Name, true
+		}
+	}
+	return "", false
 }
 
+// commandDefs are detour's application commands.
 func commandDefs() []*discordgo.ApplicationCommand {
 	opt := func(name, desc string, required bool) []*discordgo.ApplicationCommandOption {
 		return []*discordgo.ApplicationCommandOption{{
@@ -200,10 +206,10 @@ func (a *Adapter) registerCommands(ctx context.Context) error {
 		return errNoApp
 	}
 	cmds := commandDefs()
-	err := a.link.Call(ctx, "register commands", "", func(opts ...discordgo.RequestOption) error {
-		_, err := a.rest.ApplicationCommandBulkOverwrite(app, a.cfg.GuildID, cmds, opts...)
-		return err
-	})
+	_, err := link.Get(ctx, a.link, "register commands", "",
+		func(opts ...discordgo.RequestOption) ([]*discordgo.ApplicationCommand, error) {
+			return a.rest.ApplicationCommandBulkOverwrite(app, a.cfg.GuildID, cmds, opts...)
+		})
 	if err == nil {
 		scope := "global"
 		if a.cfg.GuildID != "" {
@@ -242,6 +248,13 @@ func interactionUser(i *discordgo.Interaction) string {
 	return ""
 }
 
+// interactionAnswers answer the kinds of interaction detour takes.
+var interactionAnswers = map[discordgo.InteractionType]func(*Adapter, context.Context, *discordgo.Interaction, time.Time){
+	discordgo.InteractionApplicationCommandAutocomplete: (*Adapter).autocomplete,
+	discordgo.InteractionApplicationCommand:             (*Adapter).command,
+	discordgo.InteractionMessageComponent:               (*Adapter).component,
+}
+
 // onInteraction gives each interaction its own goroutine, which answers Discord
 // first (deferral or autocomplete choices) within the 3-second deadline,
 // whatever else is waiting.
@@ -254,15 +267,8 @@ func (a *Adapter) onInteraction(ic *discordgo.InteractionCreate) {
 		return // replayed on resume: answered already
 	}
 	received := time.Now()
-	var f func(ctx context.Context)
-	switch i.Type {
-	case discordgo.InteractionApplicationCommandAutocomplete:
-		f = func(ctx context.Context) { a.autocomplete(ctx, i, received) }
-	case discordgo.InteractionApplicationCommand:
-		f = func(ctx context.Context) { a.command(ctx, i, received) }
-	case discordgo.InteractionMessageComponent:
-		f = func(ctx context.Context) { a.component(ctx, i, received) }
-	default:
+	answer := interactionAnswers[i.Type]
+	if answer == nil {
 		return
 	}
 	select {
@@ -271,7 +277,7 @@ func (a *Adapter) onInteraction(ic *discordgo.InteractionCreate) {
 		a.log.Warn("discord interaction dropped: too many interactions being answered", "interaction_id", i.ID, "limit", maxAnswering)
 		return
 	}
-	if !a.goOwned(func(ctx context.Context) { defer func() { <-a.answering }(); f(ctx) }) {
+	if !a.goOwned(func(ctx context.Context) { defer func() { <-a.answering }(); answer(a, ctx, i, received) }) {
 		<-a.answering
 	}
 }
@@ -292,7 +298,7 @@ func (a *Adapter) command(ctx context.Context, i *discordgo.Interaction, receive
 	if !ok {
 		return
 	}
-	optName, known := commandOption[d.Name]
+	optName, known := commandOption(d.Name)
 	if !known {
 		return
 	}
@@ -348,7 +354,7 @@ func (a *Adapter) autocomplete(ctx context.Context, i *discordgo.Interaction, re
 	if !ok {
 		return
 	}
-	optName := commandOption[d.Name]
+	optName, _ := commandOption(d.Name)
 	partial, _ := stringOption(d, optName)
 	var choices []string
 	switch d.Name {
@@ -380,20 +386,12 @@ const (
 	maxChoiceLen = 100
 )
 
-type choiceList struct {
-	seen map[string]bool
-	out  []string
-}
+type choiceList struct{ out []string }
 
 func (c *choiceList) add(s string) {
-	if len(c.out) >= maxChoices || len(s) > maxChoiceLen || s == "" || c.seen[s] {
-		return
+	if len(c.out) < maxChoices && len(s) <= maxChoiceLen && s != "" && !slices.Contains(c.out, s) {
+		c.out = append(c.out, s)
 	}
-	if c.seen == nil {
-		c.seen = map[string]bool{}
-	}
-	c.seen[s] = true
-	c.out = append(c.out, s)
 }
 
 // profilesFor keeps the profiles of a model's provider ("openai:main" for

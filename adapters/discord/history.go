@@ -1,9 +1,9 @@
 package discord
 
 import (
+	"cmp"
 	"context"
 	"errors"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -11,6 +11,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/detourbot/detour/adapters"
+	"github.com/detourbot/detour/adapters/discord/link"
 )
 
 // Earlier messages (H1, H2). Mentioned for the first time in a thread it did
@@ -48,11 +49,8 @@ func (a *Adapter) ReadEarlier(ctx context.Context, ref string, max int) ([]adapt
 }
 
 func (a *Adapter) threadBefore(ctx context.Context, channel, before string, max int) ([]adapters.Earlier, error) {
-	var msgs []*discordgo.Message
-	err := a.link.Call(ctx, "read thread", "", func(opts ...discordgo.RequestOption) error {
-		var err error
-		msgs, err = a.rest.ChannelMessages(channel, min(max, maxPage), before, "", "", opts...)
-		return err
+	msgs, err := link.Get(ctx, a.link, "read thread", "", func(opts ...discordgo.RequestOption) ([]*discordgo.Message, error) {
+		return a.rest.ChannelMessages(channel, min(max, maxPage), before, "", "", opts...)
 	})
 	if err != nil {
 		return nil, err
@@ -75,12 +73,10 @@ func (a *Adapter) replyChain(ctx context.Context, channel, id string, max int) (
 	seen := map[string]bool{}
 	for steps := 0; id != "" && !seen[id] && steps < max; steps++ {
 		seen[id] = true
-		var m *discordgo.Message
-		err := a.link.Call(ctx, "read replied message", "", func(opts ...discordgo.RequestOption) error {
-			var err error
-			m, err = a.rest.ChannelMessage(channel, id, opts...)
-			return err
-		})
+		m, err := link.Get(ctx, a.link, "read replied message", "",
+			func(opts ...discordgo.RequestOption) (*discordgo.Message, error) {
+				return a.rest.ChannelMessage(channel, id, opts...)
+			})
 		if restCode(err) == discordgo.ErrCodeUnknownMessage {
 			break // deleted: the chain ends there
 		}
@@ -110,11 +106,8 @@ func (a *Adapter) earlierOf(m *discordgo.Message) (adapters.Earlier, bool) {
 	if m.Type != discordgo.MessageTypeDefault && m.Type != discordgo.MessageTypeReply {
 		return adapters.Earlier{}, false
 	}
-	e := adapters.Earlier{User: "discord:" + m.Author.ID, Name: m.Author.GlobalName, Bot: m.Author.Bot,
+	e := adapters.Earlier{User: "discord:" + m.Author.ID, Name: cmp.Or(m.Author.GlobalName, m.Author.Username), Bot: m.Author.Bot,
 		Text: stripMention(m.Content, a.link.BotID()), At: m.Timestamp}
-	if e.Name == "" {
-		e.Name = m.Author.Username
-	}
 	for _, at := range m.Attachments {
 		if at != nil {
 			e.Files = append(e.Files, at.Filename)
@@ -151,24 +144,12 @@ var errNotDiscordFile = errors.New("discord: the attachment is not on Discord's 
 
 // ReadFile implements adapters.FileReader.
 func (a *Adapter) ReadFile(ctx context.Context, f adapters.File, max int64) ([]byte, error) {
-	u, err := url.Parse(f.Ref)
-	if err != nil || !a.cdnHost(u) {
+	if !adapters.OnFileHost(f.Ref, a.cfg.APIURL, cdnHost) {
 		return nil, errNotDiscordFile
 	}
 	b, _, err := adapters.Download(ctx, fileClient, f.Ref, nil, max) // no Authorization: the CDN takes none
 	return b, err
 }
 
-// cdnHost reports whether u is on Discord's CDN (https cdn.discordapp.com or
-// media.discordapp.net), or on the configured API URL's host (a local fake).
-func (a *Adapter) cdnHost(u *url.URL) bool {
-	host := strings.ToLower(u.Hostname())
-	if u.Scheme == "https" && (host == "cdn.discordapp.com" || host == "media.discordapp.net") {
-		return true
-	}
-	if a.cfg.APIURL == "" {
-		return false
-	}
-	api, err := url.Parse(a.cfg.APIURL)
-	return err == nil && u.Scheme == api.Scheme && strings.EqualFold(u.Host, api.Host)
-}
+// cdnHost: Discord's CDN is cdn.discordapp.com and media.discordapp.net.
+func cdnHost(h string) bool { return h == "cdn.discordapp.com" || h == "media.discordapp.net" }

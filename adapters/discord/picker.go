@@ -3,6 +3,7 @@ package discord
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -33,16 +34,15 @@ const pickPlaceholder = "Choose one"
 // autocomplete offers it).
 func pickerComponents(choices []adapters.Choice, log *slog.Logger) []discordgo.MessageComponent {
 	var opts []discordgo.SelectMenuOption
-	seen := map[string]bool{}
 	left := 0
 	for _, c := range choices {
 		label, value := strings.TrimSpace(c.Label), strings.TrimSpace(c.Command)
-		if len(opts) == maxMenuOptions || label == "" || value == "" || seen[value] ||
+		if len(opts) == maxMenuOptions || label == "" || value == "" ||
+			slices.ContainsFunc(opts, func(o discordgo.SelectMenuOption) bool { return o.Value == value }) ||
 			utf8.RuneCountInString(label) > maxMenuText || utf8.RuneCountInString(value) > maxMenuText {
 			left++
 			continue
 		}
-		seen[value] = true
 		opts = append(opts, discordgo.SelectMenuOption{Label: label, Value: value})
 	}
 	if left > 0 && log != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/detourbot/detour/adapters"
+	"github.com/detourbot/detour/adapters/discord/link"
 )
 
 // MaxMessageLen is Discord's content limit per message.
@@ -118,11 +119,8 @@ func (a *Adapter) postOne(ctx context.Context, channelID, reference, content str
 	if reference != "" {
 		msg.Reference = &discordgo.MessageReference{MessageID: reference, ChannelID: channelID, FailIfNotExists: &failIfNotExists}
 	}
-	var m *discordgo.Message
-	err := a.link.Call(ctx, "post message", "", func(opts ...discordgo.RequestOption) error {
-		var err error
-		m, err = a.rest.ChannelMessageSendComplex(channelID, msg, opts...)
-		return err
+	m, err := link.Get(ctx, a.link, "post message", "", func(opts ...discordgo.RequestOption) (*discordgo.Message, error) {
+		return a.rest.ChannelMessageSendComplex(channelID, msg, opts...)
 	})
 	if err == nil && m == nil {
 		err = errors.New("discord: post message: no message in the answer")
@@ -163,10 +161,10 @@ func (a *Adapter) sendInteraction(ctx context.Context, id string, kind adapters.
 				c := append([]discordgo.MessageComponent{}, comps...)
 				edit.Components = &c
 			}
-			err = a.link.Call(ctx, "edit interaction response", p.i.Token, func(opts ...discordgo.RequestOption) error {
-				_, err := a.rest.InteractionResponseEdit(p.i, edit, opts...)
-				return err
-			})
+			_, err = link.Get(ctx, a.link, "edit interaction response", p.i.Token,
+				func(opts ...discordgo.RequestOption) (*discordgo.Message, error) {
+					return a.rest.InteractionResponseEdit(p.i, edit, opts...)
+				})
 			if err == nil {
 				p.edited = true
 			}
@@ -175,10 +173,11 @@ func (a *Adapter) sendInteraction(ctx context.Context, id string, kind adapters.
 			if ephemeral || p.ephemeral {
 				f |= discordgo.MessageFlagsEphemeral
 			}
-			err = a.link.Call(ctx, "interaction follow-up", p.i.Token, func(opts ...discordgo.RequestOption) error {
-				_, err := a.rest.FollowupMessageCreate(p.i, true, &discordgo.WebhookParams{Content: content, Flags: f, AllowedMentions: noMentions(), Components: comps}, opts...)
-				return err
-			})
+			params := &discordgo.WebhookParams{Content: content, Flags: f, AllowedMentions: noMentions(), Components: comps}
+			_, err = link.Get(ctx, a.link, "interaction follow-up", p.i.Token,
+				func(opts ...discordgo.RequestOption) (*discordgo.Message, error) {
+					return a.rest.FollowupMessageCreate(p.i, true, params, opts...)
+				})
 		}
 		if err != nil {
 			return err

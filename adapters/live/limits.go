@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 )
@@ -46,11 +47,7 @@ func (p *Pauses) Pause(key string, d time.Duration) {
 	}
 	if len(p.m) > 4096 { // forget pauses long over
 		now := p.Now()
-		for k, e := range p.m {
-			if !e.sleeping && !e.until.After(now) {
-				delete(p.m, k)
-			}
-		}
+		maps.DeleteFunc(p.m, func(_ string, e *pause) bool { return !e.sleeping && !e.until.After(now) })
 	}
 	if e := p.m[key]; e != nil {
 		if until.After(e.until) {

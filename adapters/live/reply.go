@@ -263,7 +263,7 @@ func (r *Reply) Run(ctx context.Context) {
 			again = len(r.lead) > 0 || r.final != nil
 			r.mu.Unlock()
 			if !again {
-				r.show(withAbandon(ctx, r.finishing.Done()), want)
+				r.show(context.WithValue(ctx, abandonKey{}, r.finishing), want)
 			}
 		}
 	}
@@ -422,14 +422,10 @@ func (r *Reply) truncate(ctx context.Context, i int) error {
 
 type abandonKey struct{}
 
-func withAbandon(ctx context.Context, ch <-chan struct{}) context.Context {
-	return context.WithValue(ctx, abandonKey{}, ch)
-}
-
-// Abandoned is closed once the reply a write belongs to is finishing: a write
+// Abandoned is done once the reply a write belongs to is finishing: a write
 // still waiting for a rate limit may give up (the final write follows), though
 // one already sent must not be cut short. Nil for the final writes.
-func Abandoned(ctx context.Context) <-chan struct{} {
-	ch, _ := ctx.Value(abandonKey{}).(<-chan struct{})
-	return ch
+func Abandoned(ctx context.Context) context.Context {
+	fin, _ := ctx.Value(abandonKey{}).(context.Context)
+	return fin
 }

@@ -47,12 +47,9 @@ func (a *Adapter) assistantStarted(ctx context.Context, raw json.RawMessage) {
 		return
 	}
 	a.mem.assistant.Add(threadKey(th.ChannelID, th.ThreadTS))
-	prompts := a.cfg.SuggestedPrompts
+	prompts := a.cfg.SuggestedPrompts[:min(len(a.cfg.SuggestedPrompts), maxSuggestedPrompts)]
 	if len(prompts) == 0 {
 		return
-	}
-	if len(prompts) > maxSuggestedPrompts {
-		prompts = prompts[:maxSuggestedPrompts]
 	}
 	params := slackgo.AssistantThreadsSetSuggestedPromptsParameters{ChannelID: th.ChannelID, ThreadTS: th.ThreadTS}
 	for _, p := range prompts {

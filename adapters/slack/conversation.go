@@ -13,24 +13,20 @@ import (
 // conversationOfType maps a message event's channel_type to the Inbound's
 // conversation kind (T5): "im" a direct message, "mpim" a group DM (a direct
 // message for access.direct_messages), "channel" and "group" (a private
-// channel) channels; "" when Slack gave none.
+// channel) channels; none when Slack gave none.
 // https://api.slack.com/events/message.mpim, .../message.groups
-func conversationOfType(channelType string) string {
-	switch channelType {
-	case "im", "app_home":
-		return adapters.ConversationDirect
-	case "mpim":
-		return adapters.ConversationGroup
-	case "channel", "group":
-		return adapters.ConversationChannel
-	}
-	return ""
+var conversationOfType = map[string]string{
+	"im":       adapters.ConversationDirect,
+	"app_home": adapters.ConversationDirect,
+	"mpim":     adapters.ConversationGroup,
+	"channel":  adapters.ConversationChannel,
+	"group":    adapters.ConversationChannel,
 }
 
 // learnConversation remembers the kind of ev's conversation when the event
 // names its channel type (message events do; app_mention events do not).
 func (a *Adapter) learnConversation(ev innerEvent) {
-	if k := conversationOfType(ev.ChannelType); k != "" && ev.Channel != "" {
+	if k := conversationOfType[ev.ChannelType]; k != "" && ev.Channel != "" {
 		a.mem.kinds.Put(ev.Channel, k)
 	}
 }
@@ -41,7 +37,7 @@ func (a *Adapter) learnConversation(ev innerEvent) {
 // conversation whose id starts with G counts as a group DM: such ids are group
 // DMs or private channels made before 2021, and T5 fails closed.
 func (a *Adapter) conversation(ctx context.Context, ev innerEvent) string {
-	if k := conversationOfType(ev.ChannelType); k != "" {
+	if k := conversationOfType[ev.ChannelType]; k != "" {
 		return k
 	}
 	if strings.HasPrefix(ev.Channel, "D") {

@@ -148,7 +148,7 @@ func TestE2E_SlackChannelModelCommand_NewThreadAnsweredByIt(t *testing.T) {
 func TestE2E_SlackTwoReplicaSockets_EachEventAnsweredOnce(t *testing.T) {
 	e := startE2E(t, func(s *setup) {
 		s.replicas = 2
-		s.config.Memory = slack.NewMemory(0, 0, s.config.Now)
+		s.config.Memory = slack.NewMemory(s.config.Now)
 		s.fake.AckTimeout = 300 * time.Millisecond
 	})
 	e.slack.DropAcks(1) // the first mention's ack is lost: Slack sends it again

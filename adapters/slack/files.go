@@ -1,10 +1,10 @@
 package slack
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -41,14 +41,7 @@ func filesOf(fs []slackFile) []adapters.File {
 	}
 	out := make([]adapters.File, 0, len(fs))
 	for _, f := range fs {
-		name := f.Name
-		if name == "" {
-			name = f.Title
-		}
-		ref := f.URLPrivateDownload
-		if ref == "" {
-			ref = f.URLPrivate
-		}
+		name, ref := cmp.Or(f.Name, f.Title), cmp.Or(f.URLPrivateDownload, f.URLPrivate)
 		switch f.Mode {
 		case "tombstone", "hidden_by_limit", "external":
 			ref = "" // deleted, beyond the workspace's history limit, or hosted elsewhere
@@ -72,8 +65,7 @@ func (a *Adapter) ReadFile(ctx context.Context, f adapters.File, max int64) ([]b
 	if f.Ref == "" {
 		return nil, errors.New("slack: the file cannot be downloaded (deleted, hidden by the workspace's plan, or hosted elsewhere)")
 	}
-	u, err := url.Parse(f.Ref)
-	if err != nil || !a.fileHost(u) {
+	if !adapters.OnFileHost(f.Ref, a.cfg.APIURL, slackFileHost) {
 		return nil, errNotSlackFile
 	}
 	h := http.Header{"Authorization": {"Bearer " + a.cfg.BotToken}}
@@ -90,20 +82,9 @@ func (a *Adapter) ReadFile(ctx context.Context, f adapters.File, max int64) ([]b
 	return b, nil
 }
 
-// fileHost reports whether u is one of Slack's file hosts: https on
-// slack.com or a subdomain (files.slack.com), or the host of the configured
-// API URL (a local fake).
-func (a *Adapter) fileHost(u *url.URL) bool {
-	host := strings.ToLower(u.Hostname())
-	if u.Scheme == "https" && (host == "slack.com" || strings.HasSuffix(host, ".slack.com")) {
-		return true
-	}
-	if a.cfg.APIURL == "" {
-		return false
-	}
-	api, err := url.Parse(a.cfg.APIURL)
-	return err == nil && u.Scheme == api.Scheme && strings.EqualFold(u.Host, api.Host)
-}
+// slackFileHost: Slack's files are on slack.com and its subdomains
+// (files.slack.com).
+func slackFileHost(h string) bool { return h == "slack.com" || strings.HasSuffix(h, ".slack.com") }
 
 func isHTML(ctype string) bool {
 	return strings.HasPrefix(strings.ToLower(strings.TrimSpace(ctype)), "text/html")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -132,15 +133,13 @@ func earlierOf(m slackgo.Message) adapters.Earlier {
 	return e
 }
 
-// tsTime reads a Slack timestamp ("1712000000.000100").
+// tsTime reads a Slack timestamp ("1712000000.000100"); the zero time for
+// anything else.
 func tsTime(ts string) time.Time {
 	sec, _, _ := strings.Cut(ts, ".")
-	var n int64
-	for _, c := range sec {
-		if c < '0' || c > '9' {
-			return time.Time{}
-		}
-		n = n*10 + int64(c-'0')
+	n, err := strconv.ParseUint(sec, 10, 63)
+	if err != nil {
+		return time.Time{}
 	}
-	return time.Unix(n, 0).UTC()
+	return time.Unix(int64(n), 0).UTC()
 }

@@ -61,19 +61,14 @@ const (
 	boldClose = "\x03"
 )
 
-// escapeMrkdwn escapes the three characters Slack reserves for control sequences.
-func escapeMrkdwn(s string) string {
-	s = strings.ReplaceAll(s, "&", "&amp;")
-	s = strings.ReplaceAll(s, "<", "&lt;")
-	return strings.ReplaceAll(s, ">", "&gt;")
-}
-
-// unescapeSlack turns Slack's escaped message text back into plain characters.
-func unescapeSlack(s string) string {
-	s = strings.ReplaceAll(s, "&lt;", "<")
-	s = strings.ReplaceAll(s, "&gt;", ">")
-	return strings.ReplaceAll(s, "&amp;", "&")
-}
+var (
+	// escapeMrkdwn escapes the three characters Slack reserves for control
+	// sequences.
+	escapeMrkdwn = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace
+	// unescapeSlack turns Slack's escaped message text back into plain
+	// characters.
+	unescapeSlack = strings.NewReplacer("&lt;", "<", "&gt;", ">", "&amp;", "&").Replace
+)
 
 func isFence(line string) bool {
 	t := strings.TrimLeft(line, " \t")

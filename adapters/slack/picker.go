@@ -1,6 +1,7 @@
 package slack
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -76,17 +77,8 @@ func (a *Adapter) sendPicker(ctx context.Context, t target, out adapters.Outboun
 	}
 	fallback := escapeMrkdwn(truncateRunes(out.Text, maxChunk))
 	opts := []slackgo.MsgOption{slackgo.MsgOptionText(fallback, false), slackgo.MsgOptionBlocks(blocks...)}
-	user := t.User
-	if user == "" {
-		user = a.askerOf(t)
-	}
-	var err error
-	if user == "" {
-		err = a.postMessage(ctx, t, opts...)
-	} else {
-		err = a.postEphemeral(ctx, t, user, opts...)
-	}
-	if err != nil {
+	t.User = cmp.Or(t.User, a.askerOf(t))
+	if err := a.postMessage(ctx, t, opts...); err != nil {
 		return fmt.Errorf("slack: posting a picker: %w", err)
 	}
 	return nil
@@ -95,7 +87,7 @@ func (a *Adapter) sendPicker(ctx context.Context, t target, out adapters.Outboun
 // askerOf is who last wrote to the bot where t answers (a thread, a DM), so a
 // picker answering a typed "!model" is shown to that person only.
 func (a *Adapter) askerOf(t target) string {
-	u, _ := a.askers.Get(target{Channel: t.Channel, ThreadTS: t.ThreadTS}.encode())
+	u, _ := a.askers.Value(target{Channel: t.Channel, ThreadTS: t.ThreadTS}.encode())
 	return u
 }
 

@@ -36,7 +36,7 @@ func (a *Adapter) Send(ctx context.Context, out adapters.Outbound) error {
 		return a.sendPicker(ctx, t, out)
 	}
 	if t.slash() {
-		return a.ephemeral(ctx, t, out)
+		return a.postChunks(ctx, t, ToMrkdwn(out.Text))
 	}
 	if t.ThreadTS != "" && !strings.HasPrefix(t.Channel, "D") {
 		a.mem.threads.Add(threadKey(t.Channel, t.ThreadTS))
@@ -59,8 +59,12 @@ func (a *Adapter) postChunks(ctx context.Context, t target, text string) error {
 	return nil
 }
 
-// postMessage makes one chat.postMessage in t's thread, in the channel's pace.
+// postMessage makes one chat.postMessage in t's thread, in the channel's pace;
+// with t.User set, the message is ephemeral, for that user alone.
 func (a *Adapter) postMessage(ctx context.Context, t target, opts ...slackgo.MsgOption) error {
+	if t.User != "" {
+		return a.postEphemeral(ctx, t, opts...)
+	}
 	if t.ThreadTS != "" {
 		opts = append(opts, slackgo.MsgOptionTS(t.ThreadTS))
 	}
@@ -87,26 +91,16 @@ func (a *Adapter) postNotice(ctx context.Context, t target, text string) error {
 	return nil
 }
 
-// ephemeral answers a slash command where it was typed, for its user alone.
-func (a *Adapter) ephemeral(ctx context.Context, t target, out adapters.Outbound) error {
-	for _, chunk := range adapters.Split(ToMrkdwn(out.Text), maxChunk, utf8.RuneCountInString) {
-		if err := a.postEphemeral(ctx, t, t.User, slackgo.MsgOptionText(chunk, false)); err != nil {
-			return fmt.Errorf("slack: ephemeral answer: %w", err)
-		}
-	}
-	return nil
-}
-
-// postEphemeral shows a message to user alone where t answers:
+// postEphemeral shows a message to t.User alone where t answers:
 // chat.postEphemeral, falling back to the slash command's response_url when the
 // bot cannot post there (not a member).
-func (a *Adapter) postEphemeral(ctx context.Context, t target, user string, opts ...slackgo.MsgOption) error {
+func (a *Adapter) postEphemeral(ctx context.Context, t target, opts ...slackgo.MsgOption) error {
 	in := slices.Clip(opts)
 	if t.ThreadTS != "" {
 		in = append(in, slackgo.MsgOptionTS(t.ThreadTS))
 	}
 	err := a.call(ctx, "chat.postEphemeral", "", func(ctx context.Context) error {
-		_, err := a.api.PostEphemeralContext(ctx, t.Channel, user, in...)
+		_, err := a.api.PostEphemeralContext(ctx, t.Channel, t.User, in...)
 		return err
 	})
 	var se slackgo.SlackErrorResponse
@@ -172,4 +166,30 @@ func truncateRunes(s string, n int) string {
 	}
 	r := []rune(s)
 	return string(r[:n-1]) + "…"
+}
+
+// target is where answers go, carried in Inbound.ReplyTo / Outbound.ReplyTo as
+// "<channel>|<thread_ts>|<user>|<response_url>". Trailing empty fields are dropped, so a
+// thread reply target looks like "C123|1712.000100" and a bare channel id ("C0123",
+// also accepted as "slack:C0123") is a valid target for admin reports. user (and
+// response_url) are set only for native slash commands, whose answers are ephemeral.
+type target struct {
+	Channel     string
+	ThreadTS    string
+	User        string
+	ResponseURL string
+}
+
+func (t target) encode() string {
+	s := t.Channel + "|" + t.ThreadTS + "|" + t.User + "|" + t.ResponseURL
+	return strings.TrimRight(s, "|")
+}
+
+// slash reports whether the target is a slash command's (answers are ephemeral).
+func (t target) slash() bool { return t.User != "" }
+
+func decodeTarget(s string) target {
+	p := strings.SplitN(strings.TrimPrefix(strings.TrimSpace(s), "slack:"), "|", 4)
+	p = append(p, "", "", "")
+	return target{Channel: p[0], ThreadTS: p[1], User: p[2], ResponseURL: p[3]}
 }

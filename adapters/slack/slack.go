@@ -22,17 +22,18 @@
 // for every delivery of one message, so replicas on several sockets can answer it
 // once.
 //
-// Live replies (SPEC L1-L5, A5), drawn by the live kit: while a turn runs, its
-// thread shows Slack's assistant status "is thinking…" (progress.go); the answer
+// Live replies (SPEC L1-L5, A5), drawn by the live kit (live.go): while a turn
+// runs, its thread shows Slack's assistant status "is thinking…"; the answer
 // grows in the thread through chat.startStream / appendStream / stopStream, and a
 // failed attempt's stream is deleted and the fallback's started anew below its
-// notice (stream.go); an answer
-// with choices (/model) is an ephemeral select whose pick comes back over Socket
-// Mode as the chosen command (picker.go); and each chat of Slack's AI app
-// container is its own session, offered the configured prompts (assistant.go).
+// notice; an answer with choices (/model) is an ephemeral select whose pick comes
+// back over Socket Mode as the chosen command (picker.go); and each chat of
+// Slack's AI app container is its own session, offered the configured prompts
+// (assistant.go).
 package slack
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -48,7 +49,6 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
-	lru "github.com/hashicorp/golang-lru/v2"
 	slackgo "github.com/slack-go/slack"
 	"github.com/slack-go/slack/slackevents"
 	"github.com/slack-go/slack/socketmode"
@@ -86,9 +86,6 @@ type Config struct {
 	MaxRateLimitRetries int
 	// MaxRetryWait caps a single Retry-After wait (default 60s).
 	MaxRetryWait time.Duration
-	// PostInterval is the pace of chat.postMessage per channel (default 1 s,
-	// Slack's documented limit).
-	PostInterval time.Duration
 	// MentionsOnly (channels.slack.events: mentions) reads only app_mention events
 	// and direct messages: thread follow-ups need a mention too. Pair it with
 	// slack-manifest-mentions.yaml, which stops the channel message events.
@@ -111,6 +108,10 @@ const (
 	dedupeTTL    = 30 * time.Minute
 )
 
+// postInterval is the pace of chat.postMessage per channel: Slack's documented
+// limit of about one message per second.
+const postInterval = time.Second
+
 // Memory is what an adapter remembers about events and threads: event and
 // trigger ids, handled messages (an app_mention and its message twin share one),
 // and the threads the bot takes part in.
@@ -122,21 +123,15 @@ type Memory struct {
 	kinds     *adapters.Recent // channel id → its conversation kind (T5)
 }
 
-// NewMemory returns a Memory remembering up to threads threads and event ids for
-// ttl (defaults 10000 and 30 minutes), on the clock now (nil = time.Now).
-func NewMemory(threads int, ttl time.Duration, now func() time.Time) *Memory {
-	if threads <= 0 {
-		threads = threadMemory
-	}
-	if ttl <= 0 {
-		ttl = dedupeTTL
-	}
+// NewMemory returns a Memory remembering up to 10,000 threads and event ids for
+// 30 minutes, on the clock now (nil = time.Now).
+func NewMemory(now func() time.Time) *Memory {
 	return &Memory{
-		seen:      adapters.NewRecent(50000, ttl, now),
-		seenMsg:   adapters.NewRecent(50000, ttl, now),
-		threads:   adapters.NewRecent(threads, 0, nil),
-		assistant: adapters.NewRecent(threads, 0, nil),
-		kinds:     adapters.NewRecent(threads, 0, nil),
+		seen:      adapters.NewRecent(50000, dedupeTTL, now),
+		seenMsg:   adapters.NewRecent(50000, dedupeTTL, now),
+		threads:   adapters.NewRecent(threadMemory, 0, nil),
+		assistant: adapters.NewRecent(threadMemory, 0, nil),
+		kinds:     adapters.NewRecent(threadMemory, 0, nil),
 	}
 }
 
@@ -167,9 +162,9 @@ type Adapter struct {
 	warnedMessages atomic.Bool  // MentionsOnly, yet channel message events arrive
 	limitedMinute  atomic.Int64 // minute of the last app_rate_limited logged
 
-	queue      int                        // events waiting for the dispatcher (256)
-	busy       chan struct{}              // "busy" answers being sent (bounded)
-	askers     *lru.Cache[string, string] // reply target → who last wrote there (ephemeral pickers)
+	queue      int              // events waiting for the dispatcher (256)
+	busy       chan struct{}    // "busy" answers being sent (bounded)
+	askers     *adapters.Recent // reply target → who last wrote there (ephemeral pickers)
 	life       atomic.Pointer[context.Context]
 	indicators sync.Map       // channel/thread_ts → *live.Indicator running there
 	bg         sync.WaitGroup // calls and streams made for events; Run waits for them
@@ -199,7 +194,6 @@ func New(cfg Config) (*Adapter, error) {
 	}
 	set(&cfg.HTTPTimeout, 10*time.Second)
 	set(&cfg.PingInterval, 30*time.Second)
-	set(&cfg.PostInterval, time.Second)
 	set(&cfg.MaxRetryWait, 60*time.Second)
 	set(&cfg.StatusRefresh, 90*time.Second)
 	if cfg.Log == nil {
@@ -227,12 +221,12 @@ func New(cfg Config) (*Adapter, error) {
 	}
 	a.mem = cfg.Memory
 	if a.mem == nil {
-		a.mem = NewMemory(0, 0, cfg.Now)
+		a.mem = NewMemory(cfg.Now)
 	}
-	a.askers, _ = lru.New[string, string](threadMemory) // only a size < 1 errs
+	a.askers = adapters.NewRecent(threadMemory, 0, nil)
 	a.api = slackgo.New(cfg.BotToken, opts...)
 	pauses := live.NewPauses(cfg.Now, cfg.Sleep)
-	a.pace, a.limits = newPacer(cfg.PostInterval, pauses), live.NewWindow(pauses, methodLimits)
+	a.pace, a.limits = newPacer(postInterval, pauses), live.NewWindow(pauses, methodLimits)
 	return a, nil
 }
 
@@ -512,29 +506,7 @@ func (a *Adapter) dispatch(ctx context.Context, work <-chan socketmode.Event, in
 		case <-ctx.Done():
 			return
 		case evt := <-work:
-			var in *adapters.Inbound
-			switch evt.Type {
-			case socketmode.EventTypeEventsAPI:
-				if ev, ok := evt.Data.(slackevents.EventsAPIEvent); ok && ev.Type == slackevents.AppRateLimited {
-					a.appRateLimited(ev)
-					continue
-				}
-				if ev, ok := evt.Data.(slackevents.EventsAPIEvent); ok && ev.InnerEvent.Type == string(slackevents.AssistantThreadStarted) {
-					if evt.Request != nil {
-						a.assistantStarted(ctx, evt.Request.Payload)
-					}
-					continue
-				}
-				in = a.fromEvent(evt.Request)
-			case socketmode.EventTypeSlashCommand:
-				if cmd, ok := evt.Data.(slackgo.SlashCommand); ok {
-					in = a.fromSlash(cmd)
-				}
-			case socketmode.EventTypeInteractive:
-				if cb, ok := evt.Data.(slackgo.InteractionCallback); ok {
-					in = a.fromAction(cb)
-				}
-			}
+			in := a.inbound(ctx, evt)
 			if in == nil {
 				continue
 			}
@@ -545,6 +517,30 @@ func (a *Adapter) dispatch(ctx context.Context, work <-chan socketmode.Event, in
 			}
 		}
 	}
+}
+
+// inbound maps one event to an Inbound, or nil when it holds no message for
+// the bot; Slack's notices (app_rate_limited, assistant_thread_started) are
+// acted on here.
+func (a *Adapter) inbound(ctx context.Context, evt socketmode.Event) *adapters.Inbound {
+	switch data := evt.Data.(type) {
+	case slackevents.EventsAPIEvent:
+		switch {
+		case data.Type == slackevents.AppRateLimited:
+			a.appRateLimited(data)
+		case data.InnerEvent.Type == string(slackevents.AssistantThreadStarted):
+			if evt.Request != nil {
+				a.assistantStarted(ctx, evt.Request.Payload)
+			}
+		default:
+			return a.fromEvent(evt.Request)
+		}
+	case slackgo.SlashCommand:
+		return a.fromSlash(data)
+	case slackgo.InteractionCallback:
+		return a.fromAction(data)
+	}
+	return nil
 }
 
 // appRateLimited logs Slack's notice that it drops this app's events in a
@@ -637,9 +633,7 @@ func (a *Adapter) fromEvent(req *socketmode.Request) *adapters.Inbound {
 	ev := outer.Event
 	a.learnConversation(ev) // an app_mention's message twin says what its conversation is
 	botUser, botID, team, mention := a.identity()
-	if outer.TeamID != "" {
-		team = outer.TeamID
-	}
+	team = cmp.Or(outer.TeamID, team)
 	if ev.Channel == "" || ev.TS == "" || ev.User == "" || ev.User == botUser || ev.BotID != "" {
 		return nil
 	}
@@ -665,10 +659,7 @@ func (a *Adapter) fromEvent(req *socketmode.Request) *adapters.Inbound {
 		}
 		return nil
 	}
-	root := ev.ThreadTS
-	if root == "" {
-		root = ev.TS
-	}
+	root := cmp.Or(ev.ThreadTS, ev.TS)
 	addressed := direct || ev.Type == "app_mention" || mentioned
 	inThread := ev.ThreadTS != "" && !direct && a.inThread(ev, team, botUser)
 	if !addressed && !inThread {
@@ -700,13 +691,13 @@ func (a *Adapter) fromEvent(req *socketmode.Request) *adapters.Inbound {
 			in.SessionKey += ":" + ev.ThreadTS
 			a.titleOnce(ev.Channel, ev.ThreadTS, text)
 		}
-		a.askers.Add(in.ReplyTo, ev.User)
+		a.askers.Put(in.ReplyTo, ev.User)
 		return in
 	}
 	a.mem.threads.Add(threadKey(ev.Channel, root))
 	in.SessionKey = "slack:" + team + ":" + ev.Channel + ":" + root
 	in.ReplyTo = target{Channel: ev.Channel, ThreadTS: root}.encode()
-	a.askers.Add(in.ReplyTo, ev.User)
+	a.askers.Put(in.ReplyTo, ev.User)
 	return in
 }
 
@@ -727,9 +718,7 @@ func (a *Adapter) fromSlash(cmd slackgo.SlashCommand) *adapters.Inbound {
 		return nil
 	}
 	_, _, team, _ := a.identity()
-	if cmd.TeamID != "" {
-		team = cmd.TeamID
-	}
+	team = cmp.Or(cmd.TeamID, team)
 	text := slashText(cmd.Command, cmd.Text)
 	in := &adapters.Inbound{
 		Channel:      Name,
@@ -789,3 +778,31 @@ func safeErr(err error) error {
 	}
 	return err
 }
+
+// Probe checks the bot token (auth.test), the app-level token
+// (apps.connections.open: a Socket Mode URL is issued, no socket is opened) and,
+// when target names a channel id, that the bot can post there
+// (conversations.info: it exists and the bot is a member). Nothing is posted.
+func (a *Adapter) Probe(ctx context.Context, target string) []adapters.ProbeResult {
+	at, err := a.api.AuthTestContext(ctx)
+	out := []adapters.ProbeResult{adapters.Checked("slack bot token (auth.test)", safeErr(err), func() string {
+		return fmt.Sprintf("workspace %s (%s), bot user %s", at.Team, at.TeamID, at.UserID)
+	})}
+	_, _, err = a.api.StartSocketModeContext(ctx)
+	out = append(out, adapters.Checked("slack app token (apps.connections.open)", safeErr(err),
+		func() string { return "Socket Mode can connect" }))
+	if target == "" {
+		return out
+	}
+	ch, err := a.api.GetConversationInfoContext(ctx, &slackgo.GetConversationInfoInput{ChannelID: target})
+	if err == nil && !ch.IsMember && !ch.IsIM {
+		err = errors.New("#" + ch.Name + ": the bot is not a member; invite it (/invite @bot) or reports cannot be posted")
+	}
+	return append(out, adapters.Checked("slack admin channel "+target+" (conversations.info)", safeErr(err),
+		func() string { return "#" + ch.Name }))
+}
+
+// Connected reports whether a Socket Mode link is up now (adapters.Connector):
+// from Slack's hello until the link drops, Slack asks for a reconnect, or Run
+// ends. /readyz and the "ready" log line wait for it.
+func (a *Adapter) Connected() bool { return a.connected.Load() }

@@ -221,14 +221,8 @@ func (a *answer) anthropicEnd(stop string, outTokens int) {
 var anthropicOverloaded = []byte(`{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`)
 
 func (a *answer) anthropicStream(mode Mode) int {
-	ws := words(a.replyText())
-	stop := "end_turn"
-	switch mode {
-	case ModeEmptyReply:
-		ws = nil
-	case ModeUnknownFinishReason:
-		stop = "weird_reason"
-	}
+	text, stop := a.said(mode, "end_turn")
+	ws := words(text)
 	a.anthropicStart()
 	switch mode {
 	case ModeStallAfterFirstChunk:
@@ -266,21 +260,11 @@ func (a *answer) anthropicStream(mode Mode) int {
 
 // anthropicMessage answers a request without stream: one message object.
 func (a *answer) anthropicMessage(mode Mode) int {
-	text, stop := a.replyText(), "end_turn"
-	switch mode {
-	case ModeStallAfterFirstChunk:
-		a.s.block(a.r.Context())
-		return 0
-	case ModeMidstreamError:
+	text, stop := a.said(mode, "end_turn")
+	if status, ended := a.whole(mode, func() int {
 		return writeAnthropicError(a.w, http.StatusInternalServerError, nil, "api_error", "Internal server error")
-	case ModeEmptyReply:
-		text = ""
-	case ModeUnknownFinishReason:
-		stop = "weird_reason"
-	case ModeSlowStream:
-		if !a.s.wait(a.r.Context(), a.slowGap()) {
-			return 0
-		}
+	}); ended {
+		return status
 	}
 	writeJSON(a.w, http.StatusOK, map[string]any{
 		"id": a.id, "type": "message", "role": "assistant", "model": a.req.Model,

@@ -293,6 +293,36 @@ func (a *answer) replyText() string {
 }
 
 // words splits text into stream chunks, one word (with its trailing space) each.
+// said is what an answer in mode says and how it ends (normal: the protocol's
+// usual finish reason): nothing for an empty reply, an unknown reason for
+// ModeUnknownFinishReason.
+func (a *answer) said(mode Mode, normal string) (text, finish string) {
+	switch mode {
+	case ModeEmptyReply:
+		return "", normal
+	case ModeUnknownFinishReason:
+		return a.replyText(), "weird_reason"
+	}
+	return a.replyText(), normal
+}
+
+// whole plays, for an answer without stream, the modes that break or slow a
+// stream: a stall hangs before any answer, a mid-stream error is the server
+// error fail writes, a slow stream is slow before it answers. ended says the
+// answer is over (status sent, 0 = none).
+func (a *answer) whole(mode Mode, fail func() int) (status int, ended bool) {
+	switch mode {
+	case ModeStallAfterFirstChunk:
+		a.s.block(a.r.Context())
+		return 0, true
+	case ModeMidstreamError:
+		return fail(), true
+	case ModeSlowStream:
+		return 0, !a.s.wait(a.r.Context(), a.slowGap())
+	}
+	return 0, false
+}
+
 func words(text string) []string {
 	var out []string
 	for _, w := range strings.SplitAfter(text, " ") {
@@ -529,22 +559,11 @@ func (a *answer) usage(completion int) Usage {
 }
 
 func (a *answer) nonStream(mode Mode) int {
-	text := a.replyText()
-	finish := "stop"
-	switch mode {
-	case ModeStallAfterFirstChunk:
-		a.s.block(a.r.Context())
-		return 0
-	case ModeMidstreamError:
+	text, finish := a.said(mode, "stop")
+	if status, ended := a.whole(mode, func() int {
 		return writeOpenAIError(a.w, http.StatusInternalServerError, nil, "The server had an error while processing your request. Sorry about that!", "server_error", "", nil)
-	case ModeEmptyReply:
-		text = ""
-	case ModeUnknownFinishReason:
-		finish = "weird_reason"
-	case ModeSlowStream:
-		if !a.s.wait(a.r.Context(), a.slowGap()) {
-			return 0
-		}
+	}); ended {
+		return status
 	}
 	n := len(words(text))
 	out := map[string]any{
@@ -599,14 +618,8 @@ func (a *answer) event(data []byte) bool {
 }
 
 func (a *answer) stream(mode Mode) int {
-	ws := words(a.replyText())
-	finish := "stop"
-	switch mode {
-	case ModeEmptyReply:
-		ws = nil
-	case ModeUnknownFinishReason:
-		finish = "weird_reason"
-	}
+	text, finish := a.said(mode, "stop")
+	ws := words(text)
 	a.startStream()
 	ctx := a.r.Context()
 

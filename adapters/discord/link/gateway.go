@@ -327,7 +327,7 @@ func (l *Link) Run(ctx context.Context) error {
 				if ctx.Err() != nil {
 					return nil
 				}
-				if fatalREST(err) {
+				if Status(err) == http.StatusUnauthorized { // a refused token: retrying cannot fix it
 					return fmt.Errorf("discord: Discord refused the bot token: %w", err)
 				}
 				losses++
@@ -429,12 +429,7 @@ func (l *Link) backoff(losses int) time.Duration {
 // returns the gateway URL to connect to.
 func (l *Link) identifyBudget(ctx context.Context) (string, error) {
 	for {
-		var gb *discordgo.GatewayBotResponse
-		err := l.Call(ctx, "get gateway", "", func(opts ...discordgo.RequestOption) error {
-			var err error
-			gb, err = l.rest.GatewayBot(opts...)
-			return err
-		})
+		gb, err := Get(ctx, l, "get gateway", "", l.rest.GatewayBot)
 		if err != nil {
 			return "", err
 		}
@@ -456,13 +451,4 @@ func (l *Link) identifyBudget(ctx context.Context) (string, error) {
 			return "", err
 		}
 	}
-}
-
-// fatalREST reports REST errors that retrying cannot fix: a refused token.
-func fatalREST(err error) bool {
-	var re *discordgo.RESTError
-	if errors.As(err, &re) && re.Response != nil && re.Response.StatusCode == http.StatusUnauthorized {
-		return true
-	}
-	return errors.Is(err, discordgo.ErrUnauthorized)
 }

@@ -235,6 +235,18 @@ func (l *Link) Call(ctx context.Context, what, secret string, f func(opts ...dis
 	}
 }
 
+// Get is Call for a REST call that returns a value.
+func Get[T any](ctx context.Context, l *Link, what, secret string,
+	f func(opts ...discordgo.RequestOption) (T, error)) (T, error) {
+	var v T
+	err := l.Call(ctx, what, secret, func(opts ...discordgo.RequestOption) error {
+		var err error
+		v, err = f(opts...)
+		return err
+	})
+	return v, err
+}
+
 // scrubbed hides one secret from an error's text while keeping it unwrappable.
 type scrubbed struct {
 	err    error

@@ -90,17 +90,11 @@ func (t *transport) waitTurn(ctx context.Context, rt route) error {
 			}
 		}
 	}
-	if ch := live.Abandoned(ctx); ch != nil {
-		wctx, cancel := context.WithCancel(ctx)
+	if fin := live.Abandoned(ctx); fin != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
 		defer cancel()
-		go func() {
-			select {
-			case <-ch:
-				cancel()
-			case <-wctx.Done():
-			}
-		}()
-		ctx = wctx
+		defer context.AfterFunc(fin, cancel)()
 	}
 	for _, k := range keys {
 		switch d := p.Left(k); {
