@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -67,15 +66,7 @@ func rssChild() int {
 		rep.Text = len(out.Text)
 	}
 	c.CloseIdleConnections()
-	rep.VmHWMKiB, err = peakrss.VmHWM()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	if err := json.NewEncoder(os.Stdout).Encode(rep); err != nil {
-		return 2
-	}
-	return 0
+	return peakrss.Report(&rep, &rep.VmHWMKiB)
 }
 
 // TestT1_PeakRSS runs the real client of every protocol in a child process
@@ -83,15 +74,7 @@ func rssChild() int {
 // protocol's shapes) and checks the child's peak RSS stays under 100 MB while
 // each call fails or is cut at its cap. covers T1, T2
 func TestT1_PeakRSS(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("T1 peak RSS is read from /proc/self/status (VmHWM), which only Linux has")
-	}
-	if raceEnabled {
-		t.Skip("T1 peak RSS: not measured under the race detector, whose shadow memory inflates RSS several times")
-	}
-	if _, err := peakrss.VmHWM(); err != nil {
-		t.Skipf("T1 peak RSS: cannot read VmHWM here: %v", err)
-	}
+	peakrss.Require(t)
 	const limitKiB = 100_000_000 / 1024 // 100 MB
 	cases := []struct {
 		mode                fakeprovider.Mode

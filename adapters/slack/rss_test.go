@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -45,14 +44,7 @@ func rssChild() int {
 	if err != nil {
 		rep.Err = err.Error()
 	}
-	if rep.VmHWMKiB, err = peakrss.VmHWM(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	if err := json.NewEncoder(os.Stdout).Encode(rep); err != nil {
-		return 2
-	}
-	return 0
+	return peakrss.Report(&rep, &rep.VmHWMKiB)
 }
 
 // TestI2_DownloadPeakRSS downloads files through the adapter in a child
@@ -61,15 +53,7 @@ func rssChild() int {
 // file, the child's peak RSS stays within 3 caps (15 MiB) of the baseline: the
 // download stops at the cap and is never held whole. covers I2, I3
 func TestI2_DownloadPeakRSS(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("peak RSS is read from /proc/self/status (VmHWM), which only Linux has")
-	}
-	if raceEnabled {
-		t.Skip("peak RSS: not measured under the race detector, whose shadow memory inflates RSS several times")
-	}
-	if _, err := peakrss.VmHWM(); err != nil {
-		t.Skipf("peak RSS: cannot read VmHWM here: %v", err)
-	}
+	peakrss.Require(t)
 	const capBytes = 5 << 20
 	srv := fakeslack.New()
 	srv.BotToken = canaryBot

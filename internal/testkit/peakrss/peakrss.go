@@ -6,9 +6,12 @@ package peakrss
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -30,6 +33,37 @@ func VmHWM() (int64, error) {
 		}
 	}
 	return 0, errors.New("no VmHWM in /proc/self/status")
+}
+
+// Require skips t where a peak cannot be measured: off Linux (VmHWM is read
+// from /proc), under the race detector (its shadow memory inflates RSS several
+// times) or when /proc/self/status has no VmHWM.
+func Require(t testing.TB) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("peak RSS is read from /proc/self/status (VmHWM), which only Linux has")
+	}
+	if raceEnabled {
+		t.Skip("peak RSS: not measured under the race detector, whose shadow memory inflates RSS several times")
+	}
+	if _, err := VmHWM(); err != nil {
+		t.Skipf("peak RSS: cannot read VmHWM here: %v", err)
+	}
+}
+
+// Report is a child's last step: it reads the peak into *peak, writes rep as
+// JSON on stdout for Child's caller, and returns the child's exit status.
+func Report(rep any, peak *int64) int {
+	var err error
+	if *peak, err = VmHWM(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	if err := json.NewEncoder(os.Stdout).Encode(rep); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	return 0
 }
 
 // Child re-executes the running test binary with env added, running no test

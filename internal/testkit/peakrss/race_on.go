@@ -1,5 +1,5 @@
 //go:build race
 
-package slack
+package peakrss
 
 const raceEnabled = true
