@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/detourbot/detour/drills"
 	"github.com/detourbot/detour/internal/fakeprovider"
-	"github.com/detourbot/detour/internal/testkit/syncbuf"
 )
 
 // kindsConfig writes a configuration with one provider of every protocol, all
@@ -74,21 +72,7 @@ func TestCheck_ProbeEveryProtocol(t *testing.T) {
 				llm.Script(*tc.rule)
 			}
 			path := kindsConfig(t, llm)
-			var stdout, stderr syncbuf.Buffer
-			code := dispatch(context.Background(), []string{"check", "--probe", "--config", path}, nil, &stdout, &stderr)
-			out := stdout.String()
-			if code != tc.code {
-				t.Fatalf("exit %d, want %d\n%s%s", code, tc.code, out, stderr.String())
-			}
-			table := squeeze(strings.ReplaceAll(out, "\n", " | "))
-			for _, w := range tc.want {
-				if !strings.Contains(table, w) {
-					t.Errorf("output lacks %q:\n%s", w, out)
-				}
-			}
-			if strings.Contains(out+stderr.String(), "CANARY") {
-				t.Errorf("P4: a secret was printed:\n%s", out)
-			}
+			checkProbe(t, path, tc.code, tc.want)
 			seen := map[fakeprovider.API]int{}
 			for _, c := range llm.Calls() {
 				seen[c.API]++

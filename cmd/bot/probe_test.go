@@ -76,21 +76,7 @@ func TestCheck_Probe(t *testing.T) {
 admin: {channel: %q}
 `, probeApp, probeBot, s.URL(), probeDiscord, d.URL(), tc.admin))
 			fixChannels(t, path)
-			var stdout, stderr syncbuf.Buffer
-			code := dispatch(context.Background(), []string{"check", "--probe", "--config", path}, nil, &stdout, &stderr)
-			out := stdout.String()
-			if code != tc.code {
-				t.Fatalf("exit %d, want %d\n%s%s", code, tc.code, out, stderr.String())
-			}
-			table := squeeze(strings.ReplaceAll(out, "\n", " | "))
-			for _, w := range tc.want {
-				if !strings.Contains(table, w) {
-					t.Errorf("the probe table lacks %q:\n%s", w, out)
-				}
-			}
-			if strings.Contains(out+stderr.String(), "CANARY") {
-				t.Errorf("P4: a secret was printed:\n%s", out)
-			}
+			checkProbe(t, path, tc.code, tc.want)
 			if n := llm.CallCount(fakeprovider.Filter{}); n != 3 {
 				t.Errorf("%d model calls, want one per model of the chain (3; each key is used by one of them)", n)
 			}
@@ -193,4 +179,27 @@ agents:
 	if n := llm.CallCount(fakeprovider.Filter{}) - before; n != 2 {
 		t.Errorf("%d model calls with a guard of 2 a minute", n)
 	}
+}
+
+// checkProbe runs "check --probe" on the config at path and checks its exit
+// code, that its table holds every want, and that no secret was printed (P4).
+// It returns what the check wrote on stdout.
+func checkProbe(t *testing.T, path string, wantCode int, want []string) string {
+	t.Helper()
+	var stdout, stderr syncbuf.Buffer
+	code := dispatch(context.Background(), []string{"check", "--probe", "--config", path}, nil, &stdout, &stderr)
+	out := stdout.String()
+	if code != wantCode {
+		t.Fatalf("exit %d, want %d\n%s%s", code, wantCode, out, stderr.String())
+	}
+	table := squeeze(strings.ReplaceAll(out, "\n", " | "))
+	for _, w := range want {
+		if !strings.Contains(table, w) {
+			t.Errorf("the probe table lacks %q:\n%s", w, out)
+		}
+	}
+	if strings.Contains(out+stderr.String(), "CANARY") {
+		t.Errorf("P4: a secret was printed:\n%s", out)
+	}
+	return out
 }
