@@ -156,9 +156,11 @@ func setUsage(fs *flag.FlagSet, text string) {
 	}
 }
 
-// configFlags adds --config and --env-file, as run and check read them.
-func configFlags(fs *flag.FlagSet) (path, envFile *string) {
+// configFlags makes the flag set of a subcommand that loads a configuration
+// as run and check do: with --config and --env-file.
+func configFlags(name string) (fs *flag.FlagSet, path, envFile *string) {
+	fs = flag.NewFlagSet(name, flag.ContinueOnError)
 	path = fs.String("config", "", "configuration file (default ./config.yaml if it exists, else the embedded demo)")
 	envFile = fs.String("env-file", "", "KEY=value lines for the configuration's ${VAR} references (default ./detour.env if it exists; the environment wins)")
-	return path, envFile
+	return fs, path, envFile
 }
