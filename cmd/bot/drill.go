@@ -21,7 +21,7 @@ import (
 func runDrill(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	var opts drills.Options
 	fs := flag.NewFlagSet("drill", flag.ContinueOnError)
-	cfgPath := fs.String("config", "", "configuration file (default ./config.yaml if it exists, else the embedded demo)")
+	cfgPath := configFlag(fs)
 	scenario := fs.String("scenario", "all", "scenario name, comma-separated names, or all")
 	format := fs.String("format", drills.FormatText, "output: text, json or markdown")
 	fs.BoolVar(&opts.Fast, "fast", false, fmt.Sprintf("scale idle/attempt/run timeouts and waits by 1/%.0f (idle 60s -> 0.2s)", 1/drills.FastScale))
