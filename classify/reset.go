@@ -43,11 +43,8 @@ func parseWholeTime(s string, now time.Time) (time.Time, bool) {
 	if s == "" || len(s) > 64 {
 		return time.Time{}, false
 	}
-	if d, ok := parseSecondsOrEpoch(s, now); ok {
-		return d, true
-	}
-	if d, ok := parseGoDuration(s); ok {
-		return now.Add(d), true
+	if t, ok := parseNumberOrDuration(s, now); ok {
+		return t, true
 	}
 	if t, err := parseHTTPDate(s); err == nil {
 		return t.UTC(), true
@@ -62,6 +59,19 @@ func parseWholeTime(s string, now time.Time) (time.Time, bool) {
 		if t, ok := yearlessFromMatch(low, m, now); ok {
 			return t, true
 		}
+	}
+	return time.Time{}, false
+}
+
+// parseNumberOrDuration reads the forms that a whole reset text and a reset
+// header both start with: a bare number (seconds to wait, or an epoch: see
+// parseSecondsOrEpoch) or a Go duration from now.
+func parseNumberOrDuration(s string, now time.Time) (time.Time, bool) {
+	if t, ok := parseSecondsOrEpoch(s, now); ok {
+		return t, true
+	}
+	if d, ok := parseGoDuration(s); ok {
+		return now.Add(d), true
 	}
 	return time.Time{}, false
 }
@@ -647,11 +657,8 @@ func parseHeaderMoment(v string, now time.Time) (time.Time, bool) {
 	if v == "" || len(v) > 64 {
 		return time.Time{}, false
 	}
-	if t, ok := parseSecondsOrEpoch(v, now); ok {
+	if t, ok := parseNumberOrDuration(v, now); ok {
 		return t, true
-	}
-	if d, ok := parseGoDuration(v); ok {
-		return now.Add(d), true
 	}
 	if t, err := time.Parse(time.RFC3339Nano, v); err == nil && t.Year() >= 1970 && t.Year() <= 9999 {
 		return t.UTC(), true

@@ -40,12 +40,10 @@ func (r *Router) readEarlier(ctx context.Context, t *turn) {
 		e.ThreadRead = true
 		return
 	}
-	text, ok, err := r.earlier(ctx, in, in.Earlier, r.window(t.sel.requested)/2, "earlier messages")
+	// earlier logs a failure to read; what was read is stored all the same.
+	text, ok, _ := r.earlier(ctx, in, in.Earlier, r.window(t.sel.requested)/2, "earlier messages")
 	if !ok {
 		return
-	}
-	if err != nil {
-		r.log.Warn("earlier messages not read; answering without them", "session", e.Key, "err", err)
 	}
 	if err := r.st.patch(ctx, e.Key, map[string]any{"thread_context": text, "thread_read": true}); err != nil {
 		r.log.Warn("store earlier messages", "session", e.Key, "err", err)
@@ -56,8 +54,9 @@ func (r *Router) readEarlier(ctx context.Context, t *turn) {
 
 // earlier reads the messages before from (a thread, or a message a reply
 // chain ends in) through in's channel, within earlierTimeout, and renders
-// them within maxTokens (H1, H2, H4); what names them in the log. ok is false
-// when the channel cannot read them.
+// them within maxTokens (H1, H2, H4); what names them in the log, where a
+// failure to read is logged (the turn goes on without them). ok is false when
+// the channel cannot read them.
 func (r *Router) earlier(ctx context.Context, in adapters.Inbound, from string, maxTokens int, what string) (text string, ok bool, err error) {
 	hr, ok := r.adapter(in.Channel).(adapters.HistoryReader)
 	if !ok {
@@ -69,6 +68,9 @@ func (r *Router) earlier(ctx context.Context, in adapters.Inbound, from string, 
 	text, left := r.renderEarlier(msgs, maxTokens)
 	if left > 0 {
 		r.log.Info(what+" of people the bot does not serve were left out", "session", in.SessionKey, "count", left)
+	}
+	if err != nil {
+		r.log.Warn(what+" not read; answering without them", "session", in.SessionKey, "err", err)
 	}
 	return text, true, err
 }
@@ -131,16 +133,10 @@ func (r *Router) readRepliedTo(ctx context.Context, in adapters.Inbound, m *mess
 		return
 	}
 	text, ok, err := r.earlier(ctx, in, in.RepliesTo, r.window(r.cfg.Primary)/2, "replied-to messages")
-	if !ok {
+	if !ok || err != nil || text == "" {
 		return
 	}
-	if err != nil {
-		r.log.Warn("the messages replied to were not read; answering without them", "session", in.SessionKey, "err", err)
-		return
-	}
-	if text != "" {
-		m.text = repliedIntro + text + "\n\n" + m.text
-	}
+	m.text = repliedIntro + text + "\n\n" + m.text
 }
 
 // repliedIntro introduces the messages a message answers.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -23,8 +22,7 @@ import (
 // database, each profile, Slack, Discord and the admin channel, prints a table
 // of what works, and exits 1 when something does not.
 func runCheck(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("check", flag.ContinueOnError)
-	path, envFile := configFlags(fs)
+	fs, path, envFile := configFlags("check")
 	probe := fs.Bool("probe", false, "also try the database, one smallest model call per profile, Slack auth.test, Discord /users/@me and the admin channel")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code

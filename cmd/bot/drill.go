@@ -19,11 +19,12 @@ import (
 // cost and the verdict. Exit 0 when every verdict passes, 1 when one fails, 2 on
 // bad arguments or a bad configuration.
 func runDrill(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	var opts drills.Options
 	fs := flag.NewFlagSet("drill", flag.ContinueOnError)
-	cfgPath := fs.String("config", "", "configuration file (default ./config.yaml if it exists, else the embedded demo)")
+	cfgPath := configFlag(fs)
 	scenario := fs.String("scenario", "all", "scenario name, comma-separated names, or all")
 	format := fs.String("format", drills.FormatText, "output: text, json or markdown")
-	fast := fs.Bool("fast", false, fmt.Sprintf("scale idle/attempt/run timeouts and waits by 1/%.0f (idle 60s -> 0.2s)", 1/drills.FastScale))
+	fs.BoolVar(&opts.Fast, "fast", false, fmt.Sprintf("scale idle/attempt/run timeouts and waits by 1/%.0f (idle 60s -> 0.2s)", 1/drills.FastScale))
 	list := fs.Bool("list", false, "list the scenarios and exit")
 	logLevel := fs.String("log-level", "", "show the bot's logs on stderr at this level (debug, info, warn, error); default none")
 	setUsage(fs, "Usage: bot drill [--config PATH] [--scenario NAME|all] [--format text|json|markdown] [--fast] [--list]\n")
@@ -52,18 +53,17 @@ func runDrill(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 		printConfigError(stderr, err)
 		return exitUsage
 	}
-	log := slog.New(slog.DiscardHandler)
 	if *logLevel != "" {
-		var lv slog.Level
-		if err := lv.UnmarshalText([]byte(*logLevel)); err != nil {
-			fmt.Fprintf(stderr, "bot drill: bad --log-level %q: want debug, info, warn or error\n", *logLevel)
+		lv, err := parseLogLevel(*logLevel)
+		if err != nil {
+			fmt.Fprintf(stderr, "bot drill: %v\n", err)
 			return exitUsage
 		}
-		log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lv}))
+		opts.Log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lv}))
 	}
 	start := time.Now()
-	fmt.Fprintf(stderr, "bot drill: %d scenario(s) on %s%s\n", len(scs), name, map[bool]string{true: " (--fast)"}[*fast])
-	reports := drills.Run(ctx, cfg, scs, drills.Options{Fast: *fast, Log: log})
+	fmt.Fprintf(stderr, "bot drill: %d scenario(s) on %s%s\n", len(scs), name, map[bool]string{true: " (--fast)"}[opts.Fast])
+	reports := drills.Run(ctx, cfg, scs, opts)
 	if err := drills.Write(stdout, *format, reports); err != nil {
 		fmt.Fprintf(stderr, "bot drill: %v\n", err)
 		return exitFailed

@@ -24,14 +24,15 @@ import (
 // runHistory is `bot history`: the fallback history (attempts and notices)
 // read from the database, newest last. It only reads.
 func runHistory(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	var q sessions.HistoryQuery
 	fs := flag.NewFlagSet("history", flag.ContinueOnError)
 	path := fs.String("config", "", "configuration file (default ./config.yaml if it exists, else the embedded demo's database)")
 	db := fs.String("db", "", "SQLite database file (overrides storage.dsn)")
-	session := fs.String("session", "", "only this session key (console:default, slack:T…:C…:1712.0001, discord:…)")
+	fs.StringVar(&q.Session, "session", "", "only this session key (console:default, slack:T…:C…:1712.0001, discord:…)")
 	since := fs.String("since", "", `only events since this long ago ("1h", "30m", "7d") or this time ("2026-03-01", RFC 3339)`)
 	format := fs.String("format", "text", "text (a table) or json (one object per line)")
-	all := fs.Bool("all", false, "also the turns whose first call answered (by default only turns with a failed or skipped attempt)")
-	limit := fs.Int("limit", 200, "at most this many events, the newest")
+	fs.BoolVar(&q.All, "all", false, "also the turns whose first call answered (by default only turns with a failed or skipped attempt)")
+	fs.IntVar(&q.Limit, "limit", 200, "at most this many events, the newest")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
@@ -39,11 +40,10 @@ func runHistory(ctx context.Context, args []string, _ io.Reader, stdout, stderr 
 		fmt.Fprintf(stderr, "bot history: bad --format %q: want text or json\n", *format)
 		return exitUsage
 	}
-	if *limit <= 0 {
-		fmt.Fprintf(stderr, "bot history: bad --limit %d: want a positive number\n", *limit)
+	if q.Limit <= 0 {
+		fmt.Fprintf(stderr, "bot history: bad --limit %d: want a positive number\n", q.Limit)
 		return exitUsage
 	}
-	q := sessions.HistoryQuery{Session: *session, All: *all, Limit: *limit}
 	if *since != "" {
 		t, err := parseSince(*since, time.Now())
 		if err != nil {
@@ -82,7 +82,7 @@ func runHistory(ctx context.Context, args []string, _ io.Reader, stdout, stderr 
 	}
 	if len(events) == 0 {
 		what := "no fallback history"
-		if *all {
+		if q.All {
 			what = "no attempts"
 		}
 		termsafe.Fprintf(stdout, "%s%s\n", what, describeQuery(q)) // a session key is anyone's text

@@ -156,9 +156,16 @@ func setUsage(fs *flag.FlagSet, text string) {
 	}
 }
 
-// configFlags adds --config and --env-file, as run and check read them.
-func configFlags(fs *flag.FlagSet) (path, envFile *string) {
-	path = fs.String("config", "", "configuration file (default ./config.yaml if it exists, else the embedded demo)")
+// configFlag adds --config, as run, check and drill read it (resolveConfig).
+func configFlag(fs *flag.FlagSet) *string {
+	return fs.String("config", "", "configuration file (default ./config.yaml if it exists, else the embedded demo)")
+}
+
+// configFlags makes the flag set of a subcommand that loads a configuration
+// as run and check do: with --config and --env-file.
+func configFlags(name string) (fs *flag.FlagSet, path, envFile *string) {
+	fs = flag.NewFlagSet(name, flag.ContinueOnError)
+	path = configFlag(fs)
 	envFile = fs.String("env-file", "", "KEY=value lines for the configuration's ${VAR} references (default ./detour.env if it exists; the environment wins)")
-	return path, envFile
+	return fs, path, envFile
 }

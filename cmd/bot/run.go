@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -41,8 +40,7 @@ func runBot(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 	var f runFlags
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	path, envFile := configFlags(fs)
+	fs, path, envFile := configFlags("run")
 	fs.StringVar(&f.format, "format", "", "console format: text or jsonl (overrides channels.console.format)")
 	fs.StringVar(&f.db, "db", "", "SQLite database file (overrides storage.dsn)")
 	fs.StringVar(&f.logLevel, "log-level", "", "log level: debug, info, warn or error (default info; warn in the demo)")
@@ -192,8 +190,8 @@ func newLogger(f runFlags, demo bool, stderr io.Writer) (_ *slog.Logger, closeLo
 		level = slog.LevelWarn
 	}
 	if f.logLevel != "" {
-		if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
-			return nil, nil, fmt.Errorf("bad --log-level %q: want debug, info, warn or error", f.logLevel)
+		if level, err = parseLogLevel(f.logLevel); err != nil {
+			return nil, nil, err
 		}
 	}
 	w, closeLog := stderr, func() {}
@@ -214,6 +212,15 @@ func newLogger(f runFlags, demo bool, stderr io.Writer) (_ *slog.Logger, closeLo
 	}
 	closeLog()
 	return nil, nil, fmt.Errorf("bad --log-format %q: want text or json", f.logFormat)
+}
+
+// parseLogLevel reads a --log-level value (bot run and bot drill).
+func parseLogLevel(s string) (slog.Level, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(s)); err != nil {
+		return lv, fmt.Errorf("bad --log-level %q: want debug, info, warn or error", s)
+	}
+	return lv, nil
 }
 
 // isTerminal reports whether v is a character device (a terminal).

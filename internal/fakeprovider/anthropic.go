@@ -25,7 +25,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"strconv"
 	"sync"
@@ -144,7 +143,7 @@ func (a *answer) anthropicFailure(mode Mode) (status int, ok bool) {
 		wait := a.rateWait()
 		reset := a.s.now().Add(wait).UTC().Format(time.RFC3339)
 		h := map[string]string{
-			"retry-after":                            strconv.Itoa(int(math.Ceil(wait.Seconds()))),
+			"retry-after":                            strconv.Itoa(retrySeconds(wait)),
 			"anthropic-ratelimit-requests-limit":     "50",
 			"anthropic-ratelimit-requests-remaining": "0",
 			"anthropic-ratelimit-requests-reset":     reset,

@@ -10,10 +10,8 @@ package fakeprovider
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"net/http"
 	"regexp"
-	"strconv"
 )
 
 // azureVersion is the form of an api-version: a date, maybe "-preview".
@@ -61,15 +59,12 @@ func (a *answer) azureFailure(mode Mode) (status int, ok bool) {
 	w := a.w
 	if mode == ModeRateLimit {
 		wait := a.rateWait()
-		secs := int(math.Ceil(wait.Seconds()))
-		h := map[string]string{
-			"retry-after":                    strconv.Itoa(secs),
-			"retry-after-ms":                 strconv.FormatInt(wait.Milliseconds(), 10),
+		h := openaiWaitHeaders(wait, map[string]string{
 			"x-ratelimit-remaining-requests": "0",
 			"x-ratelimit-remaining-tokens":   "0",
-		}
+		})
 		msg := fmt.Sprintf("Requests to the ChatCompletions_Create Operation under Azure OpenAI API version %s have exceeded call rate limit of your current OpenAI S0 pricing tier. Please retry after %d seconds. Please go here: https://aka.ms/oai/quotaincrease if you would like to further increase the default rate limit.",
-			a.r.URL.Query().Get("api-version"), secs)
+			a.r.URL.Query().Get("api-version"), retrySeconds(wait))
 		return writeAzureError(w, http.StatusTooManyRequests, h, "429", msg), true
 	}
 	if e, ok := azureErrors[mode]; ok {

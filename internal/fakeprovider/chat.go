@@ -412,14 +412,11 @@ func (a *answer) openaiFailure(mode Mode) (status int, ok bool) {
 	switch mode {
 	case ModeRateLimit:
 		wait := a.rateWait()
-		secs := int(math.Ceil(wait.Seconds()))
-		h := map[string]string{
-			"Retry-After":                    strconv.Itoa(secs),
-			"retry-after-ms":                 strconv.FormatInt(wait.Milliseconds(), 10),
+		h := openaiWaitHeaders(wait, map[string]string{
 			"x-ratelimit-limit-requests":     "3",
 			"x-ratelimit-remaining-requests": "0",
 			"x-ratelimit-reset-requests":     wait.String(),
-		}
+		})
 		msg := fmt.Sprintf("Rate limit reached for %s in organization org-fake on requests per min (RPM): Limit 3, Used 3, Requested 1. Please try again in %s. Visit https://platform.openai.com/account/rate-limits to learn more.", model, wait)
 		return writeOpenAIError(a.w, http.StatusTooManyRequests, h, msg, "requests", "rate_limit_exceeded", nil), true
 	case ModeInsufficientQuota:
@@ -460,6 +457,18 @@ func (a *answer) slowGap() time.Duration {
 	}
 	return 200 * time.Millisecond
 }
+
+// openaiWaitHeaders adds to h the wait headers of OpenAI's 429, which Azure
+// OpenAI sends too: Retry-After in whole seconds, rounded up, and
+// retry-after-ms.
+func openaiWaitHeaders(wait time.Duration, h map[string]string) map[string]string {
+	h["Retry-After"] = strconv.Itoa(retrySeconds(wait))
+	h["retry-after-ms"] = strconv.FormatInt(wait.Milliseconds(), 10)
+	return h
+}
+
+// retrySeconds is wait in whole seconds, rounded up, as Retry-After says it.
+func retrySeconds(wait time.Duration) int { return int(math.Ceil(wait.Seconds())) }
 
 // rateWait is the wait the rate_limit mode announces.
 func (a *answer) rateWait() time.Duration {

@@ -19,7 +19,6 @@ package fakeprovider
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"net/http"
 	"strings"
 )
@@ -56,7 +55,7 @@ func (a *answer) geminiFailure(mode Mode) (status int, ok bool) {
 	w := a.w
 	switch mode {
 	case ModeRateLimit:
-		secs := int(math.Ceil(a.rateWait().Seconds()))
+		secs := retrySeconds(a.rateWait())
 		retry := map[string]any{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": fmt.Sprintf("%ds", secs)}
 		return writeGoogleError(w, http.StatusTooManyRequests, "RESOURCE_EXHAUSTED",
 			fmt.Sprintf("Resource has been exhausted (e.g. check quota). Please retry in %ds.", secs), []any{retry}), true
