@@ -49,11 +49,9 @@ func (a *Adapter) ReadEarlier(ctx context.Context, ref string, max int) ([]adapt
 }
 
 func (a *Adapter) threadBefore(ctx context.Context, channel, before string, max int) ([]adapters.Earlier, error) {
-	msgs, err := link.Get(ctx, a.link, "read thread", "", func(opts ...discordgo.RequestOption) ([]*discordgo.Message, error) {
-		return a.rest.ChannelMessages(channel, min(max, maxPage), before, "", "", opts...)
-	})
+	msgs, err := a.rest.ChannelMessages(channel, min(max, maxPage), before, "", "", discordgo.WithContext(ctx))
 	if err != nil {
-		return nil, err
+		return nil, link.Err("read thread", "", err)
 	}
 	slices.Reverse(msgs) // oldest first
 	out := make([]adapters.Earlier, 0, len(msgs))
@@ -73,18 +71,15 @@ func (a *Adapter) replyChain(ctx context.Context, channel, id string, max int) (
 	seen := map[string]bool{}
 	for steps := 0; id != "" && !seen[id] && steps < max; steps++ {
 		seen[id] = true
-		m, err := link.Get(ctx, a.link, "read replied message", "",
-			func(opts ...discordgo.RequestOption) (*discordgo.Message, error) {
-				return a.rest.ChannelMessage(channel, id, opts...)
-			})
-		if restCode(err) == discordgo.ErrCodeUnknownMessage {
+		m, err := a.rest.ChannelMessage(channel, id, discordgo.WithContext(ctx))
+		if link.Code(err) == discordgo.ErrCodeUnknownMessage {
 			break // deleted: the chain ends there
 		}
 		if err != nil {
 			if len(out) > 0 {
 				break // what was read is context enough
 			}
-			return nil, err
+			return nil, link.Err("read replied message", "", err)
 		}
 		if e, ok := a.earlierOf(m); ok {
 			out = append(out, e)
@@ -103,7 +98,7 @@ func (a *Adapter) earlierOf(m *discordgo.Message) (adapters.Earlier, bool) {
 	if m == nil || m.Author == nil || m.Author.ID == a.link.BotID() {
 		return adapters.Earlier{}, false
 	}
-	if m.Type != discordgo.MessageTypeDefault && m.Type != discordgo.MessageTypeReply {
+	if !written(m) {
 		return adapters.Earlier{}, false
 	}
 	e := adapters.Earlier{User: "discord:" + m.Author.ID, Name: cmp.Or(m.Author.GlobalName, m.Author.Username), Bot: m.Author.Bot,

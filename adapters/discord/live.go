@@ -33,12 +33,7 @@ func (a *Adapter) StartStream(_ context.Context, in adapters.Inbound) (adapters.
 		return nil, errors.New("discord: stream without a channel")
 	}
 	r := live.New(&streamSurface{a: a, ch: ch, ref: ref}, live.Options{Limit: MaxMessageLen, Length: textLen,
-		Every: a.cfg.EditEvery, Log: a.log, Render: func(_ adapters.Kind, text string) string {
-			if strings.TrimSpace(text) == "" {
-				return "(empty message)"
-			}
-			return text
-		}})
+		Every: a.cfg.EditEvery, Log: a.log, Render: func(_ adapters.Kind, text string) string { return orEmpty(text) }})
 	if !a.goOwned(r.Run) {
 		return nil, errors.New("discord: not running")
 	}
@@ -71,24 +66,20 @@ func (s *streamSurface) Post(ctx context.Context, i int, text string) (string, e
 // Edit replaces the message's text; one deleted meanwhile is gone.
 func (s *streamSurface) Edit(ctx context.Context, id, text string) error {
 	e := &discordgo.MessageEdit{ID: id, Channel: s.ch, Content: &text, AllowedMentions: noMentions()}
-	_, err := link.Get(ctx, s.a.link, "edit message", "", func(opts ...discordgo.RequestOption) (*discordgo.Message, error) {
-		return s.a.rest.ChannelMessageEditComplex(e, opts...)
-	})
-	if restCode(err) == discordgo.ErrCodeUnknownMessage {
+	_, err := s.a.rest.ChannelMessageEditComplex(e, discordgo.WithContext(ctx))
+	if link.Code(err) == discordgo.ErrCodeUnknownMessage {
 		return errors.Join(live.ErrGone, err)
 	}
-	return err
+	return link.Err("edit message", "", err)
 }
 
 // Delete deletes one of the bot's messages; one already gone is no error.
 func (s *streamSurface) Delete(ctx context.Context, id string) error {
-	err := s.a.link.Call(ctx, "delete message", "", func(opts ...discordgo.RequestOption) error {
-		return s.a.rest.ChannelMessageDelete(s.ch, id, opts...)
-	})
-	if restCode(err) == discordgo.ErrCodeUnknownMessage {
+	err := s.a.rest.ChannelMessageDelete(s.ch, id, discordgo.WithContext(ctx))
+	if link.Code(err) == discordgo.ErrCodeUnknownMessage {
 		return nil
 	}
-	return err
+	return link.Err("delete message", "", err)
 }
 
 // Send posts out (the answer whole, or the notice above it) where the stream is.
@@ -124,7 +115,7 @@ func (a *Adapter) StartProgress(_ context.Context, in adapters.Inbound) adapters
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.ctx == nil || a.stopping || a.typers[ch] != nil {
+	if a.ctx == nil || a.ctx.Err() != nil || a.typers[ch] != nil {
 		return live.NoIndicator{} // another turn's indicator runs in the channel
 	}
 	ind := live.NewIndicator(func(ctx context.Context, status string) error { return a.typeOnce(ctx, ch, status) },

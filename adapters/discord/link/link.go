@@ -12,9 +12,9 @@
 //     with ShouldRetryOnRateLimit it sleeps and retries every 429 without end. Here
 //     one transport waits, with the caller's context and on the injected clock,
 //     for a route's empty bucket and for one global pause (interaction endpoints
-//     exempt); the headers are removed before discordgo reads them; Call retries a
-//     429 at most MaxRateLimitRetries times and gives up on a wait longer than
-//     MaxRateLimitWait. Pinned by TestSend_EmptyBucketWaitIsOurs,
+//     exempt), retries a 429 at most MaxRateLimitRetries times and gives up on a
+//     wait longer than MaxRateLimitWait; the headers are removed before discordgo
+//     reads them. Pinned by TestSend_EmptyBucketWaitIsOurs,
 //     TestSend_RateLimitWaitHonoursContext, TestSend_RateLimitBounded,
 //     TestE2E_GlobalRateLimitPausesEveryRouteOnce and TestTransport_GlobalPause.
 //   - REST retries of a 5xx. discordgo retries a 502 up to MaxRestRetries (3), so
@@ -184,7 +184,7 @@ func New(cfg Config) (*Link, error) {
 	// timed once it is sent.
 	rest.Client = &http.Client{Transport: &transport{l: l, base: adapters.Timed(base, cfg.HTTPTimeout), target: cfg.API,
 		hashes: map[string]string{}}}
-	rest.ShouldRetryOnRateLimit = false // Call retries, the transport waits
+	rest.ShouldRetryOnRateLimit = false // the transport waits and retries
 	rest.MaxRestRetries = 0             // a 502 on message create may have posted: never repeat
 	rest.StateEnabled = false
 	rest.LogLevel = -1 // discordgo's logger is process-global; we log ourselves
@@ -214,40 +214,20 @@ func (l *Link) AppID() string {
 // Close lets go of idle HTTP connections.
 func (l *Link) Close() { l.http.CloseIdleConnections() }
 
-// Call runs one REST call, retrying after a 429 at most MaxRateLimitRetries
-// times; the transport waits the 429's retry_after (or the global pause) before
-// the retry goes out. secret (an interaction token) is scrubbed from the error.
-func (l *Link) Call(ctx context.Context, what, secret string, f func(opts ...discordgo.RequestOption) error) error {
-	for attempt := 0; ; attempt++ {
-		err := f(discordgo.WithContext(ctx))
-		if err == nil {
-			return nil
-		}
-		var rl *discordgo.RateLimitError
-		if !errors.As(err, &rl) || rl.RateLimit == nil || rl.TooManyRequests == nil {
-			return scrub(fmt.Errorf("discord: %s: %w", what, err), secret)
-		}
-		if attempt >= l.cfg.MaxRateLimitRetries {
-			return fmt.Errorf("discord: %s: rate limited, retry after %v (gave up after %d retries): %w",
-				what, rl.RetryAfter, attempt, ErrRateLimited)
-		}
-		l.log.Warn("discord rate limited", "op", what, "retry_after", rl.RetryAfter, "attempt", attempt+1)
+// Err names a failed REST call (nil stays nil) and hides secret, an
+// interaction token, from its text: discordgo's errors carry the URL, which
+// holds the token, while the error stays unwrappable.
+func Err(what, secret string, err error) error {
+	if err == nil {
+		return nil
 	}
-}
-
-// Get is Call for a REST call that returns a value.
-func Get[T any](ctx context.Context, l *Link, what, secret string,
-	f func(opts ...discordgo.RequestOption) (T, error)) (T, error) {
-	var v T
-	err := l.Call(ctx, what, secret, func(opts ...discordgo.RequestOption) error {
-		var err error
-		v, err = f(opts...)
+	err = fmt.Errorf("discord: %s: %w", what, err)
+	if secret == "" {
 		return err
-	})
-	return v, err
+	}
+	return &scrubbed{err: err, secret: secret}
 }
 
-// scrubbed hides one secret from an error's text while keeping it unwrappable.
 type scrubbed struct {
 	err    error
 	secret string
@@ -256,18 +236,24 @@ type scrubbed struct {
 func (e *scrubbed) Error() string { return redact.Known(e.err.Error(), e.secret) }
 func (e *scrubbed) Unwrap() error { return e.err }
 
-func scrub(err error, secret string) error {
-	if err == nil || secret == "" {
-		return err
-	}
-	return &scrubbed{err: err, secret: secret}
-}
-
 // Status is a REST error's HTTP status, 0 for none.
 func Status(err error) int {
-	var re *discordgo.RESTError
-	if errors.As(err, &re) && re.Response != nil {
+	if re := restError(err); re != nil && re.Response != nil {
 		return re.Response.StatusCode
 	}
 	return 0
+}
+
+// Code is Discord's JSON error code of a REST error, 0 for none.
+func Code(err error) int {
+	if re := restError(err); re != nil && re.Message != nil {
+		return re.Message.Code
+	}
+	return 0
+}
+
+func restError(err error) *discordgo.RESTError {
+	var re *discordgo.RESTError
+	errors.As(err, &re)
+	return re
 }
