@@ -44,23 +44,25 @@ func written(m *discordgo.Message) bool {
 	return m.Type == discordgo.MessageTypeDefault || m.Type == discordgo.MessageTypeReply
 }
 
-func mentions(m *discordgo.Message, botID string) bool {
+// mention strips every mention of the bot (<@id>, or the legacy nickname form
+// <@!id>) from a message's text, and says whether it had one.
+func mention(m *discordgo.Message, botID string) (text string, mentioned bool) {
+	text = m.Content
 	if botID == "" {
-		return false
+		return strings.TrimSpace(text), false
 	}
-	if slices.ContainsFunc(m.Mentions, func(u *discordgo.User) bool { return u != nil && u.ID == botID }) {
-		return true
+	mentioned = slices.ContainsFunc(m.Mentions, func(u *discordgo.User) bool { return u != nil && u.ID == botID })
+	for _, form := range []string{"<@" + botID + ">", "<@!" + botID + ">"} {
+		mentioned = mentioned || strings.Contains(text, form)
+		text = strings.ReplaceAll(text, form, "")
 	}
-	return strings.Contains(m.Content, "<@"+botID+">") || strings.Contains(m.Content, "<@!"+botID+">")
+	return strings.TrimSpace(text), mentioned
 }
 
-// stripMention removes every mention of the bot and trims the text.
-func stripMention(text, botID string) string {
-	if botID != "" {
-		text = strings.ReplaceAll(text, "<@"+botID+">", "")
-		text = strings.ReplaceAll(text, "<@!"+botID+">", "")
-	}
-	return strings.TrimSpace(text)
+// inbound is what every message and interaction delivers.
+func inbound(guild, channel, user, text, replyTo, event string) adapters.Inbound {
+	return adapters.Inbound{Channel: Name, SessionKey: sessionKey(guild, channel), User: "discord:" + user, Text: text,
+		ReplyTo: replyTo, Direct: guild == "", EventID: "discord:" + event, Conversation: conversation(guild)}
 }
 
 // onEvent runs on the gateway's reader: each event the bot reads is decoded
@@ -93,12 +95,11 @@ func (a *Adapter) onMessage(mc *discordgo.MessageCreate) {
 	if m.Author.ID == botID || m.Author.Bot || !written(m) {
 		return // own echoes, other bots, notices
 	}
-	direct := m.GuildID == ""
-	text := stripMention(m.Content, botID)
+	text, mentioned := mention(m, botID)
 	lookup, open := false, false
 	switch {
-	case direct:
-	case mentions(m, botID):
+	case m.GuildID == "":
+	case mentioned:
 		// Mentioned in a channel not known yet: the lane looks up whether it
 		// is a thread (the bot then takes part in it from now on).
 		lookup = !a.threads.Has(m.ChannelID) && !a.notThreads.Has(m.ChannelID)
@@ -117,17 +118,8 @@ func (a *Adapter) onMessage(mc *discordgo.MessageCreate) {
 	if a.seen.Seen("msg:" + m.ID) {
 		return // already delivered (replayed on resume)
 	}
-	in := adapters.Inbound{
-		Channel:      Name,
-		SessionKey:   sessionKey(m.GuildID, m.ChannelID),
-		User:         "discord:" + m.Author.ID,
-		Text:         text,
-		ReplyTo:      m.ChannelID + replySep + m.ID,
-		Direct:       direct,
-		EventID:      "discord:msg:" + m.ID,
-		Conversation: conversation(m.GuildID),
-		Files:        files,
-	}
+	in := inbound(m.GuildID, m.ChannelID, m.Author.ID, text, m.ChannelID+replySep+m.ID, "msg:"+m.ID)
+	in.Files = files
 	if ref := m.MessageReference; ref != nil && ref.MessageID != "" && (ref.ChannelID == "" || ref.ChannelID == m.ChannelID) &&
 		(m.ReferencedMessage == nil || m.ReferencedMessage.Author == nil || m.ReferencedMessage.Author.ID != botID) {
 		in.RepliesTo = replyRef(m.ChannelID, ref.MessageID) // H1: a reply chain the bot was not part of
@@ -177,11 +169,6 @@ type job struct {
 	guild, message string
 }
 
-func (j job) channel() string {
-	ch, _, _ := strings.Cut(j.in.ReplyTo, replySep)
-	return ch
-}
-
 // enqueue hands j to its channel's lane. It never blocks; once Run ends the
 // lanes refuse every job.
 func (a *Adapter) enqueue(channel string, j job) {
@@ -193,23 +180,23 @@ func (a *Adapter) enqueue(channel string, j job) {
 	}
 }
 
-// handle is a channel lane's step for one job: it delivers the job's message to
-// the router, unless Run has ended.
-func (a *Adapter) handle(_ string, j job) {
+// handle is channel ch's lane's step for one job: it delivers the job's message
+// to the router, unless Run has ended.
+func (a *Adapter) handle(ch string, j job) {
 	a.mu.Lock()
 	ctx, inbox := a.ctx, a.inbox
 	a.mu.Unlock()
 	if ctx == nil || ctx.Err() != nil || inbox == nil {
 		return
 	}
-	if j.lookup && a.isThread(ctx, j.channel()) { // remembered as a thread from now on
+	if j.lookup && a.isThread(ctx, ch) { // remembered as a thread from now on
 		// H1: first mentioned in a thread it did not start (its own are known).
-		j.in.Earlier, j.in.RepliesTo = threadRef(j.channel(), j.message), ""
+		j.in.Earlier, j.in.RepliesTo = threadRef(ch, j.message), ""
 	}
-	if j.openThread && !a.threads.Has(j.channel()) {
-		a.moveToThread(ctx, &j)
+	if j.openThread && !a.threads.Has(ch) {
+		a.moveToThread(ctx, ch, &j)
 	}
-	a.setParent(&j.in, j.guild, j.channel())
+	a.setParent(&j.in, j.guild, ch)
 	select {
 	case inbox <- j.in:
 	case <-ctx.Done():
@@ -255,8 +242,7 @@ const (
 // and points j at it: the answer and the rest of the conversation go there (the
 // thread's own session). When Discord refuses (missing Create Public Threads
 // permission, say), the question is answered in the channel as without threads.
-func (a *Adapter) moveToThread(ctx context.Context, j *job) {
-	ch := j.channel()
+func (a *Adapter) moveToThread(ctx context.Context, ch string, j *job) {
 	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
 	defer cancel()
 	start := &discordgo.ThreadStart{Name: threadName(j.in.Text), AutoArchiveDuration: threadArchiveMins}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/bwmarrin/discordgo"
 
-	"github.com/detourbot/detour/adapters"
 	"github.com/detourbot/detour/adapters/discord/link"
 	"github.com/detourbot/detour/commands"
 )
@@ -188,17 +187,8 @@ func (a *Adapter) acknowledge(ctx context.Context, i *discordgo.Interaction, rec
 	}
 	p.deferred = err == nil
 	a.interactions.Add(i.ID, p)
-	in := adapters.Inbound{
-		Channel:      Name,
-		SessionKey:   sessionKey(i.GuildID, i.ChannelID),
-		User:         "discord:" + interactionUser(i),
-		Text:         text,
-		ReplyTo:      interactionPrefix + i.ID + ":" + i.ChannelID,
-		Direct:       i.GuildID == "",
-		Native:       true,
-		EventID:      "discord:interaction:" + i.ID,
-		Conversation: conversation(i.GuildID),
-	}
+	in := inbound(i.GuildID, i.ChannelID, interactionUser(i), text, interactionPrefix+i.ID+":"+i.ChannelID, "interaction:"+i.ID)
+	in.Native = true
 	a.setParent(&in, i.GuildID, i.ChannelID)
 	a.enqueue(i.ChannelID, job{in: in})
 }

@@ -46,20 +46,19 @@ type streamSurface struct {
 	ch, ref string // the channel, and the asking message the first part replies to
 }
 
+// Post posts a part, the first as the reply to the asking message. The post
+// cleared "is typing…": renewed, it would outlive the answer, since edits do
+// not clear it.
 func (s *streamSurface) Post(ctx context.Context, i int, text string) (string, error) {
-	ref := ""
-	if i == 0 {
-		ref = s.ref
+	ref := s.ref
+	if i > 0 {
+		ref = ""
 	}
 	m, err := s.a.postOne(ctx, s.ch, ref, text, 0, nil)
 	if err != nil {
 		return "", err
 	}
-	if i == 0 {
-		// The post cleared "is typing…"; renewed now, it would outlive the
-		// answer, since edits do not clear it.
-		s.a.stopTyping(s.ch)
-	}
+	s.a.stopTyping(s.ch)
 	return m.ID, nil
 }
 
@@ -100,14 +99,12 @@ const (
 )
 
 // StartProgress shows "is typing…" in the conversation's channel (L1) and keeps
-// it up, renewed every 8 s, until Stop, the first words of a streamed reply
-// (the growing message shows the work from then on, and a typing indicator
-// renewed after it would outlive the answer, since edits do not clear it), five
-// minutes, or the end of Run. It returns at once: the typing calls run on their
-// own goroutine, and one that would have to wait for a rate limit is dropped, so
-// progress never delays the turn nor takes a bucket a reply needs. A channel
-// that refuses it (401, 403, 404) is not asked again for an hour. Commands
-// answered through an interaction already show "thinking…": they get none.
+// it up, renewed every 8 s, until Stop, the reply (or a streamed reply's first
+// words), five minutes, or the end of Run. It returns at once: the typing calls
+// run on their own goroutine, and one that would have to wait for a rate limit
+// is dropped, so progress never delays the turn nor takes a bucket a reply
+// needs. A channel that refuses it (401, 403, 404) is not asked again for an
+// hour. Commands answered through an interaction already show "thinking…".
 func (a *Adapter) StartProgress(_ context.Context, in adapters.Inbound) adapters.Indicator {
 	ch, _ := target(in.ReplyTo, in.SessionKey)
 	if in.Native || strings.HasPrefix(in.ReplyTo, interactionPrefix) || ch == "" || a.noTyping.Has(ch) {

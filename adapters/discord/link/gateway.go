@@ -1,6 +1,7 @@
 package link
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -60,29 +61,29 @@ type outcome struct {
 	lived       time.Duration
 }
 
-// conn is one gateway connection: a reader that hands dispatches on in order
-// and a heartbeat, both ended when the socket closes.
+// conn is one gateway connection: its reader, on the goroutine that connected,
+// hands dispatches on in order; its heartbeat runs beside it until the socket
+// closes.
 type conn struct {
-	l   *Link
-	g   *session
-	ws  *websocket.Conn
-	wmu sync.Mutex
-
-	ready     chan struct{} // closed at READY or RESUMED
-	readyOnce sync.Once
-	done      chan struct{} // closed when the reader has ended
-	wg        sync.WaitGroup
-	acked     atomic.Bool // the last heartbeat was acknowledged
-	zombie    atomic.Bool
-
-	o   outcome // the reader's part, final once done is closed
-	err error
+	l      *Link
+	g      *session
+	ws     *websocket.Conn
+	onUp   func()
+	wmu    sync.Mutex
+	wg     sync.WaitGroup
+	done   chan struct{} // closed when the reader has ended
+	acked  atomic.Bool   // the last heartbeat was acknowledged
+	zombie atomic.Bool
+	up     bool // READY or RESUMED came: the handshake is over
+	o      outcome
+	err    error
 }
 
-// connect runs one connection of g. It dials and waits for READY (or RESUMED,
-// after the replayed events) under OpenTimeout: the socket's read deadline,
-// lifted once the session is up; the reader answers Hello with the Identify or
-// the Resume. Then up runs, and the connection is read until it ends.
+// connect runs one connection of g until it ends. It dials; the reader answers
+// Hello with the Identify or the Resume, and reads READY (or RESUMED, after the
+// replayed events) under OpenTimeout, the socket's read deadline, which goes
+// once the session is up, when up runs. A connection that never got there
+// returns the handshake's error.
 func (l *Link) connect(ctx context.Context, g *session, up func()) (outcome, error) {
 	u := g.url
 	if g.id != "" && g.resume != "" {
@@ -99,36 +100,24 @@ func (l *Link) connect(ctx context.Context, g *session, up func()) (outcome, err
 		return outcome{}, err
 	}
 	opened := time.Now()
-	c := &conn{l: l, g: g, ws: ws, ready: make(chan struct{}), done: make(chan struct{})}
+	c := &conn{l: l, g: g, ws: ws, onUp: up, done: make(chan struct{})}
 	ws.SetCloseHandler(func(int, string) error { return nil }) // no echo: we choose our close codes
 	_ = ws.SetReadDeadline(opened.Add(l.cfg.OpenTimeout))
 	stop := context.AfterFunc(ctx, func() { c.close(websocket.CloseNormalClosure) }) // stopping: the session may end
-	c.wg.Go(func() {
-		defer stop()
-		c.read()
-	})
-	select {
-	case <-c.ready:
-	case <-c.done:
-	}
-	select {
-	case <-c.ready:
-		_ = ws.SetReadDeadline(time.Time{})
-		up()
-		l.connected.Store(true)
-		c.wg.Wait()
-		l.connected.Store(false)
-	default:
-		c.wg.Wait()
-		err = fmt.Errorf("discord gateway: handshake: %w", c.err)
-	}
+	c.read()
+	stop()
+	close(c.done)
+	c.wg.Wait()
+	l.connected.Store(false)
 	c.o.zombie, c.o.lived = c.zombie.Load(), time.Since(opened)
-	return c.o, err
+	if !c.up {
+		return c.o, fmt.Errorf("discord gateway: handshake: %w", c.err)
+	}
+	return c.o, nil
 }
 
 // read handles the server's payloads until the socket fails or closes.
 func (c *conn) read() {
-	defer close(c.done)
 	for {
 		_, b, err := c.ws.ReadMessage()
 		if err != nil {
@@ -191,13 +180,17 @@ func (c *conn) dispatch(f frame) {
 		}
 		if json.Unmarshal(f.D, &r) == nil {
 			c.g.id, c.g.resume = r.SessionID, r.ResumeURL
-			c.l.setIDs(r.User.ID, r.Application.ID)
+			c.l.ids.Store(&[2]string{cmp.Or(r.User.ID, c.l.BotID()), cmp.Or(r.Application.ID, c.l.AppID())})
 		}
 		c.l.log.Info("discord gateway ready", "bot_user", r.User.ID, "mention_only", c.g.intents&discordgo.IntentsMessageContent == 0)
-		c.readyOnce.Do(func() { close(c.ready) })
 	case "RESUMED":
 		c.l.log.Info("discord gateway resumed")
-		c.readyOnce.Do(func() { close(c.ready) })
+	}
+	if (f.T == "READY" || f.T == "RESUMED") && !c.up {
+		c.up = true
+		_ = c.ws.SetReadDeadline(time.Time{})
+		c.l.connected.Store(true)
+		c.onUp()
 	}
 	if c.l.cfg.Dispatch != nil {
 		c.l.cfg.Dispatch(f.T, f.D)
@@ -267,23 +260,10 @@ func (l *Link) hello(g *session) any {
 
 // intents is what the next identify asks for.
 func (l *Link) intents() discordgo.Intent {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.mentionOnly {
+	if l.mentionOnly.Load() {
 		return l.cfg.Intent &^ discordgo.IntentsMessageContent
 	}
 	return l.cfg.Intent
-}
-
-func (l *Link) setIDs(bot, app string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if bot != "" {
-		l.botID = bot
-	}
-	if app != "" {
-		l.appID = app
-	}
 }
 
 // Run keeps one gateway session connected until ctx ends (it then returns nil);
@@ -294,7 +274,9 @@ func (l *Link) Run(ctx context.Context) error {
 		g          *session
 		losses     int // consecutive losses since a stable connection
 		registered bool
+		wg         sync.WaitGroup // Identified, beside the reader
 	)
+	defer wg.Wait()
 	for ctx.Err() == nil {
 		identify := g == nil || g.id == ""
 		wait := l.backoff(losses)
@@ -325,9 +307,9 @@ func (l *Link) Run(ctx context.Context) error {
 			g = &session{intents: l.intents(), url: url, started: l.cfg.Now()}
 		}
 		o, err := l.connect(ctx, g, func() {
-			if !registered && identify && l.cfg.Identified != nil {
+			if !registered && l.cfg.Identified != nil {
 				registered = true
-				l.cfg.Identified(ctx)
+				wg.Go(func() { l.cfg.Identified(ctx) })
 			}
 		})
 		if ctx.Err() != nil {
@@ -366,9 +348,7 @@ func (l *Link) afterLoss(o outcome, g *session) error {
 		if g.intents&discordgo.IntentsMessageContent == 0 {
 			return errors.New("discord: the gateway refused the intents (close 4014)")
 		}
-		l.mu.Lock()
-		l.mentionOnly = true
-		l.mu.Unlock()
+		l.mentionOnly.Store(true)
 		l.log.Error("discord refused the MESSAGE_CONTENT intent (close 4014): running in mention-only mode, where the bot reads " +
 			"messages that mention it, DMs and slash commands only. To read every message in threads it takes part in, enable " +
 			"\"Message Content Intent\" under Bot > Privileged Gateway Intents in the Discord Developer Portal and restart; to " +

@@ -1,55 +1,53 @@
-// Package link is the bot's connection to Discord. discordgo v0.29.0 makes the
-// REST calls and decodes what they return; the gateway is read here, with
-// gorilla/websocket (discordgo's own transport) and discordgo's types, because
-// once every rule discordgo's gateway client breaks was repaired around it, what
-// was left of it was the dial and the read loop. Each part, the discordgo
-// behaviour it replaces, and the test that fails if discordgo's behaviour were
-// used instead:
+// Package link is the bot's connection to Discord, behind one type, Link.
+// discordgo v0.29.0 makes the REST calls and decodes what they return; the
+// gateway is read here, with gorilla/websocket (discordgo's own) and
+// discordgo's types, because once every rule discordgo's gateway client breaks
+// was repaired around it, only its dial and read loop were left. Each part, the
+// discordgo behaviour it replaces, and the tests that fail with that behaviour:
 //
-//   - REST rate limits (transport.go). discordgo sleeps in its own limiter,
-//     uncancellably and on the wall clock, on the X-RateLimit-* headers, and
-//     misses a global 429 that carries no Reset-After (how Discord sends them);
-//     with ShouldRetryOnRateLimit it sleeps and retries every 429 without end. Here
-//     one transport waits, with the caller's context and on the injected clock,
-//     for a route's empty bucket and for one global pause (interaction endpoints
-//     exempt), retries a 429 at most MaxRateLimitRetries times and gives up on a
-//     wait longer than MaxRateLimitWait; the headers are removed before discordgo
-//     reads them. Pinned by TestSend_EmptyBucketWaitIsOurs,
+//   - REST rate limits (transport.go). discordgo sleeps in its own limiter on
+//     the X-RateLimit-* headers, uncancellably and on the wall clock, misses a
+//     global 429 without Reset-After (how Discord sends them), and with
+//     ShouldRetryOnRateLimit retries every 429 without end. Here the transport
+//     waits, with the caller's context and on the injected clock, for a route's
+//     empty bucket and for one global pause (interaction endpoints exempt),
+//     retries a 429 at most MaxRateLimitRetries times, fails a wait longer than
+//     MaxRateLimitWait at once, and removes the headers before discordgo reads
+//     them. Pinned by TestSend_EmptyBucketWaitIsOurs,
 //     TestSend_RateLimitWaitHonoursContext, TestSend_RateLimitBounded,
 //     TestE2E_GlobalRateLimitPausesEveryRouteOnce and TestTransport_GlobalPause.
-//   - REST retries of a 5xx. discordgo retries a 502 up to MaxRestRetries (3), so
-//     a message post that landed is posted again; here none is retried. Pinned by
+//   - 5xx retries. discordgo retries a 502 up to MaxRestRetries (3), posting a
+//     message that landed again; here none is retried. Pinned by
 //     TestSend_BadGatewayIsNotRepeated.
 //   - The gateway URL (gateway.go). discordgo's Open asks GET /gateway, which
-//     carries no identify budget, and ignores resume_gateway_url; here GET
-//     /gateway/bot is read before each identify, which waits while
-//     session_start_limit is used up (past it Discord resets the bot token), and
-//     a resume dials resume_gateway_url. Pinned by
-//     TestE2E_RepeatedSessionLossBacksOffWithinIdentifyBudget (no identify past
-//     the budget) and TestE2E_HeartbeatMissResumesWithoutLosingQueuedEvents (the
-//     resume lands on resume_gateway_url).
+//     carries no identify budget, and ignores resume_gateway_url. Here each
+//     identify reads GET /gateway/bot first and waits while session_start_limit
+//     is used up (past it Discord resets the bot token); a resume dials
+//     resume_gateway_url. Pinned by
+//     TestE2E_RepeatedSessionLossBacksOffWithinIdentifyBudget and
+//     TestE2E_HeartbeatMissResumesWithoutLosingQueuedEvents.
 //   - Zombie connections. discordgo waits five missed ACKs, then closes with
 //     1000, which ends the session; here a heartbeat due while the last one has
 //     no ACK closes the connection with 4000 at once, and the session resumes.
 //     Pinned by TestGateway_TLSZombieResumes and
 //     TestE2E_HeartbeatMissResumesWithoutLosingQueuedEvents (close codes [4000]).
-//   - Close codes. discordgo closes with 1000 even to reconnect (op 7, a
-//     failed heartbeat), which invalidates the session; here a reconnect closes
-//     with 4000 and only stopping the bot with 1000. Pinned by
+//   - Close codes. discordgo closes with 1000 even to reconnect (op 7, a failed
+//     heartbeat), which invalidates the session; here a reconnect closes with
+//     4000, and only stopping the bot with 1000. Pinned by
 //     TestReconnect_ResumesAndDeliversOnce (close codes never 1000).
 //   - Invalid Session (op 9). discordgo identifies again at once, whatever its d
-//     says and without Discord's 1-5 s wait; here the connection ends and Run
-//     resumes when d is true, else identifies after 1-5 s, within the budget.
-//     Pinned by TestGateway_InvalidSessionResumableOrNot.
+//     says and without Discord's 1-5 s wait; here Run resumes when d is true,
+//     else identifies after 1-5 s, within the budget. Pinned by
+//     TestGateway_InvalidSessionResumableOrNot.
 //   - Resume. discordgo keeps the session id unexported and resumes only within
 //     one Session; here the session outlives its connections and every
 //     reconnect resumes it (op 6 with its id and last sequence), so Discord
 //     replays what was missed. Pinned by TestReconnect_ResumesAndDeliversOnce.
 //   - The handshake deadline. discordgo's Open reads Hello and READY with no
-//     deadline, so a silent gateway hangs it forever; here OpenTimeout bounds it.
-//     Pinned by TestRun_HandshakeDeadline.
-//   - Reconnecting. discordgo's own loop (ShouldReconnectOnError) backs off up to
-//     10 minutes and gives up on nothing; here Run backs off 1 s to 2 min with
+//     deadline, so a silent gateway hangs it forever; here OpenTimeout bounds
+//     it. Pinned by TestRun_HandshakeDeadline.
+//   - Reconnecting. discordgo's own loop (ShouldReconnectOnError) backs off up
+//     to 10 minutes and gives up on nothing; here Run backs off 1 s to 2 min with
 //     jitter, spaces identifies 5 s, stops on a refused token or shard (4004,
 //     4010-4013), and on a refused MESSAGE_CONTENT intent (4014) carries on in
 //     mention-only mode. Pinned by
@@ -67,7 +65,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -158,12 +155,9 @@ type Link struct {
 	http   *http.Transport
 	pauses *live.Pauses
 
-	mu          sync.Mutex
-	botID       string
-	appID       string
-	mentionOnly bool
-
-	connected atomic.Bool
+	ids         atomic.Pointer[[2]string] // the bot's user and application id from the last READY
+	mentionOnly atomic.Bool
+	connected   atomic.Bool
 }
 
 // New builds a Link; nothing connects until Run.
@@ -178,8 +172,8 @@ func New(cfg Config) (*Link, error) {
 	}
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	base.TLSClientConfig = cfg.TLS
-	l := &Link{cfg: cfg, log: cfg.Log, rest: rest, http: base, mentionOnly: cfg.MentionOnly,
-		pauses: live.NewPauses(cfg.Now, cfg.Sleep)}
+	l := &Link{cfg: cfg, log: cfg.Log, rest: rest, http: base, pauses: live.NewPauses(cfg.Now, cfg.Sleep)}
+	l.mentionOnly.Store(cfg.MentionOnly)
 	// No http.Client timeout: it would count rate-limit waits; each request is
 	// timed once it is sent.
 	rest.Client = &http.Client{Transport: &transport{l: l, base: adapters.Timed(base, cfg.HTTPTimeout), target: cfg.API,
@@ -197,18 +191,18 @@ func (l *Link) REST() *discordgo.Session { return l.rest }
 // Connected reports whether a gateway connection is up now.
 func (l *Link) Connected() bool { return l.connected.Load() }
 
-// BotID and AppID are what the last READY named ("" before one).
-func (l *Link) BotID() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.botID
-}
+// BotID and AppID are the bot's user and application id from the last READY
+// ("" before one).
+func (l *Link) BotID() string { return l.id(0) }
 
-// AppID is the application's id from READY.
-func (l *Link) AppID() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.appID
+// AppID: see BotID.
+func (l *Link) AppID() string { return l.id(1) }
+
+func (l *Link) id(i int) string {
+	if ids := l.ids.Load(); ids != nil {
+		return ids[i]
+	}
+	return ""
 }
 
 // Close lets go of idle HTTP connections.
