@@ -100,11 +100,11 @@ type Adapter struct {
 	mu        sync.Mutex
 	ctx       context.Context // Run's, ended when Run returns; nil before Run
 	inbox     chan<- adapters.Inbound
-	typers    map[string]*live.Indicator // channel id -> its typing indicator
-	answering chan struct{}              // a slot per interaction goroutine running
-	wg        sync.WaitGroup             // every goroutine the adapter starts
+	answering chan struct{}  // a slot per interaction goroutine running
+	wg        sync.WaitGroup // every goroutine the adapter starts
 
 	lanes       *live.Lanes[job] // each channel's inbound events, in order
+	typers      sync.Map         // channel id -> its typing indicator (*live.Indicator)
 	typingEvery time.Duration
 
 	threads      *adapters.Recent             // thread ids the bot takes part in
@@ -159,12 +159,11 @@ func New(cfg Config) (*Adapter, error) {
 		noTyping:    adapters.NewRecent(4096, noTypingFor, cfg.Now),
 		seen:        adapters.NewRecent(2048, 0, nil),
 		answering:   make(chan struct{}, maxAnswering),
-		typers:      map[string]*live.Indicator{},
 		typingEvery: typingEvery,
 	}
 	a.interactions, _ = lru.New[string, *pending](512) // only a size < 1 errs
 	a.lanes = live.NewLanes(a.handle, workerQueue, maxWorkers)
-	l, err := link.New(link.Config{Token: tok, API: api, TLS: cfg.TLS, Shard: [2]int{cfg.ShardID, cfg.ShardCount},
+	a.link = link.New(link.Config{Token: tok, API: api, TLS: cfg.TLS, Shard: [2]int{cfg.ShardID, cfg.ShardCount},
 		Intent: Intents, MentionOnly: cfg.NoMessageContent, Log: log, Timing: cfg.Timing,
 		Dispatch: a.onEvent,
 		Identified: func(ctx context.Context) {
@@ -172,10 +171,7 @@ func New(cfg Config) (*Adapter, error) {
 				a.log.Error("discord command registration failed", "err", err)
 			}
 		}})
-	if err != nil {
-		return nil, err
-	}
-	a.link, a.rest = l, l.REST()
+	a.rest = a.link.REST()
 	return a, nil
 }
 

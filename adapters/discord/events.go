@@ -26,15 +26,6 @@ func sessionKey(guildID, channelID string) string {
 	return "discord:" + guildID + ":" + channelID
 }
 
-// conversation is the kind of a Discord conversation: a DM has no guild (bots
-// take no part in group DMs); anything in a guild is a channel or a thread.
-func conversation(guildID string) string {
-	if guildID == "" {
-		return adapters.ConversationDirect
-	}
-	return adapters.ConversationChannel
-}
-
 // replySep separates the channel from the asking message's id in ReplyTo
 // ("<channel>/<message>"): replies reference the message they answer.
 const replySep = "/"
@@ -59,10 +50,15 @@ func mention(m *discordgo.Message, botID string) (text string, mentioned bool) {
 	return strings.TrimSpace(text), mentioned
 }
 
-// inbound is what every message and interaction delivers.
+// inbound is what every message and interaction delivers. A DM has no guild
+// (bots take no part in group DMs); anything in a guild is a channel or a thread.
 func inbound(guild, channel, user, text, replyTo, event string) adapters.Inbound {
-	return adapters.Inbound{Channel: Name, SessionKey: sessionKey(guild, channel), User: "discord:" + user, Text: text,
-		ReplyTo: replyTo, Direct: guild == "", EventID: "discord:" + event, Conversation: conversation(guild)}
+	in := adapters.Inbound{Channel: Name, SessionKey: sessionKey(guild, channel), User: "discord:" + user, Text: text,
+		ReplyTo: replyTo, Direct: guild == "", EventID: "discord:" + event, Conversation: adapters.ConversationChannel}
+	if in.Direct {
+		in.Conversation = adapters.ConversationDirect
+	}
+	return in
 }
 
 // onEvent runs on the gateway's reader: each event the bot reads is decoded
@@ -128,10 +124,7 @@ func (a *Adapter) onMessage(mc *discordgo.MessageCreate) {
 }
 
 func (a *Adapter) onThreadCreate(tc *discordgo.ThreadCreate) {
-	if tc.Channel == nil {
-		return
-	}
-	if bot := a.link.BotID(); bot != "" && tc.OwnerID == bot {
+	if bot := a.link.BotID(); tc.Channel != nil && bot != "" && tc.OwnerID == bot {
 		a.threads.Put(tc.ID, tc.ParentID)
 	}
 }

@@ -112,12 +112,14 @@ func (a *Adapter) StartProgress(_ context.Context, in adapters.Inbound) adapters
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.ctx == nil || a.ctx.Err() != nil || a.typers[ch] != nil {
-		return live.NoIndicator{} // another turn's indicator runs in the channel
+	if a.ctx == nil || a.ctx.Err() != nil {
+		return live.NoIndicator{}
 	}
 	ind := live.NewIndicator(func(ctx context.Context, status string) error { return a.typeOnce(ctx, ch, status) },
 		"typing", a.typingEvery, typingMax)
-	a.typers[ch] = ind
+	if _, busy := a.typers.LoadOrStore(ch, ind); busy {
+		return live.NoIndicator{} // another turn's indicator runs in the channel
+	}
 	ctx := a.ctx
 	a.wg.Go(func() {
 		defer a.endTyping(ch, ind)
@@ -162,20 +164,13 @@ func (a *Adapter) typeOnce(ctx context.Context, ch, status string) error {
 
 // stopTyping quiets the channel's indicator: the bot posted there.
 func (a *Adapter) stopTyping(ch string) {
-	a.mu.Lock()
-	ind := a.typers[ch]
-	a.mu.Unlock()
-	if ind != nil {
-		ind.Quiet()
+	if ind, ok := a.typers.Load(ch); ok {
+		ind.(*live.Indicator).Quiet()
 	}
 }
 
 // endTyping stops ind and forgets it as the channel's indicator.
 func (a *Adapter) endTyping(ch string, ind *live.Indicator) {
-	a.mu.Lock()
-	if a.typers[ch] == ind {
-		delete(a.typers, ch)
-	}
-	a.mu.Unlock()
+	a.typers.CompareAndDelete(ch, ind)
 	ind.Stop()
 }

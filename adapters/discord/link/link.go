@@ -56,6 +56,7 @@
 package link
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -122,16 +123,15 @@ type Timing struct {
 
 // WithDefaults returns t with its zero fields set to their defaults.
 func (t Timing) WithDefaults() Timing {
-	set := func(d *time.Duration, def time.Duration) {
-		if *d <= 0 {
-			*d = def
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{{&t.HTTPTimeout, 10 * time.Second}, {&t.OpenTimeout, 20 * time.Second}, {&t.MaxRateLimitWait, time.Minute},
+		{&t.ReconnectBackoff, time.Second}, {&t.MaxReconnectBackoff, 2 * time.Minute}} {
+		if *d.v <= 0 {
+			*d.v = d.def
 		}
 	}
-	set(&t.HTTPTimeout, 10*time.Second)
-	set(&t.OpenTimeout, 20*time.Second)
-	set(&t.MaxRateLimitWait, 60*time.Second)
-	set(&t.ReconnectBackoff, time.Second)
-	set(&t.MaxReconnectBackoff, 2*time.Minute)
 	if t.Sleep == nil {
 		t.Sleep = adapters.Sleep
 	}
@@ -161,15 +161,10 @@ type Link struct {
 }
 
 // New builds a Link; nothing connects until Run.
-func New(cfg Config) (*Link, error) {
+func New(cfg Config) *Link {
 	cfg.Timing = cfg.Timing.WithDefaults()
-	if cfg.Log == nil {
-		cfg.Log = slog.Default()
-	}
-	rest, err := discordgo.New("Bot " + cfg.Token)
-	if err != nil {
-		return nil, fmt.Errorf("discord: new session: %w", err)
-	}
+	cfg.Log = cmp.Or(cfg.Log, slog.Default())
+	rest, _ := discordgo.New("Bot " + cfg.Token) // its error is always nil
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	base.TLSClientConfig = cfg.TLS
 	l := &Link{cfg: cfg, log: cfg.Log, rest: rest, http: base, pauses: live.NewPauses(cfg.Now, cfg.Sleep)}
@@ -182,7 +177,7 @@ func New(cfg Config) (*Link, error) {
 	rest.MaxRestRetries = 0             // a 502 on message create may have posted: never repeat
 	rest.StateEnabled = false
 	rest.LogLevel = -1 // discordgo's logger is process-global; we log ourselves
-	return l, nil
+	return l
 }
 
 // REST is the session every REST call goes through.
