@@ -31,8 +31,8 @@ const (
 )
 
 // session is one gateway session: it starts with an identify and spans every
-// connection that resumes it. Its reader sets id and resume before it closes
-// ready or done, and Run reads them after.
+// connection that resumes it. Only Run's goroutine, which reads the connections,
+// touches it, but for seq, which the heartbeat reads.
 type session struct {
 	intents discordgo.Intent
 	url     string       // the gateway URL from GET /gateway/bot

@@ -90,7 +90,8 @@ type Config struct {
 	// Dispatch receives every gateway event (its type, "MESSAGE_CREATE", and
 	// its data), in order on the connection's reader; it must not block.
 	Dispatch func(event string, data json.RawMessage)
-	// Identified runs once, after the first connection that identified.
+	// Identified runs once, beside the reader, after the first connection that
+	// identified; Run returns once it has.
 	Identified func(ctx context.Context)
 }
 
