@@ -7,16 +7,14 @@
 // to another model's answer; with Config.Threads a question opens a thread.
 //
 // What runs where:
-//   - The connection to Discord is a link.Link (package link): discordgo for the
-//     REST calls and the types, the gateway read there, every part that keeps
-//     one of Discord's rules (rate limits, zombie connections, resumes, the
-//     identify budget, reconnecting) named with the test that pins it.
+//   - The connection to Discord is a link.Link: discordgo's REST calls and
+//     types, and the gateway read there; package link names each part that keeps
+//     one of Discord's rules with the test that pins it.
 //   - The gateway's reader runs the event handlers, which make no network call:
 //     an interaction gets its own goroutine, which defers it (or answers an
 //     autocomplete) at once, within Discord's 3-second deadline; a message goes
 //     to its channel's lane (live.Lanes: one goroutine per active channel, in
-//     order, bounded), which may look the channel up and then delivers it to
-//     the router.
+//     order, bounded), which may look the channel up, then delivers it.
 //   - A streamed reply is the live kit's growing reply on its own goroutine, which
 //     shows the newest text at most once per EditEvery; the typing indicator is the
 //     kit's indicator, dropped under rate limits.

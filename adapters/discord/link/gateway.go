@@ -149,13 +149,12 @@ func (c *conn) read() {
 			}
 			if json.Unmarshal(f.D, &h) != nil || h.Interval <= 0 {
 				c.err = errors.New("discord gateway: Hello without a heartbeat interval")
-				_ = c.ws.Close()
-				return
+			} else {
+				c.acked.Store(true)
+				c.wg.Go(func() { c.heartbeat(time.Duration(h.Interval) * time.Millisecond) })
+				c.err = c.write(c.l.hello(c.g))
 			}
-			c.acked.Store(true)
-			c.wg.Go(func() { c.heartbeat(time.Duration(h.Interval) * time.Millisecond) })
-			if err := c.write(c.l.hello(c.g)); err != nil {
-				c.err = err
+			if c.err != nil {
 				_ = c.ws.Close()
 				return
 			}
