@@ -7,22 +7,21 @@
 // to another model's answer; with Config.Threads a question opens a thread.
 //
 // What runs where:
-//   - The connection to Discord is a link.Link (package link): discordgo for the
-//     REST calls and the types, the gateway read there, every part that keeps
-//     one of Discord's rules (rate limits, zombie connections, resumes, the
-//     identify budget, reconnecting) named with the test that pins it.
+//   - The connection to Discord is a link.Link: discordgo's REST calls and
+//     types, and the gateway read there; package link names each part that keeps
+//     one of Discord's rules with the test that pins it.
 //   - The gateway's reader runs the event handlers, which make no network call:
 //     an interaction gets its own goroutine, which defers it (or answers an
 //     autocomplete) at once, within Discord's 3-second deadline; a message goes
 //     to its channel's lane (live.Lanes: one goroutine per active channel, in
-//     order, bounded), which may look the channel up and then delivers it to
-//     the router.
+//     order, bounded), which may look the channel up, then delivers it.
 //   - A streamed reply is the live kit's growing reply on its own goroutine, which
 //     shows the newest text at most once per EditEvery; the typing indicator is the
 //     kit's indicator, dropped under rate limits.
 package discord
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -97,15 +96,13 @@ type Adapter struct {
 	rest  *discordgo.Session // the link's REST session
 
 	mu        sync.Mutex
-	ctx       context.Context
+	ctx       context.Context // Run's, ended when Run returns; nil before Run
 	inbox     chan<- adapters.Inbound
-	started   bool
-	stopping  bool
-	typers    map[string]*live.Indicator // channel id -> its typing indicator
-	answering chan struct{}              // a slot per interaction goroutine running
-	wg        sync.WaitGroup             // every goroutine the adapter starts
+	answering chan struct{}  // a slot per interaction goroutine running
+	wg        sync.WaitGroup // every goroutine the adapter starts
 
 	lanes       *live.Lanes[job] // each channel's inbound events, in order
+	typers      sync.Map         // channel id -> its typing indicator (*live.Indicator)
 	typingEvery time.Duration
 
 	threads      *adapters.Recent             // thread ids the bot takes part in
@@ -122,9 +119,6 @@ var (
 	_ adapters.Connector = (*Adapter)(nil)
 )
 
-// Connected reports whether a gateway connection is up now.
-func (a *Adapter) Connected() bool { return a.link.Connected() }
-
 // New builds the adapter; nothing connects until Run.
 func New(cfg Config) (*Adapter, error) {
 	tok := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(cfg.Token), "Bot "))
@@ -134,19 +128,6 @@ func New(cfg Config) (*Adapter, error) {
 	if cfg.ShardCount < 0 || cfg.ShardID < 0 || (cfg.ShardCount > 0 && cfg.ShardID >= cfg.ShardCount) || (cfg.ShardCount == 0 && cfg.ShardID > 0) {
 		return nil, fmt.Errorf("discord: shard %d of %d: want 0 <= shard_id < shard_count", cfg.ShardID, cfg.ShardCount)
 	}
-	cfg.Timing = cfg.Timing.WithDefaults()
-	if cfg.EditEvery <= 0 {
-		cfg.EditEvery = defaultEditEvery
-	}
-	if cfg.Log == nil {
-		cfg.Log = slog.Default()
-	}
-	if cfg.Models == nil {
-		cfg.Models = func() []string { return nil }
-	}
-	if cfg.Profiles == nil {
-		cfg.Profiles = func() []string { return nil }
-	}
 	var api *url.URL
 	if cfg.APIURL != "" {
 		u, err := url.Parse(strings.TrimRight(cfg.APIURL, "/"))
@@ -154,6 +135,17 @@ func New(cfg Config) (*Adapter, error) {
 			return nil, fmt.Errorf("discord: api_url %q must be an http(s) base URL", cfg.APIURL)
 		}
 		api = u
+	}
+	cfg.Timing = cfg.Timing.WithDefaults()
+	if cfg.EditEvery <= 0 {
+		cfg.EditEvery = defaultEditEvery
+	}
+	cfg.Log = cmp.Or(cfg.Log, slog.Default())
+	if cfg.Models == nil {
+		cfg.Models = func() []string { return nil }
+	}
+	if cfg.Profiles == nil {
+		cfg.Profiles = func() []string { return nil }
 	}
 	log := cfg.Log.With("channel", Name)
 	a := &Adapter{
@@ -165,12 +157,11 @@ func New(cfg Config) (*Adapter, error) {
 		noTyping:    adapters.NewRecent(4096, noTypingFor, cfg.Now),
 		seen:        adapters.NewRecent(2048, 0, nil),
 		answering:   make(chan struct{}, maxAnswering),
-		typers:      map[string]*live.Indicator{},
 		typingEvery: typingEvery,
 	}
 	a.interactions, _ = lru.New[string, *pending](512) // only a size < 1 errs
 	a.lanes = live.NewLanes(a.handle, workerQueue, maxWorkers)
-	l, err := link.New(link.Config{Token: tok, API: api, TLS: cfg.TLS, Shard: [2]int{cfg.ShardID, cfg.ShardCount},
+	a.link = link.New(link.Config{Token: tok, API: api, TLS: cfg.TLS, Shard: [2]int{cfg.ShardID, cfg.ShardCount},
 		Intent: Intents, MentionOnly: cfg.NoMessageContent, Log: log, Timing: cfg.Timing,
 		Dispatch: a.onEvent,
 		Identified: func(ctx context.Context) {
@@ -178,36 +169,35 @@ func New(cfg Config) (*Adapter, error) {
 				a.log.Error("discord command registration failed", "err", err)
 			}
 		}})
-	if err != nil {
-		return nil, err
-	}
-	a.link, a.rest = l, l.REST()
+	a.rest = a.link.REST()
 	return a, nil
 }
 
 // Name returns "discord".
 func (a *Adapter) Name() string { return Name }
 
+// Connected reports whether a gateway connection is up now.
+func (a *Adapter) Connected() bool { return a.link.Connected() }
+
 // Run connects to the gateway, registers the application commands and delivers
 // messages to inbox until ctx ends; it reconnects (resuming the session where
 // Discord allows) whenever the connection drops. It returns nil when ctx ends, an
-// error when Discord refuses the token, the shard or the intents for good.
+// error when Discord refuses the token, the shard or the intents for good; what
+// it started (lanes, interactions, streams, typing) has ended by then.
 func (a *Adapter) Run(ctx context.Context, inbox chan<- adapters.Inbound) error {
+	ctx, cancel := context.WithCancel(ctx)
 	a.mu.Lock()
-	if a.started {
+	if a.ctx != nil {
 		a.mu.Unlock()
+		cancel()
 		return errors.New("discord: Run called twice")
 	}
-	a.started, a.ctx, a.inbox = true, ctx, inbox
+	a.ctx, a.inbox = ctx, inbox
 	a.mu.Unlock()
 	defer a.link.Close()
 	defer func() {
 		a.mu.Lock()
-		a.stopping = true
-		for ch, t := range a.typers {
-			t.Stop()
-			delete(a.typers, ch)
-		}
+		cancel() // under mu: nothing starts once StartProgress or goOwned has seen it
 		a.mu.Unlock()
 		a.lanes.Close()
 		_ = a.lanes.Wait(context.Background()) // the lanes see ctx ended and skip their work
@@ -216,65 +206,35 @@ func (a *Adapter) Run(ctx context.Context, inbox chan<- adapters.Inbound) error 
 	return a.link.Run(ctx)
 }
 
-// runCtx is Run's context (handlers only run while Run does).
-func (a *Adapter) runCtx() (context.Context, chan<- adapters.Inbound) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.ctx == nil {
-		return context.Background(), nil
-	}
-	return a.ctx, a.inbox
-}
-
 // goOwned starts f on a goroutine Run waits for, unless Run is ending; it reports
 // whether f was started.
 func (a *Adapter) goOwned(f func(ctx context.Context)) bool {
 	a.mu.Lock()
-	if a.ctx == nil || a.stopping {
-		a.mu.Unlock()
+	defer a.mu.Unlock()
+	if a.ctx == nil || a.ctx.Err() != nil {
 		return false
 	}
 	ctx := a.ctx
-	a.wg.Add(1)
-	a.mu.Unlock()
-	go func() {
-		defer a.wg.Done()
-		f(ctx)
-	}()
+	a.wg.Go(func() { f(ctx) })
 	return true
-}
-
-func (a *Adapter) deliver(ctx context.Context, in adapters.Inbound) {
-	_, inbox := a.runCtx()
-	if inbox == nil {
-		return
-	}
-	select {
-	case inbox <- in:
-	case <-ctx.Done():
-	}
 }
 
 // Probe checks the bot token (GET /users/@me) and, when target names a channel
 // id, that the channel exists and the bot may see it (GET /channels/{id}).
 // Nothing is posted and no gateway connection is opened.
 func (a *Adapter) Probe(ctx context.Context, target string) []adapters.ProbeResult {
-	me, err := link.Get(ctx, a.link, "GET /users/@me", a.token, func(opts ...discordgo.RequestOption) (*discordgo.User, error) {
-		return a.rest.User("@me", opts...)
-	})
-	out := []adapters.ProbeResult{adapters.Checked("discord bot token (GET /users/@me)", err,
+	me, err := a.rest.User("@me", discordgo.WithContext(ctx))
+	out := []adapters.ProbeResult{adapters.Checked("discord bot token (GET /users/@me)", link.Err("GET /users/@me", a.token, err),
 		func() string { return "bot user " + me.Username + " (" + me.ID + ")" })}
 	if target == "" {
 		return out
 	}
-	ch, err := link.Get(ctx, a.link, "GET /channels/"+target, a.token,
-		func(opts ...discordgo.RequestOption) (*discordgo.Channel, error) {
-			return a.rest.Channel(target, opts...)
-		})
-	return append(out, adapters.Checked("discord admin channel "+target+" (GET /channels)", err, func() string {
-		if ch.Name == "" {
-			return "reachable"
-		}
-		return "#" + ch.Name
-	}))
+	ch, err := a.rest.Channel(target, discordgo.WithContext(ctx))
+	return append(out, adapters.Checked("discord admin channel "+target+" (GET /channels)", link.Err("GET /channels/"+target, a.token, err),
+		func() string {
+			if ch.Name == "" {
+				return "reachable"
+			}
+			return "#" + ch.Name
+		}))
 }

@@ -49,11 +49,9 @@ func (a *Adapter) ReadEarlier(ctx context.Context, ref string, max int) ([]adapt
 }
 
 func (a *Adapter) threadBefore(ctx context.Context, channel, before string, max int) ([]adapters.Earlier, error) {
-	msgs, err := link.Get(ctx, a.link, "read thread", "", func(opts ...discordgo.RequestOption) ([]*discordgo.Message, error) {
-		return a.rest.ChannelMessages(channel, min(max, maxPage), before, "", "", opts...)
-	})
+	msgs, err := a.rest.ChannelMessages(channel, min(max, maxPage), before, "", "", discordgo.WithContext(ctx))
 	if err != nil {
-		return nil, err
+		return nil, link.Err("read thread", "", err)
 	}
 	slices.Reverse(msgs) // oldest first
 	out := make([]adapters.Earlier, 0, len(msgs))
@@ -73,18 +71,15 @@ func (a *Adapter) replyChain(ctx context.Context, channel, id string, max int) (
 	seen := map[string]bool{}
 	for steps := 0; id != "" && !seen[id] && steps < max; steps++ {
 		seen[id] = true
-		m, err := link.Get(ctx, a.link, "read replied message", "",
-			func(opts ...discordgo.RequestOption) (*discordgo.Message, error) {
-				return a.rest.ChannelMessage(channel, id, opts...)
-			})
-		if restCode(err) == discordgo.ErrCodeUnknownMessage {
+		m, err := a.rest.ChannelMessage(channel, id, discordgo.WithContext(ctx))
+		if link.Code(err) == discordgo.ErrCodeUnknownMessage {
 			break // deleted: the chain ends there
 		}
 		if err != nil {
 			if len(out) > 0 {
 				break // what was read is context enough
 			}
-			return nil, err
+			return nil, link.Err("read replied message", "", err)
 		}
 		if e, ok := a.earlierOf(m); ok {
 			out = append(out, e)
@@ -100,14 +95,12 @@ func (a *Adapter) replyChain(ctx context.Context, channel, id string, max int) (
 
 // earlierOf maps one message; false for the bot's own and for system messages.
 func (a *Adapter) earlierOf(m *discordgo.Message) (adapters.Earlier, bool) {
-	if m == nil || m.Author == nil || m.Author.ID == a.link.BotID() {
-		return adapters.Earlier{}, false
-	}
-	if m.Type != discordgo.MessageTypeDefault && m.Type != discordgo.MessageTypeReply {
+	if m == nil || m.Author == nil || m.Author.ID == a.link.BotID() || !written(m) {
 		return adapters.Earlier{}, false
 	}
 	e := adapters.Earlier{User: "discord:" + m.Author.ID, Name: cmp.Or(m.Author.GlobalName, m.Author.Username), Bot: m.Author.Bot,
-		Text: stripMention(m.Content, a.link.BotID()), At: m.Timestamp}
+		At: m.Timestamp}
+	e.Text, _ = mention(m, a.link.BotID())
 	for _, at := range m.Attachments {
 		if at != nil {
 			e.Files = append(e.Files, at.Filename)
@@ -126,26 +119,21 @@ func (a *Adapter) earlierOf(m *discordgo.Message) (adapters.Earlier, bool) {
 func filesOf(ats []*discordgo.MessageAttachment) []adapters.File {
 	var out []adapters.File
 	for _, at := range ats {
-		if at == nil {
-			continue
+		if at != nil {
+			out = append(out, adapters.File{Name: at.Filename, MIME: at.ContentType, Size: int64(at.Size), Ref: at.URL})
 		}
-		out = append(out, adapters.File{Name: at.Filename, MIME: at.ContentType, Size: int64(at.Size), Ref: at.URL})
 	}
 	return out
 }
 
-// fileTimeout bounds one attachment's download.
-const fileTimeout = 2 * time.Minute
-
-// fileClient downloads attachments: same-host redirects only (I3).
-var fileClient = adapters.NewDownloadClient(fileTimeout, nil)
-
-var errNotDiscordFile = errors.New("discord: the attachment is not on Discord's CDN; it is not downloaded")
+// fileClient downloads attachments, 2 minutes at most each, following same-host
+// redirects only (I3).
+var fileClient = adapters.NewDownloadClient(2*time.Minute, nil)
 
 // ReadFile implements adapters.FileReader.
 func (a *Adapter) ReadFile(ctx context.Context, f adapters.File, max int64) ([]byte, error) {
 	if !adapters.OnFileHost(f.Ref, a.cfg.APIURL, cdnHost) {
-		return nil, errNotDiscordFile
+		return nil, errors.New("discord: the attachment is not on Discord's CDN; it is not downloaded")
 	}
 	b, _, err := adapters.Download(ctx, fileClient, f.Ref, nil, max) // no Authorization: the CDN takes none
 	return b, err

@@ -33,12 +33,7 @@ func (a *Adapter) StartStream(_ context.Context, in adapters.Inbound) (adapters.
 		return nil, errors.New("discord: stream without a channel")
 	}
 	r := live.New(&streamSurface{a: a, ch: ch, ref: ref}, live.Options{Limit: MaxMessageLen, Length: textLen,
-		Every: a.cfg.EditEvery, Log: a.log, Render: func(_ adapters.Kind, text string) string {
-			if strings.TrimSpace(text) == "" {
-				return "(empty message)"
-			}
-			return text
-		}})
+		Every: a.cfg.EditEvery, Log: a.log, Render: func(_ adapters.Kind, text string) string { return orEmpty(text) }})
 	if !a.goOwned(r.Run) {
 		return nil, errors.New("discord: not running")
 	}
@@ -51,44 +46,39 @@ type streamSurface struct {
 	ch, ref string // the channel, and the asking message the first part replies to
 }
 
+// Post posts a part, the first as the reply to the asking message. The post
+// cleared "is typing…": renewed, it would outlive the answer, since edits do
+// not clear it.
 func (s *streamSurface) Post(ctx context.Context, i int, text string) (string, error) {
-	ref := ""
-	if i == 0 {
-		ref = s.ref
+	ref := s.ref
+	if i > 0 {
+		ref = ""
 	}
 	m, err := s.a.postOne(ctx, s.ch, ref, text, 0, nil)
 	if err != nil {
 		return "", err
 	}
-	if i == 0 {
-		// The post cleared "is typing…"; renewed now, it would outlive the
-		// answer, since edits do not clear it.
-		s.a.stopTyping(s.ch)
-	}
+	s.a.stopTyping(s.ch)
 	return m.ID, nil
 }
 
 // Edit replaces the message's text; one deleted meanwhile is gone.
 func (s *streamSurface) Edit(ctx context.Context, id, text string) error {
 	e := &discordgo.MessageEdit{ID: id, Channel: s.ch, Content: &text, AllowedMentions: noMentions()}
-	_, err := link.Get(ctx, s.a.link, "edit message", "", func(opts ...discordgo.RequestOption) (*discordgo.Message, error) {
-		return s.a.rest.ChannelMessageEditComplex(e, opts...)
-	})
-	if restCode(err) == discordgo.ErrCodeUnknownMessage {
+	_, err := s.a.rest.ChannelMessageEditComplex(e, discordgo.WithContext(ctx))
+	if link.Code(err) == discordgo.ErrCodeUnknownMessage {
 		return errors.Join(live.ErrGone, err)
 	}
-	return err
+	return link.Err("edit message", "", err)
 }
 
 // Delete deletes one of the bot's messages; one already gone is no error.
 func (s *streamSurface) Delete(ctx context.Context, id string) error {
-	err := s.a.link.Call(ctx, "delete message", "", func(opts ...discordgo.RequestOption) error {
-		return s.a.rest.ChannelMessageDelete(s.ch, id, opts...)
-	})
-	if restCode(err) == discordgo.ErrCodeUnknownMessage {
+	err := s.a.rest.ChannelMessageDelete(s.ch, id, discordgo.WithContext(ctx))
+	if link.Code(err) == discordgo.ErrCodeUnknownMessage {
 		return nil
 	}
-	return err
+	return link.Err("delete message", "", err)
 }
 
 // Send posts out (the answer whole, or the notice above it) where the stream is.
@@ -109,14 +99,12 @@ const (
 )
 
 // StartProgress shows "is typing…" in the conversation's channel (L1) and keeps
-// it up, renewed every 8 s, until Stop, the first words of a streamed reply
-// (the growing message shows the work from then on, and a typing indicator
-// renewed after it would outlive the answer, since edits do not clear it), five
-// minutes, or the end of Run. It returns at once: the typing calls run on their
-// own goroutine, and one that would have to wait for a rate limit is dropped, so
-// progress never delays the turn nor takes a bucket a reply needs. A channel
-// that refuses it (401, 403, 404) is not asked again for an hour. Commands
-// answered through an interaction already show "thinking…": they get none.
+// it up, renewed every 8 s, until Stop, the reply (or a streamed reply's first
+// words), five minutes, or the end of Run. It returns at once: the typing calls
+// run on their own goroutine, and one that would have to wait for a rate limit
+// is dropped, so progress never delays the turn nor takes a bucket a reply
+// needs. A channel that refuses it (401, 403, 404) is not asked again for an
+// hour. Commands answered through an interaction already show "thinking…".
 func (a *Adapter) StartProgress(_ context.Context, in adapters.Inbound) adapters.Indicator {
 	ch, _ := target(in.ReplyTo, in.SessionKey)
 	if in.Native || strings.HasPrefix(in.ReplyTo, interactionPrefix) || ch == "" || a.noTyping.Has(ch) {
@@ -124,12 +112,14 @@ func (a *Adapter) StartProgress(_ context.Context, in adapters.Inbound) adapters
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.ctx == nil || a.stopping || a.typers[ch] != nil {
-		return live.NoIndicator{} // another turn's indicator runs in the channel
+	if a.ctx == nil || a.ctx.Err() != nil {
+		return live.NoIndicator{}
 	}
 	ind := live.NewIndicator(func(ctx context.Context, status string) error { return a.typeOnce(ctx, ch, status) },
 		"typing", a.typingEvery, typingMax)
-	a.typers[ch] = ind
+	if _, busy := a.typers.LoadOrStore(ch, ind); busy {
+		return live.NoIndicator{} // another turn's indicator runs in the channel
+	}
 	ctx := a.ctx
 	a.wg.Go(func() {
 		defer a.endTyping(ch, ind)
@@ -174,20 +164,13 @@ func (a *Adapter) typeOnce(ctx context.Context, ch, status string) error {
 
 // stopTyping quiets the channel's indicator: the bot posted there.
 func (a *Adapter) stopTyping(ch string) {
-	a.mu.Lock()
-	ind := a.typers[ch]
-	a.mu.Unlock()
-	if ind != nil {
-		ind.Quiet()
+	if ind, ok := a.typers.Load(ch); ok {
+		ind.(*live.Indicator).Quiet()
 	}
 }
 
 // endTyping stops ind and forgets it as the channel's indicator.
 func (a *Adapter) endTyping(ch string, ind *live.Indicator) {
-	a.mu.Lock()
-	if a.typers[ch] == ind {
-		delete(a.typers, ch)
-	}
-	a.mu.Unlock()
+	a.typers.CompareAndDelete(ch, ind)
 	ind.Stop()
 }

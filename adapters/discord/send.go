@@ -3,8 +3,11 @@ package discord
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"slices"
 	"strings"
 	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/bwmarrin/discordgo"
 
@@ -15,10 +18,27 @@ import (
 // MaxMessageLen is Discord's content limit per message.
 const MaxMessageLen = 2000
 
+// textLen counts like Discord's limit, in UTF-16 code units (never fewer than runes).
+func textLen(s string) int {
+	n := 0
+	for _, r := range s {
+		n += utf16.RuneLen(r)
+	}
+	return n
+}
+
 // noMentions lets nothing in a posted message ping anyone (@everyone, @here, roles,
 // users, nor the author of the message replied to): T3.
 func noMentions() *discordgo.MessageAllowedMentions {
 	return &discordgo.MessageAllowedMentions{Parse: []discordgo.AllowedMentionType{}, RepliedUser: false}
+}
+
+// orEmpty is what a blank text shows as: Discord refuses an empty message.
+func orEmpty(text string) string {
+	if strings.TrimSpace(text) == "" {
+		return "(empty message)"
+	}
+	return text
 }
 
 // Send posts one outbound message: replies and errors in the conversation's channel
@@ -28,14 +48,10 @@ func noMentions() *discordgo.MessageAllowedMentions {
 // deferred "thinking" response, then continue as follow-ups; they are never posted
 // in the channel, even when the deferral failed.
 func (a *Adapter) Send(ctx context.Context, out adapters.Outbound) error {
-	text := out.Text
-	if strings.TrimSpace(text) == "" {
-		text = "(empty message)"
-	}
+	text := orEmpty(out.Text)
 	var flags discordgo.MessageFlags
 	if out.Kind == adapters.KindNotice {
-		flags = discordgo.MessageFlagsSuppressNotifications
-		text = smallText(text)
+		flags, text = discordgo.MessageFlagsSuppressNotifications, smallText(text)
 	}
 	chunks := adapters.Split(text, MaxMessageLen, textLen)
 	picker := pickerComponents(out.Choices, a.log) // L4: a select menu on the last part
@@ -64,21 +80,13 @@ func (a *Adapter) Send(ctx context.Context, out adapters.Outbound) error {
 }
 
 // target splits a ReplyTo ("<channel>" or "<channel>/<message>") into the channel
-// and the message to reference, falling back to the session key's channel.
+// and the message to reference, falling back to the session key's channel id.
 func target(replyTo, sessionKey string) (channel, message string) {
 	channel, message, _ = strings.Cut(replyTo, replySep)
-	if channel == "" {
-		channel = channelFromKey(sessionKey)
+	if channel == "" && strings.HasPrefix(sessionKey, Name+":") {
+		channel = sessionKey[strings.LastIndexByte(sessionKey, ':')+1:]
 	}
 	return channel, message
-}
-
-// channelFromKey is the channel id at the end of a session key.
-func channelFromKey(key string) string {
-	if !strings.HasPrefix(key, Name+":") {
-		return ""
-	}
-	return key[strings.LastIndexByte(key, ':')+1:]
 }
 
 // smallText renders a notice as Discord subtext ("-# " per line).
@@ -92,26 +100,27 @@ func smallText(s string) string {
 	return strings.Join(lines, "\n")
 }
 
-// failIfNotExists false: a reply to a message deleted meanwhile is still posted.
-var failIfNotExists = false
-
-// postChannel posts chunks in order, the first referencing reference (when set),
-// the last carrying components (when any).
-func (a *Adapter) postChannel(ctx context.Context, channelID, reference string, chunks []string, flags discordgo.MessageFlags, components []discordgo.MessageComponent) error {
-	for i, c := range chunks {
-		ref, comps := "", []discordgo.MessageComponent(nil)
-		if i == 0 {
-			ref = reference
-		}
-		if i == len(chunks)-1 {
-			comps = components
-		}
-		if _, err := a.postOne(ctx, channelID, ref, c, flags, comps); err != nil {
-			return err
-		}
+// onLast is components for the last of chunks, nil for the others.
+func onLast(i int, chunks []string, components []discordgo.MessageComponent) []discordgo.MessageComponent {
+	if i == len(chunks)-1 {
+		return components
 	}
 	return nil
 }
+
+// postChannel posts chunks in order, the first referencing reference (when set).
+func (a *Adapter) postChannel(ctx context.Context, channelID, reference string, chunks []string, flags discordgo.MessageFlags, components []discordgo.MessageComponent) error {
+	for i, c := range chunks {
+		if _, err := a.postOne(ctx, channelID, reference, c, flags, onLast(i, chunks, components)); err != nil {
+			return err
+		}
+		reference = ""
+	}
+	return nil
+}
+
+// failIfNotExists false: a reply to a message deleted meanwhile is still posted.
+var failIfNotExists = false
 
 // postOne posts one message, replying to reference when set, without pinging anyone.
 func (a *Adapter) postOne(ctx context.Context, channelID, reference, content string, flags discordgo.MessageFlags, components []discordgo.MessageComponent) (*discordgo.Message, error) {
@@ -119,18 +128,16 @@ func (a *Adapter) postOne(ctx context.Context, channelID, reference, content str
 	if reference != "" {
 		msg.Reference = &discordgo.MessageReference{MessageID: reference, ChannelID: channelID, FailIfNotExists: &failIfNotExists}
 	}
-	m, err := link.Get(ctx, a.link, "post message", "", func(opts ...discordgo.RequestOption) (*discordgo.Message, error) {
-		return a.rest.ChannelMessageSendComplex(channelID, msg, opts...)
-	})
+	m, err := a.rest.ChannelMessageSendComplex(channelID, msg, discordgo.WithContext(ctx))
 	if err == nil && m == nil {
-		err = errors.New("discord: post message: no message in the answer")
+		err = errors.New("no message in the answer")
 	}
-	return m, err
+	return m, link.Err("post message", "", err)
 }
 
 // sendInteraction answers an interaction: the first part replaces its original
 // response (the deferred "thinking…" of a command, or the message whose menu was
-// used, whose menu goes), the others are follow-ups; components go on the last part.
+// used, whose menu goes), the others are follow-ups.
 func (a *Adapter) sendInteraction(ctx context.Context, id string, kind adapters.Kind, chunks []string, flags discordgo.MessageFlags, ephemeral bool, components []discordgo.MessageComponent) error {
 	p := a.interaction(id)
 	if p == nil || !p.deferred {
@@ -147,37 +154,26 @@ func (a *Adapter) sendInteraction(ctx context.Context, id string, kind adapters.
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if ephemeral || p.ephemeral {
+		flags |= discordgo.MessageFlagsEphemeral // a follow-up's own; the edited response keeps the deferral's
+	}
 	for i, c := range chunks {
-		content := c
-		var comps []discordgo.MessageComponent
-		if i == len(chunks)-1 {
-			comps = components
-		}
+		comps := onLast(i, chunks, components)
 		var err error
 		if !p.edited {
-			edit := &discordgo.WebhookEdit{Content: &content, AllowedMentions: noMentions()}
+			edit := &discordgo.WebhookEdit{Content: &c, AllowedMentions: noMentions()}
 			if comps != nil || p.update {
 				// A picked menu is replaced by the answer (or a new menu).
 				c := append([]discordgo.MessageComponent{}, comps...)
 				edit.Components = &c
 			}
-			_, err = link.Get(ctx, a.link, "edit interaction response", p.i.Token,
-				func(opts ...discordgo.RequestOption) (*discordgo.Message, error) {
-					return a.rest.InteractionResponseEdit(p.i, edit, opts...)
-				})
-			if err == nil {
-				p.edited = true
-			}
+			_, err = a.rest.InteractionResponseEdit(p.i, edit, discordgo.WithContext(ctx))
+			p.edited = err == nil
+			err = link.Err("edit interaction response", p.i.Token, err)
 		} else {
-			f := flags
-			if ephemeral || p.ephemeral {
-				f |= discordgo.MessageFlagsEphemeral
-			}
-			params := &discordgo.WebhookParams{Content: content, Flags: f, AllowedMentions: noMentions(), Components: comps}
-			_, err = link.Get(ctx, a.link, "interaction follow-up", p.i.Token,
-				func(opts ...discordgo.RequestOption) (*discordgo.Message, error) {
-					return a.rest.FollowupMessageCreate(p.i, true, params, opts...)
-				})
+			params := &discordgo.WebhookParams{Content: c, Flags: flags, AllowedMentions: noMentions(), Components: comps}
+			_, err = a.rest.FollowupMessageCreate(p.i, true, params, discordgo.WithContext(ctx))
+			err = link.Err("interaction follow-up", p.i.Token, err)
 		}
 		if err != nil {
 			return err
@@ -186,11 +182,42 @@ func (a *Adapter) sendInteraction(ctx context.Context, id string, kind adapters.
 	return nil
 }
 
-// textLen counts like Discord's limit, in UTF-16 code units (never fewer than runes).
-func textLen(s string) int {
-	n := 0
-	for _, r := range s {
-		n += utf16.RuneLen(r)
+// pickID is the custom_id of detour's select menus (L4). The option values are
+// the commands the choices say, so a pick needs no memory of the menu: it
+// survives a restart and works on any replica.
+const pickID = "detour:pick"
+
+// Discord's select menu limits: 25 options, labels and values of 100 characters.
+// https://discord.com/developers/docs/components/reference#string-select
+const (
+	maxMenuOptions = 25
+	maxMenuText    = 100
+)
+
+// pickerComponents renders choices as one string select menu, nil when there are
+// none. Past Discord's 25 options, or for a label or command longer than 100
+// characters, a choice is left out of the menu (the text still lists it, and
+// autocomplete offers it).
+func pickerComponents(choices []adapters.Choice, log *slog.Logger) []discordgo.MessageComponent {
+	var opts []discordgo.SelectMenuOption
+	left := 0
+	for _, c := range choices {
+		label, value := strings.TrimSpace(c.Label), strings.TrimSpace(c.Command)
+		if len(opts) == maxMenuOptions || label == "" || value == "" ||
+			slices.ContainsFunc(opts, func(o discordgo.SelectMenuOption) bool { return o.Value == value }) ||
+			utf8.RuneCountInString(label) > maxMenuText || utf8.RuneCountInString(value) > maxMenuText {
+			left++
+			continue
+		}
+		opts = append(opts, discordgo.SelectMenuOption{Label: label, Value: value})
 	}
-	return n
+	if left > 0 && log != nil {
+		log.Debug("discord picker: choices left out of the menu", "left_out", left, "shown", len(opts))
+	}
+	if len(opts) == 0 {
+		return nil
+	}
+	return []discordgo.MessageComponent{discordgo.ActionsRow{Components: []discordgo.MessageComponent{
+		discordgo.SelectMenu{MenuType: discordgo.StringSelectMenu, CustomID: pickID, Placeholder: "Choose one", Options: opts},
+	}}}
 }

@@ -1,6 +1,7 @@
 package link
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -30,14 +31,16 @@ const (
 )
 
 // session is one gateway session: it starts with an identify and spans every
-// connection that resumes it. Its reader sets id and resume before it closes
-// ready or done, and Run reads them after.
+// connection that resumes it. Only Run's goroutine, which reads the connections,
+// touches it, but for seq, which the heartbeat reads.
 type session struct {
 	intents discordgo.Intent
 	url     string       // the gateway URL from GET /gateway/bot
+	started time.Time    // l.cfg.Now() of its identify
 	id      string       // session_id from READY; "" = identify next
 	resume  string       // READY's resume_gateway_url
 	seq     atomic.Int64 // the last dispatch's sequence number
+	invalid bool         // it ended with op 9: wait 1-5 s before identifying
 }
 
 // frame is one gateway payload.
@@ -48,7 +51,7 @@ type frame struct {
 	T  string          `json:"t"`
 }
 
-// outcome is how a connection ended, for the supervisor.
+// outcome is how a connection ended, for Run.
 type outcome struct {
 	serverClose int  // the close code the server sent; 0 = none
 	invalid     bool // op 9
@@ -58,30 +61,30 @@ type outcome struct {
 	lived       time.Duration
 }
 
-// conn is one gateway connection: a reader that hands dispatches on in order
-// and a heartbeat, both ended when the socket closes.
+// conn is one gateway connection: its reader, on the goroutine that connected,
+// hands dispatches on in order; its heartbeat runs beside it until the socket
+// closes.
 type conn struct {
 	l      *Link
 	g      *session
 	ws     *websocket.Conn
-	opened time.Time
+	onUp   func()
 	wmu    sync.Mutex
-
-	ready     chan struct{} // closed at READY or RESUMED
-	readyOnce sync.Once
-	done      chan struct{} // closed when the reader has ended
-	wg        sync.WaitGroup
-	acked     atomic.Bool // the last heartbeat was acknowledged
-	zombie    atomic.Bool
-
-	o   outcome // the reader's part, final once done is closed
-	err error
+	wg     sync.WaitGroup
+	done   chan struct{} // closed when the reader has ended
+	acked  atomic.Bool   // the last heartbeat was acknowledged
+	zombie atomic.Bool
+	up     bool // READY or RESUMED came: the handshake is over
+	o      outcome
+	err    error
 }
 
-// open dials a connection of g and waits for READY (or RESUMED, after the
-// replayed events) under OpenTimeout: the socket's read deadline, lifted once
-// the session is up. The reader answers Hello with the Identify or the Resume.
-func (l *Link) open(ctx context.Context, g *session) (*conn, error) {
+// connect runs one connection of g until it ends. It dials; the reader answers
+// Hello with the Identify or the Resume, and reads READY (or RESUMED, after the
+// replayed events) under OpenTimeout, the socket's read deadline, which goes
+// once the session is up, when up runs. A connection that never got there
+// returns the handshake's error.
+func (l *Link) connect(ctx context.Context, g *session, up func()) (outcome, error) {
 	u := g.url
 	if g.id != "" && g.resume != "" {
 		u = g.resume
@@ -89,41 +92,32 @@ func (l *Link) open(ctx context.Context, g *session) (*conn, error) {
 	if !strings.HasSuffix(u, "/") {
 		u += "/"
 	}
+	// The handshake timeout bounds the dial too; a refused handshake's body
+	// needs no closing.
 	d := websocket.Dialer{HandshakeTimeout: l.cfg.OpenTimeout, TLSClientConfig: l.cfg.TLS}
-	dctx, cancel := context.WithTimeout(ctx, l.cfg.OpenTimeout)
-	ws, resp, err := d.DialContext(dctx, u+"?v="+discordgo.APIVersion+"&encoding=json", nil)
-	cancel()
-	if resp != nil && resp.Body != nil {
-		_ = resp.Body.Close()
-	}
+	ws, _, err := d.DialContext(ctx, u+"?v="+discordgo.APIVersion+"&encoding=json", nil)
 	if err != nil {
-		return nil, err
+		return outcome{}, err
 	}
-	c := &conn{l: l, g: g, ws: ws, opened: time.Now(), ready: make(chan struct{}), done: make(chan struct{})}
+	opened := time.Now()
+	c := &conn{l: l, g: g, ws: ws, onUp: up, done: make(chan struct{})}
 	ws.SetCloseHandler(func(int, string) error { return nil }) // no echo: we choose our close codes
-	_ = ws.SetReadDeadline(time.Now().Add(l.cfg.OpenTimeout))
+	_ = ws.SetReadDeadline(opened.Add(l.cfg.OpenTimeout))
 	stop := context.AfterFunc(ctx, func() { c.close(websocket.CloseNormalClosure) }) // stopping: the session may end
-	c.wg.Go(func() {
-		defer stop()
-		c.read()
-	})
-	select {
-	case <-c.ready:
-	case <-c.done:
+	c.read()
+	stop()
+	close(c.done)
+	c.wg.Wait()
+	l.connected.Store(false)
+	c.o.zombie, c.o.lived = c.zombie.Load(), time.Since(opened)
+	if !c.up {
+		return c.o, fmt.Errorf("discord gateway: handshake: %w", c.err)
 	}
-	select {
-	case <-c.ready:
-		_ = ws.SetReadDeadline(time.Time{})
-		return c, nil
-	default:
-		c.wg.Wait()
-		return c, fmt.Errorf("discord gateway: handshake: %w", c.err)
-	}
+	return c.o, nil
 }
 
 // read handles the server's payloads until the socket fails or closes.
 func (c *conn) read() {
-	defer close(c.done)
 	for {
 		_, b, err := c.ws.ReadMessage()
 		if err != nil {
@@ -155,13 +149,12 @@ func (c *conn) read() {
 			}
 			if json.Unmarshal(f.D, &h) != nil || h.Interval <= 0 {
 				c.err = errors.New("discord gateway: Hello without a heartbeat interval")
-				_ = c.ws.Close()
-				return
+			} else {
+				c.acked.Store(true)
+				c.wg.Go(func() { c.heartbeat(time.Duration(h.Interval) * time.Millisecond) })
+				c.err = c.write(c.l.hello(c.g))
 			}
-			c.acked.Store(true)
-			c.wg.Go(func() { c.heartbeat(time.Duration(h.Interval) * time.Millisecond) })
-			if err := c.write(c.l.hello(c.g)); err != nil {
-				c.err = err
+			if c.err != nil {
 				_ = c.ws.Close()
 				return
 			}
@@ -186,13 +179,17 @@ func (c *conn) dispatch(f frame) {
 		}
 		if json.Unmarshal(f.D, &r) == nil {
 			c.g.id, c.g.resume = r.SessionID, r.ResumeURL
-			c.l.setIDs(r.User.ID, r.Application.ID)
+			c.l.ids.Store(&[2]string{cmp.Or(r.User.ID, c.l.BotID()), cmp.Or(r.Application.ID, c.l.AppID())})
 		}
 		c.l.log.Info("discord gateway ready", "bot_user", r.User.ID, "mention_only", c.g.intents&discordgo.IntentsMessageContent == 0)
-		c.readyOnce.Do(func() { close(c.ready) })
 	case "RESUMED":
 		c.l.log.Info("discord gateway resumed")
-		c.readyOnce.Do(func() { close(c.ready) })
+	}
+	if (f.T == "READY" || f.T == "RESUMED") && !c.up {
+		c.up = true
+		_ = c.ws.SetReadDeadline(time.Time{})
+		c.l.connected.Store(true)
+		c.onUp()
 	}
 	if c.l.cfg.Dispatch != nil {
 		c.l.cfg.Dispatch(f.T, f.D)
@@ -245,12 +242,6 @@ func (c *conn) close(code int) {
 	_ = c.ws.Close()
 }
 
-func (c *conn) outcome() outcome {
-	o := c.o
-	o.zombie, o.lived = c.zombie.Load(), time.Since(c.opened)
-	return o
-}
-
 // hello is the Identify of a new session, or the Resume of g (op 6 with its id
 // and last sequence), so Discord replays what was missed.
 func (l *Link) hello(g *session) any {
@@ -268,52 +259,31 @@ func (l *Link) hello(g *session) any {
 
 // intents is what the next identify asks for.
 func (l *Link) intents() discordgo.Intent {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.mentionOnly {
+	if l.mentionOnly.Load() {
 		return l.cfg.Intent &^ discordgo.IntentsMessageContent
 	}
 	return l.cfg.Intent
 }
-
-func (l *Link) setIDs(bot, app string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if bot != "" {
-		l.botID = bot
-	}
-	if app != "" {
-		l.appID = app
-	}
-}
-
-// fatalError is a refusal retrying cannot fix.
-type fatalError struct{ err error }
-
-func (e *fatalError) Error() string { return e.err.Error() }
-func (e *fatalError) Unwrap() error { return e.err }
 
 // Run keeps one gateway session connected until ctx ends (it then returns nil);
 // it returns an error when Discord refuses the token, the shard or the intents
 // for good.
 func (l *Link) Run(ctx context.Context) error {
 	var (
-		g            *session
-		losses       int       // consecutive losses since a stable connection
-		invalidated  bool      // the last session ended with op 9: wait 1-5 s before identifying
-		lastIdentify time.Time // l.cfg.Now() of the last identify
-		registered   bool
+		g          *session
+		losses     int // consecutive losses since a stable connection
+		registered bool
+		wg         sync.WaitGroup // Identified, beside the reader
 	)
+	defer wg.Wait()
 	for ctx.Err() == nil {
 		identify := g == nil || g.id == ""
 		wait := l.backoff(losses)
-		if identify {
-			if invalidated {
+		if identify && g != nil {
+			if g.invalid {
 				wait = max(wait, time.Second+time.Duration(l.cfg.Rand()*float64(4*time.Second)))
 			}
-			if !lastIdentify.IsZero() {
-				wait = max(wait, identifySpacing-l.cfg.Now().Sub(lastIdentify))
-			}
+			wait = max(wait, identifySpacing-l.cfg.Now().Sub(g.started))
 		}
 		if wait > 0 {
 			l.log.Info("discord gateway: waiting before reconnecting", "wait", wait, "identify", identify, "losses", losses)
@@ -323,37 +293,26 @@ func (l *Link) Run(ctx context.Context) error {
 		}
 		if identify {
 			url, err := l.identifyBudget(ctx)
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				if Status(err) == http.StatusUnauthorized { // a refused token: retrying cannot fix it
-					return fmt.Errorf("discord: Discord refused the bot token: %w", err)
-				}
+			switch {
+			case ctx.Err() != nil:
+				return nil
+			case Status(err) == http.StatusUnauthorized: // a refused token: retrying cannot fix it
+				return fmt.Errorf("discord: Discord refused the bot token: %w", err)
+			case err != nil:
 				losses++
 				l.log.Warn("discord gateway: GET /gateway/bot failed", "err", err)
 				continue
 			}
-			g = &session{intents: l.intents(), url: url}
-			lastIdentify, invalidated = l.cfg.Now(), false
+			g = &session{intents: l.intents(), url: url, started: l.cfg.Now()}
 		}
-
-		c, err := l.open(ctx, g)
-		if err == nil {
-			if !registered && identify && l.cfg.Identified != nil {
+		o, err := l.connect(ctx, g, func() {
+			if !registered && l.cfg.Identified != nil {
 				registered = true
-				l.cfg.Identified(ctx)
+				wg.Go(func() { l.cfg.Identified(ctx) })
 			}
-			l.connected.Store(true)
-			c.wg.Wait()
-			l.connected.Store(false)
-		}
+		})
 		if ctx.Err() != nil {
 			return nil
-		}
-		var o outcome
-		if c != nil {
-			o = c.outcome()
 		}
 		if err != nil {
 			l.log.Warn("discord gateway connect failed", "err", err, "resume", !identify, "close_code", o.serverClose)
@@ -365,48 +324,46 @@ func (l *Link) Run(ctx context.Context) error {
 				"invalid_session", o.invalid, "resumable", o.resumable, "reconnect_requested", o.reconnect, "lived", o.lived.Round(time.Millisecond))
 		}
 		losses++
-		next, ferr := l.afterLoss(o, g)
-		if ferr != nil {
-			return ferr
-		}
-		if next {
-			invalidated = o.invalid
-			g.id = ""
+		if err := l.afterLoss(o, g); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
 // afterLoss decides from how a connection ended whether the next connection must
-// identify (a new session) rather than resume; it returns an error for refusals
-// retrying cannot fix.
-func (l *Link) afterLoss(o outcome, g *session) (identify bool, err error) {
+// identify (a new session: g.id is cleared) rather than resume; it returns an
+// error for refusals retrying cannot fix.
+func (l *Link) afterLoss(o outcome, g *session) error {
+	identify := g.id == ""
 	switch o.serverClose {
 	case 4004:
-		return false, &fatalError{errors.New("discord: the gateway refused the bot token (close 4004): check DISCORD_BOT_TOKEN")}
+		return errors.New("discord: the gateway refused the bot token (close 4004): check DISCORD_BOT_TOKEN")
 	case 4010, 4011:
-		return false, &fatalError{fmt.Errorf("discord: the gateway refused the shard (close %d): check channels.discord.shard_id and shard_count", o.serverClose)}
+		return fmt.Errorf("discord: the gateway refused the shard (close %d): check channels.discord.shard_id and shard_count", o.serverClose)
 	case 4012, 4013:
-		return false, &fatalError{fmt.Errorf("discord: the gateway refused the connection (close %d)", o.serverClose)}
+		return fmt.Errorf("discord: the gateway refused the connection (close %d)", o.serverClose)
 	case 4014:
-		if g.intents&discordgo.IntentsMessageContent != 0 {
-			l.mu.Lock()
-			l.mentionOnly = true
-			l.mu.Unlock()
-			l.log.Error("discord refused the MESSAGE_CONTENT intent (close 4014): running in mention-only mode, where the bot reads " +
-				"messages that mention it, DMs and slash commands only. To read every message in threads it takes part in, enable " +
-				"\"Message Content Intent\" under Bot > Privileged Gateway Intents in the Discord Developer Portal and restart; to " +
-				"silence this, set channels.discord.message_content: false")
-			return true, nil
+		if g.intents&discordgo.IntentsMessageContent == 0 {
+			return errors.New("discord: the gateway refused the intents (close 4014)")
 		}
-		return false, &fatalError{errors.New("discord: the gateway refused the intents (close 4014)")}
+		l.mentionOnly.Store(true)
+		l.log.Error("discord refused the MESSAGE_CONTENT intent (close 4014): running in mention-only mode, where the bot reads " +
+			"messages that mention it, DMs and slash commands only. To read every message in threads it takes part in, enable " +
+			"\"Message Content Intent\" under Bot > Privileged Gateway Intents in the Discord Developer Portal and restart; to " +
+			"silence this, set channels.discord.message_content: false")
+		identify = true
 	case 4007, 4009, 1000, 1001:
-		return true, nil // invalid sequence, session timed out, or ended by the server
+		identify = true // invalid sequence, session timed out, or ended by the server
+	default:
+		if o.invalid {
+			identify = !o.resumable
+		}
 	}
-	if o.invalid {
-		return !o.resumable, nil
+	if identify {
+		g.id, g.invalid = "", o.invalid
 	}
-	return g.id == "", nil
+	return nil
 }
 
 // backoff is the wait before the next connection after losses consecutive
@@ -429,7 +386,7 @@ func (l *Link) backoff(losses int) time.Duration {
 // returns the gateway URL to connect to.
 func (l *Link) identifyBudget(ctx context.Context) (string, error) {
 	for {
-		gb, err := Get(ctx, l, "get gateway", "", l.rest.GatewayBot)
+		gb, err := l.rest.GatewayBot(discordgo.WithContext(ctx))
 		if err != nil {
 			return "", err
 		}

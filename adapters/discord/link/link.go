@@ -1,55 +1,53 @@
-// Package link is the bot's connection to Discord. discordgo v0.29.0 makes the
-// REST calls and decodes what they return; the gateway is read here, with
-// gorilla/websocket (discordgo's own transport) and discordgo's types, because
-// once every rule discordgo's gateway client breaks was repaired around it, what
-// was left of it was the dial and the read loop. Each part, the discordgo
-// behaviour it replaces, and the test that fails if discordgo's behaviour were
-// used instead:
+// Package link is the bot's connection to Discord, behind one type, Link.
+// discordgo v0.29.0 makes the REST calls and decodes what they return; the
+// gateway is read here, with gorilla/websocket (discordgo's own) and
+// discordgo's types, because once every rule discordgo's gateway client breaks
+// was repaired around it, only its dial and read loop were left. Each part, the
+// discordgo behaviour it replaces, and the tests that fail with that behaviour:
 //
-//   - REST rate limits (transport.go). discordgo sleeps in its own limiter,
-//     uncancellably and on the wall clock, on the X-RateLimit-* headers, and
-//     misses a global 429 that carries no Reset-After (how Discord sends them);
-//     with ShouldRetryOnRateLimit it sleeps and retries every 429 without end. Here
-//     one transport waits, with the caller's context and on the injected clock,
-//     for a route's empty bucket and for one global pause (interaction endpoints
-//     exempt); the headers are removed before discordgo reads them; Call retries a
-//     429 at most MaxRateLimitRetries times and gives up on a wait longer than
-//     MaxRateLimitWait. Pinned by TestSend_EmptyBucketWaitIsOurs,
+//   - REST rate limits (transport.go). discordgo sleeps in its own limiter on
+//     the X-RateLimit-* headers, uncancellably and on the wall clock, misses a
+//     global 429 without Reset-After (how Discord sends them), and with
+//     ShouldRetryOnRateLimit retries every 429 without end. Here the transport
+//     waits, with the caller's context and on the injected clock, for a route's
+//     empty bucket and for one global pause (interaction endpoints exempt),
+//     retries a 429 at most MaxRateLimitRetries times, fails a wait longer than
+//     MaxRateLimitWait at once, and removes the headers before discordgo reads
+//     them. Pinned by TestSend_EmptyBucketWaitIsOurs,
 //     TestSend_RateLimitWaitHonoursContext, TestSend_RateLimitBounded,
 //     TestE2E_GlobalRateLimitPausesEveryRouteOnce and TestTransport_GlobalPause.
-//   - REST retries of a 5xx. discordgo retries a 502 up to MaxRestRetries (3), so
-//     a message post that landed is posted again; here none is retried. Pinned by
+//   - 5xx retries. discordgo retries a 502 up to MaxRestRetries (3), posting a
+//     message that landed again; here none is retried. Pinned by
 //     TestSend_BadGatewayIsNotRepeated.
 //   - The gateway URL (gateway.go). discordgo's Open asks GET /gateway, which
-//     carries no identify budget, and ignores resume_gateway_url; here GET
-//     /gateway/bot is read before each identify, which waits while
-//     session_start_limit is used up (past it Discord resets the bot token), and
-//     a resume dials resume_gateway_url. Pinned by
-//     TestE2E_RepeatedSessionLossBacksOffWithinIdentifyBudget (no identify past
-//     the budget) and TestE2E_HeartbeatMissResumesWithoutLosingQueuedEvents (the
-//     resume lands on resume_gateway_url).
+//     carries no identify budget, and ignores resume_gateway_url. Here each
+//     identify reads GET /gateway/bot first and waits while session_start_limit
+//     is used up (past it Discord resets the bot token); a resume dials
+//     resume_gateway_url. Pinned by
+//     TestE2E_RepeatedSessionLossBacksOffWithinIdentifyBudget and
+//     TestE2E_HeartbeatMissResumesWithoutLosingQueuedEvents.
 //   - Zombie connections. discordgo waits five missed ACKs, then closes with
 //     1000, which ends the session; here a heartbeat due while the last one has
 //     no ACK closes the connection with 4000 at once, and the session resumes.
 //     Pinned by TestGateway_TLSZombieResumes and
 //     TestE2E_HeartbeatMissResumesWithoutLosingQueuedEvents (close codes [4000]).
-//   - Close codes. discordgo closes with 1000 even to reconnect (op 7, a
-//     failed heartbeat), which invalidates the session; here a reconnect closes
-//     with 4000 and only stopping the bot with 1000. Pinned by
+//   - Close codes. discordgo closes with 1000 even to reconnect (op 7, a failed
+//     heartbeat), which invalidates the session; here a reconnect closes with
+//     4000, and only stopping the bot with 1000. Pinned by
 //     TestReconnect_ResumesAndDeliversOnce (close codes never 1000).
 //   - Invalid Session (op 9). discordgo identifies again at once, whatever its d
-//     says and without Discord's 1-5 s wait; here the connection ends and Run
-//     resumes when d is true, else identifies after 1-5 s, within the budget.
-//     Pinned by TestGateway_InvalidSessionResumableOrNot.
+//     says and without Discord's 1-5 s wait; here Run resumes when d is true,
+//     else identifies after 1-5 s, within the budget. Pinned by
+//     TestGateway_InvalidSessionResumableOrNot.
 //   - Resume. discordgo keeps the session id unexported and resumes only within
 //     one Session; here the session outlives its connections and every
 //     reconnect resumes it (op 6 with its id and last sequence), so Discord
 //     replays what was missed. Pinned by TestReconnect_ResumesAndDeliversOnce.
 //   - The handshake deadline. discordgo's Open reads Hello and READY with no
-//     deadline, so a silent gateway hangs it forever; here OpenTimeout bounds it.
-//     Pinned by TestRun_HandshakeDeadline.
-//   - Reconnecting. discordgo's own loop (ShouldReconnectOnError) backs off up to
-//     10 minutes and gives up on nothing; here Run backs off 1 s to 2 min with
+//     deadline, so a silent gateway hangs it forever; here OpenTimeout bounds
+//     it. Pinned by TestRun_HandshakeDeadline.
+//   - Reconnecting. discordgo's own loop (ShouldReconnectOnError) backs off up
+//     to 10 minutes and gives up on nothing; here Run backs off 1 s to 2 min with
 //     jitter, spaces identifies 5 s, stops on a refused token or shard (4004,
 //     4010-4013), and on a refused MESSAGE_CONTENT intent (4014) carries on in
 //     mention-only mode. Pinned by
@@ -58,6 +56,7 @@
 package link
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -67,7 +66,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -92,7 +90,8 @@ type Config struct {
 	// Dispatch receives every gateway event (its type, "MESSAGE_CREATE", and
 	// its data), in order on the connection's reader; it must not block.
 	Dispatch func(event string, data json.RawMessage)
-	// Identified runs once, after the first connection that identified.
+	// Identified runs once, beside the reader, after the first connection that
+	// identified; Run returns once it has.
 	Identified func(ctx context.Context)
 }
 
@@ -125,16 +124,15 @@ type Timing struct {
 
 // WithDefaults returns t with its zero fields set to their defaults.
 func (t Timing) WithDefaults() Timing {
-	set := func(d *time.Duration, def time.Duration) {
-		if *d <= 0 {
-			*d = def
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{{&t.HTTPTimeout, 10 * time.Second}, {&t.OpenTimeout, 20 * time.Second}, {&t.MaxRateLimitWait, time.Minute},
+		{&t.ReconnectBackoff, time.Second}, {&t.MaxReconnectBackoff, 2 * time.Minute}} {
+		if *d.v <= 0 {
+			*d.v = d.def
 		}
 	}
-	set(&t.HTTPTimeout, 10*time.Second)
-	set(&t.OpenTimeout, 20*time.Second)
-	set(&t.MaxRateLimitWait, 60*time.Second)
-	set(&t.ReconnectBackoff, time.Second)
-	set(&t.MaxReconnectBackoff, 2*time.Minute)
 	if t.Sleep == nil {
 		t.Sleep = adapters.Sleep
 	}
@@ -158,37 +156,29 @@ type Link struct {
 	http   *http.Transport
 	pauses *live.Pauses
 
-	mu          sync.Mutex
-	botID       string
-	appID       string
-	mentionOnly bool
-
-	connected atomic.Bool
+	ids         atomic.Pointer[[2]string] // the bot's user and application id from the last READY
+	mentionOnly atomic.Bool
+	connected   atomic.Bool
 }
 
 // New builds a Link; nothing connects until Run.
-func New(cfg Config) (*Link, error) {
+func New(cfg Config) *Link {
 	cfg.Timing = cfg.Timing.WithDefaults()
-	if cfg.Log == nil {
-		cfg.Log = slog.Default()
-	}
-	rest, err := discordgo.New("Bot " + cfg.Token)
-	if err != nil {
-		return nil, fmt.Errorf("discord: new session: %w", err)
-	}
+	cfg.Log = cmp.Or(cfg.Log, slog.Default())
+	rest, _ := discordgo.New("Bot " + cfg.Token) // its error is always nil
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	base.TLSClientConfig = cfg.TLS
-	l := &Link{cfg: cfg, log: cfg.Log, rest: rest, http: base, mentionOnly: cfg.MentionOnly,
-		pauses: live.NewPauses(cfg.Now, cfg.Sleep)}
+	l := &Link{cfg: cfg, log: cfg.Log, rest: rest, http: base, pauses: live.NewPauses(cfg.Now, cfg.Sleep)}
+	l.mentionOnly.Store(cfg.MentionOnly)
 	// No http.Client timeout: it would count rate-limit waits; each request is
 	// timed once it is sent.
 	rest.Client = &http.Client{Transport: &transport{l: l, base: adapters.Timed(base, cfg.HTTPTimeout), target: cfg.API,
 		hashes: map[string]string{}}}
-	rest.ShouldRetryOnRateLimit = false // Call retries, the transport waits
+	rest.ShouldRetryOnRateLimit = false // the transport waits and retries
 	rest.MaxRestRetries = 0             // a 502 on message create may have posted: never repeat
 	rest.StateEnabled = false
 	rest.LogLevel = -1 // discordgo's logger is process-global; we log ourselves
-	return l, nil
+	return l
 }
 
 // REST is the session every REST call goes through.
@@ -197,57 +187,37 @@ func (l *Link) REST() *discordgo.Session { return l.rest }
 // Connected reports whether a gateway connection is up now.
 func (l *Link) Connected() bool { return l.connected.Load() }
 
-// BotID and AppID are what the last READY named ("" before one).
-func (l *Link) BotID() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.botID
-}
+// BotID and AppID are the bot's user and application id from the last READY
+// ("" before one).
+func (l *Link) BotID() string { return l.id(0) }
 
-// AppID is the application's id from READY.
-func (l *Link) AppID() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.appID
+// AppID: see BotID.
+func (l *Link) AppID() string { return l.id(1) }
+
+func (l *Link) id(i int) string {
+	if ids := l.ids.Load(); ids != nil {
+		return ids[i]
+	}
+	return ""
 }
 
 // Close lets go of idle HTTP connections.
 func (l *Link) Close() { l.http.CloseIdleConnections() }
 
-// Call runs one REST call, retrying after a 429 at most MaxRateLimitRetries
-// times; the transport waits the 429's retry_after (or the global pause) before
-// the retry goes out. secret (an interaction token) is scrubbed from the error.
-func (l *Link) Call(ctx context.Context, what, secret string, f func(opts ...discordgo.RequestOption) error) error {
-	for attempt := 0; ; attempt++ {
-		err := f(discordgo.WithContext(ctx))
-		if err == nil {
-			return nil
-		}
-		var rl *discordgo.RateLimitError
-		if !errors.As(err, &rl) || rl.RateLimit == nil || rl.TooManyRequests == nil {
-			return scrub(fmt.Errorf("discord: %s: %w", what, err), secret)
-		}
-		if attempt >= l.cfg.MaxRateLimitRetries {
-			return fmt.Errorf("discord: %s: rate limited, retry after %v (gave up after %d retries): %w",
-				what, rl.RetryAfter, attempt, ErrRateLimited)
-		}
-		l.log.Warn("discord rate limited", "op", what, "retry_after", rl.RetryAfter, "attempt", attempt+1)
+// Err names a failed REST call (nil stays nil) and hides secret, an
+// interaction token, from its text: discordgo's errors carry the URL, which
+// holds the token, while the error stays unwrappable.
+func Err(what, secret string, err error) error {
+	if err == nil {
+		return nil
 	}
-}
-
-// Get is Call for a REST call that returns a value.
-func Get[T any](ctx context.Context, l *Link, what, secret string,
-	f func(opts ...discordgo.RequestOption) (T, error)) (T, error) {
-	var v T
-	err := l.Call(ctx, what, secret, func(opts ...discordgo.RequestOption) error {
-		var err error
-		v, err = f(opts...)
+	err = fmt.Errorf("discord: %s: %w", what, err)
+	if secret == "" {
 		return err
-	})
-	return v, err
+	}
+	return &scrubbed{err: err, secret: secret}
 }
 
-// scrubbed hides one secret from an error's text while keeping it unwrappable.
 type scrubbed struct {
 	err    error
 	secret string
@@ -256,18 +226,24 @@ type scrubbed struct {
 func (e *scrubbed) Error() string { return redact.Known(e.err.Error(), e.secret) }
 func (e *scrubbed) Unwrap() error { return e.err }
 
-func scrub(err error, secret string) error {
-	if err == nil || secret == "" {
-		return err
-	}
-	return &scrubbed{err: err, secret: secret}
-}
-
 // Status is a REST error's HTTP status, 0 for none.
 func Status(err error) int {
-	var re *discordgo.RESTError
-	if errors.As(err, &re) && re.Response != nil {
+	if re := restError(err); re != nil && re.Response != nil {
 		return re.Response.StatusCode
 	}
 	return 0
+}
+
+// Code is Discord's JSON error code of a REST error, 0 for none.
+func Code(err error) int {
+	if re := restError(err); re != nil && re.Message != nil {
+		return re.Message.Code
+	}
+	return 0
+}
+
+func restError(err error) *discordgo.RESTError {
+	var re *discordgo.RESTError
+	errors.As(err, &re)
+	return re
 }

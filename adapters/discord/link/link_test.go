@@ -39,10 +39,7 @@ func TestRouteOf(t *testing.T) {
 func TestTransport_GlobalPause(t *testing.T) {
 	t.Parallel()
 	clock := failovertest.NewClock(time.Date(2026, 3, 1, 14, 0, 0, 0, time.UTC))
-	l, err := New(Config{Token: "t", Log: slog.New(slog.DiscardHandler), Timing: Timing{Sleep: clock.Sleep, Now: clock.Now, MaxRateLimitWait: time.Minute}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := New(Config{Token: "t", Log: slog.New(slog.DiscardHandler), Timing: Timing{Sleep: clock.Sleep, Now: clock.Now, MaxRateLimitWait: time.Minute}})
 	tr := l.rest.Client.Transport.(*transport)
 	resp := &http.Response{StatusCode: 429, Header: http.Header{"X-Ratelimit-Global": {"true"}}, Body: http.NoBody}
 	tr.observe(routeOf("POST", "/api/v9/channels/1/messages"), resp)

@@ -1,7 +1,6 @@
 package link
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -43,10 +42,42 @@ type transport struct {
 	hashes map[string]string // route key → X-RateLimit-Bucket
 }
 
+// RoundTrip sends req when its route may go, and again after a 429 (at most
+// MaxRateLimitRetries times): discordgo builds every request from a byte
+// slice, so GetBody can always give its body anew.
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	r := req
+	ctx, rt := req.Context(), routeOf(req.Method, req.URL.Path)
+	for attempt := 0; ; attempt++ {
+		if err := t.waitTurn(ctx, rt); err != nil {
+			return nil, err
+		}
+		r := t.retarget(req)
+		if attempt > 0 && req.GetBody != nil {
+			var err error
+			if r.Body, err = req.GetBody(); err != nil {
+				return nil, err
+			}
+		}
+		resp, err := t.base.RoundTrip(r)
+		if err != nil {
+			return nil, err
+		}
+		wait := t.observe(rt, resp)
+		if wait == 0 {
+			return resp, nil
+		}
+		if attempt >= t.l.cfg.MaxRateLimitRetries || ctx.Value(dropKey{}) != nil {
+			return nil, fmt.Errorf("discord: %s: rate limited, retry after %v (gave up after %d retries): %w",
+				rt.key, wait, attempt, ErrRateLimited)
+		}
+		t.l.log.Warn("discord rate limited", "route", rt.key, "retry_after", wait, "attempt", attempt+1)
+	}
+}
+
+// retarget is req sent to Config.API instead of discord.com.
+func (t *transport) retarget(req *http.Request) *http.Request {
+	r := req.Clone(req.Context())
 	if t.target != nil && strings.EqualFold(req.URL.Host, "discord.com") {
-		r = req.Clone(req.Context())
 		r.URL.Scheme, r.URL.Host, r.Host = t.target.Scheme, t.target.Host, t.target.Host
 		if p := strings.TrimRight(t.target.Path, "/"); p != "" {
 			r.URL.Path = p + r.URL.Path
@@ -55,16 +86,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 		}
 	}
-	rt := routeOf(req.Method, req.URL.Path)
-	if err := t.waitTurn(req.Context(), rt); err != nil {
-		return nil, err
-	}
-	resp, err := t.base.RoundTrip(r)
-	if err != nil {
-		return nil, err
-	}
-	t.observe(rt, resp)
-	return resp, nil
+	return r
 }
 
 type dropKey struct{}
@@ -82,23 +104,18 @@ func (t *transport) waitTurn(ctx context.Context, rt route) error {
 	if !rt.interaction {
 		keys = append([]string{"global"}, keys...)
 	}
-	p := t.l.pauses
-	if ctx.Value(dropKey{}) != nil {
-		for _, k := range keys {
-			if d := p.Left(k); d > 0 {
-				return fmt.Errorf("discord: %s: rate limited for %v, dropped: %w", rt.key, d, ErrRateLimited)
-			}
-		}
-	}
 	if fin := live.Abandoned(ctx); fin != nil {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(ctx)
 		defer cancel()
 		defer context.AfterFunc(fin, cancel)()
 	}
+	p := t.l.pauses
 	for _, k := range keys {
 		switch d := p.Left(k); {
 		case d <= 0:
+		case ctx.Value(dropKey{}) != nil:
+			return fmt.Errorf("discord: %s: rate limited for %v, dropped: %w", rt.key, d, ErrRateLimited)
 		case k == "global":
 			t.l.log.Debug("discord request waits for the global rate limit", "route", rt.key, "left", d)
 		default:
@@ -163,8 +180,9 @@ func (t *transport) bucket(r route) string {
 var rateLimitHeaders = []string{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset",
 	"X-RateLimit-Reset-After", "X-RateLimit-Bucket", "X-RateLimit-Global", "X-RateLimit-Scope"}
 
-// observe learns from one response: its bucket's state, or the 429's wait.
-func (t *transport) observe(r route, resp *http.Response) {
+// observe learns from one response its bucket's state, or a 429's wait, which
+// it returns (0 for any other status).
+func (t *transport) observe(r route, resp *http.Response) time.Duration {
 	h := resp.Header
 	hash, remaining := h.Get("X-RateLimit-Bucket"), h.Get("X-RateLimit-Remaining")
 	resetAfter := seconds(h.Get("X-RateLimit-Reset-After"))
@@ -181,36 +199,36 @@ func (t *transport) observe(r route, resp *http.Response) {
 		t.mu.Unlock()
 	}
 	p := t.l.pauses
-	switch {
-	case resp.StatusCode == http.StatusTooManyRequests:
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		_ = resp.Body.Close()
-		resp.Body = io.NopCloser(bytes.NewReader(body))
-		var b struct {
-			RetryAfter float64 `json:"retry_after"`
-			Global     bool    `json:"global"`
+	if resp.StatusCode != http.StatusTooManyRequests {
+		if remaining == "0" && resetAfter > 0 {
+			p.Pause(t.bucket(r), resetAfter)
 		}
-		wait := seconds(h.Get("Retry-After"))
-		if json.Unmarshal(body, &b) == nil {
-			global = global || b.Global
-			if d := seconds(strconv.FormatFloat(b.RetryAfter, 'f', -1, 64)); d > 0 {
-				wait = d
-			}
+		return 0
+	}
+	var b struct {
+		RetryAfter float64 `json:"retry_after"`
+		Global     bool    `json:"global"`
+	}
+	wait := seconds(h.Get("Retry-After"))
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	_ = resp.Body.Close()
+	if json.Unmarshal(body, &b) == nil {
+		global = global || b.Global
+		if d := seconds(strconv.FormatFloat(b.RetryAfter, 'f', -1, 64)); d > 0 {
+			wait = d
 		}
-		if wait <= 0 {
-			wait = time.Second // a 429 that names no wait still means "not now"
-		}
-		if !global {
-			p.Pause(t.bucket(r), wait)
-			return
-		}
-		if p.Left("global") <= 0 {
+	}
+	if wait <= 0 {
+		wait = time.Second // a 429 that names no wait still means "not now"
+	}
+	key := t.bucket(r)
+	if global {
+		if key = "global"; p.Left(key) <= 0 {
 			t.l.log.Warn("discord global rate limit: pausing every route", "retry_after", wait, "route", r.key)
 		}
-		p.Pause("global", wait)
-	case remaining == "0" && resetAfter > 0:
-		p.Pause(t.bucket(r), resetAfter)
 	}
+	p.Pause(key, wait)
+	return wait
 }
 
 // seconds parses Discord's seconds ("1.5"); 0 for nothing usable.
