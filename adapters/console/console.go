@@ -82,9 +82,7 @@ var _ adapters.Adapter = (*Adapter)(nil)
 
 // New returns a console adapter.
 func New(opts Options) *Adapter {
-	if opts.Format == "" {
-		opts.Format = FormatText
-	}
+	opts.Format = cmp.Or(opts.Format, FormatText)
 	if opts.MaxMessageBytes <= 0 {
 		opts.MaxMessageBytes = 65536
 	}
