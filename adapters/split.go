@@ -147,7 +147,7 @@ func (s *splitter) flush(cut int) {
 // in its second half where there is one; it never splits a rune and always takes
 // at least one.
 func cutAt(line string, max int, length func(string) int) string {
-	n, end, lastSpace := 0, 0, -1
+	n, end := 0, 0
 	for i, r := range line {
 		w := length(string(r))
 		if n+w > max {
@@ -156,16 +156,13 @@ func cutAt(line string, max int, length func(string) int) string {
 		n += w
 		_, size := utf8.DecodeRuneInString(line[i:]) // 1 for a byte of invalid UTF-8
 		end = i + size
-		if r == ' ' {
-			lastSpace = end
-		}
 	}
 	if end == 0 {
 		_, size := utf8.DecodeRuneInString(line)
 		return line[:size]
 	}
-	if lastSpace > end/2 && end < len(line) {
-		return line[:lastSpace]
+	if space := strings.LastIndexByte(line[:end], ' ') + 1; space > end/2 && end < len(line) {
+		return line[:space]
 	}
 	return line[:end]
 }
