@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"strings"
@@ -97,39 +98,34 @@ func OnFileHost(ref, apiURL string, isFileHost func(host string) bool) bool {
 // sends. Errors name the host, never the URL's path or query (a signed link is
 // a credential).
 func Download(ctx context.Context, c *http.Client, u string, header http.Header, max int64) ([]byte, string, error) {
-	pu, err := url.Parse(u)
-	if err != nil || (pu.Scheme != "https" && pu.Scheme != "http") || pu.Host == "" {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil || (req.URL.Scheme != "https" && req.URL.Scheme != "http") || req.URL.Host == "" {
 		return nil, "", errors.New("adapters: the file's address is not an http(s) URL")
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, "", errors.New("adapters: the file's address is not usable")
-	}
-	for k, vs := range header {
-		req.Header[k] = vs
-	}
+	host := req.URL.Host
+	maps.Copy(req.Header, header)
 	resp, err := c.Do(req)
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {
 			err = ue.Err // without the URL
 		}
-		return nil, "", fmt.Errorf("download from %s: %w", pu.Host, err)
+		return nil, "", fmt.Errorf("download from %s: %w", host, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
-		return nil, "", fmt.Errorf("download from %s: HTTP %d", pu.Host, resp.StatusCode)
+		return nil, "", fmt.Errorf("download from %s: HTTP %d", host, resp.StatusCode)
 	}
 	if resp.ContentLength > max {
 		return nil, "", fmt.Errorf("%w (%d bytes announced, the cap is %d)", ErrFileTooLarge, resp.ContentLength, max)
 	}
 	b, err := readCapped(resp.Body, resp.ContentLength, max)
+	if errors.Is(err, ErrFileTooLarge) {
+		return nil, "", err
+	}
 	if err != nil {
-		if errors.Is(err, ErrFileTooLarge) {
-			return nil, "", err
-		}
-		return nil, "", fmt.Errorf("download from %s: %w", pu.Host, err)
+		return nil, "", fmt.Errorf("download from %s: %w", host, err)
 	}
 	return b, resp.Header.Get("Content-Type"), nil
 }

@@ -27,13 +27,10 @@ type recentEntry struct {
 // NewRecent returns a Recent holding at most size keys. ttl 0 = no expiry; now nil
 // = time.Now.
 func NewRecent(size int, ttl time.Duration, now func() time.Time) *Recent {
-	if size < 1 {
-		size = 1
-	}
 	if now == nil {
 		now = time.Now
 	}
-	c, _ := lru.New[string, recentEntry](size) // only a size < 1 errs
+	c, _ := lru.New[string, recentEntry](max(size, 1)) // only a size < 1 errs
 	return &Recent{cache: c, ttl: ttl, now: now}
 }
 
@@ -52,11 +49,8 @@ func (r *Recent) Put(key, value string) {
 func (r *Recent) Value(key string) (string, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.has(key) {
-		return "", false
-	}
-	e, _ := r.cache.Peek(key)
-	return e.value, true
+	e, ok := r.get(key)
+	return e.value, ok
 }
 
 // Has reports whether key is held (and not expired), refreshing its recency.
@@ -65,13 +59,14 @@ func (r *Recent) Has(key string) bool {
 	return ok
 }
 
-func (r *Recent) has(key string) bool {
+// get returns key's entry, when it is held and not expired.
+func (r *Recent) get(key string) (recentEntry, bool) {
 	e, ok := r.cache.Get(key)
 	if ok && r.ttl > 0 && r.now().Sub(e.at) >= r.ttl {
 		r.cache.Remove(key)
-		return false
+		return recentEntry{}, false
 	}
-	return ok
+	return e, ok
 }
 
 // Seen reports whether key was already held; if not, it records it. An empty key
@@ -82,7 +77,7 @@ func (r *Recent) Seen(key string) bool {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.has(key) {
+	if _, ok := r.get(key); ok {
 		return true
 	}
 	r.cache.Add(key, recentEntry{at: r.now()})

@@ -59,43 +59,40 @@ func (s *splitter) add(line string) {
 				open = ""
 			}
 		}
-		sep := 0
-		if len(s.cur) > 0 {
-			sep = 1
-		}
+		sep := min(len(s.cur), 1)
 		reserve := 0 // room to close a block still open after this line
 		if open != "" {
 			reserve = len(fence) + 1
 		}
-		n := s.length(line)
-		if s.size+sep+n+reserve <= s.limit {
-			s.cur = append(s.cur, splitLine{s: line, openAfter: open, body: true})
-			s.size += sep + n
-			s.open = open
-			return
-		}
-		if s.hasBody() {
+		fits := s.size+sep+s.length(line)+reserve <= s.limit
+		// Only a reopened fence line, always first, is not body.
+		if !fits && len(s.cur) > 0 && (s.cur[0].body || len(s.cur) > 1) {
 			s.flush(s.paragraphCut())
 			continue
 		}
-		// The line alone is longer than a chunk: take what fits (a fence it
-		// opens or closes takes effect with its head) and go on with the rest.
-		head := cutAt(line, s.limit-s.size-sep-reserve, s.length)
-		s.cur = append(s.cur, splitLine{s: head, openAfter: open, body: true})
-		s.size += sep + s.length(head)
+		// A line alone longer than a chunk: take what fits (a fence it opens
+		// or closes takes effect with its head) and go on with the rest.
+		head := line
+		if !fits {
+			head = cutAt(line, s.limit-s.size-sep-reserve, s.length)
+		}
+		s.push(splitLine{s: head, openAfter: open, body: true})
 		s.open = open
+		if fits {
+			return
+		}
 		line = line[len(head):]
 		s.flush(len(s.cur))
 	}
 }
 
-func (s *splitter) hasBody() bool {
-	for _, l := range s.cur {
-		if l.body {
-			return true
-		}
+// push appends l to cur.
+func (s *splitter) push(l splitLine) {
+	if len(s.cur) > 0 {
+		s.size++
 	}
-	return false
+	s.cur = append(s.cur, l)
+	s.size += s.length(l.s)
 }
 
 // paragraphCut is where to end the chunk: at the last blank line outside code in
@@ -133,25 +130,16 @@ func (s *splitter) flush(cut int) {
 		s.chunks = append(s.chunks, chunk)
 	}
 	rest := s.cur[min(cut+1, len(s.cur)):] // a paragraph cut drops its blank line
-	if cut == len(s.cur) {
-		rest = nil
-	}
-	s.cur = nil
-	s.size = 0
+	s.cur, s.size = nil, 0
 	if open != "" {
 		reopen := open
 		if s.length(reopen)+1+len(fence)+1 > s.limit/2 {
 			reopen = fence // a fence line too long to repeat
 		}
-		s.cur = append(s.cur, splitLine{s: reopen, openAfter: open})
-		s.size = s.length(reopen)
+		s.push(splitLine{s: reopen, openAfter: open})
 	}
 	for _, l := range rest {
-		if len(s.cur) > 0 {
-			s.size++
-		}
-		s.cur = append(s.cur, l)
-		s.size += s.length(l.s)
+		s.push(l)
 	}
 }
 
@@ -159,7 +147,7 @@ func (s *splitter) flush(cut int) {
 // in its second half where there is one; it never splits a rune and always takes
 // at least one.
 func cutAt(line string, max int, length func(string) int) string {
-	n, end, lastSpace := 0, 0, -1
+	n, end := 0, 0
 	for i, r := range line {
 		w := length(string(r))
 		if n+w > max {
@@ -168,16 +156,13 @@ func cutAt(line string, max int, length func(string) int) string {
 		n += w
 		_, size := utf8.DecodeRuneInString(line[i:]) // 1 for a byte of invalid UTF-8
 		end = i + size
-		if r == ' ' {
-			lastSpace = end
-		}
 	}
 	if end == 0 {
 		_, size := utf8.DecodeRuneInString(line)
 		return line[:size]
 	}
-	if lastSpace > end/2 && end < len(line) {
-		return line[:lastSpace]
+	if space := strings.LastIndexByte(line[:end], ' ') + 1; space > end/2 && end < len(line) {
+		return line[:space]
 	}
 	return line[:end]
 }

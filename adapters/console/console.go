@@ -16,6 +16,7 @@ package console
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -81,9 +82,7 @@ var _ adapters.Adapter = (*Adapter)(nil)
 
 // New returns a console adapter.
 func New(opts Options) *Adapter {
-	if opts.Format == "" {
-		opts.Format = FormatText
-	}
+	opts.Format = cmp.Or(opts.Format, FormatText)
 	if opts.MaxMessageBytes <= 0 {
 		opts.MaxMessageBytes = 65536
 	}
@@ -118,8 +117,7 @@ func (a *Adapter) Run(ctx context.Context, inbox chan<- adapters.Inbound) error 
 	done := make(chan struct{})
 	defer close(done)
 	go a.read(lines, done)
-	n := 0
-	for {
+	for n := 1; ; n++ {
 		a.prompt()
 		var l line
 		var ok bool
@@ -134,16 +132,15 @@ func (a *Adapter) Run(ctx context.Context, inbox chan<- adapters.Inbound) error 
 		if l.err != nil {
 			return fmt.Errorf("console: read: %w", l.err)
 		}
-		n++
-		in, skip, errText, session := a.parse(l, n)
-		if skip {
+		in, errText := a.parse(l, n)
+		if errText != "" {
+			_ = a.Send(ctx, adapters.Outbound{Kind: adapters.KindError, Channel: Name, SessionKey: in.SessionKey, ReplyTo: in.ReplyTo, Text: errText})
+			continue
+		}
+		if in.Text == "" {
 			if a.opts.Format == FormatText {
 				a.print("(empty line: nothing was sent)\n") // every line gets an answer
 			}
-			continue
-		}
-		if errText != "" {
-			_ = a.Send(ctx, adapters.Outbound{Kind: adapters.KindError, Channel: Name, SessionKey: Name + ":" + session, ReplyTo: session, Text: errText})
 			continue
 		}
 		a.mu.Lock()
@@ -197,18 +194,13 @@ func (a *Adapter) read(lines chan<- line, done <-chan struct{}) {
 	for {
 		var buf []byte
 		size := 0
-		var err error
-		for {
+		err := bufio.ErrBufferFull
+		for err == bufio.ErrBufferFull {
 			var chunk []byte
 			chunk, err = br.ReadSlice('\n')
 			size += len(chunk)
 			if size <= limit {
 				buf = append(buf, chunk...)
-			} else {
-				buf = nil
-			}
-			if err != bufio.ErrBufferFull {
-				break
 			}
 		}
 		if size > 0 {
@@ -243,67 +235,57 @@ type jsonIn struct {
 // maxIDBytes bounds a message id.
 const maxIDBytes = 200
 
-// parse turns one line into an Inbound, or says to skip it, or gives the text
-// of an error line for the session it concerns.
-func (a *Adapter) parse(l line, n int) (in adapters.Inbound, skip bool, errText, session string) {
-	session = DefaultSession
+// parse turns line n into an Inbound, or gives the text of an error line for
+// the session in names; a blank line gives neither (in.Text is "").
+func (a *Adapter) parse(l line, n int) (in adapters.Inbound, errText string) {
+	in = adapters.Inbound{Channel: Name, SessionKey: Name + ":" + DefaultSession, User: Name + ":local", ReplyTo: DefaultSession, Direct: true, Admin: true}
 	if a.opts.Interactive && len(l.text) == TerminalLineLimit {
 		// The terminal's line discipline keeps at most this many bytes of a
 		// line and drops the rest: sending what is left would answer half a
 		// question as if it were whole.
-		return in, false, cutLine, session
+		return in, cutLine
 	}
 	if l.tooLong > 0 {
-		return in, false, fmt.Sprintf("input line %d is too long (%d bytes; limit %d); it was ignored", n, l.tooLong, a.opts.MaxMessageBytes), session
+		return in, fmt.Sprintf("input line %d is too long (%d bytes; limit %d); it was ignored", n, l.tooLong, a.opts.MaxMessageBytes)
 	}
-	text, user, id := l.text, "", ""
-	if a.opts.Format == FormatJSONL {
-		trimmed := strings.TrimSpace(text)
-		if strings.HasPrefix(trimmed, "{") {
-			var j jsonIn
-			dec := json.NewDecoder(strings.NewReader(trimmed))
-			if err := dec.Decode(&j); err != nil {
-				return in, false, fmt.Sprintf("input line %d is not valid JSON (%s); want plain text or {\"session\": \"s1\", \"user\": \"u1\", \"text\": \"hello\"}", n, shortErr(err)), session
-			}
-			if dec.More() {
-				return in, false, fmt.Sprintf("input line %d has more than one JSON value", n), session
-			}
-			if j.Session != "" {
-				session = j.Session
-			}
-			text, user, id = j.Text, j.User, j.ID
-			if len(id) > maxIDBytes {
-				return in, false, fmt.Sprintf("input line %d has an id of %d bytes; the limit is %d", n, len(id), maxIDBytes), session
-			}
+	text, trimmed := l.text, strings.TrimSpace(l.text)
+	structured := a.opts.Format == FormatJSONL && strings.HasPrefix(trimmed, "{")
+	if structured {
+		var j jsonIn
+		dec := json.NewDecoder(strings.NewReader(trimmed))
+		if err := dec.Decode(&j); err != nil {
+			return in, fmt.Sprintf("input line %d is not valid JSON (%s); want plain text or {\"session\": \"s1\", \"user\": \"u1\", \"text\": \"hello\"}", n, shortErr(err))
 		}
+		if dec.More() {
+			return in, fmt.Sprintf("input line %d has more than one JSON value", n)
+		}
+		if j.Session != "" {
+			in.SessionKey, in.ReplyTo = Name+":"+j.Session, j.Session
+		}
+		if len(j.ID) > maxIDBytes {
+			return in, fmt.Sprintf("input line %d has an id of %d bytes; the limit is %d", n, len(j.ID), maxIDBytes)
+		}
+		if j.User != "" {
+			in.User = Name + ":" + j.User
+		}
+		if j.ID != "" {
+			// One id names one message of the console's clients, whatever the
+			// session (M7).
+			in.EventID, in.Replay = Name+":id:"+j.ID, true
+		}
+		text = j.Text
 	}
 	if strings.TrimSpace(text) == "" {
-		if a.opts.Format == FormatJSONL && strings.HasPrefix(strings.TrimSpace(l.text), "{") {
-			return in, false, fmt.Sprintf("input line %d has no text", n), session
+		if structured {
+			return in, fmt.Sprintf("input line %d has no text", n)
 		}
-		return in, true, "", session
+		return in, ""
 	}
 	if len(text) > a.opts.MaxMessageBytes {
-		return in, false, fmt.Sprintf("message too long (%d bytes; limit %d)", len(text), a.opts.MaxMessageBytes), session
+		return in, fmt.Sprintf("message too long (%d bytes; limit %d)", len(text), a.opts.MaxMessageBytes)
 	}
-	if user == "" {
-		user = "local"
-	}
-	in = adapters.Inbound{
-		Channel:    Name,
-		SessionKey: Name + ":" + session,
-		User:       Name + ":" + user,
-		Text:       text,
-		ReplyTo:    session,
-		Direct:     true,
-		Admin:      true,
-	}
-	if id != "" {
-		// One id names one message of the console's clients, whatever the
-		// session (M7).
-		in.EventID, in.Replay = Name+":id:"+id, true
-	}
-	return in, false, "", session
+	in.Text = text
+	return in, ""
 }
 
 func shortErr(err error) string {
@@ -326,20 +308,17 @@ type jsonOut struct {
 
 // Send prints one outbound message. Reports print only with Options.Reports.
 func (a *Adapter) Send(ctx context.Context, out adapters.Outbound) error {
-	if out.Kind == adapters.KindReport && !a.opts.Reports {
+	kind := cmp.Or(out.Kind, adapters.KindReply)
+	if kind == adapters.KindReport && !a.opts.Reports {
 		return nil
 	}
 	var b bytes.Buffer
 	if a.opts.Format == FormatJSONL {
-		session := strings.TrimPrefix(out.SessionKey, Name+":")
-		if out.SessionKey == "" && out.Kind != adapters.KindReport {
-			session = out.ReplyTo
+		o := jsonOut{Type: string(kind), Session: strings.TrimPrefix(out.SessionKey, Name+":"), Text: out.Text, Replayed: out.Replayed}
+		if out.SessionKey == "" && kind != adapters.KindReport {
+			o.Session = out.ReplyTo
 		}
-		o := jsonOut{Type: string(out.Kind), Session: session, Text: out.Text, Replayed: out.Replayed}
-		if o.Type == "" {
-			o.Type = string(adapters.KindReply)
-		}
-		if out.Kind == adapters.KindReply || out.Kind == "" {
+		if kind == adapters.KindReply {
 			o.Model = out.Model
 		}
 		enc := json.NewEncoder(termsafe.NewJSONWriter(&b)) // T4: no raw C1 or bidi control either
@@ -348,23 +327,20 @@ func (a *Adapter) Send(ctx context.Context, out adapters.Outbound) error {
 			return fmt.Errorf("console: encode: %w", err)
 		}
 	} else {
-		b.WriteString(textLine(out))
-		b.WriteByte('\n')
+		b.WriteString(textLine(out) + "\n")
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.clearStatus()
-	if out.Kind == adapters.KindNotice && a.streaming && a.live != nil {
+	if kind == adapters.KindNotice && a.streaming && a.live != nil {
 		// N4: a notice is a line of its own before the reply, even when the
 		// reply is already showing: it goes above the streamed text.
 		a.live.above(b.String())
 		return a.bw.Flush()
 	}
-	_, err := a.bw.Write(b.Bytes())
-	if err == nil {
-		err = a.bw.Flush()
-	}
-	if out.Kind == adapters.KindReply || out.Kind == adapters.KindError || out.Kind == "" {
+	_, _ = a.bw.Write(b.Bytes()) // a failed write fails the Flush too
+	err := a.bw.Flush()
+	if kind == adapters.KindReply || kind == adapters.KindError {
 		a.answer()
 	}
 	if err != nil {

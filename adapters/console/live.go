@@ -95,10 +95,8 @@ func (s *stream) write(out, shown string, end bool) error {
 	a := s.a
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if !a.streaming {
-		a.clearStatus()
-		a.streaming = true
-	}
+	a.clearStatus() // a no-op once streaming: Status shows nothing then
+	a.streaming = true
 	_, _ = a.bw.WriteString(out)
 	s.shown = shown
 	if end {
