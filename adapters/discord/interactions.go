@@ -91,7 +91,6 @@ func interactionUser(i *discordgo.Interaction) string {
 	return ""
 }
 
-// Interaction answering limits.
 const (
 	// interactionDeadline is Discord's: the first response must arrive within 3 s.
 	interactionDeadline = 3 * time.Second
@@ -172,11 +171,10 @@ func (a *Adapter) component(ctx context.Context, i *discordgo.Interaction, recei
 	a.acknowledge(ctx, i, received, p, text, &discordgo.InteractionResponse{Type: discordgo.InteractionResponseDeferredMessageUpdate})
 }
 
-// acknowledge gives Discord resp within its deadline, remembers the
-// interaction and hands its text to its channel's lane, in that channel's
-// order, behind messages that arrived before it. An interaction Discord did
-// not take the acknowledgement of gets its answer dropped, never posted in the
-// channel (Send).
+// acknowledge gives Discord resp, remembers the interaction and hands its text
+// to its channel's lane, behind messages that arrived before it. An interaction
+// Discord did not take the acknowledgement of gets its answer dropped, never
+// posted in the channel (Send).
 func (a *Adapter) acknowledge(ctx context.Context, i *discordgo.Interaction, received time.Time, p *pending, text string, resp *discordgo.InteractionResponse) {
 	dctx, cancel := context.WithDeadline(ctx, received.Add(interactionDeadline))
 	err := a.rest.InteractionRespond(i, resp, discordgo.WithContext(dctx))
@@ -219,7 +217,9 @@ func (a *Adapter) autocomplete(ctx context.Context, i *discordgo.Interaction, re
 	}
 }
 
-// maxChoices and maxChoiceLen are Discord's autocomplete limits.
+// Discord's limits on autocomplete choices and select menu options: 25 of
+// them, names, labels and values of 100 characters.
+// https://discord.com/developers/docs/components/reference#string-select
 const (
 	maxChoices   = 25
 	maxChoiceLen = 100

@@ -187,13 +187,6 @@ func (a *Adapter) sendInteraction(ctx context.Context, id string, kind adapters.
 // survives a restart and works on any replica.
 const pickID = "detour:pick"
 
-// Discord's select menu limits: 25 options, labels and values of 100 characters.
-// https://discord.com/developers/docs/components/reference#string-select
-const (
-	maxMenuOptions = 25
-	maxMenuText    = 100
-)
-
 // pickerComponents renders choices as one string select menu, nil when there are
 // none. Past Discord's 25 options, or for a label or command longer than 100
 // characters, a choice is left out of the menu (the text still lists it, and
@@ -203,9 +196,9 @@ func pickerComponents(choices []adapters.Choice, log *slog.Logger) []discordgo.M
 	left := 0
 	for _, c := range choices {
 		label, value := strings.TrimSpace(c.Label), strings.TrimSpace(c.Command)
-		if len(opts) == maxMenuOptions || label == "" || value == "" ||
+		if len(opts) == maxChoices || label == "" || value == "" ||
 			slices.ContainsFunc(opts, func(o discordgo.SelectMenuOption) bool { return o.Value == value }) ||
-			utf8.RuneCountInString(label) > maxMenuText || utf8.RuneCountInString(value) > maxMenuText {
+			utf8.RuneCountInString(label) > maxChoiceLen || utf8.RuneCountInString(value) > maxChoiceLen {
 			left++
 			continue
 		}

@@ -51,19 +51,9 @@ type frame struct {
 	T  string          `json:"t"`
 }
 
-// outcome is how a connection ended, for Run.
-type outcome struct {
-	serverClose int  // the close code the server sent; 0 = none
-	invalid     bool // op 9
-	resumable   bool // op 9's d
-	zombie      bool // a heartbeat went unacknowledged
-	reconnect   bool // op 7
-	lived       time.Duration
-}
-
 // conn is one gateway connection: its reader, on the goroutine that connected,
 // hands dispatches on in order; its heartbeat runs beside it until the socket
-// closes.
+// closes. Once it has ended, the rest of its fields tell Run how.
 type conn struct {
 	l      *Link
 	g      *session
@@ -73,10 +63,14 @@ type conn struct {
 	wg     sync.WaitGroup
 	done   chan struct{} // closed when the reader has ended
 	acked  atomic.Bool   // the last heartbeat was acknowledged
-	zombie atomic.Bool
-	up     bool // READY or RESUMED came: the handshake is over
-	o      outcome
+	zombie atomic.Bool   // a heartbeat went unacknowledged
+	up     bool          // READY or RESUMED came: the handshake is over
 	err    error
+
+	serverClose        int  // the close code the server sent; 0 = none
+	invalid, resumable bool // op 9, and its d
+	reconnect          bool // op 7
+	lived              time.Duration
 }
 
 // connect runs one connection of g until it ends. It dials; the reader answers
@@ -84,7 +78,7 @@ type conn struct {
 // replayed events) under OpenTimeout, the socket's read deadline, which goes
 // once the session is up, when up runs. A connection that never got there
 // returns the handshake's error.
-func (l *Link) connect(ctx context.Context, g *session, up func()) (outcome, error) {
+func (l *Link) connect(ctx context.Context, g *session, up func()) (*conn, error) {
 	u := g.url
 	if g.id != "" && g.resume != "" {
 		u = g.resume
@@ -95,12 +89,13 @@ func (l *Link) connect(ctx context.Context, g *session, up func()) (outcome, err
 	// The handshake timeout bounds the dial too; a refused handshake's body
 	// needs no closing.
 	d := websocket.Dialer{HandshakeTimeout: l.cfg.OpenTimeout, TLSClientConfig: l.cfg.TLS}
+	c := &conn{l: l, g: g, onUp: up, done: make(chan struct{})}
 	ws, _, err := d.DialContext(ctx, u+"?v="+discordgo.APIVersion+"&encoding=json", nil)
 	if err != nil {
-		return outcome{}, err
+		return c, err
 	}
 	opened := time.Now()
-	c := &conn{l: l, g: g, ws: ws, onUp: up, done: make(chan struct{})}
+	c.ws = ws
 	ws.SetCloseHandler(func(int, string) error { return nil }) // no echo: we choose our close codes
 	_ = ws.SetReadDeadline(opened.Add(l.cfg.OpenTimeout))
 	stop := context.AfterFunc(ctx, func() { c.close(websocket.CloseNormalClosure) }) // stopping: the session may end
@@ -109,11 +104,10 @@ func (l *Link) connect(ctx context.Context, g *session, up func()) (outcome, err
 	close(c.done)
 	c.wg.Wait()
 	l.connected.Store(false)
-	c.o.zombie, c.o.lived = c.zombie.Load(), time.Since(opened)
-	if !c.up {
-		return c.o, fmt.Errorf("discord gateway: handshake: %w", c.err)
+	if c.lived = time.Since(opened); !c.up {
+		return c, fmt.Errorf("discord gateway: handshake: %w", c.err)
 	}
-	return c.o, nil
+	return c, nil
 }
 
 // read handles the server's payloads until the socket fails or closes.
@@ -123,7 +117,7 @@ func (c *conn) read() {
 		if err != nil {
 			var ce *websocket.CloseError
 			if errors.As(err, &ce) {
-				c.o.serverClose = ce.Code
+				c.serverClose = ce.Code
 			}
 			c.err = err
 			return
@@ -138,10 +132,10 @@ func (c *conn) read() {
 		case 1: // Discord asks for a heartbeat now
 			_ = c.beat()
 		case 7:
-			c.o.reconnect = true
+			c.reconnect = true
 			c.close(closeResumable)
 		case 9:
-			c.o.invalid, c.o.resumable = true, string(f.D) == "true"
+			c.invalid, c.resumable = true, string(f.D) == "true"
 			_ = c.ws.Close()
 		case 10:
 			var h struct {
@@ -320,7 +314,7 @@ func (l *Link) Run(ctx context.Context) error {
 			if o.lived >= stableAfter {
 				losses = 0
 			}
-			l.log.Warn("discord gateway disconnected; reconnecting", "close_code", o.serverClose, "zombie", o.zombie,
+			l.log.Warn("discord gateway disconnected; reconnecting", "close_code", o.serverClose, "zombie", o.zombie.Load(),
 				"invalid_session", o.invalid, "resumable", o.resumable, "reconnect_requested", o.reconnect, "lived", o.lived.Round(time.Millisecond))
 		}
 		losses++
@@ -334,7 +328,7 @@ func (l *Link) Run(ctx context.Context) error {
 // afterLoss decides from how a connection ended whether the next connection must
 // identify (a new session: g.id is cleared) rather than resume; it returns an
 // error for refusals retrying cannot fix.
-func (l *Link) afterLoss(o outcome, g *session) error {
+func (l *Link) afterLoss(o *conn, g *session) error {
 	identify := g.id == ""
 	switch o.serverClose {
 	case 4004:
