@@ -18,13 +18,9 @@ import (
 )
 
 const (
-	// stableAfter is how long a connection must have been up for its loss to
-	// start the backoff afresh.
-	stableAfter = time.Minute
-	// identifySpacing is Discord's identify rate (max_concurrency 1: one per 5 s).
-	identifySpacing = 5 * time.Second
-	// lowIdentifies is when a warning says the day's identify budget runs low.
-	lowIdentifies = 10
+	stableAfter     = time.Minute     // up this long, a connection's loss starts the backoff afresh
+	identifySpacing = 5 * time.Second // Discord's identify rate (max_concurrency 1)
+	lowIdentifies   = 10              // a warning says the day's identify budget runs low
 	// closeResumable is the close code of a reconnect: anything but 1000 and
 	// 1001 keeps the session resumable.
 	closeResumable = 4000
@@ -73,11 +69,10 @@ type conn struct {
 	lived              time.Duration
 }
 
-// connect runs one connection of g until it ends. It dials; the reader answers
-// Hello with the Identify or the Resume, and reads READY (or RESUMED, after the
-// replayed events) under OpenTimeout, the socket's read deadline, which goes
-// once the session is up, when up runs. A connection that never got there
-// returns the handshake's error.
+// connect runs one connection of g until it ends. The reader answers Hello with
+// the Identify or the Resume and reads up to READY (or RESUMED, after the
+// replayed events) under OpenTimeout, then runs up. A connection that never got
+// there returns the handshake's error.
 func (l *Link) connect(ctx context.Context, g *session, up func()) (*conn, error) {
 	u := g.url
 	if g.id != "" && g.resume != "" {
@@ -86,8 +81,7 @@ func (l *Link) connect(ctx context.Context, g *session, up func()) (*conn, error
 	if !strings.HasSuffix(u, "/") {
 		u += "/"
 	}
-	// The handshake timeout bounds the dial too; a refused handshake's body
-	// needs no closing.
+	// A refused handshake's body needs no closing.
 	d := websocket.Dialer{HandshakeTimeout: l.cfg.OpenTimeout, TLSClientConfig: l.cfg.TLS}
 	c := &conn{l: l, g: g, onUp: up, done: make(chan struct{})}
 	ws, _, err := d.DialContext(ctx, u+"?v="+discordgo.APIVersion+"&encoding=json", nil)
@@ -251,25 +245,21 @@ func (l *Link) hello(g *session) any {
 	return map[string]any{"op": 2, "d": id}
 }
 
-// intents is what the next identify asks for.
-func (l *Link) intents() discordgo.Intent {
-	if l.mentionOnly.Load() {
-		return l.cfg.Intent &^ discordgo.IntentsMessageContent
-	}
-	return l.cfg.Intent
-}
-
 // Run keeps one gateway session connected until ctx ends (it then returns nil);
 // it returns an error when Discord refuses the token, the shard or the intents
 // for good.
 func (l *Link) Run(ctx context.Context) error {
 	var (
-		g          *session
-		losses     int // consecutive losses since a stable connection
-		registered bool
-		wg         sync.WaitGroup // Identified, beside the reader
+		g      *session
+		losses int            // consecutive losses since a stable connection
+		wg     sync.WaitGroup // Identified, beside the reader
 	)
 	defer wg.Wait()
+	up := sync.OnceFunc(func() {
+		if l.cfg.Identified != nil {
+			wg.Go(func() { l.cfg.Identified(ctx) })
+		}
+	})
 	for ctx.Err() == nil {
 		identify := g == nil || g.id == ""
 		wait := l.backoff(losses)
@@ -297,14 +287,12 @@ func (l *Link) Run(ctx context.Context) error {
 				l.log.Warn("discord gateway: GET /gateway/bot failed", "err", err)
 				continue
 			}
-			g = &session{intents: l.intents(), url: url, started: l.cfg.Now()}
-		}
-		o, err := l.connect(ctx, g, func() {
-			if !registered && l.cfg.Identified != nil {
-				registered = true
-				wg.Go(func() { l.cfg.Identified(ctx) })
+			g = &session{intents: l.cfg.Intent, url: url, started: l.cfg.Now()}
+			if l.mentionOnly.Load() {
+				g.intents &^= discordgo.IntentsMessageContent
 			}
-		})
+		}
+		o, err := l.connect(ctx, g, up)
 		if ctx.Err() != nil {
 			return nil
 		}
