@@ -44,14 +44,20 @@ var commandDefs = func() []*discordgo.ApplicationCommand {
 	}
 }()
 
-// commandOption is the name of a command's one string option ("" for none),
-// and whether detour has the command.
-func commandOption(name string) (string, bool) {
-	i := slices.IndexFunc(commandDefs, func(c *discordgo.ApplicationCommand) bool { return c.Name == name })
+// commandArg is the value given to the command's one string option ("" for
+// none), and whether detour has the command.
+func commandArg(d discordgo.ApplicationCommandInteractionData) (string, bool) {
+	i := slices.IndexFunc(commandDefs, func(c *discordgo.ApplicationCommand) bool { return c.Name == d.Name })
 	if i < 0 || len(commandDefs[i].Options) == 0 {
 		return "", i >= 0
 	}
-	return commandDefs[i].Options[0].Name, true
+	for _, o := range d.Options {
+		if o != nil && o.Name == commandDefs[i].Options[0].Name {
+			s, _ := o.Value.(string)
+			return strings.TrimSpace(s), true
+		}
+	}
+	return "", true
 }
 
 func (a *Adapter) registerCommands(ctx context.Context) error {
@@ -69,16 +75,6 @@ func (a *Adapter) registerCommands(ctx context.Context) error {
 	}
 	a.log.Info("discord commands registered", "count", len(commandDefs), "scope", scope)
 	return nil
-}
-
-func stringOption(d discordgo.ApplicationCommandInteractionData, name string) string {
-	for _, o := range d.Options {
-		if o != nil && o.Name == name {
-			s, _ := o.Value.(string)
-			return strings.TrimSpace(s)
-		}
-	}
-	return ""
 }
 
 func interactionUser(i *discordgo.Interaction) string {
@@ -134,14 +130,11 @@ func (a *Adapter) onInteraction(ic *discordgo.InteractionCreate) {
 
 func (a *Adapter) command(ctx context.Context, i *discordgo.Interaction, received time.Time) {
 	d, ok := i.Data.(discordgo.ApplicationCommandInteractionData)
-	optName, known := commandOption(d.Name)
+	arg, known := commandArg(d)
 	if !ok || !known {
 		return
 	}
-	text := "/" + d.Name
-	if arg := stringOption(d, optName); optName != "" && arg != "" {
-		text += " " + arg
-	}
+	text := strings.TrimSpace("/" + d.Name + " " + arg)
 	// Command answers are for the person who asked (the router marks them
 	// Ephemeral); the deferral fixes the visibility of the edited answer.
 	a.acknowledge(ctx, i, received, &pending{i: i, created: time.Now(), ephemeral: true}, text,
@@ -196,12 +189,12 @@ func (a *Adapter) autocomplete(ctx context.Context, i *discordgo.Interaction, re
 	if !ok {
 		return
 	}
-	optName, _ := commandOption(d.Name)
+	arg, _ := commandArg(d)
 	complete := completeModel
 	if d.Name == "recover" {
 		complete = completeRecover
 	}
-	choices := complete(a.cfg.Models(), a.cfg.Profiles(), stringOption(d, optName))
+	choices := complete(a.cfg.Models(), a.cfg.Profiles(), arg)
 	out := make([]*discordgo.ApplicationCommandOptionChoice, 0, len(choices))
 	for _, c := range choices {
 		out = append(out, &discordgo.ApplicationCommandOptionChoice{Name: c, Value: c})

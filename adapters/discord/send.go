@@ -98,15 +98,8 @@ func smallText(s string) string {
 	return strings.Join(lines, "\n")
 }
 
-// onLast is components for the last of chunks, nil for the others.
-func onLast(i int, chunks []string, components []discordgo.MessageComponent) []discordgo.MessageComponent {
-	if i == len(chunks)-1 {
-		return components
-	}
-	return nil
-}
-
-// postChannel posts chunks in order, the first referencing reference (when set).
+// postChannel posts chunks in order, the first referencing reference (when
+// set), the last with components.
 func (a *Adapter) postChannel(ctx context.Context, channelID, reference string, chunks []string, flags discordgo.MessageFlags, components []discordgo.MessageComponent) error {
 	for i, c := range chunks {
 		if _, err := a.postOne(ctx, channelID, reference, c, flags, onLast(i, chunks, components)); err != nil {
@@ -117,14 +110,19 @@ func (a *Adapter) postChannel(ctx context.Context, channelID, reference string, 
 	return nil
 }
 
-// failIfNotExists false: a reply to a message deleted meanwhile is still posted.
-var failIfNotExists = false
+// onLast is components for the last of chunks, nil for the others.
+func onLast(i int, chunks []string, components []discordgo.MessageComponent) []discordgo.MessageComponent {
+	if i == len(chunks)-1 {
+		return components
+	}
+	return nil
+}
 
 // postOne posts one message, replying to reference when set, without pinging anyone.
 func (a *Adapter) postOne(ctx context.Context, channelID, reference, content string, flags discordgo.MessageFlags, components []discordgo.MessageComponent) (*discordgo.Message, error) {
 	msg := &discordgo.MessageSend{Content: content, Flags: flags, AllowedMentions: noMentions(), Components: components}
 	if reference != "" {
-		msg.Reference = &discordgo.MessageReference{MessageID: reference, ChannelID: channelID, FailIfNotExists: &failIfNotExists}
+		msg.Reference = &discordgo.MessageReference{MessageID: reference, ChannelID: channelID, FailIfNotExists: new(false)} // still posted when the message is gone
 	}
 	m, err := a.rest.ChannelMessageSendComplex(channelID, msg, discordgo.WithContext(ctx))
 	if err == nil && m == nil {
