@@ -73,11 +73,10 @@ type Config struct {
 // Adapter is the Discord channel. It implements adapters.Adapter, Progress (the
 // typing indicator), Streamer (a reply edited as it grows) and Connector.
 type Adapter struct {
-	cfg   Config
-	token string
-	log   *slog.Logger
-	link  *link.Link
-	rest  *discordgo.Session // the link's REST session
+	cfg  Config // Token without "Bot "
+	log  *slog.Logger
+	link *link.Link
+	rest *discordgo.Session // the link's REST session
 
 	mu        sync.Mutex
 	ctx       context.Context // Run's, ended when Run returns; nil before Run
@@ -120,7 +119,7 @@ func New(cfg Config) (*Adapter, error) {
 		}
 		api = u
 	}
-	cfg.Timing = cfg.Timing.WithDefaults()
+	cfg.Token, cfg.Timing = tok, cfg.Timing.WithDefaults()
 	if cfg.EditEvery <= 0 {
 		cfg.EditEvery = defaultEditEvery
 	}
@@ -134,7 +133,6 @@ func New(cfg Config) (*Adapter, error) {
 	log := cfg.Log.With("channel", Name)
 	a := &Adapter{
 		cfg:         cfg,
-		token:       tok,
 		log:         log,
 		threads:     adapters.NewRecent(4096, 0, nil),
 		notThreads:  adapters.NewRecent(4096, 0, nil),
@@ -208,13 +206,13 @@ func (a *Adapter) goOwned(f func(ctx context.Context)) bool {
 // Nothing is posted and no gateway connection is opened.
 func (a *Adapter) Probe(ctx context.Context, target string) []adapters.ProbeResult {
 	me, err := a.rest.User("@me", discordgo.WithContext(ctx))
-	out := []adapters.ProbeResult{adapters.Checked("discord bot token (GET /users/@me)", link.Err("GET /users/@me", a.token, err),
+	out := []adapters.ProbeResult{adapters.Checked("discord bot token (GET /users/@me)", link.Err("GET /users/@me", a.cfg.Token, err),
 		func() string { return "bot user " + me.Username + " (" + me.ID + ")" })}
 	if target == "" {
 		return out
 	}
 	ch, err := a.rest.Channel(target, discordgo.WithContext(ctx))
-	return append(out, adapters.Checked("discord admin channel "+target+" (GET /channels)", link.Err("GET /channels/"+target, a.token, err),
+	return append(out, adapters.Checked("discord admin channel "+target+" (GET /channels)", link.Err("GET /channels/"+target, a.cfg.Token, err),
 		func() string {
 			if ch.Name == "" {
 				return "reachable"

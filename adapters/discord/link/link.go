@@ -215,7 +215,7 @@ func (e *scrubbed) Unwrap() error { return e.err }
 
 // Status is a REST error's HTTP status, 0 for none.
 func Status(err error) int {
-	if re := restError(err); re != nil && re.Response != nil {
+	if re, ok := errors.AsType[*discordgo.RESTError](err); ok && re.Response != nil {
 		return re.Response.StatusCode
 	}
 	return 0
@@ -223,14 +223,8 @@ func Status(err error) int {
 
 // Code is Discord's JSON error code of a REST error, 0 for none.
 func Code(err error) int {
-	if re := restError(err); re != nil && re.Message != nil {
+	if re, ok := errors.AsType[*discordgo.RESTError](err); ok && re.Message != nil {
 		return re.Message.Code
 	}
 	return 0
-}
-
-func restError(err error) *discordgo.RESTError {
-	var re *discordgo.RESTError
-	errors.As(err, &re)
-	return re
 }
