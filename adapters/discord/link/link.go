@@ -109,9 +109,8 @@ type Timing struct {
 	MaxRateLimitRetries int
 	MaxRateLimitWait    time.Duration
 	// ReconnectBackoff is the first wait when the gateway connection keeps
-	// failing or dropping, doubled (with jitter) up to MaxReconnectBackoff
-	// (defaults 1s and 2m). A single drop of a connection that was up resumes
-	// at once.
+	// failing, doubled (with jitter) up to MaxReconnectBackoff (defaults 1s and
+	// 2m); a single drop of a connection that was up resumes at once.
 	ReconnectBackoff, MaxReconnectBackoff time.Duration
 }
 
@@ -164,8 +163,7 @@ func New(cfg Config) *Link {
 	l := &Link{cfg: cfg, log: cfg.Log, rest: rest, http: base, pauses: live.NewPauses(cfg.Now, cfg.Sleep)}
 	l.mentionOnly.Store(cfg.MentionOnly)
 	l.ids.Store(&[2]string{})
-	// No http.Client timeout: it would count rate-limit waits; each request is
-	// timed once it is sent.
+	// No http.Client timeout: it would count rate-limit waits.
 	rest.Client = &http.Client{Transport: &transport{l: l, base: adapters.Timed(base, cfg.HTTPTimeout), target: cfg.API,
 		hashes: map[string]string{}}}
 	rest.ShouldRetryOnRateLimit = false // the transport waits and retries
