@@ -67,12 +67,9 @@ func (a *Adapter) replyChain(ctx context.Context, channel, id string, max int) (
 	for steps := 0; id != "" && !seen[id] && steps < max; steps++ {
 		seen[id] = true
 		m, err := a.rest.ChannelMessage(channel, id, discordgo.WithContext(ctx))
-		if link.Code(err) == discordgo.ErrCodeUnknownMessage {
-			break // deleted: the chain ends there
-		}
 		if err != nil {
-			if len(out) > 0 {
-				break // what was read is context enough
+			if len(out) > 0 || link.Code(err) == discordgo.ErrCodeUnknownMessage {
+				break // what was read is context enough; a deleted message ends the chain
 			}
 			return nil, link.Err("read replied message", "", err)
 		}
