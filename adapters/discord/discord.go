@@ -3,21 +3,14 @@
 // adapters.Inbound, and posts adapters.Outbound back as channel messages or
 // interaction answers. It shows the typing indicator while a turn runs
 // (adapters.Progress) and streams replies as one message edited as it grows
-// (adapters.Streamer), replaced in place when a failed attempt's text gives way
-// to another model's answer; with Config.Threads a question opens a thread.
+// (adapters.Streamer); with Config.Threads a question opens a thread.
 //
-// What runs where:
-//   - The connection to Discord is a link.Link: discordgo's REST calls and
-//     types, and the gateway read there; package link names each part that keeps
-//     one of Discord's rules with the test that pins it.
-//   - The gateway's reader runs the event handlers, which make no network call:
-//     an interaction gets its own goroutine, which defers it (or answers an
-//     autocomplete) at once, within Discord's 3-second deadline; a message goes
-//     to its channel's lane (live.Lanes: one goroutine per active channel, in
-//     order, bounded), which may look the channel up, then delivers it.
-//   - A streamed reply is the live kit's growing reply on its own goroutine, which
-//     shows the newest text at most once per EditEvery; the typing indicator is the
-//     kit's indicator, dropped under rate limits.
+// What runs where: the connection is a link.Link (discordgo's REST calls, the
+// gateway read there). The gateway's reader runs the event handlers, which make
+// no network call: an interaction gets its own goroutine, which answers Discord
+// within its 3-second deadline; a message goes to its channel's lane
+// (live.Lanes: one goroutine per busy channel, in order, bounded). A streamed
+// reply and the typing indicator run on goroutines of the live kit.
 package discord
 
 import (
@@ -43,57 +36,47 @@ import (
 // Name is the adapter name used in Inbound.Channel and Outbound.Channel.
 const Name = "discord"
 
-// Intents the bot identifies with: guild events (thread create), guild messages, DMs
-// and message content (privileged: enable it in the developer portal).
+// Intents the bot identifies with; message content is privileged (enable it in
+// the developer portal).
 const Intents = discordgo.IntentsGuilds | discordgo.IntentsGuildMessages |
 	discordgo.IntentsDirectMessages | discordgo.IntentsMessageContent
 
 // Config configures the adapter.
 type Config struct {
-	// Token is the bot token (secret; never logged). A leading "Bot " is accepted.
-	Token string
+	Token string // the bot token (secret; never logged); a leading "Bot " is accepted
 	// GuildID, when set, registers application commands in that guild only
 	// (instant propagation); otherwise they are registered globally.
 	GuildID string
-	// APIURL overrides https://discord.com (for example http://127.0.0.1:P for a
-	// fake); the gateway URL then comes from that server's GET /api/v9/gateway/bot.
+	// APIURL overrides https://discord.com (a fake's http://127.0.0.1:P, say),
+	// which also gives the gateway URL (GET /api/v9/gateway/bot).
 	APIURL string
 	// NoMessageContent identifies without the privileged MESSAGE_CONTENT intent:
-	// mention-only mode (config channels.discord.message_content: false). The bot
-	// also falls back to it when Discord refuses the intent (close code 4014).
+	// mention-only mode (channels.discord.message_content: false), which the bot
+	// also falls back to when Discord refuses the intent (close code 4014).
 	NoMessageContent bool
-	// ShardID and ShardCount are sent in Identify when ShardCount > 1 (replicas
-	// that split the guilds between them).
+	// ShardID and ShardCount are sent in Identify when ShardCount > 1.
 	ShardID, ShardCount int
-	// Log receives the adapter's logs (default slog.Default()).
-	Log *slog.Logger
-	// Models lists the configured model refs, for /model autocomplete.
-	Models func() []string
-	// Profiles lists the auth profile ids, for "model@profile" completion.
-	Profiles func() []string
+	Log                 *slog.Logger    // default slog.Default()
+	Models              func() []string // the model refs, for /model autocomplete
+	Profiles            func() []string // the auth profile ids, for "model@profile"
 	// Threads: a question that mentions the bot outside a thread starts a thread
 	// from it, named from the question, where the answer and the rest of the
 	// conversation go (config channels.discord.threads).
 	Threads bool
 	// EditEvery is the least time between two edits of a streamed reply (default
 	// 1s, real time); Discord's rate-limit buckets are honoured besides.
-	EditEvery time.Duration
-	// TLS, when set, configures the REST and gateway connections (tests trust
-	// a fake's certificate with it).
-	TLS *tls.Config
-	// Timing is how the connection waits (rate limits, reconnects, the REST
-	// and handshake timeouts), and its clock.
-	link.Timing
+	EditEvery   time.Duration
+	TLS         *tls.Config // for REST and the gateway (tests trust a fake's certificate)
+	link.Timing             // rate-limit waits, reconnects, REST and handshake timeouts, the clock
 }
 
 // Adapter is the Discord channel. It implements adapters.Adapter, Progress (the
 // typing indicator), Streamer (a reply edited as it grows) and Connector.
 type Adapter struct {
-	cfg   Config
-	token string
-	log   *slog.Logger
-	link  *link.Link
-	rest  *discordgo.Session // the link's REST session
+	cfg  Config // Token without "Bot "
+	log  *slog.Logger
+	link *link.Link
+	rest *discordgo.Session // the link's REST session
 
 	mu        sync.Mutex
 	ctx       context.Context // Run's, ended when Run returns; nil before Run
@@ -136,7 +119,7 @@ func New(cfg Config) (*Adapter, error) {
 		}
 		api = u
 	}
-	cfg.Timing = cfg.Timing.WithDefaults()
+	cfg.Token, cfg.Timing = tok, cfg.Timing.WithDefaults()
 	if cfg.EditEvery <= 0 {
 		cfg.EditEvery = defaultEditEvery
 	}
@@ -150,7 +133,6 @@ func New(cfg Config) (*Adapter, error) {
 	log := cfg.Log.With("channel", Name)
 	a := &Adapter{
 		cfg:         cfg,
-		token:       tok,
 		log:         log,
 		threads:     adapters.NewRecent(4096, 0, nil),
 		notThreads:  adapters.NewRecent(4096, 0, nil),
@@ -224,13 +206,13 @@ func (a *Adapter) goOwned(f func(ctx context.Context)) bool {
 // Nothing is posted and no gateway connection is opened.
 func (a *Adapter) Probe(ctx context.Context, target string) []adapters.ProbeResult {
 	me, err := a.rest.User("@me", discordgo.WithContext(ctx))
-	out := []adapters.ProbeResult{adapters.Checked("discord bot token (GET /users/@me)", link.Err("GET /users/@me", a.token, err),
+	out := []adapters.ProbeResult{adapters.Checked("discord bot token (GET /users/@me)", link.Err("GET /users/@me", a.cfg.Token, err),
 		func() string { return "bot user " + me.Username + " (" + me.ID + ")" })}
 	if target == "" {
 		return out
 	}
 	ch, err := a.rest.Channel(target, discordgo.WithContext(ctx))
-	return append(out, adapters.Checked("discord admin channel "+target+" (GET /channels)", link.Err("GET /channels/"+target, a.token, err),
+	return append(out, adapters.Checked("discord admin channel "+target+" (GET /channels)", link.Err("GET /channels/"+target, a.cfg.Token, err),
 		func() string {
 			if ch.Name == "" {
 				return "reachable"

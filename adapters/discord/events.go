@@ -61,8 +61,7 @@ func inbound(guild, channel, user, text, replyTo, event string) adapters.Inbound
 	return in
 }
 
-// onEvent runs on the gateway's reader: each event the bot reads is decoded
-// into discordgo's type and handled with no network call.
+// onEvent runs on the gateway's reader: it decodes and handles, with no network call.
 func (a *Adapter) onEvent(event string, data json.RawMessage) {
 	switch event {
 	case "MESSAGE_CREATE":
@@ -96,11 +95,10 @@ func (a *Adapter) onMessage(mc *discordgo.MessageCreate) {
 	switch {
 	case m.GuildID == "":
 	case mentioned:
-		// Mentioned in a channel not known yet: the lane looks up whether it
-		// is a thread (the bot then takes part in it from now on).
+		// In a channel not known yet, the lane looks up whether it is a thread
+		// (the bot then takes part in it). With threads on, a question asked
+		// outside a thread opens one; a command is answered where it was typed.
 		lookup = !a.threads.Has(m.ChannelID) && !a.notThreads.Has(m.ChannelID)
-		// With threads on, a question asked outside a thread opens one (a
-		// command is answered where it was typed).
 		_, isCommand := commands.Parse(text)
 		open = a.cfg.Threads && !a.threads.Has(m.ChannelID) && !isCommand
 	case a.threads.Has(m.ChannelID):
@@ -141,29 +139,23 @@ func (a *Adapter) setParent(in *adapters.Inbound, guild, channel string) {
 	}
 }
 
-// Channel lanes: every inbound event of one channel is handled in order on that
-// channel's goroutine (live.Lanes), so a slow lookup or a full router inbox
-// holds up that channel only, never the gateway reader or another channel.
+// Channel lanes (live.Lanes): a slow lookup or a full router inbox holds up its
+// channel only, never the gateway reader or another channel. Past workerQueue
+// waiting events a channel is stuck: an event is dropped with a log line.
 const (
-	// workerQueue bounds one channel's waiting events; past it an event is
-	// dropped with a log line (a channel that far behind is stuck).
 	workerQueue = 64
-	// maxWorkers bounds the channels with work at once.
-	maxWorkers = 4096
+	maxWorkers  = 4096 // channels with work at once
 )
 
 // job is one inbound event for a channel's lane.
 type job struct {
-	in     adapters.Inbound
-	lookup bool // look up whether the channel is a thread first
-	// openThread: unless the channel is a thread, start one from the message
-	// (channels.discord.threads) and move the conversation there.
-	openThread     bool
+	in             adapters.Inbound
+	lookup         bool // look up whether the channel is a thread first
+	openThread     bool // unless the channel is a thread, start one from the message
 	guild, message string
 }
 
-// enqueue hands j to its channel's lane. It never blocks; once Run ends the
-// lanes refuse every job.
+// enqueue hands j to its channel's lane; it never blocks.
 func (a *Adapter) enqueue(channel string, j job) {
 	switch err := a.lanes.Add(channel, j); {
 	case errors.Is(err, live.ErrTooMany):
@@ -173,8 +165,7 @@ func (a *Adapter) enqueue(channel string, j job) {
 	}
 }
 
-// handle is channel ch's lane's step for one job: it delivers the job's message
-// to the router, unless Run has ended.
+// handle is channel ch's lane's step: it delivers j to the router, unless Run has ended.
 func (a *Adapter) handle(ch string, j job) {
 	a.mu.Lock()
 	ctx, inbox := a.ctx, a.inbox
@@ -222,8 +213,8 @@ func (a *Adapter) isThread(ctx context.Context, channelID string) bool {
 	return false
 }
 
-// Thread settings (channels.discord.threads). Discord allows names of 1 to 100
-// characters and archives a thread after 60, 1440, 4320 or 10080 idle minutes.
+// Discord allows thread names of 1 to 100 characters and archives a thread
+// after 60, 1440, 4320 or 10080 idle minutes.
 // https://discord.com/developers/docs/resources/channel#start-thread-from-message
 const (
 	maxThreadName     = 100
@@ -232,9 +223,8 @@ const (
 )
 
 // moveToThread starts a public thread from j's message, named from the question,
-// and points j at it: the answer and the rest of the conversation go there (the
-// thread's own session). When Discord refuses (missing Create Public Threads
-// permission, say), the question is answered in the channel as without threads.
+// and points j at it (the thread's own session). When Discord refuses (no Create
+// Public Threads permission, say), the question is answered in the channel.
 func (a *Adapter) moveToThread(ctx context.Context, ch string, j *job) {
 	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
 	defer cancel()
@@ -252,9 +242,8 @@ func (a *Adapter) moveToThread(ctx context.Context, ch string, j *job) {
 	}
 	a.threads.Put(id, ch)
 	j.in.SessionKey = sessionKey(j.guild, id)
-	j.in.ReplyTo = id // the question is the thread's starter: nothing to reference
-	// T5: the thread is where the question was asked.
-	j.in.Parent = sessionKey(j.guild, ch)
+	j.in.ReplyTo = id                     // the question is the thread's starter: nothing to reference
+	j.in.Parent = sessionKey(j.guild, ch) // T5
 }
 
 // threadName is the question's first line, its spaces collapsed, cut at a word

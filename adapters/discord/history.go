@@ -14,18 +14,13 @@ import (
 	"github.com/detourbot/detour/adapters/discord/link"
 )
 
-// Earlier messages (H1, H2). Mentioned for the first time in a thread it did
-// not start, the bot reads the thread's messages before the mention with GET
-// /channels/{thread}/messages?before=&limit= (newest first, limit 1 to 100;
-// https://discord.com/developers/docs/resources/message#get-channel-messages).
-// A message that replies to another (message_reference) is read with the
-// messages it answers, one GET /channels/{c}/messages/{id} per step up the
-// chain (https://discord.com/developers/docs/resources/message#get-channel-message).
-// Both need the View Channel and Read Message History permissions, and the
-// content of messages that do not mention the bot comes only with the
-// MESSAGE_CONTENT intent. The bot's own messages are left out.
-
-// maxPage is Discord's largest page of GET channel messages.
+// Earlier messages (H1, H2): first mentioned in a thread it did not start, the
+// bot reads the messages before the mention (newest first, at most maxPage;
+// https://discord.com/developers/docs/resources/message#get-channel-messages);
+// a reply is read with the chain of messages it answers, one GET per step
+// (https://discord.com/developers/docs/resources/message#get-channel-message).
+// Both need View Channel and Read Message History, and the MESSAGE_CONTENT
+// intent for messages that do not mention the bot. Its own are left out.
 const maxPage = 100
 
 // Refs of Inbound.Earlier and Inbound.RepliesTo: "thread|<channel>|<before>"
@@ -72,12 +67,9 @@ func (a *Adapter) replyChain(ctx context.Context, channel, id string, max int) (
 	for steps := 0; id != "" && !seen[id] && steps < max; steps++ {
 		seen[id] = true
 		m, err := a.rest.ChannelMessage(channel, id, discordgo.WithContext(ctx))
-		if link.Code(err) == discordgo.ErrCodeUnknownMessage {
-			break // deleted: the chain ends there
-		}
 		if err != nil {
-			if len(out) > 0 {
-				break // what was read is context enough
+			if len(out) > 0 || link.Code(err) == discordgo.ErrCodeUnknownMessage {
+				break // what was read is context enough; a deleted message ends the chain
 			}
 			return nil, link.Err("read replied message", "", err)
 		}
@@ -101,21 +93,15 @@ func (a *Adapter) earlierOf(m *discordgo.Message) (adapters.Earlier, bool) {
 	e := adapters.Earlier{User: "discord:" + m.Author.ID, Name: cmp.Or(m.Author.GlobalName, m.Author.Username), Bot: m.Author.Bot,
 		At: m.Timestamp}
 	e.Text, _ = mention(m, a.link.BotID())
-	for _, at := range m.Attachments {
-		if at != nil {
-			e.Files = append(e.Files, at.Filename)
-		}
+	for _, f := range filesOf(m.Attachments) {
+		e.Files = append(e.Files, f.Name)
 	}
 	return e, true
 }
 
-// Attachments (I1-I4): a message's attachments carry their name, type, size and
-// a signed CDN URL (https://discord.com/developers/docs/resources/message#attachment-object;
-// the signature's ex, is and hm parameters expire it,
-// https://discord.com/developers/docs/reference#signed-attachment-cdn-urls).
-// The CDN needs no token, so none is sent: the bot token goes to the API only.
-
-// filesOf maps a message's attachments.
+// filesOf maps a message's attachments (I1-I4): name, type, size and a signed
+// CDN URL (https://discord.com/developers/docs/resources/message#attachment-object,
+// expiring: https://discord.com/developers/docs/reference#signed-attachment-cdn-urls).
 func filesOf(ats []*discordgo.MessageAttachment) []adapters.File {
 	var out []adapters.File
 	for _, at := range ats {
@@ -135,7 +121,7 @@ func (a *Adapter) ReadFile(ctx context.Context, f adapters.File, max int64) ([]b
 	if !adapters.OnFileHost(f.Ref, a.cfg.APIURL, cdnHost) {
 		return nil, errors.New("discord: the attachment is not on Discord's CDN; it is not downloaded")
 	}
-	b, _, err := adapters.Download(ctx, fileClient, f.Ref, nil, max) // no Authorization: the CDN takes none
+	b, _, err := adapters.Download(ctx, fileClient, f.Ref, nil, max) // the CDN takes no token: it goes to the API only
 	return b, err
 }
 

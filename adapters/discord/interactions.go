@@ -44,14 +44,20 @@ var commandDefs = func() []*discordgo.ApplicationCommand {
 	}
 }()
 
-// commandOption is the name of a command's one string option ("" for none),
-// and whether detour has the command.
-func commandOption(name string) (string, bool) {
-	i := slices.IndexFunc(commandDefs, func(c *discordgo.ApplicationCommand) bool { return c.Name == name })
+// commandArg is the value given to the command's one string option ("" for
+// none), and whether detour has the command.
+func commandArg(d discordgo.ApplicationCommandInteractionData) (string, bool) {
+	i := slices.IndexFunc(commandDefs, func(c *discordgo.ApplicationCommand) bool { return c.Name == d.Name })
 	if i < 0 || len(commandDefs[i].Options) == 0 {
 		return "", i >= 0
 	}
-	return commandDefs[i].Options[0].Name, true
+	for _, o := range d.Options {
+		if o != nil && o.Name == commandDefs[i].Options[0].Name {
+			s, _ := o.Value.(string)
+			return strings.TrimSpace(s), true
+		}
+	}
+	return "", true
 }
 
 func (a *Adapter) registerCommands(ctx context.Context) error {
@@ -71,16 +77,6 @@ func (a *Adapter) registerCommands(ctx context.Context) error {
 	return nil
 }
 
-func stringOption(d discordgo.ApplicationCommandInteractionData, name string) string {
-	for _, o := range d.Options {
-		if o != nil && o.Name == name {
-			s, _ := o.Value.(string)
-			return strings.TrimSpace(s)
-		}
-	}
-	return ""
-}
-
 func interactionUser(i *discordgo.Interaction) string {
 	if i.Member != nil && i.Member.User != nil {
 		return i.Member.User.ID
@@ -91,7 +87,6 @@ func interactionUser(i *discordgo.Interaction) string {
 	return ""
 }
 
-// Interaction answering limits.
 const (
 	// interactionDeadline is Discord's: the first response must arrive within 3 s.
 	interactionDeadline = 3 * time.Second
@@ -135,14 +130,11 @@ func (a *Adapter) onInteraction(ic *discordgo.InteractionCreate) {
 
 func (a *Adapter) command(ctx context.Context, i *discordgo.Interaction, received time.Time) {
 	d, ok := i.Data.(discordgo.ApplicationCommandInteractionData)
-	optName, known := commandOption(d.Name)
+	arg, known := commandArg(d)
 	if !ok || !known {
 		return
 	}
-	text := "/" + d.Name
-	if arg := stringOption(d, optName); optName != "" && arg != "" {
-		text += " " + arg
-	}
+	text := strings.TrimSpace("/" + d.Name + " " + arg)
 	// Command answers are for the person who asked (the router marks them
 	// Ephemeral); the deferral fixes the visibility of the edited answer.
 	a.acknowledge(ctx, i, received, &pending{i: i, created: time.Now(), ephemeral: true}, text,
@@ -172,11 +164,10 @@ func (a *Adapter) component(ctx context.Context, i *discordgo.Interaction, recei
 	a.acknowledge(ctx, i, received, p, text, &discordgo.InteractionResponse{Type: discordgo.InteractionResponseDeferredMessageUpdate})
 }
 
-// acknowledge gives Discord resp within its deadline, remembers the
-// interaction and hands its text to its channel's lane, in that channel's
-// order, behind messages that arrived before it. An interaction Discord did
-// not take the acknowledgement of gets its answer dropped, never posted in the
-// channel (Send).
+// acknowledge gives Discord resp, remembers the interaction and hands its text
+// to its channel's lane, behind messages that arrived before it. An interaction
+// Discord did not take the acknowledgement of gets its answer dropped, never
+// posted in the channel (Send).
 func (a *Adapter) acknowledge(ctx context.Context, i *discordgo.Interaction, received time.Time, p *pending, text string, resp *discordgo.InteractionResponse) {
 	dctx, cancel := context.WithDeadline(ctx, received.Add(interactionDeadline))
 	err := a.rest.InteractionRespond(i, resp, discordgo.WithContext(dctx))
@@ -198,12 +189,12 @@ func (a *Adapter) autocomplete(ctx context.Context, i *discordgo.Interaction, re
 	if !ok {
 		return
 	}
-	optName, _ := commandOption(d.Name)
+	arg, _ := commandArg(d)
 	complete := completeModel
 	if d.Name == "recover" {
 		complete = completeRecover
 	}
-	choices := complete(a.cfg.Models(), a.cfg.Profiles(), stringOption(d, optName))
+	choices := complete(a.cfg.Models(), a.cfg.Profiles(), arg)
 	out := make([]*discordgo.ApplicationCommandOptionChoice, 0, len(choices))
 	for _, c := range choices {
 		out = append(out, &discordgo.ApplicationCommandOptionChoice{Name: c, Value: c})
@@ -219,7 +210,9 @@ func (a *Adapter) autocomplete(ctx context.Context, i *discordgo.Interaction, re
 	}
 }
 
-// maxChoices and maxChoiceLen are Discord's autocomplete limits.
+// Discord's limits on autocomplete choices and select menu options: 25 of
+// them, names, labels and values of 100 characters.
+// https://discord.com/developers/docs/components/reference#string-select
 const (
 	maxChoices   = 25
 	maxChoiceLen = 100

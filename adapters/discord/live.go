@@ -13,17 +13,15 @@ import (
 	"github.com/detourbot/detour/adapters/live"
 )
 
-// defaultEditEvery is the least time between two edits of a growing reply: at
-// most one per second, inside the five per five seconds Discord's message
-// buckets usually hold; the transport still honours the bucket Discord reports.
+// defaultEditEvery: one edit per second fits the five per five seconds Discord's
+// message buckets usually hold; the transport still honours the reported bucket.
 const defaultEditEvery = time.Second
 
-// StartStream prepares a reply that grows as the model writes it (L2), drawn by
-// the live kit: the first text is posted as a reply to the asking message, later
-// text edits it at most once per EditEvery (the newest text wins), past 2,000
-// characters the text continues in further messages, and a text that does not
-// extend what is shown replaces it in place (L3); continuation messages no
-// longer needed are deleted. Answers to application commands are not streamed.
+// StartStream prepares a reply that grows as the model writes it (L2, the live
+// kit): the first text replies to the asking message, later text edits it at
+// most once per EditEvery, past 2,000 characters it continues in further
+// messages, and a text that does not extend what is shown replaces it (L3).
+// Answers to application commands are not streamed.
 func (a *Adapter) StartStream(_ context.Context, in adapters.Inbound) (adapters.Stream, error) {
 	if strings.HasPrefix(in.ReplyTo, interactionPrefix) {
 		return nil, errors.New("discord: answers to application commands are not streamed")
@@ -47,8 +45,7 @@ type streamSurface struct {
 }
 
 // Post posts a part, the first as the reply to the asking message. The post
-// cleared "is typing…": renewed, it would outlive the answer, since edits do
-// not clear it.
+// cleared "is typing…", which renewed would outlive the answer.
 func (s *streamSurface) Post(ctx context.Context, i int, text string) (string, error) {
 	ref := s.ref
 	if i > 0 {
@@ -87,32 +84,26 @@ func (s *streamSurface) Send(ctx context.Context, out adapters.Outbound) error {
 	return s.a.Send(ctx, out)
 }
 
-// Typing indicator renewal: Discord shows one for about 10 seconds, or until the
-// bot posts in the channel.
+// Typing indicator: Discord shows one for about 10 seconds, or until the bot
+// posts in the channel. A channel that refused it (no permission, gone) is not
+// asked again for noTypingFor: every refusal counts toward Discord's 10,000
+// invalid requests in 10 minutes.
 const (
 	typingEvery = 8 * time.Second
 	typingMax   = 5 * time.Minute
-	// noTypingFor is how long a channel that refused the typing indicator (no
-	// permission, gone) is not asked again: every refusal counts toward
-	// Discord's 10,000 invalid requests in 10 minutes.
 	noTypingFor = time.Hour
 )
 
-// StartProgress shows "is typing…" in the conversation's channel (L1) and keeps
-// it up, renewed every 8 s, until Stop, the reply (or a streamed reply's first
-// words), five minutes, or the end of Run. It returns at once: the typing calls
-// run on their own goroutine, and one that would have to wait for a rate limit
-// is dropped, so progress never delays the turn nor takes a bucket a reply
-// needs. A channel that refuses it (401, 403, 404) is not asked again for an
-// hour. Commands answered through an interaction already show "thinking…".
+// StartProgress shows "is typing…" in the conversation's channel (L1), renewed
+// every 8 s, until Stop, the reply (or a streamed reply's first words), five
+// minutes, or the end of Run. It returns at once: the typing calls run on their
+// own goroutine, and one that would wait for a rate limit is dropped, so
+// progress never delays the turn nor takes a bucket a reply needs. A channel
+// that refuses it (401, 403, 404) is not asked again for an hour. Commands
+// answered through an interaction already show "thinking…".
 func (a *Adapter) StartProgress(_ context.Context, in adapters.Inbound) adapters.Indicator {
 	ch, _ := target(in.ReplyTo, in.SessionKey)
 	if in.Native || strings.HasPrefix(in.ReplyTo, interactionPrefix) || ch == "" || a.noTyping.Has(ch) {
-		return live.NoIndicator{}
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.ctx == nil || a.ctx.Err() != nil {
 		return live.NoIndicator{}
 	}
 	ind := live.NewIndicator(func(ctx context.Context, status string) error { return a.typeOnce(ctx, ch, status) },
@@ -120,11 +111,14 @@ func (a *Adapter) StartProgress(_ context.Context, in adapters.Inbound) adapters
 	if _, busy := a.typers.LoadOrStore(ch, ind); busy {
 		return live.NoIndicator{} // another turn's indicator runs in the channel
 	}
-	ctx := a.ctx
-	a.wg.Go(func() {
+	started := a.goOwned(func(ctx context.Context) {
 		defer a.endTyping(ch, ind)
 		ind.Run(ctx)
 	})
+	if !started {
+		a.endTyping(ch, ind)
+		return live.NoIndicator{}
+	}
 	return typing{a: a, ch: ch, ind: ind}
 }
 
@@ -136,8 +130,7 @@ type typing struct {
 }
 
 // Status is shown nowhere: Discord has no status text for a bot, only the typing
-// indicator, which keeps running through a wait. Posting the wait as a message
-// would leave one more message to delete.
+// indicator, which keeps running through a wait.
 func (typing) Status(string) {}
 
 // Stop ends the typing indicator's renewal.

@@ -27,8 +27,7 @@ func textLen(s string) int {
 	return n
 }
 
-// noMentions lets nothing in a posted message ping anyone (@everyone, @here, roles,
-// users, nor the author of the message replied to): T3.
+// noMentions lets a posted message ping no one, not even the author replied to (T3).
 func noMentions() *discordgo.MessageAllowedMentions {
 	return &discordgo.MessageAllowedMentions{Parse: []discordgo.AllowedMentionType{}, RepliedUser: false}
 }
@@ -43,10 +42,9 @@ func orEmpty(text string) string {
 
 // Send posts one outbound message: replies and errors in the conversation's channel
 // or thread, the first part referencing the message it answers (without a ping),
-// notices as their own quiet message (suppress-notifications flag), reports to the
-// admin channel named in ReplyTo. Answers to an application command replace the
-// deferred "thinking" response, then continue as follow-ups; they are never posted
-// in the channel, even when the deferral failed.
+// notices as their own quiet message, reports to the admin channel named in
+// ReplyTo. Answers to an application command replace the deferred "thinking"
+// response, then continue as follow-ups; they are never posted in the channel.
 func (a *Adapter) Send(ctx context.Context, out adapters.Outbound) error {
 	text := orEmpty(out.Text)
 	var flags discordgo.MessageFlags
@@ -100,15 +98,8 @@ func smallText(s string) string {
 	return strings.Join(lines, "\n")
 }
 
-// onLast is components for the last of chunks, nil for the others.
-func onLast(i int, chunks []string, components []discordgo.MessageComponent) []discordgo.MessageComponent {
-	if i == len(chunks)-1 {
-		return components
-	}
-	return nil
-}
-
-// postChannel posts chunks in order, the first referencing reference (when set).
+// postChannel posts chunks in order, the first referencing reference (when
+// set), the last with components.
 func (a *Adapter) postChannel(ctx context.Context, channelID, reference string, chunks []string, flags discordgo.MessageFlags, components []discordgo.MessageComponent) error {
 	for i, c := range chunks {
 		if _, err := a.postOne(ctx, channelID, reference, c, flags, onLast(i, chunks, components)); err != nil {
@@ -119,14 +110,19 @@ func (a *Adapter) postChannel(ctx context.Context, channelID, reference string, 
 	return nil
 }
 
-// failIfNotExists false: a reply to a message deleted meanwhile is still posted.
-var failIfNotExists = false
+// onLast is components for the last of chunks, nil for the others.
+func onLast(i int, chunks []string, components []discordgo.MessageComponent) []discordgo.MessageComponent {
+	if i == len(chunks)-1 {
+		return components
+	}
+	return nil
+}
 
 // postOne posts one message, replying to reference when set, without pinging anyone.
 func (a *Adapter) postOne(ctx context.Context, channelID, reference, content string, flags discordgo.MessageFlags, components []discordgo.MessageComponent) (*discordgo.Message, error) {
 	msg := &discordgo.MessageSend{Content: content, Flags: flags, AllowedMentions: noMentions(), Components: components}
 	if reference != "" {
-		msg.Reference = &discordgo.MessageReference{MessageID: reference, ChannelID: channelID, FailIfNotExists: &failIfNotExists}
+		msg.Reference = &discordgo.MessageReference{MessageID: reference, ChannelID: channelID, FailIfNotExists: new(false)} // still posted when the message is gone
 	}
 	m, err := a.rest.ChannelMessageSendComplex(channelID, msg, discordgo.WithContext(ctx))
 	if err == nil && m == nil {
@@ -141,9 +137,7 @@ func (a *Adapter) postOne(ctx context.Context, channelID, reference, content str
 func (a *Adapter) sendInteraction(ctx context.Context, id string, kind adapters.Kind, chunks []string, flags discordgo.MessageFlags, ephemeral bool, components []discordgo.MessageComponent) error {
 	p := a.interaction(id)
 	if p == nil || !p.deferred {
-		// Unknown (a restart), expired, or never acknowledged: the answer was meant
-		// for the asker alone and there is nowhere private to put it. It is never
-		// posted in the channel.
+		// Meant for the asker alone, with nowhere private to put it.
 		reason := "the interaction was not acknowledged"
 		if p == nil {
 			reason = "the interaction is unknown or expired"
@@ -182,30 +176,21 @@ func (a *Adapter) sendInteraction(ctx context.Context, id string, kind adapters.
 	return nil
 }
 
-// pickID is the custom_id of detour's select menus (L4). The option values are
-// the commands the choices say, so a pick needs no memory of the menu: it
-// survives a restart and works on any replica.
+// pickID is the custom_id of detour's select menus (L4; Discord allows 100
+// characters). The option values are the choices' commands, so a pick needs no
+// memory of the menu: it survives a restart and works on any replica.
 const pickID = "detour:pick"
 
-// Discord's select menu limits: 25 options, labels and values of 100 characters.
-// https://discord.com/developers/docs/components/reference#string-select
-const (
-	maxMenuOptions = 25
-	maxMenuText    = 100
-)
-
-// pickerComponents renders choices as one string select menu, nil when there are
-// none. Past Discord's 25 options, or for a label or command longer than 100
-// characters, a choice is left out of the menu (the text still lists it, and
-// autocomplete offers it).
+// pickerComponents renders choices as one string select menu, nil for none. A
+// choice past the limits is left out of the menu (the text still lists it).
 func pickerComponents(choices []adapters.Choice, log *slog.Logger) []discordgo.MessageComponent {
 	var opts []discordgo.SelectMenuOption
 	left := 0
 	for _, c := range choices {
 		label, value := strings.TrimSpace(c.Label), strings.TrimSpace(c.Command)
-		if len(opts) == maxMenuOptions || label == "" || value == "" ||
+		if len(opts) == maxChoices || label == "" || value == "" ||
 			slices.ContainsFunc(opts, func(o discordgo.SelectMenuOption) bool { return o.Value == value }) ||
-			utf8.RuneCountInString(label) > maxMenuText || utf8.RuneCountInString(value) > maxMenuText {
+			utf8.RuneCountInString(label) > maxChoiceLen || utf8.RuneCountInString(value) > maxChoiceLen {
 			left++
 			continue
 		}

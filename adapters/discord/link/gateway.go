@@ -18,13 +18,9 @@ import (
 )
 
 const (
-	// stableAfter is how long a connection must have been up for its loss to
-	// start the backoff afresh.
-	stableAfter = time.Minute
-	// identifySpacing is Discord's identify rate (max_concurrency 1: one per 5 s).
-	identifySpacing = 5 * time.Second
-	// lowIdentifies is when a warning says the day's identify budget runs low.
-	lowIdentifies = 10
+	stableAfter     = time.Minute     // up this long, a connection's loss starts the backoff afresh
+	identifySpacing = 5 * time.Second // Discord's identify rate (max_concurrency 1)
+	lowIdentifies   = 10              // a warning says the day's identify budget runs low
 	// closeResumable is the close code of a reconnect: anything but 1000 and
 	// 1001 keeps the session resumable.
 	closeResumable = 4000
@@ -51,19 +47,9 @@ type frame struct {
 	T  string          `json:"t"`
 }
 
-// outcome is how a connection ended, for Run.
-type outcome struct {
-	serverClose int  // the close code the server sent; 0 = none
-	invalid     bool // op 9
-	resumable   bool // op 9's d
-	zombie      bool // a heartbeat went unacknowledged
-	reconnect   bool // op 7
-	lived       time.Duration
-}
-
 // conn is one gateway connection: its reader, on the goroutine that connected,
 // hands dispatches on in order; its heartbeat runs beside it until the socket
-// closes.
+// closes. Once it has ended, the rest of its fields tell Run how.
 type conn struct {
 	l      *Link
 	g      *session
@@ -73,18 +59,21 @@ type conn struct {
 	wg     sync.WaitGroup
 	done   chan struct{} // closed when the reader has ended
 	acked  atomic.Bool   // the last heartbeat was acknowledged
-	zombie atomic.Bool
-	up     bool // READY or RESUMED came: the handshake is over
-	o      outcome
+	zombie atomic.Bool   // a heartbeat went unacknowledged
+	up     bool          // READY or RESUMED came: the handshake is over
 	err    error
+
+	serverClose        int  // the close code the server sent; 0 = none
+	invalid, resumable bool // op 9, and its d
+	reconnect          bool // op 7
+	lived              time.Duration
 }
 
-// connect runs one connection of g until it ends. It dials; the reader answers
-// Hello with the Identify or the Resume, and reads READY (or RESUMED, after the
-// replayed events) under OpenTimeout, the socket's read deadline, which goes
-// once the session is up, when up runs. A connection that never got there
-// returns the handshake's error.
-func (l *Link) connect(ctx context.Context, g *session, up func()) (outcome, error) {
+// connect runs one connection of g until it ends. The reader answers Hello with
+// the Identify or the Resume and reads up to READY (or RESUMED, after the
+// replayed events) under OpenTimeout, then runs up. A connection that never got
+// there returns the handshake's error.
+func (l *Link) connect(ctx context.Context, g *session, up func()) (*conn, error) {
 	u := g.url
 	if g.id != "" && g.resume != "" {
 		u = g.resume
@@ -92,15 +81,15 @@ func (l *Link) connect(ctx context.Context, g *session, up func()) (outcome, err
 	if !strings.HasSuffix(u, "/") {
 		u += "/"
 	}
-	// The handshake timeout bounds the dial too; a refused handshake's body
-	// needs no closing.
+	// A refused handshake's body needs no closing.
 	d := websocket.Dialer{HandshakeTimeout: l.cfg.OpenTimeout, TLSClientConfig: l.cfg.TLS}
+	c := &conn{l: l, g: g, onUp: up, done: make(chan struct{})}
 	ws, _, err := d.DialContext(ctx, u+"?v="+discordgo.APIVersion+"&encoding=json", nil)
 	if err != nil {
-		return outcome{}, err
+		return c, err
 	}
 	opened := time.Now()
-	c := &conn{l: l, g: g, ws: ws, onUp: up, done: make(chan struct{})}
+	c.ws = ws
 	ws.SetCloseHandler(func(int, string) error { return nil }) // no echo: we choose our close codes
 	_ = ws.SetReadDeadline(opened.Add(l.cfg.OpenTimeout))
 	stop := context.AfterFunc(ctx, func() { c.close(websocket.CloseNormalClosure) }) // stopping: the session may end
@@ -109,11 +98,10 @@ func (l *Link) connect(ctx context.Context, g *session, up func()) (outcome, err
 	close(c.done)
 	c.wg.Wait()
 	l.connected.Store(false)
-	c.o.zombie, c.o.lived = c.zombie.Load(), time.Since(opened)
-	if !c.up {
-		return c.o, fmt.Errorf("discord gateway: handshake: %w", c.err)
+	if c.lived = time.Since(opened); !c.up {
+		return c, fmt.Errorf("discord gateway: handshake: %w", c.err)
 	}
-	return c.o, nil
+	return c, nil
 }
 
 // read handles the server's payloads until the socket fails or closes.
@@ -123,7 +111,7 @@ func (c *conn) read() {
 		if err != nil {
 			var ce *websocket.CloseError
 			if errors.As(err, &ce) {
-				c.o.serverClose = ce.Code
+				c.serverClose = ce.Code
 			}
 			c.err = err
 			return
@@ -138,10 +126,10 @@ func (c *conn) read() {
 		case 1: // Discord asks for a heartbeat now
 			_ = c.beat()
 		case 7:
-			c.o.reconnect = true
+			c.reconnect = true
 			c.close(closeResumable)
 		case 9:
-			c.o.invalid, c.o.resumable = true, string(f.D) == "true"
+			c.invalid, c.resumable = true, string(f.D) == "true"
 			_ = c.ws.Close()
 		case 10:
 			var h struct {
@@ -257,25 +245,21 @@ func (l *Link) hello(g *session) any {
 	return map[string]any{"op": 2, "d": id}
 }
 
-// intents is what the next identify asks for.
-func (l *Link) intents() discordgo.Intent {
-	if l.mentionOnly.Load() {
-		return l.cfg.Intent &^ discordgo.IntentsMessageContent
-	}
-	return l.cfg.Intent
-}
-
 // Run keeps one gateway session connected until ctx ends (it then returns nil);
 // it returns an error when Discord refuses the token, the shard or the intents
 // for good.
 func (l *Link) Run(ctx context.Context) error {
 	var (
-		g          *session
-		losses     int // consecutive losses since a stable connection
-		registered bool
-		wg         sync.WaitGroup // Identified, beside the reader
+		g      *session
+		losses int            // consecutive losses since a stable connection
+		wg     sync.WaitGroup // Identified, beside the reader
 	)
 	defer wg.Wait()
+	up := sync.OnceFunc(func() {
+		if l.cfg.Identified != nil {
+			wg.Go(func() { l.cfg.Identified(ctx) })
+		}
+	})
 	for ctx.Err() == nil {
 		identify := g == nil || g.id == ""
 		wait := l.backoff(losses)
@@ -303,14 +287,12 @@ func (l *Link) Run(ctx context.Context) error {
 				l.log.Warn("discord gateway: GET /gateway/bot failed", "err", err)
 				continue
 			}
-			g = &session{intents: l.intents(), url: url, started: l.cfg.Now()}
-		}
-		o, err := l.connect(ctx, g, func() {
-			if !registered && l.cfg.Identified != nil {
-				registered = true
-				wg.Go(func() { l.cfg.Identified(ctx) })
+			g = &session{intents: l.cfg.Intent, url: url, started: l.cfg.Now()}
+			if l.mentionOnly.Load() {
+				g.intents &^= discordgo.IntentsMessageContent
 			}
-		})
+		}
+		o, err := l.connect(ctx, g, up)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -320,7 +302,7 @@ func (l *Link) Run(ctx context.Context) error {
 			if o.lived >= stableAfter {
 				losses = 0
 			}
-			l.log.Warn("discord gateway disconnected; reconnecting", "close_code", o.serverClose, "zombie", o.zombie,
+			l.log.Warn("discord gateway disconnected; reconnecting", "close_code", o.serverClose, "zombie", o.zombie.Load(),
 				"invalid_session", o.invalid, "resumable", o.resumable, "reconnect_requested", o.reconnect, "lived", o.lived.Round(time.Millisecond))
 		}
 		losses++
@@ -334,7 +316,7 @@ func (l *Link) Run(ctx context.Context) error {
 // afterLoss decides from how a connection ended whether the next connection must
 // identify (a new session: g.id is cleared) rather than resume; it returns an
 // error for refusals retrying cannot fix.
-func (l *Link) afterLoss(o outcome, g *session) error {
+func (l *Link) afterLoss(o *conn, g *session) error {
 	identify := g.id == ""
 	switch o.serverClose {
 	case 4004:

@@ -1,57 +1,50 @@
 // Package link is the bot's connection to Discord, behind one type, Link.
-// discordgo v0.29.0 makes the REST calls and decodes what they return; the
-// gateway is read here, with gorilla/websocket (discordgo's own) and
-// discordgo's types, because once every rule discordgo's gateway client breaks
-// was repaired around it, only its dial and read loop were left. Each part, the
-// discordgo behaviour it replaces, and the tests that fail with that behaviour:
+// discordgo v0.29.0 makes the REST calls and decodes their answers; the gateway
+// is read here, with gorilla/websocket and discordgo's types: once every rule
+// discordgo's gateway client breaks was repaired around it, only its dial and
+// read loop were left. Each part, the discordgo behaviour it replaces, and the
+// tests that fail with that behaviour:
 //
-//   - REST rate limits (transport.go). discordgo sleeps in its own limiter on
-//     the X-RateLimit-* headers, uncancellably and on the wall clock, misses a
-//     global 429 without Reset-After (how Discord sends them), and with
-//     ShouldRetryOnRateLimit retries every 429 without end. Here the transport
-//     waits, with the caller's context and on the injected clock, for a route's
-//     empty bucket and for one global pause (interaction endpoints exempt),
-//     retries a 429 at most MaxRateLimitRetries times, fails a wait longer than
-//     MaxRateLimitWait at once, and removes the headers before discordgo reads
-//     them. Pinned by TestSend_EmptyBucketWaitIsOurs,
+//   - REST rate limits (transport.go). discordgo sleeps on the X-RateLimit-*
+//     headers uncancellably on the wall clock, misses a global 429 without
+//     Reset-After (how Discord sends them), and with ShouldRetryOnRateLimit
+//     retries every 429 without end. Here the transport waits, with the
+//     caller's context and on the injected clock, for a route's empty bucket
+//     and for one global pause (interaction endpoints exempt), retries a 429 at
+//     most MaxRateLimitRetries times and fails a wait past MaxRateLimitWait at
+//     once. Pinned by TestSend_EmptyBucketWaitIsOurs,
 //     TestSend_RateLimitWaitHonoursContext, TestSend_RateLimitBounded,
 //     TestE2E_GlobalRateLimitPausesEveryRouteOnce and TestTransport_GlobalPause.
-//   - 5xx retries. discordgo retries a 502 up to MaxRestRetries (3), posting a
-//     message that landed again; here none is retried. Pinned by
-//     TestSend_BadGatewayIsNotRepeated.
+//   - 5xx retries. discordgo retries a 502 up to MaxRestRetries (3), posting
+//     again a message that landed; here none is. TestSend_BadGatewayIsNotRepeated.
 //   - The gateway URL (gateway.go). discordgo's Open asks GET /gateway, which
 //     carries no identify budget, and ignores resume_gateway_url. Here each
-//     identify reads GET /gateway/bot first and waits while session_start_limit
-//     is used up (past it Discord resets the bot token); a resume dials
-//     resume_gateway_url. Pinned by
-//     TestE2E_RepeatedSessionLossBacksOffWithinIdentifyBudget and
+//     identify reads GET /gateway/bot and waits while session_start_limit is
+//     used up (past it Discord resets the token); a resume dials
+//     resume_gateway_url. TestE2E_RepeatedSessionLossBacksOffWithinIdentifyBudget,
 //     TestE2E_HeartbeatMissResumesWithoutLosingQueuedEvents.
 //   - Zombie connections. discordgo waits five missed ACKs, then closes with
-//     1000, which ends the session; here a heartbeat due while the last one has
-//     no ACK closes the connection with 4000 at once, and the session resumes.
-//     Pinned by TestGateway_TLSZombieResumes and
+//     1000, ending the session; here a heartbeat due while the last has no ACK
+//     closes with 4000 at once and the session resumes. TestGateway_TLSZombieResumes,
 //     TestE2E_HeartbeatMissResumesWithoutLosingQueuedEvents (close codes [4000]).
 //   - Close codes. discordgo closes with 1000 even to reconnect (op 7, a failed
-//     heartbeat), which invalidates the session; here a reconnect closes with
-//     4000, and only stopping the bot with 1000. Pinned by
-//     TestReconnect_ResumesAndDeliversOnce (close codes never 1000).
-//   - Invalid Session (op 9). discordgo identifies again at once, whatever its d
+//     heartbeat), invalidating the session; here a reconnect closes with 4000,
+//     only stopping with 1000. TestReconnect_ResumesAndDeliversOnce.
+//   - Invalid Session (op 9). discordgo identifies again at once, whatever d
 //     says and without Discord's 1-5 s wait; here Run resumes when d is true,
-//     else identifies after 1-5 s, within the budget. Pinned by
-//     TestGateway_InvalidSessionResumableOrNot.
+//     else identifies after 1-5 s. TestGateway_InvalidSessionResumableOrNot.
 //   - Resume. discordgo keeps the session id unexported and resumes only within
-//     one Session; here the session outlives its connections and every
-//     reconnect resumes it (op 6 with its id and last sequence), so Discord
-//     replays what was missed. Pinned by TestReconnect_ResumesAndDeliversOnce.
+//     one Session; here the session outlives its connections and each reconnect
+//     resumes it (op 6), so Discord replays what was missed.
+//     TestReconnect_ResumesAndDeliversOnce.
 //   - The handshake deadline. discordgo's Open reads Hello and READY with no
-//     deadline, so a silent gateway hangs it forever; here OpenTimeout bounds
-//     it. Pinned by TestRun_HandshakeDeadline.
-//   - Reconnecting. discordgo's own loop (ShouldReconnectOnError) backs off up
-//     to 10 minutes and gives up on nothing; here Run backs off 1 s to 2 min with
+//     deadline, so a silent gateway hangs it; here OpenTimeout bounds it.
+//     TestRun_HandshakeDeadline.
+//   - Reconnecting. discordgo's loop (ShouldReconnectOnError) backs off up to 10
+//     minutes and gives up on nothing; here Run backs off 1 s to 2 min with
 //     jitter, spaces identifies 5 s, stops on a refused token or shard (4004,
-//     4010-4013), and on a refused MESSAGE_CONTENT intent (4014) carries on in
-//     mention-only mode. Pinned by
-//     TestGateway_DisallowedIntentFallsBackToMentionOnly and
+//     4010-4013), and on a refused MESSAGE_CONTENT intent (4014) goes on in
+//     mention-only mode. TestGateway_DisallowedIntentFallsBackToMentionOnly,
 //     TestGateway_ShardAndRefusedIntents.
 package link
 
@@ -116,9 +109,8 @@ type Timing struct {
 	MaxRateLimitRetries int
 	MaxRateLimitWait    time.Duration
 	// ReconnectBackoff is the first wait when the gateway connection keeps
-	// failing or dropping, doubled (with jitter) up to MaxReconnectBackoff
-	// (defaults 1s and 2m). A single drop of a connection that was up resumes
-	// at once.
+	// failing, doubled (with jitter) up to MaxReconnectBackoff (defaults 1s and
+	// 2m); a single drop of a connection that was up resumes at once.
 	ReconnectBackoff, MaxReconnectBackoff time.Duration
 }
 
@@ -170,8 +162,8 @@ func New(cfg Config) *Link {
 	base.TLSClientConfig = cfg.TLS
 	l := &Link{cfg: cfg, log: cfg.Log, rest: rest, http: base, pauses: live.NewPauses(cfg.Now, cfg.Sleep)}
 	l.mentionOnly.Store(cfg.MentionOnly)
-	// No http.Client timeout: it would count rate-limit waits; each request is
-	// timed once it is sent.
+	l.ids.Store(&[2]string{})
+	// No http.Client timeout: it would count rate-limit waits.
 	rest.Client = &http.Client{Transport: &transport{l: l, base: adapters.Timed(base, cfg.HTTPTimeout), target: cfg.API,
 		hashes: map[string]string{}}}
 	rest.ShouldRetryOnRateLimit = false // the transport waits and retries
@@ -189,17 +181,10 @@ func (l *Link) Connected() bool { return l.connected.Load() }
 
 // BotID and AppID are the bot's user and application id from the last READY
 // ("" before one).
-func (l *Link) BotID() string { return l.id(0) }
+func (l *Link) BotID() string { return l.ids.Load()[0] }
 
 // AppID: see BotID.
-func (l *Link) AppID() string { return l.id(1) }
-
-func (l *Link) id(i int) string {
-	if ids := l.ids.Load(); ids != nil {
-		return ids[i]
-	}
-	return ""
-}
+func (l *Link) AppID() string { return l.ids.Load()[1] }
 
 // Close lets go of idle HTTP connections.
 func (l *Link) Close() { l.http.CloseIdleConnections() }
@@ -228,7 +213,7 @@ func (e *scrubbed) Unwrap() error { return e.err }
 
 // Status is a REST error's HTTP status, 0 for none.
 func Status(err error) int {
-	if re := restError(err); re != nil && re.Response != nil {
+	if re, ok := errors.AsType[*discordgo.RESTError](err); ok && re.Response != nil {
 		return re.Response.StatusCode
 	}
 	return 0
@@ -236,14 +221,8 @@ func Status(err error) int {
 
 // Code is Discord's JSON error code of a REST error, 0 for none.
 func Code(err error) int {
-	if re := restError(err); re != nil && re.Message != nil {
+	if re, ok := errors.AsType[*discordgo.RESTError](err); ok && re.Message != nil {
 		return re.Message.Code
 	}
 	return 0
-}
-
-func restError(err error) *discordgo.RESTError {
-	var re *discordgo.RESTError
-	errors.As(err, &re)
-	return re
 }

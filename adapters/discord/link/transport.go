@@ -1,6 +1,7 @@
 package link
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -24,15 +25,13 @@ const apiPrefix = "/api/v9"
 // longer than Config.MaxRateLimitWait.
 var ErrRateLimited = errors.New("link: rate limited")
 
-// transport is the HTTP client every discordgo REST call goes through: the one
-// place that honours Discord's rate limits (https://discord.com/developers/docs/topics/rate-limits),
-// on the link's clock, with the caller's context. A global 429 (X-RateLimit-Global,
-// X-RateLimit-Scope: global, or "global": true, however Discord sends it) pauses
-// every route but the interaction endpoints, which Discord exempts; a route's
-// empty bucket (X-RateLimit-Remaining: 0 with Reset-After, or a per-route 429) is
-// waited out before that route's next request, so none is sent that Discord
-// would refuse (each refusal counts toward its invalid-request limit). The
-// X-RateLimit-* headers are removed before discordgo reads them.
+// transport is the one place that honours Discord's rate limits
+// (https://discord.com/developers/docs/topics/rate-limits). A global 429
+// (X-RateLimit-Global, X-RateLimit-Scope: global or "global": true) pauses every
+// route but the exempt interaction endpoints; a route's empty bucket
+// (X-RateLimit-Remaining: 0 with Reset-After, or a per-route 429) is waited out
+// before its next request, so none is sent that Discord would refuse (each
+// refusal counts toward its invalid-request limit). discordgo never sees the headers.
 type transport struct {
 	l      *Link
 	base   http.RoundTripper // times each request once it is sent
@@ -42,9 +41,8 @@ type transport struct {
 	hashes map[string]string // route key → X-RateLimit-Bucket
 }
 
-// RoundTrip sends req when its route may go, and again after a 429 (at most
-// MaxRateLimitRetries times): discordgo builds every request from a byte
-// slice, so GetBody can always give its body anew.
+// RoundTrip sends req when its route may go, and again after a 429: discordgo
+// builds every request from a byte slice, so GetBody gives its body anew.
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx, rt := req.Context(), routeOf(req.Method, req.URL.Path)
 	for attempt := 0; ; attempt++ {
@@ -131,8 +129,8 @@ func (t *transport) waitTurn(ctx context.Context, rt route) error {
 	return nil
 }
 
-// route is a request's rate-limit identity: its method and path template, and the
-// top-level resource (channel, guild, webhook) Discord computes buckets per.
+// route is a request's rate-limit identity: method and path template, and the
+// top-level resource Discord computes buckets per.
 type route struct {
 	key         string // "POST /channels/{major}/messages"
 	major       string // "123"
@@ -206,17 +204,15 @@ func (t *transport) observe(r route, resp *http.Response) time.Duration {
 		return 0
 	}
 	var b struct {
-		RetryAfter float64 `json:"retry_after"`
-		Global     bool    `json:"global"`
+		RetryAfter json.Number `json:"retry_after"`
+		Global     bool        `json:"global"`
 	}
 	wait := seconds(h.Get("Retry-After"))
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	_ = resp.Body.Close()
 	if json.Unmarshal(body, &b) == nil {
 		global = global || b.Global
-		if d := seconds(strconv.FormatFloat(b.RetryAfter, 'f', -1, 64)); d > 0 {
-			wait = d
-		}
+		wait = cmp.Or(seconds(b.RetryAfter.String()), wait)
 	}
 	if wait <= 0 {
 		wait = time.Second // a 429 that names no wait still means "not now"
