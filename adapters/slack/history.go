@@ -50,7 +50,7 @@ func (a *Adapter) ReadEarlier(ctx context.Context, earlier string, max int) ([]a
 	if !ok || max <= 0 {
 		return nil, nil
 	}
-	botUser, botID, _, _ := a.identity()
+	me := a.me.Load()
 	var (
 		parent *slackgo.Message
 		recent []slackgo.Message // a window of the newest max-1
@@ -66,7 +66,7 @@ func (a *Adapter) ReadEarlier(ctx context.Context, earlier string, max int) ([]a
 			if m.Timestamp == "" || m.Timestamp >= ref.before && m.Timestamp != ref.thread {
 				continue
 			}
-			if m.User == botUser || (botID != "" && m.BotID == botID) {
+			if m.User == me.user || (me.botID != "" && m.BotID == me.botID) {
 				continue // the bot's own messages are never context
 			}
 			if m.Timestamp == ref.thread {
