@@ -57,42 +57,27 @@ const Name = "slack"
 // Config configures the adapter. AppToken and BotToken are secrets: they are never
 // logged and never appear in errors.
 type Config struct {
-	AppToken string // xapp-… app-level token with connections:write (Socket Mode)
-	BotToken string // xoxb-… bot token
-	// APIURL is the Web API base ("https://slack.com/api/" when empty; tests use a
-	// local fake).
-	APIURL string
-	// HTTPTimeout bounds every Web API call (default 10s).
-	HTTPTimeout time.Duration
-	// PingInterval is how long the Socket Mode link may go without a ping from Slack
-	// before it is redialed (default 30s).
-	PingInterval time.Duration
-	// Log receives the adapter's logs (default slog.Default()).
-	Log *slog.Logger
-	// Models, when set, lists the configured models for the /model help text.
-	Models func() []string
-	// Now is the clock for the de-duplication caches (default time.Now).
-	Now func() time.Time
-	// Sleep waits out a Retry-After (default: a timer honouring ctx). Tests inject it.
-	Sleep func(ctx context.Context, d time.Duration) error
-	// MaxRateLimitRetries caps how often one post is tried again after a 429;
-	// 0 = until Slack takes it or the context ends.
-	MaxRateLimitRetries int
-	// MaxRetryWait caps a single Retry-After wait (default 60s).
-	MaxRetryWait time.Duration
+	AppToken            string        // xapp-… app-level token with connections:write (Socket Mode)
+	BotToken            string        // xoxb-… bot token
+	APIURL              string        // the Web API base (default https://slack.com/api/; tests use a local fake)
+	HTTPTimeout         time.Duration // bounds every Web API call (default 10s)
+	PingInterval        time.Duration // the most time without a ping from Slack before a redial (default 30s)
+	MaxRateLimitRetries int           // most retries of one post after a 429 (0: until Slack takes it or ctx ends)
+	MaxRetryWait        time.Duration // caps a single Retry-After wait (default 60s)
 	// MentionsOnly (channels.slack.events: mentions) reads only app_mention events
 	// and direct messages, so thread follow-ups need a mention too; pair it with
 	// slack-manifest-mentions.yaml.
 	MentionsOnly bool
 	// Memory, when set, is shared by the adapters of one process holding sockets
 	// of the same app, so an event handed to any of them is answered once.
-	Memory *Memory
-	// SuggestedPrompts are offered in a new chat of Slack's AI app container
-	// (channels.slack.suggested_prompts; Slack shows at most 4).
-	SuggestedPrompts []string
-	// StatusRefresh is how often the "is thinking…" status is set again while a
-	// turn runs (default 90 s; Slack drops it after 2 minutes without a reply).
-	StatusRefresh time.Duration
+	Memory           *Memory
+	SuggestedPrompts []string      // offered in a new AI app container chat (channels.slack.suggested_prompts; Slack shows 4)
+	StatusRefresh    time.Duration // how often "is thinking…" is set again (default 90s; Slack drops it after 2 minutes)
+
+	Log    *slog.Logger                                     // default slog.Default()
+	Models func() []string                                  // when set, the configured models, for the /model help text
+	Now    func() time.Time                                 // the clock of the de-duplication caches (default time.Now)
+	Sleep  func(ctx context.Context, d time.Duration) error // waits out a Retry-After (default: a timer honouring ctx)
 }
 
 const (
@@ -132,8 +117,8 @@ type Adapter struct {
 	mem    *Memory
 	pace   *pacer       // chat.postMessage per channel, and every method's 429 pause
 	limits *live.Window // the live-reply methods' per-minute windows, on the same pauses
-	// known asks whether a session exists (adapters.SessionLookup); it finds the
-	// threads the bot took part in before a restart.
+	// known asks whether a session exists (adapters.SessionLookup), for threads
+	// the bot took part in before a restart.
 	known atomic.Pointer[func(ctx context.Context, sessionKey string) bool]
 
 	dialMu   sync.Mutex
@@ -339,22 +324,19 @@ func (t *webTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 func (a *Adapter) linkWait(ctx context.Context) error {
 	a.dialMu.Lock()
+	flaps := 0
 	if !a.lastDial.IsZero() && a.cfg.Now().Sub(a.lastDial) < healthyLink {
-		a.flaps++
-	} else {
-		a.flaps = 0
+		flaps = a.flaps + 1
 	}
-	var wait time.Duration
-	if a.flaps >= 2 {
-		wait = min(time.Second<<min(a.flaps-2, 10), 2*time.Minute)
-	}
+	a.flaps = flaps
 	a.dialMu.Unlock()
-	if wait <= 0 {
+	if flaps < 2 {
 		return nil
 	}
+	wait := min(time.Second<<min(flaps-2, 10), 2*time.Minute)
 	a.log.Warn("slack socket mode links keep closing right after they open; waiting before asking for the next "+
 		"(too many sockets for this app, over 10 replicas, or Socket Mode turned off in the app's settings)",
-		"wait", wait, "short_links", a.flaps)
+		"wait", wait, "short_links", flaps)
 	return a.cfg.Sleep(ctx, wait)
 }
 
