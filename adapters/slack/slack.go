@@ -95,8 +95,8 @@ type Memory struct {
 	kinds     *adapters.Recent // channel id → its conversation kind (T5)
 }
 
-// NewMemory returns a Memory remembering up to 10,000 threads and event ids for
-// 30 minutes, on the clock now (nil = time.Now).
+// NewMemory returns a Memory of up to 10,000 threads and of event ids for 30
+// minutes, on the clock now (nil = time.Now).
 func NewMemory(now func() time.Time) *Memory {
 	return &Memory{
 		seen:      adapters.NewRecent(50000, dedupeTTL, now),
@@ -174,8 +174,7 @@ func New(cfg Config) (*Adapter, error) {
 	log := cfg.Log.With("channel", Name)
 	a := &Adapter{cfg: cfg, log: log, queue: 256, busy: make(chan struct{}, 8)}
 	a.me.Store(&self{})
-	// No client timeout: the transport times each request once it is sent, so
-	// the wait before apps.connections.open does not count.
+	// The transport times each request once sent: linkWait's wait does not count.
 	client := &http.Client{Transport: &webTransport{a: a, base: adapters.Timed(http.DefaultTransport, cfg.HTTPTimeout)}}
 	opts := []slackgo.Option{
 		slackgo.OptionHTTPClient(client),
@@ -205,8 +204,8 @@ type self struct {
 	mention           *regexp.Regexp // a leading mention of the bot
 }
 
-// Run connects over Socket Mode and delivers messages to inbox until ctx ends (it then
-// returns nil) or the connection fails for good (invalid tokens: an error).
+// Run connects over Socket Mode and delivers messages to inbox until ctx ends
+// (nil) or the connection fails for good (invalid tokens: an error).
 func (a *Adapter) Run(ctx context.Context, inbox chan<- adapters.Inbound) error {
 	at, err := a.authTest(ctx)
 	if err != nil {
@@ -271,7 +270,6 @@ func (a *Adapter) Run(ctx context.Context, inbox chan<- adapters.Inbound) error 
 	return fmt.Errorf("slack: socket mode: %w", safeErr(err))
 }
 
-// busyText answers a message the bot has no room for.
 const busyText = "the bot is too busy to take this message right now; please send it again in a minute"
 
 // overflow tells the person behind an event the work queue has no room for that
@@ -340,7 +338,7 @@ func (a *Adapter) linkWait(ctx context.Context) error {
 	return a.cfg.Sleep(ctx, wait)
 }
 
-// dial opens the TCP connection of a Socket Mode link, noting when.
+// dial opens a Socket Mode link's TCP connection, noting when.
 func (a *Adapter) dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, network, addr)
@@ -375,8 +373,8 @@ func (a *Adapter) authTest(ctx context.Context) (*slackgo.AuthTestResponse, erro
 	}
 }
 
-// ack acknowledges an envelope at once and reports whether the event needs work;
-// full says the work queue has no room (a slash command is answered busy).
+// ack acknowledges an envelope and reports whether the event needs work; with
+// full (no room in the work queue) a slash command is answered busy.
 func (a *Adapter) ack(ctx context.Context, sm *socketmode.Client, evt socketmode.Event, full bool) bool {
 	switch evt.Type {
 	case socketmode.EventTypeEventsAPI, socketmode.EventTypeSlashCommand, socketmode.EventTypeInteractive:
@@ -458,14 +456,12 @@ func (a *Adapter) dispatch(ctx context.Context, work <-chan socketmode.Event, in
 		case <-ctx.Done():
 			return
 		case evt := <-work:
-			in := a.inbound(ctx, evt)
-			if in == nil {
-				continue
-			}
-			select {
-			case inbox <- *in:
-			case <-ctx.Done():
-				return
+			if in := a.inbound(ctx, evt); in != nil {
+				select {
+				case inbox <- *in:
+				case <-ctx.Done():
+					return
+				}
 			}
 		}
 	}
@@ -537,15 +533,6 @@ func (a *Adapter) SetSessionLookup(known func(ctx context.Context, sessionKey st
 	a.known.Store(&known)
 }
 
-// inThread reports whether a thread reply belongs to a conversation of the bot:
-// one it started or answered in (remembered, or a session after a restart).
-func (a *Adapter) inThread(ev innerEvent, team, botUser string) bool {
-	if a.mem.threads.Has(threadKey(ev.Channel, ev.ThreadTS)) || ev.ParentUserID == botUser {
-		return true
-	}
-	return a.knownThread(ev, team, a.mem.threads)
-}
-
 // knownThread asks the router whether ev's thread holds a session (answered
 // before a restart), and remembers it in mem when it does.
 func (a *Adapter) knownThread(ev innerEvent, team string, mem *adapters.Recent) bool {
@@ -597,7 +584,9 @@ func (a *Adapter) fromEvent(req *socketmode.Request) *adapters.Inbound {
 		return nil
 	}
 	mentioned := ev.Type == "app_mention" || strings.Contains(ev.Text, "<@"+me.user+">") || strings.Contains(ev.Text, "<@"+me.user+"|")
-	inThread := ev.ThreadTS != "" && !direct && a.inThread(ev, team, me.user)
+	// The bot's thread: one it started or answered in (remembered, or a session after a restart).
+	inThread := ev.ThreadTS != "" && !direct && (a.mem.threads.Has(threadKey(ev.Channel, ev.ThreadTS)) ||
+		ev.ParentUserID == me.user || a.knownThread(ev, team, a.mem.threads))
 	if !direct && !mentioned && !inThread {
 		return nil // channel chatter not addressed to the bot
 	}
@@ -642,10 +631,7 @@ func (a *Adapter) runCtx() context.Context {
 
 // fromSlash maps a native slash command to an Inbound for the channel's session.
 func (a *Adapter) fromSlash(cmd slackgo.SlashCommand) *adapters.Inbound {
-	if a.mem.seen.Seen("trig:" + cmd.TriggerID) {
-		return nil
-	}
-	if cmd.ChannelID == "" || cmd.UserID == "" || cmd.Command == "" {
+	if a.mem.seen.Seen("trig:"+cmd.TriggerID) || cmd.ChannelID == "" || cmd.UserID == "" || cmd.Command == "" {
 		return nil
 	}
 	team := cmp.Or(cmd.TeamID, a.me.Load().team)
@@ -660,15 +646,14 @@ func (a *Adapter) fromSlash(cmd slackgo.SlashCommand) *adapters.Inbound {
 		EventID:      "slack:cmd:" + cmd.TriggerID,
 		Conversation: slashConversation(cmd),
 	}
-	if !in.Direct {
-		// A channel holds no conversation of its own: its threads do.
+	if !in.Direct { // a channel holds no conversation of its own: its threads do
 		in.DefaultsFor = "new threads in " + channelLabel(cmd.ChannelName)
 	}
 	return in
 }
 
-// channelLabel names a channel for an answer: "#general", or "this channel" when
-// Slack gives no usable name (private channels may come as "privategroup").
+// channelLabel names a channel for an answer: "#general", or "this channel"
+// without a usable name (private channels may come as "privategroup").
 func channelLabel(name string) string {
 	if name == "" || name == "privategroup" || len(name) > 80 || strings.ContainsAny(name, " \t\n<>&|") {
 		return "this channel"
@@ -695,8 +680,8 @@ func slashText(command, text string) string {
 	return strings.TrimSpace(command + " " + text)
 }
 
-// safeErr drops URLs from transport errors (a Socket Mode URL carries a ticket, a
-// response_url is a capability) and keeps everything else.
+// safeErr drops URLs from transport errors: a Socket Mode URL carries a ticket,
+// a response_url is a capability.
 func safeErr(err error) error {
 	if err == nil {
 		return nil
