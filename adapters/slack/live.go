@@ -1,6 +1,7 @@
 package slack
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"strings"
@@ -47,31 +48,21 @@ func (a *Adapter) StartStream(ctx context.Context, in adapters.Inbound) (adapter
 		return nil, errors.New("slack: stream without a channel in reply_to")
 	}
 	// ctx is the attempt's that wrote the first words: the stream outlives it.
-	parent := a.runCtx()
-	if parent == nil {
-		parent = context.WithoutCancel(ctx)
-	}
+	parent := cmp.Or(a.runCtx(), context.WithoutCancel(ctx))
 	if parent.Err() != nil {
 		return nil, errors.New("slack: not running")
 	}
-	s := &streamSurface{a: a, t: t}
-	s.team, s.user = recipient(in)
+	// Slack needs the team and user to stream in a channel.
+	s := &streamSurface{a: a, t: t, user: strings.TrimPrefix(in.User, "slack:")}
+	if p := strings.Split(in.SessionKey, ":"); len(p) >= 2 && p[0] == "slack" {
+		s.team = p[1]
+	}
 	r := live.New(s, live.Options{Limit: maxStreamed, Every: streamInterval, Now: a.cfg.Now, Sleep: a.cfg.Sleep,
 		Log: a.log, Render: func(_ adapters.Kind, md string) string { return streamSafe(md) },
 		// Slack streams only replies in a thread; a refused channel waits.
 		Whole: t.ThreadTS == "" || t.slash() || !a.mayStream(t.Channel)})
 	a.bg.Go(func() { r.Run(parent) })
 	return r, nil
-}
-
-// recipient is the team and user Slack needs to stream in a channel.
-func recipient(in adapters.Inbound) (team, user string) {
-	user = strings.TrimPrefix(in.User, "slack:")
-	parts := strings.Split(in.SessionKey, ":")
-	if len(parts) >= 2 && parts[0] == "slack" {
-		team = parts[1]
-	}
-	return team, user
 }
 
 // streamSurface is one thread as a live.Surface and live.Appender.
@@ -142,7 +133,7 @@ func (s *streamSurface) Delete(ctx context.Context, ts string) error {
 		return err
 	})
 	if slackCode(err) == "message_not_found" {
-		return nil
+		return nil // gone already
 	}
 	return err
 }
