@@ -152,23 +152,17 @@ func (a *Adapter) retryAfter(err error) time.Duration {
 }
 
 func truncateRunes(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
 	}
-	r := []rune(s)
-	return string(r[:n-1]) + "…"
+	return s
 }
 
 // target is where answers go, in ReplyTo as "<channel>|<thread_ts>|<user>|<response_url>"
 // without trailing empty fields: a thread is "C123|1712.000100", and a bare channel
 // id ("C0123" or "slack:C0123") is an admin report's target. user and response_url
 // are a native slash command's, whose answers are ephemeral.
-type target struct {
-	Channel     string
-	ThreadTS    string
-	User        string
-	ResponseURL string
-}
+type target struct{ Channel, ThreadTS, User, ResponseURL string }
 
 func (t target) encode() string {
 	s := t.Channel + "|" + t.ThreadTS + "|" + t.User + "|" + t.ResponseURL
