@@ -184,10 +184,7 @@ func New(cfg Config) (*Adapter, error) {
 	if cfg.APIURL != "" {
 		opts = append(opts, slackgo.OptionAPIURL(cfg.APIURL))
 	}
-	a.mem = cfg.Memory
-	if a.mem == nil {
-		a.mem = NewMemory(cfg.Now)
-	}
+	a.mem = cmp.Or(cfg.Memory, NewMemory(cfg.Now))
 	a.askers = adapters.NewRecent(threadMemory, 0, nil)
 	a.api = slackgo.New(cfg.BotToken, opts...)
 	pauses := live.NewPauses(cfg.Now, cfg.Sleep)
@@ -683,9 +680,6 @@ func slashText(command, text string) string {
 // safeErr drops URLs from transport errors: a Socket Mode URL carries a ticket,
 // a response_url is a capability.
 func safeErr(err error) error {
-	if err == nil {
-		return nil
-	}
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		return fmt.Errorf("%s: %w", ue.Op, ue.Err)
