@@ -9,25 +9,20 @@ import (
 	slackgo "github.com/slack-go/slack"
 )
 
-// Slack's AI app container ("Agents & AI Apps", the manifest's assistant_view):
-// a person opens a new chat with the bot in a side panel; Slack says so with
-// assistant_thread_started and the chat is a thread of the app's DM channel.
-// The bot offers the configured suggested prompts there, names the thread after
-// its first question, and treats each such thread as its own session
-// ("slack:<team>:<dm channel>:<thread_ts>") instead of the DM's one session.
+// Slack's AI app container (the manifest's assistant_view): each chat opened in
+// its side panel is a thread of the app's DM channel, announced by
+// assistant_thread_started. It is offered the suggested prompts, named after
+// its first question, and is its own session ("slack:<team>:<dm>:<thread_ts>").
 
-// maxSuggestedPrompts is how many prompts Slack shows
-// (https://docs.slack.dev/reference/methods/assistant.threads.setSuggestedPrompts).
-const maxSuggestedPrompts = 4
+const (
+	// maxSuggestedPrompts is how many prompts Slack shows
+	// (https://docs.slack.dev/reference/methods/assistant.threads.setSuggestedPrompts).
+	maxSuggestedPrompts  = 4
+	maxTitle             = 60               // a thread title taken from a question
+	assistantCallTimeout = 10 * time.Second // one background call
+)
 
-// maxTitle bounds a thread title taken from a question.
-const maxTitle = 60
-
-// assistantCallTimeout bounds one assistant.threads call.
-const assistantCallTimeout = 10 * time.Second
-
-// assistantStarted handles assistant_thread_started: the thread is remembered as
-// an assistant thread and gets the suggested prompts.
+// assistantStarted remembers an announced chat and offers it the prompts.
 func (a *Adapter) assistantStarted(ctx context.Context, raw json.RawMessage) {
 	var outer struct {
 		EventID string `json:"event_id"`
@@ -63,24 +58,19 @@ func (a *Adapter) assistantStarted(ctx context.Context, raw json.RawMessage) {
 }
 
 // isAssistantThread reports whether a DM thread is a chat of the AI app
-// container: one Slack announced, one whose message says so, or one the bot
-// already holds a conversation for (after a restart).
+// container: announced, marked so in its message, or a session (after a restart).
 func (a *Adapter) isAssistantThread(ev innerEvent, team string) bool {
-	if ev.ThreadTS == "" {
-		return false
-	}
-	if a.mem.assistant.Has(threadKey(ev.Channel, ev.ThreadTS)) || (len(ev.AssistantThread) > 0 && string(ev.AssistantThread) != "null") {
-		return true
-	}
-	return a.knownThread(ev, team, a.mem.assistant)
+	return ev.ThreadTS != "" && (a.mem.assistant.Has(threadKey(ev.Channel, ev.ThreadTS)) ||
+		(len(ev.AssistantThread) > 0 && string(ev.AssistantThread) != "null") || a.knownThread(ev, team, a.mem.assistant))
 }
 
 // titleOnce names an assistant thread after its first question.
 func (a *Adapter) titleOnce(channel, threadTS, question string) {
-	if a.mem.assistant.Has("title:"+threadKey(channel, threadTS)) || strings.TrimSpace(question) == "" {
+	key := "title:" + threadKey(channel, threadTS)
+	if a.mem.assistant.Has(key) || strings.TrimSpace(question) == "" {
 		return
 	}
-	a.mem.assistant.Add("title:" + threadKey(channel, threadTS))
+	a.mem.assistant.Add(key)
 	title := truncateRunes(strings.Join(strings.Fields(question), " "), maxTitle)
 	a.background(a.runCtx(), func(ctx context.Context) {
 		err := a.api.SetAssistantThreadsTitleContext(ctx, slackgo.AssistantThreadsSetTitleParameters{

@@ -10,11 +10,9 @@ import (
 	"github.com/detourbot/detour/adapters"
 )
 
-// conversationOfType maps a message event's channel_type to the Inbound's
-// conversation kind (T5): "im" a direct message, "mpim" a group DM (a direct
-// message for access.direct_messages), "channel" and "group" (a private
-// channel) channels; none when Slack gave none.
-// https://api.slack.com/events/message.mpim, .../message.groups
+// conversationOfType maps a message event's channel_type to the conversation
+// kind (T5); "group" is a private channel
+// (https://api.slack.com/events/message.mpim, .../message.groups).
 var conversationOfType = map[string]string{
 	"im":       adapters.ConversationDirect,
 	"app_home": adapters.ConversationDirect,
@@ -23,19 +21,18 @@ var conversationOfType = map[string]string{
 	"group":    adapters.ConversationChannel,
 }
 
-// learnConversation remembers the kind of ev's conversation when the event
-// names its channel type (message events do; app_mention events do not).
+// learnConversation remembers the kind of ev's conversation when the event names
+// it (message events do; app_mention events do not).
 func (a *Adapter) learnConversation(ev innerEvent) {
 	if k := conversationOfType[ev.ChannelType]; k != "" && ev.Channel != "" {
 		a.mem.kinds.Put(ev.Channel, k)
 	}
 }
 
-// conversation is the kind of the conversation ev came from: from its channel
-// type, else what an earlier event of the conversation said, else Slack's
-// conversations.info (asked once per conversation). When even that fails, a
-// conversation whose id starts with G counts as a group DM: such ids are group
-// DMs or private channels made before 2021, and T5 fails closed.
+// conversation is the kind of ev's conversation: from its channel type, an
+// earlier event of it, or conversations.info (once per conversation). When that
+// fails, an id starting with G counts as a group DM: such ids are group DMs or
+// private channels made before 2021, and T5 fails closed.
 func (a *Adapter) conversation(ctx context.Context, ev innerEvent) string {
 	if k := conversationOfType[ev.ChannelType]; k != "" {
 		return k
@@ -66,9 +63,8 @@ func (a *Adapter) conversation(ctx context.Context, ev innerEvent) string {
 	return k
 }
 
-// slashConversation is the kind of the conversation a slash command was typed
-// in, from its channel: Slack names a DM "directmessage" and a group DM
-// "mpdm-<members>".
+// slashConversation is the kind of a slash command's conversation: Slack names a
+// DM "directmessage" and a group DM "mpdm-<members>".
 func slashConversation(cmd slackgo.SlashCommand) string {
 	switch {
 	case strings.HasPrefix(cmd.ChannelID, "D") || cmd.ChannelName == "directmessage":

@@ -1,6 +1,7 @@
 package slack
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"strings"
@@ -12,78 +13,56 @@ import (
 	"github.com/detourbot/detour/adapters/live"
 )
 
-// Streaming (L2, L3, A5) with Slack's documented calls only
+// Streaming (L2, L3, A5) uses Slack's documented calls only
 // (https://docs.slack.dev/reference/methods/chat.startStream, .../chat.appendStream,
-// .../chat.stopStream): the live kit's growing reply is drawn with
-// chat.startStream (a message per part of at most maxStreamed characters),
-// chat.appendStream (what the text adds) and chat.stopStream (the rest, then the
-// stream ends: a finished answer is the streamed Markdown). Text that no longer
-// extends what was streamed (another attempt answers) is not edited: the
-// stream is deleted and started again, below the fallback notice. Streams are
-// never edited with chat.update.
-//
-// Where Slack will not stream, nothing shows until Finish, which posts the answer
-// whole: a refusal that no retry changes (the method or scope is missing, the
-// channel type cannot stream) is remembered for refusalMemory, for the channel or
-// the workspace; a 429 pauses chat.startStream for its Retry-After; any other
-// error (a timeout, a 5xx, an unknown code) costs this answer its stream only,
-// and the next answer tries again. So one flaky call never turns streaming off
-// for everyone, and a persistent failure costs one call per answer, inside the
-// method's per-minute window.
+// .../chat.stopStream), never chat.update: a reply that no longer extends what
+// was streamed (another attempt answers) is deleted and streamed again below the
+// fallback notice. Where Slack will not stream, the answer is posted whole at
+// Finish. A refusal no retry changes is remembered for refusalMemory (for the
+// channel or the workspace) and a 429 pauses chat.startStream; any other error
+// costs only this answer its stream, so one flaky call never turns streaming
+// off, and a lasting failure costs one call per answer, inside the window.
 
-// maxStreamed caps what one streamed message holds: markdown_text takes at most
-// 12,000 characters a call, and a message's markdown at most 12,000 in all
-// (https://docs.slack.dev/reference/block-kit/blocks/markdown-block); a longer
-// answer continues in a further streamed message.
-const maxStreamed = 12000
+const (
+	// maxStreamed: markdown_text takes at most 12,000 characters a call and a
+	// message's markdown 12,000 in all
+	// (https://docs.slack.dev/reference/block-kit/blocks/markdown-block); a
+	// longer answer continues in a further streamed message.
+	maxStreamed    = 12000
+	streamInterval = time.Second // least time between two writes to a stream
+	refusalMemory  = 10 * time.Minute
+)
 
-// streamInterval is the least time between two writes to a streamed reply.
-const streamInterval = time.Second
-
-// refusalMemory is how long a refusal to stream is remembered.
-const refusalMemory = 10 * time.Minute
-
-// refusals are chat.startStream errors retrying cannot change; the workspace
-// ones no channel answers differently.
+// refusals are chat.startStream errors retrying cannot change: true for the
+// workspace, false for the channel.
 var refusals = map[string]bool{"unknown_method": true, "not_allowed": true, "not_allowed_token_type": true,
 	"missing_scope": true, "method_deprecated": true, "deprecated_endpoint": true, "feature_not_enabled": true,
 	"enterprise_is_restricted": true, "method_not_supported_for_channel_type": false, "channel_type_not_supported": false,
 	"not_in_channel": false, "is_archived": false, "restricted_action": false}
 
-// StartStream implements adapters.Streamer. It returns at once; the Slack calls
-// run on the reply's own goroutine, which ends with Finish or when Run ends.
+// StartStream implements adapters.Streamer. The Slack calls run on the reply's
+// own goroutine, which ends with Finish or when Run ends.
 func (a *Adapter) StartStream(ctx context.Context, in adapters.Inbound) (adapters.Stream, error) {
 	t := decodeTarget(in.ReplyTo)
 	if t.Channel == "" {
 		return nil, errors.New("slack: stream without a channel in reply_to")
 	}
 	// ctx is the attempt's that wrote the first words: the stream outlives it.
-	parent := a.runCtx()
-	if parent == nil {
-		parent = context.WithoutCancel(ctx)
-	}
+	parent := cmp.Or(a.runCtx(), context.WithoutCancel(ctx))
 	if parent.Err() != nil {
 		return nil, errors.New("slack: not running")
 	}
-	s := &streamSurface{a: a, t: t}
-	s.team, s.user = recipient(in)
+	// Slack needs the team and user to stream in a channel.
+	s := &streamSurface{a: a, t: t, user: strings.TrimPrefix(in.User, "slack:")}
+	if p := strings.Split(in.SessionKey, ":"); len(p) >= 2 && p[0] == "slack" {
+		s.team = p[1]
+	}
 	r := live.New(s, live.Options{Limit: maxStreamed, Every: streamInterval, Now: a.cfg.Now, Sleep: a.cfg.Sleep,
 		Log: a.log, Render: func(_ adapters.Kind, md string) string { return streamSafe(md) },
 		// Slack streams only replies in a thread; a refused channel waits.
 		Whole: t.ThreadTS == "" || t.slash() || !a.mayStream(t.Channel)})
 	a.bg.Go(func() { r.Run(parent) })
 	return r, nil
-}
-
-// recipient is who a streamed reply is for: the team and user Slack needs to
-// stream in a channel.
-func recipient(in adapters.Inbound) (team, user string) {
-	user = strings.TrimPrefix(in.User, "slack:")
-	parts := strings.Split(in.SessionKey, ":")
-	if len(parts) >= 2 && parts[0] == "slack" {
-		team = parts[1]
-	}
-	return team, user
 }
 
 // streamSurface is one thread as a live.Surface and live.Appender.
@@ -93,8 +72,8 @@ type streamSurface struct {
 	team, user string
 }
 
-// Post starts a stream holding md. Past chat.startStream's per-minute window it
-// fails at once, and the answer is posted whole.
+// Post starts a stream holding md; past chat.startStream's window it fails at
+// once, and the answer is posted whole.
 func (s *streamSurface) Post(ctx context.Context, _ int, md string) (string, error) {
 	done, wait := s.a.limits.Reserve("chat.startStream")
 	if wait > 0 {
@@ -154,19 +133,19 @@ func (s *streamSurface) Delete(ctx context.Context, ts string) error {
 		return err
 	})
 	if slackCode(err) == "message_not_found" {
-		return nil
+		return nil // gone already
 	}
 	return err
 }
 
-// Send posts out as Send does (the answer whole, or the notice above it).
+// Send posts out as Adapter.Send does (the answer whole, or a notice).
 func (s *streamSurface) Send(ctx context.Context, out adapters.Outbound) error {
 	out.ReplyTo = s.t.encode()
 	return s.a.Send(ctx, out)
 }
 
-// limited runs one call of method inside its per-minute window (waiting for a
-// slot) and Slack's 429s (call).
+// limited runs one call of method inside its per-minute window and call's 429
+// handling.
 func (a *Adapter) limited(ctx context.Context, method string, fn func(context.Context) error) error {
 	done, err := a.limits.Take(ctx, method)
 	if err != nil {
@@ -199,8 +178,7 @@ func (a *Adapter) mayStream(channel string) bool {
 	return a.limits.Left("stream:") <= 0 && a.limits.Left("stream:"+channel) <= 0
 }
 
-// refuseStreaming remembers that Slack refused to stream in channel (or in the
-// whole workspace).
+// refuseStreaming remembers that Slack refused to stream in channel or workspace.
 func (a *Adapter) refuseStreaming(channel, code string, workspace bool) {
 	key := "stream:" + channel
 	if workspace {
@@ -211,12 +189,11 @@ func (a *Adapter) refuseStreaming(channel, code string, workspace bool) {
 		"channel", channel, "error", code, "workspace_wide", workspace, "for", refusalMemory)
 }
 
-// streamSafe makes model Markdown safe to stream (SPEC T3): the streamed text is
-// rendered by Slack as Markdown, so "<" and "@" get a zero-width space after them
-// (no <!here>, <@U…>, <#C…> or @channel can form) and a link to anything but an
-// http(s) or mailto URL is broken up. It is prefix-stable: text it returns for a
-// prefix is a prefix of what it returns for a longer text, so the stream only
-// ever appends; a tail it cannot judge yet ("](htt") is held back.
+// streamSafe makes model Markdown safe to stream (T3): "<" and "@" get a
+// zero-width space after them (no <!here>, <@U…>, <#C…> or @channel can form)
+// and a link to anything but an http(s) or mailto URL is broken up. It is
+// prefix-stable, so the stream only ever appends: a tail it cannot judge yet
+// ("](htt") is held back.
 func streamSafe(md string) string {
 	const zw = "\u200b"
 	var b strings.Builder
@@ -232,10 +209,11 @@ func streamSafe(md string) string {
 				return b.String() // "]" may still become "]("
 			}
 			if md[i+1] == '(' {
-				switch linkScheme(md[i+2:]) {
-				case schemeUndecided:
+				ok, decided := linkScheme(md[i+2:])
+				if !decided {
 					return b.String()
-				case schemeRefused:
+				}
+				if !ok {
 					b.WriteString("]" + zw)
 					continue
 				}
@@ -248,43 +226,30 @@ func streamSafe(md string) string {
 	return b.String()
 }
 
-type schemeVerdict int
-
-const (
-	schemeAllowed schemeVerdict = iota
-	schemeRefused
-	schemeUndecided
-)
-
-// linkScheme judges the target of a Markdown link by its start.
-func linkScheme(rest string) schemeVerdict {
+// linkScheme judges a Markdown link's target by its start: whether it may be a
+// link, and whether that can be told yet.
+func linkScheme(rest string) (ok, decided bool) {
 	for _, scheme := range []string{"http://", "https://", "mailto:"} {
-		n := min(len(rest), len(scheme))
-		if strings.EqualFold(rest[:n], scheme[:n]) {
-			if n == len(scheme) {
-				return schemeAllowed
-			}
-			return schemeUndecided
+		if n := min(len(rest), len(scheme)); strings.EqualFold(rest[:n], scheme[:n]) {
+			return true, n == len(scheme)
 		}
 	}
-	return schemeRefused
+	return false, true
 }
 
 // Thinking is the status shown while a turn runs (L1).
 const Thinking = "is thinking…"
 
-// statusCallTimeout bounds one status call: a slow Slack must not keep an
-// indicator (and its goroutine) alive long after its turn.
+// statusCallTimeout bounds one status call, so a slow Slack cannot keep an
+// indicator alive long after its turn.
 const statusCallTimeout = 5 * time.Second
 
 // StartProgress implements adapters.Progress: the thread shows Slack's
-// assistant status ("detour is thinking…", assistant.threads.setStatus) until
-// the answer is posted, which clears it, or Stop. Slack drops a status after two
-// minutes without a message, so it is set again every StatusRefresh while the
-// turn runs. The calls run on the indicator's own goroutine; one that Slack rate
-// limits is dropped, not retried, and no indicator makes a status call until
-// its Retry-After has passed: progress never waits and never holds up a reply.
-// A message outside a thread (a top-level direct message) has no status.
+// assistant status (assistant.threads.setStatus) until the answer is posted,
+// which clears it, or Stop; it is set again every StatusRefresh, as Slack drops
+// it after two minutes. A rate-limited status call is dropped, and none is made
+// until its Retry-After has passed: progress never holds up a reply. A message
+// outside a thread has no status.
 func (a *Adapter) StartProgress(ctx context.Context, in adapters.Inbound) adapters.Indicator {
 	t := decodeTarget(in.ReplyTo)
 	if t.Channel == "" || t.ThreadTS == "" || t.slash() {
@@ -302,16 +267,14 @@ func (a *Adapter) StartProgress(ctx context.Context, in adapters.Inbound) adapte
 	return ind
 }
 
-// posted tells the thread's running indicator that the bot posted there: Slack
-// cleared the status, and refreshing it would put "is thinking…" under an
-// answer that is already growing. A later Status shows again.
+// posted quiets the thread's indicator: Slack cleared the status, and a refresh
+// would put "is thinking…" under an answer already growing.
 func (a *Adapter) posted(t target) {
 	if v, ok := a.indicators.Load(threadKey(t.Channel, t.ThreadTS)); ok && t.ThreadTS != "" {
 		v.(*live.Indicator).Quiet()
 	}
 }
 
-// errDropped is a status call not made: Slack asked to wait.
 var errDropped = errors.New("slack: status calls paused after a 429")
 
 // setStatus makes one assistant.threads.setStatus call; a 429 pauses them all.

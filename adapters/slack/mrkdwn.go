@@ -28,17 +28,21 @@ var (
 	reToken    = regexp.MustCompile("\x01(\\d+)\x01")
 )
 
+// Private markers: "\x01N\x01" is link N, boldOpen and boldClose enclose bold.
+const (
+	boldOpen  = "\x02"
+	boldClose = "\x03"
+)
+
 var (
-	// sentinels strips the bytes ToMrkdwn uses as private markers, so input
-	// cannot forge a link token or a bold marker.
-	sentinels        = strings.NewReplacer("\x01", "", boldOpen, "", boldClose, "")
+	sentinels        = strings.NewReplacer("\x01", "", boldOpen, "", boldClose, "") // input cannot forge a marker
 	boldReplacer     = strings.NewReplacer(boldOpen, "*", boldClose, "*")
 	boldStripper     = strings.NewReplacer("**", "", "__", "")
 	linkTextReplacer = strings.NewReplacer("**", "", "__", "", "|", "¦")
 )
 
-// tokenize replaces every match of re in s with an opaque "\x01N\x01" token and
-// appends render(s, match) to links, so later rules cannot touch the result.
+// tokenize replaces every match of re in s with a link token and appends
+// render(s, match) to links, out of later rules' reach.
 func tokenize(s string, re *regexp.Regexp, links []string, render func(string, []int) string) (string, []string) {
 	ms := re.FindAllStringSubmatchIndex(s, -1)
 	if ms == nil {
@@ -56,17 +60,10 @@ func tokenize(s string, re *regexp.Regexp, links []string, render func(string, [
 	return b.String(), links
 }
 
-const (
-	boldOpen  = "\x02"
-	boldClose = "\x03"
-)
-
 var (
-	// escapeMrkdwn escapes the three characters Slack reserves for control
-	// sequences.
-	escapeMrkdwn = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace
-	// unescapeSlack turns Slack's escaped message text back into plain
-	// characters.
+	// escapeMrkdwn escapes the characters Slack reserves for control sequences;
+	// unescapeSlack reads them back.
+	escapeMrkdwn  = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace
 	unescapeSlack = strings.NewReplacer("&lt;", "<", "&gt;", ">", "&amp;", "&").Replace
 )
 
@@ -75,16 +72,15 @@ func isFence(line string) bool {
 	return strings.HasPrefix(t, "```") || strings.HasPrefix(t, "~~~")
 }
 
-// ToMrkdwn converts the Markdown an LLM writes into Slack mrkdwn: **bold** and __bold__
-// become *bold*, *italic* becomes _italic_, ~~strike~~ becomes ~strike~, [text](url)
-// becomes <url|text>, headings become bold lines, "* item" bullets become "• item",
-// and &, <, > are escaped. Code blocks and inline code keep their content (escaped
-// only); a fence's language tag is dropped because Slack would print it.
+// ToMrkdwn converts the Markdown an LLM writes into Slack mrkdwn: **bold** and
+// __bold__ become *bold*, *italic* _italic_, ~~strike~~ ~strike~, [text](url)
+// <url|text>, headings bold lines, "* item" "• item", and &, <, > are escaped.
+// Code keeps its content (escaped only); a fence's language tag is dropped, as
+// Slack would print it.
 //
 // Nothing it returns can ping (T3): the only "<" it writes opens a link to an
-// http(s) or mailto URL, so <!channel>, <!here>, <!subteam^…>, <@U…> and <#C…>
-// never appear live, whatever the input. A Markdown link to anything else, such as
-// [x](!channel) or [y](@U123), is written as plain text: "x (!channel)".
+// http(s) or mailto URL, so <!here>, <@U…> and the like never appear live; a
+// link to anything else, such as [x](!channel), is plain text: "x (!channel)".
 func ToMrkdwn(md string) string {
 	md = sentinels.Replace(strings.ToValidUTF8(md, "\uFFFD"))
 	lines := strings.Split(strings.ReplaceAll(md, "\r\n", "\n"), "\n")
@@ -138,12 +134,10 @@ func convertLine(line string) string {
 func inline(line string) string {
 	var b strings.Builder
 	for {
-		i := strings.IndexByte(line, '`')
-		if i < 0 {
-			b.WriteString(inlineText(line))
-			return b.String()
+		i, j := strings.IndexByte(line, '`'), -1
+		if i >= 0 {
+			j = strings.IndexByte(line[i+1:], '`')
 		}
-		j := strings.IndexByte(line[i+1:], '`')
 		if j < 0 {
 			b.WriteString(inlineText(line))
 			return b.String()
@@ -212,10 +206,9 @@ func inlineText(s string) string {
 	return s
 }
 
-// linkURL returns the escaped target of a Markdown link as the URL part of a Slack
-// link, and whether it may be one: only http(s) and mailto targets become links
-// (T3). "|" would end the URL inside Slack's <url|text>, so it is
-// percent-encoded; &, < and > are already escaped in target.
+// linkURL returns a link's escaped target as the URL of a Slack link, and whether
+// it may be one: only http(s) and mailto (T3). "|" would end the URL in
+// <url|text>, so it is percent-encoded.
 func linkURL(target string) (string, bool) {
 	raw := strings.ToLower(unescapeSlack(target))
 	for _, scheme := range []string{"http://", "https://", "mailto:"} {

@@ -12,34 +12,26 @@ import (
 	"github.com/detourbot/detour/adapters"
 )
 
-// Pickers (L4). An answer with Choices (/model without an argument) is an
-// ephemeral message, shown to the person who asked, with a static select of the
-// choices. Picking one sends a block_actions payload over Socket Mode; it is
-// acknowledged at once and becomes an Inbound of that person, in the session the
-// picker was offered in, whose Text is the choice's Command ("/model x"), so the
-// router applies it exactly like "/model x" typed.
-
-// pickAction is the action_id of detour's select; its block_id is
-// pickBlockPrefix + the session key the choice applies to.
-const (
-	pickAction      = "detour_pick"
-	pickBlockPrefix = "detour_pick|"
-)
+// Pickers (L4): an answer with Choices (/model without an argument) is an
+// ephemeral message with a static select. A pick comes back as block_actions
+// over Socket Mode and becomes an Inbound of that person, in the session the
+// picker was offered in, whose Text is the choice's Command ("/model x").
 
 // Slack's sizes for a static select: 100 options, option text 75 characters,
 // value 150, block_id 255, a section's text 3,000
 // (https://docs.slack.dev/reference/block-kit/block-elements/select-menu-element/,
 // https://docs.slack.dev/reference/block-kit/composition-objects/option-object/).
 const (
-	maxOptions     = 100
-	maxOptionText  = 75
-	maxOptionValue = 150
-	maxBlockID     = 255
-	maxSectionText = 3000
+	pickAction      = "detour_pick"  // the select's action_id
+	pickBlockPrefix = "detour_pick|" // + the session key the choice applies to: its block_id
+	maxOptions      = 100
+	maxOptionText   = 75
+	maxOptionValue  = 150
+	maxBlockID      = 255
+	maxSectionText  = 3000
 )
 
-// pickerBlocks renders out as a section (its text) and a select of its
-// choices; false when no choice fits Slack's sizes.
+// pickerBlocks renders out as a section and a select; false when no choice fits.
 func pickerBlocks(out adapters.Outbound) ([]slackgo.Block, bool) {
 	blockID := pickBlockPrefix + out.SessionKey
 	if len(blockID) > maxBlockID {
@@ -67,8 +59,7 @@ func pickerBlocks(out adapters.Outbound) ([]slackgo.Block, bool) {
 }
 
 // sendPicker posts out with its select: ephemeral to the person who asked when
-// the adapter knows who that is, otherwise in the thread for everyone in it (a
-// thread's model is everyone's there).
+// known, else in the thread for everyone (a thread's model is everyone's there).
 func (a *Adapter) sendPicker(ctx context.Context, t target, out adapters.Outbound) error {
 	blocks, ok := pickerBlocks(out)
 	if !ok {
@@ -77,18 +68,12 @@ func (a *Adapter) sendPicker(ctx context.Context, t target, out adapters.Outboun
 	}
 	fallback := escapeMrkdwn(truncateRunes(out.Text, maxChunk))
 	opts := []slackgo.MsgOption{slackgo.MsgOptionText(fallback, false), slackgo.MsgOptionBlocks(blocks...)}
-	t.User = cmp.Or(t.User, a.askerOf(t))
+	asker, _ := a.askers.Value(target{Channel: t.Channel, ThreadTS: t.ThreadTS}.encode())
+	t.User = cmp.Or(t.User, asker) // a picker answering a typed "!model" is for whoever typed it
 	if err := a.postMessage(ctx, t, opts...); err != nil {
 		return fmt.Errorf("slack: posting a picker: %w", err)
 	}
 	return nil
-}
-
-// askerOf is who last wrote to the bot where t answers (a thread, a DM), so a
-// picker answering a typed "!model" is shown to that person only.
-func (a *Adapter) askerOf(t target) string {
-	u, _ := a.askers.Value(target{Channel: t.Channel, ThreadTS: t.ThreadTS}.encode())
-	return u
 }
 
 // fromAction turns a pick in detour's select into an Inbound, or nil.
@@ -109,21 +94,16 @@ func (a *Adapter) fromAction(cb slackgo.InteractionCallback) *adapters.Inbound {
 	if a.mem.seen.Seen("act:" + cb.TriggerID + ":" + act.ActionTs) {
 		return nil
 	}
-	command := act.SelectedOption.Value
-	key := strings.TrimPrefix(act.BlockID, pickBlockPrefix)
-	parts := strings.Split(key, ":")
-	if !strings.HasPrefix(command, "/") || len(parts) < 3 || len(parts) > 4 || parts[0] != "slack" {
+	command, key := act.SelectedOption.Value, strings.TrimPrefix(act.BlockID, pickBlockPrefix)
+	parts := append(strings.Split(key, ":"), "") // slack, team, channel[, thread], ""
+	if !strings.HasPrefix(command, "/") || len(parts) < 4 || len(parts) > 5 || parts[0] != "slack" {
 		a.log.Debug("slack: a pick that is not detour's", "block_id", act.BlockID)
 		return nil
 	}
-	team, channel := parts[1], parts[2]
+	team, channel, thread := parts[1], parts[2], parts[3]
 	if channel == "" || (cb.Channel.ID != "" && cb.Channel.ID != channel) || (cb.Team.ID != "" && cb.Team.ID != team) {
 		a.log.Warn("slack: a pick names another conversation than the one it was made in; ignored")
 		return nil
-	}
-	thread := ""
-	if len(parts) == 4 {
-		thread = parts[3]
 	}
 	in := &adapters.Inbound{
 		Channel:    Name,
@@ -135,8 +115,7 @@ func (a *Adapter) fromAction(cb slackgo.InteractionCallback) *adapters.Inbound {
 		Native:     true,
 		EventID:    "slack:act:" + cb.TriggerID,
 	}
-	if !in.Direct && thread == "" {
-		// The channel's defaults session: the pick sets what new threads use.
+	if !in.Direct && thread == "" { // the channel's defaults session: the pick sets what new threads use
 		in.DefaultsFor = "new threads in " + channelLabel(cb.Channel.Name)
 	}
 	return in

@@ -1,35 +1,29 @@
 // Package slack is detour's Slack channel: it receives mentions, thread follow-ups,
 // direct messages and slash commands over Socket Mode (slack-go) and posts replies,
-// status notices, errors and admin reports through the Web API.
+// notices, errors and admin reports through the Web API.
 //
 // Sessions: a channel thread is one session, "slack:<team>:<channel>:<thread_ts>"
-// (a top-level mention starts a thread under itself); a direct-message conversation is
-// one session, "slack:<team>:<channel>". Slack refuses slash commands inside threads,
-// so /model, /new and /reset typed in a channel set the model new threads of that
-// channel start with: they act on the channel's session "slack:<team>:<channel>",
-// whose user model choice each new thread session copies (Inbound.DefaultsFor), and
-// are answered ephemerally. Inside a thread the text forms "!model x" or
-// "@bot /model x" reach the router's command parser as plain messages and change
-// that thread only.
+// (a top-level mention starts a thread under itself); a direct-message conversation
+// is one, "slack:<team>:<channel>", and so is each chat of Slack's AI app container
+// (assistant.go). Slack refuses slash commands in threads, so /model, /new and
+// /reset typed in a channel act on the channel's session "slack:<team>:<channel>",
+// whose model choice each new thread copies (Inbound.DefaultsFor), and are answered
+// ephemerally; in a thread, "!model x" or "@bot /model x" reach the router as plain
+// messages and change that thread only.
 //
-// Slack's limits are kept: every envelope is acknowledged before any work; posts
-// keep one per second per channel and wait out 429s (pace.go); app_rate_limited
-// is logged; with MentionsOnly only mentions and direct messages are read, for
-// workspaces near Slack's 30,000 events per hour; a Socket Mode link that keeps
-// closing right after it opens (too_many_websockets, Socket Mode turned off) is
-// asked for again with a growing wait; an event the work queue has no room for is
-// still acknowledged and answered "busy". Every Inbound carries EventID, the same
-// for every delivery of one message, so replicas on several sockets can answer it
-// once.
+// Slack's limits are kept: every envelope is acknowledged before any work, and one
+// the work queue has no room for is answered "busy"; posts keep one per second per
+// channel and wait out 429s (send.go); app_rate_limited is logged; MentionsOnly
+// reads only mentions and direct messages, for workspaces near 30,000 events an
+// hour; a Socket Mode link that keeps closing right after it opens is asked for
+// again with a growing wait. EventID is the same for every delivery of one
+// message, so replicas on several sockets answer it once.
 //
-// Live replies (SPEC L1-L5, A5), drawn by the live kit (live.go): while a turn
-// runs, its thread shows Slack's assistant status "is thinking…"; the answer
-// grows in the thread through chat.startStream / appendStream / stopStream, and a
-// failed attempt's stream is deleted and the fallback's started anew below its
-// notice; an answer with choices (/model) is an ephemeral select whose pick comes
-// back over Socket Mode as the chosen command (picker.go); and each chat of
-// Slack's AI app container is its own session, offered the configured prompts
-// (assistant.go).
+// Live replies (L1-L5, A5; live.go): the thread shows Slack's assistant status
+// while a turn runs; the answer grows through chat.startStream / appendStream /
+// stopStream, and a failed attempt's stream is deleted and the fallback's started
+// below its notice; an answer with choices is an ephemeral select whose pick comes
+// back as the chosen command (picker.go).
 package slack
 
 import (
@@ -63,58 +57,36 @@ const Name = "slack"
 // Config configures the adapter. AppToken and BotToken are secrets: they are never
 // logged and never appear in errors.
 type Config struct {
-	AppToken string // xapp-… app-level token with connections:write (Socket Mode)
-	BotToken string // xoxb-… bot token
-	// APIURL is the Web API base ("https://slack.com/api/" when empty); tests point it at
-	// a local fake such as "http://127.0.0.1:P/api/". It must end with "/".
-	APIURL string
-	// HTTPTimeout bounds every Web API call (default 10s).
-	HTTPTimeout time.Duration
-	// PingInterval is how long the Socket Mode link may go without a ping from Slack
-	// before it is redialed (default 30s).
-	PingInterval time.Duration
-	// Log receives the adapter's logs (default slog.Default()).
-	Log *slog.Logger
-	// Models, when set, lists the configured models for the /model help text.
-	Models func() []string
-	// Now is the clock for the de-duplication caches (default time.Now).
-	Now func() time.Time
-	// Sleep waits out a Retry-After (default: a timer honouring ctx). Tests inject it.
-	Sleep func(ctx context.Context, d time.Duration) error
-	// MaxRateLimitRetries caps how often one post is tried again after HTTP 429;
-	// 0 (the default) = until Slack takes it or the context ends.
-	MaxRateLimitRetries int
-	// MaxRetryWait caps a single Retry-After wait (default 60s).
-	MaxRetryWait time.Duration
+	AppToken            string        // xapp-… app-level token with connections:write (Socket Mode)
+	BotToken            string        // xoxb-… bot token
+	APIURL              string        // the Web API base (default https://slack.com/api/; tests use a local fake)
+	HTTPTimeout         time.Duration // bounds every Web API call (default 10s)
+	PingInterval        time.Duration // the most time without a ping from Slack before a redial (default 30s)
+	MaxRateLimitRetries int           // most retries of one post after a 429 (0: until Slack takes it or ctx ends)
+	MaxRetryWait        time.Duration // caps a single Retry-After wait (default 60s)
 	// MentionsOnly (channels.slack.events: mentions) reads only app_mention events
-	// and direct messages: thread follow-ups need a mention too. Pair it with
-	// slack-manifest-mentions.yaml, which stops the channel message events.
+	// and direct messages, so thread follow-ups need a mention too; pair it with
+	// slack-manifest-mentions.yaml.
 	MentionsOnly bool
-	// Memory, when set, is shared by the adapters of one process that hold sockets
-	// of the same app, so an event Slack hands to any of them is answered once;
-	// nil = the adapter's own.
-	Memory *Memory
-	// SuggestedPrompts are offered in a new chat of Slack's AI app container
-	// (channels.slack.suggested_prompts; Slack shows at most 4).
-	SuggestedPrompts []string
-	// StatusRefresh is how often the "is thinking…" status is set again while a
-	// turn runs (default 90 s; Slack drops it after 2 minutes without a reply).
-	StatusRefresh time.Duration
+	// Memory, when set, is shared by the adapters of one process holding sockets
+	// of the same app, so an event handed to any of them is answered once.
+	Memory           *Memory
+	SuggestedPrompts []string      // offered in a new AI app container chat (channels.slack.suggested_prompts; Slack shows 4)
+	StatusRefresh    time.Duration // how often "is thinking…" is set again (default 90s; Slack drops it after 2 minutes)
+
+	Log    *slog.Logger                                     // default slog.Default()
+	Models func() []string                                  // when set, the configured models, for the /model help text
+	Now    func() time.Time                                 // the clock of the de-duplication caches (default time.Now)
+	Sleep  func(ctx context.Context, d time.Duration) error // waits out a Retry-After (default: a timer honouring ctx)
 }
 
-// Memory bounds: threads remembered, and how long event ids are.
 const (
-	threadMemory = 10000
-	dedupeTTL    = 30 * time.Minute
+	threadMemory = 10000            // threads remembered
+	dedupeTTL    = 30 * time.Minute // how long event ids are
+	postInterval = time.Second      // chat.postMessage's pace per channel (pacer)
 )
 
-// postInterval is the pace of chat.postMessage per channel: Slack's documented
-// limit of about one message per second.
-const postInterval = time.Second
-
-// Memory is what an adapter remembers about events and threads: event and
-// trigger ids, handled messages (an app_mention and its message twin share one),
-// and the threads the bot takes part in.
+// Memory is what an adapter remembers about events and threads.
 type Memory struct {
 	seen      *adapters.Recent // event ids, trigger ids
 	seenMsg   *adapters.Recent // channel/ts of handled messages (app_mention + message twins)
@@ -123,8 +95,8 @@ type Memory struct {
 	kinds     *adapters.Recent // channel id → its conversation kind (T5)
 }
 
-// NewMemory returns a Memory remembering up to 10,000 threads and event ids for
-// 30 minutes, on the clock now (nil = time.Now).
+// NewMemory returns a Memory of up to 10,000 threads and of event ids for 30
+// minutes, on the clock now (nil = time.Now).
 func NewMemory(now func() time.Time) *Memory {
 	return &Memory{
 		seen:      adapters.NewRecent(50000, dedupeTTL, now),
@@ -141,17 +113,12 @@ type Adapter struct {
 	api *slackgo.Client
 	log *slog.Logger
 
-	mu      sync.RWMutex
-	botUser string
-	botID   string
-	team    string
-	mention *regexp.Regexp
-
+	me     atomic.Pointer[self] // who the bot is, from Run's auth.test
 	mem    *Memory
 	pace   *pacer       // chat.postMessage per channel, and every method's 429 pause
 	limits *live.Window // the live-reply methods' per-minute windows, on the same pauses
-	// known asks whether a session exists (adapters.SessionLookup); it finds the
-	// threads the bot took part in before a restart.
+	// known asks whether a session exists (adapters.SessionLookup), for threads
+	// the bot took part in before a restart.
 	known atomic.Pointer[func(ctx context.Context, sessionKey string) bool]
 
 	dialMu   sync.Mutex
@@ -196,9 +163,7 @@ func New(cfg Config) (*Adapter, error) {
 	set(&cfg.PingInterval, 30*time.Second)
 	set(&cfg.MaxRetryWait, 60*time.Second)
 	set(&cfg.StatusRefresh, 90*time.Second)
-	if cfg.Log == nil {
-		cfg.Log = slog.Default()
-	}
+	cfg.Log = cmp.Or(cfg.Log, slog.Default())
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -208,8 +173,8 @@ func New(cfg Config) (*Adapter, error) {
 	cfg.MaxRateLimitRetries = max(cfg.MaxRateLimitRetries, 0)
 	log := cfg.Log.With("channel", Name)
 	a := &Adapter{cfg: cfg, log: log, queue: 256, busy: make(chan struct{}, 8)}
-	// No client timeout: the transport times each request once it is sent, so
-	// the wait before apps.connections.open does not count.
+	a.me.Store(&self{})
+	// The transport times each request once sent: linkWait's wait does not count.
 	client := &http.Client{Transport: &webTransport{a: a, base: adapters.Timed(http.DefaultTransport, cfg.HTTPTimeout)}}
 	opts := []slackgo.Option{
 		slackgo.OptionHTTPClient(client),
@@ -219,10 +184,7 @@ func New(cfg Config) (*Adapter, error) {
 	if cfg.APIURL != "" {
 		opts = append(opts, slackgo.OptionAPIURL(cfg.APIURL))
 	}
-	a.mem = cfg.Memory
-	if a.mem == nil {
-		a.mem = NewMemory(cfg.Now)
-	}
+	a.mem = cmp.Or(cfg.Memory, NewMemory(cfg.Now))
 	a.askers = adapters.NewRecent(threadMemory, 0, nil)
 	a.api = slackgo.New(cfg.BotToken, opts...)
 	pauses := live.NewPauses(cfg.Now, cfg.Sleep)
@@ -233,15 +195,14 @@ func New(cfg Config) (*Adapter, error) {
 // Name returns "slack".
 func (a *Adapter) Name() string { return Name }
 
-// identity returns what auth.test told us.
-func (a *Adapter) identity() (botUser, botID, team string, mention *regexp.Regexp) {
-	a.mu.RLock()
-	defer a.mu.RUnlock()
-	return a.botUser, a.botID, a.team, a.mention
+// self is who the bot is in the workspace.
+type self struct {
+	user, botID, team string
+	mention           *regexp.Regexp // a leading mention of the bot
 }
 
-// Run connects over Socket Mode and delivers messages to inbox until ctx ends (it then
-// returns nil) or the connection fails for good (invalid tokens: an error).
+// Run connects over Socket Mode and delivers messages to inbox until ctx ends
+// (nil) or the connection fails for good (invalid tokens: an error).
 func (a *Adapter) Run(ctx context.Context, inbox chan<- adapters.Inbound) error {
 	at, err := a.authTest(ctx)
 	if err != nil {
@@ -250,10 +211,8 @@ func (a *Adapter) Run(ctx context.Context, inbox chan<- adapters.Inbound) error 
 		}
 		return err
 	}
-	a.mu.Lock()
-	a.botUser, a.botID, a.team = at.UserID, at.BotID, at.TeamID
-	a.mention = regexp.MustCompile(`^\s*<@` + regexp.QuoteMeta(at.UserID) + `(?:\|[^>]*)?>[\s,:]*`)
-	a.mu.Unlock()
+	a.me.Store(&self{user: at.UserID, botID: at.BotID, team: at.TeamID,
+		mention: regexp.MustCompile(`^\s*<@` + regexp.QuoteMeta(at.UserID) + `(?:\|[^>]*)?>[\s,:]*`)})
 	a.log.Info("slack connected to workspace", "team", at.TeamID, "bot_user", at.UserID)
 
 	sm := socketmode.New(a.api,
@@ -283,8 +242,7 @@ func (a *Adapter) Run(ctx context.Context, inbox chan<- adapters.Inbound) error 
 	wg.Go(func() { a.dispatch(runCtx, work, inbox) })
 
 	// Every envelope is acknowledged at once, whatever waits behind it: Slack
-	// redelivers an unacked one and disables an app that keeps failing. When
-	// the work queue is full the event is answered "busy" instead of queued.
+	// redelivers an unacked one and disables an app that keeps failing.
 	for done := false; !done; {
 		select {
 		case <-runCtx.Done():
@@ -309,12 +267,10 @@ func (a *Adapter) Run(ctx context.Context, inbox chan<- adapters.Inbound) error 
 	return fmt.Errorf("slack: socket mode: %w", safeErr(err))
 }
 
-// busyText answers a message the bot has no room for.
 const busyText = "the bot is too busy to take this message right now; please send it again in a minute"
 
-// overflow answers an acknowledged event the work queue has no room for: the
-// person is told the bot is busy (a few answers at a time; past them the event
-// is only logged).
+// overflow tells the person behind an event the work queue has no room for that
+// the bot is busy (a few answers at a time; past them the event is only logged).
 func (a *Adapter) overflow(ctx context.Context, evt socketmode.Event) {
 	select {
 	case a.busy <- struct{}{}:
@@ -342,12 +298,11 @@ func (a *Adapter) overflow(ctx context.Context, evt socketmode.Event) {
 const healthyLink = 30 * time.Second
 
 // webTransport carries the Web API calls. slack-go reopens Socket Mode at once
-// whenever Slack says "disconnect", whatever the reason; when links keep closing
-// right after they open (too_many_websockets: more than 10 sockets for one app,
-// or Socket Mode turned off) that would hammer Slack, so from the second
-// short-lived link in a row apps.connections.open waits longer: 1 s, 2 s, 4 s,
-// ... up to 2 minutes. It waits before the call, never after: the URL Slack
-// hands out is a short-lived ticket, dialled at once.
+// whenever Slack says "disconnect"; when links keep closing right after they
+// open (too_many_websockets: over 10 sockets for one app, or Socket Mode turned
+// off) that would hammer Slack, so from the second short-lived link in a row
+// apps.connections.open waits 1 s, 2 s, 4 s, ... up to 2 minutes: before the
+// call, as the URL it returns is a short-lived ticket.
 type webTransport struct {
 	a    *Adapter
 	base http.RoundTripper
@@ -362,29 +317,25 @@ func (t *webTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return t.base.RoundTrip(req)
 }
 
-// linkWait is the wait before asking for a new Socket Mode link.
 func (a *Adapter) linkWait(ctx context.Context) error {
 	a.dialMu.Lock()
+	flaps := 0
 	if !a.lastDial.IsZero() && a.cfg.Now().Sub(a.lastDial) < healthyLink {
-		a.flaps++
-	} else {
-		a.flaps = 0
+		flaps = a.flaps + 1
 	}
-	var wait time.Duration
-	if a.flaps >= 2 {
-		wait = min(time.Second<<min(a.flaps-2, 10), 2*time.Minute)
-	}
+	a.flaps = flaps
 	a.dialMu.Unlock()
-	if wait <= 0 {
+	if flaps < 2 {
 		return nil
 	}
+	wait := min(time.Second<<min(flaps-2, 10), 2*time.Minute)
 	a.log.Warn("slack socket mode links keep closing right after they open; waiting before asking for the next "+
 		"(too many sockets for this app, over 10 replicas, or Socket Mode turned off in the app's settings)",
-		"wait", wait, "short_links", a.flaps)
+		"wait", wait, "short_links", flaps)
 	return a.cfg.Sleep(ctx, wait)
 }
 
-// dial opens the TCP connection of a Socket Mode link, noting when.
+// dial opens a Socket Mode link's TCP connection, noting when.
 func (a *Adapter) dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, network, addr)
@@ -394,12 +345,12 @@ func (a *Adapter) dial(ctx context.Context, network, addr string) (net.Conn, err
 	return conn, err
 }
 
-// fatalAuth lists the auth.test answers that no retry can fix.
+// fatalAuth are the auth.test answers no retry fixes.
 var fatalAuth = map[string]bool{"invalid_auth": true, "not_authed": true, "account_inactive": true,
 	"token_revoked": true, "token_expired": true, "no_permission": true, "missing_scope": true}
 
 // authTest learns the bot's identity, retrying transient failures (network, 5xx,
-// 429) with backoff so a Slack hiccup at start-up does not stop the bot.
+// 429) so a Slack hiccup at start-up does not stop the bot.
 func (a *Adapter) authTest(ctx context.Context) (*slackgo.AuthTestResponse, error) {
 	backoff := time.Second
 	for attempt := 1; ; attempt++ {
@@ -407,8 +358,7 @@ func (a *Adapter) authTest(ctx context.Context) (*slackgo.AuthTestResponse, erro
 		if err == nil {
 			return at, nil
 		}
-		var se slackgo.SlackErrorResponse
-		if ctx.Err() != nil || (errors.As(err, &se) && fatalAuth[se.Err]) || attempt >= 8 {
+		if ctx.Err() != nil || fatalAuth[slackCode(err)] || attempt >= 8 {
 			return nil, fmt.Errorf("slack: auth.test: %w", safeErr(err))
 		}
 		wait := max(backoff, a.retryAfter(err))
@@ -420,8 +370,8 @@ func (a *Adapter) authTest(ctx context.Context) (*slackgo.AuthTestResponse, erro
 	}
 }
 
-// ack acknowledges an envelope at once and reports whether the event needs work;
-// full says the work queue has no room (a slash command is answered busy).
+// ack acknowledges an envelope and reports whether the event needs work; with
+// full (no room in the work queue) a slash command is answered busy.
 func (a *Adapter) ack(ctx context.Context, sm *socketmode.Client, evt socketmode.Event, full bool) bool {
 	switch evt.Type {
 	case socketmode.EventTypeEventsAPI, socketmode.EventTypeSlashCommand, socketmode.EventTypeInteractive:
@@ -440,8 +390,8 @@ func (a *Adapter) ack(ctx context.Context, sm *socketmode.Client, evt socketmode
 		}
 		return true
 	case socketmode.EventTypeErrorBadMessage:
-		// An envelope slack-go could not parse (e.g. an event type it does not know):
-		// still ack it, or Slack redelivers it forever.
+		// One slack-go could not parse (an unknown event type): unacked, Slack
+		// redelivers it forever.
 		if bad, ok := evt.Data.(*socketmode.ErrorBadMessage); ok && bad != nil {
 			var env struct {
 				EnvelopeID string `json:"envelope_id"`
@@ -476,15 +426,12 @@ func (a *Adapter) ack(ctx context.Context, sm *socketmode.Client, evt socketmode
 	return false
 }
 
-// slashAckPayload is the immediate answer to a slash command: nothing, except a model
-// list for "/model" without arguments when Config.Models is set.
+// slashAckPayload is the immediate answer to a slash command: the model list
+// for "/model" without arguments when Config.Models is set, else nothing.
 func (a *Adapter) slashAckPayload(evt socketmode.Event) any {
 	cmd, ok := evt.Data.(slackgo.SlashCommand)
-	if !ok || a.cfg.Models == nil || cmd.Command != "/model" {
-		return nil
-	}
 	arg := strings.TrimSpace(cmd.Text)
-	if arg != "" && arg != "help" && arg != "list" {
+	if !ok || a.cfg.Models == nil || cmd.Command != "/model" || (arg != "" && arg != "help" && arg != "list") {
 		return nil
 	}
 	models := a.cfg.Models()
@@ -506,22 +453,19 @@ func (a *Adapter) dispatch(ctx context.Context, work <-chan socketmode.Event, in
 		case <-ctx.Done():
 			return
 		case evt := <-work:
-			in := a.inbound(ctx, evt)
-			if in == nil {
-				continue
-			}
-			select {
-			case inbox <- *in:
-			case <-ctx.Done():
-				return
+			if in := a.inbound(ctx, evt); in != nil {
+				select {
+				case inbox <- *in:
+				case <-ctx.Done():
+					return
+				}
 			}
 		}
 	}
 }
 
-// inbound maps one event to an Inbound, or nil when it holds no message for
-// the bot; Slack's notices (app_rate_limited, assistant_thread_started) are
-// acted on here.
+// inbound maps one event to an Inbound, or nil; Slack's notices
+// (app_rate_limited, assistant_thread_started) are acted on here.
 func (a *Adapter) inbound(ctx context.Context, evt socketmode.Event) *adapters.Inbound {
 	switch data := evt.Data.(type) {
 	case slackevents.EventsAPIEvent:
@@ -543,8 +487,8 @@ func (a *Adapter) inbound(ctx context.Context, evt socketmode.Event) *adapters.I
 	return nil
 }
 
-// appRateLimited logs Slack's notice that it drops this app's events in a
-// workspace (more than 30,000 in an hour), once per minute Slack names.
+// appRateLimited logs, once per minute Slack names, that it drops this app's
+// events in a workspace (over 30,000 in an hour).
 func (a *Adapter) appRateLimited(ev slackevents.EventsAPIEvent) {
 	var minute int64
 	if rl, ok := ev.Data.(*slackevents.EventsAPIAppRateLimited); ok && rl != nil {
@@ -575,8 +519,8 @@ type innerEvent struct {
 	Files           []slackFile     `json:"files"` // I1: files.go
 }
 
-// Message subtypes that carry a person's new message; every other subtype
-// (bot_message, message_changed, message_deleted, channel_join, …) is ignored.
+// personSubtypes carry a person's new message; bot_message, message_changed,
+// channel_join and the others are ignored.
 var personSubtypes = map[string]bool{"": true, "thread_broadcast": true, "file_share": true, "me_message": true}
 
 func threadKey(channel, ts string) string { return channel + "/" + ts }
@@ -586,18 +530,8 @@ func (a *Adapter) SetSessionLookup(known func(ctx context.Context, sessionKey st
 	a.known.Store(&known)
 }
 
-// inThread reports whether a thread reply belongs to a conversation of the bot:
-// a thread it answered in (remembered, or found as a session after a restart) or
-// one it started.
-func (a *Adapter) inThread(ev innerEvent, team, botUser string) bool {
-	if a.mem.threads.Has(threadKey(ev.Channel, ev.ThreadTS)) || ev.ParentUserID == botUser {
-		return true
-	}
-	return a.knownThread(ev, team, a.mem.threads)
-}
-
-// knownThread asks the router whether the thread of ev holds a conversation (it
-// was answered before a restart), and remembers it in mem when it does.
+// knownThread asks the router whether ev's thread holds a session (answered
+// before a restart), and remembers it in mem when it does.
 func (a *Adapter) knownThread(ev innerEvent, team string, mem *adapters.Recent) bool {
 	known := a.known.Load()
 	if known == nil || *known == nil {
@@ -630,24 +564,11 @@ func (a *Adapter) fromEvent(req *socketmode.Request) *adapters.Inbound {
 		a.log.Debug("slack: duplicate event ignored", "event_id", outer.EventID, "retry_attempt", req.RetryAttempt)
 		return nil
 	}
-	ev := outer.Event
+	ev, me := outer.Event, a.me.Load()
 	a.learnConversation(ev) // an app_mention's message twin says what its conversation is
-	botUser, botID, team, mention := a.identity()
-	team = cmp.Or(outer.TeamID, team)
-	if ev.Channel == "" || ev.TS == "" || ev.User == "" || ev.User == botUser || ev.BotID != "" {
-		return nil
-	}
-	if botID != "" && ev.BotID == botID {
-		return nil
-	}
-	mentioned := strings.Contains(ev.Text, "<@"+botUser+">") || strings.Contains(ev.Text, "<@"+botUser+"|")
-	switch ev.Type {
-	case "app_mention":
-	case "message":
-		if !personSubtypes[ev.Subtype] {
-			return nil
-		}
-	default:
+	team := cmp.Or(outer.TeamID, me.team)
+	person := ev.Type == "app_mention" || (ev.Type == "message" && personSubtypes[ev.Subtype])
+	if !person || ev.Channel == "" || ev.TS == "" || ev.User == "" || ev.User == me.user || ev.BotID != "" {
 		return nil
 	}
 	direct := ev.ChannelType == "im" || (ev.ChannelType == "" && strings.HasPrefix(ev.Channel, "D"))
@@ -659,44 +580,40 @@ func (a *Adapter) fromEvent(req *socketmode.Request) *adapters.Inbound {
 		}
 		return nil
 	}
-	root := cmp.Or(ev.ThreadTS, ev.TS)
-	addressed := direct || ev.Type == "app_mention" || mentioned
-	inThread := ev.ThreadTS != "" && !direct && a.inThread(ev, team, botUser)
-	if !addressed && !inThread {
+	mentioned := ev.Type == "app_mention" || strings.Contains(ev.Text, "<@"+me.user+">") || strings.Contains(ev.Text, "<@"+me.user+"|")
+	// The bot's thread: one it started or answered in (remembered, or a session after a restart).
+	inThread := ev.ThreadTS != "" && !direct && (a.mem.threads.Has(threadKey(ev.Channel, ev.ThreadTS)) ||
+		ev.ParentUserID == me.user || a.knownThread(ev, team, a.mem.threads))
+	if !direct && !mentioned && !inThread {
 		return nil // channel chatter not addressed to the bot
 	}
-	// H1: addressed in a thread it takes no part in yet (it did not start it).
-	joined := ev.ThreadTS != "" && ev.ThreadTS != ev.TS && !direct && !inThread
 	// An app_mention and its message.channels twin share channel and ts: handle one.
 	if a.mem.seenMsg.Seen(threadKey(ev.Channel, ev.TS)) {
 		return nil
 	}
 	text := ev.Text
-	if mention != nil {
-		text = mention.ReplaceAllString(text, "")
+	if me.mention != nil {
+		text = me.mention.ReplaceAllString(text, "")
 	}
-	text = strings.TrimSpace(unescapeSlack(text))
-	// One id per message, whichever event (app_mention or message) carried it.
-	in := &adapters.Inbound{Channel: Name, User: "slack:" + ev.User, Text: text,
-		EventID: "slack:msg:" + ev.Channel + ":" + ev.TS, Conversation: a.conversation(context.Background(), ev), Files: filesOf(ev.Files)}
-	if joined {
-		in.Earlier = earlierRef{ev.Channel, ev.ThreadTS, ev.TS}.encode()
+	in := &adapters.Inbound{Channel: Name, User: "slack:" + ev.User, Text: strings.TrimSpace(unescapeSlack(text)),
+		EventID:      "slack:msg:" + ev.Channel + ":" + ev.TS, // whichever event (app_mention or message) carried it
+		Conversation: a.conversation(context.Background(), ev), Files: filesOf(ev.Files), Direct: direct}
+	if ev.ThreadTS != "" && ev.ThreadTS != ev.TS && !direct && !inThread {
+		in.Earlier = earlierRef{ev.Channel, ev.ThreadTS, ev.TS}.encode() // H1: a thread it did not start
 	}
-	if direct {
-		in.Direct = true
-		in.SessionKey = "slack:" + team + ":" + ev.Channel
-		in.ReplyTo = target{Channel: ev.Channel, ThreadTS: ev.ThreadTS}.encode()
-		if a.isAssistantThread(ev, team) {
-			// Each chat of the AI app container is its own conversation.
-			in.SessionKey += ":" + ev.ThreadTS
-			a.titleOnce(ev.Channel, ev.ThreadTS, text)
-		}
-		a.askers.Put(in.ReplyTo, ev.User)
-		return in
+	thread := cmp.Or(ev.ThreadTS, ev.TS)
+	in.SessionKey = "slack:" + team + ":" + ev.Channel
+	switch {
+	case !direct:
+		a.mem.threads.Add(threadKey(ev.Channel, thread))
+		in.SessionKey += ":" + thread
+	case a.isAssistantThread(ev, team): // each chat of the AI app container is its own session
+		in.SessionKey += ":" + ev.ThreadTS
+		a.titleOnce(ev.Channel, ev.ThreadTS, in.Text)
+	default:
+		thread = ev.ThreadTS
 	}
-	a.mem.threads.Add(threadKey(ev.Channel, root))
-	in.SessionKey = "slack:" + team + ":" + ev.Channel + ":" + root
-	in.ReplyTo = target{Channel: ev.Channel, ThreadTS: root}.encode()
+	in.ReplyTo = target{Channel: ev.Channel, ThreadTS: thread}.encode()
 	a.askers.Put(in.ReplyTo, ev.User)
 	return in
 }
@@ -711,35 +628,29 @@ func (a *Adapter) runCtx() context.Context {
 
 // fromSlash maps a native slash command to an Inbound for the channel's session.
 func (a *Adapter) fromSlash(cmd slackgo.SlashCommand) *adapters.Inbound {
-	if a.mem.seen.Seen("trig:" + cmd.TriggerID) {
+	if a.mem.seen.Seen("trig:"+cmd.TriggerID) || cmd.ChannelID == "" || cmd.UserID == "" || cmd.Command == "" {
 		return nil
 	}
-	if cmd.ChannelID == "" || cmd.UserID == "" || cmd.Command == "" {
-		return nil
-	}
-	_, _, team, _ := a.identity()
-	team = cmp.Or(cmd.TeamID, team)
-	text := slashText(cmd.Command, cmd.Text)
+	team := cmp.Or(cmd.TeamID, a.me.Load().team)
 	in := &adapters.Inbound{
 		Channel:      Name,
 		SessionKey:   "slack:" + team + ":" + cmd.ChannelID,
 		User:         "slack:" + cmd.UserID,
-		Text:         text,
+		Text:         slashText(cmd.Command, cmd.Text),
 		ReplyTo:      target{Channel: cmd.ChannelID, User: cmd.UserID, ResponseURL: cmd.ResponseURL}.encode(),
 		Direct:       strings.HasPrefix(cmd.ChannelID, "D") || cmd.ChannelName == "directmessage",
 		Native:       true,
 		EventID:      "slack:cmd:" + cmd.TriggerID,
 		Conversation: slashConversation(cmd),
 	}
-	if !in.Direct {
-		// A channel holds no conversation of its own: its threads do.
+	if !in.Direct { // a channel holds no conversation of its own: its threads do
 		in.DefaultsFor = "new threads in " + channelLabel(cmd.ChannelName)
 	}
 	return in
 }
 
-// channelLabel names a channel for an answer: "#general", or "this channel" when
-// Slack gives no usable name (private channels may come as "privategroup").
+// channelLabel names a channel for an answer: "#general", or "this channel"
+// without a usable name (private channels may come as "privategroup").
 func channelLabel(name string) string {
 	if name == "" || name == "privategroup" || len(name) > 80 || strings.ContainsAny(name, " \t\n<>&|") {
 		return "this channel"
@@ -747,10 +658,10 @@ func channelLabel(name string) string {
 	return "#" + name
 }
 
-// slashText turns a native command into the router's text form. Besides the plain
-// commands ("/model x"), it accepts the umbrella "/detour model x" ("/detour" alone is
-// "/help") and prefixed names such as "/detour-status", for workspaces where a bare
-// name is already taken by Slack or another app.
+// slashText turns a native command into the router's text form: besides the plain
+// commands ("/model x"), the umbrella "/detour model x" ("/detour" alone is "/help")
+// and prefixed names such as "/detour-status", for workspaces where a bare name is
+// taken by Slack or another app.
 func slashText(command, text string) string {
 	command = strings.ToLower(strings.TrimSpace(command))
 	text = strings.TrimSpace(text)
@@ -766,12 +677,9 @@ func slashText(command, text string) string {
 	return strings.TrimSpace(command + " " + text)
 }
 
-// safeErr drops URLs from transport errors (a Socket Mode URL carries a ticket, a
-// response_url is a capability) and keeps everything else.
+// safeErr drops URLs from transport errors: a Socket Mode URL carries a ticket,
+// a response_url is a capability.
 func safeErr(err error) error {
-	if err == nil {
-		return nil
-	}
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		return fmt.Errorf("%s: %w", ue.Op, ue.Err)
@@ -780,9 +688,8 @@ func safeErr(err error) error {
 }
 
 // Probe checks the bot token (auth.test), the app-level token
-// (apps.connections.open: a Socket Mode URL is issued, no socket is opened) and,
-// when target names a channel id, that the bot can post there
-// (conversations.info: it exists and the bot is a member). Nothing is posted.
+// (apps.connections.open, no socket is opened) and, when target names a channel
+// id, that the bot can post there (conversations.info). Nothing is posted.
 func (a *Adapter) Probe(ctx context.Context, target string) []adapters.ProbeResult {
 	at, err := a.api.AuthTestContext(ctx)
 	out := []adapters.ProbeResult{adapters.Checked("slack bot token (auth.test)", safeErr(err), func() string {
@@ -802,7 +709,6 @@ func (a *Adapter) Probe(ctx context.Context, target string) []adapters.ProbeResu
 		func() string { return "#" + ch.Name }))
 }
 
-// Connected reports whether a Socket Mode link is up now (adapters.Connector):
-// from Slack's hello until the link drops, Slack asks for a reconnect, or Run
-// ends. /readyz and the "ready" log line wait for it.
+// Connected reports whether a Socket Mode link is up now (adapters.Connector);
+// /readyz and the "ready" log line wait for it.
 func (a *Adapter) Connected() bool { return a.connected.Load() }
