@@ -12,6 +12,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	slackgo "github.com/slack-go/slack"
+	"github.com/slack-go/slack/socketmode"
 	"go.uber.org/goleak"
 
 	"github.com/detourbot/detour/adapters"
@@ -557,5 +559,23 @@ func TestThreadFollowUp_KnownSessionAfterRestart(t *testing.T) {
 	defer mu.Unlock()
 	if len(asked) != 2 {
 		t.Fatalf("lookups %v, want one per unknown thread", asked)
+	}
+}
+
+// A long model list in the slash command's ack is cut to a section's 3,000
+// characters on a character boundary: Slack gets valid UTF-8.
+func TestSlashAckPayload_CutsWholeCharacters(t *testing.T) {
+	names := make([]string, 400)
+	for i := range names {
+		names[i] = "ñame/模型-" + strings.Repeat("é", i%7)
+	}
+	a := &Adapter{cfg: Config{Models: func() []string { return names }}}
+	p, ok := a.slashAckPayload(socketmode.Event{Data: slackgo.SlashCommand{Command: "/model"}}).(map[string]any)
+	if !ok {
+		t.Fatal("no ack payload for /model")
+	}
+	text, _ := p["text"].(string)
+	if !utf8.ValidString(text) || utf8.RuneCountInString(text) != maxSectionText || !strings.HasSuffix(text, "…") {
+		t.Fatalf("ack text: valid %v, %d characters, ends %q", utf8.ValidString(text), utf8.RuneCountInString(text), text[len(text)-8:])
 	}
 }

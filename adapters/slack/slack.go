@@ -440,10 +440,9 @@ func (a *Adapter) slashAckPayload(evt socketmode.Event) any {
 	}
 	text := escapeMrkdwn("Models: "+strings.Join(models, ", ")) +
 		"\nUsage: `/model provider/model` sets the model new threads here start with (in a thread: `!model provider/model`)"
-	if len(text) > 3000 {
-		text = text[:3000]
-	}
-	return map[string]any{"response_type": "ephemeral", "text": text}
+	// A section's text holds 3,000 characters (maxSectionText); cut whole
+	// characters, never a byte sequence in half.
+	return map[string]any{"response_type": "ephemeral", "text": truncateRunes(text, maxSectionText)}
 }
 
 // dispatch turns acknowledged events into Inbound messages, in arrival order.
