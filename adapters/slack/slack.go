@@ -515,7 +515,7 @@ type innerEvent struct {
 	ParentUserID string `json:"parent_user_id"`
 	// AssistantThread is set on messages of an AI app container chat.
 	AssistantThread json.RawMessage `json:"assistant_thread"`
-	Files           []slackFile     `json:"files"` // I1: files.go
+	Files           []slackFile     `json:"files"` // I1: history.go
 }
 
 // personSubtypes carry a person's new message; bot_message, message_changed,
