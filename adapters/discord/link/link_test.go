@@ -72,6 +72,14 @@ func TestTransport_GlobalPause(t *testing.T) {
 	if got := clock.Now().Sub(start); got != 2500*time.Millisecond {
 		t.Fatalf("the bucket waited %v, want 2.5s", got)
 	}
+	// retry_after as a string ("1.5") is honoured as well as a number.
+	body = io.NopCloser(bytes.NewReader([]byte(`{"retry_after": "1.5"}`)))
+	tr.observe(routeOf("DELETE", "/api/v9/channels/4/messages/7"), &http.Response{StatusCode: 429, Header: http.Header{}, Body: body})
+	start = clock.Now()
+	_ = tr.waitTurn(ctx, routeOf("DELETE", "/api/v9/channels/4/messages/8"))
+	if got := clock.Now().Sub(start); got != 1500*time.Millisecond {
+		t.Fatalf("a string retry_after waited %v, want 1.5s", got)
+	}
 	tr.observe(routeOf("POST", "/api/v9/channels/3/messages"), &http.Response{StatusCode: 200, Body: http.NoBody,
 		Header: http.Header{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset-After": {"90"}}})
 	if err := tr.waitTurn(ctx, routeOf("POST", "/api/v9/channels/3/messages")); !errors.Is(err, ErrRateLimited) {
