@@ -207,8 +207,9 @@ func flapAllDownTold(down [][]int) Check {
 
 // redirectingEdge: the primary's edge answers with what detour refuses, one
 // kind at a time: a stream line over its cap, an unrequested gzip body, a
-// redirect (A2, T1, T2). Each time a new session's turn falls back at once and its
-// notice names the refusal; then two more new sessions find the primary
+// redirect (A2, T1, T2). Each time a new session's turn, sent alone before the
+// others' (whose failures would otherwise mark the model first, R7), falls back
+// at once and its notice names the refusal; then two more new sessions find the primary
 // cooling down: at most one call between them (R11's probe of a cooling
 // primary), where a primary that was not cooling would get one per key each.
 func redirectingEdge() Scenario {
@@ -231,7 +232,7 @@ func redirectingEdge() Scenario {
 			adv = 70 * time.Second // every cooldown (A3: at most 60 s) has ended
 		}
 		steps = append(steps,
-			Step{Advance: adv, Faults: []Fault{{On: OnPrimary, Mode: c.mode}}, Sessions: 1 + 3*i},
+			Step{Advance: adv, Faults: []Fault{{On: OnPrimary, Mode: c.mode}}, Sessions: 1 + 3*i, NewestFirst: true},
 			Step{Sessions: 3 + 3*i})
 		checks = append(checks,
 			answeredBy(first, fallbackModel),

@@ -311,7 +311,7 @@ func (w *world) step(ctx context.Context, n int, st Step, t0 time.Time) (Turn, [
 	}
 	mark := w.rec.Len()
 	began := time.Now()
-	for i := 1; i <= turn.Sessions; i++ {
+	send := func(i int) {
 		key := sessionKey(i)
 		w.router.Handle(ctx, adapters.Inbound{
 			Channel: channelName, SessionKey: key, User: channelName + ":u1",
@@ -320,7 +320,19 @@ func (w *world) step(ctx context.Context, n int, st Step, t0 time.Time) (Turn, [
 	}
 	limit := 2*w.cfg.Policy.RunTimeout + 30*time.Second
 	dctx, cancel := context.WithTimeout(ctx, limit)
-	derr := w.router.Drain(dctx)
+	var derr error
+	rest := turn.Sessions
+	if st.NewestFirst && turn.Sessions > 1 {
+		send(turn.Sessions)
+		derr = w.router.Drain(dctx)
+		rest--
+	}
+	for i := 1; i <= rest && derr == nil; i++ {
+		send(i)
+	}
+	if derr == nil {
+		derr = w.router.Drain(dctx)
+	}
 	cancel()
 
 	// Answers: each session's last reply or error of the step.

@@ -33,6 +33,10 @@ type Step struct {
 	// Sessions is how many sessions send at once (0 = 1). Every step uses the
 	// same session keys, so step 2 of session 1 continues its conversation.
 	Sessions int
+	// NewestFirst sends the last session's message alone and the others once
+	// it is answered, so that session meets the providers as the step left
+	// them, before the others' failures change them (R7 marks, cooldowns).
+	NewestFirst bool
 }
 
 // Target names the chain members a fault applies to; it is resolved against the
