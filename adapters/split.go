@@ -1,6 +1,7 @@
 package adapters
 
 import (
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -65,8 +66,7 @@ func (s *splitter) add(line string) {
 			reserve = len(fence) + 1
 		}
 		fits := s.size+sep+s.length(line)+reserve <= s.limit
-		// Only a reopened fence line, always first, is not body.
-		if !fits && len(s.cur) > 0 && (s.cur[0].body || len(s.cur) > 1) {
+		if !fits && s.hasBody() {
 			s.flush(s.paragraphCut())
 			continue
 		}
@@ -84,6 +84,11 @@ func (s *splitter) add(line string) {
 		line = line[len(head):]
 		s.flush(len(s.cur))
 	}
+}
+
+// hasBody reports whether cur holds more than a reopened fence line.
+func (s *splitter) hasBody() bool {
+	return slices.ContainsFunc(s.cur, func(l splitLine) bool { return l.body })
 }
 
 // push appends l to cur.

@@ -96,8 +96,8 @@ func (a *Adapter) postEphemeral(ctx context.Context, t target, opts ...slackgo.M
 		_, err := a.api.PostEphemeralContext(ctx, t.Channel, t.User, in...)
 		return err
 	})
-	if se := (slackgo.SlackErrorResponse{}); errors.As(err, &se) && t.ResponseURL != "" {
-		a.log.Debug("slack: postEphemeral refused; using response_url", "err", se.Err)
+	if code := slackCode(err); code != "" && t.ResponseURL != "" {
+		a.log.Debug("slack: postEphemeral refused; using response_url", "err", code)
 		err = a.call(ctx, "response_url", "", func(ctx context.Context) error {
 			_, _, err := a.api.PostMessageContext(ctx, t.Channel,
 				append(slices.Clip(opts), slackgo.MsgOptionResponseURL(t.ResponseURL, slackgo.ResponseTypeEphemeral))...)
@@ -152,10 +152,10 @@ func (a *Adapter) retryAfter(err error) time.Duration {
 }
 
 func truncateRunes(s string, n int) string {
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
+	if utf8.RuneCountInString(s) <= n {
+		return s // the usual case: no copy
 	}
-	return s
+	return string([]rune(s)[:n-1]) + "…"
 }
 
 // target is where answers go, in ReplyTo as "<channel>|<thread_ts>|<user>|<response_url>"

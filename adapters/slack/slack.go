@@ -184,7 +184,10 @@ func New(cfg Config) (*Adapter, error) {
 	if cfg.APIURL != "" {
 		opts = append(opts, slackgo.OptionAPIURL(cfg.APIURL))
 	}
-	a.mem = cmp.Or(cfg.Memory, NewMemory(cfg.Now))
+	a.mem = cfg.Memory
+	if a.mem == nil { // built only when not shared: five caches
+		a.mem = NewMemory(cfg.Now)
+	}
 	a.askers = adapters.NewRecent(threadMemory, 0, nil)
 	a.api = slackgo.New(cfg.BotToken, opts...)
 	pauses := live.NewPauses(cfg.Now, cfg.Sleep)
