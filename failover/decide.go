@@ -85,6 +85,7 @@ const (
 	WhyTerminal         = "terminal failure: no rotation, no fallback (C9)"
 	WhyBreaker          = "idle-timeout breaker tripped (R8)"
 	WhyIdleRetry        = "idle timeout: one retry on the same model (R5)"
+	WhyStallRotate      = "idle timeout: the one more attempt on the provider goes to its next key (R5, E1)"
 	WhyShortWait        = "short rate-limit window and nothing else usable: wait and retry the same profile (R6)"
 	WhyUsableLater      = "rate limit: a later candidate is usable now, so nothing waits (R6)"
 	WhyRotate           = "rotate to the next profile of the provider (R1, R3)"
@@ -134,8 +135,18 @@ func Decide(s RunState, f Failure) Decision {
 			return Decision{Action: RotateProfile, Delay: p.OverloadedBackoff, Why: WhyRotateOverloaded} // R3
 		}
 	case classify.ReasonTimeout:
-		if f.Idle && s.IdleRetries < p.IdleRetries {
-			return Decision{Action: RetrySame, Why: WhyIdleRetry} // R5
+		if f.Idle {
+			// R5 as amended by E1: a stall (mid-stream or before headers)
+			// earns at most one more attempt on the provider, on another key
+			// when there is one (a stalled model is rarely its key's fault,
+			// so never both), then the next model.
+			if s.IdleRetries+s.TimeoutRotations >= p.IdleRetries {
+				return fallback(s)
+			}
+			if rotatable(s, s.TimeoutRotations, p.TimeoutProfileRotations) {
+				return Decision{Action: RotateProfile, Why: WhyStallRotate}
+			}
+			return Decision{Action: RetrySame, Why: WhyIdleRetry}
 		}
 		if rotatable(s, s.TimeoutRotations, p.TimeoutProfileRotations) {
 			return Decision{Action: RotateProfile, Why: WhyRotate}

@@ -49,10 +49,14 @@ func TestDecide_R4_Table(t *testing.T) {
 		{"R4 timeout then falls back", with(func(s *RunState) { s.TimeoutRotations = 1 }), Failure{Reason: classify.ReasonTimeout}, FallbackModel, 0},
 		// R4: each failure type has its own counter: used-up rate-limit budget leaves the timeout budget.
 		{"R4 separate counters", with(func(s *RunState) { s.RateLimitRotations, s.ShortWaitRetries = 3, 3 }), Failure{Reason: classify.ReasonTimeout}, RotateProfile, 0},
-		{"R4 separate counters idle", with(func(s *RunState) { s.ShortWaitRetries, s.EmptyRetries = 3, 3 }), Failure{Reason: classify.ReasonTimeout, Idle: true}, RetrySame, 0},
+		{"R4 separate counters idle", with(func(s *RunState) { s.ShortWaitRetries, s.EmptyRetries = 3, 3 }), Failure{Reason: classify.ReasonTimeout, Idle: true}, RotateProfile, 0},
 		// R5.
-		{"R5 idle retried on same model once", base, Failure{Reason: classify.ReasonTimeout, Idle: true}, RetrySame, 0},
-		{"R5 second idle moves on", with(func(s *RunState) { s.IdleRetries = 1 }), Failure{Reason: classify.ReasonTimeout, Idle: true}, RotateProfile, 0},
+		// R5 as amended by E1: one more attempt on the provider after a stall, on its next key when it has one.
+		{"R5 E1 a stall's one more attempt goes to the next key", base, Failure{Reason: classify.ReasonTimeout, Idle: true}, RotateProfile, 0},
+		{"R5 E1 one key: a stall is retried on it once", with(func(s *RunState) { s.MoreProfiles = false }), Failure{Reason: classify.ReasonTimeout, Idle: true}, RetrySame, 0},
+		{"R5 E1 second stall after a retry moves on", with(func(s *RunState) { s.IdleRetries = 1 }), Failure{Reason: classify.ReasonTimeout, Idle: true}, FallbackModel, 0},
+		{"R5 E1 second stall after a rotation moves on", with(func(s *RunState) { s.TimeoutRotations = 1 }), Failure{Reason: classify.ReasonTimeout, Idle: true}, FallbackModel, 0},
+		{"R5 E1 a stall on the last candidate surfaces", with(func(s *RunState) { s.TimeoutRotations, s.MoreCandidates = 1, false }), Failure{Reason: classify.ReasonTimeout, Idle: true}, SurfaceError, 0},
 		// R6 / B6.
 		{"R6 a usable sibling profile beats a short wait", base, Failure{Reason: classify.ReasonRateLimit, RetryAfter: 2 * time.Second}, RotateProfile, 0},
 		{"R6 a usable later candidate beats a short wait", with(func(s *RunState) { s.MoreProfiles, s.UsableLater = false, true }), Failure{Reason: classify.ReasonRateLimit, RetryAfter: 2 * time.Second}, FallbackModel, 0},
@@ -67,7 +71,7 @@ func TestDecide_R4_Table(t *testing.T) {
 		{"P3 user pin billing falls back", with(func(s *RunState) { s.UserStrict = true }), Failure{Reason: classify.ReasonBilling}, FallbackModel, 0},
 		// R8.
 		{"R8 breaker trips at 5", with(func(s *RunState) { s.Breaker = 5 }), Failure{Reason: classify.ReasonTimeout, Idle: true}, Stop, 0},
-		{"R8 breaker below trip retries", with(func(s *RunState) { s.Breaker = 4 }), Failure{Reason: classify.ReasonTimeout, Idle: true}, RetrySame, 0},
+		{"R8 breaker below trip goes on", with(func(s *RunState) { s.Breaker = 4 }), Failure{Reason: classify.ReasonTimeout, Idle: true}, RotateProfile, 0},
 		// R13.
 		{"R13 empty output one nudged retry", base, Failure{Reason: classify.ReasonEmptyResponse}, RetrySame, 0},
 		{"R13 second empty falls back", with(func(s *RunState) { s.EmptyRetries = 1 }), Failure{Reason: classify.ReasonEmptyResponse}, FallbackModel, 0},

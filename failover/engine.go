@@ -97,7 +97,7 @@ type AttemptKind string
 const (
 	AttemptNormal AttemptKind = "normal"
 	AttemptRetry  AttemptKind = "retry"  // same candidate again (R5, R6, R13)
-	AttemptProbe  AttemptKind = "probe"  // a cooldown probe of the primary (R11, S3)
+	AttemptProbe  AttemptKind = "probe"  // a check of a cooling or down provider (R11, A1, E1): with Request.Probe, the small request
 	AttemptNudged AttemptKind = "nudged" // retry after empty output, with an instruction to answer (R13)
 )
 
@@ -119,6 +119,11 @@ type Output struct {
 	// are the caller's estimate (U1), so cost caps act all the same.
 	UsageEstimated bool
 }
+
+// ProbeFunc sends the smallest request to c's model with c's profile (a
+// one-word prompt, at most one output token, no history: what /recover sends,
+// V5) and reports whether it answered (nil) or its *Failure (E1).
+type ProbeFunc func(ctx context.Context, c Candidate) error
 
 // AttemptFunc makes one paid call. A failure is returned as *Failure: the
 // caller's LLM client builds it from what the provider sent (package llm,
@@ -210,6 +215,10 @@ type Request struct {
 	// Spent is what the turn already paid for before this run (a summary of
 	// dropped history, R16): the B1 caps count it too.
 	Spent Spend
+
+	// Probe checks a provider that is down before the conversation goes to
+	// it again (E1); nil = the conversation itself is the check.
+	Probe ProbeFunc
 
 	Control Controller // the caller's decisions (T6, O2, O3, O6, R15); nil = none
 	Trace   Trace      // what watches the run (V1, R6, L1)

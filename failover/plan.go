@@ -1,6 +1,7 @@
 package failover
 
 import (
+	"cmp"
 	"slices"
 	"sort"
 	"time"
@@ -34,16 +35,53 @@ type plan struct {
 	index    int       // the candidate's place in the chain
 	mstate   ProfileState
 	mblocked bool
+	// row is the provider's probe row as read (A1, E1); down: its latest
+	// verdict was a failure, so only a check may send to the provider.
+	row  ProfileState
+	down bool
 }
 
 // evaluate decides, before any call, whether candidate i is attempted, probed or
 // skipped (R11, R12, B7, R7) and in which profile order (P1-P3).
 func (r *runner) evaluate(i int) plan {
 	pl := r.inspect(i)
-	if pl.skip != "" || (pl.usable > 0 && !pl.mblocked) {
+	switch {
+	case pl.skip != "":
+		return pl
+	case pl.usable > 0 && !pl.mblocked:
+		if pl.down && r.req.Probe != nil {
+			return r.checkOrSkip(pl)
+		}
 		return pl
 	}
 	return r.probeOrSkip(pl)
+}
+
+// checkOrSkip decides for a usable candidate of a provider that is down
+// whether this run checks the provider (E1: the small request first, then the
+// conversation) or skips it as cooling until the next check (E2), which A1's
+// shared probe may then join or wait for.
+func (r *runner) checkOrSkip(pl plan) plan {
+	now := r.now()
+	if !r.probed[pl.prov] {
+		if won, _, _ := r.claimShared(pl.prov, now); won {
+			r.markProbed(pl.prov)
+			pl.kind = AttemptProbe
+			return pl
+		}
+		if rows := r.probeRows([]plan{pl}); len(rows) > 0 {
+			pl.row = rows[pl.prov] // the claim moved on: read when the next check is due
+		}
+	}
+	pl.skip = cmp.Or(pl.row.CooldownReason, classify.ReasonTimeout)
+	if !transientCooldown(pl.skip) {
+		pl.skip = classify.ReasonTimeout
+	}
+	pl.until = nextCheckAt(r.p, pl.row)
+	if !pl.until.After(now) {
+		pl.until = now // a check is in flight, or this run made its own
+	}
+	return pl
 }
 
 // usableNow reports whether candidate i could be tried at once, without a probe
@@ -81,14 +119,17 @@ func (r *runner) inspect(i int) plan {
 		pl.skip = classify.ReasonAuth // every profile expired or the user-pinned one is unknown
 		return pl
 	}
-	keys := candidateKeys(ref, profs)
+	keys := append(candidateKeys(ref, profs), probeKey(prov)) // E1: the provider's probe row too, in the same read
 	states, errs := r.e.getStates(r.ctx, keys)
 	r.warnStoreErrs(errs)
+	pl.row = states[len(states)-1]
+	pl.down = providerDown(pl.row)
+	states = states[:len(states)-1]
 	storedUsed := make([]time.Time, len(profs))
 	for j := range profs {
 		storedUsed[j] = states[1+j].LastUsed
 	}
-	r.e.freshenLastUsed(keys[1:], states[1:]) // P1 sees this process's own successes
+	r.e.freshenLastUsed(keys[1:1+len(profs)], states[1:]) // P1 sees this process's own successes
 	ms := states[0]
 	pl.mstate = ms
 	pl.mblocked = ms.CooldownUntil.After(now)
@@ -128,7 +169,8 @@ func (r *runner) probeOrSkip(pl plan) plan {
 	case classify.ReasonAuth, classify.ReasonAuthPermanent:
 		return pl // a persistent auth failure skips the provider
 	case classify.ReasonBilling:
-		if pl.primary && r.e.claimProbe(r.ctx, prov+"#billing", r.p.BillingProbeInterval, billingSince(pl.slots), now) {
+		if pl.primary && !pl.slots[0].st.RecoveryAt.After(now) && // E3: not before a stated reset
+			r.e.claimProbe(r.ctx, prov+"#billing", r.p.BillingProbeInterval, billingSince(pl.slots), now) {
 			pl.skip, pl.kind = "", AttemptProbe
 		}
 		return pl
@@ -136,15 +178,27 @@ func (r *runner) probeOrSkip(pl plan) plan {
 	if r.probed[prov] {
 		return pl // at most one transient-cooldown probe per provider per run
 	}
+	j := probeSlot(&pl, now)
+	if j < 0 {
+		return pl // E3: no check before a reset the provider stated (D5, V5)
+	}
+	pl.slots = append([]slot(nil), pl.slots...)
+	pl.slots[0], pl.slots[j] = pl.slots[j], pl.slots[0]
+	claim := r.claimCooling
+	if pl.down && r.req.Probe != nil {
+		// E1, E2: a provider that is down is checked as A1's shared probe
+		// checks it, its interval counted from its latest failure.
+		claim = func(prov string, now time.Time) bool { won, _, _ := r.claimShared(prov, now); return won }
+	}
 	switch {
 	case pl.primary:
-		if until.Sub(now) <= r.p.ProbeWindow && r.claimCooling(prov, now) {
+		if until.Sub(now) <= r.p.ProbeWindow && claim(prov, now) {
 			pl.skip, pl.kind = "", AttemptProbe
 		}
 	case !pl.mblocked && pl.usable == 0 && !pl.slots[0].scoped && siblingReason(why):
 		// a profile-wide transient cooldown: a same-provider sibling is still
 		// tried, within the provider's probe throttle like every probe
-		if r.claimCooling(prov, now) {
+		if claim(prov, now) {
 			pl.skip, pl.kind = "", AttemptProbe
 		}
 	}

@@ -32,7 +32,8 @@ type Policy struct {
 	RunTimeout                  time.Duration // R10
 	ProbeWindow                 time.Duration // R11: probe the primary when its cooldown ends within this
 	ProbeInterval               time.Duration // R11: per provider, probes of a cooling candidate while others may answer
-	SharedProbeInterval         time.Duration // A1: per provider, the shared probe when no candidate can be tried
+	SharedProbeInterval         time.Duration // A1, E2: per provider, the first interval between checks of a provider that is down
+	SharedProbeIntervalMax      time.Duration // E2: the interval doubles after each failed check up to this
 	SharedProbeWait             time.Duration // A1: how long a turn waits for a shared probe's result
 	BillingProbeInterval        time.Duration // R11: the throttled probe of a billing-disabled primary
 	FallbackSkipTTL             time.Duration // R12: 0 = off; clamped to 1s..10m
@@ -66,7 +67,7 @@ func DefaultPolicy() Policy {
 		AttemptTimeout: 300 * time.Second, RunTimeout: 1800 * time.Second,
 		// R11, A1: probes.
 		ProbeWindow: 2 * time.Minute, ProbeInterval: 30 * time.Second, BillingProbeInterval: 30 * time.Minute,
-		SharedProbeInterval: 5 * time.Second, SharedProbeWait: 10 * time.Second,
+		SharedProbeInterval: 5 * time.Second, SharedProbeIntervalMax: 30 * time.Second, SharedProbeWait: 10 * time.Second,
 		TimeoutCompactRatio:    0.65, // R15
 		MaxPaidAttemptsPerTurn: 8,    // B1
 	}

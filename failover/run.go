@@ -198,6 +198,11 @@ func (r *runner) walk(i int, pl *plan) flow {
 		r.origin = v.cand
 	}
 	defer r.rollback(v)
+	if v.kind == AttemptProbe && r.req.Probe != nil {
+		if f := r.check(v); f != proceed {
+			return f
+		}
+	}
 	for {
 		if f := r.gate(v); f != proceed {
 			return f
@@ -206,6 +211,64 @@ func (r *runner) walk(i int, pl *plan) flow {
 			return f
 		}
 	}
+}
+
+// check sends the small request of E1 to v's candidate before the
+// conversation goes to a provider that is cooling down or down: it answers,
+// and the cooldown clears for everyone (D1) and the conversation follows at
+// once; it fails, and the provider's next check waits longer (E2) while the
+// run leaves the candidate. A check is a call (B2, R9, R10) but carries no
+// conversation, so the turn's budget (B1) does not count it. An answer that
+// refuses the request itself (format, content filter, context) still says the
+// provider is up.
+func (r *runner) check(v *visit) flow {
+	if f := r.checkCtx(); f != proceed {
+		return f
+	}
+	r.iter++
+	switch {
+	case r.iter > r.maxIter:
+		return r.finish(r.summary(ErrIterationCap)) // R9
+	case !r.e.Guard.Allow():
+		return r.finish(r.summary(ErrPaidCallGuard)) // B2
+	}
+	v.pl.slots[v.slot].tried = true
+	c := called{started: r.now()}
+	ctx, cancel := r.ctx, context.CancelFunc(func() {})
+	if r.p.AttemptTimeout > 0 {
+		ctx, cancel = context.WithTimeoutCause(r.ctx, r.p.AttemptTimeout, classify.ErrAttemptTimeout)
+	}
+	c.err = r.req.Probe(ctx, v.cand)
+	c.timedOut = errors.Is(context.Cause(ctx), classify.ErrAttemptTimeout)
+	cancel()
+	c.end = r.now()
+	if c.err != nil && r.ctx.Err() != nil {
+		r.record(v.record(c, v.cand.failed(classify.ReasonAborted, "run cancelled")))
+		return r.checkCtx()
+	}
+	var f *Failure
+	if c.err != nil {
+		f = failureOf(&c, v.cand)
+	}
+	r.record(v.record(c, f))
+	v.kind = AttemptNormal
+	if f == nil || terminalReason(f.Reason) && f.Reason != classify.ReasonAborted {
+		r.onSuccess(v.pl, v.cand, c.end)
+		r.settleProbe(v.cand.Provider, nil, c.end)
+		return proceed
+	}
+	r.lastCand, r.lastFail = v.cand, f
+	r.onFailure(v.pl, v.cand, f, c.end)
+	r.settleProbe(v.cand.Provider, f, c.end)
+	if v.i == 0 && r.cause == nil {
+		r.cause = f
+	}
+	next := ""
+	if v.i+1 < len(r.req.Chain) {
+		next = string(r.req.Chain[v.i+1])
+	}
+	r.logStep(v.cand, f, next, "next_candidate")
+	return leave
 }
 
 // rollback undoes, exactly once, what BeforeFallback wrote for v's candidate

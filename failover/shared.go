@@ -51,16 +51,49 @@ const (
 	probeAnswered                    // the latest probe, within the interval, answered
 )
 
+// checkInterval is how long after a check of a provider the next may start
+// (E2): the policy's first interval, doubled after each failed check in a row
+// (the row's Consecutive) up to SharedProbeIntervalMax, back to the first after
+// one that answered. It is pure.
+func checkInterval(p *Policy, s ProfileState) time.Duration {
+	return doubling(p.SharedProbeInterval, max(p.SharedProbeIntervalMax, p.SharedProbeInterval), s.Consecutive+1)
+}
+
+// providerDown reports whether a provider's probe row says its latest verdict
+// was a failure: a failed check, or a call that failed as a provider that is
+// down fails (E1). Only a check may send to it again.
+func providerDown(s ProfileState) bool { return s.LastFailure.After(s.LastUsed) }
+
+// lastCheck is when the provider was last checked: the latest claim, or the
+// latest failure, since a call that failed as a provider that is down fails
+// says what a check would have said (E1).
+func lastCheck(s ProfileState) time.Time {
+	if s.LastFailure.After(s.LastProbe) {
+		return s.LastFailure
+	}
+	return s.LastProbe
+}
+
+// nextCheckAt is when the next check of the provider may start (E2).
+func nextCheckAt(p *Policy, s ProfileState) time.Time {
+	last := lastCheck(s)
+	if last.IsZero() {
+		return time.Time{}
+	}
+	return last.Add(checkInterval(p, s))
+}
+
 // probeStatusOf reads a probe row (A1). It is pure.
 func probeStatusOf(s ProfileState, now time.Time, interval, wait time.Duration) probeStatus {
-	if s.LastProbe.IsZero() {
+	last := lastCheck(s)
+	if last.IsZero() {
 		return probeFree
 	}
 	pending := s.LastProbe.After(s.LastUsed) && s.LastProbe.After(s.LastFailure)
 	if pending && now.Before(s.LastProbe.Add(wait)) {
 		return probeRunning
 	}
-	if now.Sub(s.LastProbe) >= interval {
+	if now.Sub(last) >= interval {
 		return probeFree
 	}
 	if pending || !s.LastFailure.Before(s.LastUsed) {
@@ -127,7 +160,7 @@ func (e *Engine) endFlight(prov string, fl *flight, answered, verdict bool) {
 func (r *runner) claimShared(prov string, now time.Time) (won bool, st probeStatus, row ProfileState) {
 	row, err := r.e.store().Update(r.ctx, probeKey(prov), func(s *ProfileState) {
 		won = false // Update may run fn more than once
-		st = probeStatusOf(*s, now, r.p.SharedProbeInterval, r.p.SharedProbeWait)
+		st = probeStatusOf(*s, now, checkInterval(r.p, *s), r.p.SharedProbeWait)
 		if st == probeFree {
 			s.LastProbe = now
 			won = true
@@ -191,10 +224,13 @@ func (r *runner) settleProbe(prov string, f *Failure, end time.Time) {
 			if end.After(s.LastUsed) {
 				s.LastUsed = end
 			}
+			s.Consecutive = 0 // E2: the next outage's checks start at the first interval
 		default:
 			if end.After(s.LastFailure) {
 				s.LastFailure = end
 			}
+			s.Consecutive++ // E2: the next check waits twice as long
+			s.CooldownReason, s.LastError = f.Reason, clip(f.Message)
 		}
 	})
 	if err != nil {
@@ -333,8 +369,8 @@ func (r *runner) nextProbe(cands []plan, rows map[string]ProfileState, failed ma
 		}
 		left = true
 		row := rows[c.prov]
-		if st := probeStatusOf(row, now, r.p.SharedProbeInterval, r.p.SharedProbeWait); st == probeFailed || st == probeAnswered {
-			if at := row.LastProbe.Add(r.p.SharedProbeInterval); wake.IsZero() || at.Before(wake) {
+		if st := probeStatusOf(row, now, checkInterval(r.p, row), r.p.SharedProbeWait); st == probeFailed || st == probeAnswered {
+			if at := nextCheckAt(r.p, row); wake.IsZero() || at.Before(wake) {
 				wake = at
 			}
 			continue

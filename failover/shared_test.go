@@ -122,16 +122,17 @@ func TestRun_A1_TurnsWaitForTheNextProbe(t *testing.T) {
 	if got := sc.keys(); !eqStrings(got, []string{"anthropic/claude@anthropic:main", "openai/gpt-4o@openai:a"}) || h.clk.Now() != t0 {
 		t.Fatalf("turn 1 calls %v at %v, want the probe of the soonest, then of the other provider, at once", got, h.clk.Now())
 	}
-	// A second later: both were probed within the interval. The turn waits
-	// for the next probe (4 s) and openai, recovered, answers it.
+	// A second later: both were probed within the interval, which their
+	// failure doubled (E2: 10 s). The turn waits for the next probe (9 s) and
+	// openai, recovered, answers it.
 	h.clk.Advance(time.Second)
 	sc = newScript(h.clk, ok("back")).on("anthropic/claude", down)
 	res, err := h.e.Run(bg, req, sc.fn)
 	if err != nil || res.Output.Text != "back" {
 		t.Fatalf("turn 2: %v, calls %v", err, sc.keys())
 	}
-	if waited := h.clk.Now().Sub(t0.Add(time.Second)); waited != h.e.Policy.SharedProbeInterval-time.Second {
-		t.Fatalf("turn 2 waited %v, want until the interval ended (4s)", waited)
+	if waited := h.clk.Now().Sub(t0.Add(time.Second)); waited != 2*h.e.Policy.SharedProbeInterval-time.Second {
+		t.Fatalf("turn 2 waited %v, want until the doubled interval ended (9s)", waited)
 	}
 	// Everything down again: a turn within the interval waits, the next probes
 	// fail, and it is refused within the probe wait.
@@ -380,7 +381,11 @@ func TestProbeStatusOf_A1(t *testing.T) {
 		{"in flight", ProfileState{LastProbe: at(0)}, at(3 * time.Second), probeRunning},
 		{"claim lapsed after the wait", ProfileState{LastProbe: at(0)}, at(wait), probeFree},
 		{"failed within the interval", ProfileState{LastProbe: at(0), LastFailure: at(time.Second)}, at(2 * time.Second), probeFailed},
-		{"failed, interval over", ProfileState{LastProbe: at(0), LastFailure: at(time.Second)}, at(iv), probeFree},
+		{"failed, interval over", ProfileState{LastProbe: at(0), LastFailure: at(time.Second)}, at(iv + time.Second), probeFree},
+		// E1, E2: the interval counts from the failure, a check's or a call's.
+		{"failed, interval from the claim only", ProfileState{LastProbe: at(0), LastFailure: at(time.Second)}, at(iv), probeFailed},
+		{"a call failed: within the interval", ProfileState{LastFailure: at(0)}, at(2 * time.Second), probeFailed},
+		{"a call failed: interval over", ProfileState{LastFailure: at(0)}, at(iv), probeFree},
 		{"answered within the interval", ProfileState{LastProbe: at(0), LastUsed: at(time.Second)}, at(2 * time.Second), probeAnswered},
 		{"answered, then a new claim", ProfileState{LastProbe: at(6 * time.Second), LastUsed: at(time.Second)}, at(7 * time.Second), probeRunning},
 		{"released to the last result", ProfileState{LastProbe: at(-time.Minute), LastFailure: at(-time.Minute)}, t0, probeFree},

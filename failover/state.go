@@ -135,6 +135,12 @@ func stateKey(id string, ref ModelRef) string {
 // model had any (R7), of the model, in one store call. A success on an already
 // clean profile is a no-op for the store (applySuccessLazy, lastUsedPersist).
 func (r *runner) onSuccess(pl *plan, c Candidate, now time.Time) {
+	if c.Provider != "" && r.clearsDown(pl) {
+		if _, err := r.e.store().Update(r.ctx, probeKey(c.Provider), func(s *ProfileState) { markUp(s, now) }); err != nil {
+			r.warnStore(err)
+		}
+		pl.down = false
+	}
 	ref := c.Ref()
 	var keys [2]string
 	keys[0] = slotKey(c)
@@ -214,30 +220,85 @@ func (r *runner) onFailure(pl *plan, c Candidate, f *Failure, now time.Time) (mo
 // more than once.
 func (e *Engine) recordFailure(ctx context.Context, c Candidate, ref ModelRef, f *Failure, now time.Time, p *Policy) (ProfileState, error) {
 	cref := c.Ref()
-	var keys [2]string
-	var jr [2]float64
-	var kind [2]bool // true = the model key
+	const profileKey, modelKey, rowKey = 0, 1, 2
+	var keys [3]string
+	var jr [3]float64
+	var kind [3]int
 	n := 0
 	if cooldownReason(f.Reason) || f.Reason == classify.ReasonBilling || f.Reason == classify.ReasonAuthPermanent {
-		keys[n], jr[n] = slotKey(c), e.rand()
+		keys[n], jr[n], kind[n] = slotKey(c), e.rand(), profileKey
 		n++
 	}
+	model := -1
 	if transientFailure(f) {
-		keys[n], jr[n], kind[n] = ModelKey(ref), e.rand(), true
+		keys[n], jr[n], kind[n], model = ModelKey(ref), e.rand(), modelKey, n
+		n++
+	}
+	if downFailure(f) && c.Provider != "" {
+		keys[n], kind[n] = probeKey(c.Provider), rowKey
 		n++
 	}
 	if n == 0 {
 		return ProfileState{}, nil
 	}
 	out, err := e.updateStates(ctx, keys[:n], func(i int, s *ProfileState) {
-		if kind[i] {
+		switch kind[i] {
+		case modelKey:
 			applyModelFailure(s, f, now, p, jr[i])
-			return
+		case rowKey:
+			markDown(s, f, now)
+		default:
+			applyFailure(s, f, cref, now, p, jr[i])
 		}
-		applyFailure(s, f, cref, now, p, jr[i])
 	})
-	if kind[n-1] {
-		return out[n-1], err
+	if model >= 0 {
+		return out[model], err
 	}
 	return ProfileState{}, err
+}
+
+// downFailure reports whether f is how a provider that is down fails (E1):
+// the timeout family, overloads, responses detour refuses and failures without
+// a known cause. A rate limit or an auth failure is one key's; a local failure
+// is ours (A4).
+func downFailure(f *Failure) bool {
+	switch f.Reason {
+	case classify.ReasonTimeout, classify.ReasonOverloaded, classify.ReasonRefusedResponse,
+		classify.ReasonUnclassified, classify.ReasonNoErrorDetails:
+		return f.Class != classify.ClassDeterministic
+	}
+	return false
+}
+
+// markDown records on a provider's probe row that a call failed as a provider
+// that is down fails: until a check or a call answers, the conversation goes
+// to it only after a check (E1), the first an interval after the failure (E2).
+// R11's throttle counts probes only, so the claim (LastProbe) stays as it is.
+func markDown(s *ProfileState, f *Failure, now time.Time) {
+	if now.After(s.LastFailure) {
+		s.LastFailure = now
+	}
+	s.CooldownReason, s.LastError = f.Reason, clip(f.Message)
+}
+
+// markUp records on a provider's probe row that a call answered (E1, E2).
+func markUp(s *ProfileState, now time.Time) {
+	if now.After(s.LastUsed) {
+		s.LastUsed = now
+	}
+	s.Consecutive = 0
+}
+
+// clearsDown reports whether a success on prov must clear its down mark: the
+// run planned it down, or failed on it as a provider that is down fails.
+func (r *runner) clearsDown(pl *plan) bool {
+	if pl.down {
+		return true
+	}
+	for _, a := range r.records {
+		if a.Failure != nil && a.Candidate.Provider == pl.prov && downFailure(a.Failure) {
+			return true
+		}
+	}
+	return false
 }

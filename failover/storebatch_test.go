@@ -81,7 +81,8 @@ func twoModelReq() Request {
 }
 
 // TestRun_R7_BatchStoreCalls: with a store that has GetMany and UpdateMany, a
-// fallback run reads each candidate's model and profile keys in one GetMany,
+// fallback run reads each candidate's model and profile keys and its provider's
+// probe row (E1) in one GetMany,
 // records the primary's failure on its profile (D1) and on its model (R7) in ONE
 // UpdateMany, and clears the fallback's clean profile with one Update.
 // covers R7, D1
@@ -95,9 +96,9 @@ func TestRun_R7_BatchStoreCalls(t *testing.T) {
 		t.Fatalf("run = %+v, %v; want a fallback answer", res, err)
 	}
 	want := []string{
-		"GetMany [model:openai/gpt-4o openai:a]",
+		"GetMany [model:openai/gpt-4o openai:a probe:openai]",
 		"UpdateMany [openai:a model:openai/gpt-4o]",
-		"GetMany [model:anthropic/claude anthropic:main]",
+		"GetMany [model:anthropic/claude anthropic:main probe:anthropic]",
 		"Update anthropic:main",
 	}
 	if got := cs.take(); !reflect.DeepEqual(got, want) {

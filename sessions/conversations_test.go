@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/detourbot/detour/adapters"
 	"github.com/detourbot/detour/classify"
@@ -460,7 +461,9 @@ func testUsageTotals(t *testing.T, driver string) {
 	// A failed call counts too (with no tokens: the provider bills none).
 	h.fake.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeRateLimit, Times: 1})
 	expect(t, ask("test:u2", "slack:T1:C2:99", "a longer question for the model"), "notice,reply")
-	// A thread counts with its channel (Inbound.Parent).
+	// A thread counts with its channel (Inbound.Parent); it comes after the
+	// reset the rate limit stated, before which p1 is not called (E3).
+	h.clock.Advance(2 * time.Minute)
 	h.sayAs(adapters.Inbound{Channel: "test", SessionKey: "discord:G1:T9", Parent: "discord:G1:C9", User: "test:u2", Text: "in a thread", ReplyTo: "r"})
 	expect(t, h.rec.take(), "reply")
 	var in, outT int64

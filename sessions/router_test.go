@@ -777,9 +777,10 @@ func testRouter_T5_Access(t *testing.T, driver string) {
 	}
 }
 
-// covers R11, O7: right after the primary failed and the session fell back, /reset
-// and a new turn: the primary, whose cooldown ends within seconds, is probed at
-// once (the failure that started the cooldown is not a probe) and answers.
+// covers R11, O7, E1: right after the primary failed and the session fell back,
+// /reset and a new turn: the primary, whose cooldown ends within seconds, is
+// probed at once (the failure that started the cooldown is not a probe) with
+// the small request, and then answers the conversation.
 func TestRouter_R11_ResetThenTurnProbesThePrimary(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, driver string) {
 		h := newHarness(t, driver)
@@ -789,8 +790,12 @@ func TestRouter_R11_ResetThenTurnProbesThePrimary(t *testing.T) {
 		h.clock.Advance(5 * time.Second)
 		before := h.calls.count("p1")
 		out := expect(t, h.say(key1, "and now?"), "reply")
-		if out[0].Model != mPrimary || h.calls.count("p1")-before != 1 {
-			t.Fatalf("after /reset answered by %s with %d primary call(s)", out[0].Model, h.calls.count("p1")-before)
+		if out[0].Model != mPrimary || h.calls.count("p1")-before != 2 {
+			t.Fatalf("after /reset answered by %s with %d primary call(s), want the check and the answer", out[0].Model, h.calls.count("p1")-before)
+		}
+		calls := h.fake.Calls()
+		if check := calls[len(calls)-2]; check.Provider != "p1" || check.Stream || len(check.Messages) != 1 || check.Messages[0].Text != "ping" {
+			t.Fatalf("the call before the answer is %+v, want the small check (E1)", check)
 		}
 	})
 }

@@ -362,6 +362,16 @@ func (r *Router) chat(ctx context.Context, c failover.Candidate, msgs []llm.Mess
 	return withEstimate(out, err, msgs), err
 }
 
+// probe sends the smallest request to c's model with c's profile (E1): how a
+// provider that is down is checked, never with the conversation.
+func (r *Router) probe(ctx context.Context, c failover.Candidate) error {
+	cl, err := r.clients(c.Provider, c.Profile)
+	if err != nil || cl == nil {
+		return llm.Unconfigured(c.Provider, c.Model, c.Profile)
+	}
+	return cl.Probe(ctx, c.Model)
+}
+
 // trace watches the turn's runs and its summaries': every attempt recorded
 // and counted (V1, U2, B1, T6, the metrics), and the provider's stated waits
 // shown as progress (R6, L1).
@@ -502,6 +512,7 @@ func (r *Router) baseRequest(t *turn, prompt []llm.Message) failover.Request {
 		PromptTokens: estimate(prompt),
 		Spent:        t.paid,
 		Trace:        t.trace(),
+		Probe:        r.probe,
 	}
 	if e.AuthProfileOverride != "" {
 		switch {
