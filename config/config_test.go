@@ -212,6 +212,7 @@ func TestParse_Full(t *testing.T) {
 		{"transient ladder (A3)", fmt.Sprint(p.TransientLadder), "[2s 4s 30s]"},
 		{"transient window (A3)", p.TransientWindow, 7*time.Minute + 30*time.Second},
 		{"shared probe interval (A1)", p.SharedProbeInterval, 2500 * time.Millisecond},
+		{"shared probe interval cap (E2)", p.SharedProbeIntervalMax, 20 * time.Second},
 		{"shared probe wait (A1)", p.SharedProbeWait, 8 * time.Second},
 		{"billing", p.BillingBackoff, 4 * time.Hour},
 		{"billing max", p.BillingMax, 12 * time.Hour},

@@ -183,6 +183,9 @@ func (d *decoder) validate() {
 	if df.PrimaryProbeInterval <= 0 {
 		bad("agents.defaults.failover.primary_probe_interval", "must be positive")
 	}
+	if pol.SharedProbeIntervalMax < pol.SharedProbeInterval {
+		bad("agents.defaults.failover.probe_interval_max_seconds", "must be at least probe_interval_seconds (E2: the interval between checks doubles up to it)")
+	}
 	if pol.MaxParsedWait < pol.MinParsedWait {
 		bad("agents.defaults.failover.max_parsed_wait", "must be at least min_parsed_wait")
 	}

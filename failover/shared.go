@@ -64,36 +64,26 @@ func checkInterval(p *Policy, s ProfileState) time.Duration {
 // down fails (E1). Only a check may send to it again.
 func providerDown(s ProfileState) bool { return s.LastFailure.After(s.LastUsed) }
 
-// lastCheck is when the provider was last checked: the latest claim, or the
-// latest failure, since a call that failed as a provider that is down fails
-// says what a check would have said (E1).
-func lastCheck(s ProfileState) time.Time {
-	if s.LastFailure.After(s.LastProbe) {
-		return s.LastFailure
-	}
-	return s.LastProbe
-}
-
-// nextCheckAt is when the next check of the provider may start (E2).
+// nextCheckAt is when the next check of the provider may start (E2): the
+// interval counts from the latest check, never from the failure that made the
+// provider down (R11: after /reset the next turn may check at once).
 func nextCheckAt(p *Policy, s ProfileState) time.Time {
-	last := lastCheck(s)
-	if last.IsZero() {
+	if s.LastProbe.IsZero() {
 		return time.Time{}
 	}
-	return last.Add(checkInterval(p, s))
+	return s.LastProbe.Add(checkInterval(p, s))
 }
 
 // probeStatusOf reads a probe row (A1). It is pure.
 func probeStatusOf(s ProfileState, now time.Time, interval, wait time.Duration) probeStatus {
-	last := lastCheck(s)
-	if last.IsZero() {
+	if s.LastProbe.IsZero() {
 		return probeFree
 	}
 	pending := s.LastProbe.After(s.LastUsed) && s.LastProbe.After(s.LastFailure)
 	if pending && now.Before(s.LastProbe.Add(wait)) {
 		return probeRunning
 	}
-	if now.Sub(last) >= interval {
+	if now.Sub(s.LastProbe) >= interval {
 		return probeFree
 	}
 	if pending || !s.LastFailure.Before(s.LastUsed) {

@@ -381,11 +381,9 @@ func TestProbeStatusOf_A1(t *testing.T) {
 		{"in flight", ProfileState{LastProbe: at(0)}, at(3 * time.Second), probeRunning},
 		{"claim lapsed after the wait", ProfileState{LastProbe: at(0)}, at(wait), probeFree},
 		{"failed within the interval", ProfileState{LastProbe: at(0), LastFailure: at(time.Second)}, at(2 * time.Second), probeFailed},
-		{"failed, interval over", ProfileState{LastProbe: at(0), LastFailure: at(time.Second)}, at(iv + time.Second), probeFree},
-		// E1, E2: the interval counts from the failure, a check's or a call's.
-		{"failed, interval from the claim only", ProfileState{LastProbe: at(0), LastFailure: at(time.Second)}, at(iv), probeFailed},
-		{"a call failed: within the interval", ProfileState{LastFailure: at(0)}, at(2 * time.Second), probeFailed},
-		{"a call failed: interval over", ProfileState{LastFailure: at(0)}, at(iv), probeFree},
+		{"failed, interval over", ProfileState{LastProbe: at(0), LastFailure: at(time.Second)}, at(iv), probeFree},
+		// E1, R11: a call that failed is no check; the first check may come at once.
+		{"a call failed, never checked", ProfileState{LastFailure: at(0)}, at(time.Second), probeFree},
 		{"answered within the interval", ProfileState{LastProbe: at(0), LastUsed: at(time.Second)}, at(2 * time.Second), probeAnswered},
 		{"answered, then a new claim", ProfileState{LastProbe: at(6 * time.Second), LastUsed: at(time.Second)}, at(7 * time.Second), probeRunning},
 		{"released to the last result", ProfileState{LastProbe: at(-time.Minute), LastFailure: at(-time.Minute)}, t0, probeFree},

@@ -272,8 +272,8 @@ func downFailure(f *Failure) bool {
 
 // markDown records on a provider's probe row that a call failed as a provider
 // that is down fails: until a check or a call answers, the conversation goes
-// to it only after a check (E1), the first an interval after the failure (E2).
-// R11's throttle counts probes only, so the claim (LastProbe) stays as it is.
+// to it only after a check (E1). R11's throttle counts checks, not the failures
+// that started a cooldown, so the claim (LastProbe) stays as it is.
 func markDown(s *ProfileState, f *Failure, now time.Time) {
 	if now.After(s.LastFailure) {
 		s.LastFailure = now

@@ -19,6 +19,9 @@ type SummaryError struct {
 	// use it (zero = now or unknown); EarliestRetry is the earliest of them.
 	Until map[ModelRef]time.Time
 	Stop  error // why the run stopped early, if it did (ErrBreakerTripped, ErrTurnBudget, ...)
+	// Checks are the visited providers that are down, by provider: how their
+	// checks went and when the next is due (E1, E2, E6).
+	Checks map[string]ProviderCheck
 
 	At           time.Time // when the run ended (engine clock)
 	Stalls       int       // idle-timeout breaker count at the end (R8)
@@ -26,6 +29,12 @@ type SummaryError struct {
 	MaxPaidCalls int       // the turn's paid-call budget (B1)
 	CostUSD      float64   // estimated cost of the run (B1)
 	MaxCostUSD   float64   // the turn's cost budget; 0 = none (B1)
+}
+
+// ProviderCheck is what the checks of a provider that is down came to (E2, E6).
+type ProviderCheck struct {
+	Failed int       // checks that failed in a row since it last answered
+	Next   time.Time // when the next check may start
 }
 
 // Error lists every attempt as "provider/model[profile]: reason (HTTP n)". It
@@ -180,7 +189,8 @@ func (r *runner) summary(stop error) (Result, error) {
 		PaidCalls: r.paid, MaxPaidCalls: r.p.MaxPaidAttemptsPerTurn,
 		CostUSD: r.cost, MaxCostUSD: r.p.MaxTurnCostUSD,
 	}
-	se.Until, se.EarliestRetry = r.earliest(now)
+	se.Checks = r.checks()
+	se.Until, se.EarliestRetry = r.earliest(now, se.Checks)
 	outcome := "exhausted"
 	if stop != nil {
 		outcome = "stopped"
@@ -202,7 +212,7 @@ func (r *runner) summary(stop error) (Result, error) {
 // expiry counts; a candidate is usable when one of its profiles is; the model's
 // own state (R7) blocks too. Both the user's message and the admin report read
 // these times, so they agree, and none is in the past.
-func (r *runner) earliest(now time.Time) (map[ModelRef]time.Time, time.Time) {
+func (r *runner) earliest(now time.Time, checks map[string]ProviderCheck) (map[ModelRef]time.Time, time.Time) {
 	var best time.Time
 	until := map[ModelRef]time.Time{}
 	for _, a := range r.records {
@@ -214,10 +224,42 @@ func (r *runner) earliest(now time.Time) (map[ModelRef]time.Time, time.Time) {
 		profs, _, _ := profilesFor(r.req, prov, now)
 		cs, _ := r.e.CandidateStatus(r.ctx, ref, profs) // a state that cannot be read: unknown, zero
 		u := cs.Until
+		if c, ok := checks[prov]; ok && c.Next.After(now) && c.Next.After(u) {
+			u = c.Next // E1: the conversation waits for the provider's next check
+		}
 		until[ref] = u
 		if !u.IsZero() && (best.IsZero() || u.Before(best)) {
 			best = u
 		}
 	}
 	return until, best
+}
+
+// checks reads the probe rows of the providers the run visited and returns
+// those that are down (E6).
+func (r *runner) checks() map[string]ProviderCheck {
+	var keys []string
+	seen := map[string]bool{}
+	for _, a := range r.records {
+		if p := a.Candidate.Provider; p != "" && !seen[p] {
+			seen[p] = true
+			keys = append(keys, probeKey(p))
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	rows, errs := r.e.getStates(r.ctx, keys)
+	r.warnStoreErrs(errs)
+	var out map[string]ProviderCheck
+	for i, row := range rows {
+		if !providerDown(row) {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]ProviderCheck)
+		}
+		out[keys[i][len("probe:"):]] = ProviderCheck{Failed: row.Consecutive, Next: nextCheckAt(r.p, row)}
+	}
+	return out
 }

@@ -243,6 +243,11 @@ type ReportLine struct {
 	Status   int       // HTTP status of the failure (classify.StatusUnknown for a skip)
 	Error    string    // raw provider message (redacted again when rendered)
 	Recovery time.Time // estimated recovery; zero = unknown
+	// Down: the provider is down and is checked with the smallest request
+	// (E1); Checks failed in a row so far, the next due at NextCheck (E2, E6).
+	Down      bool
+	Checks    int
+	NextCheck time.Time
 }
 
 // LinesFromSummary returns one report line per attempted model, with the recovery
@@ -268,6 +273,9 @@ func LinesFromSummary(s *failover.SummaryError) []ReportLine {
 		// user's message uses, never in the past.
 		if u := s.Until[failover.ModelRef(ref)]; u.After(s.At) {
 			l.Recovery = u
+		}
+		if c, ok := s.Checks[a.Candidate.Provider]; ok {
+			l.Down, l.Checks, l.NextCheck = true, c.Failed, c.Next
 		}
 		lines = append(lines, l)
 	}
@@ -306,6 +314,19 @@ func todo(l ReportLine) string {
 	return "/recover " + l.Model + " probes it now"
 }
 
+// checks says how the checks of a provider that is down went and when the next
+// is due (E6), as a segment of a report line; "" for a provider that is not down.
+func checks(l ReportLine, now time.Time) string {
+	if !l.Down {
+		return ""
+	}
+	s := fmt.Sprintf(" — checks: %d failed", l.Checks)
+	if !l.NextCheck.IsZero() {
+		s += ", next " + FormatTime(l.NextCheck, now)
+	}
+	return s
+}
+
 // AdminReport is the V4 all-models-unavailable report: one line per model with its
 // provider, failure type, redacted raw error and estimated recovery (or "unknown,
 // needs a human"), and what to do.
@@ -336,8 +357,8 @@ func AdminReport(lines []ReportLine, session string, now time.Time) string {
 		if l.Profile != "" {
 			prof = " profile " + l.Profile + ","
 		}
-		fmt.Fprintf(&b, "• %s — provider %s,%s %s: %s — recovery: %s — do: %s\n",
-			l.Model, l.Provider, prof, classify.Describe(l.Reason, l.Status), errText, rec, todo(l))
+		fmt.Fprintf(&b, "• %s — provider %s,%s %s: %s — recovery: %s%s — do: %s\n",
+			l.Model, l.Provider, prof, classify.Describe(l.Reason, l.Status), errText, rec, checks(l, now), todo(l))
 	}
 	if !earliest.IsZero() {
 		fmt.Fprintf(&b, "earliest expected recovery: %s", FormatTime(earliest, now))

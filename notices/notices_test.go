@@ -159,6 +159,21 @@ func TestAdminReport_V4(t *testing.T) {
 	}
 }
 
+// covers E6: the report says, for a provider that is down, how many checks
+// failed and when the next is due; a provider that is not down says nothing.
+func TestAdminReport_E6_ChecksAndNextCheck(t *testing.T) {
+	now := time.Date(2026, 3, 1, 14, 0, 0, 0, time.UTC)
+	s := summary(now)
+	s.Checks = map[string]failover.ProviderCheck{"openai": {Failed: 3, Next: now.Add(30 * time.Second)}}
+	got := AdminReport(LinesFromSummary(s), "console:default", now)
+	if !strings.Contains(got, "recovery: estimated 14:05 UTC (in 5m) — checks: 3 failed, next 14:00:30 UTC (in 30s) — do:") {
+		t.Errorf("report lacks openai's checks:\n%s", got)
+	}
+	if strings.Count(got, "checks:") != 1 {
+		t.Errorf("only the provider that is down has checks:\n%s", got)
+	}
+}
+
 func TestFailureText(t *testing.T) {
 	f := &failover.Failure{Reason: classify.ReasonFormat, Provider: "openai", Model: "x", Message: "bad param"}
 	if got := FailureText(f); got != "openai/x failed: invalid request — bad param" {

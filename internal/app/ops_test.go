@@ -124,7 +124,9 @@ func TestOps_M5_MetricsAfterFallback(t *testing.T) {
 		p := newProbe()
 		p.connected.Store(true)
 		w := startOps(t, driver, p)
-		w.LLM.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeRateLimit, Times: 1})
+		// Overloaded, with no reset stated: a rate limit's Retry-After would
+		// keep every call from p1 until then (E3).
+		w.LLM.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeOverloaded529, Times: 1})
 
 		if o := p.say(t, "probe:s1", "hello"); o.Kind != adapters.KindReply || o.Model != "p2/beta" {
 			t.Fatalf("answer = %+v, want a reply from p2/beta", o)
@@ -135,9 +137,9 @@ func TestOps_M5_MetricsAfterFallback(t *testing.T) {
 			t.Fatalf("/metrics = %d\n%s", code, body)
 		}
 		for _, want := range []string{
-			`detour_llm_calls_total{model="alpha",outcome="rate_limit",provider="p1",status="429"} 1`,
+			`detour_llm_calls_total{model="alpha",outcome="overloaded",provider="p1",status="529"} 1`,
 			`detour_llm_calls_total{model="beta",outcome="ok",provider="p2",status=""} 1`,
-			`detour_fallbacks_total{from="p1/alpha",reason="rate_limit",to="p2/beta"} 1`,
+			`detour_fallbacks_total{from="p1/alpha",reason="overloaded",to="p2/beta"} 1`,
 			`detour_turns_total{channel="probe",outcome="fallback"} 1`,
 			`detour_turn_duration_seconds_count{channel="probe"} 1`,
 			`detour_turn_overhead_seconds_count 1`,
@@ -166,7 +168,9 @@ func TestOps_M5_MetricsAfterFallback(t *testing.T) {
 		}
 
 		// A new session probes the primary, whose cooldown ends within two
-		// minutes (R11); it answers, and the gauges read its recovery at once.
+		// minutes (R11), with the smallest request (E1: it is down); the check
+		// answers, then the conversation, and the gauges read its recovery at
+		// once. The check is counted apart from the calls (E6).
 		if o := p.say(t, "probe:s2", "again"); o.Kind != adapters.KindReply || o.Model != "p1/alpha" {
 			t.Fatalf("second answer = %+v, want a reply from p1/alpha", o)
 		}
@@ -174,7 +178,8 @@ func TestOps_M5_MetricsAfterFallback(t *testing.T) {
 		_, body = get(t, w, "/metrics")
 		for _, want := range []string{
 			`detour_llm_calls_total{model="alpha",outcome="ok",provider="p1",status=""} 1`,
-			`detour_fallbacks_total{from="p1/alpha",reason="rate_limit",to="p2/beta"} 1`,
+			`detour_llm_probes_total{model="alpha",outcome="ok",provider="p1",status=""} 1`,
+			`detour_fallbacks_total{from="p1/alpha",reason="overloaded",to="p2/beta"} 1`,
 			`detour_turns_total{channel="probe",outcome="ok"} 1`,
 			`detour_turns_total{channel="probe",outcome="fallback"} 1`,
 			`detour_profile_available{profile="p1:main"} 1`,

@@ -102,6 +102,7 @@ type Metrics struct {
 	labels labels
 
 	llmCalls     *prometheus.CounterVec
+	llmProbes    *prometheus.CounterVec
 	llmDuration  *prometheus.HistogramVec
 	llmTokens    *prometheus.CounterVec
 	llmCost      *prometheus.CounterVec
@@ -135,6 +136,9 @@ func NewMetrics(avail AvailabilityFunc, names Names, log *slog.Logger) *Metrics 
 	m := &Metrics{reg: prometheus.NewRegistry(), labels: newLabels(names)}
 	m.llmCalls = counterVec("detour_llm_calls_total",
 		`Paid model calls by provider, model, outcome ("ok" or the failure: rate_limit, billing, server_error, timeout, ...) and the HTTP status of a failure ("500", "429", "4xx", "none"; "" for ok).`,
+		"provider", "model", "outcome", "status")
+	m.llmProbes = counterVec("detour_llm_probes_total",
+		`Checks of a provider that is down or cooling down: the smallest request (a one-word prompt, one output token, no conversation), by provider, model, outcome ("ok" or the failure) and the HTTP status of a failure. Not counted in detour_llm_calls_total (E1, E6).`,
 		"provider", "model", "outcome", "status")
 	m.llmDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "detour_llm_call_duration_seconds",
@@ -179,7 +183,7 @@ func NewMetrics(avail AvailabilityFunc, names Names, log *slog.Logger) *Metrics 
 		Name: "detour_ops_connections_refused_total",
 		Help: "Connections to this endpoint closed at once because it already served its limit of connections (A4).",
 	})
-	m.reg.MustRegister(m.llmCalls, m.llmDuration, m.llmTokens, m.llmCost, m.skips, m.fallbacks, m.turns, m.turnDuration, m.turnOverhead, m.guard, m.local, m.opsRefused,
+	m.reg.MustRegister(m.llmCalls, m.llmProbes, m.llmDuration, m.llmTokens, m.llmCost, m.skips, m.fallbacks, m.turns, m.turnDuration, m.turnOverhead, m.guard, m.local, m.opsRefused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, g := range []string{sessions.GuardPerMinute, sessions.GuardTurnBudget} {
 		m.guard.WithLabelValues(g) // present at 0 before the first refusal, so alerts see the series
@@ -208,6 +212,10 @@ func (m *Metrics) Attempt(a failover.AttemptRecord) {
 	outcome, status := "ok", ""
 	if f := a.Failure; f != nil {
 		outcome, status = failureOutcome(f.Reason, f.Status), StatusLabel(f.Status)
+	}
+	if a.Kind == failover.AttemptProbe {
+		m.llmProbes.WithLabelValues(provider, model, outcome, status).Inc() // E6: what an outage costs, apart from turns
+		return
 	}
 	m.llmCalls.WithLabelValues(provider, model, outcome, status).Inc()
 	m.llmDuration.WithLabelValues(provider).Observe(a.Duration.Seconds())
