@@ -92,6 +92,7 @@ type Budgets struct {
 	IdleTimeout            time.Duration `json:"idle_timeout_ns"`
 	CooldownProbeInterval  time.Duration `json:"cooldown_probe_interval_ns"`
 	ProbeInterval          time.Duration `json:"probe_interval_ns"`         // A1's shared probe, per provider
+	ProbeIntervalMax       time.Duration `json:"probe_interval_max_ns"`     // E2: the interval doubles up to this while checks fail
 	ProbeWait              time.Duration `json:"probe_wait_ns"`             // A1
 	PrimaryProbeInterval   time.Duration `json:"primary_probe_interval_ns"` // S3
 }

@@ -96,6 +96,7 @@ func BudgetsFrom(cfg *config.Config) Budgets {
 		IdleTimeout:            cfg.Agents.Defaults.IdleTimeout,
 		CooldownProbeInterval:  p.ProbeInterval,
 		ProbeInterval:          p.SharedProbeInterval,
+		ProbeIntervalMax:       max(p.SharedProbeIntervalMax, p.SharedProbeInterval),
 		ProbeWait:              p.SharedProbeWait,
 		PrimaryProbeInterval:   cfg.Agents.Defaults.PrimaryProbeInterval,
 	}

@@ -290,9 +290,10 @@ func probedOncePerInterval(steps int) Check {
 }
 
 // recoveredWithin: the first answer after the providers healed (at step healed)
-// comes within probe_interval_seconds of the recovery (A1).
+// comes within one check interval of the recovery: probe_interval_max_seconds,
+// where the checks' backoff stops (A1, E2).
 func recoveredWithin(healed int) Check {
-	return Check{fmt.Sprintf("step %d on: answered within probe_interval_seconds of the recovery (A1)", healed),
+	return Check{fmt.Sprintf("step %d on: answered within probe_interval_max_seconds of the recovery (A1, E2)", healed),
 		func(r *Report, b Budgets) (bool, string) {
 			since := time.Duration(0)
 			for _, t := range r.Turns {
@@ -304,7 +305,7 @@ func recoveredWithin(healed int) Check {
 				}
 				for _, a := range t.Answers {
 					if a.Kind == "reply" {
-						return since <= b.ProbeInterval, fmt.Sprintf("first answer %s after the recovery (step %d), limit %s", since, t.Step, b.ProbeInterval)
+						return since <= b.ProbeIntervalMax, fmt.Sprintf("first answer %s after the recovery (step %d), limit %s", since, t.Step, b.ProbeIntervalMax)
 					}
 				}
 			}
