@@ -424,3 +424,71 @@ func scrape(b *testing.B, addr string) string {
 	b.Logf("metrics not readable: %v", last)
 	return ""
 }
+
+// BenchmarkStallFallback: a primary with two keys stalls mid-stream, or hangs
+// before its headers, with idle_seconds 10; it reports the seconds from the
+// message to the fallback's answer and the calls made. covers R5, E1
+func BenchmarkStallFallback(b *testing.B) {
+	for _, bin := range benchBinaries(b) {
+		for _, mode := range []fakeprovider.Mode{fakeprovider.ModeStallAfterFirstChunk, fakeprovider.ModeHangBeforeHeaders} {
+			b.Run(bin.name+"/"+string(mode), func(b *testing.B) {
+				for range b.N {
+					srv := startFakeB(b)
+					dir := b.TempDir()
+					cfg := fmt.Sprintf(`storage: {driver: sqlite, dsn: %q}
+channels:
+  console: {enabled: true, format: jsonl}
+providers:
+  p1: {base_url: %q}
+  p2: {base_url: %q}
+auth:
+  profiles:
+    p1:a: {provider: p1, key: "sk-stall-p1-0001"}
+    p1:b: {provider: p1, key: "sk-stall-p1-0002"}
+    p2:main: {provider: p2, key: "sk-stall-p2-0003"}
+agents:
+  defaults:
+    model: {primary: p1/a, fallbacks: [p2/b]}
+    timeouts: {idle_seconds: 10}
+`, filepath.Join(dir, "bot.db"), srv.BaseURL("p1"), srv.BaseURL("p2"))
+					path := filepath.Join(dir, "config.yaml")
+					if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+						b.Fatal(err)
+					}
+					c, stop := startBinary(b, bin.path, path, dir, "bot")
+					srv.Script(fakeprovider.Rule{Provider: "p1", Mode: mode})
+					b.ResetTimer()
+					start := time.Now()
+					if _, err := io.WriteString(c.in, `{"session": "s", "text": "hello"}`+"\n"); err != nil {
+						b.Fatal(err)
+					}
+					var got outLine
+				wait:
+					for {
+						select {
+						case o := <-c.out:
+							if o.Type == "reply" || o.Type == "error" {
+								got = o
+								break wait
+							}
+						case <-time.After(3 * time.Minute):
+							b.Fatal("no answer within 3 minutes")
+						}
+					}
+					took := time.Since(start)
+					b.StopTimer()
+					calls := len(srv.Calls())
+					stop()
+					b.ReportMetric(took.Seconds(), "fallback-s")
+					b.ReportMetric(float64(calls), "calls")
+					b.Logf("%s, %s: %s from %s after %v, %d calls", bin.name, mode, got.Type, got.Model, took.Round(100*time.Millisecond), calls)
+					// Two idle timeouts (20 s), then the fallback's own answer: a
+					// second of it is the allowance for that answer.
+					if bin.name == "after" && (got.Model != "p2/b" || took > 21*time.Second || calls > 3) {
+						b.Errorf("%s: %s from %s after %v with %d calls, want the fallback within 2 x idle_seconds (and its own answer) with at most 3 calls", mode, got.Type, got.Model, took, calls)
+					}
+				}
+			})
+		}
+	}
+}
