@@ -138,12 +138,14 @@ type anthropicEvent struct {
 		Usage anthropicUsage `json:"usage"`
 	} `json:"message"`
 	ContentBlock struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
+		Type     string `json:"type"`
+		Text     string `json:"text"`
+		Thinking string `json:"thinking"`
 	} `json:"content_block"`
 	Delta struct {
 		Type       string `json:"type"`
 		Text       string `json:"text"`
+		Thinking   string `json:"thinking"`
 		StopReason string `json:"stop_reason"`
 	} `json:"delta"`
 	Usage anthropicUsage `json:"usage"`
@@ -234,7 +236,8 @@ func (c *Client) chatAnthropic(ctx context.Context, req Request, onDelta func(st
 			}
 			return k.broke(err)
 		}
-		k.kick()
+		// No kick for the event as such: a ping, or any event without real
+		// activity in it, is a keep-alive (E4); readEvent says which are not.
 		if typ == "error" {
 			// covers C5, C6: an error event after the 200 (overloaded_error,
 			// api_error) is classified from its own JSON.
@@ -250,39 +253,55 @@ func (c *Client) chatAnthropic(ctx context.Context, req Request, onDelta func(st
 			// read as a bad key to the classifier.
 			return k.broke(fmt.Errorf("%w: event %q", errBadEvent, truncate(typ, 40)))
 		}
-		if !k.add(k.readEvent(typ, &ev)) {
+		text, active := k.readEvent(typ, &ev)
+		if !k.add(text) {
 			return k.broke(answerTooLarge(c.cfg.MaxAnswerBytes))
+		}
+		if active {
+			k.kick()
 		}
 	}
 	k.stop = anthropicStop(k.stop)
 	return k.finish()
 }
 
-// readEvent reads one stream event into the answer and returns its text.
-// ping, content_block_stop, message_stop and event types added later carry
-// no answer text (the API's versioning policy adds event types); nor do
-// thinking, signature and citations deltas.
-func (k *call) readEvent(typ string, ev *anthropicEvent) string {
+// readEvent reads one stream event into the answer and returns its text,
+// and whether it showed real activity, which kicks the watchdog (E4): visible
+// text, thinking (E5), a tool call, a stop reason. ping, message_start,
+// content_block_stop, message_stop and event types added later carry no
+// answer text (the API's versioning policy adds event types); nor do
+// thinking, signature and citations deltas. Thinking is the model at work,
+// so it is activity, but it is never answer text (E5): an answer of
+// thinking alone is empty (R13).
+func (k *call) readEvent(typ string, ev *anthropicEvent) (text string, active bool) {
 	switch typ {
 	case "message_start":
 		k.out.InputTokens, k.out.OutputTokens = ev.Message.Usage.InputTokens, ev.Message.Usage.OutputTokens
 	case "content_block_start":
 		switch ev.ContentBlock.Type {
 		case "text":
-			return ev.ContentBlock.Text
+			return ev.ContentBlock.Text, visible(ev.ContentBlock.Text)
+		case "thinking":
+			return "", visible(ev.ContentBlock.Thinking)
+		case "redacted_thinking":
+			return "", true // reasoning, encrypted: the model at work all the same
 		case "tool_use", "server_tool_use":
 			k.tools = true
+			return "", true
 		}
 	case "content_block_delta":
 		switch ev.Delta.Type {
 		case "text_delta":
-			return ev.Delta.Text
+			return ev.Delta.Text, visible(ev.Delta.Text)
+		case "thinking_delta":
+			return "", visible(ev.Delta.Thinking)
 		case "input_json_delta":
 			k.tools = true
+			return "", true
 		}
 	case "message_delta":
 		if ev.Delta.StopReason != "" {
-			k.stop = ev.Delta.StopReason
+			k.stop, active = ev.Delta.StopReason, true
 		}
 		if ev.Usage.OutputTokens > 0 {
 			k.out.OutputTokens = ev.Usage.OutputTokens
@@ -291,7 +310,7 @@ func (k *call) readEvent(typ string, ev *anthropicEvent) string {
 			k.out.InputTokens = ev.Usage.InputTokens
 		}
 	}
-	return ""
+	return "", active
 }
 
 // probeAnthropic is Probe in the Messages API: max_tokens 1, not streamed.

@@ -10,14 +10,22 @@
 //
 // What it guarantees:
 //   - No hidden retries: one HTTP request per Chat or Probe call.
-//   - Idle detection (R5, R8): no chunk for IdleTimeout, including no response
-//     headers at all, cancels the call with classify.ErrIdleTimeout; the Failure
-//     has Idle set. The attempt timeout is the caller's ctx deadline (cause
-//     classify.ErrAttemptTimeout); a caller cancellation is reason aborted.
+//   - Idle detection (R5, R8, E4): no sign of work for IdleTimeout, including
+//     no response headers at all, cancels the call with
+//     classify.ErrIdleTimeout; the Failure has Idle set. Only real activity
+//     counts (visible answer text, reasoning text, a tool call, a stop
+//     reason): keep-alives (SSE comments, Anthropic's pings, chunks with no
+//     text or only whitespace) do not. The attempt timeout is the caller's ctx
+//     deadline (cause classify.ErrAttemptTimeout); a caller cancellation is
+//     reason aborted.
+//   - Reasoning is not an answer (E5): text a provider marks as reasoning
+//     (reasoning_content or reasoning, Anthropic's thinking) keeps the call
+//     from being idle but is never shown to onDelta nor put in Output.Text.
 //   - Stop reasons go through classify.Finish, the one list of them, here and
-//     nowhere else: unknown ones are errors (R14); empty answers carry
-//     classify.ErrEmptyOutput (R13); Progress means non-empty text or a
-//     completed tool call (R8), never output tokens alone.
+//     nowhere else: unknown ones are errors (R14); answers without visible
+//     text (empty, whitespace, only reasoning) carry classify.ErrEmptyOutput
+//     (R13); Progress means visible text or a completed tool call (R8), never
+//     output tokens alone.
 //   - Bounded input (T1): the body (MaxResponseBytes), one stream line, and the
 //     answer text (MaxAnswerBytes) are capped, compressed responses are refused
 //     (none is asked for), so memory stays bounded whatever a provider sends;
@@ -31,16 +39,20 @@
 // Every protocol shares one http.Client, so the caps, the refused redirects and
 // the capture of what the provider sent hold for all of them alike. For the
 // go-openai protocols go-openai builds and sends the request, reports HTTP
-// errors, frames the SSE stream and decodes each chunk (Recv).
+// errors, frames the SSE stream and decodes each chunk (recv: its Recv, plus
+// the reasoning field go-openai does not know).
 package llm
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"strings"
@@ -233,6 +245,15 @@ func openaiConfig(cfg Config, hc *http.Client) openai.ClientConfig {
 		oc.BaseURL = base
 	}
 	oc.HTTPClient = hc
+	// go-openai gives up on a stream after 300 lines in a row that are not
+	// data lines (SSE comments, blank lines), with
+	// ErrTooManyEmptyStreamMessages, which classify reads as unclassified. A
+	// provider that sends keep-alive comments every 100 ms reaches that in 15
+	// s, long before a 60 s idle timeout, and the attempt would fail as an
+	// unknown error rather than as the idle stream it is (E4). The watchdog
+	// decides when a stream is idle, and the body cap (T1) bounds how many
+	// such lines can come.
+	oc.EmptyMessagesLimit = math.MaxUint
 	return oc
 }
 
@@ -337,34 +358,97 @@ func (c *Client) Chat(ctx context.Context, req Request, onDelta func(string)) (f
 	defer stream.Close()
 	k.kick()
 	for {
-		ck, rerr := stream.Recv()
+		ck, rerr := recv(stream)
 		if rerr != nil {
 			if errors.Is(rerr, io.EOF) && k.ctx.Err() == nil {
 				return k.finish()
 			}
 			return k.broke(rerr)
 		}
-		k.kick()
-		if ck.Usage != nil {
-			k.out.InputTokens = ck.Usage.PromptTokens
-			k.out.OutputTokens = ck.Usage.CompletionTokens
+		active, ok := k.readChunk(&ck)
+		if !ok {
+			return k.broke(answerTooLarge(c.cfg.MaxAnswerBytes))
 		}
-		for _, ch := range ck.Choices {
-			if !k.add(ch.Delta.Content) {
-				return k.broke(answerTooLarge(c.cfg.MaxAnswerBytes))
-			}
-			if len(ch.Delta.ToolCalls) > 0 || ch.Delta.FunctionCall != nil {
-				k.tools = true
-			}
-			if f := string(ch.FinishReason); f != "" && f != string(openai.FinishReasonNull) {
-				k.stop = f
-			}
+		if active {
+			k.kick()
 		}
 	}
 }
 
+// reasoningKey is how the "reasoning" field starts in a chunk's JSON.
+var reasoningKey = []byte(`"reasoning"`)
+
+// recv is go-openai's Recv (RecvRaw, then json.Unmarshal into its chunk
+// type) that also reads reasoning text spelled "reasoning", which go-openai's
+// delta lacks: DeepSeek and vLLM stream reasoning in delta.reasoning_content,
+// OpenRouter and Ollama's compatible endpoint in delta.reasoning. That text
+// is put in ReasoningContent, so that every spelling keeps a reasoning model
+// from looking idle (E5) and none reaches the answer. Only a chunk that
+// holds the key is decoded twice.
+func recv(stream *openai.ChatCompletionStream) (openai.ChatCompletionStreamResponse, error) {
+	var ck openai.ChatCompletionStreamResponse
+	raw, err := stream.RecvRaw()
+	if err != nil {
+		return ck, err
+	}
+	if err := json.Unmarshal(raw, &ck); err != nil {
+		return ck, err
+	}
+	if !bytes.Contains(raw, reasoningKey) {
+		return ck, nil
+	}
+	var alt struct {
+		Choices []struct {
+			Delta struct {
+				Reasoning string `json:"reasoning"`
+			} `json:"delta"`
+		} `json:"choices"`
+	}
+	// A "reasoning" that is not a string is no text to read: ignored.
+	if json.Unmarshal(raw, &alt) == nil && len(alt.Choices) == len(ck.Choices) {
+		for i, ch := range alt.Choices {
+			if ck.Choices[i].Delta.ReasoningContent == "" {
+				ck.Choices[i].Delta.ReasoningContent = ch.Delta.Reasoning
+			}
+		}
+	}
+	return ck, nil
+}
+
+// readChunk reads one stream chunk into the answer. active reports real
+// activity, the only thing that kicks the watchdog (E4): visible answer
+// text, reasoning text (E5), a refusal, a tool call, a stop reason. A chunk
+// with no text, or only whitespace, is a keep-alive. Reasoning text itself
+// is dropped: it is never an answer (E5). ok is false when the text would
+// pass limits.max_answer_bytes (T1).
+func (k *call) readChunk(ck *openai.ChatCompletionStreamResponse) (active, ok bool) {
+	if ck.Usage != nil {
+		k.out.InputTokens = ck.Usage.PromptTokens
+		k.out.OutputTokens = ck.Usage.CompletionTokens
+	}
+	for _, ch := range ck.Choices {
+		if !k.add(ch.Delta.Content) {
+			return active, false
+		}
+		if visible(ch.Delta.Content) || visible(ch.Delta.ReasoningContent) || visible(ch.Delta.Refusal) {
+			active = true
+		}
+		if len(ch.Delta.ToolCalls) > 0 || ch.Delta.FunctionCall != nil {
+			k.tools, active = true, true
+		}
+		if f := string(ch.FinishReason); f != "" && f != string(openai.FinishReasonNull) {
+			k.stop, active = f, true
+		}
+	}
+	return active, true
+}
+
 // add adds d to the answer and shows it, or reports false when it would pass
 // limits.max_answer_bytes: nothing past the cap is kept, shown or returned (T1).
+// Whitespace before the first visible text is held back and shown with that
+// text: a stream of whitespace is no answer (E4, R13), so nothing of it
+// reaches people unless an answer follows. Once the answer is visible,
+// every piece is shown as it comes, so the pieces shown are the answer.
 func (k *call) add(d string) bool {
 	if d == "" {
 		return true
@@ -373,8 +457,16 @@ func (k *call) add(d string) bool {
 		return false
 	}
 	k.text.WriteString(d)
-	if k.onDelta != nil {
-		k.onDelta(d)
+	switch {
+	case k.visible:
+		if k.onDelta != nil {
+			k.onDelta(d)
+		}
+	case visible(d):
+		k.visible = true
+		if k.onDelta != nil {
+			k.onDelta(k.text.String()) // the held whitespace and d
+		}
 	}
 	return true
 }
@@ -402,15 +494,18 @@ func (k *call) finish() (failover.Output, error) {
 	fr, bad := classify.Finish(finish)
 	out.FinishReason = fr
 	toolDone := k.tools && (fr == "tool_calls" || fr == "function_call")
-	out.Progress = out.Text != "" || toolDone // R8: text or a completed tool call, not tokens
+	// R8, E4: visible text or a completed tool call, not tokens, not
+	// whitespace, not reasoning (which never reaches Text, E5).
+	out.Progress = k.visible || toolDone
 
 	switch {
 	case bad != "":
 		// covers R14: a filtered, error or unknown stop is an error before any
 		// decision; the failure says which.
 		return out, k.failStream(&stopError{stop: fr, reason: bad})
-	case out.Text == "" && !toolDone:
-		// covers R13: an empty answer is an error the engine may retry once.
+	case !k.visible && !toolDone:
+		// covers R13, E4, E5: an answer with no visible text (empty, only
+		// whitespace, only reasoning) is an error the engine may retry once.
 		return out, k.failResponse(classify.Response{Status: k.h.statusCode(), Headers: k.h.headers(), Err: classify.ErrEmptyOutput})
 	}
 	k.c.log.Debug("llm call ok", "model", k.model, "finish", finish,

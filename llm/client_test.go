@@ -155,6 +155,10 @@ func modeCases() []modeCase {
 		{mode: fakeprovider.ModeHangBeforeHeaders, reason: classify.ReasonTimeout, status: 0, errIs: classify.ErrIdleTimeout, idle: true},
 		// covers R13: an empty 200 is an error carrying ErrEmptyOutput.
 		{mode: fakeprovider.ModeEmptyReply, reason: classify.ReasonEmptyResponse, status: 200, errIs: classify.ErrEmptyOutput},
+		// covers E4: keep-alives alone (comments, empty and whitespace chunks) are an idle stream.
+		{mode: fakeprovider.ModeKeepAliveOnly, reason: classify.ReasonTimeout, status: 200, stream: true, errIs: classify.ErrIdleTimeout, idle: true},
+		// covers E5, R13: an answer of reasoning alone is empty.
+		{mode: fakeprovider.ModeReasoningOnly, reason: classify.ReasonEmptyResponse, status: 200, errIs: classify.ErrEmptyOutput},
 		// covers R14: an unknown stop reason is an error before any decision.
 		{mode: fakeprovider.ModeUnknownFinishReason, reason: classify.ReasonUnclassified, status: 200, stream: true, errHas: "unknown stop reason: weird_reason"},
 		// an SSE error event mid-stream: APIError with status 0, rebuilt as the event JSON.

@@ -107,8 +107,8 @@ func (t *captureTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 
 // call is one request of a Client: when it started, the capture of what the
 // provider sent (status, headers, an error body), and the idle watchdog that
-// cancels its context with classify.ErrIdleTimeout when no chunk came for
-// IdleTimeout (R5, R8).
+// cancels its context with classify.ErrIdleTimeout when the model showed no
+// sign of work for IdleTimeout (R5, R8, E4).
 type call struct {
 	c      *Client
 	model  string
@@ -120,11 +120,13 @@ type call struct {
 	start  time.Time
 
 	// The streamed answer so far: its usage, text, stop reason as sent, and
-	// whether it called a tool; onDelta is shown each piece of text.
+	// whether it called a tool; onDelta is shown each piece of text once the
+	// answer has visible text (visible).
 	out     failover.Output
 	text    strings.Builder
 	stop    string
 	tools   bool
+	visible bool // the text holds more than whitespace (E4)
 	onDelta func(string)
 }
 
@@ -137,8 +139,17 @@ func (c *Client) begin(ctx context.Context, model string) *call {
 	return k
 }
 
-// kick tells the watchdog that data came.
+// kick tells the watchdog that the model is at work: the response headers
+// came, or a piece of real activity (visible answer text, reasoning text, a
+// tool call, a stop reason). Keep-alives never kick (E4): SSE comments, ping
+// events, chunks with no text or only whitespace say that the connection is
+// open, not that the model is answering, so a provider that sends nothing
+// else is idle after IdleTimeout rather than after the caller's deadline.
 func (k *call) kick() { k.idle.Reset(k.c.cfg.IdleTimeout) }
+
+// visible reports whether s holds answer text people can read: whitespace
+// alone is no answer (E4, R13).
+func visible(s string) bool { return strings.TrimSpace(s) != "" }
 
 // done stops the watchdog and releases the request's context.
 func (k *call) done() {
@@ -206,7 +217,8 @@ func (k *call) normalise(err error, stream bool) classify.Response {
 		}
 	default:
 		// Transport errors (refused, reset, DNS), truncated reads, client-side
-		// validation errors, ErrTooManyEmptyStreamMessages.
+		// validation errors. (ErrTooManyEmptyStreamMessages never comes:
+		// openaiConfig lifts go-openai's limit, E4.)
 		r.Err = err
 		if h.statusCode() >= 400 {
 			r.Body = h.bodyText()

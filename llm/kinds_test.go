@@ -138,6 +138,8 @@ var wantByMode = map[fakeprovider.Mode]struct {
 	fakeprovider.ModeModelNotFound404:   {classify.ReasonModelNotFound, map[API]int{APIAzure: 404, APIAnthropic: 404, APIGemini: 404}},
 	fakeprovider.ModeFormat400:          {classify.ReasonFormat, map[API]int{APIAnthropic: 400, APIGemini: 400}},
 	fakeprovider.ModeServer500:          {classify.ReasonTimeout, map[API]int{APIAzure: 500, APIAnthropic: 500, APIGemini: 500}},
+	fakeprovider.ModeKeepAliveOnly:      {classify.ReasonTimeout, nil},       // E4: idle
+	fakeprovider.ModeReasoningOnly:      {classify.ReasonEmptyResponse, nil}, // E5, R13
 }
 
 // TestKinds_EveryModeAsOpenAI runs every mode of the fake through the real
@@ -146,13 +148,13 @@ var wantByMode = map[fakeprovider.Mode]struct {
 // recovery, so the engine rotates, cools down and falls back alike. The
 // families failover turns on (429, quota, billing, auth, overloaded,
 // overflow, ...) must also be the named reason, with the protocol's own
-// status. covers C1-C6, C8-C11, R13, R14, T1, T2, T8
+// status. covers C1-C6, C8-C11, R13, R14, T1, T2, T8, E4, E5
 func TestKinds_EveryModeAsOpenAI(t *testing.T) {
 	for _, mode := range fakeprovider.AllModes {
 		rule := fakeprovider.Rule{Mode: mode}
 		idle := 3 * time.Second
 		switch mode {
-		case fakeprovider.ModeStallAfterFirstChunk, fakeprovider.ModeHangBeforeHeaders:
+		case fakeprovider.ModeStallAfterFirstChunk, fakeprovider.ModeHangBeforeHeaders, fakeprovider.ModeKeepAliveOnly:
 			idle = 300 * time.Millisecond
 		case fakeprovider.ModeRateLimit:
 			rule.RetryAfter = 45 * time.Second

@@ -185,6 +185,15 @@ func anthropicFrame(typ string, data []byte) []byte {
 // anthropicStart sends the headers, message_start, the text block's start and
 // a ping, as the API opens every stream.
 func (a *answer) anthropicStart() {
+	a.anthropicHead()
+	a.anthropicEvent("content_block_start", map[string]any{"type": "content_block_start", "index": 0,
+		"content_block": map[string]string{"type": "text", "text": ""}})
+	a.anthropicEvent("ping", map[string]string{"type": "ping"})
+	a.flush()
+}
+
+// anthropicHead sends the headers and message_start, which open every stream.
+func (a *answer) anthropicHead() {
 	h := a.w.Header()
 	h.Set("Content-Type", "text/event-stream; charset=utf-8")
 	h.Set("Cache-Control", "no-cache")
@@ -196,10 +205,31 @@ func (a *answer) anthropicStart() {
 		"stop_reason": nil, "stop_sequence": nil,
 		"usage": a.anthropicUsage(1),
 	}})
+}
+
+// fakeSignature stands for the signature Anthropic ends a thinking block with
+// (opaque to clients, which send it back unchanged).
+const fakeSignature = "ZmFrZXByb3ZpZGVyIHNpZ25hdHVyZQ=="
+
+// anthropicThinking answers reasoning_only in a stream: one thinking block,
+// its text in thinking_delta events, its signature, then end_turn with no
+// text block at all, as a model that thought and said nothing.
+func (a *answer) anthropicThinking() int {
+	ws := words(a.reasoningText())
+	a.anthropicHead()
 	a.anthropicEvent("content_block_start", map[string]any{"type": "content_block_start", "index": 0,
-		"content_block": map[string]string{"type": "text", "text": ""}})
+		"content_block": map[string]string{"type": "thinking", "thinking": ""}})
 	a.anthropicEvent("ping", map[string]string{"type": "ping"})
-	a.flush()
+	for _, w := range ws {
+		if !a.anthropicEvent("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0,
+			"delta": map[string]string{"type": "thinking_delta", "thinking": w}}) {
+			return http.StatusOK
+		}
+	}
+	a.anthropicEvent("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0,
+		"delta": map[string]string{"type": "signature_delta", "signature": fakeSignature}})
+	a.anthropicEnd("end_turn", len(ws))
+	return http.StatusOK
 }
 
 func (a *answer) anthropicDelta(text string) bool {
@@ -220,6 +250,15 @@ func (a *answer) anthropicEnd(stop string, outTokens int) {
 var anthropicOverloaded = []byte(`{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`)
 
 func (a *answer) anthropicStream(mode Mode) int {
+	switch mode {
+	case ModeKeepAliveOnly:
+		// Anthropic keeps a quiet stream open with pings.
+		a.anthropicHead()
+		a.keepAlive(func(int) bool { return a.anthropicEvent("ping", map[string]string{"type": "ping"}) })
+		return http.StatusOK
+	case ModeReasoningOnly:
+		return a.anthropicThinking()
+	}
 	text, stop := a.said(mode, "end_turn")
 	ws := words(text)
 	a.anthropicStart()
@@ -265,11 +304,18 @@ func (a *answer) anthropicMessage(mode Mode) int {
 	}); ended {
 		return status
 	}
+	content := []any{map[string]string{"type": "text", "text": text}}
+	n := len(words(text))
+	if mode == ModeReasoningOnly {
+		reasoning := a.reasoningText()
+		content = []any{map[string]string{"type": "thinking", "thinking": reasoning, "signature": fakeSignature}}
+		n = len(words(reasoning))
+	}
 	writeJSON(a.w, http.StatusOK, map[string]any{
 		"id": a.id, "type": "message", "role": "assistant", "model": a.req.Model,
-		"content":     []any{map[string]string{"type": "text", "text": text}},
+		"content":     content,
 		"stop_reason": stop, "stop_sequence": nil,
-		"usage": a.anthropicUsage(len(words(text))),
+		"usage": a.anthropicUsage(n),
 	})
 	return http.StatusOK
 }

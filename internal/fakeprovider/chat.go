@@ -201,7 +201,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request, api API) {
 	call.Mode = mode
 	idx = s.logCall(call)
 
-	if mode != ModeSlowStream && rule.Delay > 0 && !s.wait(r.Context(), rule.Delay) {
+	if mode != ModeSlowStream && mode != ModeKeepAliveOnly && rule.Delay > 0 && !s.wait(r.Context(), rule.Delay) {
 		return
 	}
 	a := &answer{s: s, w: w, r: r, req: req, rule: rule, provider: provider, api: api, key: key, note: note,
@@ -276,12 +276,7 @@ func (a *answer) report(u Usage) {
 func (a *answer) replyText() string {
 	text := a.rule.Reply
 	if text == "" {
-		said := a.req.lastUser()
-		const maxRunes = 80
-		if utf8.RuneCountInString(said) > maxRunes {
-			said = string([]rune(said)[:maxRunes]) + "…"
-		}
-		text = fmt.Sprintf("[%s/%s] you said: %s", a.provider, a.req.Model, said)
+		text = fmt.Sprintf("[%s/%s] you said: %s", a.provider, a.req.Model, truncateRunes(a.req.lastUser(), 80))
 	}
 	if imgs := a.req.lastUserImages(); len(imgs) > 0 {
 		text += " " + sawImages(imgs) // proof the bytes reached the model
@@ -294,11 +289,12 @@ func (a *answer) replyText() string {
 
 // words splits text into stream chunks, one word (with its trailing space) each.
 // said is what an answer in mode says and how it ends (normal: the protocol's
-// usual finish reason): nothing for an empty reply, an unknown reason for
-// ModeUnknownFinishReason.
+// usual finish reason): nothing for an empty reply (nor for reasoning_only
+// and keepalive_only, whose streams carry no answer text), an unknown reason
+// for ModeUnknownFinishReason.
 func (a *answer) said(mode Mode, normal string) (text, finish string) {
 	switch mode {
-	case ModeEmptyReply:
+	case ModeEmptyReply, ModeReasoningOnly, ModeKeepAliveOnly:
 		return "", normal
 	case ModeUnknownFinishReason:
 		return a.replyText(), "weird_reason"
@@ -307,12 +303,13 @@ func (a *answer) said(mode Mode, normal string) (text, finish string) {
 }
 
 // whole plays, for an answer without stream, the modes that break or slow a
-// stream: a stall hangs before any answer, a mid-stream error is the server
+// stream: a stall or a stream of keep-alives hangs before any answer (there
+// is no stream to keep alive), a mid-stream error is the server
 // error fail writes, a slow stream is slow before it answers. ended says the
 // answer is over (status sent, 0 = none).
 func (a *answer) whole(mode Mode, fail func() int) (status int, ended bool) {
 	switch mode {
-	case ModeStallAfterFirstChunk:
+	case ModeStallAfterFirstChunk, ModeKeepAliveOnly:
 		a.s.block(a.r.Context())
 		return 0, true
 	case ModeMidstreamError:
@@ -496,6 +493,14 @@ func writeBadGateway(w http.ResponseWriter) int {
 	return writeRaw(w, http.StatusBadGateway, "text/html", "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>cloudflare</center>\r\n</body>\r\n</html>\r\n")
 }
 
+// truncateRunes is s cut to n runes, with "…" when it was cut.
+func truncateRunes(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n]) + "…"
+}
+
 func first(ws []string) string {
 	if len(ws) == 0 {
 		return ""
@@ -551,6 +556,45 @@ type delta struct {
 	Content string `json:"content"`
 }
 
+// reasoningDelta is a delta of reasoning alone, as DeepSeek and the servers
+// that copy it (vLLM, Ollama's compatible endpoint, ...) stream it: content
+// null, the text in reasoning_content.
+type reasoningDelta struct {
+	Content   *string `json:"content"`
+	Reasoning string  `json:"reasoning_content"`
+}
+
+// reasoningText is what reasoning_only reasons: Rule.Reply, or a line about
+// the prompt.
+func (a *answer) reasoningText() string {
+	if a.rule.Reply != "" {
+		return a.rule.Reply
+	}
+	return fmt.Sprintf("[%s/%s] thinking about what to say to: %s", a.provider, a.req.Model, truncateRunes(a.req.lastUser(), 80))
+}
+
+// keepAliveGap is keepalive_only's pause between keep-alives.
+func (a *answer) keepAliveGap() time.Duration {
+	if a.rule.Delay > 0 {
+		return a.rule.Delay
+	}
+	return 100 * time.Millisecond
+}
+
+// keepAlive sends keep-alive i = 0, 1, 2, ... with send, one every
+// keepAliveGap, until the client leaves or the server closes.
+func (a *answer) keepAlive(send func(i int) bool) {
+	for i := 0; ; i++ {
+		if !send(i) {
+			return
+		}
+		a.flush()
+		if !a.s.wait(a.r.Context(), a.keepAliveGap()) {
+			return
+		}
+	}
+}
+
 // Usage is the token usage an answer reported, in OpenAI's field names.
 type Usage struct {
 	PromptTokens     int `json:"prompt_tokens"`
@@ -575,11 +619,17 @@ func (a *answer) nonStream(mode Mode) int {
 		return status
 	}
 	n := len(words(text))
+	msg := map[string]any{"role": "assistant", "content": text}
+	if mode == ModeReasoningOnly {
+		reasoning := a.reasoningText()
+		n = len(words(reasoning)) // reasoning tokens are billed as completion tokens
+		msg["reasoning_content"] = reasoning
+	}
 	out := map[string]any{
 		"id": a.id, "object": "chat.completion", "created": a.created, "model": a.req.Model,
 		"choices": []any{map[string]any{
 			"index":         0,
-			"message":       map[string]any{"role": "assistant", "content": text},
+			"message":       msg,
 			"finish_reason": finish,
 		}},
 	}
@@ -601,19 +651,30 @@ func (a *answer) startStream() {
 
 func (a *answer) flush() { _ = http.NewResponseController(a.w).Flush() }
 
-func (a *answer) chunk(d delta, finish *string) bool {
-	type choice struct {
-		Index        int     `json:"index"`
-		Delta        delta   `json:"delta"`
-		FinishReason *string `json:"finish_reason"`
-	}
-	b, _ := json.Marshal(struct {
-		ID      string   `json:"id"`
-		Object  string   `json:"object"`
-		Created int64    `json:"created"`
-		Model   string   `json:"model"`
-		Choices []choice `json:"choices"`
-	}{a.id, "chat.completion.chunk", a.created, a.req.Model, []choice{{Delta: d, FinishReason: finish}}})
+func (a *answer) chunk(d delta, finish *string) bool { return sendChunk(a, d, finish) }
+
+// choiceChunk is a chunk of one choice whose delta is of type D; generic
+// rather than an any field, so that the usual chunk's delta is not boxed and
+// a stream costs what it did before other delta shapes came (the client
+// benchmarks count the fake's allocations too).
+type choiceChunk[D any] struct {
+	ID      string      `json:"id"`
+	Object  string      `json:"object"`
+	Created int64       `json:"created"`
+	Model   string      `json:"model"`
+	Choices []choice[D] `json:"choices"`
+}
+
+type choice[D any] struct {
+	Index        int     `json:"index"`
+	Delta        D       `json:"delta"`
+	FinishReason *string `json:"finish_reason"`
+}
+
+// sendChunk sends a chunk of one choice whose delta is d, whatever its shape
+// (delta, reasoningDelta, an empty struct for "delta":{}).
+func sendChunk[D any](a *answer, d D, finish *string) bool {
+	b, _ := json.Marshal(choiceChunk[D]{a.id, "chat.completion.chunk", a.created, a.req.Model, []choice[D]{{Delta: d, FinishReason: finish}}})
 	return a.event(b)
 }
 
@@ -638,6 +699,19 @@ func (a *answer) stream(mode Mode) int {
 		a.flush()
 		a.s.block(ctx)
 		return http.StatusOK
+	case ModeKeepAliveOnly:
+		a.keepAlive(func(i int) bool {
+			switch i % 3 {
+			case 0:
+				return a.send([]byte(": keep-alive\n\n"))
+			case 1:
+				return sendChunk(a, struct{}{}, nil) // "delta":{}
+			}
+			return a.chunk(delta{Content: " \n"}, nil)
+		})
+		return http.StatusOK
+	case ModeReasoningOnly:
+		ws = words(a.reasoningText())
 	case ModeMidstreamError:
 		a.chunk(delta{Role: "assistant", Content: first(ws)}, nil)
 		if a.api == APIGemini {
@@ -661,7 +735,13 @@ func (a *answer) stream(mode Mode) int {
 		if gap > 0 && !a.s.wait(ctx, gap) {
 			return http.StatusOK
 		}
-		if !a.chunk(delta{Content: w}, nil) {
+		var sent bool
+		if mode == ModeReasoningOnly {
+			sent = sendChunk(a, reasoningDelta{Reasoning: w}, nil)
+		} else {
+			sent = a.chunk(delta{Content: w}, nil)
+		}
+		if !sent {
 			return http.StatusOK
 		}
 		if gap > 0 {

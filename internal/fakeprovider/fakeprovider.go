@@ -58,8 +58,20 @@
 // # Modes
 //
 // See the Mode constants. Modes that wait (hang_before_headers,
-// stall_after_first_chunk, slow_stream, Delay) end when the client goes away or
-// Close is called; Close waits for every handler, so no goroutine is left behind.
+// stall_after_first_chunk, slow_stream, keepalive_only, Delay) end when the
+// client goes away or Close is called; Close waits for every handler, so no
+// goroutine is left behind.
+//
+// Two modes look busy but give no answer, as real providers do (E4, E5).
+// keepalive_only opens a stream and then sends only keep-alives, one every
+// Delay (default 100ms): in the OpenAI-compatible protocols (openai, azure,
+// gemini) an SSE comment line (": keep-alive"), a chunk with an empty delta
+// and a chunk whose content is whitespace, in turn; in Anthropic's, ping
+// events after message_start. Asked without stream it hangs before its
+// headers, like hang_before_headers. reasoning_only is a complete, well-formed
+// answer whose only content is reasoning: reasoning_content deltas (a
+// reasoning_content field without stream) in the OpenAI-compatible protocols,
+// a thinking block in Anthropic's, then the usual stop and usage.
 //
 // The hostile modes test a client's bounds (T1, T2): gzip_bomb (a few MB
 // sent with Content-Encoding: gzip that inflate to GBs, streaming or not),
@@ -125,6 +137,9 @@ const (
 	ModeMidstreamError       Mode = "midstream_error"         // one chunk, then an SSE error event
 	ModeConnectionReset      Mode = "connection_reset"        // TCP reset (after one chunk when streaming)
 	ModeQuotaResetText       Mode = "quota_reset_text"        // 429 "quota ... exhausted ... will reset at <time>"
+	// Streams that look alive but answer nothing (E4, E5).
+	ModeKeepAliveOnly Mode = "keepalive_only" // 200 stream, then only keep-alives every Delay (default 100ms) until the client leaves; non-stream: hangs before headers
+	ModeReasoningOnly Mode = "reasoning_only" // a complete answer whose only content is reasoning (reasoning_content, Anthropic thinking), stop/end_turn
 
 	// Hostile providers (T1, T2). Sizes are Rule.Size (default 100 MiB; the gzip
 	// bomb inflates to 4 GiB); the bytes are made as they are sent, so the fake
@@ -145,6 +160,7 @@ var AllModes = []Mode{
 	ModeServer500, ModeBadGateway502HTML, ModeUnavailable503, ModeOverloaded529,
 	ModeStallAfterFirstChunk, ModeHangBeforeHeaders, ModeSlowStream, ModeEmptyReply,
 	ModeUnknownFinishReason, ModeMidstreamError, ModeConnectionReset, ModeQuotaResetText,
+	ModeKeepAliveOnly, ModeReasoningOnly,
 	ModeGzipBomb, ModeEndlessStream, ModeHugeLine, ModeHugeChunk, ModeHugeErrorBody,
 	ModeRedirectOtherPort, ModeRedirectLoop,
 }
@@ -177,11 +193,13 @@ type Rule struct {
 	RetryAfter time.Duration `json:"-"`
 	// ResetText is the reset time quoted by quota_reset_text, e.g. "08-25 01:37:00 UTC".
 	ResetText string `json:"reset_text,omitempty"`
-	// Delay is the pause between chunks in slow_stream and, in every other mode,
-	// the pause before the response starts.
+	// Delay is the pause between chunks in slow_stream, between keep-alives
+	// in keepalive_only and, in every other mode, the pause before the
+	// response starts.
 	Delay time.Duration `json:"-"`
-	// Reply replaces the default answer text of ok-like modes. Streams send it
-	// word by word (one chunk per space-separated word).
+	// Reply replaces the default answer text of ok-like modes, and the
+	// reasoning of reasoning_only. Streams send it word by word (one chunk per
+	// space-separated word).
 	Reply string `json:"reply,omitempty"`
 	// Size is the byte count of the huge modes (huge_line, huge_chunk,
 	// huge_error_body: default 100 MiB) and the inflated size of gzip_bomb

@@ -283,7 +283,7 @@ func TestParseRulesFile(t *testing.T) {
 
 // Long-waiting modes end when the server closes, and leave no goroutine behind.
 func TestCloseEndsWaitingHandlers(t *testing.T) {
-	for _, m := range []Mode{ModeHangBeforeHeaders, ModeStallAfterFirstChunk, ModeSlowStream} {
+	for _, m := range []Mode{ModeHangBeforeHeaders, ModeStallAfterFirstChunk, ModeSlowStream, ModeKeepAliveOnly} {
 		t.Run(string(m), func(t *testing.T) {
 			s := New(WithRules(Rule{Mode: m, Delay: time.Hour}))
 			if err := s.Start("127.0.0.1:0"); err != nil {
@@ -369,7 +369,7 @@ func TestMarkerNotes(t *testing.T) {
 		}
 		return resp.StatusCode, out.Choices[0].Message.Content
 	}
-	allModes := "Valid modes: ok, rate_limit, insufficient_quota, billing_402, unauthorized_401, revoked_403, model_not_found_404, context_overflow_400, format_400, server_500, bad_gateway_502_html, unavailable_503, overloaded_529, stall_after_first_chunk, hang_before_headers, slow_stream, empty_reply, unknown_finish_reason, midstream_error, connection_reset, quota_reset_text, gzip_bomb, endless_stream, huge_line, huge_chunk, huge_error_body, redirect_other_port, redirect_loop."
+	allModes := "Valid modes: ok, rate_limit, insufficient_quota, billing_402, unauthorized_401, revoked_403, model_not_found_404, context_overflow_400, format_400, server_500, bad_gateway_502_html, unavailable_503, overloaded_529, stall_after_first_chunk, hang_before_headers, slow_stream, empty_reply, unknown_finish_reason, midstream_error, connection_reset, quota_reset_text, keepalive_only, reasoning_only, gzip_bomb, endless_stream, huge_line, huge_chunk, huge_error_body, redirect_other_port, redirect_loop."
 	for _, tc := range []struct {
 		name, provider, model, text string
 		status                      int
