@@ -232,11 +232,12 @@ func TestOutage_E3_StatedResetIsHonoured(t *testing.T) {
 	})
 }
 
-// covers R5, E1: a primary with two keys that stalls mid-stream, or hangs
-// before its headers: one more attempt on its second key, then the fallback
-// answers: three calls, each stall cut after idle_seconds.
-func TestOutage_E1_StallGetsOneMoreAttemptThenFallback(t *testing.T) {
-	for _, mode := range []fakeprovider.Mode{fakeprovider.ModeStallAfterFirstChunk, fakeprovider.ModeHangBeforeHeaders} {
+// covers R5, E1, E4: a primary with two keys that stalls mid-stream, hangs
+// before its headers, or sends keep-alives only: one more attempt on its
+// second key, then the fallback answers: three calls, each stall cut after
+// idle_seconds.
+func TestOutage_E1_E4_StallGetsOneMoreAttemptThenFallback(t *testing.T) {
+	for _, mode := range []fakeprovider.Mode{fakeprovider.ModeStallAfterFirstChunk, fakeprovider.ModeHangBeforeHeaders, fakeprovider.ModeKeepAliveOnly} {
 		t.Run(string(mode), func(t *testing.T) {
 			const idle = 300 * time.Millisecond
 			spec := e2e.Spec{Primary: "p1/alpha", Fallbacks: []string{"p2/beta"}, Idle: idle,
@@ -252,5 +253,27 @@ func TestOutage_E1_StallGetsOneMoreAttemptThenFallback(t *testing.T) {
 				t.Fatalf("calls %+v, want p1 on each key, then p2", calls)
 			}
 		})
+	}
+}
+
+// covers E5, R13: a primary that answers with reasoning alone gets one nudged
+// retry, then the fallback answers; none of the reasoning reaches the person.
+func TestOutage_E5_ReasoningOnlyFallsBackUnseen(t *testing.T) {
+	const reasoning = "SECRET-REASONING weighing the question"
+	spec := e2e.Spec{Primary: "p1/alpha", Fallbacks: []string{"p2/beta"},
+		Keys: map[string]string{"p1:main": "sk-CANARY-p1-0000000", "p2:main": "sk-CANARY-p2-0000000"}}
+	w, u := consoleWorld(t, spec)
+	w.LLM.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeReasoningOnly, Reply: reasoning})
+	got := u.say("s", "hello")
+	if last := got[len(got)-1]; last.Type != "reply" || last.Model != "p2/beta" {
+		t.Fatalf("answer %+v, want the fallback's", got)
+	}
+	for _, l := range got {
+		if strings.Contains(l.Text, "SECRET-REASONING") {
+			t.Fatalf("reasoning reached the console: %+v", l)
+		}
+	}
+	if n := w.LLM.CallCount(fakeprovider.Filter{Provider: "p1"}); n != 2 {
+		t.Fatalf("%d calls to p1, want the answer and one nudged retry (R13)", n)
 	}
 }
