@@ -122,8 +122,9 @@ type Output struct {
 
 // ProbeFunc sends the smallest request to c's model with c's profile (a
 // one-word prompt, at most one output token, no history: what /recover sends,
-// V5) and reports whether it answered (nil) or its *Failure (E1).
-type ProbeFunc func(ctx context.Context, c Candidate) error
+// V5) and reports whether it answered (nil) or its *Failure (E1), with the
+// tokens it cost (Output's text is not read).
+type ProbeFunc func(ctx context.Context, c Candidate) (Output, error)
 
 // AttemptFunc makes one paid call. A failure is returned as *Failure: the
 // caller's LLM client builds it from what the provider sent (package llm,

@@ -35,16 +35,16 @@ func (c *checker) set(prov string, f *Failure) {
 	c.down[prov] = f
 }
 
-func (c *checker) fn(_ context.Context, cand Candidate) error {
+func (c *checker) fn(_ context.Context, cand Candidate) (Output, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.calls = append(c.calls, cand)
 	c.at = append(c.at, c.now())
 	if f := c.down[cand.Provider]; f != nil {
 		ff := *f
-		return &ff
+		return Output{}, &ff
 	}
-	return nil
+	return Output{InputTokens: 1, OutputTokens: 1}, nil
 }
 
 func (c *checker) count() int {

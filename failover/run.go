@@ -233,15 +233,7 @@ func (r *runner) check(v *visit) flow {
 		return r.finish(r.summary(ErrPaidCallGuard)) // B2
 	}
 	v.pl.slots[v.slot].tried = true
-	c := called{started: r.now()}
-	ctx, cancel := r.ctx, context.CancelFunc(func() {})
-	if r.p.AttemptTimeout > 0 {
-		ctx, cancel = context.WithTimeoutCause(r.ctx, r.p.AttemptTimeout, classify.ErrAttemptTimeout)
-	}
-	c.err = r.req.Probe(ctx, v.cand)
-	c.timedOut = errors.Is(context.Cause(ctx), classify.ErrAttemptTimeout)
-	cancel()
-	c.end = r.now()
+	c := r.timed(v.pl.ref, func(ctx context.Context) (Output, error) { return r.req.Probe(ctx, v.cand) })
 	if c.err != nil && r.ctx.Err() != nil {
 		r.record(v.record(c, v.cand.failed(classify.ReasonAborted, "run cancelled")))
 		return r.checkCtx()
@@ -343,16 +335,23 @@ type called struct {
 func (r *runner) call(v *visit) called {
 	v.pl.slots[v.slot].tried = true
 	r.paid++
+	a := Attempt{Candidate: v.cand, Kind: v.kind, Number: r.paid}
+	return r.timed(v.pl.ref, func(ctx context.Context) (Output, error) { return r.attempt(ctx, a) })
+}
+
+// timed makes one call of model ref with fn within the attempt timeout (R10)
+// and prices it (B1).
+func (r *runner) timed(ref ModelRef, fn func(ctx context.Context) (Output, error)) called {
 	c := called{started: r.now()}
 	ctx, cancel := r.ctx, context.CancelFunc(func() {})
 	if r.p.AttemptTimeout > 0 {
 		ctx, cancel = context.WithTimeoutCause(r.ctx, r.p.AttemptTimeout, classify.ErrAttemptTimeout)
 	}
-	c.out, c.err = r.attempt(ctx, Attempt{Candidate: v.cand, Kind: v.kind, Number: r.paid})
+	c.out, c.err = fn(ctx)
 	c.timedOut = errors.Is(context.Cause(ctx), classify.ErrAttemptTimeout)
 	cancel()
 	c.end = r.now()
-	if pr, ok := r.req.Prices[v.pl.ref]; ok {
+	if pr, ok := r.req.Prices[ref]; ok {
 		c.cost = (float64(c.out.InputTokens)*pr.InPerMTok + float64(c.out.OutputTokens)*pr.OutPerMTok) / 1e6
 		r.cost += c.cost
 	}

@@ -314,22 +314,22 @@ func (k *call) readEvent(typ string, ev *anthropicEvent) (text string, active bo
 }
 
 // probeAnthropic is Probe in the Messages API: max_tokens 1, not streamed.
-func (c *Client) probeAnthropic(ctx context.Context, model string) error {
+func (c *Client) probeAnthropic(ctx context.Context, model string) (failover.Output, error) {
 	k := c.begin(ctx, model)
 	defer k.done()
-	body := anthropicBody(Request{Model: model, MaxTokens: 1, Messages: []Message{{Role: "user", Content: "ping"}}}, false)
+	body := anthropicBody(Request{Model: model, MaxTokens: 1, Messages: []Message{{Role: "user", Content: ProbePrompt}}}, false)
 	resp, err := c.post(k.ctx, body)
 	if err != nil {
-		return k.fail(err, false)
+		return failover.Output{}, k.fail(err, false)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 300 {
-		return k.failHTTP()
+		return failover.Output{}, k.failHTTP()
 	}
 	// The body is bounded by limits.max_response_bytes (T1).
 	raw, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return k.fail(err, false)
+		return failover.Output{}, k.fail(err, false)
 	}
 	var msg struct {
 		Type    string `json:"type"`
@@ -337,16 +337,17 @@ func (c *Client) probeAnthropic(ctx context.Context, model string) error {
 			Text     string `json:"text"`
 			Thinking string `json:"thinking"`
 		} `json:"content"`
+		Usage anthropicUsage `json:"usage"`
 	}
 	if err := json.Unmarshal(raw, &msg); err != nil || msg.Type != "message" {
 		if err == nil {
 			err = fmt.Errorf("anthropic: answer of type %q, not a message", truncate(msg.Type, 40))
 		}
-		return k.fail(fmt.Errorf("anthropic: unreadable answer: %w", err), false)
+		return failover.Output{}, k.fail(fmt.Errorf("anthropic: unreadable answer: %w", err), false)
 	}
 	n := 0
 	for _, b := range msg.Content {
 		n += len(b.Text) + len(b.Thinking)
 	}
-	return k.probed(n)
+	return k.probed(n, msg.Usage.InputTokens, msg.Usage.OutputTokens)
 }

@@ -513,31 +513,42 @@ func (k *call) finish() (failover.Output, error) {
 	return out, nil
 }
 
+// ProbePrompt is the whole prompt of Check and Probe: one user word.
+const ProbePrompt = "ping"
+
 // Probe makes the smallest possible request (max_tokens 1, non-streaming) to see
 // whether the model answers with this profile (V5). Nil means it answered.
 func (c *Client) Probe(ctx context.Context, model string) error {
+	_, err := c.Check(ctx, model)
+	return err
+}
+
+// Check is Probe that also returns the tokens the provider reported for it,
+// so a check of a provider that is down is counted like any call (E1, U1).
+func (c *Client) Check(ctx context.Context, model string) (failover.Output, error) {
 	if c.cfg.API == APIAnthropic {
 		return c.probeAnthropic(ctx, model)
 	}
 	k := c.begin(ctx, model)
 	defer k.done()
-	msgs := []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: "ping"}}
+	msgs := []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: ProbePrompt}}
 	resp, err := c.api.CreateChatCompletion(k.ctx, buildRequest(model, msgs, 1, nil))
 	if err != nil {
-		return k.fail(err, false)
+		return failover.Output{}, k.fail(err, false)
 	}
 	n := 0
 	for _, ch := range resp.Choices {
 		n += len(ch.Message.Content) + len(ch.Message.ReasoningContent)
 	}
-	return k.probed(n)
+	return k.probed(n, resp.Usage.PromptTokens, resp.Usage.CompletionTokens)
 }
 
-// probed ends a probe whose answer held n bytes of text (T1).
-func (k *call) probed(n int) error {
+// probed ends a probe whose answer held n bytes of text (T1), with the
+// tokens the provider reported.
+func (k *call) probed(n, in, out int) (failover.Output, error) {
 	if n > k.c.cfg.MaxAnswerBytes {
-		return k.fail(answerTooLarge(k.c.cfg.MaxAnswerBytes), false)
+		return failover.Output{}, k.fail(answerTooLarge(k.c.cfg.MaxAnswerBytes), false)
 	}
 	k.c.log.Debug("llm probe ok", "model", k.model, "dur", k.c.now().Sub(k.start))
-	return nil
+	return failover.Output{InputTokens: max(in, 0), OutputTokens: max(out, 0)}, nil
 }

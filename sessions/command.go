@@ -572,7 +572,7 @@ func (r *Router) recoverProbe(ctx context.Context, ref failover.ModelRef, ids []
 			err = errors.New("no client")
 		}
 		if err == nil {
-			err = c.Probe(ctx, model)
+			_, err = c.Check(ctx, model)
 		}
 		if err != nil {
 			bad = append(bad, name+": "+probeFailure(err))

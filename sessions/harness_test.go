@@ -335,7 +335,9 @@ func (m *memLLM) Chat(ctx context.Context, req llm.Request, onDelta func(string)
 		InputTokens: 10, OutputTokens: 5}, nil
 }
 
-func (m *memLLM) Probe(ctx context.Context, model string) error { return nil }
+func (m *memLLM) Check(ctx context.Context, model string) (failover.Output, error) {
+	return failover.Output{}, nil
+}
 
 func (m *memLLM) requests() []llm.Request {
 	m.mu.Lock()

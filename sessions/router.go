@@ -37,7 +37,9 @@ import (
 // LLM is one provider+profile client (satisfied by *llm.Client).
 type LLM interface {
 	Chat(ctx context.Context, req llm.Request, onDelta func(string)) (failover.Output, error)
-	Probe(ctx context.Context, model string) error
+	// Check sends the smallest request (llm.ProbePrompt, one output token)
+	// and returns the tokens the provider reported for it (V5, E1).
+	Check(ctx context.Context, model string) (failover.Output, error)
 }
 
 // Agent is one entry of agents.list.

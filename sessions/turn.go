@@ -363,13 +363,15 @@ func (r *Router) chat(ctx context.Context, c failover.Candidate, msgs []llm.Mess
 }
 
 // probe sends the smallest request to c's model with c's profile (E1): how a
-// provider that is down is checked, never with the conversation.
-func (r *Router) probe(ctx context.Context, c failover.Candidate) error {
+// provider that is down is checked, never with the conversation. Its tokens
+// are counted like any call's, estimated when the provider reported none (U1).
+func (r *Router) probe(ctx context.Context, c failover.Candidate) (failover.Output, error) {
 	cl, err := r.clients(c.Provider, c.Profile)
 	if err != nil || cl == nil {
-		return llm.Unconfigured(c.Provider, c.Model, c.Profile)
+		return failover.Output{}, llm.Unconfigured(c.Provider, c.Model, c.Profile)
 	}
-	return cl.Probe(ctx, c.Model)
+	out, err := cl.Check(ctx, c.Model)
+	return withEstimate(out, err, []llm.Message{{Role: "user", Content: llm.ProbePrompt}}), err
 }
 
 // trace watches the turn's runs and its summaries': every attempt recorded

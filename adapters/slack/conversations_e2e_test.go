@@ -192,8 +192,9 @@ func usageOf(t *testing.T, text string) (calls, in, out int64) {
 	return n(m[1]), n(m[2]), n(m[3])
 }
 
-// covers U2, U3 through Slack: /usage adds up exactly the calls and tokens the
-// fake provider's call log holds, a failed call included.
+// covers U2, U3, E1 through Slack: /usage adds up exactly the calls and tokens
+// the fake provider's call log holds, a failed call and the check of the
+// provider it made down included.
 func TestE2E_U3_SlackUsageMatchesTheProvider(t *testing.T) {
 	e := startE2E(t)
 	e.llm.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeServer500, Times: 1})
@@ -205,7 +206,7 @@ func TestE2E_U3_SlackUsageMatchesTheProvider(t *testing.T) {
 	m := e.slack.Mention("C4", "U1", "!usage", "")
 	ps := e.waitThread("C4", m.TS, 1)
 	gc, gi, gout := usageOf(t, ps[len(ps)-1].Text)
-	if gc != calls || gi != in || gout != out || calls != 4 {
+	if gc != calls || gi != in || gout != out || calls != 5 {
 		t.Fatalf("U3: /usage says %d calls, %d in, %d out; the provider's log %d calls, %d in, %d out", gc, gi, gout, calls, in, out)
 	}
 }
