@@ -292,7 +292,10 @@ func clipText(s string, n int) string {
 
 // TestRun_JSONL_A1_A3_Flapping plays a flapping script (phases of 3-6 s over 3
 // providers, compressed ten times through the configuration: phases of 0.3-0.6
-// s, cooldowns of 0.5/1.5/6 s, a 0.5 s probe interval and a 1 s probe wait)
+// s, cooldowns of 0.5/1.5/6 s, a probe interval of 0.5 s doubling to 1 s (E2;
+// compressed further than the rest, since the bot's own latencies are not,
+// and at 3 s the backoff over 0.3 s phases measured this machine more than A1:
+// BenchmarkFlapping measures the defaults) and a 1 s probe wait)
 // against the whole bot through the console jsonl channel. Turns sent while
 // some provider is healthy are answered (at least 95% here; the drill and
 // BenchmarkFlapping measure the uncompressed 98%), paid calls per turn stay
@@ -314,6 +317,7 @@ func TestRun_JSONL_A1_A3_Flapping(t *testing.T) {
 		cooldown_probe_interval: 3s
 		cooldown_probe_window: 12s
 		probe_interval_seconds: 0.5
+		probe_interval_max_seconds: 1
 		probe_wait_seconds: 1`)
 	c, stop := startSoakBot(t, path)
 	defer stop()
