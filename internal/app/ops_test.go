@@ -114,7 +114,7 @@ func get(t *testing.T, w *e2e.World, path string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// covers M5, V1: after a turn that fell back from a rate-limited primary,
+// covers M5, V1, E6: after a turn that fell back from a rate-limited primary,
 // /metrics counts one failed and one good call, one fallback step from→to with
 // its reason, one fallback turn and its duration, and reads the profiles'
 // availability from the engine's state; Go runtime and process metrics are
