@@ -222,15 +222,8 @@ func (r *runner) walk(i int, pl *plan) flow {
 // refuses the request itself (format, content filter, context) still says the
 // provider is up.
 func (r *runner) check(v *visit) flow {
-	if f := r.checkCtx(); f != proceed {
+	if f := r.bounded(false); f != proceed {
 		return f
-	}
-	r.iter++
-	switch {
-	case r.iter > r.maxIter:
-		return r.finish(r.summary(ErrIterationCap)) // R9
-	case !r.e.Guard.Allow():
-		return r.finish(r.summary(ErrPaidCallGuard)) // B2
 	}
 	v.pl.slots[v.slot].tried = true
 	c := r.timed(v.pl.ref, func(ctx context.Context) (Output, error) { return r.req.Probe(ctx, v.cand) })
@@ -281,17 +274,8 @@ func (r *runner) rollback(v *visit) {
 // budgets (B1, B2), then the caller's say (T6, O6), then the persistence of a
 // fallback before its first call (O2).
 func (r *runner) gate(v *visit) flow {
-	if f := r.checkCtx(); f != proceed {
+	if f := r.bounded(true); f != proceed {
 		return f
-	}
-	r.iter++
-	switch {
-	case r.iter > r.maxIter:
-		return r.finish(r.summary(ErrIterationCap)) // R9
-	case r.overBudget():
-		return r.finish(r.summary(ErrTurnBudget)) // B1
-	case !r.e.Guard.Allow():
-		return r.finish(r.summary(ErrPaidCallGuard)) // B2
 	}
 	if err := r.ctl.BeforeCall(r.ctx, Attempt{Candidate: v.cand, Kind: v.kind, Number: r.paid + 1}); err != nil {
 		if ls := (*LiveSwitchError)(nil); errors.As(err, &ls) {
@@ -309,6 +293,25 @@ func (r *runner) gate(v *visit) flow {
 			return r.end(fmt.Errorf("failover: before fallback to %s: %w", v.cand.Ref(), err))
 		}
 		v.owes = true
+	}
+	return proceed
+}
+
+// bounded applies the run's own bounds before a call: its end (R10), the
+// iteration cap (R9), the turn's budget (B1, for a call that carries the
+// conversation) and the process-wide guard (B2).
+func (r *runner) bounded(turnBudget bool) flow {
+	if f := r.checkCtx(); f != proceed {
+		return f
+	}
+	r.iter++
+	switch {
+	case r.iter > r.maxIter:
+		return r.finish(r.summary(ErrIterationCap)) // R9
+	case turnBudget && r.overBudget():
+		return r.finish(r.summary(ErrTurnBudget)) // B1
+	case !r.e.Guard.Allow():
+		return r.finish(r.summary(ErrPaidCallGuard)) // B2
 	}
 	return proceed
 }

@@ -19,7 +19,6 @@ import (
 	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/failover"
 	"github.com/detourbot/detour/internal/fakeprovider"
-	"github.com/detourbot/detour/internal/testkit/syncbuf"
 )
 
 // deltaLog records what onDelta was shown; the adapters call it from the
@@ -225,22 +224,9 @@ func scripted(t *testing.T, k kind, idle time.Duration, hold bool, frames ...fra
 			<-req.Context().Done()
 		}
 	}))
-	r := &rig{logs: &syncbuf.Buffer{}}
 	cfg := k.config(fakeprovider.New(), canary)
 	cfg.BaseURL = srv.URL + "/x"
-	cfg.IdleTimeout = idle
-	cfg.Logger = slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	c, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.watch(c)
-	r.client = c
-	t.Cleanup(func() {
-		c.CloseIdleConnections()
-		srv.Close()
-	})
-	return r
+	return clientRig(t, &rig{}, cfg, idle, srv.Close)
 }
 
 // every repeats f n times.

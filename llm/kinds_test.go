@@ -55,8 +55,14 @@ func newKindRig(t *testing.T, k kind, idle time.Duration, rules ...fakeprovider.
 	if err := fake.Start("127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{fake: fake, logs: &syncbuf.Buffer{}}
-	cfg := k.config(fake, canary)
+	return clientRig(t, &rig{fake: fake}, k.config(fake, canary), idle, fake.Close)
+}
+
+// clientRig gives r a client of cfg with the idle timeout idle, its logs
+// kept and its Responses watched; stop ends what serves it, after the test.
+func clientRig(t *testing.T, r *rig, cfg Config, idle time.Duration, stop func()) *rig {
+	t.Helper()
+	r.logs = &syncbuf.Buffer{}
 	cfg.IdleTimeout = idle
 	cfg.Logger = slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	c, err := New(cfg)
@@ -66,8 +72,8 @@ func newKindRig(t *testing.T, k kind, idle time.Duration, rules ...fakeprovider.
 	r.watch(c)
 	r.client = c
 	t.Cleanup(func() {
-		fake.Close()
 		c.CloseIdleConnections()
+		stop()
 	})
 	return r
 }
