@@ -3,10 +3,13 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -101,11 +104,17 @@ func runInit(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if err != nil {
 		return fail("%v", err)
 	}
-	for _, p := range []string{*cfgPath, *envPath, manifest} {
-		if p == manifest && !slices.Contains(plan.channels, "slack") {
-			continue
+	targets := []string{*cfgPath, *envPath}
+	if slices.Contains(plan.channels, "slack") {
+		targets = append(targets, manifest)
+	}
+	for _, p := range targets {
+		// Lstat: a link, dangling or not, is refused, never followed (H1).
+		exists, err := initTarget(p)
+		if err != nil {
+			return fail("%v", err)
 		}
-		if _, err := os.Stat(p); err == nil && !*force {
+		if exists && !*force {
 			return fail("%s exists (bot init --force overwrites it)", p)
 		}
 	}
@@ -146,6 +155,9 @@ func runInit(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 func planInit(provs, models, keyEnvs, chans []string) (*initPlan, error) {
 	p := &initPlan{}
 	for _, spec := range provs {
+		if err := oneLine("--provider", spec, true); err != nil {
+			return nil, err
+		}
 		name, url, custom := strings.Cut(spec, "=")
 		name = strings.TrimSpace(name)
 		var pr provider
@@ -175,6 +187,9 @@ func planInit(provs, models, keyEnvs, chans []string) (*initPlan, error) {
 		p.providers[i].keyVar = v
 	}
 	for _, m := range models {
+		if err := oneLine("--model", m, true); err != nil {
+			return nil, err
+		}
 		prov, _, _ := strings.Cut(m, "/")
 		if !strings.Contains(m, "/") || !slices.ContainsFunc(p.providers, func(x provider) bool { return x.name == prov }) {
 			return nil, fmt.Errorf("bad --model %q: want provider/model for one of the providers", m)
@@ -190,6 +205,38 @@ func planInit(provs, models, keyEnvs, chans []string) (*initPlan, error) {
 		}
 	}
 	return p, nil
+}
+
+// controlIn names the first control character of s (C0, DEL), or "" when it
+// has none. A value bot init writes is one line of a file: a line break in
+// it would add lines to the env file or the configuration (H1).
+func controlIn(s string) string {
+	for _, r := range s {
+		switch {
+		case r == '\n':
+			return "a line break (\\n)"
+		case r == '\r':
+			return "a carriage return (\\r)"
+		case r == 0:
+			return "a NUL byte"
+		case r < 0x20 || r == 0x7f:
+			return fmt.Sprintf("a control character (U+%04X)", r)
+		}
+	}
+	return ""
+}
+
+// oneLine refuses a value with a control character, naming the field it is
+// in; quote shows the value too (never for a secret).
+func oneLine(field, v string, quote bool) error {
+	c := controlIn(v)
+	if c == "" {
+		return nil
+	}
+	if quote {
+		return fmt.Errorf("%s %q holds %s: a value must be one line without control characters", field, v, c)
+	}
+	return fmt.Errorf("%s holds %s: a value must be one line without control characters", field, c)
 }
 
 func validVar(s string) bool {
@@ -214,6 +261,9 @@ func (p *initPlan) fill(q *asker, ask bool) error {
 			if m == "" {
 				return fmt.Errorf("provider %s needs a model (--model %s/<model>)", pr.name, pr.name)
 			}
+			if err := oneLine("the model of "+pr.name, m, true); err != nil {
+				return err
+			}
 			p.models = append(p.models, pr.name+"/"+strings.TrimPrefix(m, pr.name+"/"))
 		}
 	}
@@ -227,7 +277,13 @@ func (p *initPlan) fill(q *asker, ask bool) error {
 		} else if !ok {
 			val = ""
 		}
-		p.secrets = append(p.secrets, [2]string{v, strings.TrimSpace(val)})
+		val = strings.TrimSpace(val)
+		// Never written, never shown: a value with a line break would add
+		// lines to the env file (H1).
+		if err := oneLine("the value of "+v, val, false); err != nil {
+			return err
+		}
+		p.secrets = append(p.secrets, [2]string{v, val})
 		return nil
 	}
 	for _, pr := range p.providers {
@@ -309,8 +365,10 @@ func (p *initPlan) yaml(envPath string) string {
 	return b.String()
 }
 
-// writeInit writes the files: the env file first and 0600 from its creation,
-// so a key is never readable by others, not even for a moment.
+// writeInit writes the files, each through writeFileAtomic: the env file
+// first, created 0600, so a key is never readable by others, not even for a
+// moment, and never lands in a file that existed before (H1). On a failure
+// the error says which files were written and which were not.
 func writeInit(p *initPlan, cfgPath, envPath, manifest string) error {
 	var env strings.Builder
 	env.WriteString("# detour's secrets: KEY=value lines, read by bot, systemd (EnvironmentFile=) and docker (--env-file).\n")
@@ -318,25 +376,105 @@ func writeInit(p *initPlan, cfgPath, envPath, manifest string) error {
 	for _, s := range p.secrets {
 		fmt.Fprintf(&env, "%s=%s\n", s[0], s[1])
 	}
-	f, err := os.OpenFile(envPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
+	type file struct {
+		path string
+		data []byte
+		perm os.FileMode
 	}
-	err = f.Chmod(0o600) // an existing file (--force) keeps its mode otherwise
-	if _, werr := f.WriteString(env.String()); err == nil {
-		err = werr
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("%s: %w", envPath, err)
-	}
-	if err := os.WriteFile(cfgPath, []byte(p.yaml(envPath)), 0o644); err != nil {
-		return err
-	}
+	files := []file{{envPath, []byte(env.String()), 0o600}, {cfgPath, []byte(p.yaml(envPath)), 0o644}}
 	if slices.Contains(p.channels, "slack") {
-		return os.WriteFile(manifest, detour.SlackManifest, 0o644)
+		files = append(files, file{manifest, detour.SlackManifest, 0o644})
+	}
+	for i, f := range files {
+		if err := writeFileAtomic(f.path, f.data, f.perm); err != nil {
+			var done, left []string
+			for j, g := range files {
+				if j < i {
+					done = append(done, g.path)
+				} else {
+					left = append(left, g.path)
+				}
+			}
+			msg := fmt.Sprintf("%v; not written: %s", err, strings.Join(left, ", "))
+			if len(done) > 0 {
+				msg += "; written: " + strings.Join(done, ", ")
+			}
+			return errors.New(msg)
+		}
+	}
+	return nil
+}
+
+// initTarget says whether a file bot init is to write exists. A symbolic
+// link (dangling or not) or anything but a regular file is an error naming
+// it: bot init writes no file through a link (H1).
+func initTarget(path string) (bool, error) {
+	fi, err := os.Lstat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	case err != nil:
+		return false, err
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return true, fmt.Errorf("%s is a symbolic link: bot init does not write through links (remove it, or choose another path)", path)
+	case !fi.Mode().IsRegular():
+		return true, fmt.Errorf("%s is not a regular file (%s)", path, fi.Mode().Type())
+	}
+	return true, nil
+}
+
+// renameFile is os.Rename; the tests make it fail.
+var renameFile = os.Rename
+
+// writeFileAtomic is the one way bot init writes a file: data goes to a new
+// temporary file in the same folder (O_CREATE|O_EXCL, mode perm from its
+// creation), is synced, and is renamed over path. path is therefore either
+// what it was or the whole new file, an existing file is replaced (its
+// mode, owner and other links keep nothing of the new contents) and never
+// written to, and a link at path is refused (initTarget). On a failure the
+// temporary file is removed.
+func writeFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
+	if _, err := initTarget(path); err != nil {
+		return err
+	}
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	var f *os.File
+	for try := 0; ; try++ {
+		var rnd [8]byte
+		_, _ = rand.Read(rnd[:])
+		f, err = os.OpenFile(filepath.Join(dir, "."+base+".tmp-"+hex.EncodeToString(rnd[:])), os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, fs.ErrExist) || try == 10 {
+			return fmt.Errorf("%s: creating a temporary file beside it: %w", path, err)
+		}
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			_ = f.Close()
+			_ = os.Remove(tmp)
+		}
+	}()
+	if _, err = f.Write(data); err != nil {
+		return fmt.Errorf("%s: writing %s: %w", path, tmp, err)
+	}
+	if err = f.Sync(); err != nil {
+		return fmt.Errorf("%s: syncing %s: %w", path, tmp, err)
+	}
+	if err = f.Close(); err != nil {
+		return fmt.Errorf("%s: closing %s: %w", path, tmp, err)
+	}
+	if err = renameFile(tmp, path); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if d, derr := os.Open(dir); derr == nil { // the rename itself survives a crash
+		_ = d.Sync()
+		_ = d.Close()
 	}
 	return nil
 }
