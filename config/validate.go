@@ -13,15 +13,14 @@ import (
 	"strings"
 
 	"github.com/detourbot/detour/failover"
+	"github.com/detourbot/detour/llm"
 )
 
 var (
-	providerID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
-	// An Azure deployment name becomes one segment of the request's path.
-	azureDeployment = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
-	azureVersion    = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}(-preview)?$`)
-	anthropicVer    = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}$`)
-	channelID       = regexp.MustCompile(`^(slack|discord):[A-Za-z0-9_.:-]+$`)
+	providerID   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
+	azureVersion = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}(-preview)?$`)
+	anthropicVer = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}$`)
+	channelID    = regexp.MustCompile(`^(slack|discord):[A-Za-z0-9_.:-]+$`)
 )
 
 // The smallest caps on provider responses (T1) that still leave room for a
@@ -225,7 +224,7 @@ func (d *decoder) validate() {
 			prov, _ := r.Split()
 			if p, ok := c.Providers[prov]; ok && p.API != APIAzure {
 				bad(key, "only a model of an azure provider has a deployment, and provider %q speaks %s", prov, p.API)
-			} else if !azureDeployment.MatchString(dep) {
+			} else if llm.ValidDeployment(dep) != nil { // the client's own rule (issue 37)
 				bad(key, "bad deployment name %q: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit", dep)
 			}
 		}
@@ -286,7 +285,7 @@ func (d *decoder) checkRef(key string, r failover.ModelRef, line func(string) in
 		d.errAt(line(key), key, "model %q uses provider %q, which is not configured under providers (configured: %s)", r, prov, d.providerList())
 		return
 	}
-	if d.cfg.Providers[prov].API == APIAzure && d.cfg.Models[r].Deployment == "" && !azureDeployment.MatchString(model) {
+	if d.cfg.Providers[prov].API == APIAzure && d.cfg.Models[r].Deployment == "" && llm.ValidDeployment(model) != nil {
 		d.errAt(line(key), key, "model %q of azure provider %q names no deployment, and %q cannot be one (letters, digits, '.', '_' or '-'): set models.%s.deployment to the deployment's name", r, prov, model, r)
 	}
 }

@@ -1,6 +1,11 @@
 package llm
 
-import "slices"
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"unicode/utf8"
+)
 
 // API is the protocol a provider speaks (config providers.<id>.api).
 type API string
@@ -37,3 +42,26 @@ const DefaultAnthropicVersion = "2023-06-01"
 // gives none: the Messages API requires one, and every current model can write
 // this much.
 const DefaultAnthropicMaxTokens = 4096
+
+// deploymentName is Azure's rule for a deployment name (letters, digits, '.',
+// '_' and '-'), starting with a letter or digit (so never "." or "..") and at
+// most 64 long.
+var deploymentName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// ValidDeployment checks an Azure deployment name, which becomes one segment
+// of the request's path (/openai/deployments/{name}/chat/completions): 1-64
+// letters, digits, '.', '_' or '-', starting with a letter or digit. It is the
+// one rule for every name, wherever it comes from: the configuration
+// (models.<ref>.deployment, or a model that is its own deployment), a model a
+// person chose through an allow pattern, go-openai's mapper (issue 37). No name it
+// accepts can change the path or the query.
+func ValidDeployment(name string) error {
+	if deploymentName.MatchString(name) {
+		return nil
+	}
+	shown := name
+	if utf8.RuneCountInString(shown) > 80 {
+		shown = string([]rune(shown)[:80]) + "…"
+	}
+	return fmt.Errorf("bad Azure deployment name %q: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit", shown)
+}

@@ -55,6 +55,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -167,6 +168,14 @@ func New(cfg Config) (*Client, error) {
 	if cfg.BaseURL == "" {
 		return nil, fmt.Errorf("llm: provider %s: base url is required", cfg.Provider)
 	}
+	for model, d := range cfg.Deployments { // "" = the model is its own (checked per call)
+		if d == "" {
+			continue
+		}
+		if err := ValidDeployment(d); err != nil {
+			return nil, fmt.Errorf("llm: provider %s: model %q: %w", cfg.Provider, model, err)
+		}
+	}
 	switch {
 	case cfg.API == APIAzure && cfg.APIVersion == "":
 		return nil, fmt.Errorf("llm: provider %s: azure needs an api version", cfg.Provider)
@@ -224,6 +233,33 @@ func New(cfg Config) (*Client, error) {
 	return c, nil
 }
 
+// deployment is the Azure deployment of model: the configured one, else the
+// model itself.
+func deployment(cfg Config, model string) string {
+	if d, ok := cfg.Deployments[model]; ok && d != "" {
+		return d
+	}
+	return model
+}
+
+// refuseModel is the failure of a call that is never sent because model
+// cannot name what the request needs: an Azure deployment that breaks
+// ValidDeployment (issue 37). No request goes out, so no key goes to a path the
+// name would have altered. It is model_not_found: no deployment can have
+// that name, and the run moves on, or tells the person who chose it (S4).
+func (c *Client) refuseModel(model string) error {
+	if c.cfg.API != APIAzure {
+		return nil
+	}
+	err := ValidDeployment(deployment(c.cfg, model))
+	if err == nil {
+		return nil
+	}
+	c.log.Info("llm call refused", "model", model, "reason", string(classify.ReasonModelNotFound), "detail", err.Error())
+	return &failover.Failure{Reason: classify.ReasonModelNotFound, Class: classify.ClassDeterministic,
+		Message: err.Error() + " (never sent)", Provider: c.cfg.Provider, Model: model, Profile: c.cfg.ProfileID}
+}
+
 // openaiConfig is go-openai's configuration for the protocols it speaks.
 func openaiConfig(cfg Config, hc *http.Client) openai.ClientConfig {
 	base := strings.TrimRight(cfg.BaseURL, "/")
@@ -233,12 +269,12 @@ func openaiConfig(cfg Config, hc *http.Client) openai.ClientConfig {
 		// ?api-version=..., the key in the api-key header.
 		oc = openai.DefaultAzureConfig(cfg.APIKey, base)
 		oc.APIVersion = cfg.APIVersion
-		deployments := cfg.Deployments
+		// Chat and Check refuse a model whose deployment breaks
+		// ValidDeployment before any request; the name is escaped as one
+		// path segment all the same, so no name can change the path or the
+		// query (issue 37).
 		oc.AzureModelMapperFunc = func(model string) string {
-			if d, ok := deployments[model]; ok && d != "" {
-				return d
-			}
-			return model
+			return url.PathEscape(deployment(cfg, model))
 		}
 	} else {
 		oc = openai.DefaultConfig(cfg.APIKey)
@@ -342,6 +378,9 @@ func buildRequest(model string, msgs []openai.ChatCompletionMessage, maxTokens i
 func (c *Client) Chat(ctx context.Context, req Request, onDelta func(string)) (failover.Output, error) {
 	if c.cfg.API == APIAnthropic {
 		return c.chatAnthropic(ctx, req, onDelta)
+	}
+	if err := c.refuseModel(req.Model); err != nil {
+		return failover.Output{}, err
 	}
 	k := c.begin(ctx, req.Model)
 	defer k.done()
@@ -528,6 +567,9 @@ func (c *Client) Probe(ctx context.Context, model string) error {
 func (c *Client) Check(ctx context.Context, model string) (failover.Output, error) {
 	if c.cfg.API == APIAnthropic {
 		return c.probeAnthropic(ctx, model)
+	}
+	if err := c.refuseModel(model); err != nil {
+		return failover.Output{}, err
 	}
 	k := c.begin(ctx, model)
 	defer k.done()
