@@ -164,6 +164,8 @@ type StatusInfo struct {
 	ContextWindow int
 	HistoryTurns  int
 	Compactions   int
+	// Summaries is how many summaries the conversation paid for (R16).
+	Summaries int
 	// Summarised: the history holds a summary of dropped turns (R16);
 	// Earlier: it holds the thread's earlier messages (H2).
 	Summarised bool
@@ -352,6 +354,9 @@ func StatusText(s StatusInfo) string {
 		if s.Summarised {
 			use += " (what was dropped is kept as a summary)"
 		}
+	}
+	if s.Summaries > 0 {
+		use += fmt.Sprintf("; %d summary call(s) paid for so far", s.Summaries)
 	}
 	line("%s", use)
 	if s.Earlier {

@@ -33,6 +33,8 @@ type UsageInfo struct {
 	Now        time.Time
 	// Priced: some model has prices, so costs are estimated.
 	Priced bool
+	// Summaries is how many summaries this conversation paid for (R16).
+	Summaries int
 	// All is /usage all: everyone's usage this month, and its largest groups.
 	All                      bool
 	Everyone, EveryoneToday  UsageSum
@@ -66,6 +68,9 @@ func UsageText(u UsageInfo) string {
 	if u.User != "" {
 		line("your usage today (%s UTC): %s", u.Day, usageLine(u.Today, u.Priced))
 		line("this month (%s): %s", u.Month, usageLine(u.ThisMonth, u.Priced))
+	}
+	if u.Summaries > 0 {
+		line("this conversation paid for %d summary call(s) to stay within its model's window (counted above)", u.Summaries)
 	}
 	var caps []string
 	if u.DailyCalls > 0 {

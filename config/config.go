@@ -309,6 +309,10 @@ type Compaction struct {
 	Summary bool
 	// SummaryMaxTokens caps the summary's length (400).
 	SummaryMaxTokens int
+	// TargetRatio is the low mark a summary brings the prompt down to, as a
+	// share of the model's context window (0.5): one summary then covers
+	// many turns instead of one (R16).
+	TargetRatio float64
 }
 
 // Agent is one entry of agents.list.
@@ -413,7 +417,7 @@ func Default() *Config {
 			IdleTimeout:          60 * time.Second,
 			PrimaryProbeInterval: 5 * time.Minute,
 			ThreadContext:        ThreadContext{MaxMessages: 20},
-			Compaction:           Compaction{Summary: true, SummaryMaxTokens: 400},
+			Compaction:           Compaction{Summary: true, SummaryMaxTokens: 400, TargetRatio: 0.5},
 		}},
 		Models: map[failover.ModelRef]Model{},
 		Limits: Limits{MaxPaidAttemptsPerMinute: 120, MaxMessageBytes: 65536,

@@ -9,7 +9,7 @@ import (
 // compaction parse with their defaults and are validated.
 func TestParse_ConversationKeys(t *testing.T) {
 	base := "providers:\n  o: {base_url: http://127.0.0.1:1/v1}\nagents:\n  defaults:\n    model: {primary: o/m, fallbacks: [o/v], image_fallbacks: [o/eye]}\n"
-	ok := base + "    thread_context: {max_messages: 12}\n    compaction: {summary: false, summary_max_tokens: 200}\n" +
+	ok := base + "    thread_context: {max_messages: 12}\n    compaction: {summary: false, summary_max_tokens: 200, target_ratio: 0.4}\n" +
 		"models:\n  o/v: {input: [text, image]}\n  o/eye: {input: [image, text]}\n  o/m: {input: [text]}\n" +
 		"limits: {max_file_bytes: 1000, max_files: 2, max_text_file_bytes: 10}\n"
 	cfg, err := Parse("c.yaml", []byte(ok), nil)
@@ -17,7 +17,7 @@ func TestParse_ConversationKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	df := cfg.Agents.Defaults
-	if df.ThreadContext.MaxMessages != 12 || df.Compaction.Summary || df.Compaction.SummaryMaxTokens != 200 {
+	if df.ThreadContext.MaxMessages != 12 || df.Compaction.Summary || df.Compaction.SummaryMaxTokens != 200 || df.Compaction.TargetRatio != 0.4 {
 		t.Fatalf("thread context %+v, compaction %+v", df.ThreadContext, df.Compaction)
 	}
 	if len(df.Model.ImageFallbacks) != 1 || df.Model.ImageFallbacks[0] != "o/eye" {
@@ -35,11 +35,12 @@ func TestParse_ConversationKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if df := cfg.Agents.Defaults; df.ThreadContext.MaxMessages != 20 || !df.Compaction.Summary || df.Compaction.SummaryMaxTokens != 400 || cfg.Models["o/m"].TakesImages() {
+	if df := cfg.Agents.Defaults; df.ThreadContext.MaxMessages != 20 || !df.Compaction.Summary || df.Compaction.SummaryMaxTokens != 400 || df.Compaction.TargetRatio != 0.5 || cfg.Models["o/m"].TakesImages() {
 		t.Fatalf("defaults: %+v %+v", df.ThreadContext, df.Compaction)
 	}
 
 	bad := []struct{ yaml, want string }{
+		{base + "    compaction: {target_ratio: 0.95}\n", "target_ratio"},
 		{base + "models:\n  o/v: {input: [text, video]}\n  o/eye: {input: [text, image]}\n", "models.o/v.input[1]: unknown input \"video\": want text or image"},
 		{base + "models:\n  o/v: {input: [image]}\n  o/eye: {input: [text, image]}\n", "models.o/v.input: must include text"},
 		{base + "models:\n  o/v: {input: [text, image]}\n", "agents.defaults.model.image_fallbacks[0]: o/eye does not take images"},

@@ -209,6 +209,7 @@ func (d *decoder) agents(v *yaml.Node, key string) {
 			"compaction": d.section(keys{
 				"summary":            d.boolean(&df.Compaction.Summary),
 				"summary_max_tokens": d.integer(&df.Compaction.SummaryMaxTokens, 16),
+				"target_ratio":       d.number(&df.Compaction.TargetRatio, 0.1, 0.9),
 			}),
 			"timeouts": d.section(keys{
 				"idle_seconds":    d.units(&df.IdleTimeout, time.Second),

@@ -401,7 +401,7 @@ func (r *Router) Status(ctx context.Context, sessionKey, channel string) (comman
 		Profile: e.AuthProfileOverride, ProfileSource: e.AuthProfileOverrideSource,
 		PaidCalls: e.PaidCalls, InputTokens: e.InputTokens, OutputTokens: e.OutputTokens,
 		CostUSD: e.CostUSD, Priced: r.priced(),
-		Compactions: e.CompactionCount, Now: now,
+		Compactions: e.CompactionCount, Summaries: e.Summaries, Now: now,
 	}
 	if sel.source == failover.SourceAuto {
 		info.Active = string(sel.requested)

@@ -318,21 +318,24 @@ type memLLM struct {
 	mu       sync.Mutex
 	reqs     []llm.Request
 	fail     func(req llm.Request) error
+	reply    func(req llm.Request) string // the answer's text; nil = an echo of the last message
 }
 
 func (m *memLLM) Chat(ctx context.Context, req llm.Request, onDelta func(string)) (failover.Output, error) {
 	m.mu.Lock()
 	m.reqs = append(m.reqs, req)
-	fail := m.fail
+	fail, answer := m.fail, m.reply
 	m.mu.Unlock()
 	if fail != nil {
 		if err := fail(req); err != nil {
 			return failover.Output{}, err
 		}
 	}
-	last := req.Messages[len(req.Messages)-1].Content
-	return failover.Output{Text: "[" + m.provider + "/" + req.Model + "] you said: " + last, FinishReason: "stop", Progress: true,
-		InputTokens: 10, OutputTokens: 5}, nil
+	text := "[" + m.provider + "/" + req.Model + "] you said: " + req.Messages[len(req.Messages)-1].Content
+	if answer != nil {
+		text = answer(req)
+	}
+	return failover.Output{Text: text, FinishReason: "stop", Progress: true, InputTokens: 10, OutputTokens: 5}, nil
 }
 
 func (m *memLLM) Check(ctx context.Context, model string) (failover.Output, error) {

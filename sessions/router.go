@@ -107,6 +107,9 @@ type Config struct {
 	// at most SummaryMaxTokens long (R16); false drops them.
 	Summary          bool
 	SummaryMaxTokens int
+	// SummaryTarget is the share of the window a summary brings the prompt
+	// down to (R16: the low mark; 0 = 0.5).
+	SummaryTarget float64
 }
 
 // FileLimits bound the files of one message (I2): the bytes of a file, the
@@ -154,6 +157,8 @@ type Router struct {
 	incidentOpen bool // V4: a report was sent and no turn has succeeded since
 
 	unsaved unsaved // M8: answers delivered whose exchange waits for the database
+
+	bg background // R16: summaries written after an answer
 }
 
 // NewRouter checks the configuration (it fills in no defaults: config owns
@@ -201,6 +206,7 @@ func NewRouter(cfg Config, opts Options) (*Router, error) {
 		refused:  adapters.NewRecent(10000, time.Hour, clock.Now),
 		choices:  newChoices(cfg),
 	}
+	r.bg.log = r.log
 	r.base, r.cancel = context.WithCancel(context.Background())
 	r.lanes = live.NewLanes(func(_ string, in adapters.Inbound) { r.process(r.base, in) }, 0, 0)
 	if err := r.st.migrate(r.base); err != nil {
@@ -260,6 +266,9 @@ func (r *Router) Drain(ctx context.Context) error {
 	}()
 	if err := r.lanes.Wait(ctx); err != nil {
 		return fmt.Errorf("sessions: drain: %w", err)
+	}
+	if err := r.bg.waitAll(ctx); err != nil {
+		return fmt.Errorf("sessions: drain the summaries: %w", err)
 	}
 	return nil
 }

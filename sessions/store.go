@@ -72,6 +72,9 @@ type Entry struct {
 	ThreadRead    bool
 	// Summary stands for the turns compaction dropped (R16); "" = none.
 	Summary string
+	// Summaries counts the summaries this conversation paid for (R16), since
+	// it began or was last reset.
+	Summaries int `gorm:"not null;default:0"`
 
 	CreatedAt time.Time
 	UpdatedAt time.Time
@@ -495,15 +498,44 @@ func (s sessionStore) compact(ctx context.Context, key string, keep uint64, summ
 		}
 		upd := map[string]any{"compaction_count": gorm.Expr("compaction_count + 1")}
 		if summary != nil {
-			upd["summary"] = *summary
+			upd["summary"], upd["summaries"] = *summary, gorm.Expr("summaries + 1")
 		}
 		return tx.Model(&Entry{}).Where(byKey(key)).Updates(upd).Error
 	})
 }
 
+// compactIf is compact with a summary written off a turn (R16), stored only
+// while the session is as it was read: message keep still there and the
+// compaction count unchanged. A /reset, /new, /compact or another compaction
+// meanwhile makes the summary stale, and stored reports false.
+func (s sessionStore) compactIf(ctx context.Context, key string, keep uint64, summary string, count int) (stored bool, err error) {
+	err = store.Transaction(ctx, s.db, func(tx *gorm.DB) error {
+		stored = false // the transaction may run more than once
+		var n int64
+		if err := tx.Model(&Message{}).Where(map[string]any{"session_key": store.CleanText(key), "id": keep}).Count(&n).Error; err != nil {
+			return fmt.Errorf("sessions: compact %s: %w", key, err)
+		}
+		if n == 0 {
+			return nil
+		}
+		res := tx.Model(&Entry{}).Where(byKey(key)).Where(map[string]any{"compaction_count": count}).Updates(map[string]any{
+			"compaction_count": gorm.Expr("compaction_count + 1"), "summary": summary, "summaries": gorm.Expr("summaries + 1")})
+		if res.Error != nil {
+			return fmt.Errorf("sessions: compact %s: %w", key, res.Error)
+		}
+		if res.RowsAffected == 0 {
+			return nil
+		}
+		stored = true
+		return dropHistory(tx, key, keep)
+	})
+	return stored, err
+}
+
 // restart drops the whole history of key and applies fields, in one
 // transaction (/new, /reset).
 func (s sessionStore) restart(ctx context.Context, key string, fields map[string]any) error {
+	fields = merge(fields, map[string]any{"summaries": 0}) // a new conversation has paid for none yet
 	return store.Transaction(ctx, s.db, func(tx *gorm.DB) error {
 		if err := dropHistory(tx, key, 0); err != nil {
 			return err

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
 
 	"github.com/detourbot/detour/adapters"
 	"github.com/detourbot/detour/commands"
@@ -27,10 +29,13 @@ const summaryInstruction = "You summarise conversations. Write a short summary o
 	"Keep names and numbers. At most %d words. Write only the summary."
 
 // summaryInputTokens bounds what is sent to be summarised: the oldest part of
-// a very long history is cut first.
+// a very long history is cut first. What a compaction drops fitted in a
+// prompt of the model's window, so the window less the instruction and the
+// summary's own room takes all of it (down to the low mark, that is up to
+// half the window and more: R16).
 func (r *Router) summaryInputTokens(ref failover.ModelRef) int {
 	if w := r.window(ref); w > 0 {
-		return max(w/2, 1000)
+		return max(w-r.cfg.SummaryMaxTokens-EstimateTokens(summaryInstruction)-2*perMessage, 1000)
 	}
 	return 32000
 }
@@ -111,6 +116,105 @@ func (r *Router) summaryReserve() int {
 	return r.cfg.SummaryMaxTokens + perMessage + EstimateTokens(summaryIntro)
 }
 
+// lowMark is the prompt a summary brings a conversation on ref down to (R16):
+// compaction.target_ratio of its window, less the room of the summary itself.
+func (r *Router) lowMark(ref failover.ModelRef) int {
+	target := r.cfg.SummaryTarget
+	if target <= 0 || target >= 1 {
+		target = 0.5
+	}
+	return max(int(target*float64(r.window(ref)))-r.summaryReserve(), 1)
+}
+
+// compactLater starts the summary the next turns will need, off the person's
+// wait (R16): once the conversation would not fit its model's window within
+// two more exchanges as long as this one, its oldest turns are summarised
+// down to the low mark while the person reads the answer, and the next turn
+// goes on meanwhile with the history as it is. At most one runs per session;
+// a turn that finds its prompt too long waits for it rather than writing a
+// second one.
+func (r *Router) compactLater(t *turn, answer string) {
+	window := r.window(t.sel.requested)
+	if !r.cfg.Summary || window <= 0 {
+		return
+	}
+	exchange := estimateMessage(t.parts.user) + EstimateTokens(answer) + perMessage
+	stored := estimate(t.parts.head()) + histTokens(t.parts.hist) + exchange // this exchange is stored now
+	if stored+2*exchange <= window {
+		return
+	}
+	in, user := t.in, t.parts.user
+	r.bg.start(r.base, t.entry.Key, func(ctx context.Context) { r.compactSession(ctx, in, user) })
+}
+
+// compactSession summarises the oldest turns of in's session down to the
+// low mark (R16), sized for a next message like user. The summary is stored
+// only if the session is still as it was read (no /reset, /new or other
+// compaction meanwhile); its calls are the user's like any (T6, U1-U3).
+func (r *Router) compactSession(ctx context.Context, in adapters.Inbound, user llm.Message) {
+	e, err := r.st.load(ctx, in.SessionKey)
+	if err != nil {
+		r.log.Warn("summary after the answer: load the session", "session", in.SessionKey, "err", err)
+		return
+	}
+	hist, err := r.st.history(ctx, e.Key)
+	if err != nil {
+		r.log.Warn("summary after the answer: load the history", "session", e.Key, "err", err)
+		return
+	}
+	t := r.offTurn(in, e)
+	t.parts = promptParts{system: r.systemPrompt(e.Key, in.Channel), context: e.ThreadContext, summary: e.Summary, hist: hist, user: user}
+	_, n := buildPrompt(t.parts, r.lowMark(t.sel.requested))
+	if n == 0 || n >= len(hist) {
+		return // it fits, or nothing would be left: the next turn compacts as it must
+	}
+	s, err := r.summarise(ctx, t, e.Summary, hist[:n])
+	r.recordAttempts(context.WithoutCancel(ctx), t)
+	r.storeUsage(in, &t.tally)
+	r.addPaidCalls(ctx, t)
+	if err != nil || s == "" {
+		r.log.Warn("summary after the answer not written; the next turn that needs room makes it", "session", e.Key, "err", err)
+		return
+	}
+	stored, err := r.st.compactIf(context.WithoutCancel(ctx), e.Key, hist[n].ID, s, e.CompactionCount)
+	switch {
+	case err != nil:
+		r.log.Warn("summary after the answer not stored", "session", e.Key, "err", err)
+	case !stored:
+		r.log.Info("summary after the answer dropped: the conversation changed meanwhile", "session", e.Key)
+	}
+}
+
+// offTurn is a turn for calls made outside a message's turn (a summary after
+// the answer, /compact): its session and selection, no live reply.
+func (r *Router) offTurn(in adapters.Inbound, e *Entry) *turn {
+	return &turn{r: r, in: in, entry: e, sel: r.selectionFor(e, in.Channel), cur: snapshot(e), tally: newTally(), live: &liveTurn{}}
+}
+
+// reloadHistory reads t's history and summary again, after a compaction
+// that ran beside the turn.
+func (t *turn) reloadHistory(ctx context.Context) {
+	e, err := t.r.st.load(ctx, t.entry.Key)
+	if err != nil {
+		return
+	}
+	hist, err := t.r.st.history(ctx, e.Key)
+	if err != nil {
+		return
+	}
+	t.entry.Summary, t.entry.Summaries, t.entry.CompactionCount = e.Summary, e.Summaries, e.CompactionCount
+	t.parts.summary, t.parts.hist = e.Summary, hist
+}
+
+// histTokens estimates hist in a prompt.
+func histTokens(hist []Message) int {
+	n := 0
+	for _, m := range hist {
+		n += EstimateTokens(m.Content) + perMessage
+	}
+	return n
+}
+
 // compaction is why a turn's history is shortened (R15).
 type compaction uint8
 
@@ -133,14 +237,21 @@ func (t *turn) compact(ctx context.Context, why compaction) bool {
 	if why == toFit {
 		window = r.window(t.sel.requested)
 		msgs, dropped := buildPrompt(t.parts, window)
+		if dropped > 0 && r.bg.wait(ctx, t.entry.Key) {
+			// A summary written after an earlier answer was still running:
+			// it makes the room this turn needs, so none is written twice.
+			t.reloadHistory(ctx)
+			msgs, dropped = buildPrompt(t.parts, window)
+		}
 		if dropped == 0 {
 			t.prompt = msgs
 			return false
 		}
 		n = dropped
 		if summarise {
-			// Make room for the summary that will stand for what is dropped.
-			if _, d := buildPrompt(t.parts, max(window-r.summaryReserve(), 1)); d > n {
+			// R16: the summary brings the prompt down to the low mark, so it
+			// covers many turns, not only the one that overflowed.
+			if _, d := buildPrompt(t.parts, r.lowMark(t.sel.requested)); d > n {
 				n = d
 			}
 		}
@@ -198,6 +309,7 @@ func (r *Router) compact(ctx context.Context, e *Entry, keep uint64, summary *st
 	e.CompactionCount++
 	if summary != nil {
 		e.Summary = *summary
+		e.Summaries++
 	}
 	return nil
 }
@@ -223,7 +335,7 @@ func (r *Router) CompactNow(ctx context.Context, in adapters.Inbound) (string, e
 	if len(hist) == 0 {
 		return "nothing to compact: the conversation has no history yet", nil
 	}
-	t := &turn{r: r, in: in, entry: e, sel: r.selectionFor(e, in.Channel), cur: snapshot(e), tally: newTally(), live: &liveTurn{}}
+	t := r.offTurn(in, e)
 	t.parts = promptParts{system: r.systemPrompt(e.Key, in.Channel), summary: e.Summary, hist: hist}
 	before := estimate(t.parts.head()) + estimate(historyMessages(hist))
 	s, err := r.summarise(ctx, t, e.Summary, hist)
@@ -265,4 +377,73 @@ func (r *Router) failureWords(err error) string {
 		return notices.FailureText(f)
 	}
 	return "the summary call failed"
+}
+
+// background runs the summaries written after an answer (R16): at most one
+// per session at a time, each on the router's context, so Close stops them
+// and Drain waits for them.
+type background struct {
+	log     *slog.Logger
+	mu      sync.Mutex
+	running map[string]chan struct{} // session key -> closed when its job ends
+	wg      sync.WaitGroup
+}
+
+// start runs job for key unless one runs for it already.
+func (b *background) start(ctx context.Context, key string, job func(context.Context)) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.running[key]; ok {
+		return
+	}
+	if b.running == nil {
+		b.running = make(map[string]chan struct{})
+	}
+	done := make(chan struct{})
+	b.running[key] = done
+	b.wg.Add(1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				b.log.Error("summary after the answer panicked", "session", key, "panic", fmt.Sprint(p))
+			}
+			b.mu.Lock()
+			delete(b.running, key)
+			b.mu.Unlock()
+			close(done)
+			b.wg.Done()
+		}()
+		job(ctx)
+	}()
+}
+
+// wait waits until key's job ends, if one runs, or ctx ends; it reports
+// whether one ran.
+func (b *background) wait(ctx context.Context, key string) bool {
+	b.mu.Lock()
+	done, ok := b.running[key]
+	b.mu.Unlock()
+	if !ok {
+		return false
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	return true
+}
+
+// waitAll waits until every job has ended, or ctx ends.
+func (b *background) waitAll(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		b.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

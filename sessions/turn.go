@@ -661,6 +661,7 @@ func (r *Router) succeed(ctx context.Context, t *turn, res failover.Result) {
 		r.send(ctx, reply(t.in, adapters.KindNotice, text)) // N4: its own message, before the reply
 	}
 	r.answer(ctx, t, out)
+	r.compactLater(t, out.Text) // R16: the next turns' summary, off this one's wait
 }
 
 // noticeState is the notice state of a turn answered by answered, moved off its

@@ -107,6 +107,9 @@ func (r *Router) Usage(ctx context.Context, in adapters.Inbound, all bool) (comm
 		return toSum(sums[0]), nil
 	}
 	var err error
+	if e, lerr := r.st.load(ctx, in.SessionKey); lerr == nil {
+		info.Summaries = e.Summaries // R16: what keeping this conversation short cost
+	}
 	if in.User != "" {
 		if info.Today, err = one(in.User, day, next); err != nil {
 			return info, err

@@ -39,6 +39,7 @@ func SessionsConfig(cfg *config.Config) sessions.Config {
 		ThreadMessages:   d.ThreadContext.MaxMessages,
 		Summary:          d.Compaction.Summary,
 		SummaryMaxTokens: d.Compaction.SummaryMaxTokens,
+		SummaryTarget:    d.Compaction.TargetRatio,
 	}
 	live := map[string]config.Live{"console": cfg.Channels.Console.Live, "slack": cfg.Channels.Slack.Live, "discord": cfg.Channels.Discord.Live}
 	for name, l := range live {
