@@ -276,7 +276,8 @@ func (c *Client) chatAnthropic(ctx context.Context, req Request, onDelta func(st
 func (k *call) readEvent(typ string, ev *anthropicEvent) (text string, active bool) {
 	switch typ {
 	case "message_start":
-		k.out.InputTokens, k.out.OutputTokens = ev.Message.Usage.InputTokens, ev.Message.Usage.OutputTokens
+		// A provider's negative count is none: never summed as it is.
+		k.out.InputTokens, k.out.OutputTokens = max(ev.Message.Usage.InputTokens, 0), max(ev.Message.Usage.OutputTokens, 0)
 	case "content_block_start":
 		switch ev.ContentBlock.Type {
 		case "text":

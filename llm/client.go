@@ -462,8 +462,9 @@ func recv(stream *openai.ChatCompletionStream) (openai.ChatCompletionStreamRespo
 // pass limits.max_answer_bytes (T1).
 func (k *call) readChunk(ck *openai.ChatCompletionStreamResponse) (active, ok bool) {
 	if ck.Usage != nil {
-		k.out.InputTokens = ck.Usage.PromptTokens
-		k.out.OutputTokens = ck.Usage.CompletionTokens
+		// A provider's negative count is none: never summed as it is.
+		k.out.InputTokens = max(ck.Usage.PromptTokens, 0)
+		k.out.OutputTokens = max(ck.Usage.CompletionTokens, 0)
 	}
 	for _, ch := range ck.Choices {
 		if !k.add(ch.Delta.Content) {
