@@ -177,6 +177,17 @@ type SessionLookup interface {
 	SetSessionLookup(known func(ctx context.Context, sessionKey string) bool)
 }
 
+// AccessFilter is an optional capability: an adapter that reads earlier
+// messages (HistoryReader) and sees more of who stands behind a message than
+// its author (a bot's answer to a person's command, a message posted through
+// a webhook) is told who may talk to the bot (access.users with admin.users,
+// T5), so it leaves out what people it refuses had posted for them (H4).
+// mayTalk takes a channel-qualified user ("discord:456"); nil means
+// access.users is empty: everyone may.
+type AccessFilter interface {
+	SetAccess(mayTalk func(user string) bool)
+}
+
 // Sleep waits for d or until ctx ends, returning ctx.Err() when cut short.
 // Adapters use it for the waits platforms ask for (rate limits, reconnects).
 func Sleep(ctx context.Context, d time.Duration) error {

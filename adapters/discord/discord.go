@@ -23,6 +23,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bwmarrin/discordgo"
@@ -93,6 +94,8 @@ type Adapter struct {
 	noTyping     *adapters.Recent             // channels that refused the typing indicator
 	seen         *adapters.Recent             // event ids already delivered (resume replays)
 	interactions *lru.Cache[string, *pending] // by interaction id
+
+	mayTalk atomic.Pointer[func(user string) bool] // access.users (SetAccess); unset = everyone
 }
 
 var (
@@ -100,6 +103,8 @@ var (
 	_ adapters.Progress  = (*Adapter)(nil)
 	_ adapters.Streamer  = (*Adapter)(nil)
 	_ adapters.Connector = (*Adapter)(nil)
+
+	_ adapters.AccessFilter = (*Adapter)(nil)
 )
 
 // New builds the adapter; nothing connects until Run.

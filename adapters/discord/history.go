@@ -85,9 +85,44 @@ func (a *Adapter) replyChain(ctx context.Context, channel, id string, max int) (
 	return out, nil
 }
 
-// earlierOf maps one message; false for the bot's own and for system messages.
+// SetAccess implements adapters.AccessFilter.
+func (a *Adapter) SetAccess(mayTalk func(user string) bool) {
+	if mayTalk == nil {
+		a.mayTalk.Store(nil)
+		return
+	}
+	a.mayTalk.Store(&mayTalk)
+}
+
+// refused reports whether m is, or was posted for, someone access.users
+// refuses (H4, T5): its author, or for a bot's answer to a command the person
+// who gave the command (interaction_metadata.user, or the older interaction.user).
+// Discord does not say who posted through a webhook (anyone holding its URL
+// may), so with access.users set a webhook's message is left out; a bot's own
+// message, for nobody, is kept like the router keeps it (H2 marks it a bot's).
+func (a *Adapter) refused(m *discordgo.Message) bool {
+	p := a.mayTalk.Load()
+	if p == nil || *p == nil {
+		return false
+	}
+	may := *p
+	switch {
+	case m.InteractionMetadata != nil && m.InteractionMetadata.User != nil:
+		return !may("discord:" + m.InteractionMetadata.User.ID)
+	case m.Interaction != nil && m.Interaction.User != nil:
+		return !may("discord:" + m.Interaction.User.ID)
+	case m.WebhookID != "":
+		return true
+	case m.Author.Bot:
+		return false
+	}
+	return !may("discord:" + m.Author.ID)
+}
+
+// earlierOf maps one message; false for the bot's own, for system messages
+// and for those of people access.users refuses (refused).
 func (a *Adapter) earlierOf(m *discordgo.Message) (adapters.Earlier, bool) {
-	if m == nil || m.Author == nil || m.Author.ID == a.link.BotID() || !written(m) {
+	if m == nil || m.Author == nil || m.Author.ID == a.link.BotID() || !written(m) || a.refused(m) {
 		return adapters.Earlier{}, false
 	}
 	e := adapters.Earlier{User: "discord:" + m.Author.ID, Name: cmp.Or(m.Author.GlobalName, m.Author.Username), Bot: m.Author.Bot,

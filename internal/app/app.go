@@ -160,10 +160,14 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *System, err 
 	if err != nil {
 		return nil, fmt.Errorf("router: %w", err)
 	}
+	mayTalk := MayTalk(cfg)
 	for _, a := range s.Adapters {
 		s.Router.AddAdapter(a)
 		if l, ok := a.(adapters.SessionLookup); ok {
 			l.SetSessionLookup(s.Router.Known)
+		}
+		if f, ok := a.(adapters.AccessFilter); ok {
+			f.SetAccess(mayTalk)
 		}
 	}
 	if s.metrics != nil {
@@ -175,6 +179,19 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *System, err 
 		}
 	}
 	return s, nil
+}
+
+// MayTalk is who access.users lets talk to the bot (T5): the users it lists
+// and the admins (admin.users); nil when it lists none, so everyone may. The
+// adapters that read earlier messages leave out those of anyone else (H4).
+func MayTalk(cfg *config.Config) func(user string) bool {
+	if len(cfg.Access.Users) == 0 {
+		return nil
+	}
+	users, admins := slices.Clone(cfg.Access.Users), slices.Clone(cfg.Admin.Users)
+	return func(user string) bool {
+		return user != "" && (slices.Contains(users, user) || slices.Contains(admins, user))
+	}
 }
 
 func setFlag(m map[string]bool, key string) map[string]bool {

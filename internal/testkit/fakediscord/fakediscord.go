@@ -242,6 +242,10 @@ type Msg struct {
 	// = none. Attachments are attachment objects from AddAttachment.
 	ReplyTo     string
 	Attachments []map[string]any
+	// WebhookID posts it through that webhook (webhook_id; the author is the
+	// webhook: give Bot and an AuthorID of its own). InteractionUser makes it a
+	// bot's answer to that person's command (interaction_metadata.user).
+	WebhookID, InteractionUser string
 }
 
 type channelInfo struct {

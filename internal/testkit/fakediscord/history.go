@@ -47,6 +47,7 @@ type said struct {
 	mentionsBot        bool
 	attachments        []map[string]any
 	at                 time.Time
+	webhook, invoker   string // webhook_id, interaction_metadata.user ("" = none)
 }
 
 // attachment is one file on the CDN.
@@ -145,7 +146,8 @@ func (s *Server) rememberLocked(id string, m Msg, author map[string]any) {
 		s.said = map[string]*said{}
 	}
 	s.said[id] = &said{id: id, channel: m.ChannelID, guild: m.GuildID, author: author, content: m.Content,
-		reference: m.ReplyTo, mentionsBot: m.MentionBot, attachments: m.Attachments, at: s.Now()}
+		reference: m.ReplyTo, mentionsBot: m.MentionBot, attachments: m.Attachments, at: s.Now(),
+		webhook: m.WebhookID, invoker: m.InteractionUser}
 }
 
 // withheldLocked reports whether this session may not read d's content (no
@@ -164,6 +166,13 @@ func (s *Server) saidJSONLocked(d *said, withRef bool) map[string]any {
 		"timestamp": d.at.UTC().Format(time.RFC3339), "mentions": []any{}, "attachments": []any{}}
 	if len(d.attachments) > 0 {
 		body["attachments"] = d.attachments
+	}
+	if d.webhook != "" {
+		body["webhook_id"] = d.webhook
+	}
+	if d.invoker != "" {
+		body["interaction_metadata"] = map[string]any{"id": "I" + d.id, "type": 2,
+			"user": map[string]any{"id": d.invoker, "username": "user-" + d.invoker}}
 	}
 	if s.withheldLocked(d) {
 		body["content"], body["attachments"] = "", []any{}
