@@ -236,7 +236,7 @@ type jsonIn struct {
 const maxIDBytes = 200
 
 // parse turns line n into an Inbound, or gives the text of an error line for
-// the session in names; a blank line gives neither (in.Text is "").
+// the session in names; an empty line gives neither (in.Text is "").
 func (a *Adapter) parse(l line, n int) (in adapters.Inbound, errText string) {
 	in = adapters.Inbound{Channel: Name, SessionKey: Name + ":" + DefaultSession, User: Name + ":local", ReplyTo: DefaultSession, Direct: true, Admin: true}
 	if a.opts.Interactive && len(l.text) == TerminalLineLimit {
@@ -276,8 +276,15 @@ func (a *Adapter) parse(l line, n int) (in adapters.Inbound, errText string) {
 		text = j.Text
 	}
 	if strings.TrimSpace(text) == "" {
-		if structured {
+		switch {
+		case structured:
 			return in, fmt.Sprintf("input line %d has no text", n)
+		case text != "":
+			// Spaces or tabs alone are no message, but a line someone meant
+			// to send: an error line, in either format, never silence
+			// (issue 37). An empty line stays a separator: jsonl skips it,
+			// text notes it (Run).
+			return in, fmt.Sprintf("input line %d holds only spaces or tabs: nothing was sent", n)
 		}
 		return in, ""
 	}

@@ -76,7 +76,7 @@ func TestText_Inbound(t *testing.T) {
 	a := New(Options{Format: FormatText, In: strings.NewReader("hello\r\n\n  \n{\"session\":\"x\",\"text\":\"hi\"}\n/status"), Out: &out})
 	got := collect(t, a)
 	if len(got) != 3 {
-		t.Fatalf("got %d inbound, want 3 (blank lines skipped): %+v", len(got), got)
+		t.Fatalf("got %d inbound, want 3 (the empty line and the line of spaces not sent): %+v", len(got), got)
 	}
 	want := adapters.Inbound{Channel: "console", SessionKey: "console:default", User: "console:local", Text: "hello", ReplyTo: "default", Direct: true, Admin: true}
 	if !reflect.DeepEqual(got[0], want) {
@@ -89,8 +89,9 @@ func TestText_Inbound(t *testing.T) {
 	if got[2].Text != "/status" {
 		t.Errorf("last line without newline lost: %+v", got[2])
 	}
-	// Every line gets an answer: the two blank lines a short note each.
-	if out.String() != "(empty line: nothing was sent)\n(empty line: nothing was sent)\n" {
+	// Every line gets an answer: the empty line a short note, the line of
+	// spaces an error (issue 37).
+	if out.String() != "(empty line: nothing was sent)\nerror: input line 3 holds only spaces or tabs: nothing was sent\n" {
 		t.Errorf("unexpected output %q", out.String())
 	}
 }
@@ -420,5 +421,33 @@ func TestText_A5_NoticeAboveTheFallbacksAnswer(t *testing.T) {
 	want := "\x1b7partial words" + "\x1b8\x1b[J" + "↪️ model fallback: p2/beta\n" + "\x1b7the fallback" + " answers" + "\n"
 	if got := out.String(); got != want {
 		t.Fatalf("terminal got\n%q\nwant\n%q", got, want)
+	}
+}
+
+// covers issue 37 ("a line of only spaces gets no answer"): a line of spaces
+// or tabs is no message, and gets one error line in the jsonl contract, never
+// silence; an empty line stays a separator that jsonl skips.
+func TestJSONL_Issue37_ALineOfOnlySpacesGetsAnError(t *testing.T) {
+	input := strings.Join([]string{"   ", "\t \t", "", `{"session": "s1", "text": " \t "}`, "after"}, "\n") + "\n"
+	var out strings.Builder
+	a := New(Options{Format: FormatJSONL, In: strings.NewReader(input), Out: &out})
+	got := collect(t, a)
+	if len(got) != 1 || got[0].Text != "after" {
+		t.Fatalf("inbound %+v, want only the last line", got)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	want := []struct{ session, text string }{
+		{"default", "input line 1 holds only spaces or tabs: nothing was sent"},
+		{"default", "input line 2 holds only spaces or tabs: nothing was sent"},
+		{"s1", "input line 4 has no text"},
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("output %q, want %d error lines", out.String(), len(want))
+	}
+	for i, l := range lines {
+		var o jsonOut
+		if err := json.Unmarshal([]byte(l), &o); err != nil || o.Type != "error" || o.Session != want[i].session || o.Text != want[i].text {
+			t.Errorf("line %d: %q (%v), want an error %q for session %s", i, l, err, want[i].text, want[i].session)
+		}
 	}
 }
