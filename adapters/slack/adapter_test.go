@@ -273,8 +273,8 @@ func TestNoticeIsOwnContextBlockBeforeReply(t *testing.T) { // covers N4
 	if n.ThreadTS != m.TS || r.ThreadTS != m.TS || n.Channel != "C1" {
 		t.Fatalf("not in the thread: %+v / %+v", n, r)
 	}
-	if n.Text != notice || r.Text != "the answer" {
-		t.Fatalf("texts: %q / %q", n.Text, r.Text)
+	if n.Shown() != notice || n.Text != "" || r.Text != "the answer" {
+		t.Fatalf("texts: %q (shown %q) / %q: want the notice once, in its block (W1)", n.Text, n.Shown(), r.Text)
 	}
 	var blocks []struct {
 		Type     string `json:"type"`

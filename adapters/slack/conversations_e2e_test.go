@@ -83,7 +83,7 @@ func TestE2E_I5_SlackImageToTextOnlyPrimary(t *testing.T) {
 	shot := e2e.PNG()
 	m := e.slack.MentionFiles("C1", "U1", "what does this show?", "", e.slack.AddFile("screenshot.png", "image/png", shot))
 	ps := e.waitThread("C1", m.TS, 2)
-	if !isNotice(ps[0]) || ps[0].Text != "↪️ model fallback: p2/beta (selected p1/alpha; does not take images)" {
+	if !isNotice(ps[0]) || ps[0].Shown() != "↪️ model fallback: p2/beta (selected p1/alpha; does not take images)" {
 		t.Fatalf("N1 notice:%s", describe(ps))
 	}
 	if !strings.Contains(ps[1].Text, "[saw image 1: image/png, "+strconv.Itoa(len(shot))+" bytes") {
@@ -120,16 +120,16 @@ func TestE2E_I2_SlackLargeFileRefused(t *testing.T) {
 	e := startE2E(t)
 	m := e.slack.MentionFiles("C1", "U1", "look at this", "", e.slack.AddLargeFile("holiday.png", "image/png", 30<<20, 30<<20))
 	ps := e.waitThread("C1", m.TS, 2)
-	if want := "📎 not read: holiday.png (30.0 MB; files over 5.0 MB are not read)"; ps[0].Text != want {
-		t.Fatalf("I2: notice %q, want %q:%s", ps[0].Text, want, describe(ps))
+	if want := "📎 not read: holiday.png (30.0 MB; files over 5.0 MB are not read)"; ps[0].Shown() != want {
+		t.Fatalf("I2: notice %q, want %q:%s", ps[0].Shown(), want, describe(ps))
 	}
 	if d := e.slack.Downloads(); len(d) != 0 {
 		t.Fatalf("I2: a file over the cap was downloaded: %+v", d)
 	}
 	m = e.slack.MentionFiles("C2", "U1", "and this", "", e.slack.AddLargeFile("clip.png", "image/png", 30<<20, 0))
 	ps = e.waitThread("C2", m.TS, 2)
-	if want := "📎 not read: clip.png (larger than 5.0 MB, the most a file may have)"; ps[0].Text != want {
-		t.Fatalf("I2: notice %q, want %q", ps[0].Text, want)
+	if want := "📎 not read: clip.png (larger than 5.0 MB, the most a file may have)"; ps[0].Shown() != want {
+		t.Fatalf("I2: notice %q, want %q", ps[0].Shown(), want)
 	}
 	// An app installed without files:read (a manifest from before it).
 	manifest, err := os.ReadFile(filepath.Join("..", "..", "slack-manifest.yaml"))
@@ -141,8 +141,8 @@ func TestE2E_I2_SlackLargeFileRefused(t *testing.T) {
 	}
 	m = e.slack.MentionFiles("C3", "U1", "one more", "", e.slack.AddFile("a.png", "image/png", e2e.PNG()))
 	ps = e.waitThread("C3", m.TS, 2)
-	if !strings.Contains(ps[0].Text, "a.png (it could not be downloaded: slack answered with its sign-in page instead of the file: the bot token needs the files:read scope") {
-		t.Fatalf("I3: notice %q", ps[0].Text)
+	if !strings.Contains(ps[0].Shown(), "a.png (it could not be downloaded: slack answered with its sign-in page instead of the file: the bot token needs the files:read scope") {
+		t.Fatalf("I3: notice %q", ps[0].Shown())
 	}
 	if hits := e.slack.SignInHits(); len(hits) != 0 {
 		t.Fatalf("I3: the redirect to the sign-in host was followed: %+v", hits)

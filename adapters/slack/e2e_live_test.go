@@ -157,9 +157,12 @@ func TestE2E_SlackLive_L3_StallThenFallbackReplacesPartialText(t *testing.T) {
 	if !shown {
 		t.Fatalf("the primary's words were never shown (the test proves nothing):%s", describeMessages(e.slack.AllMessages()))
 	}
-	if !strings.Contains(string(notice.Blocks), `"context"`) || !strings.Contains(notice.Text, "model fallback: p2/beta") ||
-		strings.Contains(notice.Text, "you said") {
+	if !strings.Contains(string(notice.Blocks), `"context"`) || !strings.Contains(notice.Shown(), "model fallback: p2/beta") ||
+		strings.Contains(notice.Shown(), "you said") {
 		t.Fatalf("the notice is not its own status message:%s", describeMessages(ms))
+	}
+	if n := strings.Count(answer.Shown()+notice.Shown(), "model fallback"); n != 1 {
+		t.Fatalf("the fallback notice is said %d times (W1):%s", n, describeMessages(ms))
 	}
 	if n := strings.Count(answer.Shown()+notice.Shown(), "you said: hello there"); n != 1 {
 		t.Fatalf("the answer is shown %d times:%s", n, describeMessages(ms))

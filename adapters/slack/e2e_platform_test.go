@@ -102,11 +102,11 @@ func TestE2E_SlackLive_A5_NoticeBeforeTheFallbacksFirstText(t *testing.T) {
 	e.llm.Script(fakeprovider.Rule{Provider: "p2", Mode: fakeprovider.ModeSlowStream, Delay: 15 * time.Millisecond})
 	m := e.slack.Mention("C1", "U1", "hello there", "")
 	ms := e.messages("C1", m.TS)
-	if len(ms) != 2 || !strings.Contains(ms[0].Text, "model fallback: p2/beta") || !ms[1].Streamed ||
+	if len(ms) != 2 || !strings.Contains(ms[0].Shown(), "model fallback: p2/beta") || strings.Count(ms[0].Shown(), "model fallback") != 1 || !ms[1].Streamed ||
 		!strings.HasPrefix(ms[1].Shown(), "[p2/beta] you said: hello there") {
 		t.Fatalf("want the notice, then the streamed answer:%s", describeMessages(ms))
 	}
-	notice := e.call("chat.postMessage", func(c fakeslack.Call) bool { return strings.Contains(c.Arg("text"), "model fallback") })
+	notice := e.call("chat.postMessage", func(c fakeslack.Call) bool { return strings.Contains(c.Arg("blocks"), "model fallback") })
 	start := e.call("chat.startStream", nil)
 	if notice.Seq > start.Seq || !notice.Answered {
 		t.Fatalf("the notice (call %d) came after the answer's first text (call %d)", notice.Seq, start.Seq)

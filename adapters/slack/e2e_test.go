@@ -187,7 +187,7 @@ func countText(ps []fakeslack.Post, sub string) int {
 }
 
 func isNotice(p fakeslack.Post) bool {
-	return strings.Contains(string(p.Blocks), `"context"`) && strings.HasPrefix(p.Text, "↪️")
+	return strings.Contains(string(p.Blocks), `"context"`) && strings.HasPrefix(p.Shown(), "↪️")
 }
 
 // covers N1, N3, N4, N5, S3, S4, V4 through Slack
@@ -199,8 +199,8 @@ func TestE2E_SlackThreadFallbackCommandsAndReliability(t *testing.T) {
 	//    (context block) message, posted before the reply (N1, N4).
 	m := e.slack.Mention("C1", "U1", "hello there", "")
 	ps := e.waitThread("C1", m.TS, 2)
-	if len(ps) != 2 || !isNotice(ps[0]) || !strings.Contains(ps[0].Text, "model fallback: p2/beta") ||
-		!strings.Contains(ps[0].Text, "p1/alpha") {
+	if len(ps) != 2 || !isNotice(ps[0]) || !strings.Contains(ps[0].Shown(), "model fallback: p2/beta") ||
+		!strings.Contains(ps[0].Shown(), "p1/alpha") {
 		t.Fatalf("turn 1: want notice then reply:%s", describe(ps))
 	}
 	if isNotice(ps[1]) || !strings.Contains(ps[1].Text, "hello there") {

@@ -73,13 +73,18 @@ func (a *Adapter) postMessage(ctx context.Context, t target, opts ...slackgo.Msg
 	return err
 }
 
-// postNotice posts a notice as a context block with a plain-text fallback, both
-// escaped; the block is verbatim so names in it never become mentions (T3).
+// postNotice posts a notice as a context block; the block is verbatim so
+// names in it never become mentions (T3).
 func (a *Adapter) postNotice(ctx context.Context, t target, text string) error {
-	fallback := escapeMrkdwn(truncateRunes(text, maxContextText))
+	// The block alone: a top-level text beside it is shown by some clients
+	// and read back by every API reader as a second copy (W1: a notice is
+	// said once); Slack builds the notification text from the block ("do
+	// not include a top-level text field if the message has blocks, and
+	// allow Slack attempt to build it for you",
+	// https://docs.slack.dev/reference/methods/chat.postMessage).
 	block := slackgo.NewContextBlock("",
 		slackgo.NewTextBlockObject(slackgo.MarkdownType, truncateRunes(ToMrkdwn(text), maxContextText), false, true))
-	if err := a.postMessage(ctx, t, slackgo.MsgOptionText(fallback, false), slackgo.MsgOptionBlocks(block)); err != nil {
+	if err := a.postMessage(ctx, t, slackgo.MsgOptionBlocks(block)); err != nil {
 		return fmt.Errorf("slack: posting notice: %w", err)
 	}
 	return nil

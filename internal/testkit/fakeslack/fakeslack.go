@@ -187,6 +187,10 @@ type Post struct {
 	Mentions []string
 }
 
+// Shown is what a reader sees of the post, as Message.Shown: its text and the
+// text in its blocks.
+func (p Post) Shown() string { return Message{Text: p.Text, Blocks: p.Blocks}.Shown() }
+
 // Ack is one Socket Mode acknowledgement read from the client.
 type Ack struct {
 	EnvelopeID string
