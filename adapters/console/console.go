@@ -339,11 +339,14 @@ func (a *Adapter) Send(ctx context.Context, out adapters.Outbound) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.clearStatus()
-	if kind == adapters.KindNotice && a.streaming && a.live != nil {
-		// N4: a notice is a line of its own before the reply, even when the
-		// reply is already showing: it goes above the streamed text.
-		a.live.above(b.String())
-		return a.bw.Flush()
+	if a.live != nil && a.streaming {
+		if kind == adapters.KindNotice {
+			// N4: a notice is a line of its own before the reply, even when
+			// the reply is already showing: it goes above the preview.
+			a.live.above(b.String())
+			return a.bw.Flush()
+		}
+		a.live.erase() // the line is this message's
 	}
 	_, _ = a.bw.Write(b.Bytes()) // a failed write fails the Flush too
 	err := a.bw.Flush()

@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"reflect"
 	"strings"
@@ -281,8 +282,9 @@ func TestName(t *testing.T) {
 }
 
 // covers L1, L2, L3, T4 at a terminal: a status line while the turn runs, the
-// answer printed as it arrives, a failed attempt's words erased and replaced,
-// the final answer on its own line, model control sequences stripped.
+// answer shown as it arrives on one preview line, a failed attempt's words
+// erased and replaced, the final answer printed whole on its own line, model
+// control sequences stripped.
 func TestText_LiveReplyAtATerminal(t *testing.T) {
 	var out strings.Builder
 	a := New(Options{Format: FormatText, In: strings.NewReader("hi\n"), Out: &out, Interactive: true})
@@ -303,7 +305,8 @@ func TestText_LiveReplyAtATerminal(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "> " + "\r\x1b[K… thinking…" + "\r\x1b[K… waiting 20s for p1: rate limit" + "\r\x1b[K" +
-		"\x1b7partial words" + "\x1b8\x1b[Jthe fallback" + " answers" + "\n" + "> "
+		"\r\x1b[K… partial words" + "\r\x1b[K… the fallback" + "\r\x1b[K… the fallback answers" +
+		"\r\x1b[K" + "the fallback answers\n" + "> "
 	if got := out.String(); got != want {
 		t.Fatalf("terminal got\n%q\nwant\n%q", got, want)
 	}
@@ -326,9 +329,9 @@ func TestText_N4_NoticeAboveAStreamingReply(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	want := "> " + "\x1b7[backup/fallback-1] you said" +
-		"\x1b8\x1b[J↪️ model fallback: backup/fallback-1 (selected demo/primary; rate limit)\n\x1b7[backup/fallback-1] you said" +
-		": hi\n" + "> "
+	want := "> " + "\r\x1b[K… [backup/fallback-1] you said" +
+		"\r\x1b[K↪️ model fallback: backup/fallback-1 (selected demo/primary; rate limit)\n" + "\r\x1b[K… [backup/fallback-1] you said" +
+		"\r\x1b[K" + "[backup/fallback-1] you said: hi\n" + "> "
 	if got := out.String(); got != want {
 		t.Fatalf("terminal got\n%q\nwant\n%q", got, want)
 	}
@@ -418,7 +421,8 @@ func TestText_A5_NoticeAboveTheFallbacksAnswer(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	want := "\x1b7partial words" + "\x1b8\x1b[J" + "↪️ model fallback: p2/beta\n" + "\x1b7the fallback" + " answers" + "\n"
+	want := "\r\x1b[K… partial words" + "\r\x1b[K" + "↪️ model fallback: p2/beta\n" + "\r\x1b[K… the fallback" +
+		"\r\x1b[K" + "the fallback answers\n"
 	if got := out.String(); got != want {
 		t.Fatalf("terminal got\n%q\nwant\n%q", got, want)
 	}
@@ -449,5 +453,147 @@ func TestJSONL_Issue37_ALineOfOnlySpacesGetsAnError(t *testing.T) {
 		if err := json.Unmarshal([]byte(l), &o); err != nil || o.Type != "error" || o.Session != want[i].session || o.Text != want[i].text {
 			t.Errorf("line %d: %q (%v), want an error %q for session %s", i, l, err, want[i].text, want[i].session)
 		}
+	}
+}
+
+// screen is a small terminal for the tests: lines of unbounded width, h rows
+// on the screen, everything that scrolled above them kept as scrollback. It
+// knows what the console writes: text, \r, \n (as CR LF), ESC 7 and ESC 8
+// (save and restore the cursor's place on the screen), ESC [K and ESC [J.
+type screen struct {
+	lines    [][]rune // the scrollback, then the screen (the last h lines)
+	top      int      // the first line on the screen
+	row, col int      // the cursor: a line of lines, a column
+	saved    [2]int   // ESC 7's screen row and column
+	h        int
+}
+
+func newScreen(h int) *screen { return &screen{lines: [][]rune{nil}, h: h} }
+
+func (s *screen) write(out string) {
+	rs := []rune(out)
+	for i := 0; i < len(rs); i++ {
+		switch r := rs[i]; {
+		case r == '\r':
+			s.col = 0
+		case r == '\n':
+			s.row, s.col = s.row+1, 0
+			if s.row == len(s.lines) {
+				s.lines = append(s.lines, nil)
+			}
+			if s.row-s.top >= s.h {
+				s.top = s.row - s.h + 1
+			}
+		case r == 0x1b && i+1 < len(rs) && rs[i+1] == '7':
+			s.saved = [2]int{s.row - s.top, s.col}
+			i++
+		case r == 0x1b && i+1 < len(rs) && rs[i+1] == '8':
+			s.row, s.col = min(s.top+s.saved[0], len(s.lines)-1), s.saved[1]
+			i++
+		case r == 0x1b && i+2 < len(rs) && rs[i+1] == '[' && (rs[i+2] == 'K' || rs[i+2] == 'J'):
+			if l := s.lines[s.row]; len(l) > s.col {
+				s.lines[s.row] = l[:s.col]
+			}
+			if rs[i+2] == 'J' { // to the end of the screen: the lines below go
+				s.lines = s.lines[:s.row+1]
+			}
+			i += 2
+		default:
+			l := s.lines[s.row]
+			for len(l) < s.col {
+				l = append(l, ' ')
+			}
+			if s.col < len(l) {
+				l[s.col] = r
+			} else {
+				l = append(l, r)
+			}
+			s.lines[s.row], s.col = l, s.col+1
+		}
+	}
+}
+
+// text is every line, scrollback and screen, without trailing empty lines.
+func (s *screen) text() string {
+	var out []string
+	for _, l := range s.lines {
+		out = append(out, string(l))
+	}
+	return strings.TrimRight(strings.Join(out, "\n"), "\n")
+}
+
+// covers L3, A5 (issue 37: "a 10 KB partial answer stays in the terminal
+// scrollback after failover"): at a terminal of 24 rows, an attempt that
+// streamed 10 KB over 200 lines and failed leaves nothing behind, neither on
+// the screen nor above it: the terminal holds the notice and the final
+// answer only. The answer shows on one preview line while it comes, at most
+// previewCols columns of its end.
+func TestText_Issue37_AFailedLongAnswerLeavesNothingInTheScrollback(t *testing.T) {
+	var out strings.Builder
+	a := New(Options{Format: FormatText, In: strings.NewReader("hi\n"), Out: &out})
+	inbox := make(chan adapters.Inbound)
+	done := make(chan error, 1)
+	ctx := context.Background()
+	go func() { done <- a.Run(ctx, inbox) }()
+	in := <-inbox
+	st, _ := a.StartStream(ctx, in)
+	var partial strings.Builder
+	for i := 0; partial.Len() < 10<<10; i++ {
+		fmt.Fprintf(&partial, "partial line %03d of the failed attempt, 日本語\n", i)
+		_ = st.Update(ctx, partial.String())
+	}
+	_ = st.Restart(ctx, &adapters.Outbound{Kind: adapters.KindNotice, SessionKey: in.SessionKey, Text: "↪️ model fallback: p2/beta"})
+	_ = st.Update(ctx, "the fallback")
+	_ = st.Update(ctx, "the fallback answers\nin two lines")
+	_ = st.Finish(ctx, adapters.Outbound{Kind: adapters.KindReply, SessionKey: in.SessionKey, Text: "the fallback answers\nin two lines"})
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	term := newScreen(24)
+	term.write(out.String())
+	if got, want := term.text(), "↪️ model fallback: p2/beta\nthe fallback answers\nin two lines"; got != want {
+		t.Fatalf("the terminal holds (%d lines)\n%s\nwant\n%s", len(term.lines), got, want)
+	}
+	// While it streamed, one line showed its end, within previewCols columns.
+	for _, l := range strings.Split(out.String(), eraseLine) {
+		if p, ok := strings.CutPrefix(l, "… "); ok {
+			cols := 0
+			for _, r := range p {
+				cols += runeCols(r)
+			}
+			if cols > previewCols+1 || strings.ContainsAny(p, "\n\t") {
+				t.Fatalf("a preview of %d columns: %q", cols, p)
+			}
+		}
+	}
+}
+
+// covers L3, issue 37: a final answer the live kit brings in by an edit (it
+// does not extend what showed) still ends the line and lets the console read
+// the next one.
+func TestText_Issue37_AFinalAnswerThatReplacesThePreviewEndsTheTurn(t *testing.T) {
+	var out strings.Builder
+	a := New(Options{Format: FormatText, In: strings.NewReader("hi\nagain\n"), Out: &out})
+	inbox := make(chan adapters.Inbound)
+	done := make(chan error, 1)
+	ctx := context.Background()
+	go func() { done <- a.Run(ctx, inbox) }()
+	in := <-inbox
+	st, _ := a.StartStream(ctx, in)
+	_ = st.Update(ctx, "first words")
+	_ = st.Finish(ctx, adapters.Outbound{Kind: adapters.KindError, SessionKey: in.SessionKey, Text: "all models are rate-limited"})
+	select {
+	case in = <-inbox:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the next line was never read; the terminal got %q", out.String())
+	}
+	_ = a.Send(ctx, adapters.Outbound{Kind: adapters.KindReply, SessionKey: in.SessionKey, Text: "ok"})
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	term := newScreen(24)
+	term.write(out.String())
+	if got, want := term.text(), "error: all models are rate-limited\nok"; got != want {
+		t.Fatalf("the terminal holds\n%s\nwant\n%s", got, want)
 	}
 }

@@ -9,12 +9,9 @@ import (
 	"github.com/detourbot/detour/internal/termsafe"
 )
 
-// Terminal control of the console's own making (never from model output, T4).
-const (
-	eraseLine   = "\r\x1b[K"
-	saveCursor  = "\x1b7"
-	restoreDown = "\x1b8\x1b[J" // back to the saved position, erase what follows
-)
+// Terminal control of the console's own making (never from model output, T4):
+// back to the start of the line, and erase it.
+const eraseLine = "\r\x1b[K"
 
 var (
 	_ adapters.Progress = (*Adapter)(nil)
@@ -64,72 +61,169 @@ func (a *Adapter) clearStatus() {
 	}
 }
 
-// StartStream prints the answer as it arrives (L2), through the live kit's
-// growing reply drawn on the terminal: text that extends what was printed is
-// appended, any other replaces it (L3), and the final answer ends the line.
+// StartStream shows the answer as it arrives (L2) on one line of its own, the
+// preview: "… " and the answer's last words, redrawn in place (\r, erase to the
+// end of the line) as text comes. The answer itself prints once, whole, when
+// it is final. A failed attempt's words therefore never stay in the
+// terminal's scrollback, however long they grew (L3, A5; issue 37): text
+// printed line by line scrolls up, past where any erase sequence reaches,
+// while a single line is always erased whole. The preview is at most
+// previewCols columns, so it fits a terminal of 64 and does not wrap.
 func (a *Adapter) StartStream(ctx context.Context, in adapters.Inbound) (adapters.Stream, error) {
 	s := &stream{a: a}
 	a.mu.Lock()
 	a.live = s
 	a.mu.Unlock()
-	return live.New(s, live.Options{Inline: true, Render: func(kind adapters.Kind, text string) string {
+	r := live.New(s, live.Options{Inline: true, Render: func(kind adapters.Kind, text string) string {
 		return textLine(adapters.Outbound{Kind: kind, Text: text})
-	}}), nil
+	}})
+	return &reply{Reply: r, s: s}, nil
 }
 
-// stream is the terminal as a live.Surface: one message, printed from the saved
-// cursor position.
+// reply is the live kit's growing reply, whose Finish also ends the line when
+// the kit brought the final text in by an edit (it stops only what grew).
+type reply struct {
+	*live.Reply
+	s *stream
+}
+
+func (r *reply) Finish(ctx context.Context, final adapters.Outbound) error {
+	err := r.Reply.Finish(ctx, final)
+	r.s.end()
+	return err
+}
+
+// previewCols bounds the preview line: "… " and at most this many columns of
+// the answer's end.
+const previewCols = 60
+
+// stream is the terminal as a live.Surface: one message, the text of which
+// shows as the preview line until it is final.
 type stream struct {
 	a     *Adapter
-	shown string // sanitized text on the screen since the saved cursor position
+	text  string // the sanitized text of the reply so far
+	shown bool   // the preview line is on the screen
 }
 
-// above prints line (which ends in a newline) where the streamed text began and
-// shows the text again below it. The caller holds a.mu.
+// preview is the last previewCols columns of text on one line: line breaks
+// and other controls as spaces, a wide character counted as two columns.
+func preview(text string) string {
+	rs := []rune(text)
+	cols, i := 0, len(rs)
+	for i > 0 {
+		w := runeCols(rs[i-1])
+		if cols+w > previewCols {
+			break
+		}
+		cols, i = cols+w, i-1
+	}
+	out := []rune(nil)
+	if i > 0 {
+		out = append(out, '…')
+	}
+	for _, r := range rs[i:] {
+		if r < 0x20 || r == 0x7f {
+			r = ' '
+		}
+		out = append(out, r)
+	}
+	return string(out)
+}
+
+// runeCols is how many columns r takes: two for the wide characters of East
+// Asian scripts and emoji, one otherwise (a bound, not a terminal's exact
+// rule: the preview stays within a line either way).
+func runeCols(r rune) int {
+	switch {
+	case r >= 0x1100 && r <= 0x115f, r >= 0x2e80 && r <= 0xa4cf, r >= 0xac00 && r <= 0xd7a3,
+		r >= 0xf900 && r <= 0xfaff, r >= 0xfe30 && r <= 0xfe4f, r >= 0xff00 && r <= 0xff60,
+		r >= 0xffe0 && r <= 0xffe6, r >= 0x1f000 && r <= 0x1faff, r >= 0x20000 && r <= 0x3fffd:
+		return 2
+	}
+	return 1
+}
+
+// draw shows the preview of s.text; erase takes it off the screen. The caller
+// holds a.mu.
+func (s *stream) draw() {
+	if strings.TrimSpace(s.text) == "" {
+		s.erase()
+		return
+	}
+	_, _ = s.a.bw.WriteString(eraseLine + "… " + preview(s.text))
+	s.shown = true
+}
+
+func (s *stream) erase() {
+	if s.shown {
+		_, _ = s.a.bw.WriteString(eraseLine)
+		s.shown = false
+	}
+}
+
+// above prints line (which ends in a newline) in place of the preview and
+// draws the preview again below it. The caller holds a.mu.
 func (s *stream) above(line string) {
-	_, _ = s.a.bw.WriteString(restoreDown + line + saveCursor + s.shown)
+	s.erase()
+	_, _ = s.a.bw.WriteString(line)
+	s.draw()
 }
 
-// write prints out and makes shown what the screen holds; end finishes the line.
-func (s *stream) write(out, shown string, end bool) error {
+// show makes text the reply so far and draws its preview.
+func (s *stream) show(text string) error {
 	a := s.a
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.clearStatus() // a no-op once streaming: Status shows nothing then
 	a.streaming = true
-	_, _ = a.bw.WriteString(out)
-	s.shown = shown
-	if end {
-		_, _ = a.bw.WriteString("\n")
-		a.streaming = false
-		if a.live == s {
-			a.live = nil
-		}
-		defer a.answer()
-	}
+	s.text = text
+	s.draw()
 	return a.bw.Flush()
 }
 
-func (s *stream) Post(_ context.Context, _ int, text string) (string, error) {
-	return "", s.write(saveCursor+text, text, false)
-}
-func (s *stream) Edit(_ context.Context, _, text string) error {
-	return s.write(restoreDown+text, text, false)
-}
-func (s *stream) Append(_ context.Context, _, more string) error {
-	return s.write(more, s.shown+more, false)
-}
-func (s *stream) Stop(_ context.Context, _, more string) error {
-	return s.write(more, s.shown+more, true)
+// end prints the reply's text whole in place of its preview, ends the line
+// and lets Run read on; a no-op once done, or when nothing was posted.
+func (s *stream) end() {
+	a := s.a
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.live == s {
+		a.live = nil
+	}
+	if !a.streaming {
+		return
+	}
+	s.erase()
+	_, _ = a.bw.WriteString(s.text + "\n")
+	a.streaming, s.text = false, ""
+	a.answer()
+	_ = a.bw.Flush()
 }
 
-// Delete erases what was printed; the line is free for a notice (A5).
+func (s *stream) Post(_ context.Context, _ int, text string) (string, error) {
+	return "", s.show(text)
+}
+func (s *stream) Edit(_ context.Context, _, text string) error {
+	return s.show(text)
+}
+func (s *stream) Append(_ context.Context, _, more string) error {
+	return s.show(s.text + more)
+}
+func (s *stream) Stop(_ context.Context, _, more string) error {
+	s.a.mu.Lock()
+	s.text += more
+	s.a.mu.Unlock()
+	s.end()
+	return nil
+}
+
+// Delete takes the preview down; the line is free for a notice (A5).
 func (s *stream) Delete(context.Context, string) error {
 	a := s.a
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	_, _ = a.bw.WriteString(restoreDown)
-	a.streaming, s.shown = false, ""
+	s.erase()
+	a.streaming, s.text = false, ""
 	return a.bw.Flush()
 }
 
