@@ -26,14 +26,15 @@ var ErrUnknownProfile = errors.New("sessions: unknown profile")
 // runCommand answers one parsed command. Answers are KindReply (ephemeral where
 // the platform allows); bad input and refusals are KindError, in their own
 // words.
-func (r *Router) runCommand(ctx context.Context, in adapters.Inbound, c commands.Command) {
+func (r *Router) runCommand(ctx context.Context, w *writer, c commands.Command) {
+	in := w.in
 	text, err := r.command(ctx, in, c)
 	switch {
 	case errors.As(err, new(*badArgument)):
-		r.send(ctx, reply(in, adapters.KindError, err.Error())) // its own text, never a sentinel's
+		_ = w.finish(ctx, reply(in, adapters.KindError, err.Error())) // its own text, never a sentinel's
 	case err != nil:
 		r.log.Warn("command failed", "session", in.SessionKey, "command", c.Name, "err", err)
-		r.send(ctx, reply(in, adapters.KindError, fmt.Sprintf("/%s failed: internal error", c.Name)))
+		_ = w.finish(ctx, reply(in, adapters.KindError, fmt.Sprintf("/%s failed: internal error", c.Name)))
 	default:
 		out := reply(in, adapters.KindReply, text)
 		out.Ephemeral = true
@@ -45,7 +46,7 @@ func (r *Router) runCommand(ctx context.Context, in adapters.Inbound, c commands
 			}
 			out.Choices = append(out.Choices, adapters.Choice{Label: "default", Command: "/model default"})
 		}
-		r.send(ctx, out)
+		_ = w.finish(ctx, out)
 	}
 }
 

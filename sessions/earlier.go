@@ -26,7 +26,8 @@ const (
 // readEarlier reads and stores the earlier messages of ts's conversation when
 // this is the bot's first turn in it (H1, H3). A failure to read is logged and
 // the turn goes on without them; they are not tried again.
-func (r *Router) readEarlier(ctx context.Context, t *turn) {
+func (t *turn) readEarlier(ctx context.Context) {
+	r := t.r
 	in, e := t.in, t.entry
 	if in.Earlier == "" || e.ThreadRead || r.cfg.ThreadMessages <= 0 {
 		return

@@ -22,8 +22,7 @@ type message struct {
 	text   string
 	images []llm.Image
 	names  []string // the images' names, for the history
-	notes  []string // "movie.mov (30.0 MB; files over 5.0 MB are not read)"
-	posted bool     // the notes were told (a restarted turn tells them once)
+	notes  []string // "movie.mov (30.0 MB; files over 5.0 MB are not read)"; the writer tells them once
 }
 
 // llm is the message as one prompt message: its text, then a line for each
@@ -253,11 +252,10 @@ func (m *message) dropImages(why string) {
 	m.images, m.names = nil, nil
 }
 
-// tellNotes posts what was not read of the message, once, before the answer.
-func (r *Router) tellNotes(ctx context.Context, in adapters.Inbound, m *message) {
-	if m.posted || len(m.notes) == 0 {
-		return
+// notice is the notice of what was not read of the message ("" = none).
+func (m *message) notice() string {
+	if len(m.notes) == 0 {
+		return ""
 	}
-	m.posted = true
-	r.send(ctx, reply(in, adapters.KindNotice, "📎 not read: "+strings.Join(m.notes, "; ")))
+	return "📎 not read: " + strings.Join(m.notes, "; ")
 }

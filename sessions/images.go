@@ -49,7 +49,8 @@ func (r *Router) takersOf(chain []failover.ModelRef) []string {
 
 // fitImages leaves the images of ts's message out, with a note, when no model
 // the turn may walk takes them.
-func (r *Router) fitImages(t *turn) {
+func (t *turn) fitImages() {
+	r := t.r
 	if len(t.msg.images) == 0 {
 		return
 	}

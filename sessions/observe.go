@@ -151,7 +151,8 @@ func (t *tally) failed(err error) {
 
 // finishTurn stores the turn's usage, writes its one info line and tells the
 // observer.
-func (r *Router) finishTurn(t *turn) {
+func (t *turn) finish() {
+	r := t.r
 	in := t.in
 	r.storeUsage(in, &t.tally)
 	rep := TurnReport{Channel: in.Channel, Session: in.SessionKey, Model: t.model, PaidCalls: t.paid.Calls,

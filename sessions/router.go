@@ -290,20 +290,10 @@ func (r *Router) adapter(name string) adapters.Adapter {
 	return r.adapters[name]
 }
 
-// send posts out through the adapter named by out.Channel, and notes it as the
-// final answer of the message being processed when it is one (delivery).
+// send posts out through the adapter named by out.Channel: what no message's
+// writer owns (a refusal, a report to the admin, an answer replayed).
 func (r *Router) send(ctx context.Context, out adapters.Outbound) error {
-	a := r.adapter(out.Channel)
-	if a == nil {
-		r.log.Warn("no adapter for outbound message", "channel", out.Channel, "kind", out.Kind, "session", out.SessionKey)
-		return errors.New("sessions: no adapter for channel " + out.Channel)
-	}
-	err := a.Send(ctx, out)
-	if err != nil {
-		r.log.Warn("send failed", "channel", out.Channel, "kind", out.Kind, "session", out.SessionKey, "err", err)
-	}
-	deliveryOf(ctx).note(out, err == nil)
-	return err
+	return newWriter(adapters.Inbound{}, r.adapter(out.Channel), r.log).send(ctx, out)
 }
 
 func reply(in adapters.Inbound, kind adapters.Kind, text string) adapters.Outbound {

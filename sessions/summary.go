@@ -68,7 +68,8 @@ func transcript(prev string, msgs []Message, maxTokens int) string {
 
 // summarise asks the session's chain for a summary of prev (the summary so
 // far) and msgs. Its paid calls are the turn's (t.attempts, t.paid, the budgets).
-func (r *Router) summarise(ctx context.Context, t *turn, prev string, msgs []Message) (string, error) {
+func (t *turn) summarise(ctx context.Context, prev string, msgs []Message) (string, error) {
+	r := t.r
 	if len(msgs) == 0 && prev == "" {
 		return "", nil
 	}
@@ -77,7 +78,7 @@ func (r *Router) summarise(ctx context.Context, t *turn, prev string, msgs []Mes
 		{Role: "system", Content: fmt.Sprintf(summaryInstruction, maxTok*3/4)},
 		{Role: "user", Content: transcript(prev, msgs, r.summaryInputTokens(t.sel.requested))},
 	}
-	req := r.baseRequest(t, prompt)
+	req := t.request(prompt)
 	req.Control = summaryControl{t: t}
 	res, err := r.engine.Run(ctx, req, func(ctx context.Context, a failover.Attempt) (failover.Output, error) {
 		return r.chat(ctx, a.Candidate, prompt, maxTok, nil)
@@ -133,7 +134,8 @@ func (r *Router) lowMark(ref failover.ModelRef) int {
 // goes on meanwhile with the history as it is. At most one runs per session;
 // a turn that finds its prompt too long waits for it rather than writing a
 // second one.
-func (r *Router) compactLater(t *turn, answer string) {
+func (t *turn) compactLater(answer string) {
+	r := t.r
 	window := r.window(t.sel.requested)
 	if !r.cfg.Summary || window <= 0 {
 		return
@@ -168,10 +170,10 @@ func (r *Router) compactSession(ctx context.Context, in adapters.Inbound, user l
 	if n == 0 || n >= len(hist) {
 		return // it fits, or nothing would be left: the next turn compacts as it must
 	}
-	s, err := r.summarise(ctx, t, e.Summary, hist[:n])
-	r.recordAttempts(context.WithoutCancel(ctx), t)
+	s, err := t.summarise(ctx, e.Summary, hist[:n])
+	t.recordAttempts(context.WithoutCancel(ctx))
 	r.storeUsage(in, &t.tally)
-	r.addPaidCalls(ctx, t)
+	t.addPaidCalls(ctx)
 	if err != nil || s == "" {
 		r.log.Warn("summary after the answer not written; the next turn that needs room makes it", "session", e.Key, "err", err)
 		return
@@ -186,9 +188,9 @@ func (r *Router) compactSession(ctx context.Context, in adapters.Inbound, user l
 }
 
 // offTurn is a turn for calls made outside a message's turn (a summary after
-// the answer, /compact): its session and selection, no live reply.
+// the answer, /compact): its session and selection; its writer shows nothing.
 func (r *Router) offTurn(in adapters.Inbound, e *Entry) *turn {
-	return &turn{r: r, in: in, entry: e, sel: r.selectionFor(e, in.Channel), cur: snapshot(e), tally: newTally(), live: &liveTurn{}}
+	return &turn{r: r, in: in, entry: e, sel: r.selectionFor(e, in.Channel), cur: snapshot(e), tally: newTally(), w: newWriter(in, nil, r.log)}
 }
 
 // reloadHistory reads t's history and summary again, after a compaction
@@ -283,7 +285,7 @@ func (t *turn) drop(ctx context.Context, n int, summarise bool) {
 	}
 	var summary *string
 	if summarise && n > 0 {
-		s, err := r.summarise(ctx, t, t.parts.summary, hist[:n])
+		s, err := t.summarise(ctx, t.parts.summary, hist[:n])
 		if err != nil {
 			r.log.Warn("summary not written; the oldest turns are dropped", "session", e.Key, "err", err)
 		} else if s != "" {
@@ -338,10 +340,10 @@ func (r *Router) CompactNow(ctx context.Context, in adapters.Inbound) (string, e
 	t := r.offTurn(in, e)
 	t.parts = promptParts{system: r.systemPrompt(e.Key, in.Channel), summary: e.Summary, hist: hist}
 	before := estimate(t.parts.head()) + estimate(historyMessages(hist))
-	s, err := r.summarise(ctx, t, e.Summary, hist)
-	r.recordAttempts(context.WithoutCancel(ctx), t)
+	s, err := t.summarise(ctx, e.Summary, hist)
+	t.recordAttempts(context.WithoutCancel(ctx))
 	r.storeUsage(in, &t.tally)
-	r.addPaidCalls(ctx, t)
+	t.addPaidCalls(ctx)
 	if err != nil || s == "" {
 		why := "the model wrote nothing"
 		if err != nil {

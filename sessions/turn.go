@@ -18,17 +18,17 @@ import (
 	"github.com/detourbot/detour/redact"
 )
 
-// process handles one inbound message: a command or a turn. It never panics,
-// and the message gets one final answer (a reply or an error) at most.
+// process handles one inbound message: a command or a turn, each writing
+// through the message's writer (W1). It never panics, and the message gets one
+// final answer (a reply or an error) at most.
 func (r *Router) process(ctx context.Context, in adapters.Inbound) {
-	d := &delivery{in: in}
-	ctx = withDelivery(ctx, d)
-	defer r.recordAnswer(ctx, d)
+	w := newWriter(in, r.adapter(in.Channel), r.log)
+	defer func() { w.record(ctx, r.st, r.clock.Now()) }()
 	defer func() {
 		if p := recover(); p != nil {
 			r.log.Error("turn panicked", "session", in.SessionKey, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
-			if !d.answered() {
-				r.send(ctx, reply(in, adapters.KindError, "internal error; the message was not processed"))
+			if given, _ := w.answered(); !given {
+				_ = w.finish(ctx, reply(in, adapters.KindError, "internal error; the message was not processed"))
 			}
 		}
 	}()
@@ -54,25 +54,25 @@ func (r *Router) process(ctx context.Context, in adapters.Inbound) {
 			r.duplicate(ctx, in, prior)
 			return
 		default:
-			d.claimed = true
+			w.claimed = true
 		}
 	}
 	if n := len(in.Text); n > r.cfg.MaxMessageBytes {
-		r.send(ctx, reply(in, adapters.KindError, fmt.Sprintf(
+		_ = w.finish(ctx, reply(in, adapters.KindError, fmt.Sprintf(
 			"message too large (%d bytes; the limit is %d): nothing was stored or sent to a model; please shorten or split it", n, r.cfg.MaxMessageBytes)))
 		return
 	}
 	if cmd, ok := commands.Parse(in.Text); ok {
-		r.runCommand(ctx, in, cmd)
+		r.runCommand(ctx, w, cmd)
 		return
 	}
 	if strings.TrimSpace(in.Text) == "" && len(in.Files) == 0 { // I4: files alone are a message
-		r.send(ctx, reply(in, adapters.KindError, "empty message; nothing to answer"))
+		_ = w.finish(ctx, reply(in, adapters.KindError, "empty message; nothing to answer"))
 		return
 	}
-	lv := r.startLive(ctx, in) // L1: progress within a second, before any call
-	defer lv.stop()
-	r.runTurn(ctx, in, lv)
+	w.live(ctx, !r.cfg.NoProgress[in.Channel], !r.cfg.NoStream[in.Channel]) // L1: progress within a second, before any call
+	defer w.stop()
+	r.runTurn(ctx, w)
 }
 
 // selection is which model a session uses and why.
@@ -218,7 +218,7 @@ type turn struct {
 	// not take the message's images (I5): nothing about it is sticky.
 	imageDetour bool
 	cause       *failover.Failure // what moved this run off its first candidate
-	live        *liveTurn         // progress and the growing reply (L1-L3, A5)
+	w           *writer           // everything the message shows (W1)
 	tally
 }
 
@@ -227,11 +227,10 @@ var _ failover.Controller = (*turn)(nil)
 func (r *Router) window(ref failover.ModelRef) int { return r.cfg.Models[ref].ContextWindow }
 
 // runTurn answers one user message through the failover engine.
-func (r *Router) runTurn(ctx context.Context, in adapters.Inbound, lv *liveTurn) {
-	t := &turn{r: r, in: in, live: lv, tally: newTally()}
-	defer r.finishTurn(t)
-	t.msg = r.readMessage(ctx, in) // I1-I4
-	lv.noticeWith(func(c failover.Candidate) string { return r.fallbackNotice(t, c) })
+func (r *Router) runTurn(ctx context.Context, w *writer) {
+	t := &turn{r: r, in: w.in, w: w, tally: newTally()}
+	defer t.finish()
+	t.msg = r.readMessage(ctx, t.in) // I1-I4
 	if !t.begin(ctx) || !t.prepare(ctx) {
 		return
 	}
@@ -240,18 +239,18 @@ func (r *Router) runTurn(ctx context.Context, in adapters.Inbound, lv *liveTurn)
 		// O6: the user's new model is not in this chain; the turn starts again
 		// on it, once, with what it read and paid so far.
 		if !t.restart(ctx) {
-			r.recordAttempts(context.WithoutCancel(ctx), t)
+			t.recordAttempts(context.WithoutCancel(ctx))
 			return
 		}
 		res, err = t.run(ctx)
 	}
 	if err != nil {
 		// A cancelled turn still paid for its calls: record them regardless.
-		r.recordAttempts(context.WithoutCancel(ctx), t)
-		r.fail(ctx, t, err)
+		t.recordAttempts(context.WithoutCancel(ctx))
+		t.fail(ctx, err)
 		return
 	}
-	r.succeed(ctx, t, res)
+	t.succeed(ctx, res)
 }
 
 // begin loads the session as the turn begins and selects its model: the
@@ -265,7 +264,7 @@ func (t *turn) begin(ctx context.Context) bool {
 	e, err := r.st.beginTurn(ctx, t.in.SessionKey, now)
 	if err != nil {
 		r.log.Error("begin turn", "session", t.in.SessionKey, "err", err)
-		r.send(ctx, reply(t.in, adapters.KindError, storageFailure("the session could not be loaded", err)))
+		_ = t.w.finish(ctx, reply(t.in, adapters.KindError, storageFailure("the session could not be loaded", err)))
 		return false
 	}
 	t.entry, t.sel, t.cur, t.prev, t.switched, t.imageDetour = e, r.selectionFor(e, t.in.Channel), snapshot(e), nil, "", false
@@ -277,7 +276,7 @@ func (t *turn) begin(ctx context.Context) bool {
 		e.LastProbeAt = &at
 		if err := r.st.patch(ctx, e.Key, map[string]any{"last_probe_at": at}); err != nil {
 			r.log.Error("persist probe time", "session", e.Key, "err", err)
-			r.send(ctx, reply(t.in, adapters.KindError, storageFailure("the session could not be saved", err)))
+			_ = t.w.finish(ctx, reply(t.in, adapters.KindError, storageFailure("the session could not be saved", err)))
 			return false
 		}
 	}
@@ -293,15 +292,15 @@ func (t *turn) prepare(ctx context.Context) bool {
 	hist, err := r.st.history(ctx, e.Key)
 	if err != nil {
 		r.log.Error("load history", "session", e.Key, "err", err)
-		r.send(ctx, reply(t.in, adapters.KindError, storageFailure("the history could not be loaded", err)))
+		_ = t.w.finish(ctx, reply(t.in, adapters.KindError, storageFailure("the history could not be loaded", err)))
 		return false
 	}
 	t.parts = promptParts{system: r.systemPrompt(e.Key, t.in.Channel), summary: e.Summary, hist: hist}
-	r.readEarlier(ctx, t) // H1: the first turn in a conversation begun without the bot
-	r.fitImages(t)        // I5
-	r.tellNotes(ctx, t.in, t.msg)
+	t.readEarlier(ctx)              // H1: the first turn in a conversation begun without the bot
+	t.fitImages()                   // I5
+	t.w.notice(ctx, t.msg.notice()) // once, before the answer (W1)
 	if t.msg.empty() {
-		r.send(ctx, reply(t.in, adapters.KindError, "nothing to answer: no file of the message could be read, and it has no text"))
+		_ = t.w.finish(ctx, reply(t.in, adapters.KindError, "nothing to answer: no file of the message could be read, and it has no text"))
 		t.outcome = OutcomeError
 		return false
 	}
@@ -319,7 +318,7 @@ func (t *turn) restart(ctx context.Context) bool {
 	if !t.begin(ctx) {
 		return false
 	}
-	t.r.fitImages(t) // I5: the new model may take no images
+	t.fitImages() // I5: the new model may take no images
 	t.parts.user = t.msg.llm()
 	t.compact(ctx, toFit)
 	return true
@@ -328,7 +327,7 @@ func (t *turn) restart(ctx context.Context) bool {
 // run makes one engine run of the turn.
 func (t *turn) run(ctx context.Context) (failover.Result, error) {
 	t.cause = nil
-	req := t.r.baseRequest(t, t.prompt)
+	req := t.request(t.prompt)
 	if len(t.msg.images) > 0 {
 		req.Chain, req.Images, req.TakesImages = t.r.imageChain(t.sel), true, t.r.imageModels() // I5
 	}
@@ -346,8 +345,8 @@ func (t *turn) call(turnCtx, ctx context.Context, a failover.Attempt) (failover.
 	if a.Kind == failover.AttemptNudged { // R13
 		msgs = append(append([]llm.Message{}, msgs...), llm.Message{Role: "system", Content: "Your previous reply was empty. Answer the user's last message."})
 	}
-	t.live.beginAttempt(a.Candidate)
-	return t.r.chat(ctx, a.Candidate, msgs, t.r.cfg.MaxTokens, t.live.delta(turnCtx))
+	t.w.attempt(t.fallbackNotice(a.Candidate))
+	return t.r.chat(ctx, a.Candidate, msgs, t.r.cfg.MaxTokens, t.w.delta(turnCtx))
 }
 
 // chat asks c's model for an answer to msgs with its provider's and
@@ -378,7 +377,7 @@ func (r *Router) probe(ctx context.Context, c failover.Candidate) (failover.Outp
 // and counted (V1, U2, B1, T6, the metrics), and the provider's stated waits
 // shown as progress (R6, L1).
 func (t *turn) trace() failover.Trace {
-	return failover.Trace{OnAttempt: t.attempted, OnWait: t.live.waiting}
+	return failover.Trace{OnAttempt: t.attempted, OnWait: t.w.waiting}
 }
 
 // BeforeCall runs before each paid call (failover.Controller): a model the
@@ -502,7 +501,8 @@ func isOverflow(err error) bool {
 // baseRequest is the engine request of a run of t with prompt: the chain's
 // context (selection, profiles, pins, windows, prices), what the turn paid so
 // far (B1) and the turn's trace; no controller.
-func (r *Router) baseRequest(t *turn, prompt []llm.Message) failover.Request {
+func (t *turn) request(prompt []llm.Message) failover.Request {
+	r := t.r
 	e, sel := t.entry, t.sel
 	req := failover.Request{
 		SessionKey:   e.Key,
@@ -542,7 +542,8 @@ func (r *Router) baseRequest(t *turn, prompt []llm.Message) failover.Request {
 }
 
 // attemptRows turns the turn's attempt records into rows (V1).
-func (r *Router) attemptRows(t *turn) []AttemptRow {
+func (t *turn) attemptRows() []AttemptRow {
+	r := t.r
 	if len(t.attempts) == 0 {
 		return nil
 	}
@@ -563,8 +564,9 @@ func (r *Router) attemptRows(t *turn) []AttemptRow {
 }
 
 // recordAttempts stores the attempt records of a turn that stored no exchange.
-func (r *Router) recordAttempts(ctx context.Context, t *turn) {
-	if err := r.st.addAttempts(ctx, r.attemptRows(t)); err != nil {
+func (t *turn) recordAttempts(ctx context.Context) {
+	r := t.r
+	if err := r.st.addAttempts(ctx, t.attemptRows()); err != nil {
 		r.log.Warn("record attempts", "session", t.entry.Key, "err", err)
 	}
 }
@@ -581,7 +583,8 @@ func storageFailure(what string, err error) string {
 
 // addPaidCalls counts the paid calls of a turn that stored no exchange in its
 // session (B1, /status), even when the turn was cancelled.
-func (r *Router) addPaidCalls(ctx context.Context, t *turn) {
+func (t *turn) addPaidCalls(ctx context.Context) {
+	r := t.r
 	if t.paid.Calls == 0 {
 		return
 	}
@@ -591,7 +594,8 @@ func (r *Router) addPaidCalls(ctx context.Context, t *turn) {
 }
 
 // succeed stores the exchange, then posts notices and the reply.
-func (r *Router) succeed(ctx context.Context, t *turn, res failover.Result) {
+func (t *turn) succeed(ctx context.Context, res failover.Result) {
+	r := t.r
 	e, sel := t.entry, t.sel
 	answered := failover.ModelRef(res.Candidate.Ref())
 	prevNotice := e.notice()
@@ -614,7 +618,7 @@ func (r *Router) succeed(ctx context.Context, t *turn, res failover.Result) {
 			{SessionKey: e.Key, Role: "user", Content: t.msg.stored(), CreatedAt: now},
 			{SessionKey: e.Key, Role: "assistant", Content: res.Output.Text, Model: string(answered), CreatedAt: now},
 		},
-		attempts:  r.attemptRows(t),
+		attempts:  t.attemptRows(),
 		fields:    noticeFields(next, t.imageDetour),
 		paidCalls: t.paid.Calls,
 		tokensIn:  int64(res.Output.InputTokens),
@@ -632,7 +636,7 @@ func (r *Router) succeed(ctx context.Context, t *turn, res failover.Result) {
 	out := reply(t.in, adapters.KindReply, res.Output.Text)
 	out.Model = string(answered)
 	x.id = exchangeID()
-	if t.in.EventID != "" && deliveryOf(ctx) != nil && deliveryOf(ctx).claimed {
+	if t.in.EventID != "" && t.w.claimed {
 		x.event, x.answer = t.in.EventID, eventAnswer{session: e.Key, out: out}
 	}
 	if err := r.storeAnswer(ctx, x); err != nil {
@@ -641,27 +645,24 @@ func (r *Router) succeed(ctx context.Context, t *turn, res failover.Result) {
 		// it is not saved yet; the exchange waits in memory for the database.
 		r.log.Error("store turn", "session", e.Key, "err", err)
 		kept := r.keepUnsaved(&x)
-		if text != "" && notices.Deliver(r.cfg.Notices, t.in.Direct) {
-			r.send(ctx, reply(t.in, adapters.KindNotice, text))
+		if notices.Deliver(r.cfg.Notices, t.in.Direct) {
+			t.w.notice(ctx, text) // once: a streamed answer may have shown it already (W1)
 		}
-		r.send(ctx, reply(t.in, adapters.KindNotice, unsavedNotice(err, kept)))
-		r.answer(ctx, t, out)
-		if d := deliveryOf(ctx); kept && d != nil && d.delivered {
+		t.w.notice(ctx, unsavedNotice(err, kept))
+		if t.w.finish(ctx, out) == nil && kept {
 			r.unsaved.delivered(&x, r.clock.Now())
 		}
 		return
 	}
-	if d := deliveryOf(ctx); d != nil && x.event != "" {
-		d.stored = true
-	}
+	t.w.stored = x.event != ""
 	r.incidentMu.Lock()
 	r.incidentOpen = false // storeExchange ended it in the database
 	r.incidentMu.Unlock()
-	if text != "" && notices.Deliver(r.cfg.Notices, t.in.Direct) && text != t.live.noticedText() {
-		r.send(ctx, reply(t.in, adapters.KindNotice, text)) // N4: its own message, before the reply
+	if notices.Deliver(r.cfg.Notices, t.in.Direct) {
+		t.w.notice(ctx, text) // N4: its own message, before the reply; once (W1)
 	}
-	r.answer(ctx, t, out)
-	r.compactLater(t, out.Text) // R16: the next turns' summary, off this one's wait
+	_ = t.w.finish(ctx, out)
+	t.compactLater(out.Text) // R16: the next turns' summary, off this one's wait
 }
 
 // noticeState is the notice state of a turn answered by answered, moved off its
@@ -691,7 +692,8 @@ func noticeState(t *turn, answered failover.ModelRef, cause *failover.Failure) n
 // fallbackNotice is the N1 notice the turn owes its reader if c answers, ""
 // when none is due: a streamed fallback answer shows below it (A5). It runs on
 // the engine's goroutine, where BeforeFallback, which sets t.cause, runs too.
-func (r *Router) fallbackNotice(t *turn, c failover.Candidate) string {
+func (t *turn) fallbackNotice(c failover.Candidate) string {
+	r := t.r
 	next := noticeState(t, failover.ModelRef(c.Ref()), t.cause)
 	if !next.OnFallback() || !notices.Deliver(r.cfg.Notices, t.in.Direct) {
 		return ""
@@ -703,23 +705,14 @@ func (r *Router) fallbackNotice(t *turn, c failover.Candidate) string {
 	return notices.ForChange(prev, next)
 }
 
-// answer posts a turn's final message: into the growing reply when one was
-// streamed (replacing any partial text, L3), else as one message.
-func (r *Router) answer(ctx context.Context, t *turn, out adapters.Outbound) {
-	if t.live.finish(ctx, out) {
-		deliveryOf(ctx).note(out, true)
-		return
-	}
-	r.send(ctx, out)
-}
-
 // fail tells the user why no answer came, and the admin when every model is down.
-func (r *Router) fail(ctx context.Context, t *turn, err error) {
+func (t *turn) fail(ctx context.Context, err error) {
+	r := t.r
 	now := r.clock.Now()
 	t.failed(err)
 	// Counted even when the turn was cancelled (a second SIGTERM): the
 	// provider was paid either way.
-	r.addPaidCalls(ctx, t)
+	t.addPaidCalls(ctx)
 	var s *failover.SummaryError
 	var f *failover.Failure
 	var text string
@@ -732,7 +725,7 @@ func (r *Router) fail(ctx context.Context, t *turn, err error) {
 		// nothing healthy, is an incident for the admin.
 		allDown := s.Stop == nil || errors.Is(s.Stop, failover.ErrBreakerTripped)
 		if allDown && t.sel.source != failover.SourceUser && t.sel.source != failover.SourceLegacy {
-			r.report(ctx, t, s, now)
+			t.report(ctx, s, now)
 		}
 	case errors.As(err, &f):
 		text = notices.FailureText(f)
@@ -742,7 +735,7 @@ func (r *Router) fail(ctx context.Context, t *turn, err error) {
 		r.log.Warn("turn failed", "session", t.entry.Key, "err", redact.Preview(err.Error(), 200))
 		text = "the request failed; please try again"
 	}
-	r.answer(ctx, t, reply(t.in, adapters.KindError, text))
+	_ = t.w.finish(ctx, reply(t.in, adapters.KindError, text))
 }
 
 // closeIncident ends the V4 incident (/recover brought a model back).
@@ -757,7 +750,8 @@ func (r *Router) closeIncident(ctx context.Context) {
 }
 
 // report posts the V4 admin report once per incident (until a turn succeeds).
-func (r *Router) report(ctx context.Context, t *turn, s *failover.SummaryError, now time.Time) {
+func (t *turn) report(ctx context.Context, s *failover.SummaryError, now time.Time) {
+	r := t.r
 	channel, replyTo, ok := r.adminTarget()
 	if !ok {
 		return
