@@ -1,12 +1,14 @@
 package drills
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -44,15 +46,69 @@ type Options struct {
 	TempDir string
 }
 
-// placeholder stands for every ${ENV} reference: drills never read real secrets,
-// and every base URL is replaced by the fake's.
-const placeholder = "http://drill.invalid/placeholder"
+// placeholder stands for an ${ENV} reference that is a whole value: drills
+// never read real secrets, and every base URL is replaced by the fake's.
+// partPlaceholder stands for one that is part of a value, such as a host or
+// a port of a base URL ("https://${AZ_HOST}/v1", "http://127.0.0.1:${PORT}/v1"):
+// digits, which a URL takes as a host, a port, a label or a path segment alike.
+const (
+	placeholder     = "http://drill.invalid/placeholder"
+	partPlaceholder = "1"
+)
 
 // LoadConfig parses a configuration for a drill. Every ${VAR} resolves to a
-// placeholder, so no secret is read and a missing variable does not stop the
+// placeholder (placeholder, or partPlaceholder for a variable only ever part of
+// a value), so no secret is read and a missing variable does not stop the
 // drill. name is used in error messages.
 func LoadConfig(name string, data []byte) (*config.Config, error) {
-	return config.Parse(name, data, func(string) (string, bool) { return placeholder, true })
+	part := partRefs(data)
+	return config.Parse(name, data, func(v string) (string, bool) {
+		if part[v] {
+			return partPlaceholder, true
+		}
+		return placeholder, true
+	})
+}
+
+// envRef is config's ${NAME} or ${NAME:-default} reference, with its $${ escape.
+var envRef = regexp.MustCompile(`\$?\$\{[^}\n]*\}`)
+
+// partRefs names the variables that data refers to only as a part of a
+// value, never as a whole one: a reference is whole when it is all of its
+// scalar (key: ${X}, key: "${X}", - ${X}, {key: ${X}, ...}, [${X}]), else a
+// part ("https://${X}/v1", "sk-${X}").
+func partRefs(data []byte) map[string]bool {
+	part, whole := map[string]bool{}, map[string]bool{}
+	for _, m := range envRef.FindAllIndex(data, -1) {
+		ref := string(data[m[0]:m[1]])
+		if strings.HasPrefix(ref, "$$") {
+			continue // a literal "${"
+		}
+		name, _, _ := strings.Cut(ref[2:len(ref)-1], ":-")
+		start := bytes.LastIndexByte(data[:m[0]], '\n') + 1
+		end := len(data)
+		if i := bytes.IndexByte(data[m[1]:], '\n'); i >= 0 {
+			end = m[1] + i
+		}
+		before, after := string(data[start:m[0]]), string(data[m[1]:end])
+		if before != "" && (before[len(before)-1] == '"' || before[len(before)-1] == '\'') && strings.HasPrefix(after, before[len(before)-1:]) {
+			before, after = before[:len(before)-1], after[1:] // a quoted scalar
+		}
+		lead := strings.TrimRight(before, " \t")
+		opens := lead == "" || strings.HasSuffix(lead, "[") || strings.HasSuffix(lead, "{") || strings.HasSuffix(lead, ",") ||
+			(len(lead) < len(before) && (strings.HasSuffix(lead, ":") || strings.HasSuffix(lead, "-")))
+		rest := strings.TrimLeft(after, " \t")
+		closes := rest == "" || strings.ContainsAny(rest[:1], ",]}") || (len(rest) < len(after) && rest[0] == '#')
+		if opens && closes {
+			whole[name] = true
+		} else {
+			part[name] = true
+		}
+	}
+	for v := range whole {
+		delete(part, v) // a whole value wants the URL (a base_url of ${VAR})
+	}
+	return part
 }
 
 // LoadConfigFile reads and parses the configuration file at path for a drill.

@@ -267,3 +267,40 @@ func TestWrite_Formats(t *testing.T) {
 		t.Error("unknown format accepted")
 	}
 }
+
+// covers issue 37 ("bot drill fails on ${ENV} in base_url"): a ${VAR} that
+// is part of a base URL (a host, a port, a resource name) loads, and the
+// drill runs on the fake as with any other configuration; a whole-value
+// reference still gets a URL.
+func TestLoadConfig_Issue37_EnvInsideBaseURL(t *testing.T) {
+	cfg, err := LoadConfig("x.yaml", []byte(`
+providers:
+  az: {api: azure, base_url: "https://${AZ_HOST}/v1", api_version: 2024-10-21}
+  p2: {base_url: "http://127.0.0.1:${P2_PORT}/v1"}
+  p3:
+    base_url: https://${P3_RESOURCE}.example.com:${P3_PORT:-8443}/v1
+  p4: {base_url: "${P4_URL}"}
+auth:
+  profiles:
+    az:main: {provider: az, type: api_key, key: "${AZ_KEY}"}
+    p2:main: {provider: p2, type: api_key, key: ${P2_KEY}}
+    p3:main: {provider: p3, type: api_key, key: "sk-${P3_KEY_SUFFIX}"}
+agents:
+  defaults:
+    model: {primary: az/gpt, fallbacks: [p2/m2, p3/m3, p4/m4]}
+`))
+	if err != nil {
+		t.Fatalf("LoadConfig: %v", err)
+	}
+	want := map[string]string{"az": "https://1/v1", "p2": "http://127.0.0.1:1/v1", "p3": "https://1.example.com:1/v1", "p4": placeholder}
+	for p, u := range want {
+		if got := cfg.Providers[p].BaseURL; got != u {
+			t.Errorf("%s: base_url %q, want %q", p, got, u)
+		}
+	}
+	sc, _ := Lookup("no-fault")
+	rep := RunScenario(context.Background(), cfg, sc, Options{Fast: true, TempDir: t.TempDir()})
+	if rep.Err != "" || !rep.Verdict.Pass || rep.CallsTo(1, "az/gpt") != 1 {
+		t.Fatalf("no-fault: err %q verdict %+v calls %+v", rep.Err, rep.Verdict, rep.Calls)
+	}
+}
