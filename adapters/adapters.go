@@ -145,7 +145,9 @@ type Indicator interface {
 // whole answer once.
 type Streamer interface {
 	// StartStream prepares a growing reply to in. Nothing needs to show until
-	// the first Update.
+	// the first Update. It must return at once, without a platform call: it
+	// is called from the LLM client's stream, under the message's writer,
+	// whose other calls wait for it.
 	StartStream(ctx context.Context, in Inbound) (Stream, error)
 }
 

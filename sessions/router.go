@@ -29,8 +29,8 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/detourbot/detour/adapters"
-	"github.com/detourbot/detour/adapters/live"
 	"github.com/detourbot/detour/failover"
+	"github.com/detourbot/detour/lanes"
 	"github.com/detourbot/detour/llm"
 )
 
@@ -146,7 +146,7 @@ type Router struct {
 	base   context.Context
 	cancel context.CancelFunc
 
-	lanes *live.Lanes[adapters.Inbound] // one queue per session key, only while it has work
+	lanes *lanes.Lanes[adapters.Inbound] // one queue per session key, only while it has work
 
 	mu       sync.Mutex
 	adapters map[string]adapters.Adapter
@@ -208,7 +208,7 @@ func NewRouter(cfg Config, opts Options) (*Router, error) {
 	}
 	r.bg.log = r.log
 	r.base, r.cancel = context.WithCancel(context.Background())
-	r.lanes = live.NewLanes(func(_ string, in adapters.Inbound) { r.process(r.base, in) }, 0, 0)
+	r.lanes = lanes.New(func(_ string, in adapters.Inbound) { r.process(r.base, in) }, 0, 0)
 	if err := r.st.migrate(r.base); err != nil {
 		r.cancel()
 		return nil, err

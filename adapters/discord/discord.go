@@ -9,7 +9,7 @@
 // gateway read there). The gateway's reader runs the event handlers, which make
 // no network call: an interaction gets its own goroutine, which answers Discord
 // within its 3-second deadline; a message goes to its channel's lane
-// (live.Lanes: one goroutine per busy channel, in order, bounded). A streamed
+// (lanes.Lanes: one goroutine per busy channel, in order, bounded). A streamed
 // reply and the typing indicator run on goroutines of the live kit.
 package discord
 
@@ -31,7 +31,7 @@ import (
 
 	"github.com/detourbot/detour/adapters"
 	"github.com/detourbot/detour/adapters/discord/link"
-	"github.com/detourbot/detour/adapters/live"
+	"github.com/detourbot/detour/lanes"
 )
 
 // Name is the adapter name used in Inbound.Channel and Outbound.Channel.
@@ -85,8 +85,8 @@ type Adapter struct {
 	answering chan struct{}  // a slot per interaction goroutine running
 	wg        sync.WaitGroup // every goroutine the adapter starts
 
-	lanes       *live.Lanes[job] // each channel's inbound events, in order
-	typers      sync.Map         // channel id -> its typing indicator (*live.Indicator)
+	lanes       *lanes.Lanes[job] // each channel's inbound events, in order
+	typers      sync.Map          // channel id -> its typing indicator (*live.Indicator)
 	typingEvery time.Duration
 
 	threads      *adapters.Recent             // thread ids the bot takes part in
@@ -147,7 +147,7 @@ func New(cfg Config) (*Adapter, error) {
 		typingEvery: typingEvery,
 	}
 	a.interactions, _ = lru.New[string, *pending](512) // only a size < 1 errs
-	a.lanes = live.NewLanes(a.handle, workerQueue, maxWorkers)
+	a.lanes = lanes.New(a.handle, workerQueue, maxWorkers)
 	a.link = link.New(link.Config{Token: tok, API: api, TLS: cfg.TLS, Shard: [2]int{cfg.ShardID, cfg.ShardCount},
 		Intent: Intents, MentionOnly: cfg.NoMessageContent, Log: log, Timing: cfg.Timing,
 		Dispatch: a.onEvent,

@@ -13,8 +13,8 @@ import (
 
 	"github.com/detourbot/detour/adapters"
 	"github.com/detourbot/detour/adapters/discord/link"
-	"github.com/detourbot/detour/adapters/live"
 	"github.com/detourbot/detour/commands"
+	"github.com/detourbot/detour/lanes"
 )
 
 // sessionKey is "discord:<guild>:<channel>" (a thread is its own channel) or
@@ -139,7 +139,7 @@ func (a *Adapter) setParent(in *adapters.Inbound, guild, channel string) {
 	}
 }
 
-// Channel lanes (live.Lanes): a slow lookup or a full router inbox holds up its
+// Channel lanes (lanes.Lanes): a slow lookup or a full router inbox holds up its
 // channel only, never the gateway reader or another channel. Past workerQueue
 // waiting events a channel is stuck: an event is dropped with a log line.
 const (
@@ -158,9 +158,9 @@ type job struct {
 // enqueue hands j to its channel's lane; it never blocks.
 func (a *Adapter) enqueue(channel string, j job) {
 	switch err := a.lanes.Add(channel, j); {
-	case errors.Is(err, live.ErrTooMany):
+	case errors.Is(err, lanes.ErrTooMany):
 		a.log.Warn("discord event dropped: too many busy channels", "channel_id", channel, "limit", maxWorkers)
-	case errors.Is(err, live.ErrLaneFull):
+	case errors.Is(err, lanes.ErrFull):
 		a.log.Warn("discord event dropped: its channel is too far behind", "channel_id", channel, "queued", workerQueue)
 	}
 }

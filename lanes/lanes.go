@@ -1,4 +1,8 @@
-package live
+// Package lanes does work in order per key and keys in parallel: a chat
+// session's messages one after another while other sessions go on, a
+// channel's events in the order the platform sent them. An idle key costs no
+// goroutine, and the work held is bounded.
+package lanes
 
 import (
 	"context"
@@ -6,11 +10,11 @@ import (
 	"sync"
 )
 
-// Lanes refusals.
+// Refusals of Add.
 var (
-	ErrLaneFull  = errors.New("live: the key has too much work queued")
-	ErrTooMany   = errors.New("live: too many keys have work")
-	ErrLanesShut = errors.New("live: lanes closed")
+	ErrFull    = errors.New("lanes: the key has too much work queued")
+	ErrTooMany = errors.New("lanes: too many keys have work")
+	ErrClosed  = errors.New("lanes: closed")
 )
 
 // Lanes does work in order per key (a session, a channel) and keys in
@@ -29,26 +33,26 @@ type Lanes[T any] struct {
 	closed  bool
 }
 
-// NewLanes returns lanes that run do for each item; perKey and maxKeys bound
+// New returns lanes that run do for each item; perKey and maxKeys bound
 // the work held (0 = no bound).
-func NewLanes[T any](do func(key string, item T), perKey, maxKeys int) *Lanes[T] {
+func New[T any](do func(key string, item T), perKey, maxKeys int) *Lanes[T] {
 	return &Lanes[T]{do: do, perKey: perKey, maxKeys: maxKeys, queues: map[string]*[]T{}}
 }
 
 // Add queues item behind key's earlier items. It never blocks: over a bound it
-// refuses the item (ErrLaneFull, ErrTooMany), and after Close every item.
+// refuses the item (ErrFull, ErrTooMany), and after Close every item.
 func (l *Lanes[T]) Add(key string, item T) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
-		return ErrLanesShut
+		return ErrClosed
 	}
 	q, running := l.queues[key]
 	switch {
 	case !running && l.maxKeys > 0 && len(l.queues) >= l.maxKeys:
 		return ErrTooMany
 	case running && l.perKey > 0 && len(*q) >= l.perKey:
-		return ErrLaneFull
+		return ErrFull
 	}
 	if l.pending == 0 {
 		l.idle = make(chan struct{})
