@@ -21,6 +21,7 @@ var (
 	azureVersion = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}(-preview)?$`)
 	anthropicVer = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}$`)
 	channelID    = regexp.MustCompile(`^(slack|discord):[A-Za-z0-9_.:-]+$`)
+	serverURL    = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9+.-]*)://`) // scheme://...
 )
 
 // The smallest caps on provider responses (T1) that still leave room for a
@@ -52,6 +53,13 @@ func (d *decoder) validate() {
 	case "sqlite":
 		if c.Storage.DSN == "" {
 			bad("storage.dsn", "must name the database file, e.g. detour.db")
+		} else if m := serverURL.FindStringSubmatch(c.Storage.DSN); m != nil && !strings.EqualFold(m[1], "file") {
+			// Never quoted: a server's URL may hold a password (T8).
+			hint := "give a file path such as detour.db"
+			if s := strings.ToLower(m[1]); s == "postgres" || s == "postgresql" {
+				hint = "set storage.driver: postgres for a Postgres server, or " + hint
+			}
+			bad("storage.dsn", "is a %s:// URL, not a SQLite database file: %s", m[1], hint)
 		}
 	case "postgres":
 		if p := postgresDSNProblem(c.Storage.DSN); p != "" {

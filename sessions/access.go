@@ -29,7 +29,7 @@ const refusal = "sorry, this bot is not open to you here; ask an admin to add yo
 // allowed reports whether in may reach a command or a model (T5). It is checked
 // before anything else, so a refused message costs no paid call.
 func (r *Router) allowed(in adapters.Inbound) bool {
-	if r.isConfiguredAdmin(in.User) {
+	if r.cfg.isConfiguredAdmin(in.User) {
 		return true
 	}
 	a := r.cfg.Access

@@ -72,7 +72,7 @@ func (r *Router) command(ctx context.Context, in adapters.Inbound, c commands.Co
 	}
 	if in.DefaultsFor != "" && ((c.Name == commands.CmdModel && (c.Ref != "" || c.Default)) || c.Name == commands.CmdNew || c.Name == commands.CmdReset) {
 		changes := c.Name != commands.CmdNew || c.Ref != ""
-		if changes && !r.cfg.Access.ChannelModelEveryone && !r.isAdmin(in) {
+		if changes && !r.cfg.Access.ChannelModelEveryone && !r.cfg.isAdmin(in) {
 			return "", denied(channelModelRefusal(in.DefaultsFor)) // T9
 		}
 		return r.setDefaults(ctx, in, c)
@@ -97,13 +97,13 @@ func (r *Router) command(ctx context.Context, in adapters.Inbound, c commands.Co
 	case commands.CmdCompact:
 		return r.CompactNow(ctx, in)
 	case commands.CmdUsage:
-		if c.All && !r.isAdmin(in) {
+		if c.All && !r.cfg.isAdmin(in) {
 			return "", denied("/usage all is for admins (admin.users in the config); /usage shows your own")
 		}
 		info, err := r.Usage(ctx, in, c.All)
 		return commands.UsageText(info), err
 	case commands.CmdRecover:
-		if !r.isAdmin(in) {
+		if !r.cfg.isAdmin(in) {
 			return "", denied("/recover is for admins (admin.users in the config)")
 		}
 		if c.Ref == "" {
@@ -429,7 +429,7 @@ func (r *Router) Status(ctx context.Context, sessionKey, channel string) (comman
 		summary: e.Summary, hist: hist}, 0)
 	info.ContextTokens = estimate(prompt[:len(prompt)-1])
 	info.Summarised, info.Earlier = e.Summary != "", e.ThreadContext != ""
-	info.Images = r.imageLine(sel)
+	info.Images = r.cfg.imageLine(sel)
 	// The order the next turn tries: on a fallback whose re-try of the
 	// selected model is due, the selected model comes first (S3).
 	next := sel
@@ -439,7 +439,7 @@ func (r *Router) Status(ctx context.Context, sessionKey, channel string) (comman
 	for _, m := range chainFor(next) {
 		info.Next = append(info.Next, string(m))
 	}
-	info.ContextWindow = r.window(sel.requested)
+	info.ContextWindow = r.cfg.window(sel.requested)
 	chain := chainFor(sel)
 	if sel.source == failover.SourceAuto && sel.selected != chain[0] {
 		chain = append(chain, sel.selected)

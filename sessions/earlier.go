@@ -42,7 +42,7 @@ func (t *turn) readEarlier(ctx context.Context) {
 		return
 	}
 	// earlier logs a failure to read; what was read is stored all the same.
-	text, ok, _ := r.earlier(ctx, in, in.Earlier, r.window(t.sel.requested)/2, "earlier messages")
+	text, ok, _ := r.earlier(ctx, in, in.Earlier, r.cfg.window(t.sel.requested)/2, "earlier messages")
 	if !ok {
 		return
 	}
@@ -123,7 +123,7 @@ func (r *Router) renderEarlier(msgs []adapters.Earlier, maxTokens int) (text str
 // their earlier messages may go to a model (H4).
 func (r *Router) mayTalk(user string) bool {
 	a := r.cfg.Access
-	return len(a.Users) == 0 || slices.Contains(a.Users, user) || r.isConfiguredAdmin(user)
+	return len(a.Users) == 0 || slices.Contains(a.Users, user) || r.cfg.isConfiguredAdmin(user)
 }
 
 // readRepliedTo puts the chain of messages in answers (a Discord reply chain)
@@ -133,7 +133,7 @@ func (r *Router) readRepliedTo(ctx context.Context, in adapters.Inbound, m *mess
 	if in.RepliesTo == "" || r.cfg.ThreadMessages <= 0 {
 		return
 	}
-	text, ok, err := r.earlier(ctx, in, in.RepliesTo, r.window(r.cfg.Primary)/2, "replied-to messages")
+	text, ok, err := r.earlier(ctx, in, in.RepliesTo, r.cfg.window(r.cfg.Primary)/2, "replied-to messages")
 	if !ok || err != nil || text == "" {
 		return
 	}

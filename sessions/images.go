@@ -15,9 +15,9 @@ import (
 // goes back to its model.
 
 // imageModels lists the models that take images.
-func (r *Router) imageModels() map[failover.ModelRef]bool {
+func (c *Config) imageModels() map[failover.ModelRef]bool {
 	out := map[failover.ModelRef]bool{}
-	for ref, m := range r.cfg.Models {
+	for ref, m := range c.Models {
 		if m.Images {
 			out[ref] = true
 		}
@@ -28,19 +28,19 @@ func (r *Router) imageModels() map[failover.ModelRef]bool {
 // imageChain is the chain of a turn with images: the selection's own chain,
 // then the image fallbacks it does not hold yet. A user's exact choice (S4)
 // gets no image fallbacks.
-func (r *Router) imageChain(s selection) []failover.ModelRef {
+func (c *Config) imageChain(s selection) []failover.ModelRef {
 	chain := chainFor(s)
 	if s.source == failover.SourceUser || s.source == failover.SourceLegacy {
 		return chain
 	}
-	return dedupe(append(chain, r.cfg.ImageFallbacks...))
+	return dedupe(append(chain, c.ImageFallbacks...))
 }
 
 // takersOf lists the models of chain that take images.
-func (r *Router) takersOf(chain []failover.ModelRef) []string {
+func (c *Config) takersOf(chain []failover.ModelRef) []string {
 	var out []string
 	for _, m := range chain {
-		if r.cfg.Models[m].Images {
+		if c.Models[m].Images {
 			out = append(out, string(m))
 		}
 	}
@@ -54,16 +54,16 @@ func (t *turn) fitImages() {
 	if len(t.msg.images) == 0 {
 		return
 	}
-	if len(r.takersOf(r.imageChain(t.sel))) > 0 {
+	if len(r.cfg.takersOf(r.cfg.imageChain(t.sel))) > 0 {
 		return
 	}
 	why := "no model this conversation may use takes images"
 	if t.sel.source == failover.SourceUser || t.sel.source == failover.SourceLegacy {
 		why = string(t.sel.requested) + ", your choice, does not take images"
-		if all := r.takersOf(r.allModels()); len(all) > 0 {
+		if all := r.cfg.takersOf(r.allModels()); len(all) > 0 {
 			why += "; /model " + all[0] + " does"
 		}
-	} else if len(r.imageModels()) == 0 {
+	} else if len(r.cfg.imageModels()) == 0 {
 		why += " (models.<ref>.input: [text, image] in the configuration)"
 	}
 	t.msg.dropImages(why)
@@ -80,8 +80,8 @@ func (r *Router) allModels() []failover.ModelRef {
 
 // imageLine is what /status says of images: which models a message with
 // images goes to.
-func (r *Router) imageLine(s selection) string {
-	takers := r.takersOf(r.imageChain(s))
+func (c *Config) imageLine(s selection) string {
+	takers := c.takersOf(c.imageChain(s))
 	switch {
 	case len(takers) == 0:
 		return "images: no model here takes images; a message's images are not sent"

@@ -301,18 +301,18 @@ func reply(in adapters.Inbound, kind adapters.Kind, text string) adapters.Outbou
 }
 
 // isAdmin reports whether the sender may run admin commands (B3).
-func (r *Router) isAdmin(in adapters.Inbound) bool {
-	return in.Admin || r.isConfiguredAdmin(in.User)
+func (c *Config) isAdmin(in adapters.Inbound) bool {
+	return in.Admin || c.isConfiguredAdmin(in.User)
 }
 
 // isConfiguredAdmin reports whether user is listed in admin.users.
-func (r *Router) isConfiguredAdmin(user string) bool {
-	return user != "" && slices.Contains(r.cfg.AdminUsers, user)
+func (c *Config) isConfiguredAdmin(user string) bool {
+	return user != "" && slices.Contains(c.AdminUsers, user)
 }
 
 // adminTarget splits AdminChannel into adapter name and ReplyTo.
-func (r *Router) adminTarget() (channel, replyTo string, ok bool) {
-	ac := strings.TrimSpace(r.cfg.AdminChannel)
+func (c *Config) adminTarget() (channel, replyTo string, ok bool) {
+	ac := strings.TrimSpace(c.AdminChannel)
 	if ac == "" {
 		return "", "", false
 	}

@@ -33,9 +33,9 @@ const summaryInstruction = "You summarise conversations. Write a short summary o
 // prompt of the model's window, so the window less the instruction and the
 // summary's own room takes all of it (down to the low mark, that is up to
 // half the window and more: R16).
-func (r *Router) summaryInputTokens(ref failover.ModelRef) int {
-	if w := r.window(ref); w > 0 {
-		return max(w-r.cfg.SummaryMaxTokens-EstimateTokens(summaryInstruction)-2*perMessage, 1000)
+func (c *Config) summaryInputTokens(ref failover.ModelRef) int {
+	if w := c.window(ref); w > 0 {
+		return max(w-c.SummaryMaxTokens-EstimateTokens(summaryInstruction)-2*perMessage, 1000)
 	}
 	return 32000
 }
@@ -76,7 +76,7 @@ func (t *turn) summarise(ctx context.Context, prev string, msgs []Message) (stri
 	maxTok := r.cfg.SummaryMaxTokens
 	prompt := []llm.Message{
 		{Role: "system", Content: fmt.Sprintf(summaryInstruction, maxTok*3/4)},
-		{Role: "user", Content: transcript(prev, msgs, r.summaryInputTokens(t.sel.requested))},
+		{Role: "user", Content: transcript(prev, msgs, r.cfg.summaryInputTokens(t.sel.requested))},
 	}
 	req := t.request(prompt)
 	req.Control = summaryControl{t: t}
@@ -113,18 +113,18 @@ func boundSummary(s string, maxTokens int) string {
 }
 
 // summaryReserve is the room a summary takes in a prompt.
-func (r *Router) summaryReserve() int {
-	return r.cfg.SummaryMaxTokens + perMessage + EstimateTokens(summaryIntro)
+func (c *Config) summaryReserve() int {
+	return c.SummaryMaxTokens + perMessage + EstimateTokens(summaryIntro)
 }
 
 // lowMark is the prompt a summary brings a conversation on ref down to (R16):
 // compaction.target_ratio of its window, less the room of the summary itself.
-func (r *Router) lowMark(ref failover.ModelRef) int {
-	target := r.cfg.SummaryTarget
+func (c *Config) lowMark(ref failover.ModelRef) int {
+	target := c.SummaryTarget
 	if target <= 0 || target >= 1 {
 		target = 0.5
 	}
-	return max(int(target*float64(r.window(ref)))-r.summaryReserve(), 1)
+	return max(int(target*float64(c.window(ref)))-c.summaryReserve(), 1)
 }
 
 // compactLater starts the summary the next turns will need, off the person's
@@ -136,7 +136,7 @@ func (r *Router) lowMark(ref failover.ModelRef) int {
 // second one.
 func (t *turn) compactLater(answer string) {
 	r := t.r
-	window := r.window(t.sel.requested)
+	window := r.cfg.window(t.sel.requested)
 	if !r.cfg.Summary || window <= 0 {
 		return
 	}
@@ -166,7 +166,7 @@ func (r *Router) compactSession(ctx context.Context, in adapters.Inbound, user l
 	}
 	t := r.offTurn(in, e)
 	t.parts = promptParts{system: r.systemPrompt(e.Key, in.Channel), context: e.ThreadContext, summary: e.Summary, hist: hist, user: user}
-	_, n := buildPrompt(t.parts, r.lowMark(t.sel.requested))
+	_, n := buildPrompt(t.parts, r.cfg.lowMark(t.sel.requested))
 	if n == 0 || n >= len(hist) {
 		return // it fits, or nothing would be left: the next turn compacts as it must
 	}
@@ -237,7 +237,7 @@ func (t *turn) compact(ctx context.Context, why compaction) bool {
 	window := 0 // the prompt is rebuilt without a limit after the engine asked
 	var n int
 	if why == toFit {
-		window = r.window(t.sel.requested)
+		window = r.cfg.window(t.sel.requested)
 		msgs, dropped := buildPrompt(t.parts, window)
 		if dropped > 0 && r.bg.wait(ctx, t.entry.Key) {
 			// A summary written after an earlier answer was still running:
@@ -253,7 +253,7 @@ func (t *turn) compact(ctx context.Context, why compaction) bool {
 		if summarise {
 			// R16: the summary brings the prompt down to the low mark, so it
 			// covers many turns, not only the one that overflowed.
-			if _, d := buildPrompt(t.parts, r.lowMark(t.sel.requested)); d > n {
+			if _, d := buildPrompt(t.parts, r.cfg.lowMark(t.sel.requested)); d > n {
 				n = d
 			}
 		}

@@ -224,7 +224,7 @@ type turn struct {
 
 var _ failover.Controller = (*turn)(nil)
 
-func (r *Router) window(ref failover.ModelRef) int { return r.cfg.Models[ref].ContextWindow }
+func (c *Config) window(ref failover.ModelRef) int { return c.Models[ref].ContextWindow }
 
 // runTurn answers one user message through the failover engine.
 func (r *Router) runTurn(ctx context.Context, w *writer) {
@@ -329,7 +329,7 @@ func (t *turn) run(ctx context.Context) (failover.Result, error) {
 	t.cause = nil
 	req := t.request(t.prompt)
 	if len(t.msg.images) > 0 {
-		req.Chain, req.Images, req.TakesImages = t.r.imageChain(t.sel), true, t.r.imageModels() // I5
+		req.Chain, req.Images, req.TakesImages = t.r.cfg.imageChain(t.sel), true, t.r.cfg.imageModels() // I5
 	}
 	req.Control = t
 	// A stream outlives the attempt that starts it (a fallback may finish it):
@@ -752,7 +752,7 @@ func (r *Router) closeIncident(ctx context.Context) {
 // report posts the V4 admin report once per incident (until a turn succeeds).
 func (t *turn) report(ctx context.Context, s *failover.SummaryError, now time.Time) {
 	r := t.r
-	channel, replyTo, ok := r.adminTarget()
+	channel, replyTo, ok := r.cfg.adminTarget()
 	if !ok {
 		return
 	}

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/detourbot/detour/internal/store"
+	"github.com/detourbot/detour/redact"
 )
 
 // defaultParams are the connection settings of every SQLite handle (platforms.md 4.3).
@@ -42,6 +44,16 @@ var defaultParams = []struct {
 func DSN(pathOrDSN string) (dsn, path string, err error) {
 	if strings.TrimSpace(pathOrDSN) == "" {
 		return "", "", errors.New("database: empty database path")
+	}
+	if m := urlScheme.FindStringSubmatch(pathOrDSN); m != nil && !strings.EqualFold(m[1], "file") {
+		// A server's URL is no file: taken as one it would become folders
+		// named after it, and its password would be shown wherever the path
+		// is. Refused, the password hidden (T8).
+		hint := "give a file path such as detour.db"
+		if s := strings.ToLower(m[1]); s == "postgres" || s == "postgresql" {
+			hint = "set storage.driver: postgres for a Postgres server, or " + hint
+		}
+		return "", "", fmt.Errorf("database: %s is a %s:// URL, not a SQLite database file: %s", redact.URL(pathOrDSN), m[1], hint)
 	}
 	var base, query string
 	if strings.HasPrefix(pathOrDSN, "file:") {
@@ -88,6 +100,9 @@ func DSN(pathOrDSN string) (dsn, path string, err error) {
 	}
 	return dsn, path, nil
 }
+
+// urlScheme matches the scheme of a URL (scheme://...).
+var urlScheme = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9+.-]*)://`)
 
 func has(v url.Values, k string) bool { _, ok := v[k]; return ok }
 
