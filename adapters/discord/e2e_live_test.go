@@ -126,7 +126,7 @@ func TestE2E_L2_ReplyGrowsByEditsAndEndsComplete(t *testing.T) {
 	}
 }
 
-// covers L3, N4, R8, A5: the primary streams a word and stalls; after the idle
+// covers L3, N4, R8, A5, W1: the primary streams a word and stalls; after the idle
 // timeout the fallback answers. The message that showed the primary's words is
 // taken down, the fallback notice is its own quiet message, and the fallback's
 // answer comes below it (A5: the reader sees the notice, then the answer); no
@@ -147,6 +147,15 @@ func TestE2E_L3_StalledPrimaryReplacedInPlaceByFallback(t *testing.T) {
 	notice := latest[0]
 	if !strings.Contains(notice.Content, "model fallback: "+e2eFallback) || strings.Contains(notice.Content, "you said") {
 		t.Errorf("notice = %+v, want the N1 notice as its own message", notice)
+	}
+	said := 0
+	for _, m := range e.fake.Messages() {
+		if !m.Deleted {
+			said += strings.Count(m.Content, "model fallback")
+		}
+	}
+	if said != 1 {
+		t.Errorf("the fallback notice is said %d times in C1, want once (W1): %q", said, contents(latest))
 	}
 	shown := false
 	for _, m := range e.fake.Messages() {

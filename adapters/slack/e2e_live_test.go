@@ -129,7 +129,7 @@ func TestE2E_SlackLive_L2_ReplyGrowsAndEndsCompletePostedOnce(t *testing.T) {
 	}
 }
 
-// covers L3, N4, R8, A5: the primary streams some words and stalls; the
+// covers L3, N4, R8, A5, W1: the primary streams some words and stalls; the
 // fallback answers. The primary's stream is deleted, the fallback notice is its
 // own message, and the fallback's answer streams below it (A5: notice, then
 // answer); the primary's partial text is in no message's latest version, and the
