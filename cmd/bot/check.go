@@ -72,9 +72,9 @@ func printWarnings(w io.Writer, cfg *config.Config, doubts bool) {
 // printConfig writes the resolved configuration. It never prints a secret.
 func printConfig(w io.Writer, src configSource, cfg *config.Config) {
 	fmt.Fprintf(w, "config %s: ok\n", src.name())
-	dsn := cfg.Storage.DSN
+	dsn := redact.URL(cfg.Storage.DSN) // T8: never a password, whatever the driver
 	if cfg.Storage.Driver == database.DriverPostgres {
-		dsn = database.PostgresName(dsn) // T8: never the password
+		dsn = database.PostgresName(cfg.Storage.DSN)
 	}
 	fmt.Fprintf(w, "storage: %s %s\n", cfg.Storage.Driver, dsn)
 

@@ -73,7 +73,7 @@ func ok(b bool) string {
 // exist yet is fine (the bot creates it) and is not created here.
 func probeStorage(ctx context.Context, cfg *config.Config) probeRow {
 	st := cfg.Storage
-	r := probeRow{check: "storage", target: st.Driver + " " + st.DSN}
+	r := probeRow{check: "storage", target: st.Driver + " " + redact.URL(st.DSN)} // T8
 	if st.Driver == database.DriverPostgres {
 		r.target = st.Driver + " " + database.PostgresName(st.DSN) // T8
 	} else if _, path, err := database.DSN(st.DSN); err == nil && path != "" {
