@@ -32,17 +32,34 @@ func (r *Router) agentFor(key, channel string) *Agent {
 	return nil
 }
 
-func (r *Router) selectionFor(e *Entry, channel string) selection {
-	s := selection{base: r.cfg.Primary, baseSource: failover.SourceDefault, configured: r.cfg.Fallbacks}
-	if a := r.agentFor(e.Key, channel); a != nil {
-		if a.Model != "" {
-			s.base, s.baseSource = a.Model, failover.SourceAgent
-			if a.Fallbacks != nil {
-				s.override = append([]failover.ModelRef{}, (*a.Fallbacks)...)
-			}
+// configured is the selection of a conversation of agent a (nil = the
+// defaults) that chose nothing itself: the configured model and chain.
+func (c *Config) configured(a *Agent) selection {
+	s := selection{base: c.Primary, baseSource: failover.SourceDefault, configured: c.Fallbacks}
+	if a != nil && a.Model != "" {
+		s.base, s.baseSource = a.Model, failover.SourceAgent
+		if a.Fallbacks != nil {
+			s.override = append([]failover.ModelRef{}, (*a.Fallbacks)...)
 		}
 	}
 	s.requested, s.source, s.selected = s.base, s.baseSource, s.base
+	return s
+}
+
+// Chain is the chain a new conversation of the agent with id agent walks ("" or
+// an unknown id: the defaults), as the router derives it (S1-S5, K1-K5): what
+// bot check prints.
+func (c *Config) Chain(agent string) []failover.ModelRef {
+	for i := range c.Agents {
+		if agent != "" && c.Agents[i].ID == agent {
+			return chainFor(c.configured(&c.Agents[i]))
+		}
+	}
+	return chainFor(c.configured(nil))
+}
+
+func (r *Router) selectionFor(e *Entry, channel string) selection {
+	s := r.cfg.configured(r.agentFor(e.Key, channel))
 	if ov := e.override(); ov != "" { // O5: the persisted override wins
 		s.requested, s.source, s.selected = ov, e.source(), ov
 		if s.source == failover.SourceAuto {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/detourbot/detour/config"
 	"github.com/detourbot/detour/failover"
+	"github.com/detourbot/detour/internal/app"
 	"github.com/detourbot/detour/internal/database"
 	"github.com/detourbot/detour/redact"
 )
@@ -138,25 +139,10 @@ func printConfig(w io.Writer, src configSource, cfg *config.Config) {
 
 	d := cfg.Agents.Defaults
 	fmt.Fprintln(w, "chains (first answers; the rest are fallbacks in order):")
-	chain := failover.BuildChain(failover.ChainInput{
-		Requested: d.Model.Primary, Source: failover.SourceDefault, Primary: d.Model.Primary, Configured: d.Model.Fallbacks,
-	})
-	fmt.Fprintf(w, "  default: %s\n", joinRefs(chain))
+	sc := app.SessionsConfig(cfg) // the chains as the router derives them
+	fmt.Fprintf(w, "  default: %s\n", joinRefs(sc.Chain("")))
 	for _, a := range cfg.Agents.List {
-		base, source := d.Model.Primary, failover.SourceDefault
-		if a.Model != "" {
-			base, source = a.Model, failover.SourceAgent
-		}
-		var override []failover.ModelRef
-		if a.Fallbacks != nil {
-			override = *a.Fallbacks
-			if override == nil {
-				override = []failover.ModelRef{}
-			}
-		}
-		c := failover.BuildChain(failover.ChainInput{
-			Requested: base, Source: source, Primary: base, Configured: d.Model.Fallbacks, Override: override,
-		})
+		c := sc.Chain(a.ID)
 		note := ""
 		if len(c) == 1 {
 			note = " (strict: no fallback)"
