@@ -69,9 +69,17 @@ func (t *turn) addPaidCalls(ctx context.Context) {
 	}
 }
 
-// succeed stores the exchange, then posts notices and the reply.
-func (t *turn) succeed(ctx context.Context, res failover.Result) {
-	r := t.r
+// answer is what a successful turn writes, computed before anything is
+// written: the exchange to store, the notice the change of model owes ("" =
+// none), and the reply.
+type answer struct {
+	x      exchange
+	notice string
+	out    adapters.Outbound
+}
+
+// compose computes the turn's answer from res (N1-N3, P2, M7, V1).
+func (t *turn) compose(res failover.Result) answer {
 	e, sel := t.entry, t.sel
 	answered := failover.ModelRef(res.Candidate.Ref())
 	prevNotice := e.notice()
@@ -84,11 +92,11 @@ func (t *turn) succeed(ctx context.Context, res failover.Result) {
 		prevNotice = imageNoticeBase(next) // I5: said on every such turn, kept by none
 	}
 	text := notices.ForChange(prevNotice, next)
-	t.answered(answered, res.FellBack)
 	returned := answered == sel.selected && t.cur.Source == string(failover.SourceAuto) && !t.imageDetour
 
-	now := r.clock.Now().UTC()
+	now := t.r.clock.Now().UTC()
 	x := exchange{
+		id:  exchangeID(),
 		key: e.Key,
 		messages: []Message{
 			{SessionKey: e.Key, Role: "user", Content: t.msg.stored(), CreatedAt: now},
@@ -111,34 +119,40 @@ func (t *turn) succeed(ctx context.Context, res failover.Result) {
 	}
 	out := reply(t.in, adapters.KindReply, res.Output.Text)
 	out.Model = string(answered)
-	x.id = exchangeID()
 	if t.in.EventID != "" && t.w.claimed {
 		x.event, x.answer = t.in.EventID, eventAnswer{session: e.Key, out: out}
 	}
-	if err := r.storeAnswer(ctx, x); err != nil {
+	if !notices.Deliver(t.r.cfg.Notices, t.in.Direct) {
+		text = "" // stored as the session's notice state all the same (N3)
+	}
+	return answer{x: x, notice: text, out: out}
+}
+
+// succeed stores the turn's answer, then writes its notice and the reply.
+func (t *turn) succeed(ctx context.Context, res failover.Result) {
+	r := t.r
+	a := t.compose(res)
+	t.answered(failover.ModelRef(res.Candidate.Ref()), res.FellBack)
+	if err := r.storeAnswer(ctx, a.x); err != nil {
 		// M8: the answer was paid for: the person gets it, after a notice
 		// (its own message, so the message still has one final answer) that
 		// it is not saved yet; the exchange waits in memory for the database.
-		r.log.Error("store turn", "session", e.Key, "err", err)
-		kept := r.keepUnsaved(&x)
-		if notices.Deliver(r.cfg.Notices, t.in.Direct) {
-			t.w.notice(ctx, text) // once: a streamed answer may have shown it already (W1)
-		}
+		r.log.Error("store turn", "session", t.entry.Key, "err", err)
+		kept := r.keepUnsaved(&a.x)
+		t.w.notice(ctx, a.notice) // once: a streamed answer may have shown it already (W1)
 		t.w.notice(ctx, unsavedNotice(err, kept))
-		if t.w.finish(ctx, out) == nil && kept {
-			r.unsaved.delivered(&x, r.clock.Now())
+		if t.w.finish(ctx, a.out) == nil && kept {
+			r.unsaved.delivered(&a.x, r.clock.Now())
 		}
 		return
 	}
-	t.w.stored = x.event != ""
+	t.w.stored = a.x.event != ""
 	r.incidentMu.Lock()
 	r.incidentOpen = false // storeExchange ended it in the database
 	r.incidentMu.Unlock()
-	if notices.Deliver(r.cfg.Notices, t.in.Direct) {
-		t.w.notice(ctx, text) // N4: its own message, before the reply; once (W1)
-	}
-	_ = t.w.finish(ctx, out)
-	t.compactLater(out.Text) // R16: the next turns' summary, off this one's wait
+	t.w.notice(ctx, a.notice) // N4: its own message, before the reply; once (W1)
+	_ = t.w.finish(ctx, a.out)
+	t.compactLater(a.out.Text) // R16: the next turns' summary, off this one's wait
 }
 
 // noticeState is the notice state of a turn answered by answered, moved off its
