@@ -14,6 +14,17 @@ import (
 // again. Without a stored answer (its turn is still running somewhere, or
 // stopped before it stored one) a replay request gets an error that says so.
 func (r *Router) duplicate(ctx context.Context, in adapters.Inbound, ev *inboundEvent) {
+	if ev != nil && !ev.sameMessage(in) {
+		// The id names another message: another session's, another person's,
+		// or other text. Its answer is not this one's (M7, issue 37).
+		if in.Replay {
+			r.send(ctx, reply(in, adapters.KindError, "this message id was used before for another message (another conversation, "+
+				"person or text); its answer is not yours and nothing was sent to a model. Send your message with a new id"))
+			return
+		}
+		r.log.Warn("event id taken by another message", "event", in.EventID, "session", in.SessionKey)
+		return
+	}
 	if ev == nil || ev.AnsweredAt == nil {
 		if in.Replay {
 			r.send(ctx, reply(in, adapters.KindError, "this message id was taken before and has no stored answer: its turn is still running, "+

@@ -201,8 +201,10 @@ func (f *flaky) Send(ctx context.Context, o adapters.Outbound) error {
 
 // covers M7, M3: a message sent again with an id already answered gets the
 // stored answer again, marked Replayed, with no model call and nothing stored
-// twice; commands and errors are replayed the same way. Without Replay (a
-// platform's redelivery) an answer already delivered is not posted again.
+// twice; commands are replayed the same way. A turn that ended in an error
+// keeps nothing under its id (issue 37, M2): the message sent again with it is
+// a new turn, answered once the model is back. Without Replay (a platform's
+// redelivery) an answer already delivered is not posted again.
 func TestRouter_M7_ReplayByMessageID(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, driver string) {
 		mem := map[string]*memLLM{}
@@ -255,22 +257,23 @@ func TestRouter_M7_ReplayByMessageID(t *testing.T) {
 		bad := adapters.Inbound{Channel: "test", SessionKey: "test:s1", User: "test:u1", Text: "fail please", ReplyTo: "r1",
 			EventID: "console:m3", Replay: true}
 		h.sayAs(bad)
-		e1 := expect(t, h.rec.take(), "error")
+		expect(t, h.rec.take(), "error")
 		before := calls()
+		for _, m := range mem {
+			m.fail = nil // the model is back
+		}
 		h.sayAs(bad)
-		if e2 := expect(t, h.rec.take(), "error"); !e2[0].Replayed || e2[0].Text != e1[0].Text {
-			t.Errorf("replayed error = %+v, want %q", e2[0], e1[0].Text)
+		if again := expect(t, h.rec.take(), "reply"); again[0].Replayed || calls() == before {
+			t.Errorf("the failed message sent again with its id = %+v after %d calls, want a new answer", again[0], calls()-before)
 		}
-		if calls() != before {
-			t.Error("replaying an error called a model")
-		}
+		before = calls()
 
 		// Taken, but no answer stored (its turn runs elsewhere, or stopped).
-		if taken, _, err := h.r.st.claimEvent(context.Background(), "console:m4", t0); err != nil || !taken {
-			t.Fatalf("claim: %v %v", taken, err)
-		}
 		lost := adapters.Inbound{Channel: "test", SessionKey: "test:s1", User: "test:u1", Text: "hello?", ReplyTo: "r1",
 			EventID: "console:m4", Replay: true}
+		if taken, _, err := h.r.st.claimEvent(context.Background(), lost, t0); err != nil || !taken {
+			t.Fatalf("claim: %v %v", taken, err)
+		}
 		h.sayAs(lost)
 		if o := expect(t, h.rec.take(), "error"); !strings.Contains(o[0].Text, "no stored answer") || !strings.Contains(o[0].Text, "new id") {
 			t.Errorf("answer = %q", o[0].Text)
@@ -370,4 +373,37 @@ func TestRouter_T7_OneAnswerNoCallWhenTheTurnCannotBegin(t *testing.T) {
 	if n := len(mem["p1"].requests()); n != 0 {
 		t.Errorf("%d model calls for a turn that could not begin", n)
 	}
+}
+
+// covers M7 (issue 37, M1): an id answered for one message answers only that
+// message: the same id from another session, another person, or with other
+// text gets a clear error, never another person's answer, and no model call.
+func TestRouter_M7_IdsAreScopedToTheirMessage(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, driver string) {
+		mem := map[string]*memLLM{}
+		h := newHarness(t, driver, withMem(mem))
+		alice := adapters.Inbound{Channel: "test", SessionKey: "test:alice", User: "test:alice", Text: "what is my salary?", ReplyTo: "r",
+			EventID: "console:id:1", Replay: true}
+		h.sayAs(alice)
+		answer := expect(t, h.rec.take(), "reply")[0].Text
+		calls := len(mem["p1"].requests())
+		for name, in := range map[string]adapters.Inbound{
+			"another session and person": {Channel: "test", SessionKey: "test:bob", User: "test:bob", Text: "hello", ReplyTo: "r", EventID: "console:id:1", Replay: true},
+			"another person":             {Channel: "test", SessionKey: "test:alice", User: "test:bob", Text: "what is my salary?", ReplyTo: "r", EventID: "console:id:1", Replay: true},
+			"other text":                 {Channel: "test", SessionKey: "test:alice", User: "test:alice", Text: "something else", ReplyTo: "r", EventID: "console:id:1", Replay: true},
+		} {
+			h.sayAs(in)
+			out := expect(t, h.rec.take(), "error")
+			if strings.Contains(out[0].Text, answer) || !strings.Contains(out[0].Text, "used before for another message") || out[0].SessionKey != in.SessionKey {
+				t.Errorf("%s: got %+v", name, out[0])
+			}
+		}
+		if n := len(mem["p1"].requests()); n != calls {
+			t.Errorf("%d model calls for messages with a taken id", n-calls)
+		}
+		h.sayAs(alice) // the same message: its answer again
+		if o := expect(t, h.rec.take(), "reply")[0]; !o.Replayed || o.Text != answer {
+			t.Errorf("alice's own replay = %+v", o)
+		}
+	})
 }

@@ -2,6 +2,8 @@ package sessions
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -178,6 +180,11 @@ func (incidentRow) TableName() string { return "incidents" }
 type inboundEvent struct {
 	ID string    `gorm:"primaryKey"`
 	At time.Time `gorm:"index"`
+	// Owner is whose message took the id (its session and user) and Digest a
+	// SHA-256 of its text: a replay answers only the same message (M7, issue
+	// 37); "" = claimed before they were kept.
+	Owner  string `gorm:"not null;default:''"`
+	Digest string `gorm:"not null;default:''"`
 	// The answer: its session, kind (reply or error), text, model and whether
 	// it was ephemeral; AnsweredAt nil = none stored yet.
 	SessionKey string `gorm:"not null;default:''"`
@@ -202,9 +209,10 @@ const eventMemory = 24 * time.Hour
 // (false: another replica, or this process before a restart, already did; prior
 // is then the event's row, with its answer when one was stored). Now and then it
 // forgets ids older than eventMemory.
-func (s sessionStore) claimEvent(ctx context.Context, id string, now time.Time) (taken bool, prior *inboundEvent, err error) {
+func (s sessionStore) claimEvent(ctx context.Context, in adapters.Inbound, now time.Time) (taken bool, prior *inboundEvent, err error) {
 	db := s.db.WithContext(ctx)
-	res := db.Clauses(clause.OnConflict{DoNothing: true}).Create(&inboundEvent{ID: id, At: now.UTC()})
+	owner, digest := eventOwner(in)
+	res := db.Clauses(clause.OnConflict{DoNothing: true}).Create(&inboundEvent{ID: in.EventID, At: now.UTC(), Owner: owner, Digest: digest})
 	if res.Error != nil {
 		return false, nil, fmt.Errorf("sessions: claim event: %w", res.Error)
 	}
@@ -215,10 +223,33 @@ func (s sessionStore) claimEvent(ctx context.Context, id string, now time.Time) 
 		return true, nil, nil
 	}
 	var ev inboundEvent
-	if err := db.Where(map[string]any{"id": store.CleanText(id)}).Limit(1).Find(&ev).Error; err != nil {
+	if err := db.Where(map[string]any{"id": store.CleanText(in.EventID)}).Limit(1).Find(&ev).Error; err != nil {
 		return false, nil, fmt.Errorf("sessions: read event: %w", err)
 	}
 	return false, &ev, nil
+}
+
+// eventOwner is whose message in is (its session and user) and the digest of
+// its text, as an event row keeps them.
+func eventOwner(in adapters.Inbound) (owner, digest string) {
+	sum := sha256.Sum256([]byte(in.Text))
+	return store.CleanText(in.SessionKey + " " + in.User), hex.EncodeToString(sum[:])
+}
+
+// sameMessage reports whether ev was claimed by in's message: the same
+// session, user and text (rows from before owners were kept count as same).
+func (ev *inboundEvent) sameMessage(in adapters.Inbound) bool {
+	owner, digest := eventOwner(in)
+	return ev.Owner == "" || ev.Owner == owner && ev.Digest == digest
+}
+
+// releaseEvent forgets event id, so the message may be sent again with it
+// (M7, issue 37: a turn that failed keeps no error under its id).
+func (s sessionStore) releaseEvent(ctx context.Context, id string) error {
+	if err := s.db.WithContext(ctx).Where(map[string]any{"id": store.CleanText(id)}).Delete(&inboundEvent{}).Error; err != nil {
+		return fmt.Errorf("sessions: release event: %w", err)
+	}
+	return nil
 }
 
 // eventAnswer is the answer kept for an event (M7).

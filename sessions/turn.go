@@ -41,7 +41,7 @@ func (r *Router) process(ctx context.Context, in adapters.Inbound) {
 	if in.EventID != "" {
 		// M3: one answer per platform event across replicas and restarts; M7:
 		// the same message sent again gets its stored answer.
-		taken, prior, err := r.st.claimEvent(ctx, in.EventID, r.clock.Now())
+		taken, prior, err := r.st.claimEvent(ctx, in, r.clock.Now())
 		switch {
 		case err != nil:
 			r.log.Warn("event de-duplication unavailable; answering anyway", "event", in.EventID, "err", err)

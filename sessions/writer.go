@@ -243,6 +243,10 @@ func (w *writer) record(ctx context.Context, st sessionStore, now time.Time) {
 	ctx = context.WithoutCancel(ctx)
 	var err error
 	switch {
+	case final.Kind == adapters.KindError && !w.stored:
+		// Only answers are kept under an id: a message that got an error may
+		// be sent again with it once the cause is gone (issue 37, M2).
+		err = st.releaseEvent(ctx, w.in.EventID)
 	case w.stored && delivered:
 		err = st.eventDelivered(ctx, w.in.EventID, now)
 	case w.stored:
