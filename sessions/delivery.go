@@ -13,12 +13,13 @@ import (
 // console's ids), marked Replayed; no model is called and nothing is stored
 // again. Without a stored answer (its turn is still running somewhere, or
 // stopped before it stored one) a replay request gets an error that says so.
-func (r *Router) duplicate(ctx context.Context, in adapters.Inbound, ev *inboundEvent) {
+func (r *Router) duplicate(ctx context.Context, w *writer, ev *inboundEvent) {
+	in := w.in
 	if ev != nil && !ev.sameMessage(in) {
 		// The id names another message: another session's, another person's,
 		// or other text. Its answer is not this one's (M7, issue 37).
 		if in.Replay {
-			r.send(ctx, reply(in, adapters.KindError, "this message id was used before for another message (another conversation, "+
+			_ = w.finish(ctx, reply(in, adapters.KindError, "this message id was used before for another message (another conversation, "+
 				"person or text); its answer is not yours and nothing was sent to a model. Send your message with a new id"))
 			return
 		}
@@ -27,7 +28,7 @@ func (r *Router) duplicate(ctx context.Context, in adapters.Inbound, ev *inbound
 	}
 	if ev == nil || ev.AnsweredAt == nil {
 		if in.Replay {
-			r.send(ctx, reply(in, adapters.KindError, "this message id was taken before and has no stored answer: its turn is still running, "+
+			_ = w.finish(ctx, reply(in, adapters.KindError, "this message id was taken before and has no stored answer: its turn is still running, "+
 				"or it stopped before an answer was stored; nothing was sent to a model again. Send it with a new id to ask again"))
 			return
 		}
@@ -45,7 +46,7 @@ func (r *Router) duplicate(ctx context.Context, in adapters.Inbound, ev *inbound
 	}
 	r.log.Info("event answered before: its stored answer is sent again", "event", in.EventID, "session", in.SessionKey,
 		"delivered_before", ev.DeliveredAt != nil)
-	if err := r.send(ctx, out); err == nil && ev.DeliveredAt == nil {
+	if err := w.finish(ctx, out); err == nil && ev.DeliveredAt == nil {
 		now := r.clock.Now().UTC()
 		if err := r.st.answerEvent(context.WithoutCancel(ctx), in.EventID, eventAnswer{session: ev.SessionKey, out: out}, now, &now); err != nil {
 			r.log.Warn("record the delivery of an event's answer", "event", in.EventID, "err", err)

@@ -46,7 +46,7 @@ func (r *Router) process(ctx context.Context, in adapters.Inbound) {
 		case err != nil:
 			r.log.Warn("event de-duplication unavailable; answering anyway", "event", in.EventID, "err", err)
 		case !taken:
-			r.duplicate(ctx, in, prior)
+			r.duplicate(ctx, w, prior)
 			return
 		default:
 			w.claimed = true
