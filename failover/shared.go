@@ -14,8 +14,12 @@ import (
 // When no candidate of a turn could be tried and some are cooling down for a
 // transient reason, the turn does not refuse: it joins one probe of the
 // candidate most likely to answer (soonest cooldown end, then most recent
-// success). The probe is the turn's own request, so its answer is the probing
-// turn's reply, and its success clears the cooldown for everyone (D1).
+// success). The probe is the smallest request (Request.Probe, E1), never the
+// conversation: when it answers, the cooldown clears for everyone (D1) and
+// the probing turn, like every turn that waited for it, sends its own request
+// at once. A provider that is down (providerDown) is checked the same way
+// before any conversation goes to it, whoever asks (E1), and its checks back
+// off (checkInterval, E2).
 //
 // It is single-flight per provider across sessions and replicas, through the
 // provider's probe row in the state store (probeKey), whose atomic Update is
@@ -23,15 +27,17 @@ import (
 //
 //	LastProbe    when the latest probe of the provider started: its claim
 //	             (R11's probes of a cooling candidate claim the same row)
-//	LastUsed     when a probe last answered
-//	LastFailure  when a probe last failed
+//	LastUsed     when a probe, or a call to a provider that was down, last answered
+//	LastFailure  when a probe last failed, or a call failed as a down provider fails
+//	Consecutive  probes failed in a row: the interval doubles with each (E2)
 //
 // A probe is in flight while LastProbe is later than both results and less
 // than SharedProbeWait old, so a prober that crashed blocks nobody longer than
 // that. A turn that finds one in flight waits for its result, at most
 // SharedProbeWait: woken by the prober when it runs in this process, else
-// reading the row every sharedProbePoll. At most one probe starts per
-// SharedProbeInterval per provider: a turn that finds the latest probe failed
+// reading the row every sharedProbePoll. At most one probe starts per check
+// interval per provider (SharedProbeInterval, doubled after each failed probe
+// up to SharedProbeIntervalMax): a turn that finds the latest probe failed
 // within the interval goes on to the next candidate, and is refused when none
 // is left. A prober that reaches no verdict on the provider (cancelled, a local
 // failure, a budget stop before its call) releases the claim, and a waiting
