@@ -1,8 +1,10 @@
 // Package sessions keeps detour's conversations: durable session entries with
 // their model overrides (O1-O7), history and attempt records in gorm, a router with
 // one queue per session key (turns of one session never overlap, different
-// sessions run in parallel, an idle session costs no goroutine), and the turn
-// itself: commands, the message's files (I1-I4) and a conversation's earlier
+// sessions run in parallel, an idle session costs no goroutine), one writer per
+// inbound message through which everything it shows goes (W1: progress, the
+// growing reply, each notice once, the one final answer and its record), and
+// the turn itself: commands, the message's files (I1-I4) and a conversation's earlier
 // messages (H1-H4), context fitting with summaries of what is dropped (R15,
 // R16, B7), capability-aware chains (I5), the failover run (the turn is the
 // engine's Controller: the user's budget T6, the override saved and rolled
