@@ -63,7 +63,12 @@ func TestWriter_W1_OutputSequences(t *testing.T) {
 					}
 				})
 				if tc.unsaved {
-					failExchanges(t, h.db).Store(-1)
+					fail := failExchanges(t, h.db)
+					fail.Store(-1)
+					t.Cleanup(func() { // before the failing write is removed: the background writer must be done with it
+						fail.Store(0)
+						waitFor(t, "the background writer", func() bool { h.r.unsaved.mu.Lock(); defer h.r.unsaved.mu.Unlock(); return !h.r.unsaved.running })
+					})
 				}
 				h.sayAs(adapters.Inbound{Channel: "tape", SessionKey: "tape:s1", User: "tape:u1", Text: "hello", ReplyTo: "r", Direct: true})
 				got := p.take()
