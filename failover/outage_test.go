@@ -302,3 +302,30 @@ func TestRun_E1_StallGetsOneMoreAttemptThenFallback(t *testing.T) {
 		t.Fatalf("the fallback answered after %v, want within 2 x idle (20 s)", d)
 	}
 }
+
+// covers E1, V5, B3: /recover's Clear of a provider's key also clears the
+// provider's down mark and its checks' backoff: the next turn sends the
+// conversation without a check.
+func TestClear_E1_ClearsTheDownMark(t *testing.T) {
+	h := newHarness(t)
+	req := baseReq("anthropic/claude", "openai/gpt-4o")
+	chk := newChecker(h.clk.Now)
+	req.Probe = chk.fn
+	sc := newScript(h.clk, ok("fallback")).on("anthropic/claude", fail(server500))
+	if _, err := h.e.Run(bg, req, sc.fn); err != nil {
+		t.Fatal(err)
+	}
+	if !providerDown(h.state(t, probeKey("anthropic"))) {
+		t.Fatal("the server error did not mark the provider down")
+	}
+	if err := h.e.Clear(bg, "anthropic:main"); err != nil {
+		t.Fatal(err)
+	}
+	if row := h.state(t, probeKey("anthropic")); providerDown(row) || row.Consecutive != 0 {
+		t.Fatalf("after Clear the probe row is %+v", row)
+	}
+	sc = newScript(h.clk, ok("primary"))
+	if res, err := h.e.Run(bg, req, sc.fn); err != nil || res.Candidate.Provider != "anthropic" || chk.count() != 0 {
+		t.Fatalf("after Clear: %+v, %v, %d checks; want the primary without a check", res, err, chk.count())
+	}
+}

@@ -138,7 +138,11 @@ func (e *Engine) Clear(ctx context.Context, key string) error {
 		prov = key[:i]
 	}
 	for _, k := range []string{prov, prov + "#billing"} {
-		if _, err := e.store().Update(ctx, probeKey(k), func(s *ProfileState) { s.LastProbe = time.Time{} }); err != nil {
+		// The throttle, and the provider's down mark and its checks' backoff
+		// (E1, E2): whoever cleared it saw it answer.
+		if _, err := e.store().Update(ctx, probeKey(k), func(s *ProfileState) {
+			s.LastProbe, s.LastFailure, s.Consecutive = time.Time{}, time.Time{}, 0
+		}); err != nil {
 			return fmt.Errorf("failover: clear the probe throttle of %s: %w", prov, err)
 		}
 	}
