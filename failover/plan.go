@@ -69,9 +69,7 @@ func (r *runner) checkOrSkip(pl plan) plan {
 			pl.kind = AttemptProbe
 			return pl
 		}
-		if rows := r.probeRows([]plan{pl}); len(rows) > 0 {
-			pl.row = rows[pl.prov] // the claim moved on: read when the next check is due
-		}
+		pl.row = r.rowsOf([]string{pl.prov})[pl.prov] // the claim moved on: read when the next check is due
 	}
 	pl.skip = cmp.Or(pl.row.CooldownReason, classify.ReasonTimeout)
 	if !transientCooldown(pl.skip) {

@@ -238,6 +238,9 @@ func (r *runner) check(v *visit) flow {
 	r.record(v.record(c, f))
 	v.kind = AttemptNormal
 	if f == nil || terminalReason(f.Reason) && f.Reason != classify.ReasonAborted {
+		if c := r.claims[v.cand.Provider]; c != nil && !c.settled {
+			v.pl.down = false // settleProbe marks the provider up, with its verdict
+		}
 		r.onSuccess(v.pl, v.cand, c.end)
 		r.settleProbe(v.cand.Provider, nil, c.end)
 		return proceed

@@ -217,16 +217,10 @@ func (r *runner) settleProbe(prov string, f *Failure, end time.Time) {
 				}
 			}
 		case answered:
-			if end.After(s.LastUsed) {
-				s.LastUsed = end
-			}
-			s.Consecutive = 0 // E2: the next outage's checks start at the first interval
+			markUp(s, end) // E2: the next outage's checks start at the first interval
 		default:
-			if end.After(s.LastFailure) {
-				s.LastFailure = end
-			}
+			markDown(s, f, end)
 			s.Consecutive++ // E2: the next check waits twice as long
-			s.CooldownReason, s.LastError = f.Reason, clip(f.Message)
 		}
 	})
 	if err != nil {
@@ -382,17 +376,25 @@ const maxProbeRounds = 64
 
 // probeRows reads the probe rows of the candidates' providers in one call.
 func (r *runner) probeRows(cands []plan) map[string]ProfileState {
+	provs := make([]string, len(cands))
+	for i, c := range cands {
+		provs[i] = c.prov
+	}
+	return r.rowsOf(provs)
+}
+
+// rowsOf reads the probe rows of provs, by provider, in one call.
+func (r *runner) rowsOf(provs []string) map[string]ProfileState {
 	var keys []string
-	seen := map[string]bool{}
-	for _, c := range cands {
-		if !seen[c.prov] {
-			seen[c.prov] = true
-			keys = append(keys, probeKey(c.prov))
+	out := make(map[string]ProfileState, len(provs))
+	for _, p := range provs {
+		if _, seen := out[p]; !seen {
+			out[p] = ProfileState{}
+			keys = append(keys, probeKey(p))
 		}
 	}
 	states, errs := r.e.getStates(r.ctx, keys)
 	r.warnStoreErrs(errs)
-	out := make(map[string]ProfileState, len(keys))
 	for i, k := range keys {
 		out[k[len("probe:"):]] = states[i]
 	}

@@ -238,28 +238,24 @@ func (r *runner) earliest(now time.Time, checks map[string]ProviderCheck) (map[M
 // checks reads the probe rows of the providers the run visited and returns
 // those that are down (E6).
 func (r *runner) checks() map[string]ProviderCheck {
-	var keys []string
-	seen := map[string]bool{}
+	var provs []string
 	for _, a := range r.records {
-		if p := a.Candidate.Provider; p != "" && !seen[p] {
-			seen[p] = true
-			keys = append(keys, probeKey(p))
+		if p := a.Candidate.Provider; p != "" {
+			provs = append(provs, p)
 		}
 	}
-	if len(keys) == 0 {
+	if len(provs) == 0 {
 		return nil
 	}
-	rows, errs := r.e.getStates(r.ctx, keys)
-	r.warnStoreErrs(errs)
 	var out map[string]ProviderCheck
-	for i, row := range rows {
+	for prov, row := range r.rowsOf(provs) {
 		if !providerDown(row) {
 			continue
 		}
 		if out == nil {
 			out = make(map[string]ProviderCheck)
 		}
-		out[keys[i][len("probe:"):]] = ProviderCheck{Failed: row.Consecutive, Next: nextCheckAt(r.p, row)}
+		out[prov] = ProviderCheck{Failed: row.Consecutive, Next: nextCheckAt(r.p, row)}
 	}
 	return out
 }
