@@ -70,6 +70,15 @@ func (p promptParts) head() []llm.Message {
 	return out
 }
 
+// histTokens estimates hist in a prompt.
+func histTokens(hist []Message) int {
+	n := 0
+	for _, m := range hist {
+		n += EstimateTokens(m.Content) + perMessage
+	}
+	return n
+}
+
 // buildPrompt returns head + history + the new message, dropping the oldest
 // history turns that do not fit window (0 = no limit). dropped is how many
 // history messages were left out (R15).
@@ -79,10 +88,7 @@ func buildPrompt(p promptParts, window int) (msgs []llm.Message, dropped int) {
 	fixed := estimate(head) + estimateMessage(p.user)
 	start := 0
 	if window > 0 {
-		total := fixed
-		for _, m := range hist {
-			total += EstimateTokens(m.Content) + perMessage
-		}
+		total := fixed + histTokens(hist)
 		for start < len(hist) && total > window {
 			// Drop a whole turn (user + assistant) at a time.
 			end := start + 1

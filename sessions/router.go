@@ -295,7 +295,7 @@ func (r *Router) adapter(name string) adapters.Adapter {
 // send posts out through the adapter named by out.Channel: what no message's
 // writer owns (a refusal, a report to the admin, an answer replayed).
 func (r *Router) send(ctx context.Context, out adapters.Outbound) error {
-	return newWriter(adapters.Inbound{}, r.adapter(out.Channel), r.log).send(ctx, out)
+	return post(ctx, r.adapter(out.Channel), out, r.log)
 }
 
 func reply(in adapters.Inbound, kind adapters.Kind, text string) adapters.Outbound {

@@ -208,15 +208,6 @@ func (t *turn) reloadHistory(ctx context.Context) {
 	t.parts.summary, t.parts.hist = e.Summary, hist
 }
 
-// histTokens estimates hist in a prompt.
-func histTokens(hist []Message) int {
-	n := 0
-	for _, m := range hist {
-		n += EstimateTokens(m.Content) + perMessage
-	}
-	return n
-}
-
 // compaction is why a turn's history is shortened (R15).
 type compaction uint8
 

@@ -78,13 +78,18 @@ func (w *writer) live(ctx context.Context, progress, stream bool) {
 
 // send posts out through the adapter.
 func (w *writer) send(ctx context.Context, out adapters.Outbound) error {
-	if w.out == nil {
-		w.log.Warn("no adapter for outbound message", "channel", out.Channel, "kind", out.Kind, "session", out.SessionKey)
+	return post(ctx, w.out, out, w.log)
+}
+
+// post sends out through a (nil: none), logging a failure.
+func post(ctx context.Context, a adapters.Adapter, out adapters.Outbound, log *slog.Logger) error {
+	if a == nil {
+		log.Warn("no adapter for outbound message", "channel", out.Channel, "kind", out.Kind, "session", out.SessionKey)
 		return errors.New("sessions: no adapter for channel " + out.Channel)
 	}
-	err := w.out.Send(ctx, out)
+	err := a.Send(ctx, out)
 	if err != nil {
-		w.log.Warn("send failed", "channel", out.Channel, "kind", out.Kind, "session", out.SessionKey, "err", err)
+		log.Warn("send failed", "channel", out.Channel, "kind", out.Kind, "session", out.SessionKey, "err", err)
 	}
 	return err
 }
