@@ -118,6 +118,9 @@ type harness struct {
 	// extra are more channels the router posts to (a test channel with
 	// optional capabilities).
 	extra []adapters.Adapter
+	// routerClock, when set, is the router's clock (the engine keeps clock):
+	// a test that must act while a turn waits wraps clock with it.
+	routerClock failover.Clock
 }
 
 type harnessOpt func(*Config, *harness)
@@ -206,7 +209,11 @@ func (h *harness) open(cfg Config) {
 	if clients == nil {
 		clients = h.clientsFunc(log)
 	}
-	h.r, err = NewRouter(cfg, Options{DB: db, Engine: h.engine, Clock: h.clock, Clients: clients, Log: log})
+	var clock failover.Clock = h.clock
+	if h.routerClock != nil {
+		clock = h.routerClock
+	}
+	h.r, err = NewRouter(cfg, Options{DB: db, Engine: h.engine, Clock: clock, Clients: clients, Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -96,7 +96,7 @@ func (t *turn) compose(res failover.Result) answer {
 
 	now := t.r.clock.Now().UTC()
 	x := exchange{
-		id:  exchangeID(),
+		id:  t.id,
 		key: e.Key,
 		messages: []Message{
 			{SessionKey: e.Key, Role: "user", Content: t.msg.stored(), CreatedAt: now},
@@ -139,6 +139,7 @@ func (t *turn) succeed(ctx context.Context, res failover.Result) {
 		// it is not saved yet; the exchange waits in memory for the database.
 		r.log.Error("store turn", "session", t.entry.Key, "err", err)
 		kept := r.keepUnsaved(&a.x)
+		t.kept = kept             // its pending mark stays until it is written (M4)
 		t.w.notice(ctx, a.notice) // once: a streamed answer may have shown it already (W1)
 		t.w.notice(ctx, unsavedNotice(err, kept))
 		if t.w.finish(ctx, a.out) == nil && kept {
@@ -146,7 +147,7 @@ func (t *turn) succeed(ctx context.Context, res failover.Result) {
 		}
 		return
 	}
-	t.w.stored = a.x.event != ""
+	t.stored, t.w.stored = true, a.x.event != ""
 	r.incidentMu.Lock()
 	r.incidentOpen = false // storeExchange ended it in the database
 	r.incidentMu.Unlock()

@@ -355,7 +355,7 @@ func (s sessionStore) addSpend(ctx context.Context, user, day string, usd float6
 type sessionStore struct{ db *gorm.DB }
 
 func (s sessionStore) migrate(ctx context.Context) error {
-	if err := store.Migrate(ctx, s.db, &Entry{}, &Message{}, &AttemptRow{}, &incidentRow{}, &NoticeRow{}, &inboundEvent{}, &userUsage{}, &usageRow{}); err != nil {
+	if err := store.Migrate(ctx, s.db, &Entry{}, &Message{}, &AttemptRow{}, &incidentRow{}, &NoticeRow{}, &inboundEvent{}, &userUsage{}, &usageRow{}, &pendingTurn{}); err != nil {
 		return fmt.Errorf("sessions: %w", err)
 	}
 	return nil
@@ -470,10 +470,17 @@ func (s sessionStore) exists(ctx context.Context, key string) (bool, error) {
 	return n > 0, err
 }
 
+// historyOrder is the order of a conversation's history: the time each
+// exchange was answered (its messages' CreatedAt), then the order they were
+// written. An answer kept in memory while the database failed (M8) is written
+// after later turns another replica answered, and still reads in its place
+// (M4, issue 37).
+const historyOrder = "created_at, id"
+
 // history returns the stored messages of key, oldest first.
 func (s sessionStore) history(ctx context.Context, key string) ([]Message, error) {
 	var msgs []Message
-	if err := s.db.WithContext(ctx).Where(map[string]any{"session_key": store.CleanText(key)}).Order("id").Find(&msgs).Error; err != nil {
+	if err := s.db.WithContext(ctx).Where(map[string]any{"session_key": store.CleanText(key)}).Order(historyOrder).Find(&msgs).Error; err != nil {
 		return nil, fmt.Errorf("sessions: history %s: %w", key, err)
 	}
 	return msgs, nil
@@ -506,12 +513,13 @@ func (s sessionStore) addPaidCalls(ctx context.Context, key string, n int, usd f
 	return s.patch(ctx, key, map[string]any{"paid_calls": gorm.Expr("paid_calls + ?", n), "cost_usd": gorm.Expr("cost_usd + ?", usd)})
 }
 
-// dropHistory deletes the messages of key with an id below before (compaction),
-// or all of them (before == 0).
+// dropHistory deletes the messages of key that come before message before in
+// the history's order (compaction), or all of them (before == 0).
 func dropHistory(tx *gorm.DB, key string, before uint64) error {
 	q := tx.Where(map[string]any{"session_key": store.CleanText(key)})
 	if before > 0 {
-		q = q.Where("id < ?", before)
+		at := tx.Model(&Message{}).Select("created_at").Where(map[string]any{"id": before})
+		q = q.Where("(created_at < (?) OR (created_at = (?) AND id < ?))", at, at, before)
 	}
 	if err := q.Delete(&Message{}).Error; err != nil {
 		return fmt.Errorf("sessions: drop history %s: %w", key, err)
@@ -655,6 +663,9 @@ func (s sessionStore) storeExchange(ctx context.Context, x exchange) error {
 		if res.RowsAffected == 0 {
 			return errStoredBefore
 		}
+		if err := tx.Where(map[string]any{"id": x.id}).Delete(&pendingTurn{}).Error; err != nil {
+			return err // the exchange is no longer pending: with it, in one transaction (M4)
+		}
 		msgs := append([]Message(nil), x.messages...) // Create sets IDs: a retry starts clean
 		if err := tx.Create(&msgs).Error; err != nil {
 			return err
@@ -694,6 +705,65 @@ func (s sessionStore) storeExchange(ctx context.Context, x exchange) error {
 		return nil
 	}
 	return err
+}
+
+// pendingTurn marks a turn whose exchange is not stored yet (M4, issue 37):
+// written as the turn begins, deleted with its exchange (storeExchange) or
+// when it ends without one. A turn on another replica that finds an earlier
+// one of its session pending waits a little for its exchange, so its prompt
+// holds it; an answer kept in memory while the database failed (M8) keeps its
+// mark until it is written.
+type pendingTurn struct {
+	ID         string    `gorm:"primaryKey"` // the turn's exchange id
+	SessionKey string    `gorm:"index;not null"`
+	BeganAt    time.Time `gorm:"not null"`
+}
+
+// TableName names the pending turns table.
+func (pendingTurn) TableName() string { return "pending_turns" }
+
+// pendingStale is when a mark no longer holds a turn back: its process ended
+// (a crash leaves the mark) or its kept answer was lost. An answer kept in
+// memory is written within about ten minutes or not at all (flushTries).
+const pendingStale = 15 * time.Minute
+
+// markPending records that turn id of key began at (idempotent: a turn that
+// starts again, O6, keeps its mark).
+func (s sessionStore) markPending(ctx context.Context, id, key string, at time.Time) error {
+	row := pendingTurn{ID: id, SessionKey: store.CleanText(key), BeganAt: at.UTC()}
+	if err := s.db.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(&row).Error; err != nil {
+		return fmt.Errorf("sessions: mark turn pending: %w", err)
+	}
+	return nil
+}
+
+// pendingBefore counts the turns of key, other than id, that began before at
+// (and not so long before that their mark is stale) and have no stored
+// exchange yet.
+func (s sessionStore) pendingBefore(ctx context.Context, id, key string, at time.Time) (int64, error) {
+	at = at.UTC()
+	var n int64
+	err := s.db.WithContext(ctx).Model(&pendingTurn{}).
+		Where(map[string]any{"session_key": store.CleanText(key)}).
+		Where("id <> ? AND began_at > ? AND (began_at < ? OR (began_at = ? AND id < ?))", id, at.Add(-pendingStale), at, at, id).
+		Count(&n).Error
+	if err != nil {
+		return 0, fmt.Errorf("sessions: read pending turns: %w", err)
+	}
+	return n, nil
+}
+
+// clearPending deletes the mark of turn id (it ended without an exchange to
+// store), and now and then the marks gone stale.
+func (s sessionStore) clearPending(ctx context.Context, id string, now time.Time) error {
+	db := s.db.WithContext(ctx)
+	if err := db.Where(map[string]any{"id": id}).Delete(&pendingTurn{}).Error; err != nil {
+		return fmt.Errorf("sessions: clear pending turn: %w", err)
+	}
+	if now.Unix()%64 == 0 {
+		db.Where("began_at < ?", now.Add(-pendingStale).UTC()).Delete(&pendingTurn{})
+	}
+	return nil
 }
 
 // incidentOpen reports whether an incident is open.

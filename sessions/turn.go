@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/detourbot/detour/adapters"
 	"github.com/detourbot/detour/commands"
@@ -96,6 +97,13 @@ type turn struct {
 	imageDetour bool
 	cause       *failover.Failure // what moved this run off its first candidate
 	w           *writer           // everything the message shows (W1)
+	// id names the turn's exchange and its pending mark (M4, M8); began is
+	// when the turn began; stored: its exchange is (the mark went with it);
+	// kept: it waits in memory for the database, so its mark stays until it
+	// is written.
+	id           string
+	began        time.Time
+	stored, kept bool
 	tally
 }
 
@@ -105,10 +113,14 @@ func (c *Config) window(ref failover.ModelRef) int { return c.Models[ref].Contex
 
 // runTurn answers one user message through the failover engine.
 func (r *Router) runTurn(ctx context.Context, w *writer) {
-	t := &turn{r: r, in: w.in, w: w, tally: newTally()}
+	t := &turn{r: r, in: w.in, w: w, tally: newTally(), id: exchangeID()}
 	defer t.finish()
 	t.msg = r.readMessage(ctx, t.in) // I1-I4
-	if !t.begin(ctx) || !t.prepare(ctx) {
+	if !t.begin(ctx) {
+		return
+	}
+	defer t.settle(ctx)
+	if !t.prepare(ctx) {
 		return
 	}
 	res, err := t.run(ctx)
@@ -145,6 +157,12 @@ func (t *turn) begin(ctx context.Context) bool {
 		return false
 	}
 	t.entry, t.sel, t.cur, t.prev, t.switched, t.imageDetour = e, r.selectionFor(e, t.in.Channel), snapshot(e), nil, "", false
+	if t.began.IsZero() {
+		t.began = now
+		if err := r.st.markPending(ctx, t.id, e.Key, now); err != nil {
+			r.log.Warn("mark turn pending", "session", e.Key, "err", err) // replicas may then miss this exchange for a while (M4)
+		}
+	}
 	if t.sel.source == failover.SourceAuto && (e.LastProbeAt == nil || !now.Before(e.LastProbeAt.Add(r.cfg.ProbeInterval))) {
 		// S3: re-try the origin first with the real request; persist the probe time
 		// first so a crash cannot make every restart probe again.
@@ -166,6 +184,7 @@ func (t *turn) begin(ctx context.Context) bool {
 // nothing to answer is told so, and prepare reports false.
 func (t *turn) prepare(ctx context.Context) bool {
 	r, e := t.r, t.entry
+	t.awaitEarlier(ctx) // M4: an earlier turn's exchange, still being answered or written on another replica
 	hist, err := r.st.history(ctx, e.Key)
 	if err != nil {
 		r.log.Error("load history", "session", e.Key, "err", err)
@@ -184,6 +203,58 @@ func (t *turn) prepare(ctx context.Context) bool {
 	t.parts.context, t.parts.user = e.ThreadContext, t.msg.llm()
 	t.compact(ctx, toFit)
 	return true
+}
+
+// Waiting for an earlier turn of the session (M4): how long at most, and how
+// often the database is asked. Turns of one session never overlap in one
+// process; across replicas the later turn waits for the earlier one's
+// exchange, as it would have in one process, but only this long: after
+// that it answers without it, and says so.
+const (
+	earlierWait = 10 * time.Second
+	earlierPoll = 250 * time.Millisecond
+)
+
+// earlierNotice tells the person their answer was written without an
+// earlier exchange of the conversation (M4).
+const earlierNotice = "↪️ an earlier message in this conversation is still being answered elsewhere, or its answer is not saved yet: " +
+	"this answer was written without it"
+
+// awaitEarlier waits, at most earlierWait, until no earlier turn of the
+// session is pending on another replica (M4, issue 37), so the history read
+// next holds its exchange; when the wait ends first, the person is told.
+func (t *turn) awaitEarlier(ctx context.Context) {
+	r, key := t.r, t.entry.Key
+	deadline := r.clock.Now().Add(earlierWait)
+	for {
+		n, err := r.st.pendingBefore(ctx, t.id, key, t.began)
+		if err != nil {
+			r.log.Warn("read pending turns", "session", key, "err", err)
+			return
+		}
+		if n == 0 {
+			return
+		}
+		if !r.clock.Now().Before(deadline) {
+			r.log.Warn("an earlier turn's exchange is still not stored; answering without it", "session", key, "pending", n, "waited", earlierWait)
+			t.w.notice(ctx, earlierNotice)
+			return
+		}
+		if r.clock.Sleep(ctx, earlierPoll) != nil {
+			return
+		}
+	}
+}
+
+// settle deletes the turn's pending mark unless its exchange holds it: stored
+// (storeExchange deleted it) or kept in memory until it can be (M4).
+func (t *turn) settle(ctx context.Context) {
+	if t.stored || t.kept {
+		return
+	}
+	if err := t.r.st.clearPending(context.WithoutCancel(ctx), t.id, t.r.clock.Now()); err != nil {
+		t.r.log.Warn("clear pending turn", "session", t.in.SessionKey, "err", err)
+	}
 }
 
 // restart starts the turn again, once, on the model the user switched to
