@@ -138,7 +138,8 @@ func (t *turn) succeed(ctx context.Context, res failover.Result) {
 		// (its own message, so the message still has one final answer) that
 		// it is not saved yet; the exchange waits in memory for the database.
 		r.log.Error("store turn", "session", t.entry.Key, "err", err)
-		kept := r.keepUnsaved(&a.x)
+		r.noteDamaged(ctx, err, t.entry.Key)
+		kept := r.keepUnsaved(&a.x, err)
 		t.kept = kept             // its pending mark stays until it is written (M4)
 		t.w.notice(ctx, a.notice) // once: a streamed answer may have shown it already (W1)
 		t.w.notice(ctx, unsavedNotice(err, kept))

@@ -26,6 +26,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"gorm.io/gorm"
@@ -159,6 +160,10 @@ type Router struct {
 	incidentOpen bool // V4: a report was sent and no turn has succeeded since
 
 	unsaved unsaved // M8: answers delivered whose exchange waits for the database
+	// damaged: the database's pages were found damaged while running (T7,
+	// issue 37). Answers can no longer be stored, so turns stop before any
+	// paid call until the file is restored and the bot restarted.
+	damaged atomic.Bool
 
 	bg background // R16: summaries written after an answer
 }

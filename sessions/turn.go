@@ -150,8 +150,13 @@ func (r *Router) runTurn(ctx context.Context, w *writer) {
 // is told and begin reports false.
 func (t *turn) begin(ctx context.Context) bool {
 	r, now := t.r, t.r.clock.Now()
+	if r.damaged.Load() {
+		_ = t.w.finish(ctx, reply(t.in, adapters.KindError, damagedRefusal)) // T7: its answer could not be stored
+		return false
+	}
 	e, err := r.st.beginTurn(ctx, t.in.SessionKey, now)
 	if err != nil {
+		r.noteDamaged(ctx, err, t.in.SessionKey)
 		r.log.Error("begin turn", "session", t.in.SessionKey, "err", err)
 		_ = t.w.finish(ctx, reply(t.in, adapters.KindError, storageFailure("the session could not be loaded", err)))
 		return false

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/detourbot/detour/adapters"
 	"github.com/detourbot/detour/internal/store"
 )
 
@@ -105,8 +106,13 @@ func (r *Router) storeAnswer(ctx context.Context, x exchange) error {
 }
 
 // keepUnsaved keeps x until the database answers again and starts the
-// background writer; false when the bound is reached.
-func (r *Router) keepUnsaved(x *exchange) bool {
+// background writer; false when the bound is reached, or when err, the
+// write's failure, says the database is damaged: it will not take the
+// exchange before someone restores it, and this process ends first.
+func (r *Router) keepUnsaved(x *exchange, err error) bool {
+	if store.Damaged(err) {
+		return false
+	}
 	if !r.unsaved.keep(x) {
 		r.log.Error("an answer that could not be stored cannot be kept either: too many wait already",
 			"session", x.key, "limit", maxUnsaved)
@@ -182,6 +188,26 @@ func (r *Router) flushLater() {
 		u.running = false
 		u.mu.Unlock()
 	}()
+}
+
+// damagedRefusal is a turn's answer while the database is damaged (T7).
+const damagedRefusal = "the bot cannot store this conversation: the database file is damaged; nothing was sent to a model. Please tell the bot's operator"
+
+// noteDamaged records that err, a storage failure, found the database
+// damaged, and tells the admin once (T7): every later turn stops before any
+// paid call, since its answer could not be stored.
+func (r *Router) noteDamaged(ctx context.Context, err error, session string) {
+	if !store.Damaged(err) || !r.damaged.CompareAndSwap(false, true) {
+		return
+	}
+	r.log.Error("the database is damaged: turns stop before any paid call until it is restored and the bot restarted", "err", err)
+	channel, replyTo, ok := r.cfg.adminTarget()
+	if !ok {
+		return
+	}
+	r.send(context.WithoutCancel(ctx), adapters.Outbound{Kind: adapters.KindReport, Channel: channel, ReplyTo: replyTo, SessionKey: session,
+		Text: "⚠️ detour: " + store.Explain(err).Error() + ". Answers can no longer be saved, so every turn now stops before any paid call. " +
+			"Stop the bot, restore the database from a backup (docs/operations.md#backups), and start it again."})
 }
 
 // unsavedNotice tells the person their answer is not in the history (M8): why,

@@ -39,7 +39,7 @@ func mark(err error) error {
 	if !retry && problem == "" {
 		return err
 	}
-	return &store.DriverError{Err: err, Retryable: retry, Problem: problem}
+	return &store.DriverError{Err: err, Retryable: retry, Problem: problem, Damaged: damaged(err)}
 }
 
 // postgresFault reads Postgres's SQLSTATE codes: a deadlock (40P01) or a
@@ -58,11 +58,21 @@ func postgresFault(err error) (retry bool, problem string) {
 		return false, problemFull
 	case pe.Code == "53200" || pe.Code == "53300":
 		return false, "the database server is out of memory or connections"
-	case strings.HasPrefix(pe.Code, "58") || pe.Code == "XX001" || pe.Code == "XX002":
+	case strings.HasPrefix(pe.Code, "58") || pgDamaged(pe):
 		return false, "the database server reports damaged storage"
 	}
 	return false, ""
 }
+
+// damaged reports whether err, a driver's error, says the database's pages
+// are damaged: SQLite's corrupt or not-a-database, Postgres's data_corrupted
+// (XX001) or index_corrupted (XX002).
+func damaged(err error) bool {
+	var pe *pgconn.PgError
+	return sqliteDamaged(err) || errors.As(err, &pe) && pgDamaged(pe)
+}
+
+func pgDamaged(pe *pgconn.PgError) bool { return pe.Code == "XX001" || pe.Code == "XX002" }
 
 // gorm hands every error of a handle to its dialector's Translate (gorm.Config
 // TranslateError): these dialectors keep the driver's own translation

@@ -3,6 +3,7 @@ package database
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -36,6 +37,9 @@ func TestMark(t *testing.T) {
 		{"sqlite full", sqlite3.Error{Code: sqlite3.ErrFull}, false, problemFull},
 		{"sqlite read-only", sqlite3.Error{Code: sqlite3.ErrReadonly}, false, problemReadOnly},
 		{"sqlite corrupt", &sqlite3.Error{Code: sqlite3.ErrCorrupt}, false, problemDamaged},
+		{"sqlite not a database", sqlite3.Error{Code: sqlite3.ErrNotADB}, false, problemDamaged},
+		{"postgres index damaged", &pgconn.PgError{Code: "XX002"}, false, "the database server reports damaged storage"},
+		{"postgres io error", &pgconn.PgError{Code: "58030"}, false, "the database server reports damaged storage"},
 		{"other", errors.New("boom"), false, ""},
 	}
 	for _, tc := range tests {
@@ -45,6 +49,9 @@ func TestMark(t *testing.T) {
 		}
 		if p := store.Problem(got); p != tc.problem {
 			t.Errorf("%s: Problem = %q, want %q", tc.name, p, tc.problem)
+		}
+		if d := store.Damaged(got); d != (tc.problem == problemDamaged || strings.Contains(tc.name, "damaged")) {
+			t.Errorf("%s: Damaged = %v", tc.name, d)
 		}
 		if tc.err != nil && got.Error() != tc.err.Error() {
 			t.Errorf("%s: the text changed: %q, want the driver's %q", tc.name, got, tc.err)

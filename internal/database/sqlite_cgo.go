@@ -48,6 +48,19 @@ func sqliteFault(err error) (retry bool, problem string) {
 	return false, ""
 }
 
+// sqliteDamaged reports whether err is SQLite's corrupt or not-a-database.
+func sqliteDamaged(err error) bool {
+	var se sqlite3.Error
+	if !errors.As(err, &se) {
+		var sp *sqlite3.Error
+		if !errors.As(err, &sp) || sp == nil {
+			return false
+		}
+		se = *sp
+	}
+	return se.Code == sqlite3.ErrCorrupt || se.Code == sqlite3.ErrNotADB
+}
+
 // sqliteConnector returns the connector of one SQLite handle (see connector).
 func sqliteConnector(dsn, journal string, guard *writeGuard) driver.Connector {
 	return &connector{dsn: dsn, journal: journal, guard: guard}

@@ -16,3 +16,5 @@ func sqliteFault(err error) (retry bool, problem string) {
 }
 
 func sqliteConnector(string, string, *writeGuard) driver.Connector { return nil }
+
+func sqliteDamaged(error) bool { return false }

@@ -87,6 +87,11 @@ type DriverError struct {
 	// database is read-only", "the disk holding the database is full", "the
 	// database file is damaged"); "" for none.
 	Problem string
+	// Damaged: the database's own pages are damaged (SQLite's corrupt or
+	// not-a-database, Postgres's data_corrupted or index_corrupted). Unlike a
+	// full disk or a read-only file, it does not pass by itself: it takes a
+	// restore.
+	Damaged bool
 }
 
 func (e *DriverError) Error() string { return e.Err.Error() }
@@ -115,6 +120,13 @@ func Problem(err error) string {
 		return de.Problem
 	}
 	return ""
+}
+
+// Damaged reports whether err says the database's pages are damaged (see
+// DriverError.Damaged).
+func Damaged(err error) bool {
+	var de *DriverError
+	return errors.As(err, &de) && de.Damaged
 }
 
 // Explain puts Problem's plain words in front of a storage failure.
