@@ -11,19 +11,16 @@ type Guard struct {
 	mu    sync.Mutex
 	clock Clock
 	limit int
-	ring  []time.Time // times of the last limit calls, oldest at head
-	head  int
-	n     int
+	// calls are the times of the paid calls of the last minute, oldest
+	// first: its memory follows the calls made, not the limit (a limit of a
+	// million once cost 23 MiB at start, issue 37).
+	calls []time.Time
 }
 
 // NewGuard returns a guard allowing perMinute paid calls in any sliding minute;
 // perMinute <= 0 means no limit. A nil clock uses the system clock.
 func NewGuard(perMinute int, clock Clock) *Guard {
-	g := &Guard{clock: clock, limit: perMinute}
-	if perMinute > 0 {
-		g.ring = make([]time.Time, perMinute)
-	}
-	return g
+	return &Guard{clock: clock, limit: perMinute}
 }
 
 // Allow reports whether one more paid call fits in the current minute, and
@@ -38,14 +35,16 @@ func (g *Guard) Allow() bool {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	for g.n > 0 && now.Sub(g.ring[g.head]) >= time.Minute {
-		g.head = (g.head + 1) % g.limit
-		g.n--
+	old := 0
+	for old < len(g.calls) && now.Sub(g.calls[old]) >= time.Minute {
+		old++
 	}
-	if g.n >= g.limit {
+	// Slicing off the front keeps the array; append moves the live part to
+	// a new one when it fills, so the memory stays about twice the calls kept.
+	g.calls = g.calls[old:]
+	if len(g.calls) >= g.limit {
 		return false
 	}
-	g.ring[(g.head+g.n)%g.limit] = now
-	g.n++
+	g.calls = append(g.calls, now)
 	return true
 }

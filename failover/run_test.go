@@ -3,6 +3,7 @@ package failover
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -854,6 +855,35 @@ func TestGuard_B2_Concurrent(t *testing.T) {
 	var nilGuard *Guard
 	if !nilGuard.Allow() || !NewGuard(0, nil).Allow() {
 		t.Fatal("nil or unlimited guard refused")
+	}
+}
+
+// covers B2 (issue 37): the guard's memory follows the calls made in the
+// minute, not the limit: a limit of a million held 23 MiB from the start, in
+// every process, whether or not a call was ever made; and it still slides.
+func TestGuard_B2_MemoryFollowsTheCalls(t *testing.T) {
+	h := newHarness(t)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	g := NewGuard(1_000_000, h.clk)
+	for range 1000 {
+		if !g.Allow() {
+			t.Fatal("refused under the limit")
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 256<<10 {
+		t.Errorf("a guard of a million calls per minute and 1,000 calls allocated %d KiB, want it to follow the calls", grew>>10)
+	}
+	small := NewGuard(2, h.clk)
+	for i := range 10 {
+		allowed := small.Allow()
+		if want := i%3 != 2; allowed != want { // two per minute, then the minute slides
+			t.Fatalf("call %d allowed %v, want %v", i, allowed, want)
+		}
+		if i%3 == 2 {
+			h.clk.Advance(time.Minute)
+		}
 	}
 }
 
