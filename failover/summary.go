@@ -38,8 +38,9 @@ type ProviderCheck struct {
 	Next   time.Time // when the next check may start
 }
 
-// Error lists every attempt as "provider/model[profile]: reason (HTTP n)". It
-// contains profile ids only, never a secret.
+// Error lists every attempt as "provider/model[profile]: outcome (HTTP n)",
+// the outcome as the metrics count it (classify.Outcome). It contains profile
+// ids only, never a secret.
 func (e *SummaryError) Error() string {
 	var b strings.Builder
 	if e.Stop != nil {
@@ -65,7 +66,7 @@ func (e *SummaryError) Error() string {
 		case a.Skipped != "":
 			b.WriteString(": skipped (" + string(a.Skipped) + ")")
 		case a.Failure != nil:
-			b.WriteString(": " + string(a.Failure.Reason))
+			b.WriteString(": " + classify.Outcome(a.Failure.Reason, a.Failure.Status)) // as the metrics count it
 			if a.Failure.Status != 0 {
 				fmt.Fprintf(&b, " (HTTP %d)", a.Failure.Status)
 			}
