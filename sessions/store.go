@@ -62,6 +62,8 @@ type Entry struct {
 	NoticeActive   string
 	NoticeReason   string
 
+	// What the conversation paid since its last /reset or /new (/status, N5):
+	// every paid call, its tokens as /usage counts them (U1).
 	PaidCalls    int
 	InputTokens  int64
 	OutputTokens int64
