@@ -333,6 +333,15 @@ func TestStatusText_N5_NothingAnswersNow(t *testing.T) {
 	if strings.Contains(got, "answering now") || strings.Contains(got, "no model can answer") || !strings.Contains(got, "next turn tries: a/x (cooling down), then b/y\n") {
 		t.Errorf("with b/y usable:\n%s", got)
 	}
+	// On a fallback that cools down while another model is usable: the
+	// fallback does not "answer now" either.
+	got = StatusText(StatusInfo{Selected: "a/x", Active: "b/y", FallbackReason: "rate limit",
+		Candidates: []StatusLine{cooling[0], cooling[1], {Model: "c/z", State: "ok"}},
+		Next:       []string{"b/y", "c/z", "a/x"}, Back: map[string]time.Time{"a/x": back, "b/y": back.Add(time.Minute)}, Now: now})
+	if strings.Contains(got, "answers now") || strings.Contains(got, "no model can answer") ||
+		!strings.Contains(got, "active fallback: b/y, falling back from a/x because it failed: rate limit\n") {
+		t.Errorf("with the fallback cooling down and c/z usable:\n%s", got)
+	}
 	// The selected model usable: it answers now.
 	got = StatusText(StatusInfo{Selected: "b/y", Candidates: []StatusLine{cooling[0], {Model: "b/y", State: "ok"}},
 		Next: []string{"b/y", "a/x"}, Back: map[string]time.Time{"a/x": back}, Now: now})

@@ -269,8 +269,8 @@ func StatusText(s StatusInfo) string {
 	switch {
 	case onFallback:
 		line("selected model: %s (%s)", s.Selected, whySelected(s.Source, s.Agent))
-		if none {
-			// Not "answers now": it cools down like the rest.
+		if none || blocked(s.Active) {
+			// Not "answers now": it cools down (the order line says who does).
 			line("active fallback: %s, falling back from %s because it failed: %s", s.Active, s.Selected, s.FallbackReason)
 		} else {
 			line("%s", fallbackLine(s.Active, s.Selected, s.FallbackReason))
