@@ -160,6 +160,11 @@ func TestDocs_LinksResolve(t *testing.T) {
 		base := filepath.Dir(file)
 		if strings.HasSuffix(file, ".md") {
 			targets = markdownLinks(text)
+			for _, line := range strings.Split(codeSpan.ReplaceAllString(stripLinks(text), ""), "\n") {
+				if namedSection.MatchString(line) {
+					t.Errorf("%s names a README section in words, not by a link that can be checked: %q", file, strings.TrimSpace(line))
+				}
+			}
 		} else {
 			for _, line := range strings.Split(text, "\n") {
 				if namedSection.MatchString(line) {
@@ -195,6 +200,12 @@ func TestDocs_LinksResolve(t *testing.T) {
 	if checked < 20 {
 		t.Fatalf("only %d links checked: the walk missed the docs", checked)
 	}
+}
+
+// stripLinks drops the links of a Markdown text: a README section named
+// inside a link's text is a link.
+func stripLinks(md string) string {
+	return regexp.MustCompile(`\[[^\]]*\]\([^)]*\)`).ReplaceAllString(md, "")
 }
 
 // resolve splits a link target into the repository path it names (relative to
