@@ -136,11 +136,21 @@ func (e *SummaryError) UserMessage(loc *time.Location) string {
 		s = "all models failed (" + joinReasons(reasons) + ")"
 	}
 	if !e.EarliestRetry.IsZero() {
+		// The moment itself, as detour's other texts write it (package
+		// when): seconds when it is not on the minute, never a minute
+		// earlier than it is.
 		t := e.EarliestRetry.In(loc)
-		layout := "15:04 MST"
-		if at := e.At.In(loc); e.At.IsZero() || at.YearDay() != t.YearDay() || at.Year() != t.Year() {
-			layout = "Jan 2 15:04 MST"
+		if f := t.Truncate(time.Second); f.Before(t) {
+			t = f.Add(time.Second)
 		}
+		layout := "15:04"
+		if at := e.At.In(loc); e.At.IsZero() || at.YearDay() != t.YearDay() || at.Year() != t.Year() {
+			layout = "Jan 2 15:04"
+		}
+		if t.Second() != 0 {
+			layout += ":05"
+		}
+		layout += " MST"
 		s += "; earliest retry " + t.Format(layout)
 	} else {
 		s += "; try again later"
