@@ -163,7 +163,8 @@ func TestIn(t *testing.T) {
 
 // covers N5: /status names the selected model and, on a fallback, the model
 // answering and why, in plain words (no selection sources, no rule ids); each
-// cooldown as "until 14:05 UTC (in 28 s)"; the order of the next turn; usage
+// cooldown as "until 14:04:38 UTC (in 28 s)", the moment itself, as the
+// all-failed error and the admin report write it (when.At); the order of the next turn; usage
 // with the estimated cost when prices are configured; the context used.
 func TestStatusText_N5(t *testing.T) {
 	now := time.Date(2026, 3, 1, 14, 4, 10, 0, time.UTC)
@@ -182,11 +183,11 @@ func TestStatusText_N5(t *testing.T) {
 	})
 	want := `selected model: openai/a (the configured default)
 active fallback: anthropic/b answers now, falling back from openai/a because it failed: out of credits
-openai/a gets another try on the first turn after 14:09 UTC (in 4 min)
+openai/a gets another try on the first turn after 14:08:10 UTC (in 4 min)
 next turn tries: anthropic/b, then openai/a (cooling down)
 cooling down:
-  openai/a (key openai:main): out of credits, switched off until 19:05 UTC (in 5 h); the provider said it recovers at 16:04:10 UTC
-  openai/a (key openai:backup): rate limit, until 14:05 UTC (in 28 s)
+  openai/a (key openai:main): out of credits, switched off until 19:04:10 UTC (in 5 h); the provider said it recovers at 16:04:10 UTC
+  openai/a (key openai:backup): rate limit, until 14:04:38 UTC (in 28 s)
 key in use: anthropic:main (picked automatically; another key of the provider takes over if it fails)
 this conversation: 3 paid call(s); 12,345 tokens in, 20 out; estimated cost $0.0021; 2 turn(s) in history, shortened 1 time(s) to fit
 context: about 1,200 of 128,000 tokens (under 1%)`
@@ -286,5 +287,65 @@ func TestMatchPattern(t *testing.T) {
 		if got := MatchPattern(tc.p, tc.s); got != tc.want {
 			t.Errorf("MatchPattern(%q, %q) = %v", tc.p, tc.s, got)
 		}
+	}
+}
+
+// covers N5, V3: while every model of the next turn cools down, /status says no
+// model answers now, and when the first one can again (the moment the
+// all-failed error names), on the selected model and on a fallback alike.
+func TestStatusText_N5_NothingAnswersNow(t *testing.T) {
+	now := time.Date(2026, 3, 1, 14, 0, 7, 0, time.UTC)
+	back := now.Add(97 * time.Second)
+	cooling := []StatusLine{
+		{Model: "a/x", Profile: "a:main", State: "cooldown", Until: back, Reason: "rate limit"},
+		{Model: "b/y", Profile: "b:main", State: "cooldown", Until: back.Add(time.Minute), Reason: "rate limit"},
+	}
+	for _, tc := range []struct {
+		name string
+		info StatusInfo
+		want []string
+	}{
+		{"selected", StatusInfo{Selected: "a/x", Candidates: cooling, Next: []string{"a/x", "b/y"},
+			Back: map[string]time.Time{"a/x": back, "b/y": back.Add(time.Minute)}, Now: now},
+			[]string{"selected model: a/x (the configured default)\nno model can answer now: every one is cooling down; the first is usable again at 14:01:44 UTC (in 2 min)\n"}},
+		{"fallback", StatusInfo{Selected: "a/x", Active: "b/y", FallbackReason: "rate limit", Candidates: cooling, Next: []string{"b/y", "a/x"},
+			Back: map[string]time.Time{"a/x": back, "b/y": back.Add(time.Minute)}, Now: now},
+			[]string{"active fallback: b/y, falling back from a/x because it failed: rate limit\n", "no model can answer now: every one is cooling down; the first is usable again at 14:01:44 UTC (in 2 min)\n"}},
+		// Keys usable, but the engine waits (a provider that is down, E1): Back alone says so.
+		{"provider down", StatusInfo{Selected: "a/x", Candidates: []StatusLine{{Model: "a/x", State: "ok"}}, Next: []string{"a/x"},
+			Back: map[string]time.Time{"a/x": back}, Now: now},
+			[]string{"no model can answer now: every one is cooling down; the first is usable again at 14:01:44 UTC (in 2 min)\n", "next turn tries: a/x (cooling down) only"}},
+	} {
+		got := StatusText(tc.info)
+		if strings.Contains(got, "answering now") || strings.Contains(got, "answers now") {
+			t.Errorf("%s: /status says a model answers now:\n%s", tc.name, got)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s: /status lacks %q:\n%s", tc.name, w, got)
+			}
+		}
+	}
+	// The selected model cools down, another is usable: neither "answering
+	// now" of the selected model nor "no model can answer".
+	got := StatusText(StatusInfo{Selected: "a/x", Candidates: []StatusLine{cooling[0], {Model: "b/y", State: "ok"}},
+		Next: []string{"a/x", "b/y"}, Back: map[string]time.Time{"a/x": back}, Now: now})
+	if strings.Contains(got, "answering now") || strings.Contains(got, "no model can answer") || !strings.Contains(got, "next turn tries: a/x (cooling down), then b/y\n") {
+		t.Errorf("with b/y usable:\n%s", got)
+	}
+	// On a fallback that cools down while another model is usable: the
+	// fallback does not "answer now" either.
+	got = StatusText(StatusInfo{Selected: "a/x", Active: "b/y", FallbackReason: "rate limit",
+		Candidates: []StatusLine{cooling[0], cooling[1], {Model: "c/z", State: "ok"}},
+		Next:       []string{"b/y", "c/z", "a/x"}, Back: map[string]time.Time{"a/x": back, "b/y": back.Add(time.Minute)}, Now: now})
+	if strings.Contains(got, "answers now") || strings.Contains(got, "no model can answer") ||
+		!strings.Contains(got, "active fallback: b/y, falling back from a/x because it failed: rate limit\n") {
+		t.Errorf("with the fallback cooling down and c/z usable:\n%s", got)
+	}
+	// The selected model usable: it answers now.
+	got = StatusText(StatusInfo{Selected: "b/y", Candidates: []StatusLine{cooling[0], {Model: "b/y", State: "ok"}},
+		Next: []string{"b/y", "a/x"}, Back: map[string]time.Time{"a/x": back}, Now: now})
+	if !strings.Contains(got, "selected model: b/y (the configured default), answering now\n") {
+		t.Errorf("with b/y selected and usable:\n%s", got)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/detourbot/detour/when"
 )
 
 // The answers below are read by people in a chat: they say why in plain words
@@ -148,7 +150,11 @@ type StatusInfo struct {
 	ProfileSource  string // auto | user
 	Candidates     []StatusLine
 	// Next is the order the next turn tries the models in.
-	Next         []string
+	Next []string
+	// Back is when each model of Next that cannot answer now is usable
+	// again, as the all-failed error (V3) and the admin report (V4) say it;
+	// a model absent from it is usable now.
+	Back         map[string]time.Time
 	LastProbe    time.Time // last re-try of the selected model (S3)
 	NextProbe    time.Time // next re-try, when on a fallback
 	PaidCalls    int
@@ -183,41 +189,13 @@ func ts(t, now time.Time) string {
 	return t.Format("2006-01-02 15:04 UTC")
 }
 
-// clock renders a moment people wait for, to the minute (rounded up, so it is
-// never earlier than the moment itself), with how far away it is:
-// "14:05 UTC (in 28 s)".
-func clock(t, now time.Time) string {
-	t, now = t.UTC(), now.UTC()
-	up := t.Truncate(time.Minute)
-	if up.Before(t) {
-		up = up.Add(time.Minute)
-	}
-	at := up.Format("15:04 UTC")
-	if up.Year() != now.Year() || up.YearDay() != now.YearDay() {
-		at = up.Format("2006-01-02 15:04 UTC")
-	}
-	return at + " (" + In(t.Sub(now)) + ")"
-}
+// clock renders a moment people wait for, with how far away it is, as every
+// other text of the bot writes it (when.At): "14:04:31 UTC (in 28 s)".
+func clock(t, now time.Time) string { return when.At(t, now) }
 
 // In renders a wait in words: "in 28 s", "in 4 min", "in 2 h 5 min", "in 3
-// days"; "now" when it is over.
-func In(d time.Duration) string {
-	switch {
-	case d <= 0:
-		return "now"
-	case d < time.Minute:
-		return fmt.Sprintf("in %d s", int((d+time.Second-1)/time.Second))
-	case d < time.Hour:
-		return fmt.Sprintf("in %d min", int((d+time.Minute-1)/time.Minute))
-	case d < 48*time.Hour:
-		m := int((d + time.Minute - 1) / time.Minute)
-		if m%60 == 0 {
-			return fmt.Sprintf("in %d h", m/60)
-		}
-		return fmt.Sprintf("in %d h %d min", m/60, m%60)
-	}
-	return fmt.Sprintf("in %d days", int(d/(24*time.Hour)))
-}
+// days"; "now" when it is over (when.In).
+func In(d time.Duration) string { return when.In(d) }
 
 // Thousands writes n with a comma every three digits: 128,000.
 func Thousands(n int64) string { return thousands(n) }
@@ -260,32 +238,69 @@ func StatusText(s StatusInfo) string {
 		fmt.Fprintf(&b, format, args...)
 		b.WriteByte('\n')
 	}
-	onFallback := s.Active != "" && s.Active != s.Selected
-	if onFallback {
-		line("selected model: %s (%s)", s.Selected, whySelected(s.Source, s.Agent))
-		line("%s", fallbackLine(s.Active, s.Selected, s.FallbackReason))
-		switch {
-		case !s.NextProbe.IsZero() && s.NextProbe.After(s.Now):
-			line("%s gets another try on the first turn after %s", s.Selected, clock(s.NextProbe, s.Now))
-		default:
-			line("%s gets another try on the next turn", s.Selected)
-		}
-	} else {
-		line("selected model: %s (%s), answering now", s.Selected, whySelected(s.Source, s.Agent))
-	}
-
-	// Which models are out of use, for the order line and the cooldown list.
+	// Which models are out of use, for the first lines, the order line and
+	// the cooldown list: a model none of whose keys is usable, or one the
+	// engine would not call before a moment still ahead (Back).
 	usable := map[string]bool{}
 	for _, c := range s.Candidates {
 		if c.State == "ok" {
 			usable[c.Model] = true
 		}
 	}
+	blocked := func(m string) bool {
+		_, later := s.Back[m]
+		return later || (!usable[m] && hasModel(s.Candidates, m))
+	}
+	// none: no model of the next turn can answer now; first: when the first
+	// of them can again (zero: not known).
+	none := len(s.Next) > 0
+	var first time.Time
+	for _, m := range s.Next {
+		if !blocked(m) {
+			none = false
+			break
+		}
+		if at := s.Back[m]; !at.IsZero() && (first.IsZero() || at.Before(first)) {
+			first = at
+		}
+	}
+
+	onFallback := s.Active != "" && s.Active != s.Selected
+	switch {
+	case onFallback:
+		line("selected model: %s (%s)", s.Selected, whySelected(s.Source, s.Agent))
+		if none || blocked(s.Active) {
+			// Not "answers now": it cools down (the order line says who does).
+			line("active fallback: %s, falling back from %s because it failed: %s", s.Active, s.Selected, s.FallbackReason)
+		} else {
+			line("%s", fallbackLine(s.Active, s.Selected, s.FallbackReason))
+		}
+		switch {
+		case !s.NextProbe.IsZero() && s.NextProbe.After(s.Now):
+			line("%s gets another try on the first turn after %s", s.Selected, clock(s.NextProbe, s.Now))
+		default:
+			line("%s gets another try on the next turn", s.Selected)
+		}
+	case none || blocked(s.Selected):
+		// It does not answer now: the order line says who does.
+		line("selected model: %s (%s)", s.Selected, whySelected(s.Source, s.Agent))
+	default:
+		line("selected model: %s (%s), answering now", s.Selected, whySelected(s.Source, s.Agent))
+	}
+	if none {
+		switch {
+		case first.IsZero():
+			line("no model can answer now: every one is cooling down")
+		default:
+			line("no model can answer now: every one is cooling down; the first is usable again at %s", clock(first, s.Now))
+		}
+	}
+
 	if len(s.Next) > 0 {
 		parts := make([]string, len(s.Next))
 		for i, m := range s.Next {
 			parts[i] = m
-			if !usable[m] && hasModel(s.Candidates, m) {
+			if blocked(m) {
 				parts[i] += " (cooling down)"
 			}
 		}

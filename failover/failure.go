@@ -40,9 +40,11 @@ func FailureFrom(r classify.Verdict) Failure {
 		RetryAfter: r.RetryAfter, RecoveryAt: r.RecoveryAt, Idle: r.Idle, NotRequestFault: !classify.RequestFault(r)}
 }
 
-// Error renders the failure without any secret.
+// Error renders the failure without any secret. It names the failure as the
+// metrics and `bot history` count it (classify.Outcome: a 500 is a
+// server_error, never a timeout), with its HTTP status.
 func (f *Failure) Error() string {
-	s := string(f.Reason)
+	s := classify.Outcome(f.Reason, f.Status)
 	if f.Status > 0 {
 		s += fmt.Sprintf(" (HTTP %d)", f.Status)
 	}

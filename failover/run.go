@@ -522,7 +522,7 @@ func (r *runner) fallback(v *visit, f *Failure, otherProvider bool) flow {
 func (r *runner) waiting(c Candidate, d time.Duration, f *Failure) {
 	r.log.LogAttrs(r.ctx, slog.LevelInfo, "waiting for the provider before retrying",
 		slog.String("sessionKey", r.req.SessionKey), slog.String("model", c.Ref()),
-		slog.String("profile", c.Profile), slog.String("reason", string(f.Reason)),
+		slog.String("profile", c.Profile), slog.String("reason", classify.Outcome(f.Reason, f.Status)),
 		slog.Duration("wait", d))
 	if h := r.req.Trace.OnWait; h != nil {
 		h(c, d, *f)
@@ -601,10 +601,11 @@ func (r *runner) logStep(from Candidate, f *Failure, to, outcome string) {
 	if !r.log.Enabled(r.ctx, level) {
 		return // the detail's scrub is the costly part; nothing would be written
 	}
-	var reason classify.Reason
-	detail := ""
+	// The reason as the metrics count it (classify.Outcome: a 500 is a
+	// server_error, not a timeout), so a log line and a counter agree.
+	reason, detail := "", ""
 	if f != nil {
-		reason = f.Reason
+		reason = classify.Outcome(f.Reason, f.Status)
 		detail = clip(f.Error())
 	}
 	r.log.LogAttrs(r.ctx, level, "model_fallback_decision",
@@ -613,7 +614,7 @@ func (r *runner) logStep(from Candidate, f *Failure, to, outcome string) {
 		slog.String("fallbackStepFromModel", from.Ref()),
 		slog.String("fallbackStepFromProfile", from.Profile),
 		slog.String("fallbackStepToModel", to),
-		slog.String("fallbackStepFromFailureReason", string(reason)),
+		slog.String("fallbackStepFromFailureReason", reason),
 		slog.String("fallbackStepFromFailureDetail", detail),
 		slog.String("fallbackStepFinalOutcome", outcome),
 		slog.Int("paidCalls", r.paid),

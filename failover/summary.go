@@ -1,6 +1,7 @@
 package failover
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -37,8 +38,9 @@ type ProviderCheck struct {
 	Next   time.Time // when the next check may start
 }
 
-// Error lists every attempt as "provider/model[profile]: reason (HTTP n)". It
-// contains profile ids only, never a secret.
+// Error lists every attempt as "provider/model[profile]: outcome (HTTP n)",
+// the outcome as the metrics count it (classify.Outcome). It contains profile
+// ids only, never a secret.
 func (e *SummaryError) Error() string {
 	var b strings.Builder
 	if e.Stop != nil {
@@ -64,7 +66,7 @@ func (e *SummaryError) Error() string {
 		case a.Skipped != "":
 			b.WriteString(": skipped (" + string(a.Skipped) + ")")
 		case a.Failure != nil:
-			b.WriteString(": " + string(a.Failure.Reason))
+			b.WriteString(": " + classify.Outcome(a.Failure.Reason, a.Failure.Status)) // as the metrics count it
 			if a.Failure.Status != 0 {
 				fmt.Fprintf(&b, " (HTTP %d)", a.Failure.Status)
 			}
@@ -134,11 +136,21 @@ func (e *SummaryError) UserMessage(loc *time.Location) string {
 		s = "all models failed (" + joinReasons(reasons) + ")"
 	}
 	if !e.EarliestRetry.IsZero() {
+		// The moment itself, as detour's other texts write it (package
+		// when): seconds when it is not on the minute, never a minute
+		// earlier than it is.
 		t := e.EarliestRetry.In(loc)
-		layout := "15:04 MST"
-		if at := e.At.In(loc); e.At.IsZero() || at.YearDay() != t.YearDay() || at.Year() != t.Year() {
-			layout = "Jan 2 15:04 MST"
+		if f := t.Truncate(time.Second); f.Before(t) {
+			t = f.Add(time.Second)
 		}
+		layout := "15:04"
+		if at := e.At.In(loc); e.At.IsZero() || at.YearDay() != t.YearDay() || at.Year() != t.Year() {
+			layout = "Jan 2 15:04"
+		}
+		if t.Second() != 0 {
+			layout += ":05"
+		}
+		layout += " MST"
 		s += "; earliest retry " + t.Format(layout)
 	} else {
 		s += "; try again later"
@@ -223,16 +235,48 @@ func (r *runner) earliest(now time.Time, checks map[string]ProviderCheck) (map[M
 		prov, _ := ref.Split()
 		profs, _, _ := profilesFor(r.req, prov, now)
 		cs, _ := r.e.CandidateStatus(r.ctx, ref, profs) // a state that cannot be read: unknown, zero
-		u := cs.Until
-		if c, ok := checks[prov]; ok && c.Next.After(now) && c.Next.After(u) {
-			u = c.Next // E1: the conversation waits for the provider's next check
-		}
+		c, down := checks[prov]
+		u := readyAt(cs.Until, c, down, now)
 		until[ref] = u
 		if !u.IsZero() && (best.IsZero() || u.Before(best)) {
 			best = u
 		}
 	}
 	return until, best
+}
+
+// readyAt is when a candidate whose cooldowns end at until (zero = none) is
+// usable again; a provider that is down (E1) keeps it waiting for the
+// provider's next check. It is pure; the summary error and ReadyAt (/status)
+// both decide with it, so they name the same moment.
+func readyAt(until time.Time, c ProviderCheck, down bool, now time.Time) time.Time {
+	if down && c.Next.After(now) && c.Next.After(until) {
+		return c.Next // E1: the conversation waits for the provider's next check
+	}
+	return until
+}
+
+// ReadyAt is when ref is usable again, as a run would find it and as its
+// summary error would say (V3): the model-aware end of its cooldowns and, when
+// its provider is down, the provider's next check (E1). Zero: usable now.
+// /status reads it so that it names the moment the error and the report name.
+func (e *Engine) ReadyAt(ctx context.Context, ref ModelRef, profiles []Profile) (time.Time, error) {
+	now := e.now()
+	cs, err := e.CandidateStatus(ctx, ref, profiles)
+	if err != nil {
+		return time.Time{}, err
+	}
+	prov, _ := ref.Split()
+	rows, errs := e.getStates(ctx, []string{probeKey(prov)})
+	if len(errs) > 0 && errs[0] != nil { // errs is nil when the read succeeded
+		return time.Time{}, fmt.Errorf("failover: checks of %s: %w", prov, errs[0])
+	}
+	var c ProviderCheck
+	down := providerDown(rows[0])
+	if down {
+		c = ProviderCheck{Failed: rows[0].Consecutive, Next: nextCheckAt(e.policy(), rows[0])}
+	}
+	return readyAt(cs.Until, c, down, now), nil
 }
 
 // checks reads the probe rows of the providers the run visited and returns

@@ -171,6 +171,12 @@ func TestSummaryError_V3_Messages(t *testing.T) {
 	if got := se.UserMessage(berlin); got != "a/x is rate-limited; earliest retry 15:05 CET" {
 		t.Fatalf("location: %q", got)
 	}
+	// V3, N5: a moment off the minute is said to the second, never a minute
+	// earlier (or later) than it is.
+	se.EarliestRetry = at.Add(97*time.Second + 300*time.Millisecond)
+	if got := se.UserMessage(nil); got != "a/x is rate-limited; earliest retry 14:01:38 UTC" {
+		t.Fatalf("off the minute: %q", got)
+	}
 }
 
 // covers P4: a canary key in an unredacted provider message never reaches logs,

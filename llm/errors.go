@@ -268,7 +268,9 @@ func (k *call) failResponse(r classify.Response) error {
 	if f.Reason != res.Reason {
 		rule = "llm/" + string(f.Reason) // the client's own verdict (keepVerdict)
 	}
-	c.log.Info("llm call failed", "model", model, "reason", string(f.Reason), "status", f.Status,
+	// The reason as the metrics count it (a 500 is a server_error); the rule
+	// keeps the classifier's own verdict.
+	c.log.Info("llm call failed", "model", model, "reason", classify.Outcome(f.Reason, f.Status), "status", f.Status,
 		"rule", rule, "idle", f.Idle, "stream", r.Stream, "dur", c.now().Sub(k.start), "detail", f.Message)
 	return &f
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/failover"
 	"github.com/detourbot/detour/redact"
+	"github.com/detourbot/detour/when"
 )
 
 // Prefix starts every notice line; the console and tests recognise notices by it.
@@ -93,29 +94,10 @@ func Deliver(audience string, direct bool) bool {
 	return true
 }
 
-// FormatTime renders a recovery or retry time for people: "14:05 UTC" (with
-// seconds when they matter) on the same day, else "2026-08-25 01:37 UTC"; a time
-// less than an hour ahead also says how far it is: "14:00:30 UTC (in 30s)".
-func FormatTime(t, now time.Time) string {
-	t, now = t.UTC(), now.UTC()
-	var s string
-	switch {
-	case t.Year() != now.Year() || t.YearDay() != now.YearDay():
-		s = t.Format("2006-01-02 15:04 UTC")
-	case t.Second() != 0:
-		s = t.Format("15:04:05 UTC")
-	default:
-		s = t.Format("15:04 UTC")
-	}
-	if d := t.Sub(now); d > 0 && d < time.Hour {
-		if d < time.Minute {
-			s += fmt.Sprintf(" (in %ds)", int((d+time.Second-1)/time.Second))
-		} else {
-			s += fmt.Sprintf(" (in %dm)", int((d+time.Minute-1)/time.Minute))
-		}
-	}
-	return s
-}
+// FormatTime renders a recovery or retry time for people as /status and every
+// other text writes it (when.At): "14:00:30 UTC (in 30 s)", "2026-08-25 01:37
+// UTC (in 11 h)".
+func FormatTime(t, now time.Time) string { return when.At(t, now) }
 
 // lastFailures returns the last failure of every model attempted, in first-attempt order.
 func lastFailures(attempts []failover.AttemptRecord) (order []string, last map[string]failover.AttemptRecord) {

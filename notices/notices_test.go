@@ -104,7 +104,7 @@ func TestUserFailure_V3(t *testing.T) {
 		{Candidate: failover.Candidate{Provider: "a", Model: "x"}, Failure: &failover.Failure{Reason: classify.ReasonRateLimit}},
 		{Candidate: failover.Candidate{Provider: "b", Model: "y"}, Failure: &failover.Failure{Reason: classify.ReasonRateLimit}},
 	}, EarliestRetry: now.Add(5 * time.Minute)}
-	if got := UserFailure(allRL, now); got != "all models failed with rate limit: a/x, b/y; earliest retry 14:05 UTC (in 5m)" {
+	if got := UserFailure(allRL, now); got != "all models failed with rate limit: a/x, b/y; earliest retry 14:05 UTC (in 5 min)" {
 		t.Errorf("all rate limited: %q", got)
 	}
 	single := &failover.SummaryError{Attempts: []failover.AttemptRecord{
@@ -166,7 +166,7 @@ func TestAdminReport_E6_ChecksAndNextCheck(t *testing.T) {
 	s := summary(now)
 	s.Checks = map[string]failover.ProviderCheck{"openai": {Failed: 3, Next: now.Add(30 * time.Second)}}
 	got := AdminReport(LinesFromSummary(s), "console:default", now)
-	if !strings.Contains(got, "recovery: estimated 14:05 UTC (in 5m) — checks: 3 failed, next 14:00:30 UTC (in 30s) — do:") {
+	if !strings.Contains(got, "recovery: estimated 14:05 UTC (in 5 min) — checks: 3 failed, next 14:00:30 UTC (in 30 s) — do:") {
 		t.Errorf("report lacks openai's checks:\n%s", got)
 	}
 	if strings.Count(got, "checks:") != 1 {
@@ -189,16 +189,16 @@ func TestFailureText(t *testing.T) {
 
 func TestFormatTime(t *testing.T) {
 	now := time.Date(2026, 3, 1, 14, 0, 0, 0, time.UTC)
-	if got := FormatTime(now.Add(time.Hour), now); got != "15:00 UTC" {
+	if got := FormatTime(now.Add(time.Hour), now); got != "15:00 UTC (in 1 h)" {
 		t.Fatal(got)
 	}
-	if got := FormatTime(now.Add(30*time.Second), now); got != "14:00:30 UTC (in 30s)" {
+	if got := FormatTime(now.Add(30*time.Second), now); got != "14:00:30 UTC (in 30 s)" {
 		t.Fatal(got)
 	}
-	if got := FormatTime(now.Add(90*time.Second), now); got != "14:01:30 UTC (in 2m)" {
+	if got := FormatTime(now.Add(90*time.Second), now); got != "14:01:30 UTC (in 2 min)" {
 		t.Fatal(got)
 	}
-	if got := FormatTime(now.Add(48*time.Hour), now); got != "2026-03-03 14:00 UTC" {
+	if got := FormatTime(now.Add(48*time.Hour), now); got != "2026-03-03 14:00 UTC (in 2 days)" {
 		t.Fatal(got)
 	}
 }

@@ -3,10 +3,10 @@ package sessions
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/detourbot/detour/failover"
+	"github.com/detourbot/detour/when"
 )
 
 // UserBudget is each user's daily allowance (T6): paid calls and estimated
@@ -28,9 +28,8 @@ type userBudgetError struct {
 }
 
 func (e *userBudgetError) Error() string {
-	in := e.reset.Sub(e.now).Round(time.Minute)
-	return fmt.Sprintf("you have reached your daily limit of %s; it resets at %s UTC (in %s)",
-		e.what, e.reset.UTC().Format("15:04"), strings.TrimSuffix(in.String(), "0s"))
+	// Written as /usage writes the same moment (when.At).
+	return fmt.Sprintf("you have reached your daily limit of %s; it resets at %s", e.what, when.At(e.reset, e.now))
 }
 
 func (e *userBudgetError) Unwrap() error { return failover.ErrUserBudget }

@@ -28,7 +28,7 @@ func testUserBudget(t *testing.T, driver string) {
 	expect(t, ask(h, "alice", "two"), "reply")
 	calls := len(h.fake.Calls())
 	out := expect(t, ask(h, "alice", "three"), "error")
-	if !strings.Contains(out[0].Text, "daily limit of 2 paid calls") || !strings.Contains(out[0].Text, "resets at 00:00 UTC (in 10h0m)") {
+	if !strings.Contains(out[0].Text, "daily limit of 2 paid calls") || !strings.Contains(out[0].Text, "resets at 2026-03-02 00:00 UTC (in 10 h)") {
 		t.Fatalf("refusal: %q", out[0].Text)
 	}
 	if n := len(h.fake.Calls()) - calls; n != 0 {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/detourbot/detour/adapters"
 	"github.com/detourbot/detour/classify"
@@ -342,7 +343,14 @@ func (r *Router) NewSession(ctx context.Context, sessionKey, ref string) error {
 		delete(f, "auth_profile_override_compaction_count")
 	}
 	f["summary"], f["thread_context"] = "", "" // the earlier messages are not read again (H3)
-	return r.st.restart(ctx, sessionKey, f)
+	return r.st.restart(ctx, sessionKey, merge(f, newCounts()))
+}
+
+// newCounts starts a new conversation's counts at zero (/reset, /new): what
+// /status calls "this conversation" is paid since then (N5). /usage keeps the
+// user's counts (U2).
+func newCounts() map[string]any {
+	return map[string]any{"paid_calls": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0}
 }
 
 // Reset starts over (/reset): history and every override, user or automatic, go (O7).
@@ -350,7 +358,7 @@ func (r *Router) Reset(ctx context.Context, sessionKey string) error {
 	if _, err := r.st.load(ctx, sessionKey); err != nil {
 		return err
 	}
-	return r.st.restart(ctx, sessionKey, merge(clearedOverride(), map[string]any{"compaction_count": 0, "last_probe_at": nil,
+	return r.st.restart(ctx, sessionKey, merge(clearedOverride(), newCounts(), map[string]any{"compaction_count": 0, "last_probe_at": nil,
 		"live_switch": true, "notice_selected": "", "notice_active": "", "notice_reason": "", "summary": "", "thread_context": ""}))
 }
 
@@ -447,6 +455,23 @@ func (r *Router) Status(ctx context.Context, sessionKey, channel string) (comman
 	}
 	for _, ref := range chain {
 		info.Candidates = append(info.Candidates, r.candidateStates(ctx, ref)...)
+	}
+	// When each model of the next turn is usable again, decided as the
+	// all-failed error decides it (V3), so /status names the same moment.
+	for _, m := range info.Next {
+		ref := failover.ModelRef(m)
+		p, _ := ref.Split()
+		at, err := r.engine.ReadyAt(ctx, ref, r.cfg.Profiles[p])
+		if err != nil {
+			r.log.Warn("candidate status", "model", ref, "err", err)
+			continue
+		}
+		if at.After(now) {
+			if info.Back == nil {
+				info.Back = map[string]time.Time{}
+			}
+			info.Back[m] = at
+		}
 	}
 	return info, nil
 }

@@ -83,6 +83,8 @@ func (t *turn) attempted(a failover.AttemptRecord) {
 	if a.Skipped == "" {
 		t.paid.Calls++
 		t.paid.USD += a.CostUSD
+		t.tokensIn += int64(a.InputTokens)
+		t.tokensOut += int64(a.OutputTokens)
 		t.llm += a.Duration
 		t.model = a.Candidate.Ref()
 	}

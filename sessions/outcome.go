@@ -64,7 +64,7 @@ func (t *turn) addPaidCalls(ctx context.Context) {
 	if t.paid.Calls == 0 {
 		return
 	}
-	if err := r.st.addPaidCalls(context.WithoutCancel(ctx), t.entry.Key, t.paid.Calls, t.paid.USD); err != nil {
+	if err := r.st.addPaidCalls(context.WithoutCancel(ctx), t.entry.Key, paidCounts{calls: t.paid.Calls, usd: t.paid.USD, in: t.tokensIn, out: t.tokensOut}); err != nil {
 		r.log.Warn("record paid calls", "session", t.entry.Key, "err", err)
 	}
 }
@@ -105,8 +105,8 @@ func (t *turn) compose(res failover.Result) answer {
 		attempts:  t.attemptRows(),
 		fields:    noticeFields(next, t.imageDetour),
 		paidCalls: t.paid.Calls,
-		tokensIn:  int64(res.Output.InputTokens),
-		tokensOut: int64(res.Output.OutputTokens),
+		tokensIn:  t.tokensIn, // every paid call's, as /usage counts them (N5, U1)
+		tokensOut: t.tokensOut,
 		returned:  returned,
 		cost:      t.paid.USD,
 		notice:    text,

@@ -62,6 +62,8 @@ type Entry struct {
 	NoticeActive   string
 	NoticeReason   string
 
+	// What the conversation paid since its last /reset or /new (/status, N5):
+	// every paid call, its tokens as /usage counts them (U1).
 	PaidCalls    int
 	InputTokens  int64
 	OutputTokens int64
@@ -508,9 +510,17 @@ func (s sessionStore) casPatch(ctx context.Context, key string, match, fields ma
 	return res.RowsAffected > 0, nil
 }
 
-// addPaidCalls counts n more paid calls for key.
-func (s sessionStore) addPaidCalls(ctx context.Context, key string, n int, usd float64) error {
-	return s.patch(ctx, key, map[string]any{"paid_calls": gorm.Expr("paid_calls + ?", n), "cost_usd": gorm.Expr("cost_usd + ?", usd)})
+// paidCounts is what paid calls add to a session's counts (/status, N5).
+type paidCounts struct {
+	calls   int
+	usd     float64
+	in, out int64 // tokens, as /usage counts them (U1)
+}
+
+// addPaidCalls adds c to key's counts.
+func (s sessionStore) addPaidCalls(ctx context.Context, key string, c paidCounts) error {
+	return s.patch(ctx, key, map[string]any{"paid_calls": gorm.Expr("paid_calls + ?", c.calls), "cost_usd": gorm.Expr("cost_usd + ?", c.usd),
+		"input_tokens": gorm.Expr("input_tokens + ?", c.in), "output_tokens": gorm.Expr("output_tokens + ?", c.out)})
 }
 
 // dropHistory deletes the messages of key that come before message before in

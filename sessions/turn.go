@@ -92,6 +92,9 @@ type turn struct {
 	// paid is every paid call of the turn, its runs and its summaries (R16):
 	// each run counts it in the turn's budget (B1), /status shows it.
 	paid failover.Spend
+	// tokensIn and tokensOut are the tokens of those paid calls, as /usage
+	// counts them (U1: reported, else estimated), for /status (N5).
+	tokensIn, tokensOut int64
 	// imageDetour: the turn moved off the requested model only because it does
 	// not take the message's images (I5): nothing about it is sticky.
 	imageDetour bool

@@ -24,7 +24,7 @@ func TestE2E_T5_T6_StrangersAndBudgetsCostNothing(t *testing.T) {
 	calls := len(e.llm.Calls())
 	m = e.slack.Mention("C1", "U1", "second question", "")
 	ps = e.waitThread("C1", m.TS, 1)
-	if last := ps[len(ps)-1].Text; !strings.Contains(last, "daily limit of 1 paid calls") || !strings.Contains(last, "resets at 00:00 UTC") {
+	if last := ps[len(ps)-1].Text; !strings.Contains(last, "daily limit of 1 paid calls") || !strings.Contains(last, " 00:00 UTC (in ") {
 		t.Fatalf("over budget:%s", describe(ps))
 	}
 	if n := len(e.llm.Calls()) - calls; n != 0 {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/detourbot/detour/config"
 	"github.com/detourbot/detour/drills"
+	"github.com/detourbot/detour/internal/logunits"
 )
 
 // runDrill is `bot drill`: it runs failure drills (package drills) against the
@@ -59,7 +60,7 @@ func runDrill(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 			fmt.Fprintf(stderr, "bot drill: %v\n", err)
 			return exitUsage
 		}
-		opts.Log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lv}))
+		opts.Log = slog.New(slog.NewTextHandler(stderr, logunits.Options(lv)))
 	}
 	start := time.Now()
 	fmt.Fprintf(stderr, "bot drill: %d scenario(s) on %s%s\n", len(scs), name, map[bool]string{true: " (--fast)"}[opts.Fast])

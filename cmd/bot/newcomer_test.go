@@ -221,9 +221,9 @@ func TestNewcomer_Demo(t *testing.T) {
 	if m := specWords.FindString(st); m != "" {
 		t.Errorf("/status speaks the spec's language (%q):\n%s", m, st)
 	}
-	cool := regexp.MustCompile(`until \d\d:\d\d UTC \(in \d+ s\)`)
+	cool := regexp.MustCompile(`until \d\d:\d\d(:\d\d)? UTC \(in \d+ s\)`)
 	if !cool.MatchString(st) {
-		t.Errorf("a cooldown is not shown as \"until 14:05 UTC (in 28 s)\":\n%s", st)
+		t.Errorf("a cooldown is not shown as \"until 14:04:32 UTC (in 28 s)\":\n%s", st)
 	}
 	if !strings.Contains(errOut, "/models") || !strings.Contains(errOut, "Markers act on demo/primary only") {
 		t.Errorf("the banner does not mention /models and markers:\n%s", errOut)

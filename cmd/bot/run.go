@@ -15,6 +15,7 @@ import (
 	"github.com/detourbot/detour/config"
 	"github.com/detourbot/detour/internal/app"
 	"github.com/detourbot/detour/internal/database"
+	"github.com/detourbot/detour/internal/logunits"
 	"github.com/detourbot/detour/internal/termsafe"
 )
 
@@ -202,7 +203,7 @@ func newLogger(f runFlags, demo bool, stderr io.Writer) (_ *slog.Logger, closeLo
 		}
 		w, closeLog = file, func() { _ = file.Close() }
 	}
-	opts := &slog.HandlerOptions{Level: level}
+	opts := logunits.Options(level) // durations in the contract's milliseconds
 	switch f.logFormat {
 	case "", "text":
 		return slog.New(slog.NewTextHandler(w, opts)), closeLog, nil
