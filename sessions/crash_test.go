@@ -128,7 +128,14 @@ func testCrashDuringFallback(t *testing.T, driver string) {
 	p1 := h.calls.count("p1")
 	// The killed process never announced the fallback (its turn never finished),
 	// so the first completed turn on it does (N3: once per state change seen).
-	out := expect(t, h.say(key1, "three"), "notice,reply")
+	// Its turn's pending mark outlived it, so the person is also told that
+	// the earlier message's answer was not saved (M4).
+	h.clock.Advance(time.Minute) // the restarted process comes after the killed one
+	out := expect(t, h.say(key1, "three"), "notice,notice,reply")
+	if out[0].Text != earlierNotice {
+		t.Errorf("first notice = %q, want that the earlier answer is missing", out[0].Text)
+	}
+	out = out[1:]
 	if out[1].Model != mFallback {
 		t.Fatalf("after restart answered by %s, want the fallback", out[1].Model)
 	}
@@ -138,4 +145,6 @@ func testCrashDuringFallback(t *testing.T, driver string) {
 	if n := len(h.history(key1)); n != 4 {
 		t.Fatalf("history = %d messages, want 4", n)
 	}
+	// The dead turn's mark was dropped once a turn went on without it.
+	expect(t, h.say(key1, "four"), "reply")
 }

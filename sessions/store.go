@@ -751,16 +751,29 @@ func (s sessionStore) markPending(ctx context.Context, id, key string, at time.T
 // (and not so long before that their mark is stale) and have no stored
 // exchange yet.
 func (s sessionStore) pendingBefore(ctx context.Context, id, key string, at time.Time) (int64, error) {
-	at = at.UTC()
 	var n int64
-	err := s.db.WithContext(ctx).Model(&pendingTurn{}).
-		Where(map[string]any{"session_key": store.CleanText(key)}).
-		Where("id <> ? AND began_at > ? AND (began_at < ? OR (began_at = ? AND id < ?))", id, at.Add(-pendingStale), at, at, id).
-		Count(&n).Error
-	if err != nil {
+	if err := pendingWhere(s.db.WithContext(ctx), id, key, at).Count(&n).Error; err != nil {
 		return 0, fmt.Errorf("sessions: read pending turns: %w", err)
 	}
 	return n, nil
+}
+
+// pendingWhere selects the marks pendingBefore counts.
+func pendingWhere(db *gorm.DB, id, key string, at time.Time) *gorm.DB {
+	at = at.UTC()
+	return db.Model(&pendingTurn{}).Where(map[string]any{"session_key": store.CleanText(key)}).
+		Where("id <> ? AND began_at > ? AND began_at < ?", id, at.Add(-pendingStale), at)
+}
+
+// dropPendingBefore deletes the marks pendingBefore counts: the turn waited
+// for them long enough and answered without their exchanges, so later turns
+// do not wait for them again (their exchanges, if ever written, still read in
+// their place).
+func (s sessionStore) dropPendingBefore(ctx context.Context, id, key string, at time.Time) error {
+	if err := pendingWhere(s.db.WithContext(ctx), id, key, at).Delete(&pendingTurn{}).Error; err != nil {
+		return fmt.Errorf("sessions: drop pending turns: %w", err)
+	}
+	return nil
 }
 
 // clearPending deletes the mark of turn id (it ended without an exchange to

@@ -230,7 +230,9 @@ const earlierNotice = "↪️ an earlier message in this conversation is still b
 
 // awaitEarlier waits, at most earlierWait, until no earlier turn of the
 // session is pending on another replica (M4, issue 37), so the history read
-// next holds its exchange; when the wait ends first, the person is told.
+// next holds its exchange; when the wait ends first, the person is told, and
+// the marks waited for are dropped: the conversation went on without them (a
+// crashed process leaves its mark behind), so no later turn waits again.
 func (t *turn) awaitEarlier(ctx context.Context) {
 	r, key := t.r, t.entry.Key
 	deadline := r.clock.Now().Add(earlierWait)
@@ -246,6 +248,9 @@ func (t *turn) awaitEarlier(ctx context.Context) {
 		if !r.clock.Now().Before(deadline) {
 			r.log.Warn("an earlier turn's exchange is still not stored; answering without it", "session", key, "pending", n, "waited", earlierWait)
 			t.w.notice(ctx, earlierNotice)
+			if err := r.st.dropPendingBefore(ctx, t.id, key, t.began); err != nil { // the next turns do not wait for them again
+				r.log.Warn("drop pending turns", "session", key, "err", err)
+			}
 			return
 		}
 		if r.clock.Sleep(ctx, earlierPoll) != nil {
