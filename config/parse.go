@@ -14,6 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/detourbot/detour/failover"
+	"github.com/detourbot/detour/internal/suggest"
 )
 
 // Parse parses a configuration. name is used in error messages (usually the file
@@ -159,7 +160,7 @@ func (d *decoder) fields(n *yaml.Node, path string, fs map[string]func(v *yaml.N
 	d.entries(n, path, func(name string, k, v *yaml.Node, key string) {
 		fn, ok := fs[name]
 		if !ok {
-			d.errorf(k, key, "unknown key (known: %s)", knownKeys(fs))
+			d.errorf(k, key, "unknown key%s (known: %s)", didYouMeanKey(name, fs), knownKeys(fs))
 			return
 		}
 		fn(v, key)
@@ -202,6 +203,20 @@ func join(path, k string) string {
 	return path + "." + k
 }
 
+// didYouMeanKey is ": did you mean x?" for the known key nearest to a
+// misspelt one, or "".
+func didYouMeanKey(name string, fs map[string]func(*yaml.Node, string)) string {
+	ks := make([]string, 0, len(fs))
+	for k := range fs {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	if k, ok := suggest.Closest(name, ks); ok {
+		return ": did you mean " + k + "?"
+	}
+	return ""
+}
+
 func knownKeys(fs map[string]func(*yaml.Node, string)) string {
 	ks := make([]string, 0, len(fs))
 	for k := range fs {
@@ -235,7 +250,7 @@ func (d *decoder) scalar(n *yaml.Node, key string) (string, bool) {
 			if d.hint != "" {
 				hint = d.hint
 			}
-			e := &Error{File: d.file, Line: n.Line, Key: key, Msg: fmt.Sprintf("environment variable %s is not set (%s)", v, hint)}
+			e := &Error{File: d.file, Line: n.Line, Key: key, Msg: fmt.Sprintf("environment variable %s is not set (%s)%s", v, hint, d.didYouMean(v))}
 			if d.envErrs != nil {
 				*d.envErrs = append(*d.envErrs, e)
 			} else {
