@@ -160,7 +160,7 @@ func (d *decoder) fields(n *yaml.Node, path string, fs map[string]func(v *yaml.N
 	d.entries(n, path, func(name string, k, v *yaml.Node, key string) {
 		fn, ok := fs[name]
 		if !ok {
-			d.errorf(k, key, "unknown key%s (known: %s)", didYouMeanKey(name, fs), knownKeys(fs))
+			d.errorf(k, key, "unknown key%s (known: %s)", didYouMeanKey(name, path, fs), knownKeys(fs))
 			return
 		}
 		fn(v, key)
@@ -203,9 +203,12 @@ func join(path, k string) string {
 	return path + "." + k
 }
 
-// didYouMeanKey is ": did you mean x?" for the known key nearest to a
-// misspelt one, or "".
-func didYouMeanKey(name string, fs map[string]func(*yaml.Node, string)) string {
+// didYouMeanKey is ": did you mean x?" for the known key of the section at
+// path nearest to a misspelt one, else for the key of that name deeper inside
+// the section (idle_seconds under agents.defaults is
+// agents.defaults.timeouts.idle_seconds; listen at the top is server.listen),
+// or "".
+func didYouMeanKey(name, path string, fs map[string]func(*yaml.Node, string)) string {
 	ks := make([]string, 0, len(fs))
 	for k := range fs {
 		ks = append(ks, k)
@@ -213,6 +216,15 @@ func didYouMeanKey(name string, fs map[string]func(*yaml.Node, string)) string {
 	sort.Strings(ks)
 	if k, ok := suggest.Closest(name, ks); ok {
 		return ": did you mean " + k + "?"
+	}
+	var below []string // only one is a suggestion: channels.enabled could be any channel's
+	for _, s := range settings {
+		if fixed(s.key) && strings.HasSuffix(s.key, "."+name) && (path == "" || strings.HasPrefix(s.key, path+".")) {
+			below = append(below, s.key)
+		}
+	}
+	if len(below) == 1 {
+		return ": it belongs in a section below: did you mean " + below[0] + "?"
 	}
 	return ""
 }
@@ -260,14 +272,6 @@ func (d *decoder) scalar(n *yaml.Node, key string) (string, bool) {
 		return "", false
 	}
 	return s, true
-}
-
-func (d *decoder) str(dst *string) func(*yaml.Node, string) {
-	return func(n *yaml.Node, key string) {
-		if s, ok := d.scalar(n, key); ok {
-			*dst = s
-		}
-	}
 }
 
 func (d *decoder) secret(dst *Secret) func(*yaml.Node, string) {
@@ -463,42 +467,6 @@ func (d *decoder) list(n *yaml.Node, path string, fn func(i int, v *yaml.Node, k
 		fn(i, v, fmt.Sprintf("%s[%d]", path, i))
 	}
 	return true
-}
-
-func (d *decoder) strings(dst *[]string) func(*yaml.Node, string) {
-	return func(n *yaml.Node, key string) {
-		out := []string{}
-		if d.list(n, key, func(_ int, v *yaml.Node, k string) {
-			if s, ok := d.scalar(v, k); ok {
-				d.lines[k] = resolve(v).Line
-				out = append(out, s)
-			}
-		}) {
-			*dst = out
-		}
-	}
-}
-
-func (d *decoder) refs(dst *[]failover.ModelRef) func(*yaml.Node, string) {
-	return func(n *yaml.Node, key string) {
-		out := []failover.ModelRef{}
-		if d.list(n, key, func(_ int, v *yaml.Node, k string) {
-			if s, ok := d.scalar(v, k); ok {
-				d.lines[k] = resolve(v).Line
-				out = append(out, failover.ModelRef(s))
-			}
-		}) {
-			*dst = out
-		}
-	}
-}
-
-func (d *decoder) ref(dst *failover.ModelRef) func(*yaml.Node, string) {
-	return func(n *yaml.Node, key string) {
-		if s, ok := d.scalar(n, key); ok {
-			*dst = failover.ModelRef(s)
-		}
-	}
 }
 
 func (d *decoder) durations(dst *[]time.Duration) func(*yaml.Node, string) {

@@ -147,6 +147,10 @@ func TestParse_F15_UnknownKeySuggestion(t *testing.T) {
 		"notices: {user: all}\n":                     "c.yaml:11: notices.user: unknown key: did you mean users? (known: users)",
 		"acess: {}\n":                                "c.yaml:11: acess: unknown key: did you mean access? (known: ",
 		"notices: {zzz: all}\n":                      "c.yaml:11: notices.zzz: unknown key (known: users)",
+		"    idle_seconds: 5\n":                      "c.yaml:11: agents.defaults.idle_seconds: unknown key: it belongs in a section below: did you mean agents.defaults.timeouts.idle_seconds? (known: ",
+		"listen: \":9464\"\n":                        "c.yaml:11: listen: unknown key: it belongs in a section below: did you mean server.listen? (known: ",
+		"limits: {listen: \":9464\"}\n":              "c.yaml:11: limits.listen: unknown key (known: ",
+		"channels: {enabled: true}\n":                "c.yaml:11: channels.enabled: unknown key (known: console, discord, slack)",
 	} {
 		_, err := Parse("c.yaml", []byte(teamBase+extra), fakeEnv(teamEnv))
 		if err == nil || !strings.HasPrefix(err.Error(), want) {

@@ -48,6 +48,7 @@ func (d *decoder) validate() {
 		return 1
 	}
 	bad := func(key, format string, args ...any) { d.errAt(line(key), key, format, args...) }
+	d.checkEnums(bad)
 
 	switch c.Storage.Driver {
 	case "sqlite":
@@ -65,20 +66,12 @@ func (d *decoder) validate() {
 		if p := postgresDSNProblem(c.Storage.DSN); p != "" {
 			bad("storage.dsn", "%s: want postgres://user:password@host:5432/dbname?sslmode=disable or \"host=... dbname=...\"", p)
 		}
-	default:
-		bad("storage.driver", "unknown driver %q: want sqlite or postgres", c.Storage.Driver)
 	}
 
 	if l := c.Limits; l.MaxAnswerBytes > l.MaxResponseBytes {
 		bad("limits.max_answer_bytes", "%d is more than limits.max_response_bytes (%d): the answer is part of the response", l.MaxAnswerBytes, l.MaxResponseBytes)
 	}
 
-	if f := c.Channels.Console.Format; f != "text" && f != "jsonl" {
-		bad("channels.console.format", "unknown format %q: want text or jsonl", f)
-	}
-	if e := c.Channels.Slack.Events; e != "all" && e != "mentions" {
-		bad("channels.slack.events", "unknown value %q: want all or mentions", e)
-	}
 	if s := c.Channels.Slack; s.Enabled {
 		if s.AppToken == "" {
 			bad("channels.slack.app_token", "is required when slack is enabled (an xapp-... token)")
@@ -243,11 +236,6 @@ func (d *decoder) validate() {
 	d.checkReach(line)
 	d.checkPitfalls(line)
 
-	switch c.Notices.Users {
-	case "all", "direct_only", "off":
-	default:
-		bad("notices.users", "bad value %q: want all, direct_only or off", c.Notices.Users)
-	}
 	if ch := c.Admin.Channel; ch != "" && ch != "console" && !channelID.MatchString(ch) {
 		bad("admin.channel", "bad channel %q: want console, slack:<channel id> or discord:<channel id>", ch)
 	}
@@ -260,11 +248,6 @@ func (d *decoder) validate() {
 		if !accessUser.MatchString(u) {
 			bad(fmt.Sprintf("access.users[%d]", i), "bad user %q: want slack:<user id>, discord:<user id> or console:<name>", u)
 		}
-	}
-	switch c.Access.ChannelModel {
-	case "admins", "everyone":
-	default:
-		bad("access.channel_model", "bad value %q: want admins or everyone", c.Access.ChannelModel)
 	}
 	for i, ch := range c.Access.Channels {
 		if !accessChannel.MatchString(ch) {
