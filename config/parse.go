@@ -87,6 +87,8 @@ type decoder struct {
 	unsetKeys map[string]unsetKey
 	// literals are the secrets written into the file (checkPitfalls).
 	literals []literalSecret
+	// choices are the keys of entries with an enum, for checkEnums.
+	choices []choice
 	// droppedFallbacks counts the fallbacks left out with their keys.
 	droppedFallbacks []failover.ModelRef
 }

@@ -42,13 +42,17 @@ type setting struct {
 type value interface {
 	decoder(d *decoder, owner any) func(*yaml.Node, string)
 	show(owner any) string
+	// items lists the value's words for an enum check: a list's items
+	// (list true), else the value itself.
+	items(owner any) (words []string, list bool)
 }
 
 // field is a value read into the field f of an owner of type T.
 type field[T, V any] struct {
-	f   func(*T) *V
-	dec func(d *decoder, dst *V) func(*yaml.Node, string)
-	fmt func(V) string
+	f    func(*T) *V
+	dec  func(d *decoder, dst *V) func(*yaml.Node, string)
+	fmt  func(V) string
+	each func(V) []string // a list's items; nil for a single value
 }
 
 func (v field[T, V]) decoder(d *decoder, o any) func(*yaml.Node, string) {
@@ -56,6 +60,13 @@ func (v field[T, V]) decoder(d *decoder, o any) func(*yaml.Node, string) {
 }
 
 func (v field[T, V]) show(o any) string { return v.fmt(*v.f(o.(*T))) }
+
+func (v field[T, V]) items(o any) ([]string, bool) {
+	if v.each == nil {
+		return []string{v.show(o)}, false
+	}
+	return v.each(*v.f(o.(*T))), true
+}
 
 // text is a string, or a string type such as failover.ModelRef.
 func text[T any, S ~string](f func(*T) *S) value {
@@ -127,13 +138,17 @@ func texts[T any, S ~string](f func(*T) *[]S) value {
 				}
 			}
 		},
-		fmt: func(l []S) string {
-			s := make([]string, len(l))
-			for i, x := range l {
-				s[i] = string(x)
-			}
-			return "[" + strings.Join(s, ", ") + "]"
-		}}
+		fmt:  func(l []S) string { return "[" + strings.Join(plainWords(l), ", ") + "]" },
+		each: plainWords[S]}
+}
+
+// plainWords converts a list of a string type to strings.
+func plainWords[S ~string](l []S) []string {
+	s := make([]string, len(l))
+	for i, x := range l {
+		s[i] = string(x)
+	}
+	return s
 }
 
 // ladder is a list of positive durations.
@@ -162,6 +177,8 @@ func custom[T any](dec func(d *decoder, o *T) func(*yaml.Node, string), show fun
 func (v customValue[T]) decoder(d *decoder, o any) func(*yaml.Node, string) {
 	return v.dec(d, o.(*T))
 }
+
+func (v customValue[T]) items(any) ([]string, bool) { return nil, false }
 
 func (v customValue[T]) show(o any) string {
 	if v.shw == nil {
@@ -383,8 +400,14 @@ func (d *decoder) entrySection(n *node) func(*yaml.Node, string) {
 		} else {
 			d.fields(v, key, d.keysOf(e, o))
 			for _, k := range e.kids {
-				if k.set != nil && k.set.def != "" && k.set.val.show(o) == "" {
+				if k.set == nil {
+					continue
+				}
+				if k.set.def != "" && k.set.val.show(o) == "" {
 					k.set.val.decoder(d, o)(defaultNode(k.set.def), key+"."+k.seg)
+				}
+				if len(k.set.enum) > 0 {
+					d.choices = append(d.choices, choice{k.set, key + "." + k.seg, o})
 				}
 			}
 		}
@@ -420,18 +443,36 @@ func applyDefaults(c *Config) {
 	}
 }
 
-// checkEnums validates the settings with a fixed set of values.
+// A choice is a key of an entry with an enum, for checkEnums.
+type choice struct {
+	set   *setting
+	key   string
+	owner any
+}
+
+// checkEnums validates the settings with a fixed set of values: the fixed
+// keys, and the keys of entries (d.choices, in file order).
 func (d *decoder) checkEnums(bad func(key, format string, args ...any)) {
-	for _, s := range settings {
-		if len(s.enum) == 0 || !fixed(s.key) {
-			continue
+	all := []choice{}
+	for i := range settings {
+		if s := &settings[i]; len(s.enum) > 0 && fixed(s.key) {
+			all = append(all, choice{s, s.key, d.cfg})
 		}
-		if v := s.val.show(d.cfg); !slices.Contains(s.enum, v) {
-			what := s.bad
+	}
+	for _, c := range append(all, d.choices...) {
+		vals, list := c.set.val.items(c.owner)
+		for i, v := range vals {
+			if slices.Contains(c.set.enum, v) {
+				continue
+			}
+			what, key := c.set.bad, c.key
 			if what == "" {
 				what = "bad value"
 			}
-			bad(s.key, "%s %q: want %s", what, v, orList(s.enum))
+			if list {
+				key = fmt.Sprintf("%s[%d]", key, i)
+			}
+			bad(key, "%s %q: want %s", what, v, orList(c.set.enum))
 		}
 	}
 }

@@ -76,7 +76,7 @@ var settings = []setting{
 	{key: "channels.discord.threads", doc: "a top-level mention opens a thread named from the question",
 		val: boolean(func(c *Config) *bool { return &c.Channels.Discord.Threads })},
 
-	{key: "providers.<id>.api", def: APIOpenAI, doc: "the protocol: openai (any OpenAI-compatible endpoint), azure, anthropic or gemini",
+	{key: "providers.<id>.api", def: APIOpenAI, enum: []string{APIOpenAI, APIAzure, APIAnthropic, APIGemini}, bad: "unknown api", doc: "the protocol (docs/providers.md); openai is any OpenAI-compatible endpoint",
 		val: text(func(p *providerEntry) *string { return &p.API })},
 	{key: "providers.<id>.base_url", sample: true, doc: "the API's base URL, e.g. https://api.openai.com/v1 (defaulted for anthropic and gemini)",
 		val: text(func(p *providerEntry) *string { return &p.BaseURL })},
@@ -87,7 +87,7 @@ var settings = []setting{
 
 	{key: "auth.profiles.<provider:name>.provider", sample: true, doc: "the provider the key belongs to",
 		val: text(func(p *profileEntry) *string { return &p.Provider })},
-	{key: "auth.profiles.<provider:name>.type", def: string(failover.ProfileAPIKey), doc: "api_key, or token (a static bearer, tried before api keys)",
+	{key: "auth.profiles.<provider:name>.type", def: string(failover.ProfileAPIKey), enum: []string{string(failover.ProfileAPIKey), string(failover.ProfileToken)}, bad: "unknown type", doc: "a token (a static bearer) is tried before api keys",
 		val: text(func(p *profileEntry) *failover.ProfileType { return &p.Type })},
 	{key: "auth.profiles.<provider:name>.key", sample: true, doc: "the key, as ${VAR}: never printed, logged or stored",
 		val: custom(func(d *decoder, p *profileEntry) func(*yaml.Node, string) { return d.profileKey(p.ID, &p.Key) }, nil)},
@@ -215,7 +215,7 @@ var settings = []setting{
 		val: boolean(func(m *Model) *bool { return &m.Selectable })},
 	{key: "models.<provider/model>.aliases", sample: true, doc: "short names for /model, one word each, unique across models",
 		val: texts(func(m *Model) *[]string { return &m.Aliases })},
-	{key: "models.<provider/model>.input", sample: true, doc: "what it takes: [text] (unset) or [text, image] (I5)",
+	{key: "models.<provider/model>.input", sample: true, enum: []string{InputText, InputImage}, bad: "unknown input", doc: "what it takes: [text] (unset) or [text, image] (I5)",
 		val: texts(func(m *Model) *[]string { return &m.Input })},
 
 	{key: "limits.max_paid_attempts_per_minute", def: "120", doc: "every session together (B2)",
