@@ -29,8 +29,11 @@ when it differs.
 	def := Default()
 	for _, s := range settings {
 		d := s.def
-		if fixed(s.key) {
+		switch {
+		case fixed(s.key):
 			d = s.val.show(def)
+		case d == "":
+			d = s.val.show(entryOwner(s.key))
 		}
 		switch {
 		case d == "" && s.sample:
@@ -47,4 +50,15 @@ when it differs.
 		b.WriteString("| `" + s.key + "` | " + d + " | " + strings.ReplaceAll(doc, "|", `\|`) + " |\n")
 	}
 	return b.String()
+}
+
+// entryOwner returns a new owner of the entry section key belongs to, as the
+// walker starts each entry.
+func entryOwner(key string) any {
+	for path, kind := range entrySections {
+		if strings.HasPrefix(key, path+".") || strings.HasPrefix(key, path+"[]") {
+			return kind.start(nil, "")
+		}
+	}
+	panic("config: no entry section for " + key)
 }

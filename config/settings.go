@@ -82,7 +82,7 @@ var settings = []setting{
 		val: text(func(p *providerEntry) *string { return &p.BaseURL })},
 	{key: "providers.<id>.api_version", doc: "azure: the api-version (required); anthropic: the anthropic-version header",
 		val: text(func(p *providerEntry) *string { return &p.APIVersion })},
-	{key: "providers.<id>.billing_backoff_hours", doc: "this provider's auth.cooldowns.billing_backoff_hours (D3)",
+	{key: "providers.<id>.billing_backoff_hours", doc: "this provider's auth.cooldowns.billing_backoff_hours (D3); 0 = that one",
 		val: count(func(p *providerEntry) *time.Duration { return &p.billing }, time.Hour)},
 
 	{key: "auth.profiles.<provider:name>.provider", sample: true, doc: "the provider the key belongs to",
@@ -205,7 +205,7 @@ var settings = []setting{
 
 	{key: "models.<provider/model>.deployment", doc: "azure only: the deployment serving the model (default its own name)",
 		val: text(func(m *Model) *string { return &m.Deployment })},
-	{key: "models.<provider/model>.context_window", sample: true, doc: "tokens; candidates too small for the prompt are skipped (B7)",
+	{key: "models.<provider/model>.context_window", sample: true, doc: "tokens (0 = unknown); candidates too small for the prompt are skipped (B7)",
 		val: whole(func(m *Model) *int { return &m.ContextWindow }, 0)},
 	{key: "models.<provider/model>.usd_per_mtok_in", sample: true, doc: "price per million input tokens, for cost caps and /usage (B1)",
 		val: num(func(m *Model) *float64 { return &m.USDPerMTokIn }, 0, 1e9)},
