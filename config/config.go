@@ -7,9 +7,10 @@
 // budgets) are failover.DefaultPolicy's, so the failover package stays usable
 // on its own: Default starts Config.Policy from it, and the file's keys for
 // those numbers are decoded straight into Config.Policy, with nothing copied
-// back. Every other default is Default's. The constructors of the parts
-// (sessions.NewRouter, ...) validate what they are given instead of filling in
-// defaults of their own.
+// back. Every other default is the settings table's (settings.go), where each
+// key is declared once with its default and its one line of documentation.
+// The constructors of the parts (sessions.NewRouter, ...) validate what they
+// are given instead of filling in defaults of their own.
 package config
 
 import (
@@ -403,29 +404,14 @@ type Admin struct {
 // Default returns a configuration holding every default, with no providers and
 // no primary model (Parse requires a primary).
 func Default() *Config {
-	return &Config{
-		Storage: Storage{Driver: "sqlite", DSN: "detour.db"},
-		Access:  Access{DirectMessages: true, ChannelModel: "admins"},
-		Channels: Channels{
-			Console: Console{Enabled: true, Format: "text", Live: Live{Stream: true, Progress: true}},
-			Discord: Discord{MessageContent: true, ShardCount: 1, Live: Live{Stream: true, Progress: true}},
-			Slack:   Slack{Events: "all", Live: Live{Stream: true, Progress: true}},
-		},
+	c := &Config{
 		Providers: map[string]Provider{},
 		Auth:      Auth{Profiles: map[string]Profile{}, Order: map[string][]string{}},
-		Agents: Agents{Defaults: AgentDefaults{
-			IdleTimeout:          60 * time.Second,
-			PrimaryProbeInterval: 5 * time.Minute,
-			ThreadContext:        ThreadContext{MaxMessages: 20},
-			Compaction:           Compaction{Summary: true, SummaryMaxTokens: 400, TargetRatio: 0.5},
-		}},
-		Models: map[failover.ModelRef]Model{},
-		Limits: Limits{MaxPaidAttemptsPerMinute: 120, MaxMessageBytes: 65536,
-			MaxResponseBytes: 8 << 20, MaxAnswerBytes: 1 << 20,
-			MaxFileBytes: 5 << 20, MaxFiles: 4, MaxTextFileBytes: 32 << 10},
-		Policy:  failover.DefaultPolicy(),
-		Notices: Notices{Users: "all"},
+		Models:    map[failover.ModelRef]Model{},
+		Policy:    failover.DefaultPolicy(),
 	}
+	applyDefaults(c) // the settings table's (settings.go)
+	return c
 }
 
 // EngineProfiles returns the engine's profiles grouped by provider, in file order.

@@ -14,6 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/detourbot/detour/failover"
+	"github.com/detourbot/detour/internal/suggest"
 )
 
 // Parse parses a configuration. name is used in error messages (usually the file
@@ -86,6 +87,8 @@ type decoder struct {
 	unsetKeys map[string]unsetKey
 	// literals are the secrets written into the file (checkPitfalls).
 	literals []literalSecret
+	// choices are the keys of entries with an enum, for checkEnums.
+	choices []choice
 	// droppedFallbacks counts the fallbacks left out with their keys.
 	droppedFallbacks []failover.ModelRef
 }
@@ -159,7 +162,7 @@ func (d *decoder) fields(n *yaml.Node, path string, fs map[string]func(v *yaml.N
 	d.entries(n, path, func(name string, k, v *yaml.Node, key string) {
 		fn, ok := fs[name]
 		if !ok {
-			d.errorf(k, key, "unknown key (known: %s)", knownKeys(fs))
+			d.errorf(k, key, "unknown key%s (known: %s)", didYouMeanKey(name, path, fs), knownKeys(fs))
 			return
 		}
 		fn(v, key)
@@ -202,6 +205,32 @@ func join(path, k string) string {
 	return path + "." + k
 }
 
+// didYouMeanKey is ": did you mean x?" for the known key of the section at
+// path nearest to a misspelt one, else for the key of that name deeper inside
+// the section (idle_seconds under agents.defaults is
+// agents.defaults.timeouts.idle_seconds; listen at the top is server.listen),
+// or "".
+func didYouMeanKey(name, path string, fs map[string]func(*yaml.Node, string)) string {
+	ks := make([]string, 0, len(fs))
+	for k := range fs {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	if k, ok := suggest.Closest(name, ks); ok {
+		return ": did you mean " + k + "?"
+	}
+	var below []string // only one is a suggestion: channels.enabled could be any channel's
+	for _, s := range settings {
+		if fixed(s.key) && strings.HasSuffix(s.key, "."+name) && (path == "" || strings.HasPrefix(s.key, path+".")) {
+			below = append(below, s.key)
+		}
+	}
+	if len(below) == 1 {
+		return ": it belongs in a section below: did you mean " + below[0] + "?"
+	}
+	return ""
+}
+
 func knownKeys(fs map[string]func(*yaml.Node, string)) string {
 	ks := make([]string, 0, len(fs))
 	for k := range fs {
@@ -235,7 +264,7 @@ func (d *decoder) scalar(n *yaml.Node, key string) (string, bool) {
 			if d.hint != "" {
 				hint = d.hint
 			}
-			e := &Error{File: d.file, Line: n.Line, Key: key, Msg: fmt.Sprintf("environment variable %s is not set (%s)", v, hint)}
+			e := &Error{File: d.file, Line: n.Line, Key: key, Msg: fmt.Sprintf("environment variable %s is not set (%s)%s", v, hint, d.didYouMean(v))}
 			if d.envErrs != nil {
 				*d.envErrs = append(*d.envErrs, e)
 			} else {
@@ -245,14 +274,6 @@ func (d *decoder) scalar(n *yaml.Node, key string) (string, bool) {
 		return "", false
 	}
 	return s, true
-}
-
-func (d *decoder) str(dst *string) func(*yaml.Node, string) {
-	return func(n *yaml.Node, key string) {
-		if s, ok := d.scalar(n, key); ok {
-			*dst = s
-		}
-	}
 }
 
 func (d *decoder) secret(dst *Secret) func(*yaml.Node, string) {
@@ -448,42 +469,6 @@ func (d *decoder) list(n *yaml.Node, path string, fn func(i int, v *yaml.Node, k
 		fn(i, v, fmt.Sprintf("%s[%d]", path, i))
 	}
 	return true
-}
-
-func (d *decoder) strings(dst *[]string) func(*yaml.Node, string) {
-	return func(n *yaml.Node, key string) {
-		out := []string{}
-		if d.list(n, key, func(_ int, v *yaml.Node, k string) {
-			if s, ok := d.scalar(v, k); ok {
-				d.lines[k] = resolve(v).Line
-				out = append(out, s)
-			}
-		}) {
-			*dst = out
-		}
-	}
-}
-
-func (d *decoder) refs(dst *[]failover.ModelRef) func(*yaml.Node, string) {
-	return func(n *yaml.Node, key string) {
-		out := []failover.ModelRef{}
-		if d.list(n, key, func(_ int, v *yaml.Node, k string) {
-			if s, ok := d.scalar(v, k); ok {
-				d.lines[k] = resolve(v).Line
-				out = append(out, failover.ModelRef(s))
-			}
-		}) {
-			*dst = out
-		}
-	}
-}
-
-func (d *decoder) ref(dst *failover.ModelRef) func(*yaml.Node, string) {
-	return func(n *yaml.Node, key string) {
-		if s, ok := d.scalar(n, key); ok {
-			*dst = failover.ModelRef(s)
-		}
-	}
 }
 
 func (d *decoder) durations(dst *[]time.Duration) func(*yaml.Node, string) {

@@ -5,12 +5,17 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/detourbot/detour/failover"
+	"github.com/detourbot/detour/internal/suggest"
 )
 
 // literalSecret is a key or token written into the file itself.
@@ -117,6 +122,193 @@ func (d *decoder) checkPitfalls(line func(string) int) {
 			d.warn(line(cp.key), cp.key, "calls to %s count as $0 (no price under models), so the cap of $%g %s sees only part of the cost", joinModels(unpriced), cp.usd, cp.per)
 		}
 	}
+	d.checkTeam(line)
+	d.checkImages(line)
+	d.checkListen(line)
+}
+
+// platforms are the team chat channels: their people are many, and not all
+// of them are the operator.
+var platforms = []struct{ name, where, userID, how string }{
+	{"slack", "the Slack workspace", "slack:U0123ABCD", "your profile → ⋯ → Copy member ID"},
+	{"discord", "the Discord server", "discord:123456789012345678", "Developer Mode → right-click your name → Copy User ID"},
+}
+
+// checkTeam warns about a team platform that is on with nobody in charge
+// there, or open to everyone in it.
+func (d *decoder) checkTeam(line func(string) int) {
+	c := d.cfg
+	for _, p := range platforms {
+		on := p.name == "slack" && c.Channels.Slack.Enabled || p.name == "discord" && c.Channels.Discord.Enabled
+		if !on {
+			continue
+		}
+		enabled := "channels." + p.name + ".enabled"
+		if !slices.ContainsFunc(c.Admin.Users, func(u string) bool { return strings.HasPrefix(u, p.name+":") }) {
+			k := "admin.users"
+			if _, ok := d.lines[k]; !ok {
+				k = enabled
+			}
+			d.warn(line(k), k, "%s is on but no admin can act there: admin.users names no %s: user, so nobody in %s may run /recover or set a channel's model (T9); add yourself, e.g. admin: {users: [\"%s\"]} (%s)",
+				enabled, p.name, p.where, p.userID, p.how)
+		}
+		// Access is open there when no user list narrows it and the channel
+		// list (if any) lets the whole platform in.
+		open := len(c.Access.Users) == 0 &&
+			(len(c.Access.Channels) == 0 || slices.Contains(c.Access.Channels, p.name))
+		if open {
+			k := "access"
+			if _, ok := d.lines[k]; !ok {
+				k = enabled
+			}
+			d.warn(line(k), k, "everyone in %s may talk to the bot and spend on its paid calls: access.users is empty and access.channels does not narrow %s; list who may (access: {users: [%s:...]}) or where (access: {channels: [\"%s:<team>:<channel>\"]}) (T5)",
+				p.where, p.name, p.name, p.name)
+		}
+	}
+}
+
+// checkImages warns when the primary takes images and no other model of the
+// default chain does: a message with images then has no fallback (I5). A
+// chain without any fallback has its own warning.
+func (d *decoder) checkImages(line func(string) int) {
+	c := d.cfg
+	m := c.Agents.Defaults.Model
+	if m.Primary == "" || len(m.Fallbacks) == 0 || !c.Models[m.Primary].TakesImages() {
+		return
+	}
+	for _, r := range append(slices.Clone(m.Fallbacks), m.ImageFallbacks...) {
+		if r != m.Primary && c.Models[r].TakesImages() {
+			return
+		}
+	}
+	k := "agents.defaults.model.image_fallbacks"
+	if _, ok := d.lines[k]; !ok {
+		k = "agents.defaults.model.fallbacks"
+	}
+	d.warn(line(k), k, "only the primary %s takes images: when it fails, a message with images gets an error instead of a fallback's answer; name a model that takes them in image_fallbacks (declared under models with input: [text, image]) (I5)", m.Primary)
+}
+
+// checkListen warns about an operations endpoint reachable from other
+// machines: it has no authentication.
+func (d *decoder) checkListen(line func(string) int) {
+	l := d.cfg.Server.Listen
+	if l == "" {
+		return
+	}
+	host, _, err := net.SplitHostPort(l)
+	if err != nil || loopbackHost(host) {
+		return
+	}
+	where := "every network this machine is on"
+	if host != "" && net.ParseIP(host) != nil && !net.ParseIP(host).IsUnspecified() {
+		where = host
+	}
+	d.warn(line("server.listen"), "server.listen", "serves /healthz, /readyz and /metrics without authentication to %s; keep it on loopback (listen: 127.0.0.1:9464) or behind your own proxy; in a container, publish it to loopback only (docker run -p 127.0.0.1:9464:9464)", where)
+}
+
+// MisnamedConfig returns a warning when dir holds config.yml but no
+// config.yaml: without --config the bot reads only config.yaml, so it would
+// run the demo and leave that file unread. nil when there is nothing to say.
+func MisnamedConfig(dir string) *Error {
+	yaml := filepath.Join(dir, "config.yaml")
+	if _, err := os.Stat(yaml); !errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	yml := filepath.Join(dir, "config.yml")
+	if fi, err := os.Stat(yml); err != nil || fi.IsDir() {
+		return nil
+	}
+	return &Error{File: yml, Msg: fmt.Sprintf("is not read: without --config the bot reads %s only, so it runs the built-in demo; rename it (mv %s %s) or pass --config %s", yaml, yml, yaml, yml)}
+}
+
+// nearVar names a variable that is set and looks like the unset one was
+// meant (${OPENAI_KEY} while OPENAI_API_KEY is set), or "". Only names are
+// compared and said, never values. The candidates are the variables the file
+// refers to, the usual ones, and the process environment's names; each is
+// confirmed with getenv, so only what the bot would really read is offered.
+func (d *decoder) nearVar(name string) string {
+	seen := map[string]bool{name: true}
+	best, bestD := "", -1
+	consider := func(v string) {
+		if seen[v] {
+			return
+		}
+		seen[v] = true
+		if !nearName(name, v) {
+			return
+		}
+		if val, ok := d.getenv(v); !ok || val == "" {
+			return
+		}
+		if dist := suggest.Distance(name, v); bestD < 0 || dist < bestD || dist == bestD && v < best {
+			best, bestD = v, dist
+		}
+	}
+	for _, ref := range d.envRefs {
+		for _, m := range envRef.FindAllString(ref, -1) {
+			n, _, _ := strings.Cut(strings.TrimSuffix(strings.TrimPrefix(m, "${"), "}"), ":-")
+			consider(n)
+		}
+	}
+	for _, v := range usualVars {
+		consider(v)
+	}
+	for _, kv := range os.Environ() {
+		n, _, _ := strings.Cut(kv, "=")
+		consider(n)
+	}
+	return best
+}
+
+// didYouMean is the tail of a message about the unset variable name: "" or
+// "; OPENAI_API_KEY is set: did you mean ${OPENAI_API_KEY}?".
+func (d *decoder) didYouMean(name string) string {
+	if v := d.nearVar(name); v != "" {
+		return fmt.Sprintf("; %s is set: did you mean ${%s}?", v, v)
+	}
+	return ""
+}
+
+// usualVars are the variables bot init and the documentation use.
+var usualVars = []string{
+	"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY", "AZURE_OPENAI_API_KEY", "GEMINI_API_KEY",
+	"SLACK_APP_TOKEN", "SLACK_BOT_TOKEN", "DISCORD_BOT_TOKEN", "DETOUR_DB_PASSWORD",
+}
+
+// fillers are the words a variable's name may have or lack without naming
+// something else: OPENAI_KEY and OPENAI_API_KEY mean one key, while
+// SLACK_APP_TOKEN and SLACK_BOT_TOKEN, or OPENAI_API_KEY and
+// OPENAI_API_KEY_BACKUP, are different ones.
+var fillers = map[string]bool{"API": true, "BOT": true, "KEY": true, "TOKEN": true}
+
+// nearName reports whether b looks like what a was meant to be: the same name
+// in another case, a typo of at most two letters, or the same words but for
+// filler words.
+func nearName(a, b string) bool {
+	if a == b {
+		return false
+	}
+	if len(a) >= 4 && len(b) >= 4 && suggest.Distance(a, b) <= 2 {
+		return true
+	}
+	wa, wb := words(a), words(b)
+	var ka, kb []string
+	for _, w := range wa {
+		if !fillers[w] {
+			ka = append(ka, w)
+		}
+	}
+	for _, w := range wb {
+		if !fillers[w] {
+			kb = append(kb, w)
+		}
+	}
+	return len(ka) > 0 && slices.Equal(ka, kb)
+}
+
+// words splits a variable name into upper-case words.
+func words(s string) []string {
+	return strings.FieldsFunc(strings.ToUpper(s), func(r rune) bool { return r == '_' })
 }
 
 // localSecret reports whether the secret at key is sent only to this machine:
@@ -196,6 +388,16 @@ func loopback(base string) bool {
 		return false
 	}
 	h := u.Hostname()
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+// loopbackHost reports whether a listen address's host is this machine only
+// ("" and 0.0.0.0 are every interface).
+func loopbackHost(h string) bool {
 	if h == "localhost" {
 		return true
 	}

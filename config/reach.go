@@ -35,6 +35,16 @@ func variables(vars []string) string {
 	return "environment variables " + strings.Join(vars, ", ") + " are"
 }
 
+// varsNear is didYouMean for the first of vars that has a neighbour.
+func (d *decoder) varsNear(vars []string) string {
+	for _, v := range vars {
+		if s := d.didYouMean(v); s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
 // leaveOutUnsetKeys handles the profiles whose key variables are unset: an
 // error for a profile that is not optional, or for the keys of a provider a
 // primary model (the default one, an agent's) needs when none of them is set;
@@ -99,13 +109,13 @@ func (d *decoder) leaveOutUnsetKeys() {
 			continue
 		}
 		if !p.Optional {
-			d.errAt(u.line, key, "%s not set: profile %s has no key (export %s=...; or mark the profile optional: true to run without it while the key is unset)",
-				variables(u.vars), id, u.vars[0])
+			d.errAt(u.line, key, "%s not set: profile %s has no key (export %s=...; or mark the profile optional: true to run without it while the key is unset)%s",
+				variables(u.vars), id, u.vars[0], d.varsNear(u.vars))
 			continue
 		}
 		left[id] = true
 		c.LeftOut = append(c.LeftOut, LeftOutProfile{ID: id, Provider: p.Provider, Type: p.Type, Vars: u.vars})
-		d.warn(u.line, key, "%s not set: profile %s is left out, and the bot runs without it", variables(u.vars), id)
+		d.warn(u.line, key, "%s not set: profile %s is left out, and the bot runs without it%s", variables(u.vars), id, d.varsNear(u.vars))
 		if !keyed[p.Provider] {
 			goneVars[p.Provider] = append(goneVars[p.Provider], u.vars...)
 		}
@@ -116,8 +126,8 @@ func (d *decoder) leaveOutUnsetKeys() {
 		if len(b.vars) > 1 {
 			export = "export one of them, e.g. " + b.vars[0] + "=..."
 		}
-		d.errAt(b.line, b.key, "%s not set: %s needs a key of provider %s (%s; only the keys of profiles marked optional: true may stay unset)",
-			variables(b.vars), needs[prov], prov, export)
+		d.errAt(b.line, b.key, "%s not set: %s needs a key of provider %s (%s; only the keys of profiles marked optional: true may stay unset)%s",
+			variables(b.vars), needs[prov], prov, export, d.varsNear(b.vars))
 	}
 	if len(left) == 0 {
 		return

@@ -48,6 +48,7 @@ func (d *decoder) validate() {
 		return 1
 	}
 	bad := func(key, format string, args ...any) { d.errAt(line(key), key, format, args...) }
+	d.checkEnums(bad)
 
 	switch c.Storage.Driver {
 	case "sqlite":
@@ -65,20 +66,12 @@ func (d *decoder) validate() {
 		if p := postgresDSNProblem(c.Storage.DSN); p != "" {
 			bad("storage.dsn", "%s: want postgres://user:password@host:5432/dbname?sslmode=disable or \"host=... dbname=...\"", p)
 		}
-	default:
-		bad("storage.driver", "unknown driver %q: want sqlite or postgres", c.Storage.Driver)
 	}
 
 	if l := c.Limits; l.MaxAnswerBytes > l.MaxResponseBytes {
 		bad("limits.max_answer_bytes", "%d is more than limits.max_response_bytes (%d): the answer is part of the response", l.MaxAnswerBytes, l.MaxResponseBytes)
 	}
 
-	if f := c.Channels.Console.Format; f != "text" && f != "jsonl" {
-		bad("channels.console.format", "unknown format %q: want text or jsonl", f)
-	}
-	if e := c.Channels.Slack.Events; e != "all" && e != "mentions" {
-		bad("channels.slack.events", "unknown value %q: want all or mentions", e)
-	}
 	if s := c.Channels.Slack; s.Enabled {
 		if s.AppToken == "" {
 			bad("channels.slack.app_token", "is required when slack is enabled (an xapp-... token)")
@@ -127,11 +120,6 @@ func (d *decoder) validate() {
 			bad(key+".provider", "unknown provider %q (configured: %s)", p.Provider, d.providerList())
 		case ok && prefix != p.Provider:
 			bad(key, "profile id %q must start with its provider %q", id, p.Provider+":")
-		}
-		switch p.Type {
-		case failover.ProfileAPIKey, failover.ProfileToken:
-		default:
-			bad(key+".type", "unknown type %q: want api_key or token", p.Type)
 		}
 		if _, unset := d.unsetKeys[id]; p.Key == "" && !unset {
 			bad(key+".key", "is empty (set it from an environment variable, e.g. key: ${OPENAI_API_KEY})")
@@ -218,11 +206,6 @@ func (d *decoder) validate() {
 		d.checkRef("models."+string(r), r, line)
 		if in := c.Models[r].Input; in != nil {
 			key := "models." + string(r) + ".input"
-			for i, x := range in {
-				if x != InputText && x != InputImage {
-					bad(fmt.Sprintf("%s[%d]", key, i), "unknown input %q: want text or image", x)
-				}
-			}
 			if !slices.Contains(in, InputText) {
 				bad(key, "must include text: every model takes the conversation as text")
 			}
@@ -243,11 +226,6 @@ func (d *decoder) validate() {
 	d.checkReach(line)
 	d.checkPitfalls(line)
 
-	switch c.Notices.Users {
-	case "all", "direct_only", "off":
-	default:
-		bad("notices.users", "bad value %q: want all, direct_only or off", c.Notices.Users)
-	}
 	if ch := c.Admin.Channel; ch != "" && ch != "console" && !channelID.MatchString(ch) {
 		bad("admin.channel", "bad channel %q: want console, slack:<channel id> or discord:<channel id>", ch)
 	}
@@ -260,11 +238,6 @@ func (d *decoder) validate() {
 		if !accessUser.MatchString(u) {
 			bad(fmt.Sprintf("access.users[%d]", i), "bad user %q: want slack:<user id>, discord:<user id> or console:<name>", u)
 		}
-	}
-	switch c.Access.ChannelModel {
-	case "admins", "everyone":
-	default:
-		bad("access.channel_model", "bad value %q: want admins or everyone", c.Access.ChannelModel)
 	}
 	for i, ch := range c.Access.Channels {
 		if !accessChannel.MatchString(ch) {
@@ -322,8 +295,6 @@ func (d *decoder) checkAPI(key string, p Provider, bad func(key, format string, 
 		if strings.HasSuffix(strings.TrimRight(p.BaseURL, "/"), "/messages") {
 			bad(key+".base_url", "give the API's base, e.g. https://api.anthropic.com/v1: detour adds /messages")
 		}
-	default:
-		bad(key+".api", "unknown api %q: want openai, azure, anthropic or gemini", p.API)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -27,6 +28,11 @@ func runCheck(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	probe := fs.Bool("probe", false, "also try the database, one smallest model call per profile, Slack auth.test, Discord /users/@me and the admin channel")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
+	}
+	if *path == "" {
+		if e := config.MisnamedConfig("."); e != nil {
+			fmt.Fprintln(stderr, "warning: "+e.Error())
+		}
 	}
 	src, cfg, closeDemo, code := loadConfig("bot check", *path, *envFile, *probe, stderr)
 	if code != exitOK {
@@ -169,11 +175,7 @@ func printConfig(w io.Writer, src configSource, cfg *config.Config) {
 	if admin == "" {
 		admin = "none"
 	}
-	users := strings.Join(cfg.Admin.Users, ", ")
-	if users == "" {
-		users = "console only"
-	}
-	fmt.Fprintf(w, "notices: %s; admin reports: %s; admins: %s\n", cfg.Notices.Users, admin, users)
+	fmt.Fprintf(w, "notices: %s; admin reports: %s; admins: %s\n", cfg.Notices.Users, admin, adminsLine(cfg))
 	if refs := cfg.ModelRefs(); len(refs) > 0 {
 		names := make([]string, len(refs))
 		for i, r := range refs {
@@ -194,6 +196,22 @@ func printConfig(w io.Writer, src configSource, cfg *config.Config) {
 			fmt.Fprintln(w, "  "+e.Error())
 		}
 	}
+}
+
+// adminsLine says who may run /recover: admin.users, and the console's
+// people while the console is on.
+func adminsLine(cfg *config.Config) string {
+	users := slices.Clone(cfg.Admin.Users)
+	console := cfg.Channels.Console.Enabled
+	switch {
+	case len(users) == 0 && console:
+		return "console only"
+	case len(users) == 0:
+		return "none (admin.users is empty and the console is off)"
+	case console:
+		users = append(users, "the console")
+	}
+	return strings.Join(users, ", ")
 }
 
 func joinRefs(refs []failover.ModelRef) string {
