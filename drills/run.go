@@ -44,6 +44,10 @@ type Options struct {
 	// TempDir holds each scenario's SQLite database ("" = the system temp dir);
 	// the database is removed after the scenario.
 	TempDir string
+
+	// wall is the wall clock under the drill clock (nil = time.Now); the tests
+	// make it race to stand for a loaded machine.
+	wall func() time.Time
 }
 
 // placeholder stands for an ${ENV} reference that is a whole value: drills
@@ -287,7 +291,7 @@ func (w *world) start(ctx context.Context) (cleanup func(), err error) {
 	if w.opts.Fast {
 		sc = FastScale
 	}
-	w.clock = NewClock(sc)
+	w.clock = newClock(sc, w.opts.wall)
 	fakeprovider.PrepareBombs() // gzip_bomb answers at once, as a real edge would
 	w.fake = fakeprovider.New(fakeprovider.WithNow(w.clock.Now))
 	if err := w.fake.Start("127.0.0.1:0"); err != nil {
