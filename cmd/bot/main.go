@@ -4,7 +4,7 @@
 // Usage:
 //
 //	bot [run] [--config PATH] [--env-file PATH] [--format text|jsonl] [--db PATH] [--log-level LEVEL]
-//	bot init [--non-interactive --provider NAME --key-env PROVIDER=VAR --channel NAME ...]
+//	bot init [--non-interactive --provider NAME --key-env PROVIDER=VAR --channel NAME --admin ID ...]
 //	bot check [--config PATH] [--env-file PATH] [--probe]
 //	bot history [--config PATH] [--env-file PATH] [--db PATH] [--session KEY] [--since 1h] [--format text|json]
 //	bot classify ...      classify provider error bodies (see bot classify -h)
@@ -95,6 +95,7 @@ Usage:
   bot [run] [--config PATH] [--env-file PATH] [--format text|jsonl] [--db PATH]
             [--log-level debug|info|warn|error] [--log-format text|json] [--log-file PATH]
   bot init [--non-interactive] [--provider NAME]... [--key-env PROVIDER=VAR]... [--channel NAME]...
+           [--admin slack:U…|discord:…]... [--access admins|everyone|IDS] [--admin-channel ID] [--daily-cap N]
                                 write config.yaml, detour.env (the keys, 0600) and the Slack
                                 manifest from a few questions (or flags), then run bot check
   bot check [--config PATH] [--env-file PATH] [--probe]
