@@ -44,6 +44,10 @@ type Options struct {
 	// TempDir holds each scenario's SQLite database ("" = the system temp dir);
 	// the database is removed after the scenario.
 	TempDir string
+
+	// wall is the wall clock under the drill clock (nil = time.Now); the tests
+	// make it race to stand for a loaded machine.
+	wall func() time.Time
 }
 
 // placeholder stands for an ${ENV} reference that is a whole value: drills
@@ -61,14 +65,53 @@ const (
 // a value), so no secret is read and a missing variable does not stop the
 // drill. name is used in error messages.
 func LoadConfig(name string, data []byte) (*config.Config, error) {
-	part := partRefs(data)
+	part, dsn := partRefs(data), DSNRefs(data)
+	// The drill's database is its own (a temporary SQLite file), but the
+	// configured storage must still read as one: a variable of storage.dsn
+	// stands for a database of the configured driver (issue 36).
+	dsnPlaceholder := "drill-placeholder.db"
+	if postgresDriver.Match(data) {
+		dsnPlaceholder = "postgres://drill.invalid/placeholder"
+	}
 	return config.Parse(name, data, func(v string) (string, bool) {
-		if part[v] {
+		switch {
+		case part[v]:
 			return partPlaceholder, true
+		case dsn[v]:
+			return dsnPlaceholder, true
 		}
 		return placeholder, true
 	})
 }
+
+var (
+	postgresDriver = regexp.MustCompile(`(?m)\bdriver:\s*["']?postgres`)
+	dsnKey         = regexp.MustCompile(`(^|[\s{,])dsn:`)
+)
+
+// DSNRefs names the variables that a configuration's text refers to on the
+// line of its storage.dsn (dsn: is a key of storage only).
+func DSNRefs(data []byte) map[string]bool {
+	out := map[string]bool{}
+	for _, line := range bytes.Split(data, []byte("\n")) {
+		if bytes.HasPrefix(bytes.TrimSpace(line), []byte("#")) || !dsnKey.Match(line) {
+			continue
+		}
+		for _, m := range envRef.FindAll(line, -1) {
+			if bytes.HasPrefix(m, []byte("$$")) {
+				continue
+			}
+			name, _, _ := strings.Cut(string(m[2:len(m)-1]), ":-")
+			out[name] = true
+		}
+	}
+	return out
+}
+
+// PartRefs names the variables that a configuration's text refers to only as
+// a part of a value ("https://${X}/v1"), never as a whole one (key: ${X}): a
+// stand-in for such a variable must fit inside a URL's host or port.
+func PartRefs(data []byte) map[string]bool { return partRefs(data) }
 
 // envRef is config's ${NAME} or ${NAME:-default} reference, with its $${ escape.
 var envRef = regexp.MustCompile(`\$?\$\{[^}\n]*\}`)
@@ -287,7 +330,7 @@ func (w *world) start(ctx context.Context) (cleanup func(), err error) {
 	if w.opts.Fast {
 		sc = FastScale
 	}
-	w.clock = NewClock(sc)
+	w.clock = newClock(sc, w.opts.wall)
 	fakeprovider.PrepareBombs() // gzip_bomb answers at once, as a real edge would
 	w.fake = fakeprovider.New(fakeprovider.WithNow(w.clock.Now))
 	if err := w.fake.Start("127.0.0.1:0"); err != nil {

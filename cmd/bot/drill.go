@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -21,14 +20,13 @@ import (
 // bad arguments or a bad configuration.
 func runDrill(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	var opts drills.Options
-	fs := flag.NewFlagSet("drill", flag.ContinueOnError)
-	cfgPath := configFlag(fs)
+	fs, cfgPath, envFile := configFlags("drill")
 	scenario := fs.String("scenario", "all", "scenario name, comma-separated names, or all")
 	format := fs.String("format", drills.FormatText, "output: text, json or markdown")
 	fs.BoolVar(&opts.Fast, "fast", false, fmt.Sprintf("scale idle/attempt/run timeouts and waits by 1/%.0f (idle 60s -> 0.2s)", 1/drills.FastScale))
 	list := fs.Bool("list", false, "list the scenarios and exit")
 	logLevel := fs.String("log-level", "", "show the bot's logs on stderr at this level (debug, info, warn, error); default none")
-	setUsage(fs, "Usage: bot drill [--config PATH] [--scenario NAME|all] [--format text|json|markdown] [--fast] [--list]\n")
+	setUsage(fs, "Usage: bot drill [--config PATH] [--env-file PATH] [--scenario NAME|all] [--format text|json|markdown] [--fast] [--list]\n")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
@@ -49,7 +47,7 @@ func runDrill(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 		fmt.Fprintf(stderr, "bot drill: %v\n", err)
 		return exitUsage
 	}
-	cfg, name, err := drillConfig(*cfgPath)
+	cfg, name, err := drillConfig(*cfgPath, *envFile, stderr)
 	if err != nil {
 		printConfigError(stderr, err)
 		return exitUsage
@@ -78,9 +76,14 @@ func runDrill(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 
 // drillConfig loads the configuration a drill runs on: --config PATH, else
 // ./config.yaml, else the embedded demo. ${ENV} references resolve to
-// placeholders, so no secret is read.
-func drillConfig(path string) (*config.Config, string, error) {
+// placeholders, so no secret is read and none need be set; --env-file (else
+// ./detour.env) is accepted and checked as bot run checks it, so the command
+// lines of a service's layout work unchanged (issue 36).
+func drillConfig(path, envFile string, stderr io.Writer) (*config.Config, string, error) {
 	src, err := resolveConfig(path)
+	if err == nil && !src.demo {
+		err = src.withEnvFile(envFile, stderr)
+	}
 	if err != nil {
 		return nil, "", err
 	}

@@ -70,7 +70,10 @@ func TestDrill_DemoJSON(t *testing.T) {
 }
 
 // TestDrill_AllFast is the issue's bar: every verdict passes on
-// config.example.yaml and on the embedded demo, each run in under a minute.
+// config.example.yaml and on the embedded demo. How long a run takes is a
+// speed target, measured by BenchmarkDrill_AllFast (under a minute each): a
+// wall-clock bound in a test fails on a loaded machine, not on a slow bot
+// (issue 36).
 func TestDrill_AllFast(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs every drill")
@@ -81,9 +84,7 @@ func TestDrill_AllFast(t *testing.T) {
 	} {
 		start := time.Now()
 		code, out, stderr := drillRun(t, append(args, "--fast", "--scenario", "all")...)
-		if d := time.Since(start); d > time.Minute {
-			t.Errorf("%v: took %s, want under a minute", args, d)
-		}
+		t.Logf("%v: every drill in %s", args, time.Since(start).Round(time.Millisecond))
 		if code != exitOK {
 			var failed []string
 			for _, line := range strings.Split(out, "\n") {
@@ -115,5 +116,25 @@ func TestDrill_LeavesTheOperationsPortAlone(t *testing.T) {
 	code, out, stderr := drillRun(t, "--fast", "--config", cfg, "--scenario", "no-fault,a500")
 	if code != exitOK {
 		t.Fatalf("exit %d with server.listen busy:\n%s\n%s", code, out, stderr)
+	}
+}
+
+// BenchmarkDrill_AllFast: every drill with --fast, on config.example.yaml and
+// on the embedded demo; the target is under a minute each (s/run).
+func BenchmarkDrill_AllFast(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		args []string
+	}{{"example", []string{"--config", "../../config.example.yaml"}}, {"demo", nil}} {
+		b.Run(c.name, func(b *testing.B) {
+			for range b.N {
+				var out, errb bytes.Buffer
+				start := time.Now()
+				if code := dispatch(context.Background(), append(append([]string{"drill"}, c.args...), "--fast", "--scenario", "all"), strings.NewReader(""), &out, &errb); code != exitOK {
+					b.Fatalf("exit %d\n%s", code, errb.String())
+				}
+				b.ReportMetric(time.Since(start).Seconds(), "s/run")
+			}
+		})
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -25,8 +24,7 @@ import (
 // read from the database, newest last. It only reads.
 func runHistory(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	var q sessions.HistoryQuery
-	fs := flag.NewFlagSet("history", flag.ContinueOnError)
-	path := fs.String("config", "", "configuration file (default ./config.yaml if it exists, else the embedded demo's database)")
+	fs, path, envFile := configFlags("history")
 	db := fs.String("db", "", "SQLite database file (overrides storage.dsn)")
 	fs.StringVar(&q.Session, "session", "", "only this session key (console:default, slack:T…:C…:1712.0001, discord:…)")
 	since := fs.String("since", "", `only events since this long ago ("1h", "30m", "7d") or this time ("2026-03-01", RFC 3339)`)
@@ -53,7 +51,7 @@ func runHistory(ctx context.Context, args []string, _ io.Reader, stdout, stderr 
 		q.Since = t
 	}
 
-	driver, dsn, code := historyStorage(*path, *db, stderr)
+	driver, dsn, code := historyStorage(*path, *envFile, *db, stderr)
 	if code != exitOK {
 		return code
 	}
@@ -93,12 +91,14 @@ func runHistory(ctx context.Context, args []string, _ io.Reader, stdout, stderr 
 }
 
 // historyStorage resolves the database to read: --db, else the configuration's
-// storage (the demo's when there is no configuration).
-func historyStorage(path, db string, stderr io.Writer) (driver, dsn string, code int) {
+// storage (the demo's when there is no configuration), found as bot run finds
+// it, with --env-file or ./detour.env; provider keys and channel tokens need
+// not be set (loadForStorage).
+func historyStorage(path, envFile, db string, stderr io.Writer) (driver, dsn string, code int) {
 	if db != "" {
 		return database.DriverSQLite, db, exitOK
 	}
-	_, cfg, _, code := loadConfig("bot history", path, "", false, stderr) // ./detour.env, as bot run reads it
+	cfg, code := loadForStorage("bot history", path, envFile, stderr)
 	if code != exitOK {
 		return "", "", code
 	}

@@ -107,9 +107,14 @@ func TestInit_F9_NonInteractiveWritesWhatCheckAcceptsAndRunStarts(t *testing.T) 
 	}
 }
 
-// covers F9, P4: `bot init` at a terminal (a pty): it asks for the providers,
-// the channels, the model and the keys; a typed key is not shown; Slack brings
-// its manifest; the result passes bot check.
+// covers F9, P4 (issue 36): `bot init` at a terminal (a pty), answered like a
+// person: a mistyped provider and a Slack token pasted as the OpenAI key are
+// said at once and asked again (nothing is lost, nothing aborts at the end);
+// names in any case; for Slack it asks for the admins (a wrong id again),
+// who may use the bot (the stated default: the admins), the admin channel and
+// a daily cap. Anthropic gets api: anthropic, every model its prices, the
+// manifest a name of its own, and the end shows how to run it as a service. A
+// typed key is never shown; the result passes bot check with no warning.
 func TestInit_F9_InteractiveAtATerminal(t *testing.T) {
 	bin := builtBot(t)
 	dir := t.TempDir()
@@ -123,24 +128,44 @@ func TestInit_F9_InteractiveAtATerminal(t *testing.T) {
 	raw := &syncbuf.Buffer{}
 	copied := make(chan struct{})
 	go func() { _, _ = io.Copy(raw, tty); close(copied) }()
+	asked := map[string]int{}
+	// answer waits until prompt is asked (once more than before) and is the
+	// last thing on the terminal, then types text.
 	answer := func(prompt, text string) {
 		t.Helper()
+		asked[prompt]++
 		deadline := time.Now().Add(20 * time.Second)
-		for !strings.HasSuffix(strings.TrimRight(raw.String(), " "), prompt+":") {
+		for {
+			shown := raw.String()
+			if strings.Count(shown, prompt+":") >= asked[prompt] && strings.HasSuffix(strings.TrimRight(shown, " "), prompt+":") {
+				break
+			}
 			if time.Now().After(deadline) {
-				t.Fatalf("waiting for %q; the terminal shows:\n%s", prompt, raw.String())
+				t.Fatalf("waiting for %q (time %d); the terminal shows:\n%s", prompt, asked[prompt], shown)
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
 		_, _ = io.WriteString(tty, text+"\r")
 	}
-	const key, app, bot = "sk-CANARY-typed-0003", "xapp-1-A0123-CANARY-0004", "xoxb-1-2-CANARY-0005"
-	answer("Providers (openai, anthropic, openrouter, ollama, or name=https://host/v1), the first answers first [openai]", "openai")
-	answer("Channels (console, slack, discord) [console]", "console, slack")
+	const key, antKey, app, bot = "sk-CANARY-typed-0003", "sk-ant-CANARY-typed-0006", "xapp-1-A0123-CANARY-0004", "xoxb-1-2-CANARY-0005"
+	const provQ = "Providers (openai, anthropic, openrouter, ollama, or name=https://host/v1), the first answers first [openai]"
+	const keyQ = "API key of openai (stored in the env file as OPENAI_API_KEY; Enter to fill it in later)"
+	const adminQ = "Slack admins, who may run /recover and get the reports (ids such as U0123ABCD: the person's profile → ⋮ → Copy member ID; comma-separated)"
+	answer(provQ, "OpenIA")
+	answer(provQ, "OpenAI, Anthropic")
+	answer("Channels (console, slack, discord) [console]", "Console, SLACK")
 	answer("Model of openai [gpt-4o-mini]", "")
-	answer("API key of openai (stored in the env file as OPENAI_API_KEY; Enter to fill it in later)", key)
+	answer("Model of anthropic [claude-haiku-4-5]", "")
+	answer(keyQ, bot) // the Slack bot token, pasted at the wrong question
+	answer(keyQ, key)
+	answer("API key of anthropic (stored in the env file as ANTHROPIC_API_KEY; Enter to fill it in later)", antKey)
 	answer("Slack app-level token (xapp-...) (stored in the env file as SLACK_APP_TOKEN; Enter to fill it in later)", app)
 	answer("Slack bot token (xoxb-...) (stored in the env file as SLACK_BOT_TOKEN; Enter to fill it in later)", bot)
+	answer(adminQ, "alice")
+	answer(adminQ, "u0admin1, slack:U0ADMIN2")
+	answer("Who may use the bot: admins (only the admins above), everyone (anyone in the workspace or server), or more ids besides the admins, comma-separated [admins]", "")
+	answer("Admin channel for the reports when every model is down (slack:C0123ABCD, discord:123…, console; none = the log only) [none]", "Slack:c0reports1")
+	answer("Daily cap: each person's paid calls per UTC day (0 = no cap) [200]", "100")
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	select {
@@ -162,18 +187,47 @@ func TestInit_F9_InteractiveAtATerminal(t *testing.T) {
 	if strings.Contains(shown, "CANARY") {
 		t.Errorf("P4: a typed secret showed on the terminal:\n%s", shown)
 	}
-	for _, want := range []string{"wrote config.yaml", "wrote slack-manifest.yaml", "config config.yaml: ok", "channels: console (text), slack (app_token set, bot_token set)"} {
+	for _, want := range []string{
+		`bot init: unknown provider "openia": want openai, anthropic, openrouter, ollama, or name=https://host/v1; try again`,
+		"bot init: the value of OPENAI_API_KEY: that looks like a Slack bot token (xoxb-...), not the API key of openai; try again",
+		`bot init: "alice" is not a Slack member id`,
+		"wrote config.yaml", "wrote config.slack-manifest.yaml", "config config.yaml: ok",
+		"channels: console (text), slack (app_token set, bot_token set)",
+		"to run it as a service", "docker run -d --name detour", "--env-file detour.env detour", "packaging/detour.service",
+	} {
 		if !strings.Contains(shown, want) {
 			t.Errorf("the terminal lacks %q:\n%s", want, shown)
 		}
 	}
+	if strings.Contains(shown, "warning") {
+		t.Errorf("bot check warned about what init wrote:\n%s", shown)
+	}
 	env, _ := os.ReadFile(filepath.Join(dir, "detour.env"))
-	for _, want := range []string{"OPENAI_API_KEY=" + key + "\n", "SLACK_APP_TOKEN=" + app + "\n", "SLACK_BOT_TOKEN=" + bot + "\n"} {
+	for _, want := range []string{"OPENAI_API_KEY=" + key + "\n", "ANTHROPIC_API_KEY=" + antKey + "\n", "SLACK_APP_TOKEN=" + app + "\n", "SLACK_BOT_TOKEN=" + bot + "\n"} {
 		if !strings.Contains(string(env), want) {
 			t.Errorf("detour.env lacks %q", want)
 		}
 	}
-	if m, _ := os.ReadFile(filepath.Join(dir, "slack-manifest.yaml")); string(m) != string(detour.SlackManifest) {
-		t.Error("slack-manifest.yaml is not the shipped manifest")
+	cfg, _ := os.ReadFile(filepath.Join(dir, "config.yaml"))
+	for _, want := range []string{
+		"  anthropic: {api: anthropic}",
+		`  "openai/gpt-4o-mini": {usd_per_mtok_in: 0.15, usd_per_mtok_out: 0.6}`,
+		`  "anthropic/claude-haiku-4-5": {usd_per_mtok_in: 1, usd_per_mtok_out: 5}`,
+		`  users: ["slack:U0ADMIN1", "slack:U0ADMIN2"]`,
+		`  channel: "slack:C0REPORTS1"`,
+		`  users: ["slack:U0ADMIN1", "slack:U0ADMIN2", "console:local"]   # only these people may use the bot`,
+		"  per_user_daily_paid_calls: 100",
+	} {
+		if !strings.Contains(string(cfg), want) {
+			t.Errorf("config.yaml lacks %q:\n%s", want, cfg)
+		}
+	}
+	if m, _ := os.ReadFile(filepath.Join(dir, "config.slack-manifest.yaml")); string(m) != string(detour.SlackManifest) {
+		t.Error("config.slack-manifest.yaml is not the shipped manifest")
+	}
+	// What init wrote, checked on its own: ok, and not one warning.
+	out, errOut, code := runIn(t, bin, dir, "", cleanEnv(), "check")
+	if code != exitOK || errOut != "" || !strings.Contains(out, "config config.yaml: ok\n") {
+		t.Errorf("bot check: exit %d\n%s\nstderr:\n%s", code, out, errOut)
 	}
 }

@@ -4,9 +4,9 @@
 // Usage:
 //
 //	bot [run] [--config PATH] [--env-file PATH] [--format text|jsonl] [--db PATH] [--log-level LEVEL]
-//	bot init [--non-interactive --provider NAME --key-env PROVIDER=VAR --channel NAME ...]
+//	bot init [--non-interactive --provider NAME --key-env PROVIDER=VAR --channel NAME --admin ID ...]
 //	bot check [--config PATH] [--env-file PATH] [--probe]
-//	bot history [--config PATH] [--db PATH] [--session KEY] [--since 1h] [--format text|json]
+//	bot history [--config PATH] [--env-file PATH] [--db PATH] [--session KEY] [--since 1h] [--format text|json]
 //	bot classify ...      classify provider error bodies (see bot classify -h)
 //	bot fake-llm ...      serve the fault-injecting OpenAI-compatible server
 //	bot drill ...         run failure drills against a fake provider
@@ -95,16 +95,19 @@ Usage:
   bot [run] [--config PATH] [--env-file PATH] [--format text|jsonl] [--db PATH]
             [--log-level debug|info|warn|error] [--log-format text|json] [--log-file PATH]
   bot init [--non-interactive] [--provider NAME]... [--key-env PROVIDER=VAR]... [--channel NAME]...
+           [--admin slack:U…|discord:…]... [--access admins|everyone|IDS] [--admin-channel ID] [--daily-cap N]
                                 write config.yaml, detour.env (the keys, 0600) and the Slack
                                 manifest from a few questions (or flags), then run bot check
   bot check [--config PATH] [--env-file PATH] [--probe]
                                 validate a configuration and print the resolved chains;
                                 --probe also tries every model and key, Slack, Discord and the admin channel
-  bot history [--session KEY] [--since 1h] [--format text|json] [--config PATH] [--db PATH]
-                                the fallback history (attempts and notices) from the database
+  bot history [--session KEY] [--since 1h] [--format text|json] [--config PATH] [--env-file PATH] [--db PATH]
+                                the fallback history (attempts and notices) from the database;
+                                API keys and channel tokens need not be set
   bot classify ...              classify provider error bodies
   bot fake-llm ...              serve the fault-injecting OpenAI-compatible server
-  bot drill ...                 run failure drills against a fake provider
+  bot drill [--config PATH] [--env-file PATH] ...
+                                run failure drills against a fake provider (no key is read)
   bot version                   (also: bot --version)
   bot <command> --help          the flags of one command
 

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -197,6 +198,13 @@ func newLogger(f runFlags, demo bool, stderr io.Writer) (_ *slog.Logger, closeLo
 	}
 	w, closeLog := stderr, func() {}
 	if f.logFile != "" {
+		// logs/x.log in a fresh folder (issue 36): the folder is made, 0700 as
+		// the bot makes the database's.
+		if dir := filepath.Dir(f.logFile); dir != "." {
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				return nil, nil, fmt.Errorf("--log-file: %w", err)
+			}
+		}
 		file, err := os.OpenFile(f.logFile, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 		if err != nil {
 			return nil, nil, fmt.Errorf("--log-file: %w", err)

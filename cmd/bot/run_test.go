@@ -261,17 +261,6 @@ func TestDemoConfig(t *testing.T) {
 	}
 }
 
-// buildBot builds the binary into the test's temp dir (the build cache makes
-// repeats cheap, and -count=N runs each get their own copy).
-func buildBot(t *testing.T) (string, error) {
-	bin := filepath.Join(t.TempDir(), "bot")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, out)
-	}
-	return bin, nil
-}
-
 // TestBinary_Demo builds the real binary and drives the embedded demo over
 // stdin/stdout in a fresh folder: a typed message is answered, /status works, a
 // #fail marker produces the fallback notice (N1), and end of input exits 0.
