@@ -1,0 +1,208 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"slices"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/detourbot/detour/classify"
+	"github.com/detourbot/detour/config"
+	"github.com/detourbot/detour/failover"
+	"github.com/detourbot/detour/health"
+	"github.com/detourbot/detour/internal/healthdb"
+	"github.com/detourbot/detour/sessions"
+)
+
+// The live health board (issue 38): the channels that show it (Slack's Home
+// tab, Discord's status message) get the board function, and are told when
+// the board changed. A change is looked for after turns (the router's
+// observer nudges) and every boardPoll (another replica's turns, a cooldown
+// that ended, a /recover), at most once per boardPace, by comparing the
+// board's fingerprint: what it shows, not when it was computed.
+
+// boardShower is a channel that shows the health board.
+type boardShower interface {
+	SetBoard(fn func(ctx context.Context, user string) (health.Board, error))
+	// BoardChanged shows the board again where it is shown; it returns when
+	// done or when ctx ends.
+	BoardChanged(ctx context.Context)
+}
+
+// Pacing of the board's change detection (variables: tests shorten them).
+var (
+	boardPace = 2 * time.Second  // the least time between two looks
+	boardPoll = 30 * time.Second // the most time between two looks
+)
+
+// boardFeed computes the board and tells the channels of its changes.
+type boardFeed struct {
+	db        *gorm.DB
+	clock     failover.Clock
+	log       *slog.Logger
+	providers []health.Provider
+	policy    failover.Policy
+	admins    []string
+	shows     []boardShower
+
+	nudge  chan struct{}
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// wireBoard gives the board to the channels that show it and starts looking
+// for its changes (until stopBoard); it returns the router's observer, which
+// also nudges the feed after each turn. Without such a channel it does nothing.
+func (s *System) wireBoard(cfg *config.Config, clock failover.Clock, next sessions.Observer) sessions.Observer {
+	var shows []boardShower
+	for _, a := range s.Adapters {
+		if b, ok := a.(boardShower); ok {
+			shows = append(shows, b)
+		}
+	}
+	if len(shows) == 0 {
+		return next
+	}
+	f := &boardFeed{db: s.DB, clock: clock, log: s.log, providers: healthdb.Providers(cfg), policy: cfg.Policy,
+		admins: slices.Clone(cfg.Admin.Users), shows: shows, nudge: make(chan struct{}, 1), done: make(chan struct{})}
+	for _, b := range shows {
+		b.SetBoard(f.board)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	f.cancel = cancel
+	go f.run(ctx)
+	s.board = f
+	return boardObserver{next: next, feed: f}
+}
+
+// stopBoard stops looking for changes and waits for the feed to end.
+func (s *System) stopBoard() {
+	if s.board == nil {
+		return
+	}
+	s.board.cancel()
+	<-s.board.done
+	s.board = nil
+}
+
+// board computes the board user ("slack:U…", "discord:…"; "" = everyone's) sees.
+func (f *boardFeed) board(ctx context.Context, user string) (health.Board, error) {
+	st, err := healthdb.Read(ctx, f.db, f.providers, f.policy, f.clock.Now())
+	if err != nil {
+		return health.Board{}, err
+	}
+	return health.Build(st, user != "" && slices.Contains(f.admins, user)), nil
+}
+
+// fingerprint is what the board shows, without the moment it was computed and
+// what moves with every turn (spend, a key's last use, an open period's length).
+func fingerprint(b health.Board) string {
+	b.At, b.Today = time.Time{}, nil
+	if b.AllDown != nil {
+		b.AllDown = &health.Period{Since: b.AllDown.Since}
+	}
+	b.Providers = slices.Clone(b.Providers)
+	for i := range b.Providers {
+		b.Providers[i].Keys = slices.Clone(b.Providers[i].Keys)
+		for j := range b.Providers[i].Keys {
+			b.Providers[i].Keys[j].LastUsed = time.Time{}
+		}
+	}
+	b.Timeline = slices.Clone(b.Timeline)
+	for i := range b.Timeline {
+		if b.Timeline[i].Ongoing {
+			b.Timeline[i].Seconds = 0
+		}
+	}
+	js, _ := json.Marshal(b)
+	return string(js)
+}
+
+func (f *boardFeed) run(ctx context.Context) {
+	defer close(f.done)
+	last := ""
+	for {
+		b, err := f.board(ctx, "")
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			f.log.Warn("health board: the state could not be read", "err", err)
+		} else if fp := fingerprint(b); fp != last {
+			if last != "" { // the first look is the board as it was at start
+				for _, s := range f.shows {
+					s.BoardChanged(ctx)
+				}
+			}
+			last = fp
+		}
+		// At most one look per boardPace, then wait for a nudge or the poll.
+		if !sleepCtx(ctx, boardPace) {
+			return
+		}
+		t := time.NewTimer(boardPoll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-f.nudge:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// poke asks the feed to look for a change; it never blocks a turn.
+func (f *boardFeed) poke() {
+	select {
+	case f.nudge <- struct{}{}:
+	default:
+	}
+}
+
+// boardObserver passes what turns do to the next observer (the metrics) and
+// pokes the feed after each turn and each fallback.
+type boardObserver struct {
+	next sessions.Observer
+	feed *boardFeed
+}
+
+func (o boardObserver) Attempt(a failover.AttemptRecord) {
+	if o.next != nil {
+		o.next.Attempt(a)
+	}
+}
+
+func (o boardObserver) Fallback(from, to string, reason classify.Reason, status int) {
+	if o.next != nil {
+		o.next.Fallback(from, to, reason, status)
+	}
+	o.feed.poke()
+}
+
+func (o boardObserver) GuardRejected(guard string) {
+	if o.next != nil {
+		o.next.GuardRejected(guard)
+	}
+}
+
+func (o boardObserver) TurnDone(t sessions.TurnReport) {
+	if o.next != nil {
+		o.next.TurnDone(t)
+	}
+	o.feed.poke()
+}
