@@ -24,6 +24,11 @@ import (
 // is removed or changes meaning (new fields may appear at any version).
 const Version = 1
 
+// AdminChannel is the audience of the admin channel (admin.channel), which
+// only admins read: a board function asked for it gives the admin's board.
+// No user id is ever this word (they are "slack:U…", "discord:…").
+const AdminChannel = "admin-channel"
+
 // Window is how far back the timeline goes.
 const Window = 24 * time.Hour
 

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
 
+	"github.com/detourbot/detour/adapters/discord"
 	"github.com/detourbot/detour/classify"
 	"github.com/detourbot/detour/config"
 	"github.com/detourbot/detour/failover"
@@ -70,6 +72,12 @@ func (s *System) wireBoard(cfg *config.Config, clock failover.Clock, next sessio
 		admins: slices.Clone(cfg.Admin.Users), shows: shows, nudge: make(chan struct{}, 1), done: make(chan struct{})}
 	for _, b := range shows {
 		b.SetBoard(f.board)
+		// Discord keeps one status message in its admin channel.
+		if sc, ok := b.(interface{ SetStatusChannel(id string) }); ok {
+			if ch, id, ok := strings.Cut(cfg.Admin.Channel, ":"); ok && ch == discord.Name {
+				sc.SetStatusChannel(id)
+			}
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	f.cancel = cancel
@@ -94,7 +102,8 @@ func (f *boardFeed) board(ctx context.Context, user string) (health.Board, error
 	if err != nil {
 		return health.Board{}, err
 	}
-	return health.Build(st, user != "" && slices.Contains(f.admins, user)), nil
+	admin := user == health.AdminChannel || (user != "" && slices.Contains(f.admins, user))
+	return health.Build(st, admin), nil
 }
 
 // fingerprint is what the board shows, without the moment it was computed and
@@ -132,10 +141,10 @@ func (f *boardFeed) run(ctx context.Context) {
 		if err != nil {
 			f.log.Warn("health board: the state could not be read", "err", err)
 		} else if fp := fingerprint(b); fp != last {
-			if last != "" { // the first look is the board as it was at start
-				for _, s := range f.shows {
-					s.BoardChanged(ctx)
-				}
+			// The first look shows it too: Discord's status message is
+			// posted (or brought up to date) at start.
+			for _, s := range f.shows {
+				s.BoardChanged(ctx)
 			}
 			last = fp
 		}
