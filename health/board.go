@@ -345,7 +345,7 @@ func fallbacks(fs []Fallback, admin bool) []FallbackView {
 // most MaxEvents; it returns how many older ones were left out.
 func timeline(r Records, now time.Time, admin bool) ([]Event, int) {
 	from := now.Add(-Window)
-	var evs []Event
+	evs := make([]Event, 0, len(r.Notices)+len(r.Incidents)+len(r.Disables))
 	last := map[string]string{} // session -> the fallback it was on, for the clear's From
 	for _, n := range r.Notices {
 		if n.Selected == n.Active {
@@ -385,8 +385,9 @@ func timeline(r Records, now time.Time, admin bool) ([]Event, int) {
 		return e.At.Before(from) && (e.Kind != AllDown || (!e.Ongoing && e.End.Before(from)))
 	})
 	slices.SortStableFunc(evs, func(a, b Event) int { return a.At.Compare(b.At) })
-	// Alike neighbours (many sessions falling back at once) are one line.
-	var merged []Event
+	// Alike neighbours (many sessions falling back at once) are one line;
+	// merged in place.
+	merged := evs[:0]
 	for _, e := range evs {
 		if n := len(merged); n > 0 && alike(merged[n-1], e) {
 			merged[n-1].Count++
@@ -401,10 +402,7 @@ func timeline(r Records, now time.Time, admin bool) ([]Event, int) {
 		omitted = len(merged) - MaxEvents
 		merged = merged[:MaxEvents]
 	}
-	if merged == nil {
-		merged = []Event{}
-	}
-	return merged, omitted
+	return slices.Clone(merged), omitted // the board keeps MaxEvents, not the window's backing array
 }
 
 func alike(a, b Event) bool {
