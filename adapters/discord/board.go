@@ -49,9 +49,10 @@ func (a *Adapter) SetBoard(fn BoardFunc) {
 }
 
 // SetStatusChannel names the channel (the admin channel) that holds the
-// status message.
+// status message. Only shard 0 keeps it, so replicas sharded as the docs say
+// (one shard each) keep one message between them.
 func (a *Adapter) SetStatusChannel(id string) {
-	if id = strings.TrimSpace(id); id != "" {
+	if id = strings.TrimSpace(id); id != "" && a.cfg.ShardID == 0 {
 		a.status.channel.Store(&id)
 	}
 }
@@ -77,6 +78,9 @@ func (a *Adapter) BoardChanged(ctx context.Context) {
 	if text == s.last || (s.msgID == "" && calm(b)) {
 		return // nothing new; or all is well and nothing was said yet: the channel stays quiet
 	}
+	if s.msgID == "" && s.last == "" {
+		s.msgID = a.findStatus(ctx, *ch) // the message a previous run of the bot posted
+	}
 	if s.msgID != "" {
 		e := &discordgo.MessageEdit{ID: s.msgID, Channel: *ch, Content: &text, AllowedMentions: noMentions()}
 		_, err := a.rest.ChannelMessageEditComplex(e, discordgo.WithContext(ctx))
@@ -97,6 +101,42 @@ func (a *Adapter) BoardChanged(ctx context.Context) {
 		return
 	}
 	s.msgID, s.last = m.ID, text
+}
+
+// statusPrefix starts every status message (BoardText), so the bot finds its
+// own after a restart.
+const statusPrefix = "**detour health**"
+
+// findStatus returns the id of the bot's latest status message among the
+// channel's last 50 messages, "" when there is none or it cannot be read (Read
+// Message History missing: a new one is posted). It waits a little for the
+// gateway's READY, which names the bot.
+func (a *Adapter) findStatus(ctx context.Context, channel string) string {
+	bot := a.link.BotID()
+	for i := 0; bot == "" && i < 100; i++ {
+		t := time.NewTimer(100 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ""
+		case <-t.C:
+		}
+		bot = a.link.BotID()
+	}
+	if bot == "" {
+		return ""
+	}
+	msgs, err := a.rest.ChannelMessages(channel, 50, "", "", "", discordgo.WithContext(ctx))
+	if err != nil {
+		a.log.Debug("discord: earlier status message not looked for", "channel", channel, "err", link.Err("read messages", "", err))
+		return ""
+	}
+	for _, m := range msgs { // newest first
+		if m != nil && m.Author != nil && m.Author.ID == bot && strings.HasPrefix(m.Content, statusPrefix) {
+			return m.ID
+		}
+	}
+	return ""
 }
 
 // calm reports whether the board has nothing to report: every provider,
@@ -164,7 +204,7 @@ func BoardText(b health.Board, limit int) string {
 	if b.Admin {
 		view = "admin view"
 	}
-	add("**detour health** · %s · updated <t:%d:R>", view, b.At.Unix())
+	add("%s · %s · updated <t:%d:R>", statusPrefix, view, b.At.Unix())
 	if b.AllDown != nil {
 		s := "🚨 **All models are unavailable**"
 		if !b.AllDown.Since.IsZero() {
