@@ -149,10 +149,11 @@ type ProviderView struct {
 
 // ModelView is one model's state.
 type ModelView struct {
-	Ref    string    `json:"ref"`
-	State  string    `json:"state"`
-	Until  time.Time `json:"until,omitzero"`
-	Reason string    `json:"reason,omitempty"`
+	Ref       string    `json:"ref"`
+	State     string    `json:"state"`
+	Until     time.Time `json:"until,omitzero"`
+	Reason    string    `json:"reason,omitempty"`
+	CheckedAt time.Time `json:"checked_at,omitzero"` // its latest probe (R11, /recover)
 }
 
 // KeyView is one key's (auth profile's) state: admins only.
@@ -260,6 +261,9 @@ func provider(pol *failover.Policy, p Provider, get func(string) failover.Profil
 		}
 		cs := failover.CandidateStatusOf(ref, p.Profiles, states, now)
 		m := ModelView{Ref: string(ref), State: Answering}
+		if lp := states[0].LastProbe; !lp.IsZero() { // the model's own state (StateKeys' first)
+			m.CheckedAt = lp.UTC()
+		}
 		switch {
 		case down:
 			m.State, m.Reason = Down, v.Reason
@@ -269,9 +273,6 @@ func provider(pol *failover.Policy, p Provider, get func(string) failover.Profil
 			m.State, m.Until, m.Reason = CoolingDown, cs.Until.UTC(), string(cs.Reason)
 			if cs.Model.State == failover.StateOK && allDisabled(cs.Profiles) {
 				m.State = Disabled
-			}
-			if m.Until.IsZero() {
-				m.Until = time.Time{}
 			}
 		}
 		v.Models = append(v.Models, m)

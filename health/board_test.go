@@ -226,3 +226,25 @@ func TestBuild_Issue38_Timeline(t *testing.T) {
 		t.Errorf("the 08:00 all-down period: %+v, want 750 s, ended", d)
 	}
 }
+
+// TestReadme_Issue38_ShowsTheBoard: the terminal board README.md and
+// docs/operations.md show is what `bot status` prints for the outage fixture.
+// covers issue 38
+func TestReadme_Issue38_ShowsTheBoard(t *testing.T) {
+	for _, tc := range []struct{ doc, golden string }{
+		{"../README.md", "outage.user.golden.txt"},
+		{"../docs/operations.md", "outage.admin.golden.txt"},
+	} {
+		doc, err := os.ReadFile(tc.doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := os.ReadFile(filepath.Join("testdata", tc.golden))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(doc), string(want)) {
+			t.Errorf("%s does not show the board as bot status prints it (testdata/%s)", tc.doc, tc.golden)
+		}
+	}
+}

@@ -75,7 +75,11 @@ func (v ProviderView) Detail(now time.Time) string {
 
 // Detail is what follows a model's state.
 func (m ModelView) Detail(now time.Time) string {
-	return until(m.Until, m.Reason, "", now)
+	s := until(m.Until, m.Reason, "", now)
+	if !m.CheckedAt.IsZero() {
+		s = strings.TrimPrefix(s+"; checked "+Clock(m.CheckedAt, now), "; ")
+	}
+	return s
 }
 
 // Detail is what follows a key's state.

@@ -2,7 +2,9 @@ package slack
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -62,5 +64,30 @@ func TestHomeView_Issue38_WithinSlackLimits(t *testing.T) {
 	}
 	if !strings.Contains(got.Text(), "more providers") {
 		t.Error("the providers past the limit are not summed up")
+	}
+}
+
+// TestHomeView_Issue38_AsTheReadmeShowsIt: the Block Kit view in README.md is
+// what the Home tab publishes for the health package's outage fixture.
+// covers issue 38
+func TestHomeView_Issue38_AsTheReadmeShowsIt(t *testing.T) {
+	data, err := os.ReadFile("../../health/testdata/outage.user.golden.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b health.Board
+	if err := json.Unmarshal(data, &b); err != nil {
+		t.Fatal(err)
+	}
+	js, err := json.MarshalIndent(HomeView(b), "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), "```json\n"+string(js)+"\n```") {
+		t.Errorf("README.md's Home tab example differs from HomeView's output:\n%s", js)
 	}
 }
