@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"gorm.io/gorm"
@@ -53,7 +54,16 @@ type boardFeed struct {
 	nudge  chan struct{}
 	cancel context.CancelFunc
 	done   chan struct{}
+
+	// The state read last, reused for boardReuse: a burst of Home tabs, or one
+	// change shown to many people, reads the database once.
+	mu     sync.Mutex
+	st     health.State
+	readAt time.Time // real time; zero = none
 }
+
+// boardReuse is how long a state read is reused.
+const boardReuse = time.Second
 
 // wireBoard gives the board to the channels that show it and starts looking
 // for its changes (until stopBoard); it returns the router's observer, which
@@ -98,12 +108,34 @@ func (s *System) stopBoard() {
 
 // board computes the board user ("slack:U…", "discord:…"; "" = everyone's) sees.
 func (f *boardFeed) board(ctx context.Context, user string) (health.Board, error) {
-	st, err := healthdb.Read(ctx, f.db, f.providers, f.policy, f.clock.Now())
+	st, err := f.state(ctx)
 	if err != nil {
 		return health.Board{}, err
 	}
 	admin := user == health.AdminChannel || (user != "" && slices.Contains(f.admins, user))
 	return health.Build(st, admin), nil
+}
+
+// state reads the board's state, or reuses one read within boardReuse.
+func (f *boardFeed) state(ctx context.Context) (health.State, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.readAt.IsZero() && time.Since(f.readAt) < boardReuse {
+		return f.st, nil
+	}
+	st, err := healthdb.Read(ctx, f.db, f.providers, f.policy, f.clock.Now())
+	if err != nil {
+		return st, err
+	}
+	f.st, f.readAt = st, time.Now()
+	return st, nil
+}
+
+// fresh forgets the state read last, so the next look reads the database.
+func (f *boardFeed) fresh() {
+	f.mu.Lock()
+	f.readAt = time.Time{}
+	f.mu.Unlock()
 }
 
 // fingerprint is what the board shows, without the moment it was computed and
@@ -134,6 +166,7 @@ func (f *boardFeed) run(ctx context.Context) {
 	defer close(f.done)
 	last := ""
 	for {
+		f.fresh() // a look reads what the database holds now
 		b, err := f.board(ctx, "")
 		if ctx.Err() != nil {
 			return
@@ -143,9 +176,13 @@ func (f *boardFeed) run(ctx context.Context) {
 		} else if fp := fingerprint(b); fp != last {
 			// The first look shows it too: Discord's status message is
 			// posted (or brought up to date) at start.
+			// Each channel at its own pace (Slack's Home tabs may take a
+			// while within views.publish's window): none waits for another.
+			var wg sync.WaitGroup
 			for _, s := range f.shows {
-				s.BoardChanged(ctx)
+				wg.Go(func() { s.BoardChanged(ctx) })
 			}
+			wg.Wait()
 			last = fp
 		}
 		// At most one look per boardPace, then wait for a nudge or the poll.
