@@ -46,8 +46,22 @@ type CandidateState struct {
 // credentials).
 func (e *Engine) CandidateStatus(ctx context.Context, ref ModelRef, profiles []Profile) (CandidateState, error) {
 	now := e.now()
+	own := ownProfiles(ref, profiles)
+	keys := candidateKeys(ref, own)
+	states, errs := e.getStates(ctx, keys)
+	for i, err := range errs {
+		if err != nil {
+			return CandidateState{Ref: ref}, fmt.Errorf("failover: status of %s: %w", keys[i], err)
+		}
+	}
+	e.freshenLastUsed(keys[1:], states[1:]) // this process's successes (lastUsedPersist)
+	return candidateStatusOf(ref, own, states, now), nil
+}
+
+// ownProfiles are the profiles of ref's provider among profiles; none = the
+// provider without credentials (one profile with no id).
+func ownProfiles(ref ModelRef, profiles []Profile) []Profile {
 	prov, _ := ref.Split()
-	cs := CandidateState{Ref: ref}
 	var own []Profile
 	for _, p := range profiles {
 		if p.Provider == prov || (p.Provider == "" && strings.HasPrefix(p.ID, prov+":")) {
@@ -57,14 +71,13 @@ func (e *Engine) CandidateStatus(ctx context.Context, ref ModelRef, profiles []P
 	if len(own) == 0 {
 		own = []Profile{{Provider: prov}}
 	}
-	keys := candidateKeys(ref, own)
-	states, errs := e.getStates(ctx, keys)
-	for i, err := range errs {
-		if err != nil {
-			return cs, fmt.Errorf("failover: status of %s: %w", keys[i], err)
-		}
-	}
-	e.freshenLastUsed(keys[1:], states[1:]) // this process's successes (lastUsedPersist)
+	return own
+}
+
+// candidateStatusOf is CandidateStatus from the states of candidateKeys(ref,
+// own), read beforehand. It is pure.
+func candidateStatusOf(ref ModelRef, own []Profile, states []ProfileState, now time.Time) CandidateState {
+	cs := CandidateState{Ref: ref}
 	cs.Model = statusOf(states[0], ModelKey(ref), string(ref), now)
 	var soonest time.Time
 	var why classify.Reason
@@ -94,7 +107,7 @@ func (e *Engine) CandidateStatus(ctx context.Context, ref ModelRef, profiles []P
 			cs.Until, cs.Reason = cs.Model.Until, cs.Model.Reason
 		}
 	}
-	return cs, nil
+	return cs
 }
 
 func statusOf(ps ProfileState, id, ref string, now time.Time) ProfileStatus {

@@ -111,6 +111,7 @@ func (t *turn) compose(res failover.Result) answer {
 		cost:      t.paid.USD,
 		notice:    text,
 	}
+	x.noticeState = next // the board's timeline (issue 38)
 	// P2: pin the profile that served, unless the user pinned one.
 	pinned := e.AuthProfileOverride == res.Candidate.Profile && e.AuthProfileOverrideSource == string(failover.SourceAuto) &&
 		e.AuthProfileOverrideCompactionCount == e.CompactionCount && t.prev == nil && !returned
@@ -234,7 +235,7 @@ func (t *turn) fail(ctx context.Context, err error) {
 func (r *Router) closeIncident(ctx context.Context) {
 	r.incidentMu.Lock()
 	defer r.incidentMu.Unlock()
-	if err := r.st.endIncident(ctx); err != nil {
+	if err := r.st.endIncident(ctx, r.clock.Now()); err != nil {
 		r.log.Warn("close incident", "err", err)
 		return
 	}

@@ -129,6 +129,12 @@ type NoticeRow struct {
 	SessionKey string `gorm:"index"`
 	Text       string
 	CreatedAt  time.Time `gorm:"index"`
+	// The notice's change (issue 38's board reads them, not Text): the model
+	// selected and the one that answered (a fallback when they differ, a clear
+	// when they are equal), and why it fell back.
+	Selected string `gorm:"not null;default:''"`
+	Active   string `gorm:"not null;default:''"`
+	Reason   string `gorm:"not null;default:''"`
 }
 
 // TableName names the notices table.
@@ -174,6 +180,18 @@ type incidentRow struct {
 
 // TableName names the incidents table.
 func (incidentRow) TableName() string { return "incidents" }
+
+// incidentPeriod is one all-models-unavailable incident (V4) from its opening
+// to its end (nil while open), kept for the board's timeline (issue 38): the
+// incidents row says only whether one is open now.
+type incidentPeriod struct {
+	ID       uint64    `gorm:"primaryKey;autoIncrement"`
+	OpenedAt time.Time `gorm:"index"`
+	ClosedAt *time.Time
+}
+
+// TableName names the incident periods table.
+func (incidentPeriod) TableName() string { return "incident_periods" }
 
 // inboundEvent is one platform event (or console message id) already taken by
 // a process (M3): the row's insert is what only one replica (or one life of the
@@ -357,7 +375,7 @@ func (s sessionStore) addSpend(ctx context.Context, user, day string, usd float6
 type sessionStore struct{ db *gorm.DB }
 
 func (s sessionStore) migrate(ctx context.Context) error {
-	if err := store.Migrate(ctx, s.db, &Entry{}, &Message{}, &AttemptRow{}, &incidentRow{}, &NoticeRow{}, &inboundEvent{}, &userUsage{}, &usageRow{}, &pendingTurn{}); err != nil {
+	if err := store.Migrate(ctx, s.db, &Entry{}, &Message{}, &AttemptRow{}, &incidentRow{}, &incidentPeriod{}, &NoticeRow{}, &inboundEvent{}, &userUsage{}, &usageRow{}, &pendingTurn{}); err != nil {
 		return fmt.Errorf("sessions: %w", err)
 	}
 	return nil
@@ -622,7 +640,8 @@ type exchange struct {
 	pinCompacted int
 	// notice is the fallback or cleared notice this turn's state change makes
 	// ("" = none), kept for `bot history`.
-	notice string
+	notice      string
+	noticeState notices.State // the change notice says
 	// event is the EventID the exchange answers ("" = none): its answer is kept
 	// with the event (M7), in the same transaction.
 	event  string
@@ -687,7 +706,9 @@ func (s sessionStore) storeExchange(ctx context.Context, x exchange) error {
 			}
 		}
 		if x.notice != "" {
-			if err := tx.Create(&NoticeRow{SessionKey: x.key, Text: x.notice, CreatedAt: x.messages[0].CreatedAt}).Error; err != nil {
+			row := NoticeRow{SessionKey: x.key, Text: x.notice, CreatedAt: x.messages[0].CreatedAt,
+				Selected: x.noticeState.Selected, Active: x.noticeState.Active, Reason: string(x.noticeState.Reason)}
+			if err := tx.Create(&row).Error; err != nil {
 				return err
 			}
 		}
@@ -709,7 +730,7 @@ func (s sessionStore) storeExchange(ctx context.Context, x exchange) error {
 				return err
 			}
 		}
-		return closeIncident(tx)
+		return closeIncident(tx, x.messages[len(x.messages)-1].CreatedAt)
 	})
 	if errors.Is(err, errStoredBefore) {
 		return nil
@@ -803,21 +824,37 @@ func (s sessionStore) openIncident(ctx context.Context, now time.Time) (bool, er
 	if err := db.Clauses(clause.OnConflict{DoNothing: true}).Create(&incidentRow{ID: 1}).Error; err != nil {
 		return false, fmt.Errorf("sessions: incident: %w", err)
 	}
-	res := db.Model(&incidentRow{}).Where(map[string]any{"id": 1, "open": false}).Updates(map[string]any{"open": true, "opened_at": now.UTC()})
-	if res.Error != nil {
-		return false, fmt.Errorf("sessions: incident: %w", res.Error)
+	claimed := false
+	err := store.Transaction(ctx, db, func(tx *gorm.DB) error {
+		res := tx.Model(&incidentRow{}).Where(map[string]any{"id": 1, "open": false}).Updates(map[string]any{"open": true, "opened_at": now.UTC()})
+		if res.Error != nil {
+			return res.Error
+		}
+		claimed = res.RowsAffected == 1
+		if !claimed {
+			return nil
+		}
+		return tx.Create(&incidentPeriod{OpenedAt: now.UTC()}).Error
+	})
+	if err != nil {
+		return false, fmt.Errorf("sessions: incident: %w", err)
 	}
-	return res.RowsAffected == 1, nil
+	return claimed, nil
 }
 
 // endIncident ends an open incident (/recover).
-func (s sessionStore) endIncident(ctx context.Context) error {
-	return closeIncident(s.db.WithContext(ctx))
+func (s sessionStore) endIncident(ctx context.Context, now time.Time) error {
+	return store.Transaction(ctx, s.db, func(tx *gorm.DB) error { return closeIncident(tx, now) })
 }
 
-// closeIncident ends an open incident (a no-op when none is open).
-func closeIncident(tx *gorm.DB) error {
-	return tx.Model(&incidentRow{}).Where(map[string]any{"id": 1, "open": true}).Update("open", false).Error
+// closeIncident ends an open incident (a no-op when none is open), and its
+// period at now.
+func closeIncident(tx *gorm.DB, now time.Time) error {
+	res := tx.Model(&incidentRow{}).Where(map[string]any{"id": 1, "open": true}).Update("open", false)
+	if res.Error != nil || res.RowsAffected == 0 {
+		return res.Error
+	}
+	return tx.Model(&incidentPeriod{}).Where("closed_at IS NULL").Update("closed_at", now.UTC()).Error
 }
 
 // probeOriginsNow makes every session whose automatic fallback was forced by a

@@ -96,6 +96,7 @@ type Adapter struct {
 	interactions *lru.Cache[string, *pending] // by interaction id
 
 	mayTalk atomic.Pointer[func(user string) bool] // access.users (SetAccess); unset = everyone
+	status  status                                 // the health board's status message (board.go)
 }
 
 var (

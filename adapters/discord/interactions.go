@@ -32,7 +32,9 @@ var commandDefs = func() []*discordgo.ApplicationCommand {
 			Options: opt("model", "provider/model, optionally @profile", false)},
 		{Name: "reset", Description: "Clear this conversation and its automatic model override"},
 		{Name: "compact", Description: "Replace this conversation so far by a summary"},
-		{Name: "status", Description: "Show the selected model and the active fallback, if any"},
+		{Name: "status", Description: "Show the selected model and the active fallback (all: every provider's health)",
+			Options: []*discordgo.ApplicationCommandOption{{Type: discordgo.ApplicationCommandOptionString, Name: "scope",
+				Description: "all: the health board of every provider, model and key", Choices: []*discordgo.ApplicationCommandOptionChoice{{Name: "all", Value: "all"}}}}},
 		{Name: "usage", Description: "Your paid calls, tokens and estimated cost (all: everyone's, admins)",
 			Options: []*discordgo.ApplicationCommandOption{{Type: discordgo.ApplicationCommandOptionString, Name: "scope",
 				Description: "all: everyone's usage (admins)", Choices: []*discordgo.ApplicationCommandOptionChoice{{Name: "all", Value: "all"}}}}},
@@ -133,6 +135,9 @@ func (a *Adapter) command(ctx context.Context, i *discordgo.Interaction, receive
 	arg, known := commandArg(d)
 	if !ok || !known {
 		return
+	}
+	if d.Name == "status" && arg == "all" && a.answerBoard(ctx, i, received) {
+		return // issue 38: the health board, answered here (board.go)
 	}
 	text := strings.TrimSpace("/" + d.Name + " " + arg)
 	// Command answers are for the person who asked (the router marks them

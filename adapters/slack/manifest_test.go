@@ -17,6 +17,9 @@ import (
 // manifest is the part of a Slack app manifest the checks read.
 type manifest struct {
 	Features struct {
+		AppHome struct {
+			HomeTab bool `yaml:"home_tab_enabled"`
+		} `yaml:"app_home"`
 		AssistantView *struct {
 			Description string `yaml:"assistant_description"`
 		} `yaml:"assistant_view"`
@@ -202,6 +205,24 @@ func TestManifest_L1_L2_L4_LiveRepliesAndAIApp(t *testing.T) {
 			}
 			if !m.Settings.Interactivity.Enabled {
 				t.Error("interactivity must be on for the model picker")
+			}
+		})
+	}
+}
+
+// Both manifests enable the Home tab and its app_home_opened event, so the
+// health board can be published there (views.publish answers not_enabled
+// otherwise, https://docs.slack.dev/reference/methods/views.publish), and the
+// fake Slack, installed from each, accepts the publish. covers issue 38
+func TestManifest_Issue38_HomeTab(t *testing.T) {
+	for _, file := range []string{"slack-manifest.yaml", "slack-manifest-mentions.yaml"} {
+		t.Run(file, func(t *testing.T) {
+			m := readManifest(t, file)
+			if !m.Features.AppHome.HomeTab {
+				t.Error("features.app_home.home_tab_enabled must be true")
+			}
+			if !slices.Contains(m.Settings.Events.Bot, "app_home_opened") {
+				t.Error("the app_home_opened event is missing")
 			}
 		})
 	}

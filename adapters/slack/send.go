@@ -191,6 +191,7 @@ var methodLimits = map[string]int{
 	"chat.appendStream": 100, // Tier 4 (https://docs.slack.dev/reference/methods/chat.appendStream)
 	"chat.stopStream":   20,  // Tier 2 (https://api.slack.com/methods/chat.stopStream)
 	"chat.delete":       50,  // Tier 3 (https://docs.slack.dev/reference/methods/chat.delete)
+	"views.publish":     100, // Tier 4 (https://docs.slack.dev/reference/methods/views.publish)
 }
 
 // pacer keeps chat.postMessage to about one message per second per channel, and

@@ -135,6 +135,7 @@ type Adapter struct {
 	life       atomic.Pointer[context.Context]
 	indicators sync.Map       // channel/thread_ts → *live.Indicator running there
 	bg         sync.WaitGroup // calls and streams made for events; Run waits for them
+	home       home           // the Home tab's board (home.go)
 }
 
 // New builds the adapter; it does not connect (Run does).
@@ -477,6 +478,10 @@ func (a *Adapter) inbound(ctx context.Context, evt socketmode.Event) *adapters.I
 		case data.InnerEvent.Type == string(slackevents.AssistantThreadStarted):
 			if evt.Request != nil {
 				a.assistantStarted(ctx, evt.Request.Payload)
+			}
+		case data.InnerEvent.Type == string(slackevents.AppHomeOpened):
+			if evt.Request != nil {
+				a.homeOpened(ctx, evt.Request.Payload) // home.go
 			}
 		default:
 			return a.fromEvent(evt.Request)

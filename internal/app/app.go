@@ -86,6 +86,8 @@ type System struct {
 	opsCancel context.CancelFunc // nil until Serve starts it
 	opsDone   chan struct{}
 	stopping  atomic.Bool // Serve has returned: /readyz says so
+
+	board *boardFeed // the live health board (board.go), when a channel shows it
 }
 
 // New opens the store and wires the engine, the LLM clients, the router and the
@@ -147,6 +149,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *System, err 
 		s.metrics = opsserver.NewMetrics(s.availability, metricNames(cfg), log)
 		observer = s.metrics
 	}
+	observer = s.wireBoard(cfg, clock, observer) // issue 38: the live health board (board.go)
 	scfg := SessionsConfig(cfg)
 	if !opts.Interactive {
 		// Live replies on the console are for a person at a terminal; scripts
@@ -294,6 +297,7 @@ func (s *System) Drain(ctx context.Context) error { return s.Router.Drain(ctx) }
 // that order. It is safe to call more than once and on a partly built System.
 func (s *System) Close() {
 	s.stopOps()
+	s.stopBoard()
 	if s.Router != nil {
 		s.Router.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), closeGrace)

@@ -268,8 +268,14 @@ type Server struct {
 	// Scopes, when set, are the bot token's scopes (InstallManifest sets them
 	// from a manifest); nil grants every scope.
 	Scopes []string
+	// HomeTabOff is an app whose manifest does not enable the Home tab
+	// (features.app_home.home_tab_enabled): views.publish answers not_enabled
+	// and app_home_opened is not delivered (home.go). InstallManifest sets it.
+	HomeTabOff bool
 
 	srv *httptest.Server
+	// homes are the Home tab views published, by user (home.go).
+	homes map[string][]HomeView
 
 	mu           sync.Mutex
 	changed      chan struct{} // closed and replaced on every recorded change

@@ -37,6 +37,7 @@ var DefaultMethodLimits = map[string]int{
 	"assistant.threads.setSuggestedPrompts": Tier4, // https://docs.slack.dev/reference/methods/assistant.threads.setSuggestedPrompts
 	"assistant.threads.setTitle":            Tier4, // assumed like setSuggestedPrompts
 	"conversations.replies":                 Tier3, // https://docs.slack.dev/reference/methods/conversations.replies (internal apps)
+	"views.publish":                         Tier4, // https://docs.slack.dev/reference/methods/views.publish
 }
 
 // Slack's documented sizes the fake checks.
@@ -351,6 +352,8 @@ func (s *Server) handleLive(w http.ResponseWriter, r *http.Request, method, toke
 		s.handleDelete(w, r, i)
 	case "assistant.threads.setStatus", "assistant.threads.setSuggestedPrompts", "assistant.threads.setTitle":
 		s.handleAssistant(w, r, method, i)
+	case "views.publish":
+		s.handleViewsPublish(w, r, i) // home.go
 	default:
 		return false
 	}

@@ -77,6 +77,11 @@ func (s *Server) InstallManifest(manifest []byte) error {
 				Bot []string `yaml:"bot_events"`
 			} `yaml:"event_subscriptions"`
 		} `yaml:"settings"`
+		Features struct {
+			AppHome struct {
+				HomeTab bool `yaml:"home_tab_enabled"`
+			} `yaml:"app_home"`
+		} `yaml:"features"`
 	}
 	if err := yaml.Unmarshal(manifest, &m); err != nil {
 		return fmt.Errorf("fakeslack: manifest: %w", err)
@@ -85,6 +90,9 @@ func (s *Server) InstallManifest(manifest []byte) error {
 	defer s.mu.Unlock()
 	s.Scopes = slices.Clone(m.OAuth.Scopes.Bot)
 	s.OnlyMentions = !slices.Contains(m.Settings.Events.Bot, "message.channels")
+	// home.go: without the Home tab, views.publish is refused; without the
+	// event, opening the tab is not announced.
+	s.HomeTabOff = !m.Features.AppHome.HomeTab || !slices.Contains(m.Settings.Events.Bot, "app_home_opened")
 	return nil
 }
 
