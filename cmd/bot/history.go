@@ -18,6 +18,7 @@ import (
 	"github.com/detourbot/detour/internal/termsafe"
 	"github.com/detourbot/detour/redact"
 	"github.com/detourbot/detour/sessions"
+	"gorm.io/gorm"
 )
 
 // runHistory is `bot history`: the fallback history (attempts and notices)
@@ -55,19 +56,9 @@ func runHistory(ctx context.Context, args []string, _ io.Reader, stdout, stderr 
 	if code != exitOK {
 		return code
 	}
-	if driver == database.DriverSQLite {
-		// Opening would create the file: say where it was looked for instead.
-		if _, p, err := database.DSN(dsn); err == nil && p != "" {
-			if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
-				fmt.Fprintf(stderr, "bot history: no database at %s (a relative storage.dsn is relative to the folder the bot runs in)\n", p)
-				return exitFailed
-			}
-		}
-	}
-	gdb, err := database.Open(ctx, driver, dsn, slog.New(slog.DiscardHandler))
-	if err != nil {
-		fmt.Fprintf(stderr, "bot history: %v\n", err)
-		return exitFailed
+	gdb, code := openExisting(ctx, "bot history", driver, dsn, stderr)
+	if code != exitOK {
+		return code
 	}
 	defer database.Close(gdb)
 	events, err := sessions.ReadHistory(ctx, gdb, q)
@@ -103,6 +94,27 @@ func historyStorage(path, envFile, db string, stderr io.Writer) (driver, dsn str
 		return "", "", code
 	}
 	return cfg.Storage.Driver, cfg.Storage.DSN, exitOK
+}
+
+// openExisting opens the database a command only reads (bot history, bot
+// status). A SQLite file that is not there is not created: the error says
+// where it was looked for. On failure it has said why and returns the exit
+// code.
+func openExisting(ctx context.Context, what, driver, dsn string, stderr io.Writer) (*gorm.DB, int) {
+	if driver == database.DriverSQLite {
+		if _, p, err := database.DSN(dsn); err == nil && p != "" {
+			if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
+				fmt.Fprintf(stderr, "%s: no database at %s (a relative storage.dsn is relative to the folder the bot runs in)\n", what, p)
+				return nil, exitFailed
+			}
+		}
+	}
+	gdb, err := database.Open(ctx, driver, dsn, slog.New(slog.DiscardHandler))
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", what, err)
+		return nil, exitFailed
+	}
+	return gdb, exitOK
 }
 
 // parseSince reads "1h", "90m", "7d" (before now) or a date or RFC 3339 time.

@@ -7,6 +7,7 @@
 //	bot init [--non-interactive --provider NAME --key-env PROVIDER=VAR --channel NAME --admin ID ...]
 //	bot check [--config PATH] [--env-file PATH] [--probe]
 //	bot history [--config PATH] [--env-file PATH] [--db PATH] [--session KEY] [--since 1h] [--format text|json]
+//	bot status [--json] [--public] [--config PATH] [--env-file PATH] [--db PATH]
 //	bot classify ...      classify provider error bodies (see bot classify -h)
 //	bot fake-llm ...      serve the fault-injecting OpenAI-compatible server
 //	bot drill ...         run failure drills against a fake provider
@@ -56,7 +57,7 @@ type command func(ctx context.Context, args []string, stdin io.Reader, stdout, s
 
 // commands are the subcommands by name (bot without one runs).
 var commands = map[string]command{
-	"run": runBot, "init": runInit, "check": runCheck, "history": runHistory,
+	"run": runBot, "init": runInit, "check": runCheck, "history": runHistory, "status": runStatus,
 	"classify": runClassify, "fake-llm": runFakeLLM, "drill": runDrill, "version": runVersion,
 }
 
@@ -104,6 +105,9 @@ Usage:
   bot history [--session KEY] [--since 1h] [--format text|json] [--config PATH] [--env-file PATH] [--db PATH]
                                 the fallback history (attempts and notices) from the database;
                                 API keys and channel tokens need not be set
+  bot status [--json] [--public] [--config PATH] [--env-file PATH] [--db PATH]
+                                the provider health board from the database (as every replica
+                                shows it); API keys and channel tokens need not be set
   bot classify ...              classify provider error bodies
   bot fake-llm ...              serve the fault-injecting OpenAI-compatible server
   bot drill [--config PATH] [--env-file PATH] ...

@@ -102,7 +102,7 @@ func TestStatus_Issue38_BoardFromTheDatabase(t *testing.T) {
 		if b.Today == nil || b.Today.Calls < 2 {
 			t.Errorf("today: %+v, want the 2 calls", b.Today)
 		}
-		if strings.Contains(raw, "CANARY") || strings.Contains(raw, statusKeyPlaceholder) {
+		if strings.Contains(raw, "CANARY") || strings.Contains(raw, standIn) {
 			t.Fatal("a key (or its placeholder) in the board")
 		}
 
@@ -154,7 +154,7 @@ func TestStatus_Issue38_TwoReplicasOneBoard(t *testing.T) {
 		t.Fatalf("both replicas' sessions on the fallback: %+v", n)
 	}
 	// The same state through two handles (two replicas' pools), at one moment.
-	cfg, code := statusConfig(status, "", io.Discard)
+	cfg, code := loadForStorage("bot status", status, "", io.Discard)
 	if code != exitOK {
 		t.Fatalf("config: %d", code)
 	}
