@@ -382,27 +382,22 @@ const (
 
 var discordTokenShape = regexp.MustCompile(`^[A-Za-z0-9_-]{20,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{20,}$`)
 
+// secretPrefixes are the secrets bot init knows by their start, the longer
+// prefix of a family first.
+var secretPrefixes = []struct{ prefix, kind string }{
+	{"sk-ant-", kindAnthropic}, {"sk-or-", kindOpenRouter}, {"sk-", kindOpenAI}, {"AIza", kindGoogle},
+	{"xoxb-", kindSlackBot}, {"xapp-", kindSlackApp}, {"xoxp-", kindSlackUser}, {"xox", kindSlackOther},
+}
+
 // secretKind says what kind of secret s looks like, or "" when it does not
 // look like any bot init knows.
 func secretKind(s string) string {
-	switch {
-	case strings.HasPrefix(s, "sk-ant-"):
-		return kindAnthropic
-	case strings.HasPrefix(s, "sk-or-"):
-		return kindOpenRouter
-	case strings.HasPrefix(s, "sk-"):
-		return kindOpenAI
-	case strings.HasPrefix(s, "AIza"):
-		return kindGoogle
-	case strings.HasPrefix(s, "xoxb-"):
-		return kindSlackBot
-	case strings.HasPrefix(s, "xapp-"):
-		return kindSlackApp
-	case strings.HasPrefix(s, "xoxp-"):
-		return kindSlackUser
-	case strings.HasPrefix(s, "xox"):
-		return kindSlackOther
-	case discordTokenShape.MatchString(strings.TrimPrefix(s, "Bot ")):
+	for _, p := range secretPrefixes {
+		if strings.HasPrefix(s, p.prefix) {
+			return p.kind
+		}
+	}
+	if discordTokenShape.MatchString(strings.TrimPrefix(s, "Bot ")) {
 		return kindDiscord
 	}
 	return ""
