@@ -58,6 +58,7 @@ func (d *decoder) root(n *yaml.Node) {
 		"server": d.section(keys{
 			"listen": d.str(&c.Server.Listen),
 		}),
+		"alerts": d.alerts,
 	})
 }
 
