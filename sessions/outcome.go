@@ -76,6 +76,9 @@ type answer struct {
 	x      exchange
 	notice string
 	out    adapters.Outbound
+	// prev and next are the notice states the exchange moves between, for
+	// the alerter (alertNotice).
+	prev, next notices.State
 }
 
 // compose computes the turn's answer from res (N1-N3, P2, M7, V1).
@@ -125,7 +128,7 @@ func (t *turn) compose(res failover.Result) answer {
 	if !notices.Deliver(t.r.cfg.Notices, t.in.Direct) {
 		text = "" // stored as the session's notice state all the same (N3)
 	}
-	return answer{x: x, notice: text, out: out}
+	return answer{x: x, notice: text, out: out, prev: prevNotice, next: next}
 }
 
 // succeed stores the turn's answer, then writes its notice and the reply.
@@ -139,6 +142,7 @@ func (t *turn) succeed(ctx context.Context, res failover.Result) {
 		// it is not saved yet; the exchange waits in memory for the database.
 		r.log.Error("store turn", "session", t.entry.Key, "err", err)
 		kept := r.keepUnsaved(&a.x)
+		t.alertNotice(a)
 		t.w.notice(ctx, a.notice) // once: a streamed answer may have shown it already (W1)
 		t.w.notice(ctx, unsavedNotice(err, kept))
 		if t.w.finish(ctx, a.out) == nil && kept {
@@ -147,6 +151,7 @@ func (t *turn) succeed(ctx context.Context, res failover.Result) {
 		return
 	}
 	t.w.stored = a.x.event != ""
+	t.alertNotice(a)
 	r.incidentMu.Lock()
 	r.incidentOpen = false // storeExchange ended it in the database
 	r.incidentMu.Unlock()
@@ -243,7 +248,7 @@ func (r *Router) closeIncident(ctx context.Context) {
 func (t *turn) report(ctx context.Context, s *failover.SummaryError, now time.Time) {
 	r := t.r
 	channel, replyTo, ok := r.cfg.adminTarget()
-	if !ok {
+	if !ok && r.alerter == nil {
 		return
 	}
 	r.incidentMu.Lock()
@@ -258,6 +263,10 @@ func (t *turn) report(ctx context.Context, s *failover.SummaryError, now time.Ti
 		return // this incident was already reported (here, before a restart, or by a replica)
 	}
 	lines := notices.LinesFromSummary(s)
+	t.alertAllDown(lines, now)
+	if !ok {
+		return
+	}
 	r.send(ctx, adapters.Outbound{Kind: adapters.KindReport, Channel: channel, ReplyTo: replyTo, SessionKey: t.entry.Key,
 		Text: notices.AdminReport(lines, t.entry.Key, now)})
 }

@@ -352,7 +352,12 @@ func (s sessionStore) addSpend(ctx context.Context, user, day string, usd float6
 // sessionStore is the router's session persistence: every statement of the
 // package. Keys are cleaned like the stored text (store.CleanText) so a key
 // with a NUL byte or invalid UTF-8 finds its row.
-type sessionStore struct{ db *gorm.DB }
+type sessionStore struct {
+	db *gorm.DB
+	// recovered, when set, is told when an update of this store ended the
+	// open incident (V4), with when it began: one replica, once.
+	recovered func(since time.Time)
+}
 
 func (s sessionStore) migrate(ctx context.Context) error {
 	if err := store.Migrate(ctx, s.db, &Entry{}, &Message{}, &AttemptRow{}, &incidentRow{}, &NoticeRow{}, &inboundEvent{}, &userUsage{}, &usageRow{}); err != nil {
@@ -637,7 +642,9 @@ var errStoredBefore = errors.New("sessions: exchange stored before")
 // where the entry does not name it already: a write retried after its commit
 // was in doubt stores nothing twice (M8), and storeExchange reports success.
 func (s sessionStore) storeExchange(ctx context.Context, x exchange) error {
-	err := store.Transaction(ctx, s.db, func(tx *gorm.DB) error {
+	var ended *time.Time // the incident this exchange ended began then
+	err := store.Transaction(ctx, s.db, func(tx *gorm.DB) (err error) {
+		ended = nil
 		upd := map[string]any{
 			"paid_calls":    gorm.Expr("paid_calls + ?", x.paidCalls),
 			"input_tokens":  gorm.Expr("input_tokens + ?", x.tokensIn),
@@ -688,12 +695,23 @@ func (s sessionStore) storeExchange(ctx context.Context, x exchange) error {
 				return err
 			}
 		}
-		return closeIncident(tx)
+		ended, err = closeIncident(tx)
+		return err
 	})
 	if errors.Is(err, errStoredBefore) {
 		return nil
 	}
+	if err == nil {
+		s.ended(ended)
+	}
 	return err
+}
+
+// ended tells s.recovered of the incident an update ended, if any.
+func (s sessionStore) ended(since *time.Time) {
+	if since != nil && s.recovered != nil {
+		s.recovered(*since)
+	}
 }
 
 // incidentOpen reports whether an incident is open.
@@ -719,12 +737,31 @@ func (s sessionStore) openIncident(ctx context.Context, now time.Time) (bool, er
 
 // endIncident ends an open incident (/recover).
 func (s sessionStore) endIncident(ctx context.Context) error {
-	return closeIncident(s.db.WithContext(ctx))
+	var since *time.Time
+	err := store.Transaction(ctx, s.db, func(tx *gorm.DB) (err error) {
+		since, err = closeIncident(tx)
+		return err
+	})
+	if err == nil {
+		s.ended(since)
+	}
+	return err
 }
 
-// closeIncident ends an open incident (a no-op when none is open).
-func closeIncident(tx *gorm.DB) error {
-	return tx.Model(&incidentRow{}).Where(map[string]any{"id": 1, "open": true}).Update("open", false).Error
+// closeIncident ends an open incident (a no-op when none is open). since is
+// when the incident it ended began; nil when this update ended none (none
+// was open, or another replica ended it first: the compare-and-set decides).
+func closeIncident(tx *gorm.DB) (since *time.Time, err error) {
+	res := tx.Model(&incidentRow{}).Where(map[string]any{"id": 1, "open": true}).Update("open", false)
+	if res.Error != nil || res.RowsAffected != 1 {
+		return nil, res.Error
+	}
+	// Read within the update's transaction: a close does not write opened_at.
+	var row incidentRow
+	if err := tx.Where(map[string]any{"id": 1}).Limit(1).Find(&row).Error; err != nil {
+		return nil, err
+	}
+	return row.OpenedAt, nil
 }
 
 // probeOriginsNow makes every session whose automatic fallback was forced by a
