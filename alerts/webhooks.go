@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -93,6 +94,7 @@ type hook struct {
 	key  string // digest of the URL: the claims' and the logs' name for it
 	host string
 	q    chan Event
+	full atomic.Bool // dropping for a full queue: logged once
 }
 
 // New builds a Dispatcher and, with a database, migrates its table. ctx
@@ -216,9 +218,12 @@ func (d *Dispatcher) Alert(e Event) {
 		select {
 		case h.q <- e:
 			d.events.WithLabelValues(string(e.Type)).Inc()
+			h.full.Store(false)
 		default:
 			d.dropped.WithLabelValues(DropQueueFull).Inc()
-			d.log.Warn("alert dropped: the webhook's queue is full", "webhook", h.host, "type", e.Type, "id", e.ID)
+			if !h.full.Swap(true) { // once until the queue takes an event again, not once per turn
+				d.log.Warn("alerts dropped: the webhook's queue is full (its receiver is slow or down)", "webhook", h.host, "type", e.Type, "id", e.ID)
+			}
 		}
 	}
 }
