@@ -29,7 +29,8 @@ func TestAlertEvents_ConfigMatchesAlerts(t *testing.T) {
 
 // End to end (issue 38): with alerts.webhooks configured, a conversation
 // that falls back reaches the receiver as a signed fallback_started event,
-// while the user gets the answer; /metrics counts the delivery.
+// and a key disabled for billing as key_disabled, while the user gets the
+// answers; /metrics counts the deliveries.
 func TestSystem_AlertsWebhookEndToEnd(t *testing.T) {
 	const secret = "e2e-hook-secret-0000"
 	type delivery struct {
@@ -50,7 +51,7 @@ func TestSystem_AlertsWebhookEndToEnd(t *testing.T) {
 	defer recv.Close()
 	spec := outageSpec()
 	spec.ExtraYAML = "server: {listen: \"127.0.0.1:0\"}\nalerts:\n  webhooks:\n    - url: " + recv.URL + "/detour\n      secret: " + secret +
-		"\n      events: [fallback_started, all_down]\n"
+		"\n      events: [fallback_started, all_down, key_disabled]\n"
 	spec.Secrets = []string{secret}
 	w, u := consoleWorld(t, spec)
 	w.LLM.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeServer500, Times: 2})
@@ -68,6 +69,21 @@ func TestSystem_AlertsWebhookEndToEnd(t *testing.T) {
 	}
 	if d.body.Type != alerts.FallbackStarted || d.body.Data.RequestedModel != "p1/alpha" || d.body.Data.FallbackModel != "p2/beta" || d.body.Data.Status != 500 {
 		t.Fatalf("event %+v", d.body)
+	}
+	// A key out of credit (D3) is disabled and rotated past: the user gets
+	// the answer from the provider's other key, the receiver a key_disabled.
+	w.LLM.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeBilling402, Times: 1})
+	w.Clock.Advance(time.Hour) // s1's fallback and p1's cooldown are over
+	if lines := u.say("s2", "hello"); lines[len(lines)-1].Type != "reply" {
+		t.Fatalf("the turn must still be answered: %+v", lines)
+	}
+	select {
+	case d = <-got:
+	case <-time.After(e2e.Wait):
+		t.Fatal("no key_disabled delivery")
+	}
+	if k := d.body.Data; d.sigErr != nil || d.body.Type != alerts.KeyDisabled || k.KeyID != "p1:a" || k.Reason != "billing" || k.Until == nil {
+		t.Fatalf("want key_disabled of p1:a for billing, got %+v (%v)", d.body, d.sigErr)
 	}
 	want := `detour_alert_deliveries_total{outcome="delivered",type="fallback_started"} 1`
 	// The count follows the receiver's answer by a moment: read until it shows.
