@@ -25,9 +25,10 @@ import (
 // fallback_started each), with no webhook, and with a webhook whose
 // receiver answers at once (each event is then also a claim and a record
 // in the shared database, written beside the turns), hangs (accepts the
-// connection, never answers) or is down (nothing listens). The turn only queues the event (alerts.Dispatcher.Alert
-// never blocks), so the three should not differ beyond noise; a full queue
-// drops events instead of slowing turns.
+// connection, never answers) or is down (nothing listens). The turn only
+// queues the event (alerts.Dispatcher.Alert never blocks), so a hanging or
+// dead receiver costs a turn nothing; a full queue drops events instead of
+// slowing turns. Results in BENCHMARKS.md.
 func BenchmarkTurnAlerts(b *testing.B) {
 	b.Run("no-webhook", func(b *testing.B) { benchAlertTurns(b, "") })
 	b.Run("answering-receiver", func(b *testing.B) {
