@@ -188,8 +188,8 @@ func NewRecovered(at, since time.Time) Event {
 // NewKeyDisabled is the key_disabled event of the disable of state key key
 // until until (the engine's durable profile state, D3, D4): a profile id
 // "provider:name", or "noauth:provider/model" for a provider without keys.
-func NewKeyDisabled(at time.Time, key, reason string, status int, until time.Time) Event {
-	d := Data{Reason: reason, Status: status, Until: utc(until)}
+func NewKeyDisabled(at time.Time, key, reason string, until time.Time) Event {
+	d := Data{Reason: reason, Until: utc(until)}
 	name := key
 	if ref, ok := strings.CutPrefix(key, "noauth:"); ok {
 		d.Model = ref

@@ -24,7 +24,7 @@ func samples() []Event {
 			{Model: "anthropic/claude-sonnet-4", KeyID: "anthropic:main", Reason: "billing", Status: 402},
 		}),
 		NewRecovered(t0.Add(7*time.Minute+30*time.Second), t0),
-		NewKeyDisabled(t0, "openai:main", "billing", 402, t0.Add(5*time.Hour)),
+		NewKeyDisabled(t0, "openai:main", "billing", t0.Add(5*time.Hour)),
 		NewBudgetReached(t0, GuardUserBudget, "slack:T1:C1", "slack:U123", "1"),
 	}
 }
@@ -102,8 +102,8 @@ func TestEvent_IDsAreDerivedFromTheChange(t *testing.T) {
 		{"all down, one incident", NewAllDown(t0, "s1", nil), NewAllDown(t0, "s2", nil), true},
 		{"all down, another incident", NewAllDown(t0, "s1", nil), NewAllDown(later, "s1", nil), false},
 		{"recovered, one incident", NewRecovered(later, t0), NewRecovered(later.Add(time.Second), t0), true},
-		{"key disabled, one window", NewKeyDisabled(t0, "p:k", "billing", 0, later), NewKeyDisabled(later, "p:k", "billing", 0, later), true},
-		{"key disabled, next window", NewKeyDisabled(t0, "p:k", "billing", 0, later), NewKeyDisabled(t0, "p:k", "billing", 0, later.Add(time.Hour)), false},
+		{"key disabled, one window", NewKeyDisabled(t0, "p:k", "billing", later), NewKeyDisabled(later, "p:k", "billing", later), true},
+		{"key disabled, next window", NewKeyDisabled(t0, "p:k", "billing", later), NewKeyDisabled(t0, "p:k", "billing", later.Add(time.Hour)), false},
 		{"user budget, same day", NewBudgetReached(t0, GuardUserBudget, "s1", "u", "1"), NewBudgetReached(t0.Add(time.Hour), GuardUserBudget, "s2", "u", "2"), true},
 		{"user budget, next day", NewBudgetReached(t0, GuardUserBudget, "s1", "u", "1"), NewBudgetReached(t0.Add(24*time.Hour), GuardUserBudget, "s1", "u", "1"), false},
 		{"per-minute cap, same minute", NewBudgetReached(t0, GuardPerMinute, "s1", "u", "1"), NewBudgetReached(t0.Add(30*time.Second), GuardPerMinute, "s2", "v", "2"), true},
@@ -118,11 +118,11 @@ func TestEvent_IDsAreDerivedFromTheChange(t *testing.T) {
 
 // A key_disabled event names the key by its profile id, never by its value.
 func TestEvent_KeyDisabledNamesTheProfile(t *testing.T) {
-	e := NewKeyDisabled(t0, "openai:main", "auth_permanent", 401, t0.Add(time.Hour))
+	e := NewKeyDisabled(t0, "openai:main", "auth_permanent", t0.Add(time.Hour))
 	if e.Data.KeyID != "openai:main" || e.Data.Provider != "openai" || e.Data.Model != "" {
 		t.Fatalf("%+v", e.Data)
 	}
-	e = NewKeyDisabled(t0, "noauth:ollama/llama3", "billing", 0, t0.Add(time.Hour))
+	e = NewKeyDisabled(t0, "noauth:ollama/llama3", "billing", t0.Add(time.Hour))
 	if e.Data.KeyID != "" || e.Data.Provider != "ollama" || e.Data.Model != "ollama/llama3" {
 		t.Fatalf("%+v", e.Data)
 	}

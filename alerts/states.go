@@ -97,5 +97,5 @@ func (w *watched) check(key string, before, after, stored failover.ProfileState)
 	if after.DisabledUntil.IsZero() || after.DisabledUntil.Equal(before.DisabledUntil) || !stored.DisabledUntil.Equal(after.DisabledUntil) {
 		return
 	}
-	w.alert(NewKeyDisabled(w.now(), key, string(after.DisabledReason), 0, after.DisabledUntil))
+	w.alert(NewKeyDisabled(w.now(), key, string(after.DisabledReason), after.DisabledUntil))
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/detourbot/detour/adapters"
 	"github.com/detourbot/detour/alerts"
 	"github.com/detourbot/detour/failover"
 	"github.com/detourbot/detour/internal/fakeprovider"
@@ -87,7 +88,8 @@ func TestRouter_N1N2_AlertsFallbackStartedAndCleared(t *testing.T) {
 // is one all_down event (the replica that claims the incident), whichever
 // replica's turns see it and however often; the first answer after it is
 // one recovered event naming the same incident, from the replica whose write
-// ended it. No admin channel is needed for the events.
+// ended it (a turn's answer, or an admin's /recover). No admin channel is
+// needed for the events, and none quotes a key.
 func TestRouter_V4_AlertsAllDownAndRecoveredOnceAcrossReplicas(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, driver string) {
 		h := newHarness(t, driver, func(c *Config, _ *harness) { c.AdminChannel = "" })
@@ -126,6 +128,23 @@ func TestRouter_V4_AlertsAllDownAndRecoveredOnceAcrossReplicas(t *testing.T) {
 		again := a2.take()
 		if types(again) != "all_down" || again[0].ID == down[0].ID {
 			t.Fatalf("want a new all_down, got %+v", again)
+		}
+		// B3: an admin's /recover that brings a model back ends it too.
+		h.fake.Reset()
+		h.sayAs(adapters.Inbound{Channel: "test", SessionKey: "test:a", User: "test:admin", Text: "/recover p1/alpha"})
+		h.rec.take()
+		back := a1.take()
+		if types(back) != "recovered" || !back[0].Data.Since.Equal(*again[0].Data.Since) || len(a2.take()) != 0 {
+			t.Fatalf("want one recovered of the second incident after /recover, got %+v", back)
+		}
+		// No body quotes a key (the harness's keys are canaries).
+		for _, e := range append(append(append(down, up...), again...), back...) {
+			b, _ := e.Body()
+			for _, k := range canaryKeys {
+				if strings.Contains(string(b), k) {
+					t.Fatalf("P4: %s quotes a key: %s", e.Type, b)
+				}
+			}
 		}
 	})
 }
