@@ -252,7 +252,10 @@ func (t *turn) report(ctx context.Context, s *failover.SummaryError, now time.Ti
 		return
 	}
 	r.incidentMu.Lock()
-	claimed, err := r.st.openIncident(ctx, now)
+	// To the microsecond, as Postgres keeps it: the recovered alert reads it
+	// back and names the same instant.
+	opened := now.Truncate(time.Microsecond)
+	claimed, err := r.st.openIncident(ctx, opened)
 	if err != nil {
 		r.log.Warn("open incident", "err", err)
 		claimed = !r.incidentOpen // the database is unwell: fall back to this process's view
@@ -263,7 +266,7 @@ func (t *turn) report(ctx context.Context, s *failover.SummaryError, now time.Ti
 		return // this incident was already reported (here, before a restart, or by a replica)
 	}
 	lines := notices.LinesFromSummary(s)
-	t.alertAllDown(lines, now)
+	t.alertAllDown(lines, opened)
 	if !ok {
 		return
 	}
