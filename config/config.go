@@ -123,6 +123,7 @@ type Config struct {
 	Admin   Admin
 	Access  Access
 	Server  Server
+	Alerts  Alerts // alerts.webhooks (issue 38)
 
 	// Warnings say what the bot does without (an optional profile whose key
 	// variable is unset, the models only it could reach); the configuration is

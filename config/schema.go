@@ -265,6 +265,12 @@ var entrySections = map[string]entrySection{
 		start:  func(*decoder, string) any { return &Agent{} },
 		finish: func(d *decoder, _ string, o any) { d.cfg.Agents.List = append(d.cfg.Agents.List, *o.(*Agent)) },
 	},
+	"alerts.webhooks": {
+		start: func(*decoder, string) any { return &Webhook{} },
+		finish: func(d *decoder, _ string, o any) {
+			d.cfg.Alerts.Webhooks = append(d.cfg.Alerts.Webhooks, *o.(*Webhook))
+		},
+	},
 	"models": {
 		start:  func(*decoder, string) any { return &Model{} },
 		finish: func(d *decoder, ref string, o any) { d.cfg.Models[failover.ModelRef(ref)] = *o.(*Model) },

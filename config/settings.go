@@ -254,6 +254,13 @@ var settings = []setting{
 	{key: "access.channel_model", def: "admins", enum: []string{"admins", "everyone"}, doc: "who may set the model of a whole channel's new conversations (T9)",
 		val: text(func(c *Config) *string { return &c.Access.ChannelModel })},
 
+	{key: "alerts.webhooks[].url", sample: true, doc: "receives a signed POST per event (docs/operations.md, Alerts); may hold the receiver's token, never logged",
+		val: text(func(w *Webhook) *string { return &w.URL })},
+	{key: "alerts.webhooks[].secret", sample: true, doc: "signs each body (Detour-Signature, HMAC-SHA256), as ${DETOUR_WEBHOOK_SECRET}",
+		val: secret(func(w *Webhook) *Secret { return &w.Secret }, "export it: a long random string the receiver shares, e.g. openssl rand -hex 32")},
+	{key: "alerts.webhooks[].events", sample: true, doc: "what it receives: fallback_started, fallback_cleared, all_down, recovered, key_disabled, budget_reached",
+		val: texts(func(w *Webhook) *[]string { return &w.Events })},
+
 	{key: "server.listen", doc: "the operations endpoint (M5), e.g. 127.0.0.1:9464: /healthz, /readyz, /metrics; \"\" = off",
 		val: text(func(c *Config) *string { return &c.Server.Listen })},
 }

@@ -244,6 +244,7 @@ func (d *decoder) validate() {
 			bad(fmt.Sprintf("access.channels[%d]", i), "bad channel %q: want a channel name (slack, discord, console) or a session-key prefix such as slack:T0123:C0456", ch)
 		}
 	}
+	d.checkAlerts(bad)
 	if l := c.Server.Listen; l != "" {
 		if _, port, err := net.SplitHostPort(l); err != nil || port == "" {
 			bad("server.listen", "bad address %q: want host:port, for example 127.0.0.1:9464", l)

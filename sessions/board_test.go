@@ -65,3 +65,27 @@ func testReadBoardRecords(t *testing.T, driver string) {
 		t.Fatalf("closed incident: %v %+v", recs.Incident, recs.Incidents)
 	}
 }
+
+// covers V4, issue 38: an all-down period is on the board's timeline though
+// no admin channel is set and no webhook listens: the incident opens whoever
+// is told.
+func TestReadBoard_Issue38_AllDownWithoutAnAdminChannel(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, driver string) {
+		h := newHarness(t, driver, func(c *Config, _ *harness) { c.AdminChannel = "" })
+		ctx := context.Background()
+		for _, p := range []string{"p1", "p2", "p3"} {
+			h.fake.Script(fakeprovider.Rule{Provider: p, Mode: fakeprovider.ModeUnavailable503})
+		}
+		expect(t, h.say(key1, "anyone?"), "error")
+		recs, err := ReadBoard(ctx, h.db, h.clock.Now().Add(-time.Hour), h.clock.Now().Format(time.DateOnly))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !recs.Incident || len(recs.Incidents) != 1 {
+			t.Fatalf("the all-down period is missing: %v %+v", recs.Incident, recs.Incidents)
+		}
+		if out := h.admin.take(); len(out) != 0 {
+			t.Errorf("a report was sent with no admin channel: %s", dump(out))
+		}
+	})
+}

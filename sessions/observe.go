@@ -168,6 +168,7 @@ func (t *turn) finish() {
 		slog.Float64("duration_ms", ms(rep.Duration)),
 		slog.Float64("llm_ms", ms(rep.LLMTime)),
 	)
+	t.alertGuard()
 	if r.obs == nil {
 		return
 	}

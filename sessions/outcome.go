@@ -76,6 +76,9 @@ type answer struct {
 	x      exchange
 	notice string
 	out    adapters.Outbound
+	// prev and next are the notice states the exchange moves between, for
+	// the alerter (alertNotice).
+	prev, next notices.State
 }
 
 // compose computes the turn's answer from res (N1-N3, P2, M7, V1).
@@ -126,7 +129,7 @@ func (t *turn) compose(res failover.Result) answer {
 	if !notices.Deliver(t.r.cfg.Notices, t.in.Direct) {
 		text = "" // stored as the session's notice state all the same (N3)
 	}
-	return answer{x: x, notice: text, out: out}
+	return answer{x: x, notice: text, out: out, prev: prevNotice, next: next}
 }
 
 // succeed stores the turn's answer, then writes its notice and the reply.
@@ -141,7 +144,8 @@ func (t *turn) succeed(ctx context.Context, res failover.Result) {
 		r.log.Error("store turn", "session", t.entry.Key, "err", err)
 		r.noteDamaged(ctx, err, t.entry.Key)
 		kept := r.keepUnsaved(&a.x, err)
-		t.kept = kept             // its pending mark stays until it is written (M4)
+		t.kept = kept // its pending mark stays until it is written (M4)
+		t.alertNotice(a)
 		t.w.notice(ctx, a.notice) // once: a streamed answer may have shown it already (W1)
 		t.w.notice(ctx, unsavedNotice(err, kept))
 		if t.w.finish(ctx, a.out) == nil && kept {
@@ -150,6 +154,7 @@ func (t *turn) succeed(ctx context.Context, res failover.Result) {
 		return
 	}
 	t.stored, t.w.stored = true, a.x.event != ""
+	t.alertNotice(a)
 	r.incidentMu.Lock()
 	r.incidentOpen = false // storeExchange ended it in the database
 	r.incidentMu.Unlock()
@@ -246,11 +251,13 @@ func (r *Router) closeIncident(ctx context.Context) {
 func (t *turn) report(ctx context.Context, s *failover.SummaryError, now time.Time) {
 	r := t.r
 	channel, replyTo, ok := r.cfg.adminTarget()
-	if !ok {
-		return
-	}
+	// The incident is opened whoever is told: the health board's timeline
+	// shows every all-down period (issue 38), not only the reported ones.
 	r.incidentMu.Lock()
-	claimed, err := r.st.openIncident(ctx, now)
+	// To the microsecond, as Postgres keeps it: the recovered alert reads it
+	// back and names the same instant.
+	opened := now.Truncate(time.Microsecond)
+	claimed, err := r.st.openIncident(ctx, opened)
 	if err != nil {
 		r.log.Warn("open incident", "err", err)
 		claimed = !r.incidentOpen // the database is unwell: fall back to this process's view
@@ -261,6 +268,10 @@ func (t *turn) report(ctx context.Context, s *failover.SummaryError, now time.Ti
 		return // this incident was already reported (here, before a restart, or by a replica)
 	}
 	lines := notices.LinesFromSummary(s)
+	t.alertAllDown(lines, opened)
+	if !ok {
+		return
+	}
 	r.send(ctx, adapters.Outbound{Kind: adapters.KindReport, Channel: channel, ReplyTo: replyTo, SessionKey: t.entry.Key,
 		Text: notices.AdminReport(lines, t.entry.Key, now)})
 }

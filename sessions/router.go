@@ -133,6 +133,9 @@ type Options struct {
 	// Observer is told about attempts, fallbacks and finished turns (the
 	// metrics of M5); nil = none.
 	Observer Observer
+	// Alerter is told of fallbacks, incidents and budgets for the webhooks
+	// (issue 38); nil = none.
+	Alerter Alerter
 }
 
 // Router owns every session queue. It is safe for concurrent use.
@@ -145,6 +148,7 @@ type Router struct {
 	clients func(provider, profileID string) (LLM, error)
 	log     *slog.Logger
 	obs     Observer
+	alerter Alerter
 
 	base   context.Context
 	cancel context.CancelFunc
@@ -209,11 +213,15 @@ func NewRouter(cfg Config, opts Options) (*Router, error) {
 	r := &Router{
 		cfg: cfg, st: sessionStore{db: db}, engine: opts.Engine, clock: clock,
 		clients: opts.Clients, log: log.With("component", "sessions"), obs: opts.Observer,
+		alerter:  opts.Alerter,
 		adapters: map[string]adapters.Adapter{},
 		refused:  adapters.NewRecent(10000, time.Hour, clock.Now),
 		choices:  newChoices(cfg),
 	}
 	r.bg.log = r.log
+	if r.alerter != nil {
+		r.st.recovered = r.alertRecovered
+	}
 	r.base, r.cancel = context.WithCancel(context.Background())
 	r.lanes = lanes.New(func(_ string, in adapters.Inbound) { r.process(r.base, in) }, 0, 0)
 	if err := r.st.migrate(r.base); err != nil {

@@ -372,7 +372,12 @@ func (s sessionStore) addSpend(ctx context.Context, user, day string, usd float6
 // sessionStore is the router's session persistence: every statement of the
 // package. Keys are cleaned like the stored text (store.CleanText) so a key
 // with a NUL byte or invalid UTF-8 finds its row.
-type sessionStore struct{ db *gorm.DB }
+type sessionStore struct {
+	db *gorm.DB
+	// recovered, when set, is told when an update of this store ended the
+	// open incident (V4), with when it began: one replica, once.
+	recovered func(since time.Time)
+}
 
 func (s sessionStore) migrate(ctx context.Context) error {
 	if err := store.Migrate(ctx, s.db, &Entry{}, &Message{}, &AttemptRow{}, &incidentRow{}, &incidentPeriod{}, &NoticeRow{}, &inboundEvent{}, &userUsage{}, &usageRow{}, &pendingTurn{}); err != nil {
@@ -674,7 +679,9 @@ var errStoredBefore = errors.New("sessions: exchange stored before")
 // where the entry does not name it already: a write retried after its commit
 // was in doubt stores nothing twice (M8), and storeExchange reports success.
 func (s sessionStore) storeExchange(ctx context.Context, x exchange) error {
-	err := store.Transaction(ctx, s.db, func(tx *gorm.DB) error {
+	var ended *time.Time // the incident this exchange ended began then
+	err := store.Transaction(ctx, s.db, func(tx *gorm.DB) (err error) {
+		ended = nil
 		upd := map[string]any{
 			"paid_calls":    gorm.Expr("paid_calls + ?", x.paidCalls),
 			"input_tokens":  gorm.Expr("input_tokens + ?", x.tokensIn),
@@ -730,10 +737,14 @@ func (s sessionStore) storeExchange(ctx context.Context, x exchange) error {
 				return err
 			}
 		}
-		return closeIncident(tx, x.messages[len(x.messages)-1].CreatedAt)
+		ended, err = closeIncident(tx, x.messages[len(x.messages)-1].CreatedAt)
+		return err
 	})
 	if errors.Is(err, errStoredBefore) {
 		return nil
+	}
+	if err == nil {
+		s.ended(ended)
 	}
 	return err
 }
@@ -810,6 +821,13 @@ func (s sessionStore) clearPending(ctx context.Context, id string, now time.Time
 	return nil
 }
 
+// ended tells s.recovered of the incident an update ended, if any.
+func (s sessionStore) ended(since *time.Time) {
+	if since != nil && s.recovered != nil {
+		s.recovered(*since)
+	}
+}
+
 // incidentOpen reports whether an incident is open.
 func (s sessionStore) incidentOpen(ctx context.Context) (bool, error) {
 	var row incidentRow
@@ -844,17 +862,35 @@ func (s sessionStore) openIncident(ctx context.Context, now time.Time) (bool, er
 
 // endIncident ends an open incident (/recover).
 func (s sessionStore) endIncident(ctx context.Context, now time.Time) error {
-	return store.Transaction(ctx, s.db, func(tx *gorm.DB) error { return closeIncident(tx, now) })
+	var since *time.Time
+	err := store.Transaction(ctx, s.db, func(tx *gorm.DB) (err error) {
+		since, err = closeIncident(tx, now)
+		return err
+	})
+	if err == nil {
+		s.ended(since)
+	}
+	return err
 }
 
 // closeIncident ends an open incident (a no-op when none is open), and its
-// period at now.
-func closeIncident(tx *gorm.DB, now time.Time) error {
+// period at now. since is when the incident it ended began; nil when this
+// update ended none (none was open, or another replica ended it first: the
+// compare-and-set decides).
+func closeIncident(tx *gorm.DB, now time.Time) (since *time.Time, err error) {
 	res := tx.Model(&incidentRow{}).Where(map[string]any{"id": 1, "open": true}).Update("open", false)
-	if res.Error != nil || res.RowsAffected == 0 {
-		return res.Error
+	if res.Error != nil || res.RowsAffected != 1 {
+		return nil, res.Error
 	}
-	return tx.Model(&incidentPeriod{}).Where("closed_at IS NULL").Update("closed_at", now.UTC()).Error
+	if err := tx.Model(&incidentPeriod{}).Where("closed_at IS NULL").Update("closed_at", now.UTC()).Error; err != nil {
+		return nil, err
+	}
+	// Read within the update's transaction: a close does not write opened_at.
+	var row incidentRow
+	if err := tx.Where(map[string]any{"id": 1}).Limit(1).Find(&row).Error; err != nil {
+		return nil, err
+	}
+	return row.OpenedAt, nil
 }
 
 // probeOriginsNow makes every session whose automatic fallback was forced by a

@@ -24,6 +24,7 @@ import (
 	"github.com/detourbot/detour/adapters/console"
 	"github.com/detourbot/detour/adapters/discord"
 	"github.com/detourbot/detour/adapters/slack"
+	"github.com/detourbot/detour/alerts"
 	"github.com/detourbot/detour/config"
 	"github.com/detourbot/detour/failover"
 	"github.com/detourbot/detour/internal/database"
@@ -87,7 +88,8 @@ type System struct {
 	opsDone   chan struct{}
 	stopping  atomic.Bool // Serve has returned: /readyz says so
 
-	board *boardFeed // the live health board (board.go), when a channel shows it
+	board  *boardFeed         // the live health board (board.go), when a channel shows it
+	alerts *alerts.Dispatcher // alerts.webhooks (issue 38); nil = none
 }
 
 // New opens the store and wires the engine, the LLM clients, the router and the
@@ -124,6 +126,13 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *System, err 
 	if err != nil {
 		return nil, fmt.Errorf("state store: %w", err)
 	}
+	var stateStore failover.StateStore = states
+	if s.alerts, err = newAlerts(ctx, cfg, s.DB, clock, log); err != nil {
+		return nil, err
+	}
+	if s.alerts != nil {
+		stateStore = alerts.WatchStates(states, clock.Now, s.alerts.Alert) // key_disabled
+	}
 	policy := cfg.Policy
 	// The engine's own slices and map, so opts.Policy cannot change cfg's.
 	policy.CooldownLadder = slices.Clone(policy.CooldownLadder)
@@ -132,7 +141,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *System, err 
 		opts.Policy(&policy)
 	}
 	s.Engine = &failover.Engine{
-		Store:  states,
+		Store:  stateStore,
 		Clock:  clock,
 		Policy: policy,
 		Guard:  failover.NewGuard(cfg.Limits.MaxPaidAttemptsPerMinute, clock),
@@ -157,9 +166,15 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *System, err 
 		scfg.NoStream = setFlag(scfg.NoStream, console.Name)
 		scfg.NoProgress = setFlag(scfg.NoProgress, console.Name)
 	}
-	s.Router, err = sessions.NewRouter(scfg, sessions.Options{
-		DB: s.DB, Engine: s.Engine, Clock: clock, Clients: clients, Log: log, Observer: observer,
-	})
+	ropts := sessions.Options{DB: s.DB, Engine: s.Engine, Clock: clock, Clients: clients, Log: log, Observer: observer}
+	if s.alerts != nil {
+		ropts.Alerter = s.alerts
+		if s.metrics != nil {
+			s.metrics.Registry().MustRegister(s.alerts.Collectors()...)
+		}
+		s.alerts.Start()
+	}
+	s.Router, err = sessions.NewRouter(scfg, ropts)
 	if err != nil {
 		return nil, fmt.Errorf("router: %w", err)
 	}
@@ -304,6 +319,14 @@ func (s *System) Close() {
 		_ = s.Router.Drain(ctx)
 		cancel()
 		s.Router = nil
+	}
+	if s.alerts != nil {
+		// After the router: the turns' last events are queued. Those still
+		// queued get closeGrace, then are counted as dropped.
+		ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
+		s.alerts.Close(ctx)
+		cancel()
+		s.alerts = nil
 	}
 	if s.clients != nil {
 		s.clients.closeIdle()
