@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -250,8 +249,8 @@ func statusDecision(r Reason, st effectiveStatus) decision {
 // "402 items found in the database" states nothing; a number after a status word
 // counts ("HTTP 402", "Error code: 401", "OpenAI API error (429)", "status code 400").
 var (
-	reLeadStatus  = regexp.MustCompile(`^\W{0,3}(?:error:?\s*)?([45]\d\d)\b[\s:,-]*(.{0,48})`)
-	reNamedStatus = regexp.MustCompile(`\b(?:http(?:/[\d.]+)?|status(?:[ _]code)?|error[ _]code|api error|(?:got|returned|received) an?)\s*[:=(]?\s*([45]\d\d)\b`)
+	reLeadStatus  = lazy(`^\W{0,3}(?:error:?\s*)?([45]\d\d)\b[\s:,-]*(.{0,48})`)
+	reNamedStatus = lazy(`\b(?:http(?:/[\d.]+)?|status(?:[ _]code)?|error[ _]code|api error|(?:got|returned|received) an?)\s*[:=(]?\s*([45]\d\d)\b`)
 )
 
 var statusPhrases = map[int][]string{
@@ -299,7 +298,7 @@ func textStatus(parts []string) int {
 // reCondition: a condition just before a status ("if the HTTP 429 code is
 // returned", "when status code 503 ..."), not a sentence that merely has "when"
 // earlier ("Error when calling the API: status code 429").
-var reCondition = regexp.MustCompile(`\b(if|when|whenever|unless|whether)\s+(the |an? |your |any )?$`)
+var reCondition = lazy(`\b(if|when|whenever|unless|whether)\s+(the |an? |your |any )?$`)
 
 // hasStatusNumber reports a three-digit number from 400 to 599 in p.
 func hasStatusNumber(p string) bool {

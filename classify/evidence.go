@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"maps"
 	"math"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -707,9 +706,9 @@ func looksHTML(s string) bool {
 }
 
 var (
-	reTitle  = regexp.MustCompile(`(?is)<title[^>]*>(.*?)</title`)
-	reScript = regexp.MustCompile(`(?is)<(script|style)[^>]*>.*?</(script|style)>`)
-	reTag    = regexp.MustCompile(`<[^>]*>`)
+	reTitle  = lazy(`(?is)<title[^>]*>(.*?)</title`)
+	reScript = lazy(`(?is)<(script|style)[^>]*>.*?</(script|style)>`)
+	reTag    = lazy(`<[^>]*>`)
 )
 
 // htmlText returns an HTML page's <title> and its visible text.
@@ -718,8 +717,8 @@ func htmlText(s string) (title, text string) {
 	if m := reTitle.FindStringSubmatch(s); m != nil {
 		title = collapseSpace(m[1])
 	}
-	body := reScript.ReplaceAllString(s, " ")
-	body = reTag.ReplaceAllString(body, " ")
+	body := reScript.get().ReplaceAllString(s, " ")
+	body = reTag.get().ReplaceAllString(body, " ")
 	return title, collapseSpace(body)
 }
 
@@ -746,7 +745,7 @@ func spacedOnce(s string) bool {
 	return true
 }
 
-var reURL = regexp.MustCompile("https?://[^\\s\"'<>)\\]`]+")
+var reURL = lazy("https?://[^\\s\"'<>)\\]`]+")
 
 // buildText lower-cases the prose, moves URLs aside (a documentation link such as
 // ".../rate-limits" or ".../settings/billing" is not what the message says) and
@@ -759,7 +758,7 @@ func (ev *evidence) buildText(prose []string) {
 		}
 		low := strings.ToLower(p)
 		if strings.Contains(low, "http") {
-			low = reURL.ReplaceAllStringFunc(low, func(u string) string {
+			low = reURL.get().ReplaceAllStringFunc(low, func(u string) string {
 				if len(ev.urls) < 8 {
 					ev.urls = append(ev.urls, strings.TrimRight(u, "."))
 				}
@@ -772,7 +771,7 @@ func (ev *evidence) buildText(prose []string) {
 		// A blank line ends a paragraph (a sentence, for the patterns); curly
 		// quotes are read as straight ones ("isn’t supported").
 		if strings.Contains(low, "\n") {
-			low = paragraphs.ReplaceAllString(low, " . ")
+			low = paragraphs.get().ReplaceAllString(low, " . ")
 		}
 		if !spacedOnce(low) {
 			low = collapseSpace(low)
@@ -796,7 +795,7 @@ func (ev *evidence) buildText(prose []string) {
 }
 
 var (
-	paragraphs = regexp.MustCompile(`\n[ \t\r]*\n`)
+	paragraphs = lazy(`\n[ \t\r]*\n`)
 	quotes     = strings.NewReplacer("\u2019", "'", "\u2018", "'", "\u201c", `"`, "\u201d", `"`)
 )
 

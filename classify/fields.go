@@ -1,7 +1,6 @@
 package classify
 
 import (
-	"regexp"
 	"slices"
 	"strings"
 	"unicode"
@@ -327,11 +326,11 @@ func grpcCanonical(p string, n int) []string {
 	return out
 }
 
-var reGRPCNumber = regexp.MustCompile(`(?:^|[^\w.])\d{1,2} $`)
+var reGRPCNumber = lazy(`(?:^|[^\w.])\d{1,2} $`)
 
 func isASCIILetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
 
-var reStopReasonText = regexp.MustCompile(`(?:stop[ _]reason|finish[ _]reason|finishreason|stopreason|\breason)\s*[:=]\s*"?([a-z_]+)`)
+var reStopReasonText = lazy(`(?:stop[ _]reason|finish[ _]reason|finishreason|stopreason|\breason)\s*[:=]\s*"?([a-z_]+)`)
 
 // fieldHit is what the field step found at one tier.
 type fieldHit struct {
@@ -361,7 +360,7 @@ func fieldStep(c *textCtx) (exact, hint, typ fieldHit) {
 	// machine words too: "Unhandled stop reason: error", "AbortError: ...",
 	// "An error occurred (ResourceNotFoundException) when calling ...".
 	if strings.Contains(c.text, "reason") {
-		for _, m := range reStopReasonText.FindAllStringSubmatch(c.text, 4) {
+		for _, m := range reStopReasonText.get().FindAllStringSubmatch(c.text, 4) {
 			fields = append(fields, field{"text stop reason", m[1]})
 		}
 	}

@@ -21,6 +21,7 @@ func TestPartLocal_SameAsWholeText(t *testing.T) {
 		}
 	}
 	local := 0
+	families := families()
 	for i := range families {
 		for j := range families[i].rules {
 			for k := range families[i].rules[j].alts {
@@ -74,6 +75,7 @@ func FuzzPartLocal(f *testing.F) {
 		f.Add(s)
 	}
 	var alts []*alt
+	families := families()
 	for i := range families {
 		for j := range families[i].rules {
 			for k := range families[i].rules[j].alts {

@@ -3,7 +3,6 @@ package classify
 import (
 	"errors"
 	"math"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -128,16 +127,16 @@ const yearlessCore = `(\d{1,2})-(\d{1,2})\s+(\d{1,2}):(\d{2})(?::(\d{2}))?(?:\s*
 
 var (
 	// 2026-04-01T00:00:00Z, 2026-09-09 05:38:28, 2026-04-01 at 00:00 UTC, 2026-04-01
-	reISOTime = regexp.MustCompile(`(\d{4})-(\d{1,2})-(\d{1,2})(?:(?:t|\s+at\s+|\s+|_)(\d{1,2}):(\d{2})(?::(\d{2})(?:[.,](\d{1,9}))?)?)?(?:\s*(z|utc|gmt|[+-]\d{2}:?\d{2}))?`)
+	reISOTime = lazy(`(\d{4})-(\d{1,2})-(\d{1,2})(?:(?:t|\s+at\s+|\s+|_)(\d{1,2}):(\d{2})(?::(\d{2})(?:[.,](\d{1,9}))?)?)?(?:\s*(z|utc|gmt|[+-]\d{2}:?\d{2}))?`)
 	// 08-25 01:37:00 UTC (no year)
-	reYearless = regexp.MustCompile(`(?:^|[^\d\-/.:])` + yearlessCore)
+	reYearless = lazy(`(?:^|[^\d\-/.:])` + yearlessCore)
 	// anchored forms used on scanned candidates
-	reISOAnchored      = regexp.MustCompile(`^` + reISOTime.String())
-	reYearlessAnchored = regexp.MustCompile(`^` + yearlessCore)
+	reISOAnchored      = lazy(`^` + reISOTime.String())
+	reYearlessAnchored = lazy(`^` + yearlessCore)
 	// Mon, 02 Jan 2026 15:04:05 GMT inside prose
-	reHTTPDate = regexp.MustCompile(`[a-z]{3}, \d{1,2} [a-z]{3} \d{4} \d{2}:\d{2}:\d{2} gmt`)
+	reHTTPDate = lazy(`[a-z]{3}, \d{1,2} [a-z]{3} \d{4} \d{2}:\d{2}:\d{2} gmt`)
 	// Chinese: 30秒后重试, 5分钟后
-	reCNWait = regexp.MustCompile(`(\d+(?:\.\d+)?)\s*(毫秒|秒钟|秒|分钟|分|小时|天)后`)
+	reCNWait = lazy(`(\d+(?:\.\d+)?)\s*(毫秒|秒钟|秒|分钟|分|小时|天)后`)
 )
 
 func atoiSub(s string, m []int, g int) (int, bool) {
@@ -442,7 +441,7 @@ func findMoment(low string, now time.Time) (time.Time, bool) {
 		}
 	}
 	if strings.Contains(low, " gmt") {
-		for _, loc := range reHTTPDate.FindAllStringIndex(low, 4) {
+		for _, loc := range reHTTPDate.get().FindAllStringIndex(low, 4) {
 			if !hasMomentContext(low, loc[0]) {
 				continue
 			}
@@ -452,7 +451,7 @@ func findMoment(low string, now time.Time) (time.Time, bool) {
 		}
 	}
 	if hasClockDigits(low) { // reClock has no literal to start from
-		for _, m := range reClock.FindAllStringSubmatchIndex(low, 4) {
+		for _, m := range reClock.get().FindAllStringSubmatchIndex(low, 4) {
 			if !hasMomentContext(low, m[0]) {
 				continue
 			}
@@ -466,7 +465,7 @@ func findMoment(low string, now time.Time) (time.Time, bool) {
 
 // reClock finds a time of day after a moment word: "try again after 11:34 AM",
 // "available at 14:05 UTC".
-var reClock = regexp.MustCompile(`\b(?:at|after|until|by|from)\s+(\d{1,2}):(\d{2})(?::(\d{2}))?\s*(am|pm|a\.m\.|p\.m\.)?(?:\s*(utc|gmt|z|[+-]\d{2}:?\d{2}))?`)
+var reClock = lazy(`\b(?:at|after|until|by|from)\s+(\d{1,2}):(\d{2})(?::(\d{2}))?\s*(am|pm|a\.m\.|p\.m\.)?(?:\s*(utc|gmt|z|[+-]\d{2}:?\d{2}))?`)
 
 // clockFromMatch resolves a time of day to its next occurrence at or after now
 // (a time without a zone is UTC, C11).
@@ -819,4 +818,4 @@ func clockDuration(s string) (time.Duration, bool) {
 	return secondsDuration(float64(h*3600 + mi*60 + se))
 }
 
-var reClockWait = regexp.MustCompile(`^(\d{1,3}):([0-5]\d):([0-5]\d)(?:[^\d:.]|\.(?:\D|$)|$)`)
+var reClockWait = lazy(`^(\d{1,3}):([0-5]\d):([0-5]\d)(?:[^\d:.]|\.(?:\D|$)|$)`)

@@ -1,0 +1,45 @@
+package classify
+
+import (
+	"os"
+	"os/exec"
+	"sync"
+	"testing"
+)
+
+// TestClassify_PatternsCompiledOnFirstFailure: in a fresh process no pattern is
+// compiled before the first Classify, and eight first failures at once get
+// the verdict one gets alone (sync.Once; run with -race).
+func TestClassify_PatternsCompiledOnFirstFailure(t *testing.T) {
+	if os.Getenv("CLASSIFY_COLD_CHILD") == "" {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestClassify_PatternsCompiledOnFirstFailure$", "-test.v")
+		cmd.Env = append(os.Environ(), "CLASSIFY_COLD_CHILD=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("fresh process: %v\n%s", err, out)
+		}
+		return
+	}
+	lazies := []*lazyRE{reURL, reTitle, reLeadStatus, reNamedStatus, reISOTime, reClock, reStopReasonText,
+		reRequestWords, reGoogleMetric, reAccessEnded, reLimitHit, reCondIntl}
+	for _, l := range lazies {
+		if l.re != nil {
+			t.Fatalf("%q compiled before any failure", l.src)
+		}
+	}
+	r := Response{Provider: "openai", Status: 429, Headers: map[string]string{"retry-after": "2"},
+		Body: `{"error":{"message":"Rate limit reached for gpt-4o on tokens per min (TPM). Please try again in 18.6s.","code":"rate_limit_exceeded"}}`}
+	got := make([]Verdict, 8)
+	var wg sync.WaitGroup
+	for i := range got {
+		wg.Go(func() { got[i] = Classify(r, corpusNow) })
+	}
+	wg.Wait()
+	for i, v := range got {
+		if v.Reason != ReasonRateLimit || v.RetryAfter == 0 || v.Why.Rule != got[0].Why.Rule {
+			t.Errorf("goroutine %d: %s %v %q", i, v.Reason, v.RetryAfter, v.Why.Rule)
+		}
+	}
+	if len(families()) == 0 {
+		t.Fatal("no families")
+	}
+}
