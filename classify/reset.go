@@ -13,55 +13,6 @@ import (
 // applies its own (much smaller) cap (C11).
 const maxStatedWait = 10 * 365 * 24 * time.Hour
 
-// ParseResetTime finds a recovery moment in text (C11): a whole-string time or
-// duration ("2026-04-01T00:00:00Z", "Mon, 02 Jan 2026 15:04:05 GMT", "1m30s", "30"),
-// or, inside prose, a wait after retry words ("Please try again in 18.642s",
-// "retry after 9 seconds", `retryDelay: "34s"`) or a moment after reset words
-// ("resets at 2026-04-01 at 00:00 UTC", "The quota will reset at 08-25 01:37:00 UTC").
-// Waits are returned as now+wait. A time without a zone is UTC; a year-less date
-// takes the UTC year of now, or the next year when that moment has passed.
-func ParseResetTime(text string, now time.Time) (time.Time, bool) {
-	if len(text) > maxScanText {
-		text = text[:maxScanText]
-	}
-	if at, ok := parseWholeTime(strings.TrimSpace(text), now); ok {
-		return at, true
-	}
-	wait, at, ok := findRecovery(strings.ToLower(text), now)
-	if !ok {
-		return time.Time{}, false
-	}
-	if !at.IsZero() {
-		return at, true
-	}
-	return now.Add(wait), true
-}
-
-// parseWholeTime parses a string that is nothing but a moment or a duration.
-func parseWholeTime(s string, now time.Time) (time.Time, bool) {
-	if s == "" || len(s) > 64 {
-		return time.Time{}, false
-	}
-	if t, ok := parseNumberOrDuration(s, now); ok {
-		return t, true
-	}
-	if t, err := parseHTTPDate(s); err == nil {
-		return t.UTC(), true
-	}
-	low := strings.ToLower(s)
-	if m := reISOTime.FindStringSubmatchIndex(low); m != nil && m[0] == 0 && m[1] == len(low) {
-		if t, ok := isoFromMatch(low, m); ok {
-			return t, true
-		}
-	}
-	if m := reYearless.FindStringSubmatchIndex(low); m != nil && m[1] == len(low) && strings.TrimSpace(low[:m[2]]) == "" {
-		if t, ok := yearlessFromMatch(low, m, now); ok {
-			return t, true
-		}
-	}
-	return time.Time{}, false
-}
-
 // parseNumberOrDuration reads the forms that a whole reset text and a reset
 // header both start with: a bare number (seconds to wait, or an epoch: see
 // parseSecondsOrEpoch) or a Go duration from now.
@@ -128,8 +79,6 @@ const yearlessCore = `(\d{1,2})-(\d{1,2})\s+(\d{1,2}):(\d{2})(?::(\d{2}))?(?:\s*
 var (
 	// 2026-04-01T00:00:00Z, 2026-09-09 05:38:28, 2026-04-01 at 00:00 UTC, 2026-04-01
 	reISOTime = lazy(`(\d{4})-(\d{1,2})-(\d{1,2})(?:(?:t|\s+at\s+|\s+|_)(\d{1,2}):(\d{2})(?::(\d{2})(?:[.,](\d{1,9}))?)?)?(?:\s*(z|utc|gmt|[+-]\d{2}:?\d{2}))?`)
-	// 08-25 01:37:00 UTC (no year)
-	reYearless = lazy(`(?:^|[^\d\-/.:])` + yearlessCore)
 	// anchored forms used on scanned candidates
 	reISOAnchored      = lazy(`^` + reISOTime.String())
 	reYearlessAnchored = lazy(`^` + yearlessCore)
@@ -524,23 +473,6 @@ func hasMomentContext(low string, at int) bool {
 		}
 	}
 	return false
-}
-
-// RetryAfterFromHeaders reads a recovery hint from response headers (keys are
-// matched case-insensitively): retry-after-ms, x-ms-retry-after-ms, Retry-After
-// (seconds or HTTP date), then the rate-limit reset headers (x-ratelimit-reset-requests,
-// x-ratelimit-reset-tokens, x-ratelimit-reset, ratelimit-reset, anthropic-ratelimit-*-reset),
-// whose values may be Go durations ("1m30s", "6ms"), seconds, Unix epochs or RFC 3339
-// times. Among reset headers, one whose matching remaining header is 0 wins, then
-// a tokens reset, then the first. It returns the wait from now (never negative),
-// the moment, and whether any hint was found.
-func RetryAfterFromHeaders(h map[string]string, now time.Time) (time.Duration, time.Time, bool) {
-	lh := lowerHeaders(h)
-	if d, at, _, ok := retryAfterHeader(lh, now); ok {
-		return d, at, true
-	}
-	d, at, _, ok := resetHeaders(lh, now)
-	return d, at, ok
 }
 
 func lowerHeaders(h map[string]string) map[string]string {
