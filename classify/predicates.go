@@ -79,70 +79,27 @@ var (
 	reMemberLength = lazy(`value at '(body|prompt|messages?|inputtext|input|text|content)[^']{0,40}' failed to satisfy constraint: member must have length less than or equal to`)
 )
 
+// reCountOver is a count, a ">" that is no arrow ("->", "=>") and the count
+// after it, a few words apart.
+var reCountOver = lazy(`(\d(?:\d|,\d)*)(?:\D{0,26}[^\d=-])?>\D{0,29}?(\d(?:\d|,\d)*)`)
+
 // countsOver finds a stated count over a stated maximum in a sentence about
 // tokens, context or length: "Prompt tokens: 230799 > 91442", "(4096 > 4096 -
 // 100)". A count of output tokens, bytes or images over a cap is the request's
 // parameter or attachment (reNotPromptCount), not its prompt.
 func countsOver(t string) bool {
 	for _, part := range strings.Split(t, " | ") {
-		if !strings.Contains(part, ">") || !strings.Contains(part, "token") && !strings.Contains(part, "context") {
+		if !strings.Contains(part, ">") || !strings.Contains(part, "token") && !strings.Contains(part, "context") ||
+			reNotPromptCount.MatchString(part) {
 			continue
 		}
-		if reNotPromptCount.MatchString(part) {
-			continue
-		}
-		for i, n := 0, 0; n < 8; n++ {
-			k := strings.IndexByte(part[i:], '>')
-			if k < 0 {
-				break
-			}
-			k += i
-			i = k + 1
-			if k > 0 && (part[k-1] == '-' || part[k-1] == '=') {
-				continue // an arrow, not a comparison
-			}
-			a, okA := lastNumber(part[max(0, k-28):k])
-			b, okB := firstNumber(part[k+1 : min(len(part), k+30)])
-			if okA && okB && a > b && b > 0 {
+		for _, g := range reCountOver.get().FindAllStringSubmatch(part, 8) {
+			if a, b, ok := counts(g[1], g[2]); ok && a > b && b > 0 {
 				return true
 			}
 		}
 	}
 	return false
-}
-
-// lastNumber and firstNumber read the number nearest the end (start) of s:
-// "prompt tokens (250000) " gives 250000, " max context (200000)" 200000.
-func lastNumber(s string) (int64, bool) {
-	j := len(s)
-	for j > 0 && !isDigit(s[j-1]) {
-		j--
-	}
-	i := j
-	for i > 0 && (isDigit(s[i-1]) || s[i-1] == ',') {
-		i--
-	}
-	if i == j {
-		return 0, false
-	}
-	n, _, ok := counts(s[i:j], "0")
-	return n, ok
-}
-
-func firstNumber(s string) (int64, bool) {
-	i := 0
-	for i < len(s) && !isDigit(s[i]) {
-		i++
-	}
-	j := i
-	for j < len(s) && (isDigit(s[j]) || s[j] == ',' && j+1 < len(s) && isDigit(s[j+1])) {
-		j++
-	}
-	if i == j {
-		return 0, false
-	}
-	n, _, ok := counts(s[i:j], "0")
-	return n, ok
 }
 
 // schemaLengthOver finds a schema length limit on the prompt or the body that the
@@ -170,57 +127,18 @@ func hasLimitRequested(t string) bool {
 	return ok
 }
 
+// reLimitRequested is "limit[:] X ... requested[:] Y" in one sentence.
+var reLimitRequested = lazy(`limit\W{0,3}(\d(?:\d|,\d)*)[^|]{0,80}?requested\W{0,3}(\d(?:\d|,\d)*)`)
+
 // limitRequested reads the first "limit[:] X ... requested[:] Y" of one sentence.
 func limitRequested(t string) (x, y int64, ok bool) {
 	if !strings.Contains(t, "requested") {
 		return 0, 0, false
 	}
-	for from, n := 0, 0; n < 8; n++ {
-		i := strings.Index(t[from:], "limit")
-		if i < 0 {
-			return 0, 0, false
-		}
-		i += from + len("limit")
-		from = i
-		x, end, okx := numberAfter(t, i)
-		if !okx {
-			continue
-		}
-		w := t[end:min(len(t), end+80)]
-		if k := strings.IndexByte(w, '|'); k >= 0 {
-			w = w[:k]
-		}
-		j := strings.Index(w, "requested")
-		if j < 0 {
-			continue
-		}
-		if y, _, oky := numberAfter(w, j+len("requested")); oky {
-			return x, y, true
-		}
+	if g := reLimitRequested.FindStringSubmatch(t); g != nil {
+		return counts(g[1], g[2])
 	}
 	return 0, 0, false
-}
-
-// numberAfter reads "[: ]1,000" at t[i:] (up to three separator bytes).
-func numberAfter(t string, i int) (int64, int, bool) {
-	for k := 0; k < 3 && i < len(t) && !isDigit(t[i]); k++ {
-		if isWordByte(t[i]) {
-			return 0, i, false
-		}
-		i++
-	}
-	j := i
-	var n int64
-	for j < len(t) && (isDigit(t[j]) || t[j] == ',' && j+1 < len(t) && isDigit(t[j+1])) {
-		if isDigit(t[j]) {
-			if n > 1e15 {
-				return 0, j, false
-			}
-			n = n*10 + int64(t[j]-'0')
-		}
-		j++
-	}
-	return n, j, j > i
 }
 
 func counts(a, b string) (int64, int64, bool) {

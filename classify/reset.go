@@ -346,42 +346,23 @@ func isHeaderLike(kw string) bool {
 	return false
 }
 
-// findMoment returns the first absolute time in low that follows a reset word.
-// Candidates are found by scanning for "-" between digits, and only then checked
-// with an anchored regexp, so prose without dates costs almost nothing.
+// reDateStart finds where a date may start: four digits and a dash (an ISO
+// date) or one or two digits and a dash (a year-less "08-25 01:37"), not inside
+// a longer number, a range or a version.
+var reDateStart = lazy(`(?:^|[^\d-])(\d{4})-\d|(?:^|[^\d/.:-])(\d{1,2})-\d`)
+
+// findMoment returns the first absolute time in low that follows a reset word:
+// a date found by reDateStart and read by an anchored pattern, an HTTP date, a
+// time of day.
 func findMoment(low string, now time.Time) (time.Time, bool) {
-	tries := 0
-	for from := 0; from < len(low) && tries < 16; {
-		k := strings.IndexByte(low[from:], '-')
-		if k < 0 {
-			break
-		}
-		i := from + k
-		from = i + 1
-		if i+1 >= len(low) || !isDigit(low[i+1]) {
-			continue
-		}
-		// digits before the dash
-		d := i
-		for d > 0 && isDigit(low[d-1]) && i-d < 5 {
-			d--
-		}
-		switch i - d {
-		case 4: // 2026-04-01...
-			if d > 0 && (isDigit(low[d-1]) || low[d-1] == '-') {
-				continue
-			}
-			tries++
+	for _, m := range reDateStart.get().FindAllStringSubmatchIndex(low, 16) {
+		if d := m[2]; d >= 0 { // 2026-04-01...
 			if m := reISOAnchored.FindStringSubmatchIndex(low[d:]); m != nil && (hasMomentContext(low, d) || hasMomentAfter(low, d+m[1])) {
 				if t, ok := isoFromMatch(low[d:], m); ok {
 					return t, true
 				}
 			}
-		case 1, 2: // 08-25 01:37:00
-			if d > 0 && strings.IndexByte("-/.:", low[d-1]) >= 0 {
-				continue
-			}
-			tries++
+		} else if d := m[4]; d >= 0 { // 08-25 01:37:00
 			if m := reYearlessAnchored.FindStringSubmatchIndex(low[d:]); m != nil && (hasMomentContext(low, d) || hasMomentAfter(low, d+m[1])) {
 				if t, ok := yearlessFromMatch(low[d:], m, now); ok {
 					return t, true
