@@ -121,7 +121,7 @@ func TestFamilies_WellFormed(t *testing.T) {
 					t.Errorf("%s/%s: key %q not lower case", f.name, r.name, k)
 				}
 			}
-			if len(r.keys) == 0 && r.re == nil && r.check == nil {
+			if len(r.keys) == 0 && len(r.alts) == 0 && r.check == nil {
 				t.Errorf("%s/%s: matches nothing", f.name, r.name)
 			}
 		}

@@ -264,73 +264,42 @@ var unitSeconds = map[string]float64{
 	"w": 7 * 86400, "week": 7 * 86400, "weeks": 7 * 86400,
 }
 
+// reWaitLead is what may stand between a wait word and its figure:
+// separators and filler words ("in", "about", "at least", `": "`).
+var reWaitLead = lazy("^[ \t\n:=\"'`~(≈]*(?:(?:in|after|for|about|approximately|approx\\.|roughly|another|at least|least) [ \t\n:=\"'`~(≈]*){0,6}")
+
+// reWaitPart is one figure of a wait and its unit, and the separator to the
+// next ("1 hour and 30 minutes", "1h 30m", "1 minute, 5 seconds").
+var reWaitPart = lazy(`^([\d.]+) *([a-zµ]*)(?: and |, | )?`)
+
 // durationAfter parses "  in 9m38.016s", `": "34s"`, " 9 seconds", " 1 hour 30 minutes"
 // at the start of s. A bare number counts as seconds only after header-like keywords.
 func durationAfter(s string, kw string) (time.Duration, bool) {
-	i := 0
-	// skip separators and filler words
-	for steps := 0; steps < 6 && i < len(s); steps++ {
-		for i < len(s) && strings.IndexByte(" \t\n:=\"'`~(≈", s[i]) >= 0 {
-			i++
-		}
-		advanced := false
-		for _, w := range []string{"in ", "after ", "for ", "about ", "approximately ", "approx. ", "roughly ", "another ", "at least ", "least "} {
-			if strings.HasPrefix(s[i:], w) {
-				i += len(w)
-				advanced = true
-				break
-			}
-		}
-		if !advanced {
-			break
-		}
-	}
+	i := len(reWaitLead.get().FindString(s))
 	if strings.HasSuffix(kw, " in") || strings.HasSuffix(strings.TrimRight(s[:i], " "), " in") || strings.HasPrefix(s, " in ") {
 		if d, ok := clockDuration(s[i:]); ok { // "in 10:25:13"; "after 10:25" is a moment
 			return d, true
 		}
 	}
-	total := 0.0
-	parts := 0
-	for i < len(s) && parts < 6 {
-		j := i
-		for j < len(s) && (s[j] >= '0' && s[j] <= '9' || s[j] == '.') {
-			j++
-		}
-		if j == i {
+	total, parts := 0.0, 0
+	for ; parts < 6; parts++ {
+		m := reWaitPart.FindStringSubmatch(s[i:])
+		if m == nil {
 			break
 		}
-		num, err := strconv.ParseFloat(strings.TrimRight(s[i:j], "."), 64)
+		num, err := strconv.ParseFloat(strings.TrimRight(m[1], "."), 64)
 		if err != nil {
 			break
 		}
-		k := j
-		for k < len(s) && s[k] == ' ' {
-			k++
-		}
-		u := k
-		for u < len(s) && (s[u] >= 'a' && s[u] <= 'z' || s[u] == 0xc2 || s[u] == 0xb5) {
-			u++
-		}
-		mult, ok := unitSeconds[s[k:u]]
+		mult, ok := unitSeconds[m[2]]
 		if !ok {
-			if parts == 0 && u == k && isHeaderLike(kw) {
-				if d, ok := secondsDuration(num); ok {
-					return d, true
-				}
+			if parts == 0 && m[2] == "" && isHeaderLike(kw) {
+				return secondsDuration(num)
 			}
 			break
 		}
 		total += num * mult
-		parts++
-		i = u
-		// "1 hour and 30 minutes", "1h 30m", "1 minute, 5 seconds"
-		for _, sep := range []string{" and ", ", ", " "} {
-			if strings.HasPrefix(s[i:], sep) && i+len(sep) < len(s) && s[i+len(sep)] >= '0' && s[i+len(sep)] <= '9' {
-				i += len(sep)
-				break
-			}
-		}
+		i += len(m[0])
 	}
 	if parts == 0 {
 		return 0, false
@@ -380,14 +349,12 @@ func findMoment(low string, now time.Time) (time.Time, bool) {
 			}
 		}
 	}
-	if hasClockDigits(low) { // reClock has no literal to start from
-		for _, m := range reClock.get().FindAllStringSubmatchIndex(low, 4) {
-			if !hasMomentContext(low, m[0]) {
-				continue
-			}
-			if t, ok := clockFromMatch(low, m, now); ok {
-				return t, true
-			}
+	for _, m := range reClock.get().FindAllStringSubmatchIndex(low, 4) {
+		if !hasMomentContext(low, m[0]) {
+			continue
+		}
+		if t, ok := clockFromMatch(low, m, now); ok {
+			return t, true
 		}
 	}
 	return time.Time{}, false
@@ -699,21 +666,6 @@ func bodyResetFields(h map[string]string, now time.Time) (time.Duration, time.Ti
 		return waitUntil(best.at, now), best.at, best.key, true
 	}
 	return 0, time.Time{}, "", false
-}
-
-// hasClockDigits reports a time of day's shape, a digit, ':' and two digits.
-func hasClockDigits(s string) bool {
-	for from := 0; ; {
-		i := strings.IndexByte(s[from:], ':')
-		if i < 0 {
-			return false
-		}
-		i += from
-		if i > 0 && isDigit(s[i-1]) && i+2 < len(s) && isDigit(s[i+1]) && isDigit(s[i+2]) {
-			return true
-		}
-		from = i + 1
-	}
 }
 
 // clockDuration reads a wait written as a clock, "10:25:13" (hours, minutes,
