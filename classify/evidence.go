@@ -618,27 +618,6 @@ func htmlText(s string) (title, text string) {
 
 func collapseSpace(s string) string { return strings.Join(strings.Fields(s), " ") }
 
-// spacedOnce reports whether collapseSpace would leave s as it is: ASCII, no
-// space at either end, no whitespace but single spaces.
-func spacedOnce(s string) bool {
-	if s == "" || s[0] == ' ' || s[len(s)-1] == ' ' {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c >= 0x80:
-			return false // Unicode spaces: let strings.Fields decide
-		case c == ' ':
-			if s[i+1] == ' ' {
-				return false
-			}
-		case c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r':
-			return false
-		}
-	}
-	return true
-}
-
 var reURL = lazy("https?://[^\\s\"'<>)\\]`]+")
 
 // buildText lower-cases the prose, moves URLs aside (a documentation link such as
@@ -667,9 +646,7 @@ func (ev *evidence) buildText(prose []string) {
 		if strings.Contains(low, "\n") {
 			low = paragraphs.get().ReplaceAllString(low, " . ")
 		}
-		if !spacedOnce(low) {
-			low = collapseSpace(low)
-		}
+		low = collapseSpace(low)
 		if strings.Contains(low, "\u2018") || strings.Contains(low, "\u2019") || strings.Contains(low, "\u201c") || strings.Contains(low, "\u201d") {
 			low = quotes.Replace(low)
 		}

@@ -49,27 +49,20 @@ func tokensOverMax(t string) bool {
 	if !strings.Contains(t, "token") {
 		return false
 	}
-	if strings.Contains(t, "token limit") {
-		if g := reModelLimit.FindStringSubmatch(t); g != nil {
-			if a, b, ok := counts(g[1], g[2]); ok && b > a {
-				return true
-			}
+	if g := reModelLimit.FindStringSubmatch(t); g != nil {
+		if a, b, ok := counts(g[1], g[2]); ok && b > a {
+			return true
 		}
-	}
-	if !strings.Contains(t, ">") {
-		return false
 	}
 	if g := reTokensGT.FindStringSubmatch(t); g != nil {
 		if a, b, ok := counts(g[1], g[2]); ok && a > b {
 			return true
 		}
 	}
-	if g := reSumGT.FindStringSubmatch(t); g != nil && strings.Contains(t, "token") {
+	if g := reSumGT.FindStringSubmatch(t); g != nil {
 		a, b, ok1 := counts(g[1], g[2])
 		_, c, ok2 := counts("0", g[3])
-		if ok1 && ok2 && a+b > c {
-			return true
-		}
+		return ok1 && ok2 && a+b > c
 	}
 	return false
 }

@@ -73,12 +73,20 @@ func parseGoDuration(s string) (time.Duration, bool) {
 	return d, true
 }
 
+// zonePat is an optional zone after a time, captured without its parentheses:
+// "z", "utc", "gmt", an offset ("+05:30", "-0500"), a GMT or UTC offset ("gmt-3",
+// "utc+8"), an unambiguous abbreviation ("pst", "cest", "ist", "jst") or an IANA
+// name ("(pacific/auckland)", "etc/gmt+5"). Texts are lower case here.
+const zonePat = `(?:\s*\(?((?:utc|gmt) ?[+-] ?\d{1,2}(?::?\d{2})?|[+-]\d{2}:?\d{2}|z|utc|gmt|` +
+	`pst|pdt|mst|mdt|cdt|est|edt|akst|akdt|hst|bst|cet|cest|eet|eest|wet|west|ist|jst|kst|aest|aedt|acst|acdt|awst|nzst|nzdt|sgt|hkt|msk|brt|` +
+	`(?:africa|america|antarctica|asia|atlantic|australia|europe|indian|pacific|etc|us|canada|brazil|mexico|chile)(?:/[a-z_+\-0-9]+)+)\b\)?)?`
+
 // yearlessCore is "MM-DD hh:mm[:ss] [zone]".
-const yearlessCore = `(\d{1,2})-(\d{1,2})\s+(\d{1,2}):(\d{2})(?::(\d{2}))?(?:\s*(z|utc|gmt|[+-]\d{2}:?\d{2}))?`
+const yearlessCore = `(\d{1,2})-(\d{1,2})\s+(\d{1,2}):(\d{2})(?::(\d{2}))?` + zonePat
 
 var (
 	// 2026-04-01T00:00:00Z, 2026-09-09 05:38:28, 2026-04-01 at 00:00 UTC, 2026-04-01
-	reISOTime = lazy(`(\d{4})-(\d{1,2})-(\d{1,2})(?:(?:t|\s+at\s+|\s+|_)(\d{1,2}):(\d{2})(?::(\d{2})(?:[.,](\d{1,9}))?)?)?(?:\s*(z|utc|gmt|[+-]\d{2}:?\d{2}))?`)
+	reISOTime = lazy(`(\d{4})-(\d{1,2})-(\d{1,2})(?:(?:t|\s+at\s+|\s+|_)(\d{1,2}):(\d{2})(?::(\d{2})(?:[.,](\d{1,9}))?)?)?` + zonePat)
 	// anchored forms used on scanned candidates
 	reISOAnchored      = lazy(`^` + reISOTime.String())
 	reYearlessAnchored = lazy(`^` + yearlessCore)
@@ -103,46 +111,76 @@ func subStr(s string, m []int, g int) string {
 	return s[m[2*g]:m[2*g+1]]
 }
 
-// zoneOffset turns "z", "utc", "gmt", "+08:00", "-0500" into seconds east of UTC.
-func zoneOffset(z string) (int, bool) {
+// abbrevOffsets are the zone abbreviations whose offset is not in doubt (CST,
+// both Central and China Standard Time, is left out), in hours east of UTC.
+var abbrevOffsets = map[string]float64{"pst": -8, "pdt": -7, "mst": -7, "mdt": -6, "cdt": -5, "est": -5, "edt": -4,
+	"akst": -9, "akdt": -8, "hst": -10, "bst": 1, "cet": 1, "cest": 2, "eet": 2, "eest": 3, "wet": 0, "west": 1,
+	"ist": 5.5, "jst": 9, "kst": 9, "aest": 10, "aedt": 11, "acst": 9.5, "acdt": 10.5, "awst": 8, "nzst": 12, "nzdt": 13,
+	"sgt": 8, "hkt": 8, "msk": 3, "brt": -3}
+
+// reUnreadZone is a zone name zonePat does not know, right after a time
+// ("10:00 (Mars/Olympus)"): such a moment is not read as UTC.
+var reUnreadZone = lazy(`^\s*\(?[a-z]+/[a-z_]`)
+
+// zoneOf is the zone group g of m, and whether the moment may be read: no
+// unknown zone name follows it.
+func zoneOf(s string, m []int, g int) (string, bool) {
+	z := subStr(s, m, g)
+	return z, z != "" || !reUnreadZone.MatchString(s[m[1]:])
+}
+
+var reZoneWord = lazy(`^us/|/gmt|/utc|(^|[/_])[a-z]`)
+
+var reOffset = lazy(`^(?:utc|gmt)? ?([+-]) ?(\d{1,2}):?(\d{2})?$`)
+
+// zoneLoc turns a zone of zonePat into a location: UTC for none, a fixed offset
+// for "gmt-3", "+05:30" or an abbreviation, the zone database for an IANA
+// name (its offset on the date itself, summer time included).
+func zoneLoc(z string) (*time.Location, bool) {
 	switch z {
 	case "", "z", "utc", "gmt":
-		return 0, true
+		return time.UTC, true
 	}
-	if len(z) < 5 {
-		return 0, false
+	if h, ok := abbrevOffsets[z]; ok {
+		return time.FixedZone(strings.ToUpper(z), int(h*3600)), true
 	}
-	sign := 1
-	if z[0] == '-' {
-		sign = -1
+	if m := reOffset.FindStringSubmatch(z); m != nil {
+		h, _ := strconv.Atoi(m[2])
+		mi := 0
+		if m[3] != "" {
+			mi, _ = strconv.Atoi(m[3])
+		}
+		if h > 14 || mi > 59 {
+			return nil, false
+		}
+		off := h*3600 + mi*60
+		if m[1] == "-" {
+			off = -off
+		}
+		return time.FixedZone(z, off), true
 	}
-	digits := strings.ReplaceAll(z[1:], ":", "")
-	if len(digits) != 4 {
-		return 0, false
-	}
-	h, err1 := strconv.Atoi(digits[:2])
-	mi, err2 := strconv.Atoi(digits[2:])
-	if err1 != nil || err2 != nil || h > 14 || mi > 59 {
-		return 0, false
-	}
-	return sign * (h*3600 + mi*60), true
+	// IANA names, lower-cased by the reader, capitalised back
+	// ("america/new_york" -> "America/New_York", "etc/gmt+5" -> "Etc/GMT+5").
+	name := reZoneWord.get().ReplaceAllStringFunc(z, strings.ToUpper)
+	loc, err := time.LoadLocation(name)
+	return loc, err == nil
 }
 
 // validDate builds a time only when every field is in range (no normalisation).
 // A year before 2015 is no provider's reset (a zero value printed,
 // "2001-01-01T00:00:00Z"), as for epochs.
-func validDate(y, mo, d, h, mi, sec, nsec, off int) (time.Time, bool) {
+func validDate(y, mo, d, h, mi, sec, nsec int, loc *time.Location) (time.Time, bool) {
 	if y < 2015 || y > 9999 || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60 {
 		return time.Time{}, false
 	}
 	if sec == 60 {
 		sec = 59
 	}
-	t := time.Date(y, time.Month(mo), d, h, mi, sec, nsec, time.UTC)
+	t := time.Date(y, time.Month(mo), d, h, mi, sec, nsec, loc)
 	if t.Day() != d || int(t.Month()) != mo {
 		return time.Time{}, false
 	}
-	return t.Add(-time.Duration(off) * time.Second).UTC(), true
+	return t.UTC(), true
 }
 
 func isoFromMatch(s string, m []int) (time.Time, bool) {
@@ -159,11 +197,12 @@ func isoFromMatch(s string, m []int) (time.Time, bool) {
 		}
 		nsec, _ = strconv.Atoi(frac[:9])
 	}
-	off, ok := zoneOffset(subStr(s, m, 8))
-	if !ok {
+	z, ok := zoneOf(s, m, 8)
+	loc, known := zoneLoc(z)
+	if !ok || !known {
 		return time.Time{}, false
 	}
-	return validDate(y, mo, d, h, mi, sec, nsec, off)
+	return validDate(y, mo, d, h, mi, sec, nsec, loc)
 }
 
 // yearlessFromMatch resolves "MM-DD hh:mm[:ss]" in the UTC year of now, or the
@@ -174,8 +213,9 @@ func yearlessFromMatch(s string, m []int, now time.Time) (time.Time, bool) {
 	h, _ := atoiSub(s, m, 3)
 	mi, _ := atoiSub(s, m, 4)
 	sec, _ := atoiSub(s, m, 5)
-	off, ok := zoneOffset(subStr(s, m, 6))
-	if !ok {
+	z, ok := zoneOf(s, m, 6)
+	loc, known := zoneLoc(z)
+	if !ok || !known {
 		return time.Time{}, false
 	}
 	year := now.UTC().Year()
@@ -184,7 +224,7 @@ func yearlessFromMatch(s string, m []int, now time.Time) (time.Time, bool) {
 	}
 	// Up to 8 years ahead covers 29 February.
 	for y := year; y <= year+8; y++ {
-		t, ok := validDate(y, mo, d, h, mi, sec, 0, off)
+		t, ok := validDate(y, mo, d, h, mi, sec, 0, loc)
 		if !ok {
 			if mo == 2 && d == 29 {
 				continue
@@ -205,7 +245,7 @@ var (
 		"retrying in", "retry-after", "retry_after", "retryafter", "retrydelay", "retry_delay",
 		"wait for", "wait", "reset in", "resets in", "reset after", "available in",
 		"available again in", "refresh in", "refreshes in", "cooldown", "cool down for",
-		"replenished in", "refilled in",
+		"replenished in", "refilled in", "等待",
 	}
 	momentKeywords = []string{
 		"reset", "regain", "retry", "again", "available", "until", "resume", "refresh", "renew",
@@ -325,17 +365,14 @@ var reDateStart = lazy(`(?:^|[^\d-])(\d{4})-\d|(?:^|[^\d/.:-])(\d{1,2})-\d`)
 // time of day.
 func findMoment(low string, now time.Time) (time.Time, bool) {
 	for _, m := range reDateStart.get().FindAllStringSubmatchIndex(low, 16) {
-		if d := m[2]; d >= 0 { // 2026-04-01...
-			if m := reISOAnchored.FindStringSubmatchIndex(low[d:]); m != nil && (hasMomentContext(low, d) || hasMomentAfter(low, d+m[1])) {
-				if t, ok := isoFromMatch(low[d:], m); ok {
-					return t, true
-				}
-			}
-		} else if d := m[4]; d >= 0 { // 08-25 01:37:00
-			if m := reYearlessAnchored.FindStringSubmatchIndex(low[d:]); m != nil && (hasMomentContext(low, d) || hasMomentAfter(low, d+m[1])) {
-				if t, ok := yearlessFromMatch(low[d:], m, now); ok {
-					return t, true
-				}
+		// 2026-04-01... or, with one or two digits first, 08-25 01:37:00
+		d, re, read := m[2], reISOAnchored, func(s string, m []int) (time.Time, bool) { return isoFromMatch(s, m) }
+		if d < 0 {
+			d, re, read = m[4], reYearlessAnchored, func(s string, m []int) (time.Time, bool) { return yearlessFromMatch(s, m, now) }
+		}
+		if m := re.FindStringSubmatchIndex(low[d:]); m != nil && (hasMomentContext(low, d) || hasMomentAfter(low, d+m[1])) {
+			if t, ok := read(low[d:], m); ok {
+				return t, true
 			}
 		}
 	}
@@ -350,7 +387,7 @@ func findMoment(low string, now time.Time) (time.Time, bool) {
 		}
 	}
 	for _, m := range reClock.get().FindAllStringSubmatchIndex(low, 4) {
-		if !hasMomentContext(low, m[0]) {
+		if !hasMomentContext(low, m[2]) { // the lead word ("resets") counts
 			continue
 		}
 		if t, ok := clockFromMatch(low, m, now); ok {
@@ -361,8 +398,10 @@ func findMoment(low string, now time.Time) (time.Time, bool) {
 }
 
 // reClock finds a time of day after a moment word: "try again after 11:34 AM",
-// "available at 14:05 UTC".
-var reClock = lazy(`\b(?:at|after|until|by|from)\s+(\d{1,2}):(\d{2})(?::(\d{2}))?\s*(am|pm|a\.m\.|p\.m\.)?(?:\s*(utc|gmt|z|[+-]\d{2}:?\d{2}))?`)
+// "available at 14:05 UTC", "Access resets at 10:57 PM GMT-3", "resets
+// 2:30pm (Pacific/Auckland)", "will reset at 1pm (Etc/GMT+5)". An hour alone
+// counts only with am or pm.
+var reClock = lazy(`\b(?:at|after|until|by|from|resets?|renews?|refreshes)\s+(\d{1,2})(?::(\d{2})(?::(\d{2}))?)?\s*(am|pm|a\.m\.|p\.m\.)?` + zonePat)
 
 // clockFromMatch resolves a time of day to its next occurrence at or after now
 // (a time without a zone is UTC, C11).
@@ -379,14 +418,15 @@ func clockFromMatch(s string, m []int, now time.Time) (time.Time, bool) {
 	case ampm[0] == 'a' && h == 12:
 		h = 0
 	}
-	off, ok := zoneOffset(subStr(s, m, 5))
-	if !ok || h > 23 || mi > 59 || sec > 59 {
+	z, ok := zoneOf(s, m, 5)
+	loc, known := zoneLoc(z)
+	if !ok || !known || h > 23 || mi > 59 || sec > 59 || m[4] < 0 && subStr(s, m, 4) == "" {
 		return time.Time{}, false
 	}
-	local := now.UTC().Add(time.Duration(off) * time.Second)
-	t := time.Date(local.Year(), local.Month(), local.Day(), h, mi, sec, 0, time.UTC).Add(-time.Duration(off) * time.Second)
+	local := now.In(loc)
+	t := time.Date(local.Year(), local.Month(), local.Day(), h, mi, sec, 0, loc)
 	if t.Before(now) {
-		t = t.Add(24 * time.Hour)
+		t = t.AddDate(0, 0, 1)
 	}
 	return t.UTC(), true
 }

@@ -69,7 +69,16 @@ var (
 	// A block that lifts by itself is an ordinary auth cooldown, not a disable.
 	reTemporary = rx(`\btemporar(y|ily)\b|\bfor (\d+|a few|several) (seconds?|minutes?|hours?)\b|\btry again (later|in)\b`)
 	// Billing words, or a block that lifts by itself: neither is a revoked account.
-	reBillingOrTemporary = rx(reBillingWords.String() + `|` + reTemporary.String())
+	// A guess is no statement: "account may be suspended or lack permissions"
+	// (a relay's reading of any 403) says nothing was suspended.
+	reHedge = rx(`\b(may|might|could) (have )?(be|been) (suspended|disabled|banned|blocked|deactivated|restricted|locked|revoked)\b|\b(possibly|probably|perhaps) (suspended|disabled|banned|blocked|deactivated|restricted|locked|revoked)\b|\bor lacks? (the )?(required )?permissions?\b`)
+	// Billing words, a block that lifts by itself, or a guess: none is a revoked account.
+	reBillingOrTemporaryOrHedge = rx(reBillingWords.String() + `|` + reTemporary.String() + `|` + reHedge.String())
+	reBillingOrHedge            = rx(reBillingWords.String() + `|` + reHedge.String())
+	// Only a person lifts it: support must be contacted, an identity verified.
+	reLiftedByPerson = rx(`\b(contact|reach out to) (our |the )?(support|customer service|customer support|help ?center)\b|\bverify your identity\b|\bsubmit an appeal\b`)
+	// Words of a periodic window (C3): an allowance that resets is a rate limit.
+	reWindowWords = rx(`\b(daily|weekly|monthly|hourly|per[ -](minute|second|hour|day)|today|tomorrow|resets?|refresh(es)?)\b`)
 	// A field or parameter named in quotes: a value of the request, not the prompt.
 	reNamedField = rx(`'[^'|]{1,40}' (field|parameter|param|property|argument)\b|\b(field|parameter|param|property|argument) '[^'|]{1,40}'`)
 	// A limit of one request's shape or of its output, not of a rate.
@@ -104,6 +113,10 @@ func buildFamilies() []family {
 				unlessRe(rx(`\btimeout\b|deadline`)), // Go's "request canceled ... (Client.Timeout exceeded ...)" is a timeout
 			pat("interrupted-by-user", "interrupted|context cancel", `\binterrupted by (the )?(user|caller|client)\b|\bcontext cancell?ed\b`),
 			// Apple's URLSession when the app cancels its task (NSURLErrorCancelled).
+			// The browser's AbortSignal with no reason given ("signal is aborted
+			// without reason") and anyio's cancel scopes ("Cancelled by cancel scope
+			// 7fd1354545d0"): the caller's own cancel.
+			pat("signal-aborted", "signal|cancel scope", `\bsignal (is |was |has been )?aborted\b|\bcancell?ed by (a |the )?cancel scope\b`),
 			pat("nsurl-cancelled", "-999", `\bnsurlerrordomain code=-999\b|\bnsurlerrorcancelled\b`),
 			lit("cancelled-zh", "请求已取消", "用户取消", "已取消请求"),
 			// Client libraries' own cancel, said as the whole error: axios'
@@ -134,6 +147,11 @@ func buildFamilies() []family {
 			// SDKs' "Candidate was blocked due to RECITATION" (the finish reason, quoted).
 			pat("blocklist", "blocklist|block list", `\bdetected in (the )?(input |output |prompt |response )?block ?list\b|\bblocked by (the |a )?(custom |content )?block ?list\b|\bmatched (the |a )?block ?list\b`),
 			pat("blocked-for-filter", "blocked", `\b(candidate|response|prompt|output|input|content|generation|completion|answer)s? (was |were |has been |have been |is |got )?blocked (due to|because of|for) (safety|recitation|prohibited[ _]content|blocklist|spii|image[ _]safety|(the )?content (policy|filter))\b`),
+			// A safety stop named by its block reason, in any field or SDK's
+			// spelling: "block_reason: PROHIBITED_CONTENT", "block_reason=<BlockedReason.OTHER:
+			// 'OTHER'>", Go's "BlockedReasonProhibitedContent", "blocked/empty due to
+			// PROHIBITED_CONTENT", "being blocked for reason: SAFETY", a "blocked prompt".
+			pat("block-reason", "block", `\bblock(ed)?[ _]?reason\W{1,4}(blockedreason\.)?(safety|other|prohibited[ _]?content|blocklist|spii|image[ _]safety|recitation)\b|\bblockedreason(safety|other|prohibitedcontent|blocklist|spii|imagesafety)\b|\bblocked(/empty)? (due to|for reason|because of)\W{1,3}(safety|prohibited[ _]content|blocklist|spii|recitation)\b|\bblocked prompt\b|\bprompt (was |is |has been )?blocked\b`),
 			pat("content-risk", "risk", `\bcontent (exists|has|contains|carries) risks?\b|\brisky content\b|\bcontent risk\b`),
 			pat("refusal", "refus", `\brefusal\b|\brefused to (answer|respond|comply|generate)\b`),
 			pat("moderation", "moderation", `\b(requires|failed|blocked by|flagged by|rejected by)( our)? moderation\b|\bmoderation (blocked|failed|rejected)\b`),
@@ -154,12 +172,18 @@ func buildFamilies() []family {
 		}},
 		{name: "auth-permanent", rank: rankAuthPermanent, reason: ReasonAuthPermanent, rules: []rule{
 			pat("subject-disabled", "deactivated|suspended|banned|revoked|terminated|disabled|deleted|frozen|blocked|restricted|locked",
-				`\b(account|organi[sz]ation|org|workspace|team|project|api[ _-]?key|key|token|credential)s?\b~\b(deactivated|suspended|banned|revoked|terminated|disabled|deleted|frozen|blocked|restricted|locked)\b`).and("account|organi|org|workspace|team|project|key|token|credential").unlessRe(reBillingOrTemporary),
+				`\b(account|organi[sz]ation|org|workspace|team|project|api[ _-]?key|key|token|credential)s?\b~\b(deactivated|suspended|banned|revoked|terminated|disabled|deleted|frozen|blocked|restricted|locked)\b`).and("account|organi|org|workspace|team|project|key|token|credential").unlessRe(reBillingOrTemporaryOrHedge),
+			// A suspension, even a "temporary" one, that lifts only when a person
+			// acts ("To restore access, please contact our support team to verify
+			// your identity"): waiting does not bring the credential back.
+			pat("lifted-by-a-person", "suspended|locked|disabled|blocked|deactivated",
+				`\b(account|user|id|organi[sz]ation|org|workspace|team|key|token)s?\b~\b(suspended|locked|disabled|blocked|deactivated)\b`).
+				unlessRe(reBillingOrHedge).when(func(c *textCtx, _ string) bool { return reLiftedByPerson.MatchString(c.text) }),
 			pat("disabled-subject", "deactivated|suspended|banned|revoked|terminated|disabled|deleted|frozen|blocked|restricted|locked",
-				`\b(deactivated|suspended|banned|revoked|terminated|disabled|deleted|frozen|blocked|restricted|locked)[ _](account|organi[sz]ation|workspace|team|project|api key|key)\b`).and("account|organi|workspace|team|project|key").unlessRe(reBillingOrTemporary),
+				`\b(deactivated|suspended|banned|revoked|terminated|disabled|deleted|frozen|blocked|restricted|locked)[ _](account|organi[sz]ation|workspace|team|project|api key|key)\b`).and("account|organi|workspace|team|project|key").unlessRe(reBillingOrTemporaryOrHedge),
 			// "Gemini has been disabled in this account", "the API is disabled for the project"
 			pat("disabled-in-account", "deactivated|suspended|banned|terminated|disabled|blocked|locked",
-				`\b(has been|have been|was|is|got) (deactivated|suspended|banned|terminated|disabled|blocked|locked) (in|for|on) (this|your|the) (account|organi[sz]ation|org|project|workspace|team)\b`).unlessRe(reBillingOrTemporary),
+				`\b(has been|have been|was|is|got) (deactivated|suspended|banned|terminated|disabled|blocked|locked) (in|for|on) (this|your|the) (account|organi[sz]ation|org|project|workspace|team)\b`).unlessRe(reBillingOrTemporaryOrHedge),
 			// A service or API that was never switched on for the account: a person must enable it.
 			pat("service-not-activated", "activated|enabled|not open|开通",
 				`\b(service|api|product)\b~\b(is |has )?(not|never)( yet)? (been )?(activated|enabled|opened|open)\b|\bthe api you are accessing is not open\b|\bnot (been )?(activated|enabled) (for|on|in) (this|your|the) (account|project|organi[sz]ation|subscription|tenant|workspace)\b|服务未开通|未开通`).
@@ -194,6 +218,10 @@ func buildFamilies() []family {
 			// access to GLM-5V-Turbo"; see testdata/corpus/README.md).
 			pat("plan-excludes", "plan|include|subscription|limited to|restricted to", `\bplan (does not|doesn't|do not) (yet )?(include|support|cover)\b|\bnot (available|included) (in|on|with|under) (your |the )?(current )?(pricing |subscription )?plan\b|\bdoes not (yet )?include access\b|\b(model|feature)\b~\brequires (a |an )?(paid |pro |premium |higher |active )?(subscription|plan)\b|\bfree (account|key|plan|tier|api)s? (is |are )?(only )?(limited|restricted) to (use|using)\b`),
 			lit("extra-usage", "extra usage"),
+			// A plan's allowance of paid requests used up, more to be bought
+			// (Copilot's premium requests and overages): no window is stated.
+			pat("paid-allowance", "allowance|overage|paid premium", `\bexceeded (your |the )?(\w+ ){0,2}allowance\b|\ballowance\b~\b(exceeded|used up|exhausted|reached|spent)\b|\b(do not|don't|does not) (currently )?have overages? enabled\b|\benable (additional )?paid (premium )?requests\b`).
+				unlessRe(reWindowWords),
 			pat("budget", "budget", `\bbudget\b~\b(exceeded|reached|exhausted|used up)\b|\bexceeded (your |the )?budget\b|\bbudget_exceeded\b`),
 			pat("invoices", "invoice|pay", `\b(past|unpaid|overdue|outstanding|open) invoices?\b|\bfail\w* to pay\b|\bpayment (is )?past due\b`),
 			pat("suspended-for-billing", "suspended|disabled|blocked|deactivated", `\b(account|organi[sz]ation|workspace|team|project)\b~\b(suspended|disabled|blocked|deactivated)\b`).and("billing|balance|credit|payment|invoice|spending|overdue|arrear|quota"),
@@ -313,17 +341,17 @@ func buildFamilies() []family {
 			// Post \"http://127.0.0.1:35943/completion\": EOF", "do load request: Post
 			// ...: EOF", "an error was encountered while running the model: unexpected
 			// EOF". A dead runner, not a network between us and a provider.
-			pat("runner-call-failed", "predict|load request|running the model", `\bpost predict\b|\bdo load request\b|\berror was encountered while running the model\b`),
+			pat("runner-call-failed", "predict|load request|running the model|llm response", `\bpost predict\b|\bdo load request\b|\berror was encountered while running the model\b|\berror reading llm response\b`),
 			// vLLM's engine, dead under its API server: v1's "EngineCore encountered
 			// an issue. See stack trace (above) for the root cause." (EngineDeadError),
 			// v0's "Background loop has errored already." (AsyncEngineDeadError). Like
 			// a dead runner: nothing says whether it comes back.
-			pat("engine-dead", "engine|background loop", `\benginecore encountered an issue\b|\b(async)?enginedeaderror\b|\bengine (core )?(is )?dead\b|\bbackground loop has errored\b`),
+			pat("engine-dead", "engine|background loop", `\benginecore encountered an issue\b|\b(async|mq)?enginedeaderror\b|\bengine (core )?(is )?dead\b|\bbackground loop has errored\b|\bengine loop (is not running|has died|died)\b`),
 		}},
 		{name: "overloaded", rank: rankOverloaded, reason: ReasonOverloaded, rules: []rule{
 			pat("overloaded", "overload", `(\b|_)overload(ed|ing)?\b`),
 			pat("high-demand", "demand|load|traffic|volume|experiencing", `\b(high|heavy|peak|unusually high|increased) (demand|load|traffic|volume of requests)\b|\bexperiencing (high|heavy|a high|an unusually)\b`).when(notExample),
-			pat("busy", "busy", `\b(server|servers|service|system|api|model|engine|platform|backend|gpus?|llm|runner)s? (is |are )?(currently |too |very )?busy\b|\btoo busy\b|\bcurrently busy\b`).when(notExample),
+			pat("busy", "busy", `\b(server|servers|service|system|api|model|engine|platform|backend|gpus?|llm|runner)s? (is |are )?(currently |temporarily |too |very |extremely )?busy\b|\btoo busy\b|\bcurrently busy\b`).when(notExample),
 			pat("capacity", "capacity", `\b(at|over|out of|no|insufficient|lack of|limited|exceeded|reached)\s+(available |serving |compute |gpu |maximum |full |peak )?capacity\b|\bcapacity\b~\b(exhausted|constraints?|issues?|reached|unavailable|is full|exceeded|limits?)\b|\binsufficientcapacity\b`),
 			// llama.cpp and llamafile: "slot unavailable", "all slots are busy". Only
 			// at the start of a message, so prose about a meeting slot is not a server.
@@ -405,7 +433,7 @@ func buildFamilies() []family {
 			// A model this credential may not use: the key is good for its other
 			// models, so the chain falls back at once and the key keeps no cooldown
 			// (an auth verdict would cool it down for every model and skip the provider).
-			pat("model-access", "model", `\baccess (to|the) (the |this |that )?model\b|\bmodel access (is )?(denied|not granted)\b|\bnot (allowed|permitted|authori[sz]ed|entitled) to (access|use|sample from|call) (this |the |that )?(publisher )?model\b|\bnot (agreed|accepted)\b~\bterms\b|\b(unable|cannot|can't|could not) (to )?access (the |this )?model\b|\b(does not|doesn't|do not|don't) have access to (the |this |that )?model\b|\bcan only access models\b`).unlessRe(reIAM),
+			pat("model-access", "model", `\baccess (to|the) (the |this |that )?model\b|\bmodel access (is )?(denied|not granted)\b|\bnot (allowed|permitted|authori[sz]ed|entitled) to (access|use|sample from|call) (this |the |that )?(publisher )?model\b|\bnot (agreed|accepted)\b~\bterms\b|\b(unable|cannot|can't|could not) (to )?access (the |this )?model\b|\b(does not|doesn't|do not|don't) have access to (the |this |that )?model\b|\bcan only access models\b|\bnot eligible (for|to use) (this |the |that )?model\b`).unlessRe(reIAM),
 			// The model (or this deployment of it) cannot do what the request needs:
 			// another candidate can serve the same request (model_not_found, not format).
 			pat("model-capability", "support|not enabled for|provisioned", `\b(does not|doesn't|do not|don't) support\b~\b(tools?|tool use|tool[ _]calling|tool calls|tool_choice|function[ _]calling|functions|images?|image input|vision|audio|video|thinking|reasoning\w*|system (prompts?|messages?|instructions?|role)|developer (instructions?|messages?|role)|json mode|structured outputs?|generate|chat|completions?|embeddings?|insert|multimodal|pdfs?)\b|\b(tools?|tool use|tool[ _]calling|tool calls|function[ _]calling|functions|images?|image_url|image input|vision|audio|video|thinking|reasoning\w*|json mode|json_object|response_format|structured outputs?|system (prompts?|messages?|instructions?)|streaming|multimodal|pdfs?)\W{0,3} (is |are )?not (supported|enabled|available) (with|for|by|on|in) (this|the|that) model\b|\bonly supported by (certain|some|specific|selected|other) models\b|\b(doesn't|does not) support the model\b|\brequires provisioned throughput\b|\bno endpoints? found that support\b|\bnot enabled for (models/|this model\b|the model\b)|\b(image|audio|video|file|pdf|document)s? (input|inputs|modality) (is |are )?not (supported|enabled)\b`),
@@ -514,6 +542,11 @@ func buildFamilies() []family {
 				`\binvalid character '.{1,6}' (looking for|after|in)\b|\bstream (closed|was closed|aborted|ended|interrupted|disconnected|error|terminated|reset)\b|\bwithout sending (any )?chunks\b|\b(request|response|stream) ended (early|prematurely|unexpectedly)\b|\bincomplete (stream|response)\b|\bunexpected end of (stream|json input|file)\b|\bis unable to process your request\b`),
 		}},
 		{name: "format", rank: rankFormat, reason: ReasonFormat, rules: []rule{
+			// A feature or parameter the API retired, with the one to use instead
+			// ("Live search is deprecated. Please switch to the Agent Tools API"):
+			// the request must change. A retired model is model_not_found.
+			pat("feature-retired", "deprecated|no longer supported", `\b(is|has been|was|are|have been) (deprecated|no longer supported)\b[^a-z]{0,4}(please )?(switch|migrate|move) to\b`).
+				unlessRe(rx(`\bmodels?\b`)),
 			pat("invalid-request", "invalid", `\binvalid[ _](request|argument|parameter|value|type|json|format|body|input|schema|enum|field|role)s?\b|\binvalid '[^']{1,40}'|\binvalid `+"`"+`\w+`+"`"),
 			pat("unsupported", "support|unrecognized|extra", `\bunsupported[ _](parameter|value|type|format|media|field|role|content)\b|\bunrecognized (request )?(argument|field|parameter|key)s?\b|\bextra[ _](inputs are not permitted|forbidden)\b|\b(does not|doesn't|do not) support\b|\bis not supported\b|\bnot supported (with|for|by|when|in)\b`),
 			pat("validation", "validation|value_error|required|must|should match|cannot be|mandatory", `\bvalidation (error|failed|exception)\b|\bvalidationexception\b|\bvalue_error\b|\bfield required\b|\bmissing required\b|\bis required\b|\bmust (be|have|contain|end|start|not)\b|\bshould match pattern\b|\bcannot be (modified|disabled|empty)\b|\bis mandatory\b`),
