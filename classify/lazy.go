@@ -37,10 +37,9 @@ func (l *lazyRE) get() *regexp.Regexp {
 // String is the pattern as written, for building larger ones.
 func (l *lazyRE) String() string { return l.src }
 
-func (l *lazyRE) MatchString(s string) bool { return l.get().MatchString(s) }
-
-func (l *lazyRE) FindStringSubmatch(s string) []string { return l.get().FindStringSubmatch(s) }
-
+// The methods of regexp.Regexp that classify calls, on the compiled pattern.
+func (l *lazyRE) MatchString(s string) bool              { return l.get().MatchString(s) }
+func (l *lazyRE) FindStringSubmatch(s string) []string   { return l.get().FindStringSubmatch(s) }
 func (l *lazyRE) FindStringSubmatchIndex(s string) []int { return l.get().FindStringSubmatchIndex(s) }
 
 // compileGaps compiles a pattern in which "~" stands for a gap.

@@ -49,13 +49,10 @@ func pat(name, keys, p string) rule {
 	return r
 }
 
-func (r rule) unlessRe(l *lazyRE) rule   { r.unless = alternatives(l.String()); return r }
-func (r rule) and(keys string) rule      { r.also = strings.Split(keys, "|"); return r }
-func (r rule) only(provider string) rule { r.provider = provider; return r }
-func (r rule) when(check func(c *textCtx, m string) bool) rule {
-	r.check = check
-	return r
-}
+func (r rule) unlessRe(l *lazyRE) rule                         { r.unless = alternatives(l.String()); return r }
+func (r rule) and(keys string) rule                            { r.also = strings.Split(keys, "|"); return r }
+func (r rule) only(provider string) rule                       { r.provider = provider; return r }
+func (r rule) when(check func(c *textCtx, m string) bool) rule { r.check = check; return r }
 
 // textCtx is what a rule may consult besides the text.
 type textCtx struct {
@@ -76,13 +73,14 @@ const gap = `[^|\n]*?`
 // to its literal prefix; a leading \b is checked by hand for that reason). Read
 // as one expression, a rule's alternatives are tried at every byte of the text:
 // the corpus's slowest case took 1.2 ms instead of 0.1 ms (BENCHMARKS.md).
+// It is compiled when a text first holds its rule's keys: a failure compiles
+// the few patterns its words call for, not the table (BENCHMARKS.md).
 type alt struct {
-	re        *regexp.Regexp
-	prefix    string // literal every match starts with ("" = none)
-	wordStart bool   // the match must start at a word boundary
+	re        *lazyRE
+	wordStart bool // the match must start at a word boundary
 }
 
-// alternatives compiles p's top-level alternatives, a leading group of
+// alternatives splits p into its top-level alternatives, a leading group of
 // choices expanded (`\b(account|team)s? suspended` is two).
 func alternatives(p string) []alt {
 	var out []alt
@@ -92,8 +90,7 @@ func alternatives(p string) []alt {
 			if rest, ok := strings.CutPrefix(e, `\b`); ok {
 				e, x.wordStart = rest, true
 			}
-			x.re = compileGaps(e)
-			x.prefix, _ = x.re.LiteralPrefix()
+			x.re = rx(e)
 			out = append(out, x)
 		}
 	}
@@ -101,15 +98,15 @@ func alternatives(p string) []alt {
 }
 
 // find returns the first match of a in t (at a word start when required).
-func (a *alt) find(t string) string {
+func (a *alt) find(t string, re *regexp.Regexp, prefix string) string {
 	for from, n := 0, 0; from <= len(t) && n < 8; n++ {
-		loc := a.re.FindStringIndex(t[from:])
+		loc := re.FindStringIndex(t[from:])
 		if loc == nil {
 			return ""
 		}
 		i, j := from+loc[0], from+loc[1]
 		if !a.wordStart || i == 0 || !isWordByte(t[i-1]) {
-			if j > i || a.prefix == "" {
+			if j > i || prefix == "" {
 				return t[i:j]
 			}
 		}
@@ -122,10 +119,12 @@ func (a *alt) find(t string) string {
 func firstOf(alts []alt, t string) string {
 	for i := range alts {
 		a := &alts[i]
-		if a.prefix != "" && !strings.Contains(t, a.prefix) {
+		re := a.re.get()
+		prefix, _ := re.LiteralPrefix() // literal every match starts with ("" = none)
+		if prefix != "" && !strings.Contains(t, prefix) {
 			continue
 		}
-		if m := a.find(t); m != "" {
+		if m := a.find(t, re, prefix); m != "" {
 			return m
 		}
 	}
