@@ -73,10 +73,9 @@ func parseGoDuration(s string) (time.Duration, bool) {
 	return d, true
 }
 
-// zonePat is an optional zone after a time, captured without its parentheses:
-// "z", "utc", "gmt", an offset ("+05:30", "-0500"), a GMT or UTC offset ("gmt-3",
-// "utc+8"), an unambiguous abbreviation ("pst", "cest", "ist", "jst") or an IANA
-// name ("(pacific/auckland)", "etc/gmt+5"). Texts are lower case here.
+// zonePat is an optional zone after a time, captured without its parentheses: "z",
+// "utc", "gmt", an offset ("+05:30", "gmt-3", "utc+8"), an unambiguous abbreviation
+// ("pst", "cest", "ist") or an IANA name ("(pacific/auckland)", "etc/gmt+5").
 const zonePat = `(?:\s*\(?((?:utc|gmt) ?[+-] ?\d{1,2}(?::?\d{2})?|[+-]\d{2}:?\d{2}|z|utc|gmt|` +
 	`pst|pdt|mst|mdt|cdt|est|edt|akst|akdt|hst|bst|cet|cest|eet|eest|wet|west|ist|jst|kst|aest|aedt|acst|acdt|awst|nzst|nzdt|sgt|hkt|msk|brt|` +
 	`(?:africa|america|antarctica|asia|atlantic|australia|europe|indian|pacific|etc|us|canada|brazil|mexico|chile)(?:/[a-z_+\-0-9]+)+)\b\)?)?`
@@ -113,17 +112,15 @@ func subStr(s string, m []int, g int) string {
 
 // abbrevOffsets are the zone abbreviations whose offset is not in doubt (CST,
 // both Central and China Standard Time, is left out), in hours east of UTC.
-var abbrevOffsets = map[string]float64{"pst": -8, "pdt": -7, "mst": -7, "mdt": -6, "cdt": -5, "est": -5, "edt": -4,
-	"akst": -9, "akdt": -8, "hst": -10, "bst": 1, "cet": 1, "cest": 2, "eet": 2, "eest": 3, "wet": 0, "west": 1,
-	"ist": 5.5, "jst": 9, "kst": 9, "aest": 10, "aedt": 11, "acst": 9.5, "acdt": 10.5, "awst": 8, "nzst": 12, "nzdt": 13,
-	"sgt": 8, "hkt": 8, "msk": 3, "brt": -3}
+var abbrevOffsets = map[string]float64{"pst": -8, "pdt": -7, "mst": -7, "mdt": -6, "cdt": -5, "est": -5, "edt": -4, "akst": -9,
+	"akdt": -8, "hst": -10, "bst": 1, "cet": 1, "cest": 2, "eet": 2, "eest": 3, "wet": 0, "west": 1, "ist": 5.5, "jst": 9, "kst": 9,
+	"aest": 10, "aedt": 11, "acst": 9.5, "acdt": 10.5, "awst": 8, "nzst": 12, "nzdt": 13, "sgt": 8, "hkt": 8, "msk": 3, "brt": -3}
 
 // reUnreadZone is a zone name zonePat does not know, right after a time
 // ("10:00 (Mars/Olympus)"): such a moment is not read as UTC.
 var reUnreadZone = lazy(`^\s*\(?[a-z]+/[a-z_]`)
 
-// zoneOf is the zone group g of m, and whether the moment may be read: no
-// unknown zone name follows it.
+// zoneOf is m's zone group g, and whether no unknown zone name follows the moment.
 func zoneOf(s string, m []int, g int) (string, bool) {
 	z := subStr(s, m, g)
 	return z, z != "" || !reUnreadZone.MatchString(s[m[1]:])

@@ -139,3 +139,38 @@ func TestClassify_CorpusUnseen6(t *testing.T) {
 		t.Fatalf("%d of %d right (%.3f), want >= 0.97", right, len(cases), share)
 	}
 }
+
+// TestClassify_C2_StatusPhraseIsNoCause: a status's reason phrase in the text
+// ("Bad Request") names no cause, so the cause beside it decides; with nothing
+// beside it the status does. Issue 39's second pass, other wordings than
+// errors-unseen7's.
+func TestClassify_C2_StatusPhraseIsNoCause(t *testing.T) {
+	checkReasons(t, []reasonCase{
+		{"any", 0, `InvokeBadRequestError: Bad Request, connection timed out while reading the response`, ReasonTimeout},
+		{"any", 400, `Bad Request`, ReasonFormat},
+		{"any", 0, `HTTP 400 Bad Request: request body exceeds the maximum allowed request size`, ReasonContextOverflow},
+		{"any", 400, `The image exceeds the maximum allowed payload size`, ReasonFormat},
+		{"any", 500, `Internal error. No credits were charged for this request.`, ReasonTimeout},
+		{"any", 0, `The selected model doesn't work with your plan.`, ReasonBilling},
+		{"any", 0, `You must specify a model.`, ReasonFormat},
+		{"any", 400, `No model provided in the request body`, ReasonFormat},
+	})
+}
+
+// TestClassify_CorpusUnseen7 runs issue 39's second blind set
+// (testdata/corpus/errors-unseen7.score.md): its stated rate is 27 of 28 (96%).
+func TestClassify_CorpusUnseen7(t *testing.T) {
+	cases := loadCorpus(t, "testdata/corpus/errors-unseen7.jsonl")
+	right := 0
+	for _, c := range cases {
+		f := Classify(c.response(), corpusNow)
+		if string(f.Reason) == c.ExpectedReason && string(f.Class) == c.ExpectedClass {
+			right++
+		} else {
+			t.Logf("miss %s: got %s/%s, want %s/%s (%s)", c.ID, f.Reason, f.Class, c.ExpectedReason, c.ExpectedClass, f.Why.Rule)
+		}
+	}
+	if len(cases) < 28 || float64(right)/float64(len(cases)) < 0.96 {
+		t.Fatalf("%d of %d right, want >= 96%% of >= 28", right, len(cases))
+	}
+}

@@ -202,7 +202,8 @@ func buildFamilies() []family {
 			lit("credit-balance", "credit balance"),
 			pat("balance-low", "balance|funds|credit", `\b(balance|funds|credits?)\b~\b(is |are )?(insufficient|too low|not enough|negative|depleted|below zero)\b|\b(not enough|negative|zero|low) (account )?(balance|funds)\b`),
 			pat("trial-ended", "trial", `\b(free|your|api) trial( period| credits?)?\b~\b(has )?(expired|ended|is over|used up|exhausted)\b`),
-			pat("out-of-credits", "credit", `\b(out of|run out of|ran out of|no|not enough|any|zero|requires? more|needs? more) (api )?credits?\b|\bused (up )?all (of )?(your |the |available |remaining )*credits\b|\bcredits? (have been |has been |have |has |are |is )?(exhausted|depleted|used up|run out)\b|\bcredits remaining: 0\b`).when(notHypothetical),
+			pat("out-of-credits", "credit", `\b(out of|run out of|ran out of|no|not enough|any|zero|requires? more|needs? more) (api )?credits?\b|\bused (up )?all (of )?(your |the |available |remaining )*credits\b|\bcredits? (have been |has been |have |has |are |is )?(exhausted|depleted|used up|run out)\b|\bcredits remaining: 0\b`).when(notHypothetical).
+				unlessRe(rx(`\bno credits? (were |was |have been |has been )?(consumed|charged|deducted|used|billed)\b`)), // a refund, not a shortage
 			pat("used-up", "used up", `\bused up (all )?(your |the |its )?(credits?|points|balance|quota|allowance)\b`),
 			pat("payment", "payment", `\bpayment[ _](required|method|failed|overdue|declined|is overdue|is required)\b`).unlessRe(reRateWords),
 			pat("billing-trouble", "billing", `\bbilling[ _](hard[ _]limit|not[ _]active|issue|problem|error|is not enabled|has been disabled|is disabled|account|required|to be enabled)\b|\benable billing\b|\b(issue|problem) with (your )?(account'?s? )?billing\b|\bplans? (&|and) billing\b|\bbilling details\b`).unlessRe(reGoogleMetric),
@@ -216,7 +217,7 @@ func buildFamilies() []family {
 			// A model or feature the plan does not include (the corpora read a
 			// plan-gated model as billing: Zhipu's 1311, "plan does not yet include
 			// access to GLM-5V-Turbo"; see testdata/corpus/README.md).
-			pat("plan-excludes", "plan|include|subscription|limited to|restricted to", `\bplan (does not|doesn't|do not) (yet )?(include|support|cover)\b|\bnot (available|included) (in|on|with|under) (your |the )?(current )?(pricing |subscription )?plan\b|\bdoes not (yet )?include access\b|\b(model|feature)\b~\brequires (a |an )?(paid |pro |premium |higher |active )?(subscription|plan)\b|\bfree (account|key|plan|tier|api)s? (is |are )?(only )?(limited|restricted) to (use|using)\b`),
+			pat("plan-excludes", "plan|include|subscription|limited to|restricted to", `\bplan (does not|doesn't|do not) (yet )?(include|support|cover)\b|\b(does not|doesn't|do not) work with your (current )?plan\b|\bnot (available|included) (in|on|with|under) (your |the )?(current )?(pricing |subscription )?plan\b|\bdoes not (yet )?include access\b|\b(model|feature)\b~\brequires (a |an )?(paid |pro |premium |higher |active )?(subscription|plan)\b|\bfree (account|key|plan|tier|api)s? (is |are )?(only )?(limited|restricted) to (use|using)\b`),
 			lit("extra-usage", "extra usage"),
 			// A plan's allowance of paid requests used up, more to be bought
 			// (Copilot's premium requests and overages): no window is stated.
@@ -270,6 +271,9 @@ func buildFamilies() []family {
 				`(每日|每天|每周|每月|每小时|今日|今天|本周|本月|当日|当天|\d+\s*小时|\d+\s*天)[^。|]{0,12}?(上限|限额|额度|配额|用量|次数|限制)|使用上限|用量上限|用量已达|使用额度已达`),
 		}},
 		{name: "context-overflow", rank: rankContext, reason: ReasonContextOverflow, rules: []rule{
+			// The whole request over a size limit (a 413's body; an attachment over its own cap is format).
+			pat("request-over-size", "exceed", `\bexceeds? (the )?(maximum|max)( allowed)? (content[ -]length|request size|payload size|body size)\b`).
+				unlessRe(rx(`\b(images?|files?|attachments?|uploads?|pdfs?|videos?|audio)\b`)),
 			pat("context-exceeded", "context", `\bcontext[ _-]?(length|window|size|limit)s?\b~\b(exceed\w*|overflow\w*|too (long|large)|reached|is full)\b|\bcontext[ _](length|window)[ _]exceeded\b|\bcontext overflow\b`),
 			pat("context-overflows", "context", `\bcontext\b~\boverflows?\b|\bcontext (length|window|size) of only\b`),
 			pat("exceeds-context", "context", `\bexceed\w*\b~\bcontexts?\b|\bran out of (room|space)\b~\bcontext\b|\blarger than (the )?(model'?s )?context\b`).and("exceed|ran out|larger than"),
@@ -552,7 +556,8 @@ func buildFamilies() []family {
 			pat("validation", "validation|value_error|required|must|should match|cannot be|mandatory", `\bvalidation (error|failed|exception)\b|\bvalidationexception\b|\bvalue_error\b|\bfield required\b|\bmissing required\b|\bis required\b|\bmust (be|have|contain|end|start|not)\b|\bshould match pattern\b|\bcannot be (modified|disabled|empty)\b|\bis mandatory\b`),
 			pat("malformed", "malformed|json|parse|unexpected", `\bmalformed\b|\bnot valid json\b|\binvalid json\b|\bexpected value in json\b|\bparse error\b|\b(failed|unable) to parse\b|\bcould not parse\b|\bunexpected (token|character)\b`),
 			word("conversation-shape", "roles must alternate", "prefill", "tool_use", "tool_call", "thinking block", "thinking blocks",
-				"image dimension", "image dimensions", "bad request", "bad_request", "parameter error"),
+				"image dimension", "image dimensions", "parameter error"), // "Bad Request" is the status's phrase (textStatus), no cause
+			pat("model-unnamed", "model", `\b(must|have to|need to) specify a (valid )?model\b|\bno model (was |is )?(specified|provided|given)\b`),
 			pat("bad-header", "header", `\bheader\b~\b(is |was )?(invalid|malformed|not valid|not supported|unrecognized)\b`),
 			lit("format-zh", "参数非法", "非法参数", "参数错误", "参数无效", "参数不合法", "无效的参数", "请求参数", "格式错误", "不合法", "不支持", "参数有误"),
 		}},
