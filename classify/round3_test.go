@@ -174,3 +174,33 @@ func TestClassify_CorpusUnseen7(t *testing.T) {
 		t.Fatalf("%d of %d right, want >= 96%% of >= 28", right, len(cases))
 	}
 }
+
+// TestClassify_C4_C6_C9_WrapperWords: the words tools that wrap providers print
+// (issue 39's third pass, other wordings than errors-unseen8's): a client's
+// enum names for a rate limit and Rust's io error kinds, and a request fault
+// told as "check your inputs".
+func TestClassify_C4_C6_C9_WrapperWords(t *testing.T) {
+	checkReasons(t, []reasonCase{
+		{"any", 0, `agent step failed: RateLimited`, ReasonRateLimit},
+		{"any", 0, `provider error: QuotaExceeded (retry later)`, ReasonRateLimit},
+		{"any", 0, `Transport(reqwest::Error { kind: Request, source: hyper::Error(Io, Kind(BrokenPipe)) })`, ReasonTimeout},
+		{"any", 0, `stream read failed: Io(Kind(UnexpectedEof))`, ReasonTimeout},
+		{"any", 0, `Invalid request. Please check the request parameters.`, ReasonFormat},
+		{"any", 0, `Something went wrong with this call, check your inputs and retry`, ReasonFormat},
+	})
+}
+
+// TestClassify_CorpusUnseen8 runs issue 39's third blind set
+// (testdata/corpus/errors-unseen8.score.md): its stated rate is 14 of 16 (87%).
+func TestClassify_CorpusUnseen8(t *testing.T) {
+	cases := loadCorpus(t, "testdata/corpus/errors-unseen8.jsonl")
+	right := 0
+	for _, c := range cases {
+		if f := Classify(c.response(), corpusNow); string(f.Reason) == c.ExpectedReason && string(f.Class) == c.ExpectedClass {
+			right++
+		}
+	}
+	if len(cases) < 16 || float64(right)/float64(len(cases)) < 0.87 {
+		t.Fatalf("%d of %d right, want >= 87%% of >= 16", right, len(cases))
+	}
+}

@@ -113,9 +113,7 @@ func buildFamilies() []family {
 				unlessRe(rx(`\btimeout\b|deadline`)), // Go's "request canceled ... (Client.Timeout exceeded ...)" is a timeout
 			pat("interrupted-by-user", "interrupted|context cancel", `\binterrupted by (the )?(user|caller|client)\b|\bcontext cancell?ed\b`),
 			// Apple's URLSession when the app cancels its task (NSURLErrorCancelled).
-			// The browser's AbortSignal with no reason given ("signal is aborted
-			// without reason") and anyio's cancel scopes ("Cancelled by cancel scope
-			// 7fd1354545d0"): the caller's own cancel.
+			// The caller's cancel: the browser's "signal is aborted without reason", anyio's cancel scopes.
 			pat("signal-aborted", "signal|cancel scope", `\bsignal (is |was |has been )?aborted\b|\bcancell?ed by (a |the )?cancel scope\b`),
 			pat("nsurl-cancelled", "-999", `\bnsurlerrordomain code=-999\b|\bnsurlerrorcancelled\b`),
 			lit("cancelled-zh", "请求已取消", "用户取消", "已取消请求"),
@@ -147,10 +145,8 @@ func buildFamilies() []family {
 			// SDKs' "Candidate was blocked due to RECITATION" (the finish reason, quoted).
 			pat("blocklist", "blocklist|block list", `\bdetected in (the )?(input |output |prompt |response )?block ?list\b|\bblocked by (the |a )?(custom |content )?block ?list\b|\bmatched (the |a )?block ?list\b`),
 			pat("blocked-for-filter", "blocked", `\b(candidate|response|prompt|output|input|content|generation|completion|answer)s? (was |were |has been |have been |is |got )?blocked (due to|because of|for) (safety|recitation|prohibited[ _]content|blocklist|spii|image[ _]safety|(the )?content (policy|filter))\b`),
-			// A safety stop named by its block reason, in any field or SDK's
-			// spelling: "block_reason: PROHIBITED_CONTENT", "block_reason=<BlockedReason.OTHER:
-			// 'OTHER'>", Go's "BlockedReasonProhibitedContent", "blocked/empty due to
-			// PROHIBITED_CONTENT", "being blocked for reason: SAFETY", a "blocked prompt".
+			// A safety stop by its block reason in any spelling: "block_reason: PROHIBITED_CONTENT",
+			// "BlockedReason.OTHER", "BlockedReasonSafety", "blocked/empty due to SPII", "blocked prompt".
 			pat("block-reason", "block", `\bblock(ed)?[ _]?reason\W{1,4}(blockedreason\.)?(safety|other|prohibited[ _]?content|blocklist|spii|image[ _]safety|recitation)\b|\bblockedreason(safety|other|prohibitedcontent|blocklist|spii|imagesafety)\b|\bblocked(/empty)? (due to|for reason|because of)\W{1,3}(safety|prohibited[ _]content|blocklist|spii|recitation)\b|\bblocked prompt\b|\bprompt (was |is |has been )?blocked\b`),
 			pat("content-risk", "risk", `\bcontent (exists|has|contains|carries) risks?\b|\brisky content\b|\bcontent risk\b`),
 			pat("refusal", "refus", `\brefusal\b|\brefused to (answer|respond|comply|generate)\b`),
@@ -173,9 +169,8 @@ func buildFamilies() []family {
 		{name: "auth-permanent", rank: rankAuthPermanent, reason: ReasonAuthPermanent, rules: []rule{
 			pat("subject-disabled", "deactivated|suspended|banned|revoked|terminated|disabled|deleted|frozen|blocked|restricted|locked",
 				`\b(account|organi[sz]ation|org|workspace|team|project|api[ _-]?key|key|token|credential)s?\b~\b(deactivated|suspended|banned|revoked|terminated|disabled|deleted|frozen|blocked|restricted|locked)\b`).and("account|organi|org|workspace|team|project|key|token|credential").unlessRe(reBillingOrTemporaryOrHedge),
-			// A suspension, even a "temporary" one, that lifts only when a person
-			// acts ("To restore access, please contact our support team to verify
-			// your identity"): waiting does not bring the credential back.
+			// A suspension, even a "temporary" one, that only a person lifts ("contact our support
+			// team to verify your identity"): waiting does not bring the credential back.
 			pat("lifted-by-a-person", "suspended|locked|disabled|blocked|deactivated",
 				`\b(account|user|id|organi[sz]ation|org|workspace|team|key|token)s?\b~\b(suspended|locked|disabled|blocked|deactivated)\b`).
 				unlessRe(reBillingOrHedge).when(func(c *textCtx, _ string) bool { return reLiftedByPerson.MatchString(c.text) }),
@@ -219,8 +214,7 @@ func buildFamilies() []family {
 			// access to GLM-5V-Turbo"; see testdata/corpus/README.md).
 			pat("plan-excludes", "plan|include|subscription|limited to|restricted to", `\bplan (does not|doesn't|do not) (yet )?(include|support|cover)\b|\b(does not|doesn't|do not) work with your (current )?plan\b|\bnot (available|included) (in|on|with|under) (your |the )?(current )?(pricing |subscription )?plan\b|\bdoes not (yet )?include access\b|\b(model|feature)\b~\brequires (a |an )?(paid |pro |premium |higher |active )?(subscription|plan)\b|\bfree (account|key|plan|tier|api)s? (is |are )?(only )?(limited|restricted) to (use|using)\b`),
 			lit("extra-usage", "extra usage"),
-			// A plan's allowance of paid requests used up, more to be bought
-			// (Copilot's premium requests and overages): no window is stated.
+			// A plan's paid allowance used up, more to be bought (Copilot's premium requests), no window named.
 			pat("paid-allowance", "allowance|overage|paid premium", `\bexceeded (your |the )?(\w+ ){0,2}allowance\b|\ballowance\b~\b(exceeded|used up|exhausted|reached|spent)\b|\b(do not|don't|does not) (currently )?have overages? enabled\b|\benable (additional )?paid (premium )?requests\b`).
 				unlessRe(reWindowWords),
 			pat("budget", "budget", `\bbudget\b~\b(exceeded|reached|exhausted|used up)\b|\bexceeded (your |the )?budget\b|\bbudget_exceeded\b`),
@@ -387,6 +381,7 @@ func buildFamilies() []family {
 			pat("load-shed", "backpressure|queue|pending|queued|waiting requests", `\b(dropped|rejected|shed) due to backpressure\b|\bbackpressure ?(error|exceeded|limit)\b|\b(exceeds?|exceeded|reached|over) (the )?max(imum)? queue (size|length|depth)\b|\b(request|pending|waiting|inference|job|task|server|scheduler|engine) queue (is |was )?(full|at capacity)\b|\bmax_queued_requests\b|\btoo many (pending|queued|waiting) requests\b`).unlessRe(rx(`\bqueue (is |was )?full of\b`)),
 		}},
 		{name: "rate-limit", rank: rankRateLimit, reason: ReasonRateLimit, rules: []rule{
+			word("enum-name", "quotalimit", "quotaexceeded", "ratelimited", "ratelimitexceeded", "toomanyrequests"), // a client's enum: "QuotaLimit"
 			pat("rate-limit", "rate", `\brate[ _-]?limit(ed|ing)\b|\brate[ _-]?limits?[ _](exceeded|reached|hit|error|exhausted|is exceeded|has been|of|for|on|reset|exceeded)|\brate_limit|\bratelimit|\b(exceed\w*|reached|hit|over|past|exhausted|used up)\b~\brate[ _-]?limits?\b|\brate[ _-]?limits?\W*$`).
 				// every alternative names the rate limit: without it, "exceeded ~ rate
 				// limit" tried each "exceeded" of a Google body to its sentence's end
@@ -546,9 +541,9 @@ func buildFamilies() []family {
 				`\binvalid character '.{1,6}' (looking for|after|in)\b|\bstream (closed|was closed|aborted|ended|interrupted|disconnected|error|terminated|reset)\b|\bwithout sending (any )?chunks\b|\b(request|response|stream) ended (early|prematurely|unexpectedly)\b|\bincomplete (stream|response)\b|\bunexpected end of (stream|json input|file)\b|\bis unable to process your request\b`),
 		}},
 		{name: "format", rank: rankFormat, reason: ReasonFormat, rules: []rule{
-			// A feature or parameter the API retired, with the one to use instead
-			// ("Live search is deprecated. Please switch to the Agent Tools API"):
-			// the request must change. A retired model is model_not_found.
+			pat("check-inputs", "check", `\bcheck (your|the) (inputs?|request parameters|request body)\b`).unlessRe(reNotPromptCount),
+			// A retired feature with its replacement ("Live search is deprecated. Please switch to
+			// the Agent Tools API"): the request must change (a retired model is model_not_found).
 			pat("feature-retired", "deprecated|no longer supported", `\b(is|has been|was|are|have been) (deprecated|no longer supported)\b[^a-z]{0,4}(please )?(switch|migrate|move) to\b`).
 				unlessRe(rx(`\bmodels?\b`)),
 			pat("invalid-request", "invalid", `\binvalid[ _](request|argument|parameter|value|type|json|format|body|input|schema|enum|field|role)s?\b|\binvalid '[^']{1,40}'|\binvalid `+"`"+`\w+`+"`"),
@@ -568,6 +563,8 @@ func buildFamilies() []family {
 			pat("out-of-memory", "memory", `\b(requires|needs|need) more (system |gpu |video |host )?memory\b|\bout of (gpu |video |host |device )?memory\b|\binsufficient (system |gpu )?memory\b`),
 		}},
 		{name: "server-or-network", rank: rankGeneric, reason: ReasonTimeout, rules: []rule{
+			// Rust's io::ErrorKind as a client prints it ("Io(Kind(ConnectionReset))").
+			word("io-kind", "connectionreset", "connectionaborted", "connectionrefused", "brokenpipe", "unexpectedeof"),
 			pat("timed-out", "time|deadline", `\btime[ds]? ?out\b|\btimeout\b|\btimed out\b|\bdeadline[ _]exceeded\b|timeouterror\b`).when(notTimeoutSetting),
 			pat("server-error", "server|error|internal", `\binternal[ _]?(server[ _]?)?(error|exception|failure)\b|\bserver[ _]error\b|\bserver had an error\b|\berror occurred while processing\b|\bunexpected error (has )?occurred\b|\bunexpected error (during|while|when) (processing|handling)\b|\binternal error\b`),
 			pat("gateway", "gateway|unavailable|upstream|backend|origin|web server|timeout|unknown error|handshake|invalid response|is down",
