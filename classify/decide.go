@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -71,10 +70,13 @@ func decide(r Response, ev *evidence) decision {
 	if spec.ok() {
 		return fromText(spec)
 	}
-	if hint.ok() {
+	st := ev.status
+	// A loose rate code ("quota_exceeded") beats the status, except a 402's
+	// payment when the text names no window to wait for (C3): "You have no
+	// quota" at 402 is a plan's allowance spent.
+	if hint.ok() && !(hint.reason == ReasonRateLimit && st.code == 402 && !reWindowWords.MatchString(c.text)) {
 		return fromField(hint)
 	}
-	st := ev.status
 	if d, ok := specificStatus(st); ok {
 		return d
 	}
@@ -250,8 +252,8 @@ func statusDecision(r Reason, st effectiveStatus) decision {
 // "402 items found in the database" states nothing; a number after a status word
 // counts ("HTTP 402", "Error code: 401", "OpenAI API error (429)", "status code 400").
 var (
-	reLeadStatus  = regexp.MustCompile(`^\W{0,3}(?:error:?\s*)?([45]\d\d)\b[\s:,-]*(.{0,48})`)
-	reNamedStatus = regexp.MustCompile(`\b(?:http(?:/[\d.]+)?|status(?:[ _]code)?|error[ _]code|api error|(?:got|returned|received) an?)\s*[:=(]?\s*([45]\d\d)\b`)
+	reLeadStatus  = lazy(`^\W{0,3}(?:error:?\s*)?([45]\d\d)\b[\s:,-]*(.{0,48})`)
+	reNamedStatus = lazy(`\b(?:http(?:/[\d.]+)?|status(?:[ _]code)?|error[ _]code|api error|(?:got|returned|received) an?)\s*[:=(]?\s*([45]\d\d)\b`)
 )
 
 var statusPhrases = map[int][]string{
@@ -282,9 +284,6 @@ func textStatus(parts []string) int {
 				}
 			}
 		}
-		if !hasStatusNumber(p) {
-			continue // the pattern has no literal to start from: look for a number first
-		}
 		if m := reNamedStatus.FindStringSubmatchIndex(p); m != nil {
 			if reCondition.MatchString(p[max(0, m[0]-24):m[0]]) {
 				continue // "if the HTTP 429 code is returned": a case described, not this one
@@ -299,15 +298,4 @@ func textStatus(parts []string) int {
 // reCondition: a condition just before a status ("if the HTTP 429 code is
 // returned", "when status code 503 ..."), not a sentence that merely has "when"
 // earlier ("Error when calling the API: status code 429").
-var reCondition = regexp.MustCompile(`\b(if|when|whenever|unless|whether)\s+(the |an? |your |any )?$`)
-
-// hasStatusNumber reports a three-digit number from 400 to 599 in p.
-func hasStatusNumber(p string) bool {
-	for i := 0; i+2 < len(p); i++ {
-		if (p[i] == '4' || p[i] == '5') && isDigit(p[i+1]) && isDigit(p[i+2]) &&
-			(i == 0 || !isDigit(p[i-1])) && (i+3 == len(p) || !isDigit(p[i+3])) {
-			return true
-		}
-	}
-	return false
-}
+var reCondition = lazy(`\b(if|when|whenever|unless|whether)\s+(the |an? |your |any )?$`)

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"maps"
 	"math"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -194,115 +193,9 @@ func (ev *evidence) parseBody(body string, depth int, prose *[]string) {
 func decodeJSON(s string) (any, bool) {
 	var v any
 	if err := json.Unmarshal([]byte(s), &v); err != nil {
-		return pythonDocument(s)
-	}
-	return v, true
-}
-
-// pythonDocument reads a Python literal as the document it prints: Python SDKs
-// quote a provider's error body as a dict ("Error code: 429 - {'error':
-// {'message': '...', 'type': 'insufficient_quota'}}", google-genai's "429
-// RESOURCE_EXHAUSTED. {'error': {...}}"). Read as a document, its codes count
-// and its values are separate parts; read as one long sentence, a pattern's
-// gap would run from one value into another.
-func pythonDocument(s string) (any, bool) {
-	if !strings.Contains(s, "{'") && !strings.Contains(s, "['") {
-		return nil, false
-	}
-	js, ok := pythonToJSON(s)
-	if !ok {
-		return nil, false
-	}
-	var v any
-	if err := json.Unmarshal([]byte(js), &v); err != nil {
 		return nil, false
 	}
 	return v, true
-}
-
-// plainRun is the length of the prefix of s that a JSON string holds as it
-// is: no quote q, no '"', no backslash, no control byte.
-func plainRun(s string, q byte) int {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c == q || c == '"' || c == '\\' || c < 0x20 {
-			return i
-		}
-	}
-	return len(s)
-}
-
-// pythonToJSON rewrites a Python literal of dicts, lists, strings, numbers,
-// None, True and False as JSON; anything else (a tuple's words, a class
-// name) fails it.
-func pythonToJSON(s string) (string, bool) {
-	var b strings.Builder
-	b.Grow(len(s) + len(s)/8)
-	for i := 0; i < len(s); {
-		c := s[i]
-		switch {
-		case c == '\'' || c == '"':
-			b.WriteByte('"')
-			i++
-			for ; i < len(s) && s[i] != c; i++ {
-				// copy the plain run up to the next quote, escape or control byte
-				if k := plainRun(s[i:], c); k > 0 {
-					b.WriteString(s[i : i+k])
-					i += k - 1
-					continue
-				}
-				ch := s[i]
-				switch {
-				case ch == '\\' && i+1 < len(s):
-					i++
-					switch e := s[i]; e {
-					case '\'':
-						b.WriteByte('\'')
-					case 'x': // \xNN, which JSON writes \u00NN
-						b.WriteString(`\u00`)
-					case '"', '\\', '/', 'b', 'f', 'n', 'r', 't', 'u':
-						b.WriteByte('\\')
-						b.WriteByte(e)
-					default: // an escape JSON lacks: the backslash is a character
-						b.WriteString(`\\`)
-						b.WriteByte(e)
-					}
-				case ch == '"':
-					b.WriteString(`\"`)
-				case ch < 0x20:
-					b.WriteString(`\u00`)
-					b.WriteByte("0123456789abcdef"[ch>>4])
-					b.WriteByte("0123456789abcdef"[ch&15])
-				default:
-					b.WriteByte(ch)
-				}
-			}
-			if i >= len(s) {
-				return "", false
-			}
-			b.WriteByte('"')
-			i++
-		case c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z':
-			j := i
-			for j < len(s) && isWordByte(s[j]) {
-				j++
-			}
-			switch s[i:j] {
-			case "None":
-				b.WriteString("null")
-			case "True":
-				b.WriteString("true")
-			case "False":
-				b.WriteString("false")
-			default:
-				return "", false
-			}
-			i = j
-		default:
-			b.WriteByte(c)
-			i++
-		}
-	}
-	return b.String(), true
 }
 
 // fromJSON takes the message and code from the common error envelopes, then
@@ -707,9 +600,9 @@ func looksHTML(s string) bool {
 }
 
 var (
-	reTitle  = regexp.MustCompile(`(?is)<title[^>]*>(.*?)</title`)
-	reScript = regexp.MustCompile(`(?is)<(script|style)[^>]*>.*?</(script|style)>`)
-	reTag    = regexp.MustCompile(`<[^>]*>`)
+	reTitle  = lazy(`(?is)<title[^>]*>(.*?)</title`)
+	reScript = lazy(`(?is)<(script|style)[^>]*>.*?</(script|style)>`)
+	reTag    = lazy(`<[^>]*>`)
 )
 
 // htmlText returns an HTML page's <title> and its visible text.
@@ -718,35 +611,14 @@ func htmlText(s string) (title, text string) {
 	if m := reTitle.FindStringSubmatch(s); m != nil {
 		title = collapseSpace(m[1])
 	}
-	body := reScript.ReplaceAllString(s, " ")
-	body = reTag.ReplaceAllString(body, " ")
+	body := reScript.get().ReplaceAllString(s, " ")
+	body = reTag.get().ReplaceAllString(body, " ")
 	return title, collapseSpace(body)
 }
 
 func collapseSpace(s string) string { return strings.Join(strings.Fields(s), " ") }
 
-// spacedOnce reports whether collapseSpace would leave s as it is: ASCII, no
-// space at either end, no whitespace but single spaces.
-func spacedOnce(s string) bool {
-	if s == "" || s[0] == ' ' || s[len(s)-1] == ' ' {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c >= 0x80:
-			return false // Unicode spaces: let strings.Fields decide
-		case c == ' ':
-			if s[i+1] == ' ' {
-				return false
-			}
-		case c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r':
-			return false
-		}
-	}
-	return true
-}
-
-var reURL = regexp.MustCompile("https?://[^\\s\"'<>)\\]`]+")
+var reURL = lazy("https?://[^\\s\"'<>)\\]`]+")
 
 // buildText lower-cases the prose, moves URLs aside (a documentation link such as
 // ".../rate-limits" or ".../settings/billing" is not what the message says) and
@@ -759,7 +631,7 @@ func (ev *evidence) buildText(prose []string) {
 		}
 		low := strings.ToLower(p)
 		if strings.Contains(low, "http") {
-			low = reURL.ReplaceAllStringFunc(low, func(u string) string {
+			low = reURL.get().ReplaceAllStringFunc(low, func(u string) string {
 				if len(ev.urls) < 8 {
 					ev.urls = append(ev.urls, strings.TrimRight(u, "."))
 				}
@@ -772,11 +644,9 @@ func (ev *evidence) buildText(prose []string) {
 		// A blank line ends a paragraph (a sentence, for the patterns); curly
 		// quotes are read as straight ones ("isn’t supported").
 		if strings.Contains(low, "\n") {
-			low = paragraphs.ReplaceAllString(low, " . ")
+			low = paragraphs.get().ReplaceAllString(low, " . ")
 		}
-		if !spacedOnce(low) {
-			low = collapseSpace(low)
-		}
+		low = collapseSpace(low)
 		if strings.Contains(low, "\u2018") || strings.Contains(low, "\u2019") || strings.Contains(low, "\u201c") || strings.Contains(low, "\u201d") {
 			low = quotes.Replace(low)
 		}
@@ -796,7 +666,7 @@ func (ev *evidence) buildText(prose []string) {
 }
 
 var (
-	paragraphs = regexp.MustCompile(`\n[ \t\r]*\n`)
+	paragraphs = lazy(`\n[ \t\r]*\n`)
 	quotes     = strings.NewReplacer("\u2019", "'", "\u2018", "'", "\u201c", `"`, "\u201d", `"`)
 )
 

@@ -109,7 +109,7 @@ func TestDescribe_PlainWords(t *testing.T) {
 // TestFamilies_WellFormed: every rule has a name unique in its family, keys in
 // lower case, and something to match; the codes are normalised.
 func TestFamilies_WellFormed(t *testing.T) {
-	for _, f := range families {
+	for _, f := range families() {
 		seen := map[string]bool{}
 		for _, r := range f.rules {
 			if r.name == "" || seen[r.name] {

@@ -174,14 +174,18 @@ func TestClassify_C11_QuotaReplenishedClockWait(t *testing.T) {
 // covers C11, C12: a stated moment before 2015 (an HTTP date or an ISO time
 // printed from a zero value, "Mon, 01 JAn 2001 0:00:00 GMT" as the fuzzer
 // found it) is no reset, as a small epoch is not; a moment in range still is.
-func TestParseResetTime_C11_NoMomentBefore2015(t *testing.T) {
+func TestClassify_C11_NoMomentBefore2015(t *testing.T) {
 	now := time.Date(2026, 8, 20, 10, 0, 0, 0, time.UTC)
-	for _, s := range []string{"Mon, 01 JAn 2001 0:00:00 GMT", "2001-01-01T00:00:00Z", "reset at 2001-01-01 00:00 UTC", "Sat, 01 Jan 2000 00:00:00 GMT"} {
-		if got, ok := ParseResetTime(s, now); ok {
-			t.Errorf("ParseResetTime(%q) = %v, want no moment", s, got)
+	resetOf := func(s string) time.Time {
+		v := Classify(Response{Provider: "any", Status: 429, Headers: map[string]string{"Retry-After": s}, Body: "limit reached, resets at " + s}, now)
+		return v.RecoveryAt
+	}
+	for _, s := range []string{"Mon, 01 JAn 2001 0:00:00 GMT", "2001-01-01T00:00:00Z", "2001-01-01 00:00 UTC", "Sat, 01 Jan 2000 00:00:00 GMT"} {
+		if got := resetOf(s); !got.IsZero() {
+			t.Errorf("%q: reset %v, want no moment", s, got)
 		}
 	}
-	if got, ok := ParseResetTime("Thu, 20 Aug 2026 12:00:00 GMT", now); !ok || !got.Equal(time.Date(2026, 8, 20, 12, 0, 0, 0, time.UTC)) {
-		t.Errorf("an HTTP date in range: %v, %v", got, ok)
+	if got := resetOf("Thu, 20 Aug 2026 12:00:00 GMT"); !got.Equal(time.Date(2026, 8, 20, 12, 0, 0, 0, time.UTC)) {
+		t.Errorf("an HTTP date in range: %v", got)
 	}
 }

@@ -1,8 +1,6 @@
 package classify
 
 import (
-	"regexp"
-	"slices"
 	"strings"
 	"unicode"
 )
@@ -221,77 +219,39 @@ var stopReasons = map[string]codeEntry{
 	"malformed_function_call": {ReasonTimeout, tierHint},
 }
 
-// errorNames finds up to n exception or error class names in the original-case
-// text, "AbortError: ...", "(ThrottlingException)": an ASCII word that starts
-// with a capital after the start, a space, "(", "[" or ".", ends in "Error" or
-// "Exception" and is followed by ":", ")", "]" or " -". (It reads each
-// occurrence of the two words; the equivalent regular expression has no literal
-// to start from and cost some 30 µs on a 600-character text.)
+// reErrorName is an exception or error class name in the original-case text,
+// "AbortError: ...", "(ThrottlingException)": an ASCII word that starts with a
+// capital after the start, a space, "(", "[" or ".", ends in "Error" or
+// "Exception" and is followed by ":", ")", "]" or " -".
+var reErrorName = lazy(`(?:^|[\s(\[.])([A-Z][A-Za-z]*(?:Error|Exception))(?:[:)\]]| -)`)
+
+// errorNames finds up to n error class names.
 func errorNames(p string, n int) []string {
-	type hit struct {
-		at   int
-		name string
-	}
-	var hits []hit
-	for _, suffix := range []string{"Error", "Exception"} {
-		for from, found := 0, 0; found < n; {
-			i := strings.Index(p[from:], suffix)
-			if i < 0 {
-				break
-			}
-			i += from
-			end := i + len(suffix)
-			from = end
-			if end < len(p) && !(p[end] == ':' || p[end] == ')' || p[end] == ']' || strings.HasPrefix(p[end:], " -")) || end == len(p) {
-				continue
-			}
-			j := i
-			for j > 0 && isASCIILetter(p[j-1]) {
-				j--
-			}
-			if j == i || p[j] < 'A' || p[j] > 'Z' {
-				continue
-			}
-			if j > 0 && !strings.ContainsRune(" \t\n\f\r([.", rune(p[j-1])) {
-				continue
-			}
-			hits = append(hits, hit{j, p[j:end]})
-			found++
-		}
-	}
-	slices.SortFunc(hits, func(a, b hit) int { return a.at - b.at })
 	var out []string
-	for _, h := range hits[:min(n, len(hits))] {
-		out = append(out, h.name)
+	for _, m := range reErrorName.get().FindAllStringSubmatch(p, n) {
+		out = append(out, m[1])
 	}
 	return out
 }
 
-// grpcCodes finds up to n gRPC status names in the original-case text, as the
-// clients print them: grpc-go's "rpc error: code = ResourceExhausted desc =
-// ...", grpcio's "status = StatusCode.UNAVAILABLE" and tritonclient's
-// "[StatusCode.UNAVAILABLE]", grpc-java's "StatusRuntimeException:
-// UNAVAILABLE: io exception" and grpc-js's "14 UNAVAILABLE: No connection
-// established". They are read through the code table like
-// Google's status strings ("UNAVAILABLE" says timeout only when nothing more
-// specific does; "Unauthenticated" is auth).
+// reGRPCCode is a gRPC status name as the clients print it: grpc-go's "rpc
+// error: code = ResourceExhausted desc = ...", grpcio's "status =
+// StatusCode.UNAVAILABLE" and tritonclient's "[StatusCode.UNAVAILABLE]";
+// grpc-java's "StatusRuntimeException: UNAVAILABLE: io exception" and
+// grpc-js's "14 UNAVAILABLE: No connection established" (a canonical name
+// written "NAME:" after an exception's name or after the numeric code, never a
+// bare word).
+var reGRPCCode = lazy(`code = ([A-Za-z_]+) desc|StatusCode\.([A-Za-z_]+)|(?:(?:^|[^\w.])\d{1,2} |Exception: )([A-Z_]+):`)
+
+// grpcCodes finds up to n gRPC status names in the original-case text. They
+// are read through the code table like Google's status strings ("UNAVAILABLE"
+// says timeout only when nothing more specific does; "Unauthenticated" is
+// auth).
 func grpcCodes(p string, n int) []string {
-	out := grpcCanonical(p, n)
-	for _, lead := range []string{"code = ", "StatusCode."} {
-		for from := 0; len(out) < n; {
-			i := strings.Index(p[from:], lead)
-			if i < 0 {
-				break
-			}
-			j := from + i + len(lead)
-			k := j
-			for k < len(p) && (isASCIILetter(p[k]) || p[k] == '_') {
-				k++
-			}
-			from = k
-			if k > j && (lead != "code = " || strings.HasPrefix(p[k:], " desc")) {
-				out = append(out, p[j:k])
-			}
+	var out []string
+	for _, m := range reGRPCCode.get().FindAllStringSubmatch(p, -1) {
+		if name := m[1] + m[2] + m[3]; len(out) < n && (m[3] == "" || grpcNames[name]) {
+			out = append(out, name)
 		}
 	}
 	return out
@@ -303,35 +263,7 @@ var grpcNames = map[string]bool{"CANCELLED": true, "UNKNOWN": true, "INVALID_ARG
 	"RESOURCE_EXHAUSTED": true, "FAILED_PRECONDITION": true, "ABORTED": true, "OUT_OF_RANGE": true,
 	"UNIMPLEMENTED": true, "INTERNAL": true, "UNAVAILABLE": true, "DATA_LOSS": true, "UNAUTHENTICATED": true}
 
-// grpcCanonical finds canonical names written "NAME:" after an exception's
-// name (grpc-java) or after the numeric code (grpc-js), never a bare word. One
-// pass over the colons: most texts have no capitals before any of them.
-func grpcCanonical(p string, n int) []string {
-	var out []string
-	for i := 1; i < len(p) && len(out) < n; i++ {
-		if p[i] != ':' || p[i-1] < 'A' || p[i-1] > 'Z' {
-			continue
-		}
-		j := i
-		for j > 0 && (p[j-1] >= 'A' && p[j-1] <= 'Z' || p[j-1] == '_') {
-			j--
-		}
-		if !grpcNames[p[j:i]] {
-			continue
-		}
-		before := p[:j]
-		if strings.HasSuffix(before, "Exception: ") || reGRPCNumber.MatchString(before[max(0, len(before)-4):]) {
-			out = append(out, p[j:i])
-		}
-	}
-	return out
-}
-
-var reGRPCNumber = regexp.MustCompile(`(?:^|[^\w.])\d{1,2} $`)
-
-func isASCIILetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
-
-var reStopReasonText = regexp.MustCompile(`(?:stop[ _]reason|finish[ _]reason|finishreason|stopreason|\breason)\s*[:=]\s*"?([a-z_]+)`)
+var reStopReasonText = lazy(`(?:stop[ _]reason|finish[ _]reason|finishreason|stopreason|\breason)\s*[:=]\s*"?([a-z_]+)`)
 
 // fieldHit is what the field step found at one tier.
 type fieldHit struct {
@@ -361,7 +293,7 @@ func fieldStep(c *textCtx) (exact, hint, typ fieldHit) {
 	// machine words too: "Unhandled stop reason: error", "AbortError: ...",
 	// "An error occurred (ResourceNotFoundException) when calling ...".
 	if strings.Contains(c.text, "reason") {
-		for _, m := range reStopReasonText.FindAllStringSubmatch(c.text, 4) {
+		for _, m := range reStopReasonText.get().FindAllStringSubmatch(c.text, 4) {
 			fields = append(fields, field{"text stop reason", m[1]})
 		}
 	}

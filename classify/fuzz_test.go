@@ -48,8 +48,8 @@ func FuzzClassify(f *testing.F) {
 	})
 }
 
-// FuzzParseResetTime: the parsers never panic and never answer year 2001 or a
-// time before 1970 (C11, C12).
+// FuzzParseResetTime: the reset parsers, on a text and on headers, never panic
+// and never answer year 2001 or a time before 1970 (C11, C12).
 func FuzzParseResetTime(f *testing.F) {
 	for _, s := range []string{"Please try again in 18.642s", "retry in 9m38.016s", `retryDelay: "34s"`,
 		"resets at 2026-04-01 at 00:00 UTC", "The quota will reset at 08-25 01:37:00 UTC", "2026-09-09 05:38:28",
@@ -60,16 +60,15 @@ func FuzzParseResetTime(f *testing.F) {
 	}
 	now := time.Date(2026, 8, 20, 10, 0, 0, 0, time.UTC)
 	f.Fuzz(func(t *testing.T, s string) {
-		got, ok := ParseResetTime(s, now)
-		if ok && (got.Year() == 2001 || got.Year() < 1970) {
-			t.Fatalf("ParseResetTime(%q) = %v", s, got)
-		}
-		if !ok && !got.IsZero() {
-			t.Fatalf("not ok but %v", got)
-		}
-		w, _, _ := RetryAfterFromHeaders(map[string]string{"Retry-After": s, "x-ratelimit-reset-tokens": s}, now)
-		if w < 0 {
-			t.Fatalf("negative wait %v", w)
+		for _, r := range []Response{{Provider: "any", Status: 429, Body: s},
+			{Provider: "any", Status: 429, Headers: map[string]string{"Retry-After": s, "x-ratelimit-reset-tokens": s}}} {
+			v := Classify(r, now)
+			if got := v.RecoveryAt; !got.IsZero() && (got.Year() == 2001 || got.Year() < 1970) {
+				t.Fatalf("%q: reset %v", s, got)
+			}
+			if v.RetryAfter < 0 {
+				t.Fatalf("negative wait %v", v.RetryAfter)
+			}
 		}
 	})
 }

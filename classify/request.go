@@ -1,7 +1,6 @@
 package classify
 
 import (
-	"regexp"
 	"strings"
 )
 
@@ -34,8 +33,8 @@ func RequestFault(v Verdict) bool {
 // matched "must be", format/malformed matched "malformed"...). The generic
 // invalid-request rule is left to the words: "Invalid request" alone says
 // nothing of what was wrong.
-var reRequestRule = regexp.MustCompile(`^(format/(unsupported|validation|malformed|bad-header)|field/(validation_exception|validation_error|unsupported_parameter|unsupported_value|invalid_value|extra_forbidden|out_of_range))$`)
+var reRequestRule = lazy(`^(format/(unsupported|validation|malformed|bad-header)|field/(validation_exception|validation_error|unsupported_parameter|unsupported_value|invalid_value|extra_forbidden|out_of_range))$`)
 
 // reRequestWords names parts of a chat request and the words validators use for
 // them.
-var reRequestWords = regexp.MustCompile(`\b(messages?|roles?|content|prompt|system|user|assistant|tools?|tool_calls?|tool_use|tool_result|tool_choice|functions?|function_call|parameters?|params?|arguments?|fields?|json|schema|max_tokens|max_completion_tokens|temperature|top_p|top_k|stop|seed|stream|response_format|logprobs|images?|image_url|audio|files?|base64|utf-?8|encoding|enum|string|array|object|integer|boolean|value|values|missing|required|unexpected|unrecognized|extra inputs|malformed|parse|parsing|syntax|alternate|empty|prefill|thinking)\b|\binvalid '|\b(request|json) body\b|\bmax(imum)? (output |new )?tokens\b|\bsdk\b|\bbody of\b|\bmust (be|not|have|contain|end|start|match)\b|参数|消息|格式`)
+var reRequestWords = lazy(`\b(messages?|roles?|content|prompt|system|user|assistant|tools?|tool_calls?|tool_use|tool_result|tool_choice|functions?|function_call|parameters?|params?|arguments?|fields?|json|schema|max_tokens|max_completion_tokens|temperature|top_p|top_k|stop|seed|stream|response_format|logprobs|images?|image_url|audio|files?|base64|utf-?8|encoding|enum|string|array|object|integer|boolean|value|values|missing|required|unexpected|unrecognized|extra inputs|malformed|parse|parsing|syntax|alternate|empty|prefill|thinking)\b|\binvalid '|\b(request|json) body\b|\bmax(imum)? (output |new )?tokens\b|\bsdk\b|\bbody of\b|\bmust (be|not|have|contain|end|start|match)\b|参数|消息|格式`)

@@ -3,7 +3,6 @@ package classify
 import (
 	"errors"
 	"math"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -13,55 +12,6 @@ import (
 // maxStatedWait bounds parsed waits so arithmetic never overflows; the engine
 // applies its own (much smaller) cap (C11).
 const maxStatedWait = 10 * 365 * 24 * time.Hour
-
-// ParseResetTime finds a recovery moment in text (C11): a whole-string time or
-// duration ("2026-04-01T00:00:00Z", "Mon, 02 Jan 2026 15:04:05 GMT", "1m30s", "30"),
-// or, inside prose, a wait after retry words ("Please try again in 18.642s",
-// "retry after 9 seconds", `retryDelay: "34s"`) or a moment after reset words
-// ("resets at 2026-04-01 at 00:00 UTC", "The quota will reset at 08-25 01:37:00 UTC").
-// Waits are returned as now+wait. A time without a zone is UTC; a year-less date
-// takes the UTC year of now, or the next year when that moment has passed.
-func ParseResetTime(text string, now time.Time) (time.Time, bool) {
-	if len(text) > maxScanText {
-		text = text[:maxScanText]
-	}
-	if at, ok := parseWholeTime(strings.TrimSpace(text), now); ok {
-		return at, true
-	}
-	wait, at, ok := findRecovery(strings.ToLower(text), now)
-	if !ok {
-		return time.Time{}, false
-	}
-	if !at.IsZero() {
-		return at, true
-	}
-	return now.Add(wait), true
-}
-
-// parseWholeTime parses a string that is nothing but a moment or a duration.
-func parseWholeTime(s string, now time.Time) (time.Time, bool) {
-	if s == "" || len(s) > 64 {
-		return time.Time{}, false
-	}
-	if t, ok := parseNumberOrDuration(s, now); ok {
-		return t, true
-	}
-	if t, err := parseHTTPDate(s); err == nil {
-		return t.UTC(), true
-	}
-	low := strings.ToLower(s)
-	if m := reISOTime.FindStringSubmatchIndex(low); m != nil && m[0] == 0 && m[1] == len(low) {
-		if t, ok := isoFromMatch(low, m); ok {
-			return t, true
-		}
-	}
-	if m := reYearless.FindStringSubmatchIndex(low); m != nil && m[1] == len(low) && strings.TrimSpace(low[:m[2]]) == "" {
-		if t, ok := yearlessFromMatch(low, m, now); ok {
-			return t, true
-		}
-	}
-	return time.Time{}, false
-}
 
 // parseNumberOrDuration reads the forms that a whole reset text and a reset
 // header both start with: a bare number (seconds to wait, or an epoch: see
@@ -123,21 +73,26 @@ func parseGoDuration(s string) (time.Duration, bool) {
 	return d, true
 }
 
+// zonePat is an optional zone after a time, captured without its parentheses: "z",
+// "utc", "gmt", an offset ("+05:30", "gmt-3", "utc+8"), an unambiguous abbreviation
+// ("pst", "cest", "ist") or an IANA name ("(pacific/auckland)", "etc/gmt+5").
+const zonePat = `(?:\s*\(?((?:utc|gmt) ?[+-] ?\d{1,2}(?::?\d{2})?|[+-]\d{2}:?\d{2}|z|utc|gmt|` +
+	`pst|pdt|mst|mdt|cdt|est|edt|akst|akdt|hst|bst|cet|cest|eet|eest|wet|west|ist|jst|kst|aest|aedt|acst|acdt|awst|nzst|nzdt|sgt|hkt|msk|brt|` +
+	`(?:africa|america|antarctica|asia|atlantic|australia|europe|indian|pacific|etc|us|canada|brazil|mexico|chile)(?:/[a-z_+\-0-9]+)+)\b\)?)?`
+
 // yearlessCore is "MM-DD hh:mm[:ss] [zone]".
-const yearlessCore = `(\d{1,2})-(\d{1,2})\s+(\d{1,2}):(\d{2})(?::(\d{2}))?(?:\s*(z|utc|gmt|[+-]\d{2}:?\d{2}))?`
+const yearlessCore = `(\d{1,2})-(\d{1,2})\s+(\d{1,2}):(\d{2})(?::(\d{2}))?` + zonePat
 
 var (
 	// 2026-04-01T00:00:00Z, 2026-09-09 05:38:28, 2026-04-01 at 00:00 UTC, 2026-04-01
-	reISOTime = regexp.MustCompile(`(\d{4})-(\d{1,2})-(\d{1,2})(?:(?:t|\s+at\s+|\s+|_)(\d{1,2}):(\d{2})(?::(\d{2})(?:[.,](\d{1,9}))?)?)?(?:\s*(z|utc|gmt|[+-]\d{2}:?\d{2}))?`)
-	// 08-25 01:37:00 UTC (no year)
-	reYearless = regexp.MustCompile(`(?:^|[^\d\-/.:])` + yearlessCore)
+	reISOTime = lazy(`(\d{4})-(\d{1,2})-(\d{1,2})(?:(?:t|\s+at\s+|\s+|_)(\d{1,2}):(\d{2})(?::(\d{2})(?:[.,](\d{1,9}))?)?)?` + zonePat)
 	// anchored forms used on scanned candidates
-	reISOAnchored      = regexp.MustCompile(`^` + reISOTime.String())
-	reYearlessAnchored = regexp.MustCompile(`^` + yearlessCore)
+	reISOAnchored      = lazy(`^` + reISOTime.String())
+	reYearlessAnchored = lazy(`^` + yearlessCore)
 	// Mon, 02 Jan 2026 15:04:05 GMT inside prose
-	reHTTPDate = regexp.MustCompile(`[a-z]{3}, \d{1,2} [a-z]{3} \d{4} \d{2}:\d{2}:\d{2} gmt`)
+	reHTTPDate = lazy(`[a-z]{3}, \d{1,2} [a-z]{3} \d{4} \d{2}:\d{2}:\d{2} gmt`)
 	// Chinese: 30秒后重试, 5分钟后
-	reCNWait = regexp.MustCompile(`(\d+(?:\.\d+)?)\s*(毫秒|秒钟|秒|分钟|分|小时|天)后`)
+	reCNWait = lazy(`(\d+(?:\.\d+)?)\s*(毫秒|秒钟|秒|分钟|分|小时|天)后`)
 )
 
 func atoiSub(s string, m []int, g int) (int, bool) {
@@ -155,46 +110,74 @@ func subStr(s string, m []int, g int) string {
 	return s[m[2*g]:m[2*g+1]]
 }
 
-// zoneOffset turns "z", "utc", "gmt", "+08:00", "-0500" into seconds east of UTC.
-func zoneOffset(z string) (int, bool) {
+// abbrevOffsets are the zone abbreviations whose offset is not in doubt (CST,
+// both Central and China Standard Time, is left out), in hours east of UTC.
+var abbrevOffsets = map[string]float64{"pst": -8, "pdt": -7, "mst": -7, "mdt": -6, "cdt": -5, "est": -5, "edt": -4, "akst": -9,
+	"akdt": -8, "hst": -10, "bst": 1, "cet": 1, "cest": 2, "eet": 2, "eest": 3, "wet": 0, "west": 1, "ist": 5.5, "jst": 9, "kst": 9,
+	"aest": 10, "aedt": 11, "acst": 9.5, "acdt": 10.5, "awst": 8, "nzst": 12, "nzdt": 13, "sgt": 8, "hkt": 8, "msk": 3, "brt": -3}
+
+// reUnreadZone is a zone name zonePat does not know, right after a time
+// ("10:00 (Mars/Olympus)"): such a moment is not read as UTC.
+var reUnreadZone = lazy(`^\s*\(?[a-z]+/[a-z_]`)
+
+// zoneOf is m's zone group g, and whether no unknown zone name follows the moment.
+func zoneOf(s string, m []int, g int) (string, bool) {
+	z := subStr(s, m, g)
+	return z, z != "" || !reUnreadZone.MatchString(s[m[1]:])
+}
+
+var reZoneWord = lazy(`^us/|/gmt|/utc|(^|[/_])[a-z]`)
+
+var reOffset = lazy(`^(?:utc|gmt)? ?([+-]) ?(\d{1,2}):?(\d{2})?$`)
+
+// zoneLoc turns a zone of zonePat into a location: UTC for none, a fixed offset
+// for "gmt-3", "+05:30" or an abbreviation, the zone database for an IANA
+// name (its offset on the date itself, summer time included).
+func zoneLoc(z string) (*time.Location, bool) {
 	switch z {
 	case "", "z", "utc", "gmt":
-		return 0, true
+		return time.UTC, true
 	}
-	if len(z) < 5 {
-		return 0, false
+	if h, ok := abbrevOffsets[z]; ok {
+		return time.FixedZone(strings.ToUpper(z), int(h*3600)), true
 	}
-	sign := 1
-	if z[0] == '-' {
-		sign = -1
+	if m := reOffset.FindStringSubmatch(z); m != nil {
+		h, _ := strconv.Atoi(m[2])
+		mi := 0
+		if m[3] != "" {
+			mi, _ = strconv.Atoi(m[3])
+		}
+		if h > 14 || mi > 59 {
+			return nil, false
+		}
+		off := h*3600 + mi*60
+		if m[1] == "-" {
+			off = -off
+		}
+		return time.FixedZone(z, off), true
 	}
-	digits := strings.ReplaceAll(z[1:], ":", "")
-	if len(digits) != 4 {
-		return 0, false
-	}
-	h, err1 := strconv.Atoi(digits[:2])
-	mi, err2 := strconv.Atoi(digits[2:])
-	if err1 != nil || err2 != nil || h > 14 || mi > 59 {
-		return 0, false
-	}
-	return sign * (h*3600 + mi*60), true
+	// IANA names, lower-cased by the reader, capitalised back
+	// ("america/new_york" -> "America/New_York", "etc/gmt+5" -> "Etc/GMT+5").
+	name := reZoneWord.get().ReplaceAllStringFunc(z, strings.ToUpper)
+	loc, err := time.LoadLocation(name)
+	return loc, err == nil
 }
 
 // validDate builds a time only when every field is in range (no normalisation).
 // A year before 2015 is no provider's reset (a zero value printed,
 // "2001-01-01T00:00:00Z"), as for epochs.
-func validDate(y, mo, d, h, mi, sec, nsec, off int) (time.Time, bool) {
+func validDate(y, mo, d, h, mi, sec, nsec int, loc *time.Location) (time.Time, bool) {
 	if y < 2015 || y > 9999 || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60 {
 		return time.Time{}, false
 	}
 	if sec == 60 {
 		sec = 59
 	}
-	t := time.Date(y, time.Month(mo), d, h, mi, sec, nsec, time.UTC)
+	t := time.Date(y, time.Month(mo), d, h, mi, sec, nsec, loc)
 	if t.Day() != d || int(t.Month()) != mo {
 		return time.Time{}, false
 	}
-	return t.Add(-time.Duration(off) * time.Second).UTC(), true
+	return t.UTC(), true
 }
 
 func isoFromMatch(s string, m []int) (time.Time, bool) {
@@ -211,11 +194,12 @@ func isoFromMatch(s string, m []int) (time.Time, bool) {
 		}
 		nsec, _ = strconv.Atoi(frac[:9])
 	}
-	off, ok := zoneOffset(subStr(s, m, 8))
-	if !ok {
+	z, ok := zoneOf(s, m, 8)
+	loc, known := zoneLoc(z)
+	if !ok || !known {
 		return time.Time{}, false
 	}
-	return validDate(y, mo, d, h, mi, sec, nsec, off)
+	return validDate(y, mo, d, h, mi, sec, nsec, loc)
 }
 
 // yearlessFromMatch resolves "MM-DD hh:mm[:ss]" in the UTC year of now, or the
@@ -226,8 +210,9 @@ func yearlessFromMatch(s string, m []int, now time.Time) (time.Time, bool) {
 	h, _ := atoiSub(s, m, 3)
 	mi, _ := atoiSub(s, m, 4)
 	sec, _ := atoiSub(s, m, 5)
-	off, ok := zoneOffset(subStr(s, m, 6))
-	if !ok {
+	z, ok := zoneOf(s, m, 6)
+	loc, known := zoneLoc(z)
+	if !ok || !known {
 		return time.Time{}, false
 	}
 	year := now.UTC().Year()
@@ -236,7 +221,7 @@ func yearlessFromMatch(s string, m []int, now time.Time) (time.Time, bool) {
 	}
 	// Up to 8 years ahead covers 29 February.
 	for y := year; y <= year+8; y++ {
-		t, ok := validDate(y, mo, d, h, mi, sec, 0, off)
+		t, ok := validDate(y, mo, d, h, mi, sec, 0, loc)
 		if !ok {
 			if mo == 2 && d == 29 {
 				continue
@@ -257,7 +242,7 @@ var (
 		"retrying in", "retry-after", "retry_after", "retryafter", "retrydelay", "retry_delay",
 		"wait for", "wait", "reset in", "resets in", "reset after", "available in",
 		"available again in", "refresh in", "refreshes in", "cooldown", "cool down for",
-		"replenished in", "refilled in",
+		"replenished in", "refilled in", "等待",
 	}
 	momentKeywords = []string{
 		"reset", "regain", "retry", "again", "available", "until", "resume", "refresh", "renew",
@@ -316,73 +301,42 @@ var unitSeconds = map[string]float64{
 	"w": 7 * 86400, "week": 7 * 86400, "weeks": 7 * 86400,
 }
 
+// reWaitLead is what may stand between a wait word and its figure:
+// separators and filler words ("in", "about", "at least", `": "`).
+var reWaitLead = lazy("^[ \t\n:=\"'`~(≈]*(?:(?:in|after|for|about|approximately|approx\\.|roughly|another|at least|least) [ \t\n:=\"'`~(≈]*){0,6}")
+
+// reWaitPart is one figure of a wait and its unit, and the separator to the
+// next ("1 hour and 30 minutes", "1h 30m", "1 minute, 5 seconds").
+var reWaitPart = lazy(`^([\d.]+) *([a-zµ]*)(?: and |, | )?`)
+
 // durationAfter parses "  in 9m38.016s", `": "34s"`, " 9 seconds", " 1 hour 30 minutes"
 // at the start of s. A bare number counts as seconds only after header-like keywords.
 func durationAfter(s string, kw string) (time.Duration, bool) {
-	i := 0
-	// skip separators and filler words
-	for steps := 0; steps < 6 && i < len(s); steps++ {
-		for i < len(s) && strings.IndexByte(" \t\n:=\"'`~(≈", s[i]) >= 0 {
-			i++
-		}
-		advanced := false
-		for _, w := range []string{"in ", "after ", "for ", "about ", "approximately ", "approx. ", "roughly ", "another ", "at least ", "least "} {
-			if strings.HasPrefix(s[i:], w) {
-				i += len(w)
-				advanced = true
-				break
-			}
-		}
-		if !advanced {
-			break
-		}
-	}
+	i := len(reWaitLead.get().FindString(s))
 	if strings.HasSuffix(kw, " in") || strings.HasSuffix(strings.TrimRight(s[:i], " "), " in") || strings.HasPrefix(s, " in ") {
 		if d, ok := clockDuration(s[i:]); ok { // "in 10:25:13"; "after 10:25" is a moment
 			return d, true
 		}
 	}
-	total := 0.0
-	parts := 0
-	for i < len(s) && parts < 6 {
-		j := i
-		for j < len(s) && (s[j] >= '0' && s[j] <= '9' || s[j] == '.') {
-			j++
-		}
-		if j == i {
+	total, parts := 0.0, 0
+	for ; parts < 6; parts++ {
+		m := reWaitPart.FindStringSubmatch(s[i:])
+		if m == nil {
 			break
 		}
-		num, err := strconv.ParseFloat(strings.TrimRight(s[i:j], "."), 64)
+		num, err := strconv.ParseFloat(strings.TrimRight(m[1], "."), 64)
 		if err != nil {
 			break
 		}
-		k := j
-		for k < len(s) && s[k] == ' ' {
-			k++
-		}
-		u := k
-		for u < len(s) && (s[u] >= 'a' && s[u] <= 'z' || s[u] == 0xc2 || s[u] == 0xb5) {
-			u++
-		}
-		mult, ok := unitSeconds[s[k:u]]
+		mult, ok := unitSeconds[m[2]]
 		if !ok {
-			if parts == 0 && u == k && isHeaderLike(kw) {
-				if d, ok := secondsDuration(num); ok {
-					return d, true
-				}
+			if parts == 0 && m[2] == "" && isHeaderLike(kw) {
+				return secondsDuration(num)
 			}
 			break
 		}
 		total += num * mult
-		parts++
-		i = u
-		// "1 hour and 30 minutes", "1h 30m", "1 minute, 5 seconds"
-		for _, sep := range []string{" and ", ", ", " "} {
-			if strings.HasPrefix(s[i:], sep) && i+len(sep) < len(s) && s[i+len(sep)] >= '0' && s[i+len(sep)] <= '9' {
-				i += len(sep)
-				break
-			}
-		}
+		i += len(m[0])
 	}
 	if parts == 0 {
 		return 0, false
@@ -398,51 +352,29 @@ func isHeaderLike(kw string) bool {
 	return false
 }
 
-// findMoment returns the first absolute time in low that follows a reset word.
-// Candidates are found by scanning for "-" between digits, and only then checked
-// with an anchored regexp, so prose without dates costs almost nothing.
+// reDateStart finds where a date may start: four digits and a dash (an ISO
+// date) or one or two digits and a dash (a year-less "08-25 01:37"), not inside
+// a longer number, a range or a version.
+var reDateStart = lazy(`(?:^|[^\d-])(\d{4})-\d|(?:^|[^\d/.:-])(\d{1,2})-\d`)
+
+// findMoment returns the first absolute time in low that follows a reset word:
+// a date found by reDateStart and read by an anchored pattern, an HTTP date, a
+// time of day.
 func findMoment(low string, now time.Time) (time.Time, bool) {
-	tries := 0
-	for from := 0; from < len(low) && tries < 16; {
-		k := strings.IndexByte(low[from:], '-')
-		if k < 0 {
-			break
+	for _, m := range reDateStart.get().FindAllStringSubmatchIndex(low, 16) {
+		// 2026-04-01... or, with one or two digits first, 08-25 01:37:00
+		d, re, read := m[2], reISOAnchored, func(s string, m []int) (time.Time, bool) { return isoFromMatch(s, m) }
+		if d < 0 {
+			d, re, read = m[4], reYearlessAnchored, func(s string, m []int) (time.Time, bool) { return yearlessFromMatch(s, m, now) }
 		}
-		i := from + k
-		from = i + 1
-		if i+1 >= len(low) || !isDigit(low[i+1]) {
-			continue
-		}
-		// digits before the dash
-		d := i
-		for d > 0 && isDigit(low[d-1]) && i-d < 5 {
-			d--
-		}
-		switch i - d {
-		case 4: // 2026-04-01...
-			if d > 0 && (isDigit(low[d-1]) || low[d-1] == '-') {
-				continue
-			}
-			tries++
-			if m := reISOAnchored.FindStringSubmatchIndex(low[d:]); m != nil && (hasMomentContext(low, d) || hasMomentAfter(low, d+m[1])) {
-				if t, ok := isoFromMatch(low[d:], m); ok {
-					return t, true
-				}
-			}
-		case 1, 2: // 08-25 01:37:00
-			if d > 0 && strings.IndexByte("-/.:", low[d-1]) >= 0 {
-				continue
-			}
-			tries++
-			if m := reYearlessAnchored.FindStringSubmatchIndex(low[d:]); m != nil && (hasMomentContext(low, d) || hasMomentAfter(low, d+m[1])) {
-				if t, ok := yearlessFromMatch(low[d:], m, now); ok {
-					return t, true
-				}
+		if m := re.FindStringSubmatchIndex(low[d:]); m != nil && (hasMomentContext(low, d) || hasMomentAfter(low, d+m[1])) {
+			if t, ok := read(low[d:], m); ok {
+				return t, true
 			}
 		}
 	}
 	if strings.Contains(low, " gmt") {
-		for _, loc := range reHTTPDate.FindAllStringIndex(low, 4) {
+		for _, loc := range reHTTPDate.get().FindAllStringIndex(low, 4) {
 			if !hasMomentContext(low, loc[0]) {
 				continue
 			}
@@ -451,22 +383,22 @@ func findMoment(low string, now time.Time) (time.Time, bool) {
 			}
 		}
 	}
-	if hasClockDigits(low) { // reClock has no literal to start from
-		for _, m := range reClock.FindAllStringSubmatchIndex(low, 4) {
-			if !hasMomentContext(low, m[0]) {
-				continue
-			}
-			if t, ok := clockFromMatch(low, m, now); ok {
-				return t, true
-			}
+	for _, m := range reClock.get().FindAllStringSubmatchIndex(low, 4) {
+		if !hasMomentContext(low, m[2]) { // the lead word ("resets") counts
+			continue
+		}
+		if t, ok := clockFromMatch(low, m, now); ok {
+			return t, true
 		}
 	}
 	return time.Time{}, false
 }
 
 // reClock finds a time of day after a moment word: "try again after 11:34 AM",
-// "available at 14:05 UTC".
-var reClock = regexp.MustCompile(`\b(?:at|after|until|by|from)\s+(\d{1,2}):(\d{2})(?::(\d{2}))?\s*(am|pm|a\.m\.|p\.m\.)?(?:\s*(utc|gmt|z|[+-]\d{2}:?\d{2}))?`)
+// "available at 14:05 UTC", "Access resets at 10:57 PM GMT-3", "resets
+// 2:30pm (Pacific/Auckland)", "will reset at 1pm (Etc/GMT+5)". An hour alone
+// counts only with am or pm.
+var reClock = lazy(`\b(?:at|after|until|by|from|resets?|renews?|refreshes)\s+(\d{1,2})(?::(\d{2})(?::(\d{2}))?)?\s*(am|pm|a\.m\.|p\.m\.)?` + zonePat)
 
 // clockFromMatch resolves a time of day to its next occurrence at or after now
 // (a time without a zone is UTC, C11).
@@ -483,14 +415,15 @@ func clockFromMatch(s string, m []int, now time.Time) (time.Time, bool) {
 	case ampm[0] == 'a' && h == 12:
 		h = 0
 	}
-	off, ok := zoneOffset(subStr(s, m, 5))
-	if !ok || h > 23 || mi > 59 || sec > 59 {
+	z, ok := zoneOf(s, m, 5)
+	loc, known := zoneLoc(z)
+	if !ok || !known || h > 23 || mi > 59 || sec > 59 || m[4] < 0 && subStr(s, m, 4) == "" {
 		return time.Time{}, false
 	}
-	local := now.UTC().Add(time.Duration(off) * time.Second)
-	t := time.Date(local.Year(), local.Month(), local.Day(), h, mi, sec, 0, time.UTC).Add(-time.Duration(off) * time.Second)
+	local := now.In(loc)
+	t := time.Date(local.Year(), local.Month(), local.Day(), h, mi, sec, 0, loc)
 	if t.Before(now) {
-		t = t.Add(24 * time.Hour)
+		t = t.AddDate(0, 0, 1)
 	}
 	return t.UTC(), true
 }
@@ -525,23 +458,6 @@ func hasMomentContext(low string, at int) bool {
 		}
 	}
 	return false
-}
-
-// RetryAfterFromHeaders reads a recovery hint from response headers (keys are
-// matched case-insensitively): retry-after-ms, x-ms-retry-after-ms, Retry-After
-// (seconds or HTTP date), then the rate-limit reset headers (x-ratelimit-reset-requests,
-// x-ratelimit-reset-tokens, x-ratelimit-reset, ratelimit-reset, anthropic-ratelimit-*-reset),
-// whose values may be Go durations ("1m30s", "6ms"), seconds, Unix epochs or RFC 3339
-// times. Among reset headers, one whose matching remaining header is 0 wins, then
-// a tokens reset, then the first. It returns the wait from now (never negative),
-// the moment, and whether any hint was found.
-func RetryAfterFromHeaders(h map[string]string, now time.Time) (time.Duration, time.Time, bool) {
-	lh := lowerHeaders(h)
-	if d, at, _, ok := retryAfterHeader(lh, now); ok {
-		return d, at, true
-	}
-	d, at, _, ok := resetHeaders(lh, now)
-	return d, at, ok
 }
 
 func lowerHeaders(h map[string]string) map[string]string {
@@ -789,21 +705,6 @@ func bodyResetFields(h map[string]string, now time.Time) (time.Duration, time.Ti
 	return 0, time.Time{}, "", false
 }
 
-// hasClockDigits reports a time of day's shape, a digit, ':' and two digits.
-func hasClockDigits(s string) bool {
-	for from := 0; ; {
-		i := strings.IndexByte(s[from:], ':')
-		if i < 0 {
-			return false
-		}
-		i += from
-		if i > 0 && isDigit(s[i-1]) && i+2 < len(s) && isDigit(s[i+1]) && isDigit(s[i+2]) {
-			return true
-		}
-		from = i + 1
-	}
-}
-
 // clockDuration reads a wait written as a clock, "10:25:13" (hours, minutes,
 // seconds: Azure API Management's "Quota will be replenished in 10:25:13"), at
 // the start of s. Two fields ("10:25") are a moment of day, not a wait, and are
@@ -819,4 +720,4 @@ func clockDuration(s string) (time.Duration, bool) {
 	return secondsDuration(float64(h*3600 + mi*60 + se))
 }
 
-var reClockWait = regexp.MustCompile(`^(\d{1,3}):([0-5]\d):([0-5]\d)(?:[^\d:.]|\.(?:\D|$)|$)`)
+var reClockWait = lazy(`^(\d{1,3}):([0-5]\d):([0-5]\d)(?:[^\d:.]|\.(?:\D|$)|$)`)

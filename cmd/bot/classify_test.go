@@ -275,3 +275,35 @@ func TestRunClassify_ExplainFamilyAndField(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestRunClassify_ExplainNamesIssue39Families: --explain names the family of
+// the text that beat a generic status (a safety stop on a 502, a suspension
+// only a person lifts on a 403, a cancel) and where a zoned reset came from.
+func TestRunClassify_ExplainNamesIssue39Families(t *testing.T) {
+	in := `{"provider":"gemini","http_status":502,"body":"PROXY ERROR 502: Response blocked/empty due to SPII."}` + "\n" +
+		`{"provider":"x","http_status":403,"body":"Your account is temporarily locked. Contact our support team to verify your identity."}` + "\n" +
+		`{"provider":"x","body":"AbortError: signal is aborted without reason"}` + "\n" +
+		`{"provider":"x","http_status":429,"body":"Access resets at 10:57 PM GMT-3"}` + "\n"
+	out, raw, code := runClassifyOn(t, in, "--now", "2026-03-15T12:00:00Z", "--explain")
+	if code != exitOK || len(raw) != 4 {
+		t.Fatalf("exit %d, %d lines", code, len(raw))
+	}
+	for i, w := range []struct{ reason, family, recovery string }{
+		{"content_filter", "content-filter", ""},
+		{"auth_permanent", "auth-permanent", ""},
+		{"aborted", "aborted", ""},
+		{"rate_limit", "usage-window", "text"},
+	} {
+		var e struct {
+			Reason  string
+			Explain *classifyExplain
+		}
+		if err := json.Unmarshal([]byte(raw[i]), &e); err != nil || e.Explain == nil ||
+			e.Reason != w.reason || e.Explain.Family != w.family || e.Explain.RecoveryFrom != w.recovery {
+			t.Errorf("line %d: %s", i, raw[i])
+		}
+	}
+	if at := out[3].RecoveryAt; at == nil || *at != "2026-03-16T01:57:00Z" {
+		t.Errorf("GMT-3 reset: %v", at)
+	}
+}
