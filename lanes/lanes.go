@@ -18,25 +18,32 @@ var (
 )
 
 // Lanes does work in order per key (a session, a channel) and keys in
-// parallel: the items of one key run one after another on that key's
-// goroutine, which starts when the key gets work and ends when its queue is
-// empty, so an idle key costs no goroutine. It is safe for concurrent use.
+// parallel: the items of one key run one after another on one goroutine,
+// which starts when the key gets work and ends when its queue is empty, so an
+// idle key costs no goroutine. With a bound on running keys, a key that gets
+// work while that many run waits in line without a goroutine, and a goroutine
+// whose key has more work while others wait takes the next key in line and
+// puts its own behind them, so a busy key does not starve the rest. It is
+// safe for concurrent use.
 type Lanes[T any] struct {
 	do      func(key string, item T)
 	perKey  int // most items queued per key (0 = no limit)
 	maxKeys int // most keys with work (0 = no limit)
+	running int // most keys running at once (0 = no limit)
 
 	mu      sync.Mutex
 	queues  map[string]*[]T
+	waiting []string      // keys with work and no goroutine, oldest first
+	workers int           // goroutines running keys
 	pending int           // items queued or running
 	idle    chan struct{} // closed when pending drops to 0
 	closed  bool
 }
 
 // New returns lanes that run do for each item; perKey and maxKeys bound
-// the work held (0 = no bound).
-func New[T any](do func(key string, item T), perKey, maxKeys int) *Lanes[T] {
-	return &Lanes[T]{do: do, perKey: perKey, maxKeys: maxKeys, queues: map[string]*[]T{}}
+// the work held, running the keys run at once (0 = no bound).
+func New[T any](do func(key string, item T), perKey, maxKeys, running int) *Lanes[T] {
+	return &Lanes[T]{do: do, perKey: perKey, maxKeys: maxKeys, running: running, queues: map[string]*[]T{}}
 }
 
 // Add queues item behind key's earlier items. It never blocks: over a bound it
@@ -47,32 +54,38 @@ func (l *Lanes[T]) Add(key string, item T) error {
 	if l.closed {
 		return ErrClosed
 	}
-	q, running := l.queues[key]
+	q, has := l.queues[key]
 	switch {
-	case !running && l.maxKeys > 0 && len(l.queues) >= l.maxKeys:
+	case !has && l.maxKeys > 0 && len(l.queues) >= l.maxKeys:
 		return ErrTooMany
-	case running && l.perKey > 0 && len(*q) >= l.perKey:
+	case has && l.perKey > 0 && len(*q) >= l.perKey:
 		return ErrFull
 	}
 	if l.pending == 0 {
 		l.idle = make(chan struct{})
 	}
 	l.pending++
-	if !running {
+	if !has {
 		q = &[]T{}
 		l.queues[key] = q
-		go l.work(key, q)
+		if l.running > 0 && l.workers >= l.running {
+			l.waiting = append(l.waiting, key)
+		} else {
+			l.workers++
+			go l.work(key)
+		}
 	}
 	*q = append(*q, item)
 	return nil
 }
 
-// work runs key's items in order until its queue is empty. The key leaves
-// the map in the same critical section that counts its last item done, so once
-// Wait returns, Active is 0.
-func (l *Lanes[T]) work(key string, q *[]T) {
+// work runs key's items in order until its queue is empty, then the waiting
+// keys' (when there is a bound). A key leaves the map in the same critical
+// section that counts its last item done, so once Wait returns, Active is 0.
+func (l *Lanes[T]) work(key string) {
 	l.mu.Lock()
-	for len(*q) > 0 {
+	for {
+		q := l.queues[key]
 		item := (*q)[0]
 		var zero T
 		(*q)[0] = zero
@@ -85,8 +98,22 @@ func (l *Lanes[T]) work(key string, q *[]T) {
 		if l.pending--; l.pending == 0 {
 			close(l.idle)
 		}
+		more := len(*q) > 0
+		if !more {
+			delete(l.queues, key)
+		}
+		if len(l.waiting) > 0 {
+			if more {
+				l.waiting = append(l.waiting, key) // its turn again after the others
+			}
+			key, l.waiting = l.waiting[0], l.waiting[1:]
+			continue
+		}
+		if !more {
+			break
+		}
 	}
-	delete(l.queues, key)
+	l.workers--
 	l.mu.Unlock()
 }
 

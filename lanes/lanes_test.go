@@ -5,6 +5,7 @@ import (
 	"errors"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -36,7 +37,7 @@ func TestLanes_OrderPerKeyBoundsAndIdle(t *testing.T) {
 		mu.Lock()
 		got[key] = append(got[key], n)
 		mu.Unlock()
-	}, 3, 2)
+	}, 3, 2, 0)
 	before := runtime.NumGoroutine()
 	if err := l.Add("slow", 0); err != nil {
 		t.Fatal(err)
@@ -84,4 +85,57 @@ func TestLanes_OrderPerKeyBoundsAndIdle(t *testing.T) {
 	if err := l.Add("slow", 9); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Add after Close = %v", err)
 	}
+}
+
+// A bound on running keys: past it a key with work waits in line with no
+// goroutine, runs when one frees, and a busy key takes turns with those
+// waiting instead of starving them; every item still runs in its key's
+// order. (issue 37: memory follows the bound, not the burst.)
+func TestLanes_RunningBound(t *testing.T) {
+	var mu sync.Mutex
+	var order []string
+	running, peak := 0, 0
+	gate := make(chan struct{})
+	l := New(func(key string, n int) {
+		mu.Lock()
+		running++
+		peak = max(peak, running)
+		mu.Unlock()
+		<-gate
+		mu.Lock()
+		running--
+		order = append(order, key)
+		mu.Unlock()
+	}, 0, 0, 1)
+	before := runtime.NumGoroutine()
+	for i := range 3 {
+		if err := l.Add("busy", i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, k := range []string{"a", "b", "c"} {
+		if err := l.Add(k, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := runtime.NumGoroutine() - before; got > 1 {
+		t.Fatalf("%d goroutines for 4 keys with work and a bound of 1", got)
+	}
+	if l.Active() != 4 {
+		t.Fatalf("Active = %d, want the 4 keys with work", l.Active())
+	}
+	for range 6 {
+		gate <- struct{}{}
+	}
+	if err := l.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if peak > 1 {
+		t.Fatalf("%d keys ran at once, want at most 1", peak)
+	}
+	// busy's second item waits behind a, b and c, which were in line before it.
+	if got := strings.Join(order, " "); got != "busy a b c busy busy" {
+		t.Fatalf("order = %q, want the waiting keys served before busy's second item", got)
+	}
+	waitFor(t, func() bool { return runtime.NumGoroutine() <= before })
 }

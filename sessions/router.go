@@ -138,6 +138,14 @@ type Options struct {
 	Alerter Alerter
 }
 
+// maxRunningTurns bounds the turns one process runs at once; a burst of new
+// conversations beyond it waits in line, in order, each with no goroutine,
+// so memory follows this bound rather than the burst (issue 37: 10,000
+// console sessions at once). 256 turns of a few seconds each are far more
+// than the paid calls limits.max_paid_attempts_per_minute lets through by
+// default (120 a minute).
+const maxRunningTurns = 256
+
 // Router owns every session queue. It is safe for concurrent use.
 type Router struct {
 	cfg     Config
@@ -223,7 +231,7 @@ func NewRouter(cfg Config, opts Options) (*Router, error) {
 		r.st.recovered = r.alertRecovered
 	}
 	r.base, r.cancel = context.WithCancel(context.Background())
-	r.lanes = lanes.New(func(_ string, in adapters.Inbound) { r.process(r.base, in) }, 0, 0)
+	r.lanes = lanes.New(func(_ string, in adapters.Inbound) { r.process(r.base, in) }, 0, 0, maxRunningTurns)
 	if err := r.st.migrate(r.base); err != nil {
 		r.cancel()
 		return nil, err

@@ -148,7 +148,7 @@ func New(cfg Config) (*Adapter, error) {
 		typingEvery: typingEvery,
 	}
 	a.interactions, _ = lru.New[string, *pending](512) // only a size < 1 errs
-	a.lanes = lanes.New(a.handle, workerQueue, maxWorkers)
+	a.lanes = lanes.New(a.handle, workerQueue, maxWorkers, 0)
 	a.link = link.New(link.Config{Token: tok, API: api, TLS: cfg.TLS, Shard: [2]int{cfg.ShardID, cfg.ShardCount},
 		Intent: Intents, MentionOnly: cfg.NoMessageContent, Log: log, Timing: cfg.Timing,
 		Dispatch: a.onEvent,
