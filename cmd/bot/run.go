@@ -232,14 +232,17 @@ func parseLogLevel(s string) (slog.Level, error) {
 	return lv, nil
 }
 
-// isTerminal reports whether v is a character device (a terminal).
+// isTerminal reports whether v is a terminal. A character device is not
+// enough: /dev/null is one, and it is the stdin and stderr of a process
+// started without them (systemd's StandardInput=null, exec.Cmd with nil
+// Stdin), which must not get a prompt or have its logs moved to a file.
 func isTerminal(v any) bool {
 	f, ok := v.(*os.File)
 	if !ok {
 		return false
 	}
 	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0 && isTTY(f)
 }
 
 // applyRunFlags applies command-line overrides to the configuration.
