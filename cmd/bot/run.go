@@ -287,6 +287,10 @@ func (s *configSource) withEnvFile(flag string, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--env-file: %w", err)
 	}
+	if fi.IsDir() {
+		// Before the mode warning, whose "chmod 600" a folder must not get.
+		return fmt.Errorf("--env-file: %s is a folder: want a file of KEY=value lines", path)
+	}
 	if fi.Mode().Perm()&0o077 != 0 {
 		fmt.Fprintf(stderr, "warning: %s holds secrets and other users may read it (mode %04o): chmod 600 %s\n", path, fi.Mode().Perm(), path)
 	}

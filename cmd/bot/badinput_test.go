@@ -1,0 +1,74 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// badInputConfig writes a configuration whose one key comes from ${P1_KEY},
+// in a folder of its own, and returns its path.
+func badInputConfig(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := "storage: {driver: sqlite, dsn: " + filepath.Join(dir, "bot.db") + "}\n" +
+		"providers:\n  p1: {base_url: \"https://llm.example.com/v1\"}\n" +
+		"auth:\n  profiles:\n    p1:main: {provider: p1, key: \"${P1_KEY}\"}\n" +
+		"agents:\n  defaults:\n    model: {primary: p1/m}\n"
+	path := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// Bad input on the command line: each is refused with exit 2 and a line that
+// names the file, the line or the flag, and never prints a key. covers P4
+func TestBadInput_EnvFile(t *testing.T) {
+	cfg := badInputConfig(t)
+	dir := filepath.Dir(cfg)
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	open := write("open.env", "OTHER=1\nP1_KEY=\"sk-CANARY-audit-0001\n")
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		want    []string
+		notWant []string
+	}{
+		{"an env file that is a folder", []string{"--env-file", dir},
+			[]string{"--env-file: " + dir + " is a folder: want a file of KEY=value lines"}, []string{"chmod"}},
+		{"a quote never closed", []string{"--env-file", open},
+			[]string{open + ":2: the value of P1_KEY opens a quote (\") that the line does not close"}, nil},
+	} {
+		for _, cmd := range []string{"check", "run", "history", "status"} {
+			t.Run(tc.name+"/"+cmd, func(t *testing.T) {
+				var stdout, stderr bytes.Buffer
+				args := append([]string{cmd, "--config", cfg}, tc.args...)
+				code := dispatch(context.Background(), args, strings.NewReader(""), &stdout, &stderr)
+				out := stdout.String() + stderr.String()
+				if code != exitUsage {
+					t.Errorf("exit %d, want %d:\n%s", code, exitUsage, out)
+				}
+				for _, w := range tc.want {
+					if !strings.Contains(out, w) {
+						t.Errorf("output lacks %q:\n%s", w, out)
+					}
+				}
+				for _, w := range append(tc.notWant, "CANARY", "panic") {
+					if strings.Contains(out, w) {
+						t.Errorf("output holds %q:\n%s", w, out)
+					}
+				}
+			})
+		}
+	}
+}
