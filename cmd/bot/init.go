@@ -115,7 +115,7 @@ func runInit(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	force := fs.Bool("force", false, "overwrite files that exist")
 	noCheck := fs.Bool("no-check", false, "do not run bot check on the result")
 	setUsage(fs, "Usage: bot init [--non-interactive] [--provider NAME]... [--model PROVIDER/MODEL]... [--key-env PROVIDER=VAR]... [--channel NAME]...\n"+
-		"                [--admin slack:U…|discord:…]... [--access admins|everyone|IDS] [--admin-channel ID] [--daily-cap N] [--config PATH] [--env-file PATH] [--force]\n")
+		"                [--admin slack:U…|discord:…]... [--access admins|everyone|IDS] [--admin-channel ID] [--daily-cap N] [--config PATH] [--env-file PATH] [--force] [--no-check]\n")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// `bot help` names every flag of the commands it spells out (those it shows
+// with "..." send people to `bot <command> --help`), so the overview is never
+// missing a flag the docs use.
+func TestUsage_ListsEveryFlag(t *testing.T) {
+	var top bytes.Buffer
+	usage(&top)
+	flagName := regexp.MustCompile(`(?m)^  -([a-z][a-z-]*)`)
+	for _, cmd := range []string{"run", "init", "check", "history", "status", "version"} {
+		head := "  bot " + cmd
+		if cmd == "run" {
+			head = "  bot [run]"
+		}
+		_, section, ok := strings.Cut(top.String(), head)
+		if !ok {
+			t.Errorf("bot help does not show %q", head)
+			continue
+		}
+		if end := strings.Index(section, "\n  bot "); end >= 0 {
+			section = section[:end]
+		}
+		var help bytes.Buffer
+		if code := dispatch(context.Background(), []string{cmd, "--help"}, nil, &help, io.Discard); code != exitOK {
+			t.Errorf("bot %s --help: exit %d", cmd, code)
+		}
+		for _, m := range flagName.FindAllStringSubmatch(help.String(), -1) {
+			if !strings.Contains(section, "[--"+m[1]) {
+				t.Errorf("bot help shows bot %s without --%s:\n%s", cmd, m[1], section)
+			}
+		}
+	}
+}
+
+// `bot version` takes no argument: --help is its usage, anything else a usage
+// error, as for every command.
+func TestCLI_VersionArguments(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := dispatch(context.Background(), []string{"version", "--help"}, nil, &stdout, &stderr); code != exitOK || !strings.HasPrefix(stdout.String(), "Usage: bot version") {
+		t.Errorf("version --help: exit %d, %q", code, stdout.String())
+	}
+	for _, args := range [][]string{{"version", "--bogus"}, {"version", "extra"}} {
+		stdout.Reset()
+		stderr.Reset()
+		if code := dispatch(context.Background(), args, nil, &stdout, &stderr); code != exitUsage || stdout.Len() != 0 || !strings.HasPrefix(stderr.String(), "bot version: ") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, stdout.String(), stderr.String())
+		}
+	}
+}
