@@ -170,6 +170,10 @@ func runInit(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		if err != nil {
 			return fail("%v", err)
 		}
+	} else if !ask {
+		if err := plan.consoleFromFlags(fs, f); err != nil {
+			return fail("%v", err)
+		}
 	}
 	if err := writeInit(plan, *cfgPath, *envPath, manifest); err != nil {
 		fmt.Fprintf(stderr, "bot init: %v\n", err)
@@ -768,6 +772,27 @@ func (p *initPlan) teamFromFlags(f initFlags) error {
 	return nil
 }
 
+// consoleFromFlags takes the flags that apply without Slack or Discord: the
+// admin channel (console, or none). The team's own flags are refused rather
+// than dropped, so a script learns they did nothing.
+func (p *initPlan) consoleFromFlags(fs *flag.FlagSet, f initFlags) error {
+	var err error
+	fs.Visit(func(fl *flag.Flag) {
+		if err == nil && (fl.Name == "admin" || fl.Name == "access" || fl.Name == "daily-cap") {
+			err = fmt.Errorf("--%s is for Slack or Discord (--channel slack or --channel discord); with the console alone it would do nothing", fl.Name)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	ch, err := parseAdminChannel(f.adminChannel, p.channels)
+	if err != nil {
+		return fmt.Errorf("bad --admin-channel: %w", err)
+	}
+	p.adminChannel = ch
+	return nil
+}
+
 // secret is the value given for variable v ("" when none was).
 func (p *initPlan) secret(v string) string {
 	for _, s := range p.secrets {
@@ -847,6 +872,9 @@ func (p *initPlan) yaml(envPath string) string {
 	}
 	if !p.team() {
 		b.WriteString("admin:\n  users: []      # who may run /recover and set a channel's model: slack:U0123, discord:456\n")
+		if p.adminChannel != "" {
+			fmt.Fprintf(&b, "  channel: %q   # where the reports go when every model is down\n", p.adminChannel)
+		}
 		return b.String()
 	}
 	b.WriteString("admin:\n")
