@@ -56,3 +56,26 @@ func TestCLI_VersionArguments(t *testing.T) {
 		}
 	}
 }
+
+// The README's list of subcommands, the code map's line for cmd/bot and
+// `bot help` name every command the binary has.
+func TestUsage_EveryCommandDocumented(t *testing.T) {
+	r := readme(t)
+	_, list, _ := strings.Cut(r, "Subcommands: ")
+	list, _, _ = strings.Cut(list, "\n\n")
+	_, codeMap, _ := strings.Cut(r, "| `cmd/bot` |")
+	codeMap, _, _ = strings.Cut(codeMap, "\n")
+	var top bytes.Buffer
+	usage(&top)
+	for name := range commands {
+		if !strings.Contains(list, "`"+name+"`") {
+			t.Errorf("the README's Subcommands do not name %s:\n%s", name, list)
+		}
+		if !strings.Contains(codeMap, "`"+name+"`") {
+			t.Errorf("the README's code map does not name %s for cmd/bot:\n%s", name, codeMap)
+		}
+		if !strings.Contains(top.String(), "  bot "+name) && name != "run" {
+			t.Errorf("bot help does not show bot %s", name)
+		}
+	}
+}
