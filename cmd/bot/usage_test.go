@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"os"
+	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -77,5 +80,18 @@ func TestUsage_EveryCommandDocumented(t *testing.T) {
 		if !strings.Contains(top.String(), "  bot "+name) && name != "run" {
 			t.Errorf("bot help does not show bot %s", name)
 		}
+	}
+}
+
+// docs/operations.md shows `bot version` as it prints.
+func TestVersion_AsInTheOperationsDoc(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := buildInfo{Version: "v1.2.3", Revision: "0123456789ab", Time: "2026-03-01T12:00:00Z", Go: "go1.26.0"}.String()
+	v = strings.Replace(v, runtime.GOOS+"/"+runtime.GOARCH, "linux/amd64", 1)
+	if want := "./bot version" + strings.Repeat(" ", 33) + "# detour " + v + "\n"; !strings.Contains(string(b), want) {
+		t.Errorf("docs/operations.md does not show bot version as it prints:\n%s", want)
 	}
 }
