@@ -72,3 +72,37 @@ func TestBadInput_EnvFile(t *testing.T) {
 		}
 	}
 }
+
+// Right after `bot init` with a key "to fill in later" (the env file says
+// KEY=), `bot status` and `bot history` read the database: they need no key,
+// empty or unset. covers issue 36, issue 38
+func TestStatusHistory_Issue38_EmptyKeyInTheEnvFile(t *testing.T) {
+	cfg := badInputConfig(t)
+	dir := filepath.Dir(cfg)
+	src, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// as bot init writes a key left for later
+	src = []byte(strings.Replace(string(src), `key: "${P1_KEY}"}`, `key: "${P1_KEY}", optional: true}`, 1))
+	if err := os.WriteFile(cfg, src, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("P1_KEY", "sk-CANARY-audit-0002")
+	var out, errOut bytes.Buffer
+	if code := dispatch(context.Background(), []string{"run", "--config", cfg, "--format", "jsonl"}, strings.NewReader(""), &out, &errOut); code != exitOK {
+		t.Fatalf("run (to make the database): exit %d\n%s", code, errOut.String())
+	}
+	os.Unsetenv("P1_KEY")
+	env := filepath.Join(dir, "detour.env")
+	if err := os.WriteFile(env, []byte("P1_KEY=\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range []string{"status", "history"} {
+		out.Reset()
+		errOut.Reset()
+		if code := dispatch(context.Background(), []string{cmd, "--config", cfg, "--env-file", env}, nil, &out, &errOut); code != exitOK {
+			t.Errorf("bot %s: exit %d\n%s", cmd, code, errOut.String())
+		}
+	}
+}
