@@ -106,3 +106,18 @@ func TestStatusHistory_Issue38_EmptyKeyInTheEnvFile(t *testing.T) {
 		}
 	}
 }
+
+// A config.yml beside no config.yaml is not read: bot run says so before the
+// demo starts, as bot check does (the README's "The demo starts instead of my
+// configuration").
+func TestRun_MisnamedConfigIsSaid(t *testing.T) {
+	bin := builtBot(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "config.yml"), []byte("agents: {defaults: {model: {primary: o/m}}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code := runIn(t, bin, dir, "", cleanEnv())
+	if code != exitOK || !strings.Contains(errOut, "warning: config.yml: is not read: without --config the bot reads config.yaml only") {
+		t.Errorf("exit %d, stderr:\n%s", code, errOut)
+	}
+}

@@ -52,6 +52,12 @@ func runBot(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return code
 	}
 	start := time.Now()
+	if *path == "" {
+		// config.yml beside no config.yaml: the demo would start and leave it unread.
+		if e := config.MisnamedConfig("."); e != nil {
+			fmt.Fprintln(stderr, "warning: "+e.Error())
+		}
+	}
 	src, cfg, closeDemo, code := loadConfig("bot", *path, *envFile, true, stderr)
 	if code != exitOK {
 		return code
