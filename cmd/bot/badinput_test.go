@@ -109,7 +109,7 @@ func TestStatusHistory_Issue38_EmptyKeyInTheEnvFile(t *testing.T) {
 
 // A config.yml beside no config.yaml is not read: bot run says so before the
 // demo starts, as bot check does (the README's "The demo starts instead of my
-// configuration").
+// configuration"). covers F15
 func TestRun_MisnamedConfigIsSaid(t *testing.T) {
 	bin := builtBot(t)
 	dir := t.TempDir()
