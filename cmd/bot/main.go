@@ -25,6 +25,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -55,10 +56,15 @@ const (
 // the exit code.
 type command func(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int
 
-// commands are the subcommands by name (bot without one runs).
-var commands = map[string]command{
-	"run": runBot, "init": runInit, "check": runCheck, "history": runHistory, "status": runStatus,
-	"classify": runClassify, "fake-llm": runFakeLLM, "drill": runDrill, "version": runVersion,
+// commands are the subcommands by name (bot without one runs). Set in init:
+// parseFlags, which every command calls, looks a name up in it.
+var commands map[string]command
+
+func init() {
+	commands = map[string]command{
+		"run": runBot, "init": runInit, "check": runCheck, "history": runHistory, "status": runStatus,
+		"classify": runClassify, "fake-llm": runFakeLLM, "drill": runDrill, "version": runVersion,
+	}
 }
 
 // dispatch picks the subcommand: the first argument when it names one, else run.
@@ -149,6 +155,11 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (exit
 	switch {
 	case err == nil && fs.NArg() > 0:
 		fmt.Fprintf(stderr, "bot %s: unexpected arguments: %v\n", fs.Name(), fs.Args())
+		if _, isCmd := commands[fs.Arg(0)]; isCmd && fs.Name() == "run" {
+			// bot --config c.yaml check: the flags went before the command.
+			fixed := append(append([]string{fs.Arg(0)}, args[:len(args)-fs.NArg()]...), fs.Args()[1:]...)
+			fmt.Fprintf(stderr, "bot: the command comes first, then its flags: bot %s\n", strings.Join(fixed, " "))
+		}
 		return exitUsage, false
 	case err == nil:
 		fs.SetOutput(stderr)

@@ -95,3 +95,13 @@ func TestVersion_AsInTheOperationsDoc(t *testing.T) {
 		t.Errorf("docs/operations.md does not show bot version as it prints:\n%s", want)
 	}
 }
+
+// Flags typed before the command (bot --config c.yaml check) are refused
+// with the command line that works.
+func TestCLI_FlagsBeforeTheCommand(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := dispatch(context.Background(), []string{"--config", "c.yaml", "status", "--json"}, strings.NewReader(""), &stdout, &stderr)
+	if code != exitUsage || !strings.Contains(stderr.String(), "bot: the command comes first, then its flags: bot status --config c.yaml --json\n") {
+		t.Errorf("exit %d, stderr:\n%s", code, stderr.String())
+	}
+}
