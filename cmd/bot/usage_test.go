@@ -105,3 +105,23 @@ func TestCLI_FlagsBeforeTheCommand(t *testing.T) {
 		t.Errorf("exit %d, stderr:\n%s", code, stderr.String())
 	}
 }
+
+// A command with a usage line of its own (bot drill, bot init, bot classify,
+// bot version) names every flag in it, above the flags' list.
+func TestUsage_OwnLineListsEveryFlag(t *testing.T) {
+	flagName := regexp.MustCompile(`(?m)^  -([a-z][a-z-]*)`)
+	for _, cmd := range []string{"drill", "init", "classify", "version"} {
+		var help bytes.Buffer
+		dispatch(context.Background(), []string{cmd, "--help"}, nil, &help, io.Discard)
+		line, _, _ := strings.Cut(help.String(), "\n  -")
+		if !strings.HasPrefix(line, "Usage: bot "+cmd) {
+			t.Errorf("bot %s --help starts with %q", cmd, line)
+			continue
+		}
+		for _, m := range flagName.FindAllStringSubmatch(help.String(), -1) {
+			if !strings.Contains(line, "[--"+m[1]) {
+				t.Errorf("bot %s's usage line lacks --%s:\n%s", cmd, m[1], line)
+			}
+		}
+	}
+}
