@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	"github.com/detourbot/detour"
+	"github.com/detourbot/detour/redact"
 )
 
 // provider is a preset bot init knows: where it answers, the protocol it
@@ -121,7 +122,16 @@ func runInit(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	manifest := manifestPath(*cfgPath)
 	fail := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "bot init: "+format+"; nothing was written\n", a...)
+		msg := fmt.Sprintf("bot init: "+format+"; nothing was written", a...)
+		// A key given as a flag's value (--provider sk-...) is not quoted back (P4).
+		for _, arg := range args {
+			for _, v := range strings.FieldsFunc(arg, func(r rune) bool { return r == ',' || r == '=' }) {
+				if v = strings.TrimSpace(v); secretKind(v) != "" {
+					msg = strings.ReplaceAll(strings.ReplaceAll(msg, v, redact.Marker), strings.ToLower(v), redact.Marker)
+				}
+			}
+		}
+		fmt.Fprintln(stderr, msg)
 		return exitUsage
 	}
 
@@ -1060,6 +1070,12 @@ func (q *asker) until(prompt, def string, check func(string) (string, error)) (s
 		s, err := q.line(prompt, def)
 		if err != nil {
 			return "", err
+		}
+		// A key pasted at the wrong question is never taken (as a model
+		// name, say) nor quoted back in the answer (P4).
+		if kind := secretKind(strings.TrimSpace(s)); kind != "" {
+			fmt.Fprintf(q.errOut, "bot init: that looks like %s, which this question does not take (keys and tokens have questions of their own); try again\n", kind)
+			continue
 		}
 		v, err := check(s)
 		if err == nil {
