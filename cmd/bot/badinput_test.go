@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/detourbot/detour/internal/testkit/syncbuf"
 )
 
 // badInputConfig writes a configuration whose one key comes from ${P1_KEY},
@@ -89,9 +91,9 @@ func TestStatusHistory_Issue38_EmptyKeyInTheEnvFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("P1_KEY", "sk-CANARY-audit-0002")
-	var out, errOut bytes.Buffer
-	if code := dispatch(context.Background(), []string{"run", "--config", cfg, "--format", "jsonl"}, strings.NewReader(""), &out, &errOut); code != exitOK {
-		t.Fatalf("run (to make the database): exit %d\n%s", code, errOut.String())
+	var runOut, runErr syncbuf.Buffer // run's "ready" line may come from a goroutine of its own
+	if code := dispatch(context.Background(), []string{"run", "--config", cfg, "--format", "jsonl"}, strings.NewReader(""), &runOut, &runErr); code != exitOK {
+		t.Fatalf("run (to make the database): exit %d\n%s", code, runErr.String())
 	}
 	os.Unsetenv("P1_KEY")
 	env := filepath.Join(dir, "detour.env")
@@ -99,8 +101,7 @@ func TestStatusHistory_Issue38_EmptyKeyInTheEnvFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, cmd := range []string{"status", "history"} {
-		out.Reset()
-		errOut.Reset()
+		var out, errOut bytes.Buffer
 		if code := dispatch(context.Background(), []string{cmd, "--config", cfg, "--env-file", env}, nil, &out, &errOut); code != exitOK {
 			t.Errorf("bot %s: exit %d\n%s", cmd, code, errOut.String())
 		}
