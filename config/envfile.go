@@ -13,16 +13,19 @@ import (
 )
 
 // ReadEnvFile reads KEY=value lines: blank lines and lines starting with # are
-// skipped, an "export " prefix is allowed, and a value in matching quotes loses
-// them. A malformed line is an *Error naming the file and the line, never the
-// value.
+// skipped, an "export " prefix is allowed, spaces around the '=' are dropped (a
+// key never starts with one), and a value in matching quotes loses them. A
+// malformed line, and a value whose quote is never closed (its quote would
+// become part of the key, refused later as an invalid key), is an *Error naming
+// the file and the line, never the value. A UTF-8 byte order mark, which some
+// editors write, is skipped.
 func ReadEnvFile(path string) (map[string]string, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("config: env file: %w", err)
 	}
 	out := map[string]string{}
-	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc := bufio.NewScanner(bytes.NewReader(bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))))
 	sc.Buffer(make([]byte, 64*1024), 1<<20)
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
@@ -34,7 +37,11 @@ func ReadEnvFile(path string) (map[string]string, error) {
 		if !ok || !validEnvName(k) {
 			return nil, &Error{File: path, Line: n, Msg: "want KEY=value (a variable name, '=', then the value)"}
 		}
-		if len(v) >= 2 && (v[0] == '"' || v[0] == '\'') && v[len(v)-1] == v[0] {
+		v = strings.TrimLeft(v, " \t")
+		if v != "" && (v[0] == '"' || v[0] == '\'') {
+			if len(v) < 2 || v[len(v)-1] != v[0] {
+				return nil, &Error{File: path, Line: n, Msg: fmt.Sprintf("the value of %s opens a quote (%c) that the line does not close: close it, or write the value without quotes", k, v[0])}
+			}
 			v = v[1 : len(v)-1]
 		}
 		out[k] = v

@@ -91,6 +91,19 @@ type decoder struct {
 	choices []choice
 	// droppedFallbacks counts the fallbacks left out with their keys.
 	droppedFallbacks []failover.ModelRef
+	// fromEnv maps a key whose value came through ${...} to that value and
+	// the reference: a message about the key quotes the reference, never what
+	// the environment holds, which may be a key put in the wrong place (P4).
+	fromEnv map[string][2]string
+}
+
+// hideEnv replaces, in a message about key, the value the environment gave
+// the key by the ${...} reference written in the file.
+func (d *decoder) hideEnv(key, msg string) string {
+	if v, ok := d.fromEnv[key]; ok {
+		msg = strings.ReplaceAll(msg, v[0], v[1])
+	}
+	return msg
 }
 
 // unsetKey is a profile key whose environment variables gave nothing.
@@ -124,7 +137,7 @@ func (d *decoder) yamlError(err error, data []byte) error {
 }
 
 func (d *decoder) errAt(line int, key, format string, args ...any) {
-	d.errs = append(d.errs, &Error{File: d.file, Line: line, Key: key, Msg: fmt.Sprintf(format, args...)})
+	d.errs = append(d.errs, &Error{File: d.file, Line: line, Key: key, Msg: d.hideEnv(key, fmt.Sprintf(format, args...))})
 }
 
 func (d *decoder) errorf(n *yaml.Node, key, format string, args ...any) {
@@ -250,7 +263,14 @@ func (d *decoder) scalar(n *yaml.Node, key string) (string, bool) {
 		d.errorf(n, key, "must be a single value, not %s", kindName(n))
 		return "", false
 	}
-	s, missing, err := expand(d.restore(n.Value), d.getenv)
+	raw := d.restore(n.Value)
+	s, missing, err := expand(raw, d.getenv)
+	if err == nil && s != "" && s != raw {
+		if d.fromEnv == nil {
+			d.fromEnv = map[string][2]string{}
+		}
+		d.fromEnv[key] = [2]string{s, raw}
+	}
 	if err != nil {
 		if d.quiet {
 			err = errors.New("bad ${...} reference in value")

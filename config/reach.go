@@ -20,11 +20,11 @@ import (
 // primary model needs), one error says so, optional or not.
 
 func (d *decoder) warn(line int, key, format string, args ...any) {
-	d.cfg.Warnings = append(d.cfg.Warnings, &Error{File: d.file, Line: line, Key: key, Msg: fmt.Sprintf(format, args...)})
+	d.cfg.Warnings = append(d.cfg.Warnings, &Error{File: d.file, Line: line, Key: key, Msg: d.hideEnv(key, fmt.Sprintf(format, args...))})
 }
 
 func (d *decoder) doubt(line int, key, format string, args ...any) {
-	d.cfg.Doubts = append(d.cfg.Doubts, &Error{File: d.file, Line: line, Key: key, Msg: fmt.Sprintf(format, args...)})
+	d.cfg.Doubts = append(d.cfg.Doubts, &Error{File: d.file, Line: line, Key: key, Msg: d.hideEnv(key, fmt.Sprintf(format, args...))})
 }
 
 // variables renders "environment variable X is" or "environment variables X, Y are".

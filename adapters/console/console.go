@@ -254,6 +254,11 @@ func (a *Adapter) parse(l line, n int) (in adapters.Inbound, errText string) {
 		var j jsonIn
 		dec := json.NewDecoder(strings.NewReader(trimmed))
 		if err := dec.Decode(&j); err != nil {
+			if j.Session != "" {
+				// A field of the wrong type ("id": 5): encoding/json read the
+				// others, so the error goes to the session the line names.
+				in.SessionKey, in.ReplyTo = Name+":"+j.Session, j.Session
+			}
 			return in, fmt.Sprintf("input line %d is not valid JSON (%s); want plain text or {\"session\": \"s1\", \"user\": \"u1\", \"text\": \"hello\"}", n, shortErr(err))
 		}
 		if dec.More() {

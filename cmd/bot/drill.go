@@ -26,7 +26,7 @@ func runDrill(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	fs.BoolVar(&opts.Fast, "fast", false, fmt.Sprintf("scale idle/attempt/run timeouts and waits by 1/%.0f (idle 60s -> 0.2s)", 1/drills.FastScale))
 	list := fs.Bool("list", false, "list the scenarios and exit")
 	logLevel := fs.String("log-level", "", "show the bot's logs on stderr at this level (debug, info, warn, error); default none")
-	setUsage(fs, "Usage: bot drill [--config PATH] [--env-file PATH] [--scenario NAME|all] [--format text|json|markdown] [--fast] [--list]\n")
+	setUsage(fs, "Usage: bot drill [--config PATH] [--env-file PATH] [--scenario NAME|all] [--format text|json|markdown] [--fast] [--list] [--log-level LEVEL]\n")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}

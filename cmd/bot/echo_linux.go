@@ -25,3 +25,9 @@ func withoutEcho(f *os.File, read func() (string, error)) (string, bool, error) 
 	s, err := read()
 	return s, true, err
 }
+
+// isTTY reports whether f is a terminal (it has terminal attributes).
+func isTTY(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}

@@ -10,3 +10,7 @@ func withoutEcho(_ *os.File, read func() (string, error)) (string, bool, error) 
 	s, err := read()
 	return s, false, err
 }
+
+// isTTY is true for every character device here: only Linux tells a terminal
+// from /dev/null.
+func isTTY(*os.File) bool { return true }

@@ -121,7 +121,7 @@ func openExisting(ctx context.Context, what, driver, dsn string, stderr io.Write
 func parseSince(s string, now time.Time) (time.Time, error) {
 	if d, ok := strings.CutSuffix(s, "d"); ok {
 		if n, err := strconv.Atoi(d); err == nil && n >= 0 {
-			return now.Add(-time.Duration(n) * 24 * time.Hour), nil
+			return now.UTC().AddDate(0, 0, -n), nil // no overflow: 9999999d is long ago, not in the future
 		}
 	}
 	if d, err := time.ParseDuration(s); err == nil && d >= 0 {

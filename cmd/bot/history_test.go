@@ -128,6 +128,7 @@ func TestParseSince(t *testing.T) {
 		{"7d", now.Add(-7 * 24 * time.Hour), true},
 		{"2026-02-28", time.Date(2026, 2, 28, 0, 0, 0, 0, time.UTC), true},
 		{"2026-02-28T10:00:00+01:00", time.Date(2026, 2, 28, 9, 0, 0, 0, time.UTC), true},
+		{"9999999d", now.AddDate(0, 0, -9999999), true}, // past time.Duration's range: still the past
 		{"-1h", time.Time{}, false},
 		{"soon", time.Time{}, false},
 	}

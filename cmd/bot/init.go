@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	"github.com/detourbot/detour"
+	"github.com/detourbot/detour/redact"
 )
 
 // provider is a preset bot init knows: where it answers, the protocol it
@@ -115,13 +116,22 @@ func runInit(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	force := fs.Bool("force", false, "overwrite files that exist")
 	noCheck := fs.Bool("no-check", false, "do not run bot check on the result")
 	setUsage(fs, "Usage: bot init [--non-interactive] [--provider NAME]... [--model PROVIDER/MODEL]... [--key-env PROVIDER=VAR]... [--channel NAME]...\n"+
-		"                [--admin slack:U…|discord:…]... [--access admins|everyone|IDS] [--admin-channel ID] [--daily-cap N] [--config PATH] [--env-file PATH] [--force]\n")
+		"                [--admin slack:U…|discord:…]... [--access admins|everyone|IDS] [--admin-channel ID] [--daily-cap N] [--config PATH] [--env-file PATH] [--force] [--no-check]\n")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
 	manifest := manifestPath(*cfgPath)
 	fail := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "bot init: "+format+"; nothing was written\n", a...)
+		msg := fmt.Sprintf("bot init: "+format+"; nothing was written", a...)
+		// A key given as a flag's value (--provider sk-...) is not quoted back (P4).
+		for _, arg := range args {
+			for _, v := range strings.FieldsFunc(arg, func(r rune) bool { return r == ',' || r == '=' }) {
+				if v = strings.TrimSpace(v); secretKind(v) != "" {
+					msg = strings.ReplaceAll(strings.ReplaceAll(msg, v, redact.Marker), strings.ToLower(v), redact.Marker)
+				}
+			}
+		}
+		fmt.Fprintln(stderr, msg)
 		return exitUsage
 	}
 
@@ -168,6 +178,10 @@ func runInit(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 			err = plan.teamFromFlags(f)
 		}
 		if err != nil {
+			return fail("%v", err)
+		}
+	} else if !ask {
+		if err := plan.consoleFromFlags(fs, f); err != nil {
 			return fail("%v", err)
 		}
 	}
@@ -768,6 +782,27 @@ func (p *initPlan) teamFromFlags(f initFlags) error {
 	return nil
 }
 
+// consoleFromFlags takes the flags that apply without Slack or Discord: the
+// admin channel (console, or none). The team's own flags are refused rather
+// than dropped, so a script learns they did nothing.
+func (p *initPlan) consoleFromFlags(fs *flag.FlagSet, f initFlags) error {
+	var err error
+	fs.Visit(func(fl *flag.Flag) {
+		if err == nil && (fl.Name == "admin" || fl.Name == "access" || fl.Name == "daily-cap") {
+			err = fmt.Errorf("--%s is for Slack or Discord (--channel slack or --channel discord); with the console alone it would do nothing", fl.Name)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	ch, err := parseAdminChannel(f.adminChannel, p.channels)
+	if err != nil {
+		return fmt.Errorf("bad --admin-channel: %w", err)
+	}
+	p.adminChannel = ch
+	return nil
+}
+
 // secret is the value given for variable v ("" when none was).
 func (p *initPlan) secret(v string) string {
 	for _, s := range p.secrets {
@@ -847,6 +882,9 @@ func (p *initPlan) yaml(envPath string) string {
 	}
 	if !p.team() {
 		b.WriteString("admin:\n  users: []      # who may run /recover and set a channel's model: slack:U0123, discord:456\n")
+		if p.adminChannel != "" {
+			fmt.Fprintf(&b, "  channel: %q   # where the reports go when every model is down\n", p.adminChannel)
+		}
 		return b.String()
 	}
 	b.WriteString("admin:\n")
@@ -1032,6 +1070,12 @@ func (q *asker) until(prompt, def string, check func(string) (string, error)) (s
 		s, err := q.line(prompt, def)
 		if err != nil {
 			return "", err
+		}
+		// A key pasted at the wrong question is never taken (as a model
+		// name, say) nor quoted back in the answer (P4).
+		if kind := secretKind(strings.TrimSpace(s)); kind != "" {
+			fmt.Fprintf(q.errOut, "bot init: that looks like %s, which this question does not take (keys and tokens have questions of their own); try again\n", kind)
+			continue
 		}
 		v, err := check(s)
 		if err == nil {

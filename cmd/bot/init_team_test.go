@@ -153,3 +153,35 @@ func TestInit_Issue36_ManifestNameNeverCollides(t *testing.T) {
 		t.Errorf("manifestPath(config.yaml) = %q", got)
 	}
 }
+
+// With the console alone, --admin-channel console is written (its usage offers
+// it) and the flags only Slack or Discord use are refused before anything is
+// written, instead of being dropped without a word. covers F9
+func TestInit_ConsoleOnlyFlags(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "sk-CANARY-console-0001")
+	dir := t.TempDir()
+	out, errOut, code := initTeam(t, dir, "--provider", "openai", "--admin-channel", "console")
+	if code != exitOK || !strings.Contains(out, ": ok") {
+		t.Fatalf("init: exit %d\n%s\n%s", code, out, errOut)
+	}
+	cfg, err := os.ReadFile(filepath.Join(dir, "config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(cfg), "  channel: \"console\"") || !strings.Contains(out, "admin reports: console") {
+		t.Errorf("the admin channel was not written:\n%s\n%s", cfg, out)
+	}
+	for _, args := range [][]string{
+		{"--admin", "slack:U0123ABCD"}, {"--access", "everyone"}, {"--daily-cap", "5"},
+		{"--admin-channel", "slack:C0123ABCD"},
+	} {
+		dir := t.TempDir()
+		out, errOut, code := initTeam(t, dir, append([]string{"--provider", "openai"}, args...)...)
+		if code != exitUsage || !strings.Contains(errOut, args[0]) || !strings.HasSuffix(errOut, "; nothing was written\n") {
+			t.Errorf("%v: exit %d\n%s\n%s", args, code, out, errOut)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "config.yaml")); err == nil {
+			t.Errorf("%v: config.yaml was written", args)
+		}
+	}
+}

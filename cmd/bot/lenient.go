@@ -113,11 +113,13 @@ func newStandIns(data []byte, lookup func(string) (string, bool)) *standIns {
 	return s
 }
 
-// getenv is config.Parse's lookup: the value when set; else the default the
-// file gives (${X:-default}); else, for a variable of storage.dsn, unset (the
-// configuration's own error names it); else a placeholder.
+// getenv is config.Parse's lookup: the value when set and not empty; else the
+// default the file gives (${X:-default}); else, for a variable of storage.dsn,
+// unset (the configuration's own error names it); else a placeholder.
 func (s *standIns) getenv(k string) (string, bool) {
-	if v, ok := s.lookup(k); ok {
+	// An empty value is unset too (bot init writes "KEY=" for a key to fill in
+	// later), except in storage.dsn, where it may be meant.
+	if v, ok := s.lookup(k); ok && (v != "" || s.storage[k]) {
 		return v, true
 	}
 	if s.defaults[k] || s.storage[k] {

@@ -25,6 +25,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -55,10 +56,15 @@ const (
 // the exit code.
 type command func(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int
 
-// commands are the subcommands by name (bot without one runs).
-var commands = map[string]command{
-	"run": runBot, "init": runInit, "check": runCheck, "history": runHistory, "status": runStatus,
-	"classify": runClassify, "fake-llm": runFakeLLM, "drill": runDrill, "version": runVersion,
+// commands are the subcommands by name (bot without one runs). Set in init:
+// parseFlags, which every command calls, looks a name up in it.
+var commands map[string]command
+
+func init() {
+	commands = map[string]command{
+		"run": runBot, "init": runInit, "check": runCheck, "history": runHistory, "status": runStatus,
+		"classify": runClassify, "fake-llm": runFakeLLM, "drill": runDrill, "version": runVersion,
+	}
 }
 
 // dispatch picks the subcommand: the first argument when it names one, else run.
@@ -84,7 +90,14 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	return runBot(ctx, args, stdin, stdout, stderr)
 }
 
-func runVersion(_ context.Context, _ []string, _ io.Reader, stdout, _ io.Writer) int {
+// runVersion is `bot version`: it takes no argument, and --help as every
+// command does.
+func runVersion(_ context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	setUsage(fs, "Usage: bot version\n  prints the release, or the commit the binary was built from, and the Go toolchain (also: bot --version)\n")
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
+	}
 	fmt.Fprintln(stdout, "detour", readBuildInfo())
 	return exitOK
 }
@@ -95,14 +108,16 @@ func usage(w io.Writer) {
 Usage:
   bot [run] [--config PATH] [--env-file PATH] [--format text|jsonl] [--db PATH]
             [--log-level debug|info|warn|error] [--log-format text|json] [--log-file PATH]
-  bot init [--non-interactive] [--provider NAME]... [--key-env PROVIDER=VAR]... [--channel NAME]...
-           [--admin slack:U…|discord:…]... [--access admins|everyone|IDS] [--admin-channel ID] [--daily-cap N]
+  bot init [--non-interactive] [--provider NAME]... [--model PROVIDER/MODEL]... [--key-env PROVIDER=VAR]...
+           [--channel NAME]... [--admin slack:U…|discord:…]... [--access admins|everyone|IDS]
+           [--admin-channel ID] [--daily-cap N] [--config PATH] [--env-file PATH] [--force] [--no-check]
                                 write config.yaml, detour.env (the keys, 0600) and the Slack
                                 manifest from a few questions (or flags), then run bot check
   bot check [--config PATH] [--env-file PATH] [--probe]
                                 validate a configuration and print the resolved chains;
                                 --probe also tries every model and key, Slack, Discord and the admin channel
-  bot history [--session KEY] [--since 1h] [--format text|json] [--config PATH] [--env-file PATH] [--db PATH]
+  bot history [--session KEY] [--since 1h] [--all] [--limit N] [--format text|json]
+              [--config PATH] [--env-file PATH] [--db PATH]
                                 the fallback history (attempts and notices) from the database;
                                 API keys and channel tokens need not be set
   bot status [--json] [--public] [--config PATH] [--env-file PATH] [--db PATH]
@@ -140,6 +155,11 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (exit
 	switch {
 	case err == nil && fs.NArg() > 0:
 		fmt.Fprintf(stderr, "bot %s: unexpected arguments: %v\n", fs.Name(), fs.Args())
+		if _, isCmd := commands[fs.Arg(0)]; isCmd && fs.Name() == "run" {
+			// bot --config c.yaml check: the flags went before the command.
+			fixed := append(append([]string{fs.Arg(0)}, args[:len(args)-fs.NArg()]...), fs.Args()[1:]...)
+			fmt.Fprintf(stderr, "bot: the command comes first, then its flags: bot %s\n", strings.Join(fixed, " "))
+		}
 		return exitUsage, false
 	case err == nil:
 		fs.SetOutput(stderr)

@@ -52,6 +52,12 @@ func runBot(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return code
 	}
 	start := time.Now()
+	if *path == "" {
+		// config.yml beside no config.yaml: the demo would start and leave it unread.
+		if e := config.MisnamedConfig("."); e != nil {
+			fmt.Fprintln(stderr, "warning: "+e.Error())
+		}
+	}
 	src, cfg, closeDemo, code := loadConfig("bot", *path, *envFile, true, stderr)
 	if code != exitOK {
 		return code
@@ -232,14 +238,17 @@ func parseLogLevel(s string) (slog.Level, error) {
 	return lv, nil
 }
 
-// isTerminal reports whether v is a character device (a terminal).
+// isTerminal reports whether v is a terminal. A character device is not
+// enough: /dev/null is one, and it is the stdin and stderr of a process
+// started without them (systemd's StandardInput=null, exec.Cmd with nil
+// Stdin), which must not get a prompt or have its logs moved to a file.
 func isTerminal(v any) bool {
 	f, ok := v.(*os.File)
 	if !ok {
 		return false
 	}
 	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0 && isTTY(f)
 }
 
 // applyRunFlags applies command-line overrides to the configuration.
@@ -283,6 +292,10 @@ func (s *configSource) withEnvFile(flag string, stderr io.Writer) error {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return fmt.Errorf("--env-file: %w", err)
+	}
+	if fi.IsDir() {
+		// Before the mode warning, whose "chmod 600" a folder must not get.
+		return fmt.Errorf("--env-file: %s is a folder: want a file of KEY=value lines", path)
 	}
 	if fi.Mode().Perm()&0o077 != 0 {
 		fmt.Fprintf(stderr, "warning: %s holds secrets and other users may read it (mode %04o): chmod 600 %s\n", path, fi.Mode().Perm(), path)

@@ -96,6 +96,7 @@
 package fakeprovider
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -238,7 +239,11 @@ func (r *Rule) UnmarshalJSON(b []byte) error {
 		RetryAfter json.RawMessage `json:"retry_after,omitempty"`
 		Delay      json.RawMessage `json:"delay,omitempty"`
 	}
-	if err := json.Unmarshal(b, &aux); err != nil {
+	// A misspelt field ("tmes": 2) is refused: ignored, it would turn a rule
+	// that fails twice into one that fails forever, and the rehearsal would lie.
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&aux); err != nil {
 		return err
 	}
 	*r = Rule(aux.plain)

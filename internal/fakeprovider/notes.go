@@ -85,10 +85,15 @@ func unknownModeNote(raw string) string {
 // notPrimaryNote is the answer's note for a valid marker that reached provider/model,
 // a model markers do not act on, in a turn that did not try the primary.
 func (s *Server) notPrimaryNote(m Mode, provider, model string) string {
-	back := "/recover <provider>/<primary model>"
-	if p := s.primaries(); len(p) > 0 {
-		back = "/recover " + strings.Join(p, " or /recover ")
+	p := s.primaries()
+	if len(p) == 0 {
+		// No model here has "primary" in its name (a copy of a real
+		// configuration): saying the conversation is on a fallback would mislead.
+		return fmt.Sprintf("(fake provider) #fail:%s was not applied: markers act only on models whose name contains \"primary\", "+
+			"and no model this fake has served has one (this call went to %s/%s). To make a model fail, script a rule for it "+
+			"(POST /_fake/script, or --script) or give it \"honour_markers\": true.", m, provider, model)
 	}
+	back := "/recover " + strings.Join(p, " or /recover ")
 	return fmt.Sprintf("(fake provider) #fail:%s was not applied: markers act only on models whose name contains \"primary\", "+
 		"and this turn went straight to %s/%s (the conversation is on a fallback, or the primary is cooling down). "+
 		"To go back to the primary: /model default, /reset, or %s.", m, provider, model, back)
