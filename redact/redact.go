@@ -17,6 +17,10 @@ var (
 	// Provider and platform key shapes: OpenAI/Anthropic sk-, Groq gsk_, xAI xai-,
 	// Slack xox?-/xapp-, GitHub ghp_/gho_, Hugging Face hf_, Google AIza, GitLab glpat-.
 	keyShape = regexp.MustCompile(`\b(?:sk|rk|pk|gsk|xai|xox[abeoprs]|xapp|ghp|gho|ghs|hf|glpat)[-_][A-Za-z0-9_\-]{6,}|\bAIza[0-9A-Za-z_\-]{20,}`)
+	// A key shown masked, as providers echo a wrong one ("Incorrect API key
+	// provided: sk-proj-****abcd"): its prefix and last characters still
+	// name it.
+	maskedKey = regexp.MustCompile(`\b(?:sk|rk|pk|gsk|xai|xox[abeoprs]|xapp|ghp|gho|ghs|hf|glpat)[-_][A-Za-z0-9_\-]*(?:\*{2,}|\.{3}|…)[A-Za-z0-9_\-]{2,}`)
 	// The value after an auth scheme: "Bearer abc", "Basic dXNlcjpw".
 	schemeValue = regexp.MustCompile(`(?i)\b(bearer|basic)(\s+)[A-Za-z0-9._~+/=\-]{6,}`)
 	// name=value or name: value for names that carry secrets, keeping the name.
@@ -36,6 +40,7 @@ func Secrets(s string) string {
 		return s
 	}
 	s = urlUserinfo.ReplaceAllString(s, "${1}"+Marker+"@")
+	s = maskedKey.ReplaceAllString(s, Marker)
 	s = keyShape.ReplaceAllString(s, Marker)
 	s = schemeValue.ReplaceAllStringFunc(s, func(m string) string {
 		sub := schemeValue.FindStringSubmatch(m)

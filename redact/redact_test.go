@@ -18,6 +18,11 @@ func TestSecrets(t *testing.T) {
 		{"request id req_0123456789abcdef0123456789abcdef", "request id [redacted]"},
 		{"Rate limit reached for gpt-4o in organization org on tokens per min", "Rate limit reached for gpt-4o in organization org on tokens per min"},
 		{"the key provided is invalid", "the key provided is invalid"},
+		// Keys echoed masked still name the key (P4, found by the issue 37 audit).
+		{"Incorrect API key provided: sk-CANAR********cdef. You can find", "Incorrect API key provided: [redacted]. You can find"},
+		{"Incorrect API key provided: sk-proj-****************abcd.", "Incorrect API key provided: [redacted]."},
+		{"key sk-ant-api03-...XYZ1 invalid", "key [redacted] invalid"},
+		{"paste an OpenAI API key (sk-...)", "paste an OpenAI API key (sk-...)"},
 		{"", ""},
 	} {
 		if got := Secrets(tc.in); got != tc.want {
