@@ -47,7 +47,9 @@ func Reason(r string) string {
 	if r == "" {
 		return ""
 	}
-	return classify.Describe(classify.Reason(r), 0)
+	// The board keeps no HTTP status: a server error and a connection that
+	// never answered share the timeout reason (C6), so neither is claimed.
+	return classify.Describe(classify.Reason(r), classify.StatusUnknown)
 }
 
 // Detail is what follows a state: until when, why, the checks of a provider
@@ -62,7 +64,7 @@ func (v ProviderView) Detail(now time.Time) string {
 			parts = append(parts, "checked "+Clock(v.CheckedAt, now))
 		}
 		if v.FailedChecks > 0 {
-			parts = append(parts, fmt.Sprintf("%d failed checks", v.FailedChecks))
+			parts = append(parts, Count(int64(v.FailedChecks), "failed check"))
 		}
 	} else if !v.CheckedAt.IsZero() {
 		parts = append(parts, "checked "+Clock(v.CheckedAt, now))
@@ -181,7 +183,7 @@ func Text(w io.Writer, b Board) error {
 		if f.Reason != "" {
 			fmt.Fprintf(&out, " (%s)", Reason(f.Reason))
 		}
-		fmt.Fprintf(&out, ": %d session(s)", f.Count)
+		fmt.Fprintf(&out, ": %s", Count(int64(f.Count), "session"))
 		if !f.Since.IsZero() {
 			fmt.Fprintf(&out, " since %s", Clock(f.Since, now))
 		}
@@ -201,9 +203,9 @@ func Text(w io.Writer, b Board) error {
 		fmt.Fprintf(&out, "  … %d earlier\n", b.Omitted)
 	}
 	if t := b.Today; t != nil {
-		fmt.Fprintf(&out, "\nToday (%s UTC): %d calls, %d tokens in, %d out, $%.2f\n", t.Day, t.Calls, t.TokensIn, t.TokensOut, t.USD)
+		fmt.Fprintf(&out, "\nToday (%s UTC): %s, %d tokens in, %d out, $%.2f\n", t.Day, Count(t.Calls, "call"), t.TokensIn, t.TokensOut, t.USD)
 		for _, m := range t.Models {
-			fmt.Fprintf(&out, "  %s: %d calls, $%.2f\n", m.Model, m.Calls, m.USD)
+			fmt.Fprintf(&out, "  %s: %s, $%.2f\n", m.Model, Count(m.Calls, "call"), m.USD)
 		}
 	}
 	lines := strings.SplitAfter(out.String(), "\n")
@@ -212,4 +214,12 @@ func Text(w io.Writer, b Board) error {
 	}
 	_, err := io.WriteString(w, strings.Join(lines, ""))
 	return err
+}
+
+// Count is n things, singular for one: "1 call", "2 calls".
+func Count(n int64, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
 }

@@ -236,7 +236,7 @@ func BoardText(b health.Board, limit int) string {
 		if f.Reason != "" {
 			s += " (" + health.Reason(f.Reason) + ")"
 		}
-		add("%s: %d session(s)", s, f.Count)
+		add("%s: %s", s, health.Count(int64(f.Count), "session"))
 	}
 	add("**Last 24 h**")
 	if len(b.Timeline) == 0 {

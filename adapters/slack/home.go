@@ -202,7 +202,7 @@ func HomeView(b health.Board) slackgo.HomeTabViewRequest {
 		if f.Reason != "" {
 			l += " (" + esc(health.Reason(f.Reason)) + ")"
 		}
-		l += fmt.Sprintf(": %d session(s)", f.Count)
+		l += ": " + health.Count(int64(f.Count), "session")
 		if !f.Since.IsZero() {
 			l += " since " + health.Clock(f.Since, now)
 		}

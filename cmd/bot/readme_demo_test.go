@@ -32,7 +32,7 @@ func TestReadme_DemoTranscriptWordForWord(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d:\n%s", code, errOut)
 	}
-	clock := regexp.MustCompile(`\d\d:\d\d:\d\d UTC|\(in \d+ (s|min)\)`)
+	clock := regexp.MustCompile(`(\d{4}-\d\d-\d\d )?\d\d:\d\d(:\d\d)? UTC|\(in \d+ (s|min)\)`) // when.At drops the seconds on the minute
 	norm := func(s string) string { return clock.ReplaceAllString(s, "T") }
 	got := strings.Split(norm(strings.TrimSuffix(out, "\n")), "\n")
 	want := strings.Split(norm(strings.Join(shown, "\n")), "\n")
