@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -100,15 +101,21 @@ func runBot(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	} else if interactive && f.logFile != "" {
 		fmt.Fprintf(stderr, "detour: chatting in the terminal; logs go to %s. Ctrl-D quits.\n", f.logFile)
 	}
-	go func() {
+	// The run owns its two watchers: they end before the system closes and
+	// the log file with it (a "ready" line written after would go nowhere).
+	var watchers sync.WaitGroup
+	wctx, stopWatchers := context.WithCancel(ctx)
+	defer watchers.Wait()
+	defer stopWatchers()
+	watchers.Go(func() {
 		// "ready" means every channel that holds a connection is connected.
-		if sys.WaitConnected(ctx) == nil {
+		if sys.WaitConnected(wctx) == nil {
 			log.Info("ready", "version", build.Short(), "config", src.name(), "channels", sys.ChannelNames(), "startup", time.Since(start).Round(time.Microsecond))
 		}
-	}()
-	rctx, restart := context.WithCancelCause(ctx)
+	})
+	rctx, restart := context.WithCancelCause(wctx)
 	defer restart(nil)
-	go watchReload(rctx, hup, src, log, func() { restart(errReload) })
+	watchers.Go(func() { watchReload(rctx, hup, src, log, func() { restart(errReload) }) })
 	if err := serve(rctx, sys, log, interactive, stderr); err != nil {
 		log.Error("stopped with an error", "err", err)
 		return exitFailed
