@@ -76,3 +76,50 @@ func TestClassify_C11_RetryAfterDateIsMoment(t *testing.T) {
 		t.Error("goesOnAsMoment: a figure followed by a separator and a digit starts a moment, nothing else")
 	}
 }
+
+// TestClassify_C4_C6_C9_ChannelsStreamsPolicies: the families of issue 39's
+// fifth pass, in other wordings than errors-unseen10's: a relay with no channel
+// for the model and a router that cannot name the model's provider
+// (model_not_found); a model called unavailable with no later try
+// (model_not_found; with one, overloaded); a stream that could not be opened
+// and a malformed chunk or event of the upstream stream (timeout, C6); a
+// content-filter policy or configuration the request names wrongly (format,
+// not content_filter); a stop reason printed as an enum; an error class that
+// ends its line. Prose controls stay unclassified.
+func TestClassify_C4_C6_C9_ChannelsStreamsPolicies(t *testing.T) {
+	checkReasons(t, []reasonCase{
+		{"any", 500, `no_available_channel: model gpt-x has no route`, ReasonModelNotFound},
+		{"any", 0, `No channel available for model qwen-max under group default`, ReasonModelNotFound},
+		{"any", 400, `Provider not specified for model 'foo'; use provider/model`, ReasonModelNotFound},
+		{"any", 0, `could not infer the provider from model name 'x'`, ReasonModelNotFound},
+		{"any", 0, `The selected model is unavailable.`, ReasonModelNotFound},
+		{"any", 503, `The model is unavailable right now, please try again later`, ReasonOverloaded},
+		{"any", 0, `Error: unable to open event stream`, ReasonTimeout},
+		{"any", 200, `malformed SSE event received from upstream`, ReasonTimeout},
+		{"any", 400, `Malformed request body`, ReasonFormat},
+		{"any", 400, `Unknown content filtering configuration 'strict-v9'`, ReasonFormat},
+		{"any", 400, `The response was filtered due to the prompt triggering Azure OpenAI's content management policy.`, ReasonContentFilter},
+		{"any", 200, `finish_reason=FinishReason.SAFETY`, ReasonContentFilter},
+		{"any", 0, `stop_reason: StopReason.ERROR`, ReasonTimeout},
+		{"any", 0, "Unhandled rejection: AbortError\n    at x (y.js:1:1)", ReasonAborted},
+		{"any", 0, `The caterer was unavailable, so the model train show was cancelled.`, ReasonUnclassified},
+		{"any", 0, `Our store is unavailable on Sundays.`, ReasonUnclassified},
+	})
+}
+
+// TestClassify_CorpusUnseen10 runs issue 39's fifth blind set
+// (testdata/corpus/errors-unseen10.score.md): its stated rate is 21 of 21.
+func TestClassify_CorpusUnseen10(t *testing.T) {
+	cases := loadCorpus(t, "testdata/corpus/errors-unseen10.jsonl")
+	right := 0
+	for _, c := range cases {
+		if f := Classify(c.response(), corpusNow); string(f.Reason) == c.ExpectedReason && string(f.Class) == c.ExpectedClass {
+			right++
+		} else {
+			t.Logf("miss %s: got %s/%s (%s)", c.ID, f.Reason, f.Class, f.Why.Rule)
+		}
+	}
+	if len(cases) < 21 || right < len(cases) {
+		t.Fatalf("%d of %d right, want all of >= 21", right, len(cases))
+	}
+}

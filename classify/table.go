@@ -137,7 +137,8 @@ func buildFamilies() []family {
 		}},
 		{name: "content-filter", rank: rankContentFilter, reason: ReasonContentFilter, rules: []rule{
 			pat("policy-violation", "violat|against|breach", `\b(violat\w*|against|breach\w*)\b~\b(polic(y|ies)|terms of (service|use)|(usage|content|community) guidelines)\b`).unlessRe(reAccessEndedOrTraffic),
-			pat("content-filter", "content", `\bcontent[ _-]?(filter\w*|polic(y|ies)|management polic(y|ies)|moderation)\b`),
+			pat("content-filter", "content", `\bcontent[ _-]?(filter\w*|polic(y|ies)|management polic(y|ies)|moderation)\b`).
+				unlessRe(rx(`\b(invalid|unknown|unsupported|malformed|not a valid)( content[ _-]?filter(ing)?)? (polic(y|ies)|configuration|config)\b|\bprovide a valid (polic(y|ies)|configuration)\b`)),
 			pat("flagged", "flagged", `\b(prompt|input|output|content|request|message|response|text)s? (was |were |has been |is )?flagged\b|\bflagged (as|for|by)\b`),
 			pat("safety-system", "safety", `\bsafety (system|filters?|settings?|reasons?|polic(y|ies)|checks?)\b|\bblocked (by|due to) safety\b`),
 			pat("harmful-content", "content", `\b(harmful|inappropriate|unsafe|prohibited|sensitive|explicit|disallowed|violating|illegal) ((input|output|prompt|generated|response|user) )?content\b`),
@@ -453,10 +454,10 @@ func buildFamilies() []family {
 			// router's key is good for its other providers.
 			pat("provider-unusable", "provider", `\bproviders?\b~\b(is |are )?not (allowed|permitted|enabled) (for|by|in) (this |your |the )?(organi[sz]ation|org|team|workspace|account|data polic(y|ies))\b|\bfailed to (get|find|load|resolve) (the )?(config(uration)?|route|credentials) for (the )?provider\b|\bno (config(uration)?|route|routes) (found )?for (the )?provider\b|\bprovider\b~\bis not configured\b`),
 			pat("no-such-model", "no such model", `\bno such model\b`),
-			pat("model-missing", "model", `\bmodels?\b~\b(not found|does not exist|doesn't exist|do not exist|not exists?|could not be found|cannot be found|can't be found|is not available|not available|is not supported|not supported|isn't supported|isn't available|deprecated|decommissioned|retired|deactivated|no longer (available|supported|exists?|served)|not enabled|not loaded|not served|not accessible|disabled|is invalid|is not a valid|not a valid|legacy)\b`).
+			pat("model-missing", "model", `\bmodels?\b~\b(not found|does not exist|doesn't exist|do not exist|not exists?|could not be found|cannot be found|can't be found|is not available|not available|is not supported|not supported|isn't supported|isn't available|deprecated|decommissioned|retired|deactivated|no longer (available|supported|exists?|served)|not enabled|not loaded|not served|not accessible|disabled|is invalid|is not a valid|not a valid|legacy|unavailable)\b`).
 				// one of the phrases must be there: "not" alone let "not authorized"
 				// start the gap at every "model" of a body
-				and("not found|exist|be found|available|supported|deprecated|decommissioned|retired|deactivated|no longer|not enabled|not loaded|not served|not accessible|disabled|is invalid|not a valid|legacy").
+				and("not found|exist|be found|available|supported|deprecated|decommissioned|retired|deactivated|no longer|not enabled|not loaded|not served|not accessible|disabled|is invalid|not a valid|legacy|unavailable").
 				// "this model is not supported MaxTokens, please use MaxCompletionTokens"
 				// (go-openai) names a parameter: the request must change (format);
 				// IAM's "Permission 'aiplatform.endpoints.predict' denied on resource
@@ -464,7 +465,7 @@ func buildFamilies() []family {
 				// credential's (auth), its resource path only names the model
 				unlessRe(rx(reParamNotSupported.String() + `|` + reIAMDenial)),
 			pat("unknown-model", "model", `\b(unknown|unsupported|invalid|nonexistent)[ _]model([ _](uri|url|name|id))?\b|\bnot supported model\b|\bmodel[ _](not[ _]found|is[ _]deactivated|decommissioned)\b`).unlessRe(rx(`invalid model reference`)),
-			pat("no-endpoints", "endpoint|provider|router", `\bno endpoints? found\b|\bno allowed providers\b|\brouter not found\b|\bno (available )?(model )?providers? (available|that|can)\b|\bno available model provider\b`),
+			pat("no-endpoints", "endpoint|provider|router|channel", `\bno endpoints? found\b|\bno allowed providers\b|\brouter not found\b|\bno (available )?(model )?providers? (available|that|can)\b|\bno available model provider\b|\bno[ _](valid|available)[ _]channels?(_|\b)|\bno channels? (available|found) for\b|\b(llm |model )?provider (not|was not|wasn't) (provided|specified|given)\b|\b(could not|cannot|can't|unable to) (infer|determine|resolve) (the )?(llm |model )?provider\b`),
 			pat("nothing-loaded", "loaded", `\bno models? (is |are )?loaded\b|(?:^|\| )(?:\w*error:\s*)?(the )?model (has been |was |is |got )?unloaded\W{0,3}(\||$)`),
 			// Replicate: "Invalid version or not permitted", "The specified version
 			// does not exist". A version is the model there.
@@ -537,8 +538,8 @@ func buildFamilies() []family {
 			// server's), its ContentLengthError, Node's "Premature close" kin.
 			pat("payload-incomplete", "payload|transferencoding|contentlength|not enough data",
 				`\bclientpayloaderror\b|\bresponse payload is not completed\b|\btransferencodingerror\b|\bcontentlengtherror\b|\bnot enough data (for|to) satisfy (transfer|content)[ -]length\b`),
-			pat("stream-broke", "stream|chunks|ended|incomplete|unexpected end|unable to process|invalid character",
-				`\binvalid character '.{1,6}' (looking for|after|in)\b|\bstream (closed|was closed|aborted|ended|interrupted|disconnected|error|terminated|reset)\b|\bwithout sending (any )?chunks\b|\b(request|response|stream) ended (early|prematurely|unexpectedly)\b|\bincomplete (stream|response)\b|\bunexpected end of (stream|json input|file)\b|\bis unable to process your request\b`),
+			pat("stream-broke", "stream|chunks|ended|incomplete|unexpected end|unable to process|invalid character|malformed",
+				`\binvalid character '.{1,6}' (looking for|after|in)\b|\b(failed|unable|could not|couldn't) to (create|open|start|establish) (the |a )?(event[- ])?(stream|streaming|sse)\b|\bmalformed (upstream|sse|stream(ing)?|server|provider)( stream)? (chunk|event|frame|response|data)\b|\bstream (closed|was closed|aborted|ended|interrupted|disconnected|error|terminated|reset)\b|\bwithout sending (any )?chunks\b|\b(request|response|stream) ended (early|prematurely|unexpectedly)\b|\bincomplete (stream|response)\b|\bunexpected end of (stream|json input|file)\b|\bis unable to process your request\b`),
 		}},
 		{name: "format", rank: rankFormat, reason: ReasonFormat, rules: []rule{
 			pat("check-inputs", "check", `\bcheck (your|the) (inputs?|request parameters|request body)\b`).unlessRe(reNotPromptCount),
@@ -546,7 +547,7 @@ func buildFamilies() []family {
 			// the Agent Tools API"): the request must change (a retired model is model_not_found).
 			pat("feature-retired", "deprecated|no longer supported", `\b(is|has been|was|are|have been) (deprecated|no longer supported)\b[^a-z]{0,4}(please )?(switch|migrate|move) to\b`).
 				unlessRe(rx(`\bmodels?\b`)),
-			pat("invalid-request", "invalid|reject|refus", `\b(rejected|refused) (the |this |your )?(request'?s? )?(schema|payload|body|json|parameters|tool (call|payload|schema))\b|\binvalid[ _](request|argument|parameter|value|type|json|format|body|input|schema|enum|field|role)s?\b|\binvalid '[^']{1,40}'|\binvalid `+"`"+`\w+`+"`"),
+			pat("invalid-request", "invalid|reject|refus|policy|policies|configuration", `\b(invalid|unknown|unsupported) (content[ _-]?filter(ing)? )?(polic(y|ies)|configuration)\b|\b(rejected|refused) (the |this |your )?(request'?s? )?(schema|payload|body|json|parameters|tool (call|payload|schema))\b|\binvalid[ _](request|argument|parameter|value|type|json|format|body|input|schema|enum|field|role)s?\b|\binvalid '[^']{1,40}'|\binvalid `+"`"+`\w+`+"`"),
 			pat("unsupported", "support|unrecognized|extra", `\bunsupported[ _](parameter|value|type|format|media|field|role|content)\b|\bunrecognized (request )?(argument|field|parameter|key)s?\b|\bextra[ _](inputs are not permitted|forbidden)\b|\b(does not|doesn't|do not) support\b|\bis not supported\b|\bnot supported (with|for|by|when|in)\b`),
 			pat("validation", "validation|value_error|required|must|should match|cannot be|mandatory", `\bvalidation (error|failed|exception)\b|\bvalidationexception\b|\bvalue_error\b|\bfield required\b|\bmissing required\b|\bis required\b|\bmust (be|have|contain|end|start|not)\b|\bshould match pattern\b|\bcannot be (modified|disabled|empty)\b|\bis mandatory\b`),
 			pat("malformed", "malformed|json|parse|unexpected", `\bmalformed\b|\bnot valid json\b|\binvalid json\b|\bexpected value in json\b|\bparse error\b|\b(failed|unable) to parse\b|\bcould not parse\b|\bunexpected (token|character)\b`),
