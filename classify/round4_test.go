@@ -123,3 +123,46 @@ func TestClassify_CorpusUnseen10(t *testing.T) {
 		t.Fatalf("%d of %d right, want all of >= 21", right, len(cases))
 	}
 }
+
+// TestClassify_C4_C6_C9_ServesBugsFieldsRelays covers the families of issue 39's
+// sixth pass, in other wordings than errors-unseen11's: a provider that does not
+// serve a model, a server that reports its own bug or points at its console, a
+// field or property the validator does not know, a stream said to have failed,
+// and a relay whose param carries the upstream's status.
+func TestClassify_C4_C6_C9_ServesBugsFieldsRelays(t *testing.T) {
+	checkReasons(t, []reasonCase{
+		{"any", 0, `This endpoint doesn't serve model "llama-9" for your key.`, ReasonModelNotFound},
+		{"any", 400, `Sorry, we can't serve the requested model on the free plan.`, ReasonModelNotFound},
+		{"any", 0, `EngineCore hit an assertion. This should never happen, please report this bug.`, ReasonTimeout},
+		{"any", 0, `Generation failed; see the worker's logs for details.`, ReasonTimeout},
+		{"any", 500, `Internal failure: please file an issue with the request id`, ReasonTimeout},
+		{"any", 422, `{"detail":{"top_a":["Unknown field."]}}`, ReasonFormat},
+		{"any", 400, `Unknown parameter: 'reasoning.summary_mode'.`, ReasonFormat},
+		{"any", 400, `Additional properties are not allowed ('foo' was unexpected)`, ReasonFormat},
+		{"any", 200, `Error: streaming request failed`, ReasonTimeout},
+		{"any", 0, `stream connection failed before the first token`, ReasonTimeout},
+		{"any", 0, `{"error":{"message":"","type":"upstream_error","param":"429","code":"bad_response_status_code"}}`, ReasonRateLimit},
+		{"any", 0, `{"error":{"message":"(request id: 1)","type":"new_api_error","param":"401","code":"bad_response_status_code"}}`, ReasonAuth},
+		{"any", 400, `{"error":{"message":"bad value","type":"invalid_request_error","param":"temperature"}}`, ReasonFormat},
+		// prose controls
+		{"any", 0, `The kitchen does not serve breakfast after ten; see the model menu.`, ReasonUnclassified},
+		{"any", 0, `Open the console and see the logs scroll by.`, ReasonUnclassified},
+	})
+}
+
+// TestClassify_CorpusUnseen11 runs issue 39's sixth blind set
+// (testdata/corpus/errors-unseen11.score.md): its stated rate is 20 of 20.
+func TestClassify_CorpusUnseen11(t *testing.T) {
+	cases := loadCorpus(t, "testdata/corpus/errors-unseen11.jsonl")
+	right := 0
+	for _, c := range cases {
+		if f := Classify(c.response(), corpusNow); string(f.Reason) == c.ExpectedReason && string(f.Class) == c.ExpectedClass {
+			right++
+		} else {
+			t.Logf("miss %s: got %s/%s (%s)", c.ID, f.Reason, f.Class, f.Why.Rule)
+		}
+	}
+	if len(cases) < 20 || right < len(cases) {
+		t.Fatalf("%d of %d right, want all of >= 20", right, len(cases))
+	}
+}
