@@ -313,20 +313,19 @@ func (ev *evidence) pickParam(o map[string]any) {
 	if ev.param != "" {
 		return
 	}
+	if n := httpStatusValue(o["param"]); n != 0 && ev.bodyStatus == 0 {
+		ev.bodyStatus = n // a relay's upstream status ({"type":"upstream_error","param":"422"}), no parameter
+		return
+	}
 	if p, ok := o["param"].(string); ok && strings.TrimSpace(p) != "" {
 		ev.param = clip(strings.TrimSpace(p), 128)
 		return
 	}
-	var first map[string]any
-	switch d := o["detail"].(type) {
-	case []any:
-		if len(d) > 0 {
-			first, _ = d[0].(map[string]any)
-		}
-	}
-	if first == nil {
+	d, _ := o["detail"].([]any)
+	if len(d) == 0 {
 		return
 	}
+	first, _ := d[0].(map[string]any) // a nil map reads as empty
 	if loc, ok := first["loc"].([]any); ok {
 		var names []string
 		for _, e := range loc {
@@ -446,11 +445,6 @@ func (ev *evidence) walkMember(k string, v any, path string, level, depth int, p
 		if codeKeys[lk] || statusKeys[lk] {
 			ev.addField(p, formatNumber(x))
 		}
-		if statusKeys[lk] {
-			if n := httpStatusValue(x); n != 0 && (ev.bodyStatus == 0 || level < ev.bodyStatusDepth) {
-				ev.bodyStatus, ev.bodyStatusDepth = n, level
-			}
-		}
 	case bool:
 		if lk == "cloudflare_error" && x {
 			ev.cloudflare = true
@@ -458,8 +452,8 @@ func (ev *evidence) walkMember(k string, v any, path string, level, depth int, p
 	case map[string]any, []any:
 		ev.walk(v, p, level+1, depth, prose)
 	}
-	if s, ok := v.(string); ok && statusKeys[lk] {
-		if n := httpStatusValue(s); n != 0 && (ev.bodyStatus == 0 || level < ev.bodyStatusDepth) {
+	if statusKeys[lk] {
+		if n := httpStatusValue(v); n != 0 && (ev.bodyStatus == 0 || level < ev.bodyStatusDepth) {
 			ev.bodyStatus, ev.bodyStatusDepth = n, level
 		}
 	}

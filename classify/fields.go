@@ -222,8 +222,9 @@ var stopReasons = map[string]codeEntry{
 // reErrorName is an exception or error class name in the original-case text,
 // "AbortError: ...", "(ThrottlingException)": an ASCII word that starts with a
 // capital after the start, a space, "(", "[" or ".", ends in "Error" or
-// "Exception" and is followed by ":", ")", "]" or " -".
-var reErrorName = lazy(`(?:^|[\s(\[.])([A-Z][A-Za-z]*(?:Error|Exception))(?:[:)\]]| -)`)
+// "Exception" and is followed by ":", ")", "]", " -" or the end of its line
+// ("Error: AbortError" above a stack).
+var reErrorName = lazy(`(?:^|[\s(\[.])([A-Z][A-Za-z]*(?:Error|Exception))(?:[:)\]]| -|\n|$)`)
 
 // errorNames finds up to n error class names.
 func errorNames(p string, n int) []string {
@@ -263,7 +264,7 @@ var grpcNames = map[string]bool{"CANCELLED": true, "UNKNOWN": true, "INVALID_ARG
 	"RESOURCE_EXHAUSTED": true, "FAILED_PRECONDITION": true, "ABORTED": true, "OUT_OF_RANGE": true,
 	"UNIMPLEMENTED": true, "INTERNAL": true, "UNAVAILABLE": true, "DATA_LOSS": true, "UNAUTHENTICATED": true}
 
-var reStopReasonText = lazy(`(?:stop[ _]reason|finish[ _]reason|finishreason|stopreason|\breason)\s*[:=]\s*"?([a-z_]+)`)
+var reStopReasonText = lazy(`(?:stop[ _]reason|finish[ _]reason|finishreason|stopreason|\breason)\s*[:=]\s*["'<]?(?:[a-z]*reason\.)?([a-z_]+)`)
 
 // fieldHit is what the field step found at one tier.
 type fieldHit struct {

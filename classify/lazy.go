@@ -25,11 +25,11 @@ func lazy(p string) *lazyRE { return &lazyRE{src: p} }
 // get compiles the pattern on first use.
 func (l *lazyRE) get() *regexp.Regexp {
 	l.once.Do(func() {
+		src := l.src
 		if l.gaps {
-			l.re = compileGaps(l.src)
-		} else {
-			l.re = regexp.MustCompile(l.src)
+			src = strings.ReplaceAll(src, "~", gap)
 		}
+		l.re = regexp.MustCompile(src)
 	})
 	return l.re
 }
@@ -41,8 +41,3 @@ func (l *lazyRE) String() string { return l.src }
 func (l *lazyRE) MatchString(s string) bool              { return l.get().MatchString(s) }
 func (l *lazyRE) FindStringSubmatch(s string) []string   { return l.get().FindStringSubmatch(s) }
 func (l *lazyRE) FindStringSubmatchIndex(s string) []int { return l.get().FindStringSubmatchIndex(s) }
-
-// compileGaps compiles a pattern in which "~" stands for a gap.
-func compileGaps(p string) *regexp.Regexp {
-	return regexp.MustCompile(strings.ReplaceAll(p, "~", gap))
-}

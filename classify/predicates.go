@@ -248,6 +248,7 @@ func sentenceOf(c *textCtx, m string) (sentence, before string) {
 var (
 	reHypothetical = rx(`\b(once|if|whenever|in case)\b~\b(exhausted|run out|runs out|ran out|used up|depleted|expire[sd]?|is returned|are returned|returns?)\b`)
 	reExample      = rx(`\be\.g\.|\bfor example\b|\bsuch as\b|\bscenarios?\b|\bsituations like\b`)
+	reGuess        = rx(`\b(may|might|could) (have )?(be|been)\b`)
 	reAdvice       = rx(`^\W*(ensure|make sure|verify that|check that|check whether|confirm that|double-check)\b`)
 )
 
@@ -285,10 +286,13 @@ func notHypothetical(c *textCtx, m string) bool {
 	return !reHypothetical.MatchString(s)
 }
 
-// notExample accepts a match whose sentence is no example or scenario.
+// notExample accepts a match whose sentence is no example or scenario, nor a
+// guess ("the endpoint may be temporarily unavailable") beside a status that
+// names a lasting cause: a client's reading of a 401 is no busy server.
 func notExample(c *textCtx, m string) bool {
 	s, _ := sentenceOf(c, m)
-	return !reExample.MatchString(s)
+	lasting := c.status == 401 || c.status == 402 || c.status == 403 || c.status == 404 || c.status == 407
+	return !reExample.MatchString(s) && !(lasting && reGuess.MatchString(s))
 }
 
 // credentialStated accepts a credential match that reports a failure: its

@@ -1,8 +1,6 @@
 package classify
 
-import (
-	"strings"
-)
+import "strings"
 
 // RequestFault reports whether a failure's own words point at the request that
 // was sent: its messages or roles, the JSON shape, a parameter the caller set,
@@ -22,11 +20,7 @@ func RequestFault(v Verdict) bool {
 	if reRequestRule.MatchString(v.Why.Rule) {
 		return true // a format rule that is about the request's shape
 	}
-	t := strings.ToLower(v.Code + " " + v.Message)
-	if strings.TrimSpace(t) == "" {
-		return false
-	}
-	return reRequestWords.MatchString(t)
+	return reRequestWords.MatchString(strings.ToLower(v.Code + " " + v.Message))
 }
 
 // Format rules whose match is itself about the request (format/validation

@@ -330,7 +330,7 @@ func durationAfter(s string, kw string) (time.Duration, bool) {
 		}
 		mult, ok := unitSeconds[m[2]]
 		if !ok {
-			if parts == 0 && m[2] == "" && isHeaderLike(kw) {
+			if parts == 0 && m[2] == "" && isHeaderLike(kw) && !goesOnAsMoment(s[i+len(m[1]):]) {
 				return secondsDuration(num)
 			}
 			break
@@ -342,6 +342,13 @@ func durationAfter(s string, kw string) (time.Duration, bool) {
 		return 0, false
 	}
 	return secondsDuration(total)
+}
+
+// goesOnAsMoment: a figure followed by "-", "/" or ":" and a digit starts a
+// date or a time of day ("retry after 2026-03-16 ...", "retry after 10:25"),
+// a moment for findMoment, not a count of seconds.
+func goesOnAsMoment(rest string) bool {
+	return len(rest) > 1 && strings.ContainsRune("-/:", rune(rest[0])) && rest[1] >= '0' && rest[1] <= '9'
 }
 
 func isHeaderLike(kw string) bool {

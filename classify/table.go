@@ -137,7 +137,8 @@ func buildFamilies() []family {
 		}},
 		{name: "content-filter", rank: rankContentFilter, reason: ReasonContentFilter, rules: []rule{
 			pat("policy-violation", "violat|against|breach", `\b(violat\w*|against|breach\w*)\b~\b(polic(y|ies)|terms of (service|use)|(usage|content|community) guidelines)\b`).unlessRe(reAccessEndedOrTraffic),
-			pat("content-filter", "content", `\bcontent[ _-]?(filter\w*|polic(y|ies)|management polic(y|ies)|moderation)\b`),
+			pat("content-filter", "content", `\bcontent[ _-]?(filter\w*|polic(y|ies)|management polic(y|ies)|moderation)\b`).
+				unlessRe(rx(`\b(invalid|unknown|unsupported|malformed|not a valid)( content[ _-]?filter(ing)?)? (polic(y|ies)|configuration|config)\b|\bprovide a valid (polic(y|ies)|configuration)\b`)),
 			pat("flagged", "flagged", `\b(prompt|input|output|content|request|message|response|text)s? (was |were |has been |is )?flagged\b|\bflagged (as|for|by)\b`),
 			pat("safety-system", "safety", `\bsafety (system|filters?|settings?|reasons?|polic(y|ies)|checks?)\b|\bblocked (by|due to) safety\b`),
 			pat("harmful-content", "content", `\b(harmful|inappropriate|unsafe|prohibited|sensitive|explicit|disallowed|violating|illegal) ((input|output|prompt|generated|response|user) )?content\b`),
@@ -149,7 +150,7 @@ func buildFamilies() []family {
 			// "BlockedReason.OTHER", "BlockedReasonSafety", "blocked/empty due to SPII", "blocked prompt".
 			pat("block-reason", "block", `\bblock(ed)?[ _]?reason\W{1,4}(blockedreason\.)?(safety|other|prohibited[ _]?content|blocklist|spii|image[ _]safety|recitation)\b|\bblockedreason(safety|other|prohibitedcontent|blocklist|spii|imagesafety)\b|\bblocked(/empty)? (due to|for reason|because of)\W{1,3}(safety|prohibited[ _]content|blocklist|spii|recitation)\b|\bblocked prompt\b|\bprompt (was |is |has been )?blocked\b`),
 			pat("content-risk", "risk", `\bcontent (exists|has|contains|carries) risks?\b|\brisky content\b|\bcontent risk\b`),
-			pat("refusal", "refus", `\brefusal\b|\brefused to (answer|respond|comply|generate)\b`),
+			pat("refusal", "refus|declin", `\brefusal\b|\brefused to (answer|respond|comply|generate)\b|\b(model|assistant|claude|gemini|gpt|llm|ai|bot)\b~\b(declined|refused) to (answer|respond|comply|generate|continue|assist|help)\b`),
 			pat("moderation", "moderation", `\b(requires|failed|blocked by|flagged by|rejected by)( our)? moderation\b|\bmoderation (blocked|failed|rejected)\b`),
 			lit("data-inspection", "data inspection failed"),
 			word("sensitive-token", "new_sensitive", "input_sensitive", "output_sensitive"),
@@ -268,7 +269,7 @@ func buildFamilies() []family {
 			// The whole request over a size limit (a 413's body; an attachment over its own cap is format).
 			pat("request-over-size", "exceed", `\bexceeds? (the )?(maximum|max)( allowed)? (content[ -]length|request size|payload size|body size)\b`).
 				unlessRe(rx(`\b(images?|files?|attachments?|uploads?|pdfs?|videos?|audio)\b`)),
-			pat("context-exceeded", "context", `\bcontext[ _-]?(length|window|size|limit)s?\b~\b(exceed\w*|overflow\w*|too (long|large)|reached|is full)\b|\bcontext[ _](length|window)[ _]exceeded\b|\bcontext overflow\b`),
+			pat("context-exceeded", "context", `\bcontext[ _-]?(length|window|size|limit)s?\b~\b(exceed\w*|overflow\w*|too (long|large)|reached|is full)\b|\bcontext[ _](length|window)[ _]exceeded\b|\bcontext overflow\b|\b(reached|hit)( the| its| your)? (model'?s? |maximum |max )*context[ _-]?(length|window|size)\b`),
 			pat("context-overflows", "context", `\bcontext\b~\boverflows?\b|\bcontext (length|window|size) of only\b`),
 			pat("exceeds-context", "context", `\bexceed\w*\b~\bcontexts?\b|\bran out of (room|space)\b~\bcontext\b|\blarger than (the )?(model'?s )?context\b`).and("exceed|ran out|larger than"),
 			pat("max-context", "context|max|prompt has", `\b(maximum|max) context (length|window|size)\b|\b(maximum|max) (model|prompt|input) (length|len|size)\b|\bmax_model_len\b|\bprompt has [\d,]+ tokens?\b~\bcontext (size|length|window)\b`),
@@ -290,7 +291,7 @@ func buildFamilies() []family {
 				// that can never fit make it the prompt's size.
 				when(func(c *textCtx, _ string) bool { return c.status != 429 || tokensOverMax(c.text) || countsOver(c.text) }),
 			pat("too-many-tokens", "too many", `\btoo many (input )?tokens\W{0,3}(size limit|in (the )?prompt|for (the )?(model|context))`),
-			pat("tokens-must-be", "must", `\binputs?\W{0,3} tokens \+ \W{0,3}max_new_tokens\W{0,3} must be <=|\binputs?\W{0,3} must have less than [\d,]+ tokens\b`),
+			pat("tokens-must-be", "must", `\binputs?\W{0,3} tokens \+ \W{0,3}max_new_tokens\W{0,3} must be <=|\binputs?\W{0,3} must have less than [\d,]+ tokens\b|\b(input|prompt) tokens?\W{0,3}[\d,]+\W{0,3}( plus [^|]{0,40}?)? must be (<=?|less than( or equal to)?|at most|smaller than|no more than|fewer than) [\d,]+`),
 			pat("reduce-length", "length", `\breduce the length of the (messages|prompt|input|conversation)\b|\bcurrent length is [\d,]+ while limit is [\d,]+|\brange of input length\b|\binput length (should|must|exceeds)\b`),
 			pat("string-too-long", "string", `\bstring[ _]too[ _]long\b|\bstring_above_max_length\b`).when(stringTooLongIsPrompt),
 			rule{name: "token-counts", keys: []string{"token", "requested"}, check: func(c *textCtx, _ string) bool { return tokensOverMax(c.text) || limitBelowRequested(c.text) }},
@@ -298,7 +299,7 @@ func buildFamilies() []family {
 			pat("does-not-fit", "fit|n_keep|keep", `\b(does not|doesn't|do not|don't|will not|won't|cannot|can't|could not|couldn't|did not|didn't) fit (in|into|within) (the )?(model'?s |available |current |slot )?(context|kv[ -]?cache)\b|\bn_keep\b~(>=|>|greater than|exceeds?)~\bn_ctx\b|\btokens to keep\b~\bgreater than the (model'?s )?context\b|\bgreater than the (model'?s )?context (length|window|size)\b`),
 			pat("sequence-length", "sequence length", `\b(exceed\w*|longer than|greater than|larger than|more than)\b~\b(maximum|max)( supported| allowed)? sequence length\b|\b(maximum|max)( supported| allowed)? sequence length (is|of)( just| only)? [\d,]+`).unlessRe(reRateWords),
 			pat("max-input-length", "exceed|supports up to|longer than",
-				`\bexceeds? (the )?(model'?s )?(maximum|max) (allowed |supported |permitted )?(input |prompt |context |request )?(length|size)\b|\btoken count is [\d,]+ but (the )?model only supports up to\b|\bmodel only supports up to [\d,]+ (input )?tokens\b|\blength of (the )?prompt\b~\b(longer|greater|more) than\b|\bprompt ?\+ ?(generation|completion|tokens_to_generate)\b~\b(exceed\w*|longer|greater|limit)\b`).
+				`\bexceeds? (the )?(model'?s )?(maximum|max) (allowed |supported |permitted )?(input |prompt |context |request )?(length|size)\b|\btoken count is [\d,]+ but (the )?model only supports up to\b|\bmodel only supports up to [\d,]+ (input )?tokens\b|\blength of (the )?prompt\b~\b(longer|greater|more) than\b|\bprompt ?\+ ?(generation|completion|tokens_to_generate)\b~\b(exceed\w*|longer|greater|limit)\b|\b(model|context|input|prompt|sequence)( max(imum)?)? length (exceeded|exceeds)\b|\bmax(imum)? (model |context |input |prompt )?length exceeded\b`).
 				// "the 'user' field exceeds the maximum length" is a parameter
 				unlessRe(rx(reNotPromptCount.String() + `|` + reNamedField.String())),
 			// Bedrock's schema limits on the body or the prompt: "expected maxLength:
@@ -347,10 +348,10 @@ func buildFamilies() []family {
 			pat("engine-dead", "engine|background loop", `\benginecore encountered an issue\b|\b(async|mq)?enginedeaderror\b|\bengine (core )?(is )?dead\b|\bbackground loop has errored\b|\bengine loop (is not running|has died|died)\b`),
 		}},
 		{name: "overloaded", rank: rankOverloaded, reason: ReasonOverloaded, rules: []rule{
-			pat("overloaded", "overload", `(\b|_)overload(ed|ing)?\b`),
+			pat("overloaded", "overload", `(\b|_)overload(ed|ing)?\b`).when(notExample),
 			pat("high-demand", "demand|load|traffic|volume|experiencing", `\b(high|heavy|peak|unusually high|increased) (demand|load|traffic|volume of requests)\b|\bexperiencing (high|heavy|a high|an unusually)\b`).when(notExample),
 			pat("busy", "busy", `\b(server|servers|service|system|api|model|engine|platform|backend|gpus?|llm|runner)s? (is |are )?(currently |temporarily |too |very |extremely )?busy\b|\btoo busy\b|\bcurrently busy\b`).when(notExample),
-			pat("capacity", "capacity", `\b(at|over|out of|no|insufficient|lack of|limited|exceeded|reached)\s+(available |serving |compute |gpu |maximum |full |peak )?capacity\b|\bcapacity\b~\b(exhausted|constraints?|issues?|reached|unavailable|is full|exceeded|limits?)\b|\binsufficientcapacity\b`),
+			pat("capacity", "capacity", `\b(at|over|out of|no|insufficient|lack of|limited|exceeded|exceeds?|reached)\s+(the )?(available |serving |compute |gpu |maximum |full |peak )?capacity\b|\bcapacity\b~\b(exhausted|constraints?|issues?|reached|unavailable|is full|exceeded|limits?)\b|\binsufficientcapacity\b`),
 			// llama.cpp and llamafile: "slot unavailable", "all slots are busy". Only
 			// at the start of a message, so prose about a meeting slot is not a server.
 			pat("slots-busy", "slot|worker", `(?:^|\| )(no |all )?(the )?(free |available |idle )?(slots?|workers?) (is |are )?(currently )?(unavailable|busy|in use|occupied|full)\b|\ball (the )?(slots|workers) are (currently )?(busy|in use|occupied|full)\b`),
@@ -360,7 +361,7 @@ func buildFamilies() []family {
 			// Lepton, Modal, Baseten: a deployment that is scaling or starting is
 			// there and will serve shortly.
 			pat("scaling-up", "scaling|warming|starting|spinning|cold|booting", `\b(model|deployment|endpoint|app|server|service|instance|replica|container|function|worker)s?\b~\b(is |are )?(still )?(scaling up|warming up|starting up|spinning up|cold[- ]starting|booting)\b`),
-			pat("temporarily-unavailable", "temporarily", `\btemporarily (unavailable|unable to (handle|process|serve|accept))\b`).unlessRe(reEAGAINOrStock),
+			pat("temporarily-unavailable", "temporarily", `\btemporarily (unavailable|unable to (handle|process|serve|accept))\b`).unlessRe(reEAGAINOrStock).when(notExample),
 			pat("model-unavailable-later", "unavailable", `\bmodel\b~\b(is |currently )?unavailable\b`).and("try again|retry|later|shortly|moment").
 				unlessRe(rx(reModelRegion)), // not served in this region: model_not_found
 			// "服务器忙，稍后再试" (server busy, try later): 忙 alone, after its subject.
@@ -386,7 +387,7 @@ func buildFamilies() []family {
 				// every alternative names the rate limit: without it, "exceeded ~ rate
 				// limit" tried each "exceeded" of a Google body to its sentence's end
 				and("rate limit|rate-limit|rate_limit|ratelimit|rate limits"),
-			pat("too-many-requests", "too", `\btoo[ _]many[ _](requests|concurrent|connections|tokens|calls)\b`),
+			pat("too-many-requests", "too|exceeded", `\btoo[ _]many[ _](requests|concurrent|connections|tokens|calls)\b|\bexceeded (your |the )?(current |allowed |maximum )?(number of )?(requests|calls|queries)\b`),
 			pat("concurrency", "concurren", `\bconcurren(cy|t (requests?|calls|connections))\b`),
 			lit("throttled", "throttl"),
 			// A unit of rate counts only where the text reports the limit hit: "The
@@ -453,10 +454,10 @@ func buildFamilies() []family {
 			// router's key is good for its other providers.
 			pat("provider-unusable", "provider", `\bproviders?\b~\b(is |are )?not (allowed|permitted|enabled) (for|by|in) (this |your |the )?(organi[sz]ation|org|team|workspace|account|data polic(y|ies))\b|\bfailed to (get|find|load|resolve) (the )?(config(uration)?|route|credentials) for (the )?provider\b|\bno (config(uration)?|route|routes) (found )?for (the )?provider\b|\bprovider\b~\bis not configured\b`),
 			pat("no-such-model", "no such model", `\bno such model\b`),
-			pat("model-missing", "model", `\bmodels?\b~\b(not found|does not exist|doesn't exist|do not exist|not exists?|could not be found|cannot be found|can't be found|is not available|not available|is not supported|not supported|isn't supported|isn't available|deprecated|decommissioned|retired|deactivated|no longer (available|supported|exists?|served)|not enabled|not loaded|not served|not accessible|disabled|is invalid|is not a valid|not a valid|legacy)\b`).
+			pat("model-missing", "model", `\bmodels?\b~\b(not found|does not exist|doesn't exist|do not exist|not exists?|could not be found|cannot be found|can't be found|is not available|not available|is not supported|not supported|isn't supported|isn't available|deprecated|decommissioned|retired|deactivated|no longer (available|supported|exists?|served)|not enabled|not loaded|not served|(does not|doesn't|do not|will not|won't|cannot|can't) serve|not accessible|disabled|is invalid|is not a valid|not a valid|legacy|unavailable)\b|\b(does not|doesn't|do not|will not|won't|cannot|can't) serve (the |this |that |your )?(requested |selected |specified )?models?\b`).
 				// one of the phrases must be there: "not" alone let "not authorized"
 				// start the gap at every "model" of a body
-				and("not found|exist|be found|available|supported|deprecated|decommissioned|retired|deactivated|no longer|not enabled|not loaded|not served|not accessible|disabled|is invalid|not a valid|legacy").
+				and("not found|exist|be found|available|supported|deprecated|decommissioned|retired|deactivated|no longer|not enabled|not loaded|serve|not accessible|disabled|is invalid|not a valid|legacy|unavailable").
 				// "this model is not supported MaxTokens, please use MaxCompletionTokens"
 				// (go-openai) names a parameter: the request must change (format);
 				// IAM's "Permission 'aiplatform.endpoints.predict' denied on resource
@@ -464,7 +465,7 @@ func buildFamilies() []family {
 				// credential's (auth), its resource path only names the model
 				unlessRe(rx(reParamNotSupported.String() + `|` + reIAMDenial)),
 			pat("unknown-model", "model", `\b(unknown|unsupported|invalid|nonexistent)[ _]model([ _](uri|url|name|id))?\b|\bnot supported model\b|\bmodel[ _](not[ _]found|is[ _]deactivated|decommissioned)\b`).unlessRe(rx(`invalid model reference`)),
-			pat("no-endpoints", "endpoint|provider|router", `\bno endpoints? found\b|\bno allowed providers\b|\brouter not found\b|\bno (available )?(model )?providers? (available|that|can)\b|\bno available model provider\b`),
+			pat("no-endpoints", "endpoint|provider|router|channel", `\bno endpoints? found\b|\bno allowed providers\b|\brouter not found\b|\bno (available )?(model )?providers? (available|that|can)\b|\bno available model provider\b|\bno[ _](valid|available)[ _]channels?(_|\b)|\bno channels? (available|found) for\b|\b(llm |model )?provider (not|was not|wasn't) (provided|specified|given)\b|\b(could not|cannot|can't|unable to) (infer|determine|resolve) (the )?(llm |model )?provider\b`),
 			pat("nothing-loaded", "loaded", `\bno models? (is |are )?loaded\b|(?:^|\| )(?:\w*error:\s*)?(the )?model (has been |was |is |got )?unloaded\W{0,3}(\||$)`),
 			// Replicate: "Invalid version or not permitted", "The specified version
 			// does not exist". A version is the model there.
@@ -494,7 +495,7 @@ func buildFamilies() []family {
 			pat("credential-bad", "key|token|credential|secret|signature",
 				`\b(api[ _-]?key|key|token|credentials?|secret|signature)s?\b~\b(is |was |has |have )?(been )?(invalid|not valid|expired|revoked|incorrect|missing|not found|required|invalidated|does not match|must be (set|provided)|not set|not provided|not configured)\b`).and("invalid|not valid|expired|revoked|incorrect|missing|not found|required|does not match|must be|not set|not provided|not configured").when(credentialStated),
 			pat("auth-failed", "auth", `\bauthenticat\w*\b~\b(fail\w*|error|required|invalid|denied)\b|\bauth failure\b|\b(failed|could not|unable) to authenticate\b|\bunauthenticated\b|\bunauthori[sz]ed\b|\bnot authori[sz]ed\b|\bauthori[sz]ation (required|failed|header)\b|\bno auth available\b|\bauth[ _]unavailable\b`),
-			pat("permission", "permission|access|scope", `\bpermission[ _]?denied\b|\bpermission '[^'|]{1,80}' denied\b|\bpermission_error\b|\binsufficient[ _]permissions?\b|\b(does not|do not|doesn't|don't) have (the )?(required |necessary )?permissions?\b|\bmissing (required )?scopes?\b|\baccess[ _]?denied\b|\bnot allowed to access\b|\bno permission\b|\b(do not|don't|does not|doesn't) have access to (the |this |your |that )?(organi[sz]ation|project|workspace|account|resource)`).unlessRe(reFilePermission),
+			pat("permission", "permission|access|scope", `\bpermission[ _]?denied\b|\bpermission '[^'|]{1,80}' denied\b|\bpermission_error\b|\binsufficient[ _]permissions?\b|\b(does not|do not|doesn't|don't) have (the )?(required |necessary )?permissions?\b|\bmissing (required )?scopes?\b|\baccess[ _]?denied\b|\b(gateway|api|endpoint|platform) access (failed|refused|rejected)\b|\bnot allowed to access\b|\bno permission\b|\b(do not|don't|does not|doesn't) have access to (the |this |your |that )?(organi[sz]ation|project|workspace|account|resource)`).unlessRe(reFilePermission),
 			pat("forbidden", "forbidden", `^forbidden\b|\b403 forbidden\b|\bforbidden:|\brequest[ _]forbidden\b`),
 			pat("not-authenticated", "authenticated", `\bnot authenticated\b`),
 			pat("sign-in", "sign|log|authenticate|session", `\b(sign|log)[ -]?in again\b|\bnot (signed|logged) in\b|\bplease (sign|log) ?in\b|\blogin (fail\w*|required|expired)\b|\bre-?authenticate\b|\bsession (has )?expired\b`),
@@ -537,8 +538,8 @@ func buildFamilies() []family {
 			// server's), its ContentLengthError, Node's "Premature close" kin.
 			pat("payload-incomplete", "payload|transferencoding|contentlength|not enough data",
 				`\bclientpayloaderror\b|\bresponse payload is not completed\b|\btransferencodingerror\b|\bcontentlengtherror\b|\bnot enough data (for|to) satisfy (transfer|content)[ -]length\b`),
-			pat("stream-broke", "stream|chunks|ended|incomplete|unexpected end|unable to process|invalid character",
-				`\binvalid character '.{1,6}' (looking for|after|in)\b|\bstream (closed|was closed|aborted|ended|interrupted|disconnected|error|terminated|reset)\b|\bwithout sending (any )?chunks\b|\b(request|response|stream) ended (early|prematurely|unexpectedly)\b|\bincomplete (stream|response)\b|\bunexpected end of (stream|json input|file)\b|\bis unable to process your request\b`),
+			pat("stream-broke", "stream|chunks|ended|incomplete|unexpected end|unable to process|invalid character|malformed",
+				`\binvalid character '.{1,6}' (looking for|after|in)\b|\b(failed|unable|could not|couldn't) to (create|open|start|establish) (the |a )?(event[- ])?(stream|streaming|sse)\b|\bmalformed (upstream|sse|stream(ing)?|server|provider)( stream)? (chunk|event|frame|response|data)\b|\bstream(ing)? (response |request |connection )?(closed|was closed|aborted|ended|interrupted|disconnected|error|terminated|reset|failed)\b|\bwithout sending (any )?chunks\b|\b(request|response|stream) ended (early|prematurely|unexpectedly)\b|\bincomplete (stream|response)\b|\bunexpected end of (stream|json input|file)\b|\bis unable to process your request\b`),
 		}},
 		{name: "format", rank: rankFormat, reason: ReasonFormat, rules: []rule{
 			pat("check-inputs", "check", `\bcheck (your|the) (inputs?|request parameters|request body)\b`).unlessRe(reNotPromptCount),
@@ -546,8 +547,8 @@ func buildFamilies() []family {
 			// the Agent Tools API"): the request must change (a retired model is model_not_found).
 			pat("feature-retired", "deprecated|no longer supported", `\b(is|has been|was|are|have been) (deprecated|no longer supported)\b[^a-z]{0,4}(please )?(switch|migrate|move) to\b`).
 				unlessRe(rx(`\bmodels?\b`)),
-			pat("invalid-request", "invalid", `\binvalid[ _](request|argument|parameter|value|type|json|format|body|input|schema|enum|field|role)s?\b|\binvalid '[^']{1,40}'|\binvalid `+"`"+`\w+`+"`"),
-			pat("unsupported", "support|unrecognized|extra", `\bunsupported[ _](parameter|value|type|format|media|field|role|content)\b|\bunrecognized (request )?(argument|field|parameter|key)s?\b|\bextra[ _](inputs are not permitted|forbidden)\b|\b(does not|doesn't|do not) support\b|\bis not supported\b|\bnot supported (with|for|by|when|in)\b`),
+			pat("invalid-request", "invalid|reject|refus|policy|policies|configuration", `\b(invalid|unknown|unsupported) (content[ _-]?filter(ing)? )?(polic(y|ies)|configuration)\b|\b(rejected|refused) (the |this |your )?(request'?s? )?(schema|payload|body|json|parameters|tool (call|payload|schema))\b|\binvalid[ _](request|argument|parameter|value|type|json|format|body|input|schema|enum|field|role)s?\b|\binvalid '[^']{1,40}'|\binvalid `+"`"+`\w+`+"`"),
+			pat("unsupported", "support|unrecognized|unknown|additional|extra", `\bunsupported[ _](parameter|value|type|format|media|field|role|content)\b|\b(unrecognized|unknown) (request )?(argument|field|parameter|key|propert(y|ies))s?\b|\badditional properties are not allowed\b|\bextra[ _](inputs are not permitted|forbidden)\b|\b(does not|doesn't|do not) support\b|\bis not supported\b|\bnot supported (with|for|by|when|in)\b`),
 			pat("validation", "validation|value_error|required|must|should match|cannot be|mandatory", `\bvalidation (error|failed|exception)\b|\bvalidationexception\b|\bvalue_error\b|\bfield required\b|\bmissing required\b|\bis required\b|\bmust (be|have|contain|end|start|not)\b|\bshould match pattern\b|\bcannot be (modified|disabled|empty)\b|\bis mandatory\b`),
 			pat("malformed", "malformed|json|parse|unexpected", `\bmalformed\b|\bnot valid json\b|\binvalid json\b|\bexpected value in json\b|\bparse error\b|\b(failed|unable) to parse\b|\bcould not parse\b|\bunexpected (token|character)\b`),
 			word("conversation-shape", "roles must alternate", "prefill", "tool_use", "tool_call", "thinking block", "thinking blocks",
@@ -567,11 +568,14 @@ func buildFamilies() []family {
 			word("io-kind", "connectionreset", "connectionaborted", "connectionrefused", "brokenpipe", "unexpectedeof"),
 			pat("timed-out", "time|deadline", `\btime[ds]? ?out\b|\btimeout\b|\btimed out\b|\bdeadline[ _]exceeded\b|timeouterror\b`).when(notTimeoutSetting),
 			pat("server-error", "server|error|internal", `\binternal[ _]?(server[ _]?)?(error|exception|failure)\b|\bserver[ _]error\b|\bserver had an error\b|\berror occurred while processing\b|\bunexpected error (has )?occurred\b|\bunexpected error (during|while|when) (processing|handling)\b|\binternal error\b`),
-			pat("gateway", "gateway|unavailable|upstream|backend|origin|web server|timeout|unknown error|handshake|invalid response|is down",
-				`\bbad gateway\b|\bgateway time-?out\b|\bservice[ _]?unavailable\b|`+reUpstream+`|\bbackend error\b|\borigin is unreachable\b|\bweb server is (down|returning)\b|\ba timeout occurred\b|\bunknown error, 52\d\b|\bssl handshake failed\b|\binvalid response from (it|the upstream|the provider|the model)\b|\bmodel is down\b`),
+			pat("gateway", "gateway|unavailable|upstream|backend|origin|web server|timeout|unknown error|handshake|invalid response|is down|no response|response from|request failed",
+				`\bbad gateway\b|\b(failed|unable|could not|couldn't) to (get|receive|obtain|read) (a |any |the )?response from (the )?(provider|upstream|model|server|backend|origin|api|endpoint)\b|\bno response (was )?(received )?from (the )?(provider|upstream|model|backend|origin)\b|\b(gateway|proxy|relay|router) request failed\b|\bgateway time-?out\b|\bservice[ _]?unavailable\b|`+reUpstream+`|\bbackend error\b|\borigin is unreachable\b|\bweb server is (down|returning)\b|\ba timeout occurred\b|\bunknown error, 52\d\b|\bssl handshake failed\b|\binvalid response from (it|the upstream|the provider|the model)\b|\bmodel is down\b`),
 			pat("connection", "connection|empty reply|network|host|eof|pipe|socket|closed|fetch|econn|etimedout|epipe|ehost|enet|eai_again|enotfound|und_err|tls|dns|tcp|udp|premature|stream_read|chunked|protocol|disconnected|goaway|incompleteread|sending the request|sending request|nsurlerror|offline|connect to",
 				`\bconnection (reset|refused|error|closed|aborted|lost|was closed|timed out|terminated|dropped|failed)\b|\bnetwork (error|is unreachable|request failed|failure)\b|\bno such host\b|\bunexpected eof\b|\bbroken pipe\b|\bsocket hang up\b|\bother side closed\b|\bfetch failed\b|\b(econnreset|econnrefused|econnaborted|etimedout|esockettimedout|epipe|ehostunreach|enetunreach|ehostdown|enetreset|eai_again|enotfound)\b|\bund_err\w*|\btls handshake (timeout|timed out|failed|failure|error|eof|aborted|interrupted)\b|\b(during|in|mid-?) ?(the )?tls handshake\b|\bdns (failure|error|lookup)\b|\b(dial|read|write) (tcp|udp)\b|\bpremature close\b|\bstream_read_error\b|\bpeer closed (the )?connection\b|\b(closed|reset|dropped|lost) the connection\b|\bgoaway\b|(?:^|: |\| )eof(?: \||$)|\bincomplete chunked read\b|\bremote ?protocol ?error\b|\bserver disconnected\b|\bconnection broken\b|\bincompleteread\b|\bchunkedencodingerror\b|\bsocket disconnected before\b|\bforcibly closed by the remote host\b|\bunable to read data from the transport connection\b|\ban error occurred while sending the request\b|\beofexception\b|\berror sending request for url\b|\bnsurlerrordomain code=-10(0[1-9]|1\d|20)\b|\bempty reply from server\b|\bthe network connection was lost\b|\binternet connection appears to be offline\b|\ba server with the specified hostname could not be found\b|\bcould not connect to the server\b`),
 			pat("terminated", "terminated", `(?:^|\| )(?:\w*error:\s*)?terminated(?: \||$)|\b(process|runner|connection|stream|socket|request) (has |was )?terminated\b`),
+			// A server that reports its own bug or sends the reader to its console: vLLM's
+			// "Task finished unexpectedly. This should never happen! Please open an issue".
+			pat("server-bug", "never happen|an issue|a bug|console|log|stack", `\bthis should never happen\b|\bplease (open|file|report|submit) (an? |this )?(issue|bug)\b|\b(check|see|consult) the (server|backend|worker|engine)('s)? (console|logs?|output)\b|\bsee (the )?stack ?trace above\b`),
 			pat("operation-aborted", "aborted", `\boperation was aborted\b`),
 			pat("unknown-occurred", "unknown error", `\ban unknown error (has )?occurred\b`),
 			pat("retry", "retr|try again", `\bplease retry or report\b|\b(please|you can|kindly|you may) (retry|try again)(\s*(\||$)| (later|shortly|soon|in a|after|your request|the request|or|if|when))|\b(retry|try) your request( again)?\b|\bfailed after repeated internal retries\b`),
