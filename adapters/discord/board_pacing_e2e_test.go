@@ -63,9 +63,10 @@ func TestE2E_Issue38_StatusMessagePacedWithinItsBucket(t *testing.T) {
 	}
 	again := func(ch string) { // a turn in a conversation that exists
 		t.Helper()
-		before := len(e.fake.Messages())
+		in := func() int { return len(e.fake.Latest(ch)) }
+		before := in()
 		e.fake.SendMention("G1", ch, "U1", "again")
-		if err := fakediscord.WaitFor(wait, func() bool { return len(e.fake.Messages()) > before }); err != nil {
+		if err := fakediscord.WaitFor(wait, func() bool { return in() > before }); err != nil {
 			t.Fatalf("no answer in %s: %v", ch, err)
 		}
 		e.Drain()
