@@ -12,7 +12,8 @@ import (
 	"github.com/detourbot/detour/internal/testkit/fakeslack"
 )
 
-// homeWait covers the board feed's pace (2 s between looks) and the call.
+// homeWait bounds a wait for a Home tab (the board feed's pace, 2 s between
+// looks, runs on the world's virtual clock: it costs no real time).
 const homeWait = 15 * time.Second
 
 // TestE2E_Issue38_AppHomeShowsTheBoard: opening the App Home publishes the

@@ -25,7 +25,8 @@ import (
 // the board changed. A change is looked for after turns (the router's
 // observer nudges) and every boardPoll (another replica's turns, a cooldown
 // that ended, a /recover), at most once per boardPace, by comparing the
-// board's fingerprint: what it shows, not when it was computed.
+// board's fingerprint: what it shows, not when it was computed. The pace is
+// kept on the injected clock (the platforms' fakes count their windows on it).
 
 // boardShower is a channel that shows the health board.
 type boardShower interface {
@@ -165,7 +166,30 @@ func fingerprint(b health.Board) string {
 func (f *boardFeed) run(ctx context.Context) {
 	defer close(f.done)
 	last := ""
-	for {
+	var shown time.Time // f.clock's time when the last look ended
+	for first := true; ; first = false {
+		if !first {
+			// Wait for a nudge or the poll. The poll is a backstop on real
+			// time: a test's clock may stand still, or run ahead at each
+			// Sleep, and neither must make the feed look in a loop.
+			t := time.NewTimer(boardPoll)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-f.nudge:
+			case <-t.C:
+			}
+			t.Stop()
+			// At most one look per boardPace on the injected clock, counted
+			// from the end of the last (its edits and publishes): what the
+			// platforms' windows count is what the channels send.
+			if wait := boardPace - f.clock.Now().Sub(shown); wait > 0 {
+				if f.clock.Sleep(ctx, wait) != nil {
+					return
+				}
+			}
+		}
 		f.fresh() // a look reads what the database holds now
 		b, err := f.board(ctx, "")
 		if ctx.Err() != nil {
@@ -185,30 +209,7 @@ func (f *boardFeed) run(ctx context.Context) {
 			wg.Wait()
 			last = fp
 		}
-		// At most one look per boardPace, then wait for a nudge or the poll.
-		if !sleepCtx(ctx, boardPace) {
-			return
-		}
-		t := time.NewTimer(boardPoll)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-f.nudge:
-		case <-t.C:
-		}
-		t.Stop()
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
+		shown = f.clock.Now()
 	}
 }
 
