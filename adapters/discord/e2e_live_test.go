@@ -317,6 +317,9 @@ func TestE2E_L4_ModelPickerSlashAndText(t *testing.T) {
 func TestE2E_Threads_MentionOpensThreadAndConversationContinues(t *testing.T) {
 	t.Parallel()
 	e := liveWorld(t, 30*time.Millisecond, e2eOpts{adapter: func(c *discord.Config) { c.Threads = true }})
+	// The model takes a moment, as models do: a 3 ms answer may land before
+	// the typing indicator's first call, and then none is owed (L1).
+	e.llm.Script(fakeprovider.Rule{Provider: "p1", Mode: fakeprovider.ModeOK, Delay: 300 * time.Millisecond, Times: 1})
 	q := e.fake.SendMention("G1", "C1", "U1", "How do I  bake bread?\nWith details please")
 	e.waitFor("the answer in the thread", func() bool { return len(e.fake.Latest(q)) == 1 })
 	e.Drain()
