@@ -45,9 +45,11 @@ var codeTable = map[string]codeEntry{
 	"moderation blocked":              {ReasonContentFilter, tierExact},
 	"provider refusal":                {ReasonContentFilter, tierExact},
 	"invalid prompt":                  {ReasonContentFilter, tierExact}, // OpenAI: the prompt was flagged
-	// aborted: the DOM/Node AbortError is raised by an explicit abort() of the
-	// caller (a deadline raises TimeoutError); see decide for when it counts
-	"abort error": {ReasonAborted, tierExact},
+	"previous response not found":     {ReasonFormat, tierExact},        // Responses API: the stored response is gone
+	// aborted: the DOM/Node AbortError, the Stainless SDKs' APIUserAbortError and
+	// undici's RequestAbortedError are raised by an explicit abort() of the caller
+	// (a deadline raises TimeoutError); see decide for when it counts
+	"abort error": {ReasonAborted, tierExact}, "api user abort error": {ReasonAborted, tierExact}, "request aborted error": {ReasonAborted, tierExact},
 	// auth_permanent
 	"account deactivated":      {ReasonAuthPermanent, tierExact},
 	"deactivated workspace":    {ReasonAuthPermanent, tierExact},

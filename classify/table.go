@@ -361,7 +361,7 @@ func buildFamilies() []family {
 			// Lepton, Modal, Baseten: a deployment that is scaling or starting is
 			// there and will serve shortly.
 			pat("scaling-up", "scaling|warming|starting|spinning|cold|booting", `\b(model|deployment|endpoint|app|server|service|instance|replica|container|function|worker)s?\b~\b(is |are )?(still )?(scaling up|warming up|starting up|spinning up|cold[- ]starting|booting)\b`),
-			pat("temporarily-unavailable", "temporarily", `\btemporarily (unavailable|unable to (handle|process|serve|accept))\b`).unlessRe(reEAGAINOrStock).when(notExample),
+			pat("temporarily-unable", "temporarily", `\btemporarily unable to (handle|process|serve|accept)\b`).when(notExample),
 			pat("model-unavailable-later", "unavailable", `\bmodel\b~\b(is |currently )?unavailable\b`).and("try again|retry|later|shortly|moment").
 				unlessRe(rx(reModelRegion)), // not served in this region: model_not_found
 			// "服务器忙，稍后再试" (server busy, try later): 忙 alone, after its subject.
@@ -463,8 +463,8 @@ func buildFamilies() []family {
 				// IAM's "Permission 'aiplatform.endpoints.predict' denied on resource
 				// '.../models/gemini-1.5-pro' (or it may not exist)" is the
 				// credential's (auth), its resource path only names the model
-				unlessRe(rx(reParamNotSupported.String() + `|` + reIAMDenial)),
-			pat("unknown-model", "model", `\b(unknown|unsupported|invalid|nonexistent)[ _]model([ _](uri|url|name|id))?\b|\bnot supported model\b|\bmodel[ _](not[ _]found|is[ _]deactivated|decommissioned)\b`).unlessRe(rx(`invalid model reference`)),
+				unlessRe(rx(reParamNotSupported.String() + `|` + reIAMDenial + `|\btemporarily unavailable\b`)), // "for now": C6
+			pat("unknown-model", "model|llm", `\bllms?(\([^)|]{1,80}\))? (is |was )?(not found|does not exist|doesn't exist)\b|\b(unknown|unsupported|invalid|nonexistent)[ _]model([ _](uri|url|name|id))?\b|\bnot supported model\b|\bmodel[ _](not[ _]found|is[ _]deactivated|decommissioned)\b`).unlessRe(rx(`invalid model reference`)),
 			pat("no-endpoints", "endpoint|provider|router|channel", `\bno endpoints? found\b|\bno allowed providers\b|\brouter not found\b|\bno (available )?(model )?providers? (available|that|can)\b|\bno available model provider\b|\bno[ _](valid|available)[ _]channels?(_|\b)|\bno channels? (available|found) for\b|\b(llm |model )?provider (not|was not|wasn't) (provided|specified|given)\b|\b(could not|cannot|can't|unable to) (infer|determine|resolve) (the )?(llm |model )?provider\b`),
 			pat("nothing-loaded", "loaded", `\bno models? (is |are )?loaded\b|(?:^|\| )(?:\w*error:\s*)?(the )?model (has been |was |is |got )?unloaded\W{0,3}(\||$)`),
 			// Replicate: "Invalid version or not permitted", "The specified version
@@ -553,6 +553,9 @@ func buildFamilies() []family {
 			pat("malformed", "malformed|json|parse|unexpected", `\bmalformed\b|\bnot valid json\b|\binvalid json\b|\bexpected value in json\b|\bparse error\b|\b(failed|unable) to parse\b|\bcould not parse\b|\bunexpected (token|character)\b`),
 			word("conversation-shape", "roles must alternate", "prefill", "tool_use", "tool_call", "thinking block", "thinking blocks",
 				"image dimension", "image dimensions", "parameter error"), // "Bad Request" is the status's phrase (textStatus), no cause
+			// A stored item the request points at is gone (Responses API previous_response_id, a
+			// runtime's chat history node, an item not persisted with store=false): the same request fails again.
+			pat("unknown-reference", "with id|previous_response|not persisted", `\b(previous response|(prediction )?history node|conversation( item)?|item|message|thread|(tool |function )?call)s? with id ['"][^'"|]{1,80}['"] (was )?not found\b|\bprevious_response_not_found\b|\bitems are not persisted\b`),
 			pat("model-unnamed", "model", `\b(must|have to|need to) specify a (valid )?model\b|\bno model (was |is )?(specified|provided|given)\b`),
 			pat("bad-header", "header", `\bheader\b~\b(is |was )?(invalid|malformed|not valid|not supported|unrecognized)\b`),
 			lit("format-zh", "参数非法", "非法参数", "参数错误", "参数无效", "参数不合法", "无效的参数", "请求参数", "格式错误", "不合法", "不支持", "参数有误"),
@@ -570,13 +573,15 @@ func buildFamilies() []family {
 			pat("server-error", "server|error|internal", `\binternal[ _]?(server[ _]?)?(error|exception|failure)\b|\bserver[ _]error\b|\bserver had an error\b|\berror occurred while processing\b|\bunexpected error (has )?occurred\b|\bunexpected error (during|while|when) (processing|handling)\b|\binternal error\b`),
 			pat("gateway", "gateway|unavailable|upstream|backend|origin|web server|timeout|unknown error|handshake|invalid response|is down|no response|response from|request failed",
 				`\bbad gateway\b|\b(failed|unable|could not|couldn't) to (get|receive|obtain|read) (a |any |the )?response from (the )?(provider|upstream|model|server|backend|origin|api|endpoint)\b|\bno response (was )?(received )?from (the )?(provider|upstream|model|backend|origin)\b|\b(gateway|proxy|relay|router) request failed\b|\bgateway time-?out\b|\bservice[ _]?unavailable\b|`+reUpstream+`|\bbackend error\b|\borigin is unreachable\b|\bweb server is (down|returning)\b|\ba timeout occurred\b|\bunknown error, 52\d\b|\bssl handshake failed\b|\binvalid response from (it|the upstream|the provider|the model)\b|\bmodel is down\b`),
-			pat("connection", "connection|empty reply|network|host|eof|pipe|socket|closed|fetch|econn|etimedout|epipe|ehost|enet|eai_again|enotfound|und_err|tls|dns|tcp|udp|premature|stream_read|chunked|protocol|disconnected|goaway|incompleteread|sending the request|sending request|nsurlerror|offline|connect to",
-				`\bconnection (reset|refused|error|closed|aborted|lost|was closed|timed out|terminated|dropped|failed)\b|\bnetwork (error|is unreachable|request failed|failure)\b|\bno such host\b|\bunexpected eof\b|\bbroken pipe\b|\bsocket hang up\b|\bother side closed\b|\bfetch failed\b|\b(econnreset|econnrefused|econnaborted|etimedout|esockettimedout|epipe|ehostunreach|enetunreach|ehostdown|enetreset|eai_again|enotfound)\b|\bund_err\w*|\btls handshake (timeout|timed out|failed|failure|error|eof|aborted|interrupted)\b|\b(during|in|mid-?) ?(the )?tls handshake\b|\bdns (failure|error|lookup)\b|\b(dial|read|write) (tcp|udp)\b|\bpremature close\b|\bstream_read_error\b|\bpeer closed (the )?connection\b|\b(closed|reset|dropped|lost) the connection\b|\bgoaway\b|(?:^|: |\| )eof(?: \||$)|\bincomplete chunked read\b|\bremote ?protocol ?error\b|\bserver disconnected\b|\bconnection broken\b|\bincompleteread\b|\bchunkedencodingerror\b|\bsocket disconnected before\b|\bforcibly closed by the remote host\b|\bunable to read data from the transport connection\b|\ban error occurred while sending the request\b|\beofexception\b|\berror sending request for url\b|\bnsurlerrordomain code=-10(0[1-9]|1\d|20)\b|\bempty reply from server\b|\bthe network connection was lost\b|\binternet connection appears to be offline\b|\ba server with the specified hostname could not be found\b|\bcould not connect to the server\b`),
+			pat("connection", "connection|empty reply|network|host|eof|net::err_|ns_error_|pipe|socket|closed|fetch|econn|etimedout|epipe|ehost|enet|eai_again|enotfound|und_err|tls|dns|tcp|udp|premature|stream_read|chunked|protocol|disconnected|goaway|incompleteread|sending the request|sending request|nsurlerror|offline|connect to",
+				`\bconnection (reset|refused|error|closed|aborted|lost|was closed|timed out|terminated|dropped|failed)\b|\bnetwork (error|is unreachable|request failed|failure)\b|\bno such host\b|\bunexpected eof\b|\bbroken pipe\b|\bsocket hang up\b|\bother side closed\b|\bfetch failed\b|\b(econnreset|econnrefused|econnaborted|etimedout|esockettimedout|epipe|ehostunreach|enetunreach|ehostdown|enetreset|eai_again|enotfound)\b|\bund_err\w*|\btls handshake (timeout|timed out|failed|failure|error|eof|aborted|interrupted)\b|\b(during|in|mid-?) ?(the )?tls handshake\b|\bdns (failure|error|lookup)\b|\b(dial|read|write) (tcp|udp)\b|\bpremature close\b|\bstream_read_error\b|\bpeer closed (the )?connection\b|\b(closed|reset|dropped|lost) the connection\b|\bgoaway\b|(?:^|: |\| )eof(?: \||$)|\bincomplete chunked read\b|\bremote ?protocol ?error\b|\bserver disconnected\b|\bconnection broken\b|\bincompleteread\b|\bchunkedencodingerror\b|\bsocket disconnected before\b|\bforcibly closed by the remote host\b|\bunable to read data from the transport connection\b|\ban error occurred while sending the request\b|\beofexception\b|\berror sending request for url\b|\bnsurlerrordomain code=-10(0[1-9]|1\d|20)\b|\bempty reply from server\b|\bthe network connection was lost\b|\binternet connection appears to be offline\b|\ba server with the specified hostname could not be found\b|\bcould not connect to the server\b|\bnet::err_(connection_\w+|name_not_resolved|internet_disconnected|address_unreachable|network_changed|empty_response|timed_out|http2_\w+|quic_protocol_error|incomplete_chunked_encoding|proxy_connection_failed|tunnel_connection_failed|ssl_protocol_error)\b|\bns_error_(connection_refused|net_\w+|unknown_host|proxy_connection_refused)\b`),
 			pat("terminated", "terminated", `(?:^|\| )(?:\w*error:\s*)?terminated(?: \||$)|\b(process|runner|connection|stream|socket|request) (has |was )?terminated\b`),
 			// A server that reports its own bug or sends the reader to its console: vLLM's
 			// "Task finished unexpectedly. This should never happen! Please open an issue".
 			pat("server-bug", "never happen|an issue|a bug|console|log|stack", `\bthis should never happen\b|\bplease (open|file|report|submit) (an? |this )?(issue|bug)\b|\b(check|see|consult) the (server|backend|worker|engine)('s)? (console|logs?|output)\b|\bsee (the )?stack ?trace above\b`),
 			pat("operation-aborted", "aborted", `\boperation was aborted\b`),
+			// C6: unavailable for now says nothing of load (C5 is a server unable to handle the requests).
+			pat("temporarily-unavailable", "temporarily", `\btemporarily unavailable\b`).unlessRe(reEAGAIN).when(notExample),
 			pat("unknown-occurred", "unknown error", `\ban unknown error (has )?occurred\b`),
 			pat("retry", "retr|try again", `\bplease retry or report\b|\b(please|you can|kindly|you may) (retry|try again)(\s*(\||$)| (later|shortly|soon|in a|after|your request|the request|or|if|when))|\b(retry|try) your request( again)?\b|\bfailed after repeated internal retries\b`),
 			lit("openrouter-provider-error", "provider returned error").only("openrouter").when(func(c *textCtx, _ string) bool { return !c.ev.hasRaw }),
@@ -694,6 +699,5 @@ var (
 	// "503 Service Temporarily Unavailable" (a Kubernetes ingress with no ready
 	// endpoint), HAProxy's "No server is available to handle this request."
 	// (every backend down). They state the status, not a busy server (C6).
-	reStockStatus   = rx(`\bservice temporarily unavailable\b|\bno server is available to handle this request\b`)
-	reEAGAINOrStock = rx(reEAGAIN.String() + `|` + reStockStatus.String())
+	reStockStatus = rx(`\bservice temporarily unavailable\b|\bno server is available to handle this request\b`)
 )
