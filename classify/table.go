@@ -36,7 +36,7 @@ const (
 	rankBillingRemedy // "purchase credits", "upgrade your plan" with nothing stronger
 	rankModelNotFound
 	rankAuth
-	rankStream // a stream that broke off (C6), said in words specific enough to beat format
+	rankStream // a stream that broke off or a resource busy (C6), said in words specific enough to beat format
 	rankFormat
 	rankNotASignal // C7: specific texts that say nothing about who must act
 	rankGeneric    // C6: server, gateway, network and stream wording
@@ -350,7 +350,7 @@ func buildFamilies() []family {
 			pat("engine-dead", "engine|background loop", `\benginecore encountered an issue\b|\b(async|mq)?enginedeaderror\b|\bengine (core )?(is )?dead\b|\bbackground loop has errored\b|\bengine loop (is not running|has died|died)\b`),
 		}},
 		{name: "overloaded", rank: rankOverloaded, reason: ReasonOverloaded, rules: []rule{
-			pat("overloaded", "overload", `(\b|_)overload(ed|ing)?\b`).when(notExample),
+			pat("overloaded", "overload", `(\b|_)overload(ed|ing)?\b`).unlessRe(rx(`\boverload (your|the user's|this) (system|machine|computer|device)\b`)).when(notExample),
 			pat("high-demand", "demand|load|traffic|volume|experiencing", `\b(high|heavy|peak|unusually high|increased) (demand|load|traffic|volume of requests)\b|\bexperiencing (high|heavy|a high|an unusually)\b`).when(notExample),
 			pat("busy", "busy", `\b(server|servers|service|system|api|model|engine|platform|backend|gpus?|llm|runner)s? (is |are )?(currently |temporarily |too |very |extremely )?busy\b|\btoo busy\b|\bcurrently busy\b`).when(notExample),
 			pat("capacity", "capacity", `\b(at|over|out of|no|insufficient|lack of|limited|exceeded|exceeds?|reached)\s+(the )?(available |serving |compute |gpu |maximum |full |peak )?capacity\b|\bcapacity\b~\b(exhausted|constraints?|issues?|reached|unavailable|is full|exceeded|limits?)\b|\binsufficientcapacity\b`),
@@ -359,7 +359,7 @@ func buildFamilies() []family {
 			pat("slots-busy", "slot|worker", `(?:^|\| )(no |all )?(the )?(free |available |idle )?(slots?|workers?) (is |are )?(currently )?(unavailable|busy|in use|occupied|full)\b|\ball (the )?(slots|workers) are (currently )?(busy|in use|occupied|full)\b`),
 			pat("no-room", "no ", `\bno (more |free |available )?(data centers?|servers?|workers?|replicas?|instances?|slots?|gpus?|nodes?)\b~\b(available|to forward|left|free)\b|\bno (free|available) (slots?|workers?|gpus?|replicas?|instances?|nodes?)\b`).unlessRe(reStockStatus),
 			pat("loading", "loading|ready", `\bmodel\b~\b(is |still )?(currently )?loading\b|\bloading (the )?model\b|\bmodel (is )?(not|not yet) ready\b|\bmodelnotready`).
-				unlessRe(rx(`\b(error|failed|failure|unable|cannot|could not) (while )?(loading|to load)\b`)), // a load that failed is not one under way
+				unlessRe(rx(`\b(error|failed|failure|unable|cannot|could not) (while )?(loading|to load)\b|\bloading (was |has been )?(stopped|aborted|failed)\b`)), // a load that failed or stopped is not one under way
 			// Lepton, Modal, Baseten: a deployment that is scaling or starting is
 			// there and will serve shortly.
 			pat("scaling-up", "scaling|warming|starting|spinning|cold|booting", `\b(model|deployment|endpoint|app|server|service|instance|replica|container|function|worker)s?\b~\b(is |are )?(still )?(scaling up|warming up|starting up|spinning up|cold[- ]starting|booting)\b`),
@@ -493,7 +493,7 @@ func buildFamilies() []family {
 		{name: "auth", rank: rankAuth, reason: ReasonAuth, rules: []rule{
 			pat("bad-credential", "invalid|incorrect|wrong|bad|missing|expired|revoked|malformed",
 				`\b(invalid|incorrect|wrong|bad|missing|expired|revoked|malformed)\b~\b(api[ _-]?keys?|keys?|(access |auth |bearer |api |oauth |session )?token|credentials?|client secret|secret|x-api-key|authentication|authori[sz]ation|bearer)\b`).and("key|token|credential|secret|authenticat|authori|bearer").unlessRe(reGoJSONSyntax).when(credentialAtEnd),
-			pat("no-credential", "no ", `\bno (api[ _-]?key|credentials?|auth\w*)\b`),
+			pat("no-credential", "no ", `\bno (api[ _-]?key|credentials?|auth\w*)\b|\bno such (organi[sz]ation|project|workspace)\b`),
 			pat("credential-bad", "key|token|credential|secret|signature",
 				`\b(api[ _-]?key|key|token|credentials?|secret|signature)s?\b~\b(is |was |has |have )?(been )?(invalid|not valid|expired|revoked|incorrect|missing|not found|required|invalidated|does not match|must be (set|provided)|not set|not provided|not configured)\b`).and("invalid|not valid|expired|revoked|incorrect|missing|not found|required|does not match|must be|not set|not provided|not configured").when(credentialStated),
 			pat("auth-failed", "auth", `\bauthenticat\w*\b~\b(fail\w*|error|required|invalid|denied)\b|\bauth failure\b|\b(failed|could not|unable) to authenticate\b|\bunauthenticated\b|\bunauthori[sz]ed\b|\bnot authori[sz]ed\b|\bauthori[sz]ation (required|failed|header)\b|\bno auth available\b|\bauth[ _]unavailable\b`),
@@ -514,6 +514,8 @@ func buildFamilies() []family {
 				"ongeldige api-sleutel", "acceso no autorizado", "acesso não autorizado", "accès non autorisé", "nicht autorisiert", "не авторизован"),
 			pat("key-invalid-zh", "无效|过期|失效", `(api ?key|key|令牌|密钥|token)[^。|]{0,6}(无效|已过期|过期|已失效|失效)|无效的(api ?key|key|令牌|密钥)`),
 		}},
+		// A resource busy with another run (Assistants' thread): it passes once that run ends.
+		{name: "busy-resource", rank: rankStream, reason: ReasonTimeout, rules: []rule{pat("run-active", "active|in progress", `\bwhile (a |the )?(run|request|operation|job|task) (\S+ )?is (still )?(active|in progress|running)\b|\balready has an active (run|request|operation|job)\b`)}},
 		{name: "stream-broke", rank: rankStream, reason: ReasonTimeout, rules: []rule{
 			// A stream that ended without its end event says so in words that may
 			// also name a tool call or JSON: it is the transport, not the request.
@@ -550,9 +552,9 @@ func buildFamilies() []family {
 			pat("feature-retired", "deprecated|no longer supported", `\b(is|has been|was|are|have been) (deprecated|no longer supported)\b[^a-z]{0,4}(please )?(switch|migrate|move) to\b`).
 				unlessRe(rx(`\bmodels?\b`)),
 			pat("invalid-request", "invalid|reject|refus|policy|policies|configuration", `\b(invalid|unknown|unsupported) (content[ _-]?filter(ing)? )?(polic(y|ies)|configuration)\b|\b(rejected|refused) (the |this |your )?(request'?s? )?(schema|payload|body|json|parameters|tool (call|payload|schema))\b|\binvalid[ _](request|argument|parameter|value|type|json|format|body|input|schema|enum|field|role)s?\b|\binvalid '[^']{1,40}'|\binvalid `+"`"+`\w+`+"`"),
-			pat("unsupported", "support|unrecognized|unknown|additional|extra", `\bunsupported[ _](parameter|value|type|format|media|field|role|content)\b|\b(unrecognized|unknown) (request )?(argument|field|parameter|key|propert(y|ies))s?\b|\badditional properties are not allowed\b|\bextra[ _](inputs are not permitted|forbidden)\b|\b(does not|doesn't|do not) support\b|\bis not supported\b|\bnot supported (with|for|by|when|in)\b`),
+			pat("unsupported", "support|unrecognized|unknown|additional|extra", `\bunsupported[ _](parameter|value|type|format|media|field|role|content|image|file|audio|video|document)\b|\b(unrecognized|unknown) (request )?(argument|field|parameter|key|propert(y|ies))s?\b|\badditional properties are not allowed\b|\bextra[ _](inputs are not permitted|forbidden)\b|\b(does not|doesn't|do not) support\b|\bis not supported\b|\bnot supported (with|for|by|when|in)\b`),
 			pat("validation", "validation|value_error|required|must|should match|cannot be|mandatory", `\bvalidation (error|failed|exception)\b|\bvalidationexception\b|\bvalue_error\b|\bfield required\b|\bmissing required\b|\bis required\b|\bmust (be|have|contain|end|start|not)\b|\bshould match pattern\b|\bcannot be (modified|disabled|empty)\b|\bis mandatory\b`),
-			pat("malformed", "malformed|json|parse|unexpected", `\bmalformed\b|\bnot valid json\b|\binvalid json\b|\bexpected value in json\b|\bparse error\b|\b(failed|unable) to parse\b|\bcould not parse\b|\bunexpected (token|character)\b`),
+			pat("malformed", "malformed|json|parse|unexpected|field `|variant `|invalid type: ", `\b(missing|unknown|duplicate) field \x60|\bunknown variant \x60|\binvalid type: [^|]{1,40}, expected\b|\bmalformed\b|\bnot valid json\b|\binvalid json\b|\bexpected value in json\b|\bparse error\b|\b(failed|unable) to parse\b|\bcould not parse\b|\bunexpected (token|character)\b`),
 			word("conversation-shape", "roles must alternate", "prefill", "tool_use", "tool_call", "thinking block", "thinking blocks",
 				"image dimension", "image dimensions", "parameter error"), // "Bad Request" is the status's phrase (textStatus), no cause
 			// A stored item the request points at is gone (Responses API previous_response_id, a
@@ -560,7 +562,7 @@ func buildFamilies() []family {
 			pat("unknown-reference", "with id|previous_response|not persisted", `\b(previous response|(prediction )?history node|conversation( item)?|item|message|thread|(tool |function )?call)s? with id ['"][^'"|]{1,80}['"] (was )?not found\b|\bprevious_response_not_found\b|\bitems are not persisted\b`),
 			// A count the request may not pass: "only supports a single image per message",
 			// "A maximum of 4 blocks with cache_control may be provided" (not a rate: no window).
-			pat("count-limit", "only support|supports only|only accept|accepts only|maximum of|at most|no more than", `\b(only supports?|supports only|only accepts?|accepts only) (a single|one|\d+|up to \d+) (images?|files?|audios?|videos?|documents?|attachments?|tools?|blocks?) (per|in (a|one|each|the)) (message|request|prompt|turn|call|input)\b|\b(a maximum of|at most|no more than) \d+ [\w ]{1,40}? (may|can) be (provided|sent|attached|included|specified|used)\b`).unlessRe(reWindowWords),
+			pat("count-limit", "only support|supports only|only accept|accepts only|maximum of|at most|no more than|too many", `\btoo many (images|files|documents|attachments|pages|tools|blocks)( and \w+)?( in (the |this |your )?(request|message|conversation|prompt|document|input))?\s*[:(>]|\b(only supports?|supports only|only accepts?|accepts only) (a single|one|\d+|up to \d+) (images?|files?|audios?|videos?|documents?|attachments?|tools?|blocks?) (per|in (a|one|each|the)) (message|request|prompt|turn|call|input)\b|\b(a maximum of|at most|no more than) \d+ [\w ]{1,40}? (may|can) be (provided|sent|attached|included|specified|used)\b`).unlessRe(reWindowWords),
 			pat("model-unnamed", "model", `\b(must|have to|need to) specify a (valid )?model\b|\bno model (was |is )?(specified|provided|given)\b`),
 			pat("bad-header", "header", `\bheader\b~\b(is |was )?(invalid|malformed|not valid|not supported|unrecognized)\b`),
 			lit("format-zh", "参数非法", "非法参数", "参数错误", "参数无效", "参数不合法", "无效的参数", "请求参数", "格式错误", "不合法", "不支持", "参数有误"),
@@ -569,7 +571,7 @@ func buildFamilies() []family {
 			// C7: a generic "failed with an unknown error" says nothing, and a local
 			// runtime out of memory is neither transient nor fixed by another key.
 			lit("unknown-failure", "failed with an unknown error"),
-			pat("out-of-memory", "memory", `\b(requires|needs|need) more (system |gpu |video |host )?memory\b|\bout of (gpu |video |host |device )?memory\b|\binsufficient (system |gpu )?memory\b`),
+			pat("out-of-memory", "memory", `\b(requires|needs|need) more (system |gpu |video |host )?memory\b|\bout of (gpu |video |host |device )?memory\b|\binsufficient (system |gpu )?(memory|resources)\b|\brequires approximately [\d.]+ ?[gmt]i?b of memory\b`),
 		}},
 		{name: "server-or-network", rank: rankGeneric, reason: ReasonTimeout, rules: []rule{
 			// Rust's io::ErrorKind as a client prints it ("Io(Kind(ConnectionReset))").
@@ -584,7 +586,7 @@ func buildFamilies() []family {
 			// A server that reports its own bug or sends the reader to its console: vLLM's
 			// "Task finished unexpectedly. This should never happen! Please open an issue".
 			pat("server-bug", "never happen|an issue|a bug|console|log|stack", `\bthis should never happen\b|\bplease (open|file|report|submit) (an? |this )?(issue|bug)\b|\b(check|see|consult) the (server|backend|worker|engine)('s)? (console|logs?|output)\b|\bsee (the )?stack ?trace above\b`),
-			pat("operation-aborted", "aborted", `\boperation was aborted\b`),
+			pat("operation-aborted", "aborted|interrupted", `\boperation was aborted\b|\b(prediction|generation|inference|completion|job|task|run) (was |has been )?interrupted\b`),
 			// C6: unavailable for now says nothing of load (C5 is a server unable to handle the requests).
 			pat("temporarily-unavailable", "temporarily", `\btemporarily unavailable\b`).unlessRe(reEAGAIN).when(notExample),
 			pat("unknown-occurred", "unknown error", `\ban unknown error (has )?occurred\b`),
