@@ -30,7 +30,10 @@ var corpusFiles = []string{"testdata/corpus/errors-public.jsonl", "testdata/corp
 	"testdata/corpus/errors-extra.jsonl", "testdata/corpus/errors-holdout.jsonl", "testdata/corpus/errors-holdout2.jsonl",
 	"testdata/corpus/errors-families.jsonl", "testdata/corpus/errors-unseen.jsonl", "testdata/corpus/errors-unseen2.jsonl",
 	"testdata/corpus/errors-unseen3.jsonl", "testdata/corpus/errors-unseen4.jsonl", "testdata/corpus/errors-unseen5.jsonl",
-	"testdata/corpus/errors-unseen6.jsonl"}
+	"testdata/corpus/errors-unseen6.jsonl", "testdata/corpus/errors-unseen7.jsonl", "testdata/corpus/errors-unseen8.jsonl",
+	"testdata/corpus/errors-unseen9.jsonl", "testdata/corpus/errors-unseen10.jsonl", "testdata/corpus/errors-unseen11.jsonl",
+	"testdata/corpus/errors-unseen12.jsonl", "testdata/corpus/errors-unseen13.jsonl", "testdata/corpus/errors-unseen14.jsonl",
+	"testdata/corpus/errors-unseen15.jsonl"}
 
 // BenchmarkClassify runs Classify on typical failures, and on every corpus case
 // in turn (corpus: time per case).

@@ -196,7 +196,7 @@ func TestClassify_FamiliesGatewaysRegionalStacks(t *testing.T) {
 		{"any", 0, "Error: EACCES: permission denied, open '/Users/me/.continue/config.json'", ReasonUnclassified},
 		{"vertex", 403, `{"error":{"code":403,"message":"Permission denied on resource project my-project.","status":"PERMISSION_DENIED"}}`, ReasonAuth},
 		{"ollama", 0, "fork/exec /usr/local/bin/ollama: resource temporarily unavailable", ReasonUnclassified},
-		{"any", 503, "The service is temporarily unavailable.", ReasonOverloaded},
+		{"any", 503, "The service is temporarily unavailable.", ReasonTimeout}, // C6: no word of load (issue 39, seventh pass)
 		{"any", 0, `the key "region" is required in section [aws]`, ReasonFormat},
 		{"any", 401, "Key is invalid.", ReasonAuth},
 		{"any", 0, "TLS handshake completed.", ReasonUnclassified},

@@ -45,9 +45,11 @@ var codeTable = map[string]codeEntry{
 	"moderation blocked":              {ReasonContentFilter, tierExact},
 	"provider refusal":                {ReasonContentFilter, tierExact},
 	"invalid prompt":                  {ReasonContentFilter, tierExact}, // OpenAI: the prompt was flagged
-	// aborted: the DOM/Node AbortError is raised by an explicit abort() of the
-	// caller (a deadline raises TimeoutError); see decide for when it counts
-	"abort error": {ReasonAborted, tierExact},
+	"previous response not found":     {ReasonFormat, tierExact},        // Responses API: the stored response is gone
+	// aborted: the DOM/Node AbortError, the Stainless SDKs' APIUserAbortError and
+	// undici's RequestAbortedError are raised by an explicit abort() of the caller
+	// (a deadline raises TimeoutError); see decide for when it counts
+	"abort error": {ReasonAborted, tierExact}, "api user abort error": {ReasonAborted, tierExact}, "request aborted error": {ReasonAborted, tierExact},
 	// auth_permanent
 	"account deactivated":      {ReasonAuthPermanent, tierExact},
 	"deactivated workspace":    {ReasonAuthPermanent, tierExact},
@@ -166,7 +168,7 @@ var codeTable = map[string]codeEntry{
 	"failed precondition":   {ReasonFormat, tierType},
 	"out of range":          {ReasonFormat, tierType},
 	"unimplemented":         {ReasonFormat, tierType},
-	"validation exception":  {ReasonFormat, tierType},
+	"validation exception":  {ReasonFormat, tierExact}, // AWS: the input fails the API's constraints, whatever the status
 	"validation error":      {ReasonFormat, tierType},
 	"bad request":           {ReasonFormat, tierType},
 	"unprocessable entity":  {ReasonFormat, tierType},
@@ -279,9 +281,10 @@ func (h fieldHit) ok() bool { return h.reason != "" }
 
 // fieldStep returns the first hit of each tier, in the order the fields were found.
 func fieldStep(c *textCtx) (exact, hint, typ fieldHit) {
-	var cur field // the field being read, for the hit's family and path
-	set := func(dst *fieldHit, r Reason, rule, evidence string) {
-		if !dst.ok() {
+	var cur field                   // the field being read, for the hit's family and path
+	var hits [tierType + 1]fieldHit // by tier
+	set := func(t tier, r Reason, rule, evidence string) {
+		if dst := &hits[min(t, tierType)]; !dst.ok() {
 			fam := reasonFamily(r)
 			if i := strings.IndexByte(rule, '/'); i >= 0 && strings.Count(rule, "/") == 2 {
 				fam = rule[i+1 : i+1+strings.IndexByte(rule[i+1:], '/')] // "field/<family>/<rule>"
@@ -319,18 +322,18 @@ func fieldStep(c *textCtx) (exact, hint, typ fieldHit) {
 		// Structure first: a provider's own numeric codes, read only for that
 		// provider (C2), say more than any text ("1261" is Zhipu's prompt too long).
 		if e, name, ok := lookupProviderCode(tables, f); ok {
-			pick(e.tier, &exact, &hint, &typ, set, e.reason, "field/"+name+"-code:"+f.value, ev)
+			set(e.tier, e.reason, "field/"+name+"-code:"+f.value, ev)
 			continue
 		}
 		if isStopPath(f.path) {
 			v := strings.ToLower(f.value)
 			if e, ok := stopReasons[v]; ok {
-				pick(e.tier, &exact, &hint, &typ, set, e.reason, "field/stop-reason:"+v, ev)
+				set(e.tier, e.reason, "field/stop-reason:"+v, ev)
 				continue
 			}
 			if strings.HasSuffix(f.path, "blockreason") || strings.HasSuffix(f.path, "block_reason") {
 				if v != "" && v != "block_reason_unspecified" {
-					set(&exact, ReasonContentFilter, "field/block-reason", ev)
+					set(tierExact, ReasonContentFilter, "field/block-reason", ev)
 				}
 			}
 			continue
@@ -343,10 +346,10 @@ func fieldStep(c *textCtx) (exact, hint, typ fieldHit) {
 			if routedRegion(n, f.path) {
 				// The upstream behind a router refused the region: the router's
 				// key is good, and its other models (other upstreams) answer.
-				set(&exact, ReasonModelNotFound, "field/routed-region", ev)
+				set(tierExact, ReasonModelNotFound, "field/routed-region", ev)
 				continue
 			}
-			pick(e.tier, &exact, &hint, &typ, set, e.reason, "field/"+strings.ReplaceAll(n, " ", "_"), ev)
+			set(e.tier, e.reason, "field/"+strings.ReplaceAll(n, " ", "_"), ev)
 			continue
 		}
 		// A code the table does not know is read for its meaning, as a hint:
@@ -366,20 +369,9 @@ func fieldStep(c *textCtx) (exact, hint, typ fieldHit) {
 		if m.fam.rank == rankFormat || m.fam.rank == rankGeneric {
 			t = tierType
 		}
-		pick(t, &exact, &hint, &typ, set, m.fam.reason, "field/"+m.fam.name+"/"+m.rule.name, ev)
+		set(t, m.fam.reason, "field/"+m.fam.name+"/"+m.rule.name, ev)
 	}
-	return exact, hint, typ
-}
-
-func pick(t tier, exact, hint, typ *fieldHit, set func(*fieldHit, Reason, string, string), r Reason, rule, ev string) {
-	switch t {
-	case tierExact:
-		set(exact, r, rule, ev)
-	case tierHint:
-		set(hint, r, rule, ev)
-	default:
-		set(typ, r, rule, ev)
-	}
+	return hits[tierExact], hits[tierHint], hits[tierType]
 }
 
 func isStopPath(p string) bool {

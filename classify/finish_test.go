@@ -18,6 +18,10 @@ func TestFinish_R14_StopReasons(t *testing.T) {
 		{"ERROR_TOXIC", "ERROR_TOXIC", ReasonContentFilter},
 		{"PROHIBITED_CONTENT", "PROHIBITED_CONTENT", ReasonContentFilter},
 		{"SPII", "SPII", ReasonContentFilter},
+		{"MALFORMED_FUNCTION_CALL", "MALFORMED_FUNCTION_CALL", ReasonTimeout},
+		{"malformed_function_call", "malformed_function_call", ReasonTimeout},
+		{"network_error", "network_error", ReasonTimeout}, {"aborted", "aborted", ReasonTimeout},
+		{"context_length_exceeded", "context_length_exceeded", ReasonContextOverflow},
 		{"weird_stop", "weird_stop", ReasonUnclassified},
 	} {
 		norm, bad := Finish(c.in)

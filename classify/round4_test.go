@@ -168,8 +168,8 @@ func TestClassify_CorpusUnseen11(t *testing.T) {
 }
 
 // TestClassify_CorpusUnseen12 runs issue 39's seventh blind set
-// (testdata/corpus/errors-unseen12.score.md), which no pass has tuned on: its
-// stated rate, 11 of 15, is a floor that a later change must not lower.
+// (testdata/corpus/errors-unseen12.score.md): its blind score was 11 of 15; after
+// issue 39's seventh pass its stated rate is 14 of 15 (the miss is argued there).
 func TestClassify_CorpusUnseen12(t *testing.T) {
 	cases := loadCorpus(t, "testdata/corpus/errors-unseen12.jsonl")
 	right := 0
@@ -180,7 +180,7 @@ func TestClassify_CorpusUnseen12(t *testing.T) {
 			t.Logf("miss %s: got %s/%s (%s)", c.ID, f.Reason, f.Class, f.Why.Rule)
 		}
 	}
-	if len(cases) < 15 || right < 11 {
-		t.Fatalf("%d of %d right, want at least 11 of >= 15", right, len(cases))
+	if len(cases) < 15 || right < 14 {
+		t.Fatalf("%d of %d right, want at least 14 of >= 15", right, len(cases))
 	}
 }

@@ -36,7 +36,7 @@ const (
 	rankBillingRemedy // "purchase credits", "upgrade your plan" with nothing stronger
 	rankModelNotFound
 	rankAuth
-	rankStream // a stream that broke off (C6), said in words specific enough to beat format
+	rankStream // a stream that broke off or a resource busy (C6), said in words specific enough to beat format
 	rankFormat
 	rankNotASignal // C7: specific texts that say nothing about who must act
 	rankGeneric    // C6: server, gateway, network and stream wording
@@ -79,6 +79,8 @@ var (
 	reLiftedByPerson = rx(`\b(contact|reach out to) (our |the )?(support|customer service|customer support|help ?center)\b|\bverify your identity\b|\bsubmit an appeal\b`)
 	// Words of a periodic window (C3): an allowance that resets is a rate limit.
 	reWindowWords = rx(`\b(daily|weekly|monthly|hourly|per[ -](minute|second|hour|day)|today|tomorrow|resets?|refresh(es)?)\b`)
+	// A budget over a period (LiteLLM's budget_duration, "crossed budget ... >= 1d"): it resets (C3).
+	reBudgetWindow = rx(reWindowWords.String() + `|\bbudget[ _]duration\b|>=? ?\d+(d|h|w|mo)\b`)
 	// A field or parameter named in quotes: a value of the request, not the prompt.
 	reNamedField = rx(`'[^'|]{1,40}' (field|parameter|param|property|argument)\b|\b(field|parameter|param|property|argument) '[^'|]{1,40}'`)
 	// A limit of one request's shape or of its output, not of a rate.
@@ -218,7 +220,7 @@ func buildFamilies() []family {
 			// A plan's paid allowance used up, more to be bought (Copilot's premium requests), no window named.
 			pat("paid-allowance", "allowance|overage|paid premium", `\bexceeded (your |the )?(\w+ ){0,2}allowance\b|\ballowance\b~\b(exceeded|used up|exhausted|reached|spent)\b|\b(do not|don't|does not) (currently )?have overages? enabled\b|\benable (additional )?paid (premium )?requests\b`).
 				unlessRe(reWindowWords),
-			pat("budget", "budget", `\bbudget\b~\b(exceeded|reached|exhausted|used up)\b|\bexceeded (your |the )?budget\b|\bbudget_exceeded\b`),
+			pat("budget", "budget", `\bbudget\b~\b(exceeded|reached|exhausted|used up)\b|\bexceeded (your |the )?budget\b|\bbudget_exceeded\b`).unlessRe(reBudgetWindow), // C3
 			pat("invoices", "invoice|pay", `\b(past|unpaid|overdue|outstanding|open) invoices?\b|\bfail\w* to pay\b|\bpayment (is )?past due\b`),
 			pat("suspended-for-billing", "suspended|disabled|blocked|deactivated", `\b(account|organi[sz]ation|workspace|team|project)\b~\b(suspended|disabled|blocked|deactivated)\b`).and("billing|balance|credit|payment|invoice|spending|overdue|arrear|quota"),
 			pat("exceeded-credits", "credit", `\bexceeded (your |the )?(\w+ ){0,3}credits?\b`),
@@ -335,7 +337,7 @@ func buildFamilies() []family {
 			// advances while candidates remain (R2). Ranked above the words of what it
 			// was doing ("error loading model", "loading"), which describe, not decide.
 			pat("process-died", "process|runner|worker|crashed|exit status|segmentation|core dumped",
-				`\b(process|runner|subprocess|worker)\b~\b(has |have |had )?(unexpectedly )?(terminated|exited|crashed|died|stopped)\b|\b(has|had|have) crashed\b|\bexit status [1-9]\d*\b|\bsegmentation fault\b|\bcore dumped\b`),
+				`\b(process|runner|subprocess|worker)\b~\b(has |have |had )?(unexpectedly )?(terminated|exited|crashed|died|stopped)\b|\b(has|had|have) crashed\b|\bexit status [1-9]\d*\b|\bsegmentation fault\b|\bcore dumped\b`).unlessRe(rx(`\b(may|might|could) have (crashed|stopped|died|exited|terminated)\b`)), // a guess
 			// Ollama's server losing its own llama runner on loopback: "POST predict:
 			// Post \"http://127.0.0.1:35943/completion\": EOF", "do load request: Post
 			// ...: EOF", "an error was encountered while running the model: unexpected
@@ -348,7 +350,7 @@ func buildFamilies() []family {
 			pat("engine-dead", "engine|background loop", `\benginecore encountered an issue\b|\b(async|mq)?enginedeaderror\b|\bengine (core )?(is )?dead\b|\bbackground loop has errored\b|\bengine loop (is not running|has died|died)\b`),
 		}},
 		{name: "overloaded", rank: rankOverloaded, reason: ReasonOverloaded, rules: []rule{
-			pat("overloaded", "overload", `(\b|_)overload(ed|ing)?\b`).when(notExample),
+			pat("overloaded", "overload", `(\b|_)overload(ed|ing)?\b`).unlessRe(rx(`\boverload (your|the user's|this) (system|machine|computer|device)\b`)).when(notExample),
 			pat("high-demand", "demand|load|traffic|volume|experiencing", `\b(high|heavy|peak|unusually high|increased) (demand|load|traffic|volume of requests)\b|\bexperiencing (high|heavy|a high|an unusually)\b`).when(notExample),
 			pat("busy", "busy", `\b(server|servers|service|system|api|model|engine|platform|backend|gpus?|llm|runner)s? (is |are )?(currently |temporarily |too |very |extremely )?busy\b|\btoo busy\b|\bcurrently busy\b`).when(notExample),
 			pat("capacity", "capacity", `\b(at|over|out of|no|insufficient|lack of|limited|exceeded|exceeds?|reached)\s+(the )?(available |serving |compute |gpu |maximum |full |peak )?capacity\b|\bcapacity\b~\b(exhausted|constraints?|issues?|reached|unavailable|is full|exceeded|limits?)\b|\binsufficientcapacity\b`),
@@ -357,11 +359,11 @@ func buildFamilies() []family {
 			pat("slots-busy", "slot|worker", `(?:^|\| )(no |all )?(the )?(free |available |idle )?(slots?|workers?) (is |are )?(currently )?(unavailable|busy|in use|occupied|full)\b|\ball (the )?(slots|workers) are (currently )?(busy|in use|occupied|full)\b`),
 			pat("no-room", "no ", `\bno (more |free |available )?(data centers?|servers?|workers?|replicas?|instances?|slots?|gpus?|nodes?)\b~\b(available|to forward|left|free)\b|\bno (free|available) (slots?|workers?|gpus?|replicas?|instances?|nodes?)\b`).unlessRe(reStockStatus),
 			pat("loading", "loading|ready", `\bmodel\b~\b(is |still )?(currently )?loading\b|\bloading (the )?model\b|\bmodel (is )?(not|not yet) ready\b|\bmodelnotready`).
-				unlessRe(rx(`\b(error|failed|failure|unable|cannot|could not) (while )?(loading|to load)\b`)), // a load that failed is not one under way
+				unlessRe(rx(`\b(error|failed|failure|unable|cannot|could not) (while )?(loading|to load)\b|\bloading (was |has been )?(stopped|aborted|failed)\b`)), // a load that failed or stopped is not one under way
 			// Lepton, Modal, Baseten: a deployment that is scaling or starting is
 			// there and will serve shortly.
 			pat("scaling-up", "scaling|warming|starting|spinning|cold|booting", `\b(model|deployment|endpoint|app|server|service|instance|replica|container|function|worker)s?\b~\b(is |are )?(still )?(scaling up|warming up|starting up|spinning up|cold[- ]starting|booting)\b`),
-			pat("temporarily-unavailable", "temporarily", `\btemporarily (unavailable|unable to (handle|process|serve|accept))\b`).unlessRe(reEAGAINOrStock).when(notExample),
+			pat("temporarily-unable", "temporarily", `\btemporarily unable to (handle|process|serve|accept)\b`).when(notExample),
 			pat("model-unavailable-later", "unavailable", `\bmodel\b~\b(is |currently )?unavailable\b`).and("try again|retry|later|shortly|moment").
 				unlessRe(rx(reModelRegion)), // not served in this region: model_not_found
 			// "服务器忙，稍后再试" (server busy, try later): 忙 alone, after its subject.
@@ -463,8 +465,8 @@ func buildFamilies() []family {
 				// IAM's "Permission 'aiplatform.endpoints.predict' denied on resource
 				// '.../models/gemini-1.5-pro' (or it may not exist)" is the
 				// credential's (auth), its resource path only names the model
-				unlessRe(rx(reParamNotSupported.String() + `|` + reIAMDenial)),
-			pat("unknown-model", "model", `\b(unknown|unsupported|invalid|nonexistent)[ _]model([ _](uri|url|name|id))?\b|\bnot supported model\b|\bmodel[ _](not[ _]found|is[ _]deactivated|decommissioned)\b`).unlessRe(rx(`invalid model reference`)),
+				unlessRe(rx(reParamNotSupported.String() + `|` + reIAMDenial + `|\btemporarily unavailable\b`)), // "for now": C6
+			pat("unknown-model", "model|llm", `\bllms?(\([^)|]{1,80}\))? (is |was )?(not found|does not exist|doesn't exist)\b|\b(unknown|unsupported|invalid|nonexistent)[ _]model([ _](uri|url|name|id))?\b|\bnot supported model\b|\bmodel[ _](not[ _]found|is[ _]deactivated|decommissioned)\b`).unlessRe(rx(`invalid model reference`)),
 			pat("no-endpoints", "endpoint|provider|router|channel", `\bno endpoints? found\b|\bno allowed providers\b|\brouter not found\b|\bno (available )?(model )?providers? (available|that|can)\b|\bno available model provider\b|\bno[ _](valid|available)[ _]channels?(_|\b)|\bno channels? (available|found) for\b|\b(llm |model )?provider (not|was not|wasn't) (provided|specified|given)\b|\b(could not|cannot|can't|unable to) (infer|determine|resolve) (the )?(llm |model )?provider\b`),
 			pat("nothing-loaded", "loaded", `\bno models? (is |are )?loaded\b|(?:^|\| )(?:\w*error:\s*)?(the )?model (has been |was |is |got )?unloaded\W{0,3}(\||$)`),
 			// Replicate: "Invalid version or not permitted", "The specified version
@@ -491,7 +493,7 @@ func buildFamilies() []family {
 		{name: "auth", rank: rankAuth, reason: ReasonAuth, rules: []rule{
 			pat("bad-credential", "invalid|incorrect|wrong|bad|missing|expired|revoked|malformed",
 				`\b(invalid|incorrect|wrong|bad|missing|expired|revoked|malformed)\b~\b(api[ _-]?keys?|keys?|(access |auth |bearer |api |oauth |session )?token|credentials?|client secret|secret|x-api-key|authentication|authori[sz]ation|bearer)\b`).and("key|token|credential|secret|authenticat|authori|bearer").unlessRe(reGoJSONSyntax).when(credentialAtEnd),
-			pat("no-credential", "no ", `\bno (api[ _-]?key|credentials?|auth\w*)\b`),
+			pat("no-credential", "no ", `\bno (api[ _-]?key|credentials?|auth\w*)\b|\bno such (organi[sz]ation|project|workspace)\b`),
 			pat("credential-bad", "key|token|credential|secret|signature",
 				`\b(api[ _-]?key|key|token|credentials?|secret|signature)s?\b~\b(is |was |has |have )?(been )?(invalid|not valid|expired|revoked|incorrect|missing|not found|required|invalidated|does not match|must be (set|provided)|not set|not provided|not configured)\b`).and("invalid|not valid|expired|revoked|incorrect|missing|not found|required|does not match|must be|not set|not provided|not configured").when(credentialStated),
 			pat("auth-failed", "auth", `\bauthenticat\w*\b~\b(fail\w*|error|required|invalid|denied)\b|\bauth failure\b|\b(failed|could not|unable) to authenticate\b|\bunauthenticated\b|\bunauthori[sz]ed\b|\bnot authori[sz]ed\b|\bauthori[sz]ation (required|failed|header)\b|\bno auth available\b|\bauth[ _]unavailable\b`),
@@ -512,6 +514,8 @@ func buildFamilies() []family {
 				"ongeldige api-sleutel", "acceso no autorizado", "acesso não autorizado", "accès non autorisé", "nicht autorisiert", "не авторизован"),
 			pat("key-invalid-zh", "无效|过期|失效", `(api ?key|key|令牌|密钥|token)[^。|]{0,6}(无效|已过期|过期|已失效|失效)|无效的(api ?key|key|令牌|密钥)`),
 		}},
+		// A resource busy with another run (Assistants' thread): it passes once that run ends.
+		{name: "busy-resource", rank: rankStream, reason: ReasonTimeout, rules: []rule{pat("run-active", "active|in progress", `\bwhile (a |the )?(run|request|operation|job|task) (\S+ )?is (still )?(active|in progress|running)\b|\balready has an active (run|request|operation|job)\b`)}},
 		{name: "stream-broke", rank: rankStream, reason: ReasonTimeout, rules: []rule{
 			// A stream that ended without its end event says so in words that may
 			// also name a tool call or JSON: it is the transport, not the request.
@@ -538,8 +542,8 @@ func buildFamilies() []family {
 			// server's), its ContentLengthError, Node's "Premature close" kin.
 			pat("payload-incomplete", "payload|transferencoding|contentlength|not enough data",
 				`\bclientpayloaderror\b|\bresponse payload is not completed\b|\btransferencodingerror\b|\bcontentlengtherror\b|\bnot enough data (for|to) satisfy (transfer|content)[ -]length\b`),
-			pat("stream-broke", "stream|chunks|ended|incomplete|unexpected end|unable to process|invalid character|malformed",
-				`\binvalid character '.{1,6}' (looking for|after|in)\b|\b(failed|unable|could not|couldn't) to (create|open|start|establish) (the |a )?(event[- ])?(stream|streaming|sse)\b|\bmalformed (upstream|sse|stream(ing)?|server|provider)( stream)? (chunk|event|frame|response|data)\b|\bstream(ing)? (response |request |connection )?(closed|was closed|aborted|ended|interrupted|disconnected|error|terminated|reset|failed)\b|\bwithout sending (any )?chunks\b|\b(request|response|stream) ended (early|prematurely|unexpectedly)\b|\bincomplete (stream|response)\b|\bunexpected end of (stream|json input|file)\b|\bis unable to process your request\b`),
+			pat("stream-broke", "stream|chunks|ended|incomplete|unexpected end|unable to process|invalid character|malformed|valid",
+				`\binvalid character '.{1,6}' (looking for|after|in)\b|\b(failed|unable|could not|couldn't) to (create|open|start|establish) (the |a )?(event[- ])?(stream|streaming|sse)\b|\bmalformed (upstream|sse|stream(ing)?|server|provider)( stream)? (chunk|event|frame|response|data)\b|\bstream(ing)? (response |request |connection )?(closed|was closed|aborted|ended|interrupted|disconnected|error|terminated|reset|failed)\b|\bwithout sending (any )?chunks\b|\b(request|response|stream) ended (early|prematurely|unexpectedly)\b|\bincomplete (stream|response)\b|\bunexpected end of (stream|json input|file)\b|\bis unable to process your request\b|\bstream (was |is )?(invalid|malformed|truncated)\b|\b(completed|ended|finished) without (any )?valid (content|output|response|chunks?)\b`),
 		}},
 		{name: "format", rank: rankFormat, reason: ReasonFormat, rules: []rule{
 			pat("check-inputs", "check", `\bcheck (your|the) (inputs?|request parameters|request body)\b`).unlessRe(reNotPromptCount),
@@ -548,11 +552,17 @@ func buildFamilies() []family {
 			pat("feature-retired", "deprecated|no longer supported", `\b(is|has been|was|are|have been) (deprecated|no longer supported)\b[^a-z]{0,4}(please )?(switch|migrate|move) to\b`).
 				unlessRe(rx(`\bmodels?\b`)),
 			pat("invalid-request", "invalid|reject|refus|policy|policies|configuration", `\b(invalid|unknown|unsupported) (content[ _-]?filter(ing)? )?(polic(y|ies)|configuration)\b|\b(rejected|refused) (the |this |your )?(request'?s? )?(schema|payload|body|json|parameters|tool (call|payload|schema))\b|\binvalid[ _](request|argument|parameter|value|type|json|format|body|input|schema|enum|field|role)s?\b|\binvalid '[^']{1,40}'|\binvalid `+"`"+`\w+`+"`"),
-			pat("unsupported", "support|unrecognized|unknown|additional|extra", `\bunsupported[ _](parameter|value|type|format|media|field|role|content)\b|\b(unrecognized|unknown) (request )?(argument|field|parameter|key|propert(y|ies))s?\b|\badditional properties are not allowed\b|\bextra[ _](inputs are not permitted|forbidden)\b|\b(does not|doesn't|do not) support\b|\bis not supported\b|\bnot supported (with|for|by|when|in)\b`),
+			pat("unsupported", "support|unrecognized|unknown|additional|extra", `\bunsupported[ _](parameter|value|type|format|media|field|role|content|image|file|audio|video|document)\b|\b(unrecognized|unknown) (request )?(argument|field|parameter|key|propert(y|ies))s?\b|\badditional properties are not allowed\b|\bextra[ _](inputs are not permitted|forbidden)\b|\b(does not|doesn't|do not) support\b|\bis not supported\b|\bnot supported (with|for|by|when|in)\b`),
 			pat("validation", "validation|value_error|required|must|should match|cannot be|mandatory", `\bvalidation (error|failed|exception)\b|\bvalidationexception\b|\bvalue_error\b|\bfield required\b|\bmissing required\b|\bis required\b|\bmust (be|have|contain|end|start|not)\b|\bshould match pattern\b|\bcannot be (modified|disabled|empty)\b|\bis mandatory\b`),
-			pat("malformed", "malformed|json|parse|unexpected", `\bmalformed\b|\bnot valid json\b|\binvalid json\b|\bexpected value in json\b|\bparse error\b|\b(failed|unable) to parse\b|\bcould not parse\b|\bunexpected (token|character)\b`),
+			pat("malformed", "malformed|json|parse|unexpected|field `|variant `|invalid type: ", `\b(missing|unknown|duplicate) field \x60|\bunknown variant \x60|\binvalid type: [^|]{1,40}, expected\b|\bmalformed\b|\bnot valid json\b|\binvalid json\b|\bexpected value in json\b|\bparse error\b|\b(failed|unable) to parse\b|\bcould not parse\b|\bunexpected (token|character)\b`),
 			word("conversation-shape", "roles must alternate", "prefill", "tool_use", "tool_call", "thinking block", "thinking blocks",
 				"image dimension", "image dimensions", "parameter error"), // "Bad Request" is the status's phrase (textStatus), no cause
+			// A stored item the request points at is gone (Responses API previous_response_id, a
+			// runtime's chat history node, an item not persisted with store=false): the same request fails again.
+			pat("unknown-reference", "with id|previous_response|not persisted", `\b(previous response|(prediction )?history node|conversation( item)?|item|message|thread|(tool |function )?call)s? with id ['"][^'"|]{1,80}['"] (was )?not found\b|\bprevious_response_not_found\b|\bitems are not persisted\b`),
+			// A count the request may not pass: "only supports a single image per message",
+			// "A maximum of 4 blocks with cache_control may be provided" (not a rate: no window).
+			pat("count-limit", "only support|supports only|only accept|accepts only|maximum of|at most|no more than|too many", `\btoo many (images|files|documents|attachments|pages|tools|blocks)( and \w+)?( in (the |this |your )?(request|message|conversation|prompt|document|input))?\s*[:(>]|\b(only supports?|supports only|only accepts?|accepts only) (a single|one|\d+|up to \d+) (images?|files?|audios?|videos?|documents?|attachments?|tools?|blocks?) (per|in (a|one|each|the)) (message|request|prompt|turn|call|input)\b|\b(a maximum of|at most|no more than) \d+ [\w ]{1,40}? (may|can) be (provided|sent|attached|included|specified|used)\b`).unlessRe(reWindowWords),
 			pat("model-unnamed", "model", `\b(must|have to|need to) specify a (valid )?model\b|\bno model (was |is )?(specified|provided|given)\b`),
 			pat("bad-header", "header", `\bheader\b~\b(is |was )?(invalid|malformed|not valid|not supported|unrecognized)\b`),
 			lit("format-zh", "参数非法", "非法参数", "参数错误", "参数无效", "参数不合法", "无效的参数", "请求参数", "格式错误", "不合法", "不支持", "参数有误"),
@@ -561,7 +571,7 @@ func buildFamilies() []family {
 			// C7: a generic "failed with an unknown error" says nothing, and a local
 			// runtime out of memory is neither transient nor fixed by another key.
 			lit("unknown-failure", "failed with an unknown error"),
-			pat("out-of-memory", "memory", `\b(requires|needs|need) more (system |gpu |video |host )?memory\b|\bout of (gpu |video |host |device )?memory\b|\binsufficient (system |gpu )?memory\b`),
+			pat("out-of-memory", "memory", `\b(requires|needs|need) more (system |gpu |video |host )?memory\b|\bout of (gpu |video |host |device )?memory\b|\binsufficient (system |gpu )?(memory|resources)\b|\brequires approximately [\d.]+ ?[gmt]i?b of memory\b`),
 		}},
 		{name: "server-or-network", rank: rankGeneric, reason: ReasonTimeout, rules: []rule{
 			// Rust's io::ErrorKind as a client prints it ("Io(Kind(ConnectionReset))").
@@ -570,13 +580,15 @@ func buildFamilies() []family {
 			pat("server-error", "server|error|internal", `\binternal[ _]?(server[ _]?)?(error|exception|failure)\b|\bserver[ _]error\b|\bserver had an error\b|\berror occurred while processing\b|\bunexpected error (has )?occurred\b|\bunexpected error (during|while|when) (processing|handling)\b|\binternal error\b`),
 			pat("gateway", "gateway|unavailable|upstream|backend|origin|web server|timeout|unknown error|handshake|invalid response|is down|no response|response from|request failed",
 				`\bbad gateway\b|\b(failed|unable|could not|couldn't) to (get|receive|obtain|read) (a |any |the )?response from (the )?(provider|upstream|model|server|backend|origin|api|endpoint)\b|\bno response (was )?(received )?from (the )?(provider|upstream|model|backend|origin)\b|\b(gateway|proxy|relay|router) request failed\b|\bgateway time-?out\b|\bservice[ _]?unavailable\b|`+reUpstream+`|\bbackend error\b|\borigin is unreachable\b|\bweb server is (down|returning)\b|\ba timeout occurred\b|\bunknown error, 52\d\b|\bssl handshake failed\b|\binvalid response from (it|the upstream|the provider|the model)\b|\bmodel is down\b`),
-			pat("connection", "connection|empty reply|network|host|eof|pipe|socket|closed|fetch|econn|etimedout|epipe|ehost|enet|eai_again|enotfound|und_err|tls|dns|tcp|udp|premature|stream_read|chunked|protocol|disconnected|goaway|incompleteread|sending the request|sending request|nsurlerror|offline|connect to",
-				`\bconnection (reset|refused|error|closed|aborted|lost|was closed|timed out|terminated|dropped|failed)\b|\bnetwork (error|is unreachable|request failed|failure)\b|\bno such host\b|\bunexpected eof\b|\bbroken pipe\b|\bsocket hang up\b|\bother side closed\b|\bfetch failed\b|\b(econnreset|econnrefused|econnaborted|etimedout|esockettimedout|epipe|ehostunreach|enetunreach|ehostdown|enetreset|eai_again|enotfound)\b|\bund_err\w*|\btls handshake (timeout|timed out|failed|failure|error|eof|aborted|interrupted)\b|\b(during|in|mid-?) ?(the )?tls handshake\b|\bdns (failure|error|lookup)\b|\b(dial|read|write) (tcp|udp)\b|\bpremature close\b|\bstream_read_error\b|\bpeer closed (the )?connection\b|\b(closed|reset|dropped|lost) the connection\b|\bgoaway\b|(?:^|: |\| )eof(?: \||$)|\bincomplete chunked read\b|\bremote ?protocol ?error\b|\bserver disconnected\b|\bconnection broken\b|\bincompleteread\b|\bchunkedencodingerror\b|\bsocket disconnected before\b|\bforcibly closed by the remote host\b|\bunable to read data from the transport connection\b|\ban error occurred while sending the request\b|\beofexception\b|\berror sending request for url\b|\bnsurlerrordomain code=-10(0[1-9]|1\d|20)\b|\bempty reply from server\b|\bthe network connection was lost\b|\binternet connection appears to be offline\b|\ba server with the specified hostname could not be found\b|\bcould not connect to the server\b`),
+			pat("connection", "connection|empty reply|network|host|eof|net::err_|ns_error_|pipe|socket|closed|fetch|econn|etimedout|epipe|ehost|enet|eai_again|enotfound|und_err|tls|dns|tcp|udp|premature|stream_read|chunked|protocol|disconnected|goaway|incompleteread|sending the request|sending request|nsurlerror|offline|connect to",
+				`\bconnection (reset|refused|error|closed|aborted|lost|was closed|timed out|terminated|dropped|failed)\b|\bnetwork (error|is unreachable|request failed|failure)\b|\bno such host\b|\bunexpected eof\b|\bbroken pipe\b|\bsocket hang up\b|\bother side closed\b|\bfetch failed\b|\b(econnreset|econnrefused|econnaborted|etimedout|esockettimedout|epipe|ehostunreach|enetunreach|ehostdown|enetreset|eai_again|enotfound)\b|\bund_err\w*|\btls handshake (timeout|timed out|failed|failure|error|eof|aborted|interrupted)\b|\b(during|in|mid-?) ?(the )?tls handshake\b|\bdns (failure|error|lookup)\b|\b(dial|read|write) (tcp|udp)\b|\bpremature close\b|\bstream_read_error\b|\bpeer closed (the )?connection\b|\b(closed|reset|dropped|lost) (the )?connection\b|\bgoaway\b|(?:^|: |\| )eof(?: \||$)|\bincomplete chunked read\b|\bremote ?protocol ?error\b|\bserver disconnected\b|\bconnection broken\b|\bincompleteread\b|\bchunkedencodingerror\b|\bsocket disconnected before\b|\bforcibly closed by the remote host\b|\bunable to read data from the transport connection\b|\ban error occurred while sending the request\b|\beofexception\b|\berror sending request for url\b|\bnsurlerrordomain code=-10(0[1-9]|1\d|20)\b|\bempty reply from server\b|\bthe network connection was lost\b|\binternet connection appears to be offline\b|\ba server with the specified hostname could not be found\b|\bcould not connect to the server\b|\bnet::err_(connection_\w+|name_not_resolved|internet_disconnected|address_unreachable|network_changed|empty_response|timed_out|http2_\w+|quic_protocol_error|incomplete_chunked_encoding|proxy_connection_failed|tunnel_connection_failed|ssl_protocol_error)\b|\bns_error_(connection_refused|net_\w+|unknown_host|proxy_connection_refused)\b`),
 			pat("terminated", "terminated", `(?:^|\| )(?:\w*error:\s*)?terminated(?: \||$)|\b(process|runner|connection|stream|socket|request) (has |was )?terminated\b`),
 			// A server that reports its own bug or sends the reader to its console: vLLM's
 			// "Task finished unexpectedly. This should never happen! Please open an issue".
 			pat("server-bug", "never happen|an issue|a bug|console|log|stack", `\bthis should never happen\b|\bplease (open|file|report|submit) (an? |this )?(issue|bug)\b|\b(check|see|consult) the (server|backend|worker|engine)('s)? (console|logs?|output)\b|\bsee (the )?stack ?trace above\b`),
-			pat("operation-aborted", "aborted", `\boperation was aborted\b`),
+			pat("operation-aborted", "aborted|interrupted", `\boperation was aborted\b|\b(prediction|generation|inference|completion|job|task|run) (was |has been )?interrupted\b`),
+			// C6: unavailable for now says nothing of load (C5 is a server unable to handle the requests).
+			pat("temporarily-unavailable", "temporarily", `\btemporarily unavailable\b`).unlessRe(reEAGAIN).when(notExample),
 			pat("unknown-occurred", "unknown error", `\ban unknown error (has )?occurred\b`),
 			pat("retry", "retr|try again", `\bplease retry or report\b|\b(please|you can|kindly|you may) (retry|try again)(\s*(\||$)| (later|shortly|soon|in a|after|your request|the request|or|if|when))|\b(retry|try) your request( again)?\b|\bfailed after repeated internal retries\b`),
 			lit("openrouter-provider-error", "provider returned error").only("openrouter").when(func(c *textCtx, _ string) bool { return !c.ev.hasRaw }),
@@ -694,6 +706,5 @@ var (
 	// "503 Service Temporarily Unavailable" (a Kubernetes ingress with no ready
 	// endpoint), HAProxy's "No server is available to handle this request."
 	// (every backend down). They state the status, not a busy server (C6).
-	reStockStatus   = rx(`\bservice temporarily unavailable\b|\bno server is available to handle this request\b`)
-	reEAGAINOrStock = rx(reEAGAIN.String() + `|` + reStockStatus.String())
+	reStockStatus = rx(`\bservice temporarily unavailable\b|\bno server is available to handle this request\b`)
 )
