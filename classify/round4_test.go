@@ -34,23 +34,6 @@ func TestClassify_C2_C4_C5_C8_GatewayAndClientWords(t *testing.T) {
 	})
 }
 
-// TestClassify_CorpusUnseen9 runs issue 39's fourth blind set
-// (testdata/corpus/errors-unseen9.score.md): its stated rate is 27 of 27.
-func TestClassify_CorpusUnseen9(t *testing.T) {
-	cases := loadCorpus(t, "testdata/corpus/errors-unseen9.jsonl")
-	right := 0
-	for _, c := range cases {
-		if f := Classify(c.response(), corpusNow); string(f.Reason) == c.ExpectedReason && string(f.Class) == c.ExpectedClass {
-			right++
-		} else {
-			t.Logf("miss %s: got %s/%s (%s)", c.ID, f.Reason, f.Class, f.Why.Rule)
-		}
-	}
-	if len(cases) < 27 || right < len(cases) {
-		t.Fatalf("%d of %d right, want all of >= 27", right, len(cases))
-	}
-}
-
 // covers C11: a date or a time of day after "retry after" is a moment, not a
 // wait: "retry after 2026-03-16..." was read as 2,026 seconds and "retry after
 // 10:25" as 10 seconds. A bare figure there is still a count of seconds.
@@ -107,23 +90,6 @@ func TestClassify_C4_C6_C9_ChannelsStreamsPolicies(t *testing.T) {
 	})
 }
 
-// TestClassify_CorpusUnseen10 runs issue 39's fifth blind set
-// (testdata/corpus/errors-unseen10.score.md): its stated rate is 21 of 21.
-func TestClassify_CorpusUnseen10(t *testing.T) {
-	cases := loadCorpus(t, "testdata/corpus/errors-unseen10.jsonl")
-	right := 0
-	for _, c := range cases {
-		if f := Classify(c.response(), corpusNow); string(f.Reason) == c.ExpectedReason && string(f.Class) == c.ExpectedClass {
-			right++
-		} else {
-			t.Logf("miss %s: got %s/%s (%s)", c.ID, f.Reason, f.Class, f.Why.Rule)
-		}
-	}
-	if len(cases) < 21 || right < len(cases) {
-		t.Fatalf("%d of %d right, want all of >= 21", right, len(cases))
-	}
-}
-
 // TestClassify_C4_C6_C9_ServesBugsFieldsRelays covers the families of issue 39's
 // sixth pass, in other wordings than errors-unseen11's: a provider that does not
 // serve a model, a server that reports its own bug or points at its console, a
@@ -148,39 +114,4 @@ func TestClassify_C4_C6_C9_ServesBugsFieldsRelays(t *testing.T) {
 		{"any", 0, `The kitchen does not serve breakfast after ten; see the model menu.`, ReasonUnclassified},
 		{"any", 0, `Open the console and see the logs scroll by.`, ReasonUnclassified},
 	})
-}
-
-// TestClassify_CorpusUnseen11 runs issue 39's sixth blind set
-// (testdata/corpus/errors-unseen11.score.md): its stated rate is 20 of 20.
-func TestClassify_CorpusUnseen11(t *testing.T) {
-	cases := loadCorpus(t, "testdata/corpus/errors-unseen11.jsonl")
-	right := 0
-	for _, c := range cases {
-		if f := Classify(c.response(), corpusNow); string(f.Reason) == c.ExpectedReason && string(f.Class) == c.ExpectedClass {
-			right++
-		} else {
-			t.Logf("miss %s: got %s/%s (%s)", c.ID, f.Reason, f.Class, f.Why.Rule)
-		}
-	}
-	if len(cases) < 20 || right < len(cases) {
-		t.Fatalf("%d of %d right, want all of >= 20", right, len(cases))
-	}
-}
-
-// TestClassify_CorpusUnseen12 runs issue 39's seventh blind set
-// (testdata/corpus/errors-unseen12.score.md): its blind score was 11 of 15; after
-// issue 39's seventh pass its stated rate is 14 of 15 (the miss is argued there).
-func TestClassify_CorpusUnseen12(t *testing.T) {
-	cases := loadCorpus(t, "testdata/corpus/errors-unseen12.jsonl")
-	right := 0
-	for _, c := range cases {
-		if f := Classify(c.response(), corpusNow); string(f.Reason) == c.ExpectedReason && string(f.Class) == c.ExpectedClass {
-			right++
-		} else {
-			t.Logf("miss %s: got %s/%s (%s)", c.ID, f.Reason, f.Class, f.Why.Rule)
-		}
-	}
-	if len(cases) < 15 || right < 14 {
-		t.Fatalf("%d of %d right, want at least 14 of >= 15", right, len(cases))
-	}
 }

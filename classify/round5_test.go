@@ -33,24 +33,6 @@ func TestClassify_C5_C6_C9_BrowsersSDKAbortsReferences(t *testing.T) {
 	})
 }
 
-// TestClassify_CorpusUnseen13 runs issue 39's eighth blind set
-// (testdata/corpus/errors-unseen13.score.md): its blind score was 15 of 20; after
-// issue 39's eighth pass its stated rate is 20 of 20.
-func TestClassify_CorpusUnseen13(t *testing.T) {
-	cases := loadCorpus(t, "testdata/corpus/errors-unseen13.jsonl")
-	right := 0
-	for _, c := range cases {
-		if f := Classify(c.response(), corpusNow); string(f.Reason) == c.ExpectedReason && string(f.Class) == c.ExpectedClass {
-			right++
-		} else {
-			t.Logf("miss %s: got %s/%s (%s)", c.ID, f.Reason, f.Class, f.Why.Rule)
-		}
-	}
-	if len(cases) < 20 || right < len(cases) {
-		t.Fatalf("%d of %d right, want all of >= 20", right, len(cases))
-	}
-}
-
 // TestClassify_C3_C6_C9_CountsStreamsBudgetsGuesses covers the families of issue
 // 39's eighth pass, in other wordings than errors-unseen13's: a count the request
 // may not pass (format, also behind a 5xx when AWS names a ValidationException),
@@ -75,24 +57,6 @@ func TestClassify_C3_C6_C9_CountsStreamsBudgetsGuesses(t *testing.T) {
 	})
 }
 
-// TestClassify_CorpusUnseen14 runs issue 39's ninth blind set
-// (testdata/corpus/errors-unseen14.score.md): its blind score was 13 of 20; after
-// issue 39's ninth pass its stated rate is 20 of 20.
-func TestClassify_CorpusUnseen14(t *testing.T) {
-	cases := loadCorpus(t, "testdata/corpus/errors-unseen14.jsonl")
-	right := 0
-	for _, c := range cases {
-		if f := Classify(c.response(), corpusNow); string(f.Reason) == c.ExpectedReason && string(f.Class) == c.ExpectedClass {
-			right++
-		} else {
-			t.Logf("miss %s: got %s/%s (%s)", c.ID, f.Reason, f.Class, f.Why.Rule)
-		}
-	}
-	if len(cases) < 20 || right < len(cases) {
-		t.Fatalf("%d of %d right, want all of >= 20", right, len(cases))
-	}
-}
-
 // TestClassify_C6_C7_C9_ImagesToolsOrgsBusyRuns covers the families of issue 39's
 // ninth pass, in other wordings than errors-unseen14's: an interrupted
 // generation (C6), too many images or pages and an unsupported file (format), a
@@ -115,22 +79,4 @@ func TestClassify_C6_C7_C9_ImagesToolsOrgsBusyRuns(t *testing.T) {
 		{"any", 0, `The meeting was interrupted twice by the fire alarm.`, ReasonUnclassified},
 		{"any", 0, `There are too many images on this slide.`, ReasonUnclassified},
 	})
-}
-
-// TestClassify_CorpusUnseen15 runs issue 39's tenth blind set
-// (testdata/corpus/errors-unseen15.score.md), which no pass has tuned on: its
-// stated rate, 15 of 20, is a floor that a later change must not lower.
-func TestClassify_CorpusUnseen15(t *testing.T) {
-	cases := loadCorpus(t, "testdata/corpus/errors-unseen15.jsonl")
-	right := 0
-	for _, c := range cases {
-		if f := Classify(c.response(), corpusNow); string(f.Reason) == c.ExpectedReason && string(f.Class) == c.ExpectedClass {
-			right++
-		} else {
-			t.Logf("miss %s: got %s/%s (%s)", c.ID, f.Reason, f.Class, f.Why.Rule)
-		}
-	}
-	if len(cases) < 20 || right < 15 {
-		t.Fatalf("%d of %d right, want at least 15 of >= 20", right, len(cases))
-	}
 }
