@@ -1,7 +1,6 @@
 package drills
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -65,7 +64,7 @@ const (
 // a value), so no secret is read and a missing variable does not stop the
 // drill. name is used in error messages.
 func LoadConfig(name string, data []byte) (*config.Config, error) {
-	part, dsn := partRefs(data), DSNRefs(data)
+	part, dsn := config.PartRefs(data), config.DSNRefs(data)
 	// The drill's database is its own (a temporary SQLite file), but the
 	// configured storage must still read as one: a variable of storage.dsn
 	// stands for a database of the configured driver (issue 36).
@@ -84,75 +83,8 @@ func LoadConfig(name string, data []byte) (*config.Config, error) {
 	})
 }
 
-var (
-	postgresDriver = regexp.MustCompile(`(?m)\bdriver:\s*["']?postgres`)
-	dsnKey         = regexp.MustCompile(`(^|[\s{,])dsn:`)
-)
-
-// DSNRefs names the variables that a configuration's text refers to on the
-// line of its storage.dsn (dsn: is a key of storage only).
-func DSNRefs(data []byte) map[string]bool {
-	out := map[string]bool{}
-	for _, line := range bytes.Split(data, []byte("\n")) {
-		if bytes.HasPrefix(bytes.TrimSpace(line), []byte("#")) || !dsnKey.Match(line) {
-			continue
-		}
-		for _, m := range envRef.FindAll(line, -1) {
-			if bytes.HasPrefix(m, []byte("$$")) {
-				continue
-			}
-			name, _, _ := strings.Cut(string(m[2:len(m)-1]), ":-")
-			out[name] = true
-		}
-	}
-	return out
-}
-
-// PartRefs names the variables that a configuration's text refers to only as
-// a part of a value ("https://${X}/v1"), never as a whole one (key: ${X}): a
-// stand-in for such a variable must fit inside a URL's host or port.
-func PartRefs(data []byte) map[string]bool { return partRefs(data) }
-
-// envRef is config's ${NAME} or ${NAME:-default} reference, with its $${ escape.
-var envRef = regexp.MustCompile(`\$?\$\{[^}\n]*\}`)
-
-// partRefs names the variables that data refers to only as a part of a
-// value, never as a whole one: a reference is whole when it is all of its
-// scalar (key: ${X}, key: "${X}", - ${X}, {key: ${X}, ...}, [${X}]), else a
-// part ("https://${X}/v1", "sk-${X}").
-func partRefs(data []byte) map[string]bool {
-	part, whole := map[string]bool{}, map[string]bool{}
-	for _, m := range envRef.FindAllIndex(data, -1) {
-		ref := string(data[m[0]:m[1]])
-		if strings.HasPrefix(ref, "$$") {
-			continue // a literal "${"
-		}
-		name, _, _ := strings.Cut(ref[2:len(ref)-1], ":-")
-		start := bytes.LastIndexByte(data[:m[0]], '\n') + 1
-		end := len(data)
-		if i := bytes.IndexByte(data[m[1]:], '\n'); i >= 0 {
-			end = m[1] + i
-		}
-		before, after := string(data[start:m[0]]), string(data[m[1]:end])
-		if before != "" && (before[len(before)-1] == '"' || before[len(before)-1] == '\'') && strings.HasPrefix(after, before[len(before)-1:]) {
-			before, after = before[:len(before)-1], after[1:] // a quoted scalar
-		}
-		lead := strings.TrimRight(before, " \t")
-		opens := lead == "" || strings.HasSuffix(lead, "[") || strings.HasSuffix(lead, "{") || strings.HasSuffix(lead, ",") ||
-			(len(lead) < len(before) && (strings.HasSuffix(lead, ":") || strings.HasSuffix(lead, "-")))
-		rest := strings.TrimLeft(after, " \t")
-		closes := rest == "" || strings.ContainsAny(rest[:1], ",]}") || (len(rest) < len(after) && rest[0] == '#')
-		if opens && closes {
-			whole[name] = true
-		} else {
-			part[name] = true
-		}
-	}
-	for v := range whole {
-		delete(part, v) // a whole value wants the URL (a base_url of ${VAR})
-	}
-	return part
-}
+// postgresDriver finds a configuration that stores in Postgres.
+var postgresDriver = regexp.MustCompile(`(?m)\bdriver:\s*["']?postgres`)
 
 // LoadConfigFile reads and parses the configuration file at path for a drill.
 func LoadConfigFile(path string) (*config.Config, error) {

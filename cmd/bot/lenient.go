@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/detourbot/detour/config"
-	"github.com/detourbot/detour/drills"
 )
 
 // loadForStorage loads the configuration as run does (--config PATH, else
@@ -88,29 +87,10 @@ type standIns struct {
 // fits in a URL's host, user, password or path alike.
 const standIn = "detourunset"
 
-var (
-	standInWord = regexp.MustCompile(standIn + `[0-9]+x`)
-	envRefText  = regexp.MustCompile(`\$?\$\{([^}\n]*)\}`)
-)
+var standInWord = regexp.MustCompile(standIn + `[0-9]+x`)
 
 func newStandIns(data []byte, lookup func(string) (string, bool)) *standIns {
-	s := &standIns{lookup: lookup, part: drills.PartRefs(data), storage: drills.DSNRefs(data), defaults: map[string]bool{}, token: map[string]string{}}
-	without := map[string]bool{}
-	for _, m := range envRefText.FindAllSubmatch(data, -1) {
-		if strings.HasPrefix(string(m[0]), "$$") {
-			continue
-		}
-		name, _, hasDef := strings.Cut(string(m[1]), ":-")
-		if hasDef {
-			s.defaults[name] = true
-		} else {
-			without[name] = true
-		}
-	}
-	for name := range without {
-		delete(s.defaults, name)
-	}
-	return s
+	return &standIns{lookup: lookup, part: config.PartRefs(data), storage: config.DSNRefs(data), defaults: config.DefaultedRefs(data), token: map[string]string{}}
 }
 
 // getenv is config.Parse's lookup: the value when set and not empty; else the
