@@ -137,24 +137,24 @@ func (t *turn) succeed(ctx context.Context, res failover.Result) {
 	r := t.r
 	a := t.compose(res)
 	t.answered(failover.ModelRef(res.Candidate.Ref()), res.FellBack)
-	if err := r.storeAnswer(ctx, a.x); err != nil {
+	err := r.storeAnswer(ctx, a.x)
+	t.alertNotice(a) // the change of model happened, stored yet or not
+	if err != nil {
 		// M8: the answer was paid for: the person gets it, after a notice
 		// (its own message, so the message still has one final answer) that
-		// it is not saved yet; the exchange waits in memory for the database.
+		// it is not saved yet; the exchange waits in memory for the database,
+		// and its pending mark with it (M4).
 		r.log.Error("store turn", "session", t.entry.Key, "err", err)
 		r.noteDamaged(ctx, err, t.entry.Key)
-		kept := r.keepUnsaved(&a.x, err)
-		t.kept = kept // its pending mark stays until it is written (M4)
-		t.alertNotice(a)
+		t.kept = r.keepUnsaved(&a.x, err)
 		t.w.notice(ctx, a.notice) // once: a streamed answer may have shown it already (W1)
-		t.w.notice(ctx, unsavedNotice(err, kept))
-		if t.w.finish(ctx, a.out) == nil && kept {
+		t.w.notice(ctx, unsavedNotice(err, t.kept))
+		if t.w.finish(ctx, a.out) == nil && t.kept {
 			r.unsaved.delivered(&a.x, r.clock.Now())
 		}
 		return
 	}
 	t.stored, t.w.stored = true, a.x.event != ""
-	t.alertNotice(a)
 	r.incidentMu.Lock()
 	r.incidentOpen = false // storeExchange ended it in the database
 	r.incidentMu.Unlock()
