@@ -218,7 +218,9 @@ var stopReasons = map[string]codeEntry{
 	// C6: a stream that ends with an error stop reason and no detail
 	"error": {ReasonTimeout, tierHint}, "abort": {ReasonTimeout, tierHint}, "aborted": {ReasonTimeout, tierHint},
 	"malformed_response": {ReasonTimeout, tierHint}, "network_error": {ReasonTimeout, tierHint},
-	"malformed_function_call": {ReasonTimeout, tierHint},
+	"malformed_function_call": {ReasonTimeout, tierHint}, "unexpected_tool_call": {ReasonTimeout, tierHint}, "too_many_tool_calls": {ReasonTimeout, tierHint},
+	// Gemini's enum as its SDKs print it: 3 SAFETY, 4 RECITATION, 7 BLOCKLIST, 8 PROHIBITED_CONTENT, 9 SPII.
+	"3": {ReasonContentFilter, tierExact}, "4": {ReasonContentFilter, tierExact}, "7": {ReasonContentFilter, tierExact}, "8": {ReasonContentFilter, tierExact}, "9": {ReasonContentFilter, tierExact},
 }
 
 // reErrorName is an exception or error class name in the original-case text,
@@ -266,7 +268,7 @@ var grpcNames = map[string]bool{"CANCELLED": true, "UNKNOWN": true, "INVALID_ARG
 	"RESOURCE_EXHAUSTED": true, "FAILED_PRECONDITION": true, "ABORTED": true, "OUT_OF_RANGE": true,
 	"UNIMPLEMENTED": true, "INTERNAL": true, "UNAVAILABLE": true, "DATA_LOSS": true, "UNAUTHENTICATED": true}
 
-var reStopReasonText = lazy(`(?:stop[ _]reason|finish[ _]reason|finishreason|stopreason|\breason)\s*[:=]\s*["'<]?(?:[a-z]*reason\.)?([a-z_]+)`)
+var reStopReasonText = lazy(`(?:stop[ _]reason|finish[ _]reason|finishreason|stopreason|\breason)"?\s*[:=]\s*["'<]?(?:[a-z]*reason\.)?([a-z_]+|\d\b)`)
 
 // fieldHit is what the field step found at one tier.
 type fieldHit struct {

@@ -80,3 +80,27 @@ func TestClassify_C6_C7_C9_ImagesToolsOrgsBusyRuns(t *testing.T) {
 		{"any", 0, `There are too many images on this slide.`, ReasonUnclassified},
 	})
 }
+
+// TestClassify_C5_C6_C9_GeminiStopsWorkersIdentifiers covers the families of
+// issue 39's tenth pass, in other wordings than errors-unseen15's: Gemini's
+// tool-call stops (a generation that went wrong, C6), its finish reasons as
+// the SDKs print the enum's numbers (3 SAFETY, 4 RECITATION, 7 BLOCKLIST, 8
+// PROHIBITED_CONTENT, 9 SPII: content_filter), a worker or server that threw (C6)
+// and an account or object identifier that is invalid (auth: every model of the
+// profile fails until the setting is fixed, as with a bad key).
+func TestClassify_C5_C6_C9_GeminiStopsWorkersIdentifiers(t *testing.T) {
+	checkReasons(t, []reasonCase{
+		{"gemini", 200, `{"candidates":[{"finishReason":"TOO_MANY_TOOL_CALLS","index":0}]}`, ReasonTimeout},
+		{"any", 0, "candidates {\n  finish_reason: UNEXPECTED_TOOL_CALL\n  finish_message: \"Unexpected tool call\"\n}", ReasonTimeout},
+		{"gemini", 200, `{"candidates":[{"finishReason":3,"index":0}]}`, ReasonContentFilter},
+		{"vertex", 0, "finish_reason: 8\nindex: 0", ReasonContentFilter},
+		{"any", 0, `GenerateContentResponse(done=True, result={"candidates": [{"finish_reason": 9, "index": 0}]})`, ReasonContentFilter},
+		{"cloudflare", 500, `Error 1101: Worker threw exception`, ReasonTimeout},
+		{"any", 0, `Error: the server threw an uncaught exception while handling the request`, ReasonTimeout},
+		{"cloudflare", 404, `{"success":false,"errors":[{"code":7003,"message":"Could not route to /client/v4/accounts/abc/ai/run, perhaps your object identifier is invalid?"}]}`, ReasonAuth},
+		{"any", 400, `The tenant identifier is invalid.`, ReasonAuth},
+		// a finished stream and prose stay what they are
+		{"gemini", 200, `{"candidates":[{"finishReason":1,"index":0,"content":{"parts":[{"text":"hi"}]}}]}`, ReasonUnclassified},
+		{"any", 0, `The pitcher threw an exception to every rule of the game.`, ReasonUnclassified},
+	})
+}
