@@ -137,6 +137,9 @@ type Config struct {
 	// LeftOut lists the optional profiles left out because their key variable
 	// is unset.
 	LeftOut []LeftOutProfile
+	// Lines says where each key was written (dotted path -> line), so a check
+	// made outside config can still name the line.
+	Lines map[string]int
 }
 
 // LeftOutProfile is a configured optional profile the bot runs without: its

@@ -61,6 +61,7 @@ func Parse(name string, data []byte, getenv func(string) (string, bool)) (cfg *C
 	if len(d.errs) > 0 {
 		return nil, errors.Join(d.errs...)
 	}
+	d.cfg.Lines = d.lines
 	return d.cfg, nil
 }
 

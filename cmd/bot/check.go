@@ -39,9 +39,9 @@ func runCheck(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 		return code
 	}
 	defer closeDemo()
-	if ch := cfg.Channels; !ch.Console.Enabled && !ch.Slack.Enabled && !ch.Discord.Enabled {
+	if e := noChannelError(src.name(), cfg); e != nil {
 		// F1: bot run stops at once on this (exit 2); so does check.
-		fmt.Fprintf(stderr, "%s: channels: %s\n", src.name(), noChannel)
+		fmt.Fprintln(stderr, e.Error())
 		fmt.Fprintln(stderr, "bot: the configuration has 1 problem(s); nothing was started")
 		return exitUsage
 	}
@@ -59,9 +59,15 @@ func runCheck(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	return exitOK
 }
 
-// noChannel is what check says when no channel is enabled, in the words of
-// the start-up error of bot run (internal/app).
-const noChannel = "no channel is enabled: enable channels.console, channels.slack or channels.discord"
+// noChannelError is what check and run say when no channel is enabled (F1),
+// at the line of channels: in the words of internal/app's start-up error.
+func noChannelError(file string, cfg *config.Config) *config.Error {
+	if ch := cfg.Channels; ch.Console.Enabled || ch.Slack.Enabled || ch.Discord.Enabled {
+		return nil
+	}
+	return &config.Error{File: file, Line: cfg.Lines["channels"], Key: "channels",
+		Msg: "no channel is enabled: enable channels.console, channels.slack or channels.discord"}
+}
 
 // printWarnings writes what the bot runs without, and (for `bot run`) the
 // settings `bot check` doubts, one "warning:" line each.

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -148,7 +149,8 @@ func TestCheck_F1_F2_WhatRunWouldRefuseOrIgnore(t *testing.T) {
 	if code := dispatch(context.Background(), []string{"check", "--config", path}, nil, &stdout, &stderr); code != exitUsage {
 		t.Errorf("no channel: check exit %d, want %d (run exits %d)", code, exitUsage, exitUsage)
 	}
-	if want := path + ": channels: no channel is enabled: enable channels.console, channels.slack or channels.discord\n"; !strings.HasPrefix(stderr.String(), want) {
+	line := 1 + bytes.Count(data[:bytes.Index(data, []byte("\nchannels:"))+1], []byte("\n"))
+	if want := fmt.Sprintf("%s:%d: channels: no channel is enabled: enable channels.console, channels.slack or channels.discord\n", path, line); !strings.HasPrefix(stderr.String(), want) {
 		t.Errorf("no channel: stderr %q, want %q", stderr.String(), want)
 	}
 

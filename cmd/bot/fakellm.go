@@ -25,21 +25,21 @@ func runFakeLLM(ctx context.Context, args []string, _ io.Reader, stdout, stderr 
 	var rules []fakeprovider.Rule
 	if *script != "" {
 		f, err := os.Open(*script)
-		if err != nil {
+		if err != nil { // a script that is not there is a bad argument, as a bad flag is
 			fmt.Fprintf(stderr, "fake-llm: %v\n", err)
-			return 1
+			return exitUsage
 		}
 		rules, err = fakeprovider.ParseRules(f)
 		_ = f.Close()
 		if err != nil {
 			fmt.Fprintf(stderr, "fake-llm: %s: %v\n", *script, err)
-			return 1
+			return exitUsage
 		}
 	}
 	srv := fakeprovider.New(fakeprovider.WithRules(rules...))
 	if err := srv.Start(*listen); err != nil {
 		fmt.Fprintf(stderr, "fake-llm: %v\n", err)
-		return 1
+		return exitFailed
 	}
 	defer srv.Close()
 	fmt.Fprintf(stderr, "fake-llm: serving OpenAI-compatible API at %s (per provider: %s/<provider>/v1); %d rule(s) scripted\n",

@@ -73,7 +73,16 @@ func TestRunFakeLLM_BadArgs(t *testing.T) {
 	if code := runFakeLLM(context.Background(), []string{"--nope"}, nil, &bytes.Buffer{}, &stderr); code != 2 {
 		t.Fatalf("bad flag exit %d", code)
 	}
-	if code := runFakeLLM(context.Background(), []string{"--script", "/does/not/exist"}, nil, &bytes.Buffer{}, &stderr); code != 1 {
+	// A script that is missing or unreadable is a bad argument (exit 2, as usage says).
+	if code := runFakeLLM(context.Background(), []string{"--script", "/does/not/exist"}, nil, &bytes.Buffer{}, &stderr); code != exitUsage {
 		t.Fatalf("missing script exit %d", code)
+	}
+	bad := filepath.Join(t.TempDir(), "rules.jsonl")
+	if err := os.WriteFile(bad, []byte("{not json\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stderr.Reset()
+	if code := runFakeLLM(context.Background(), []string{"--script", bad}, nil, &bytes.Buffer{}, &stderr); code != exitUsage || !strings.Contains(stderr.String(), bad) {
+		t.Fatalf("malformed script exit %d, stderr %q", code, stderr.String())
 	}
 }

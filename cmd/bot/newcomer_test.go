@@ -465,7 +465,7 @@ func TestNewcomer_Adoption(t *testing.T) {
 	write("channels: {console: {enabled: false}}\n" + prov + "agents: {defaults: {model: {primary: openai/gpt-4o-mini}}}\n")
 	_, errOut, code = runIn(t, bin, pre, "", cleanEnv(), "check")
 	_, runErr, runCode := runIn(t, bin, pre, "", cleanEnv())
-	if code != exitUsage || runCode != exitUsage || !strings.HasPrefix(errOut, "config.yaml: channels: no channel is enabled") || !strings.Contains(runErr, "no channel is enabled") {
+	if code != exitUsage || runCode != exitUsage || !strings.HasPrefix(errOut, "config.yaml:1: channels: no channel is enabled") || !strings.Contains(runErr, "config.yaml:1: channels: no channel is enabled") {
 		t.Errorf("no channel: check exit %d %q; run exit %d %q", code, errOut, runCode, runErr)
 	}
 	write(strings.Replace(prov, "/v1}", "/v1/chat/completions}", 1) + "auth:\n  profiles:\n    openai:main: {provider: openai, key: sk-CANARY-adopt-0002}\n" +

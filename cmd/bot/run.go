@@ -69,6 +69,11 @@ func runBot(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return exitUsage
 	}
 	printWarnings(stderr, cfg, true)
+	if e := noChannelError(src.name(), cfg); e != nil {
+		fmt.Fprintln(stderr, e.Error())
+		fmt.Fprintln(stderr, "bot: the configuration has 1 problem(s); nothing was started")
+		return exitUsage
+	}
 	// A person chatting in the terminal should not see log lines in the chat:
 	// when stdin and stderr are one terminal, logs go to a file.
 	interactive := cfg.Channels.Console.Enabled && cfg.Channels.Console.Format != console.FormatJSONL && isTerminal(stdin)
