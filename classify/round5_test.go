@@ -104,3 +104,25 @@ func TestClassify_C5_C6_C9_GeminiStopsWorkersIdentifiers(t *testing.T) {
 		{"any", 0, `The pitcher threw an exception to every rule of the game.`, ReasonUnclassified},
 	})
 }
+
+// TestClassify_C4_C9_ModelIDsParamsRegionsFrequency covers the families of
+// issue 39's eleventh pass, in other wordings than errors-unseen16's: a model
+// id the provider says is not valid or that fails its pattern (model_not_found:
+// another model answers), "invalid params" (format), Bedrock's plural wording of
+// Anthropic's country refusal (auth), accounts or a request frequency "limited"
+// (C4), and a session or connection closed at its lifetime cap (C6).
+func TestClassify_C4_C9_ModelIDsParamsRegionsFrequency(t *testing.T) {
+	checkReasons(t, []reasonCase{
+		{"openrouter", 400, `{"error":{"message":"openai/gpt-9 is not a valid model ID","code":400}}`, ReasonModelNotFound},
+		{"any", 0, `mistral-huge is not a valid model name`, ReasonModelNotFound},
+		{"bedrock", 400, `1 validation error detected: Value 'claude:0:9k' at 'modelId' failed to satisfy constraint: Member must satisfy regular expression pattern: [a-z]+`, ReasonModelNotFound},
+		{"minimax", 0, `invalid param: temperature out of range (2013)`, ReasonFormat},
+		{"bedrock", 0, `An error occurred (AccessDeniedException) when calling the Converse operation: Requests are not allowed from unsupported countries, regions or territories.`, ReasonAuth},
+		{"any", 0, `Token error: All keys are currently limited. Please wait 120s.`, ReasonRateLimit},
+		{"any", 0, `Your request frequency has been temporarily limited.`, ReasonRateLimit},
+		{"openai", 0, `The connection reached its maximum duration of 60 minutes.`, ReasonTimeout},
+		// prose keeps its words
+		{"any", 0, `Seating at the concert is limited to two hundred guests.`, ReasonUnclassified},
+		{"any", 0, `The meeting reached the maximum duration the room allows.`, ReasonUnclassified},
+	})
+}
