@@ -126,3 +126,21 @@ func TestClassify_C4_C9_ModelIDsParamsRegionsFrequency(t *testing.T) {
 		{"any", 0, `The meeting reached the maximum duration the room allows.`, ReasonUnclassified},
 	})
 }
+
+// TestClassify_C6_C11_EnginesUnreadableAnswers covers the families of issue
+// 39's twelfth pass, in other wordings than errors-unseen17's: a local runtime
+// that cannot load its engine (model_not_found: this model cannot be served
+// here until a setting changes, as "Engine is not loaded yet"), and a client
+// that says the API answered with JSON it cannot read (the answer was broken,
+// C6, not the request: format would end the turn with no fallback).
+func TestClassify_C6_C11_EnginesUnreadableAnswers(t *testing.T) {
+	checkReasons(t, []reasonCase{
+		{"any", 0, `Failed to start model: could not load engine onnxruntime`, ReasonModelNotFound},
+		{"any", 0, `Error: unable to load the engine for model qwen2-7b`, ReasonModelNotFound},
+		{"any", 0, `ERROR: the server responded with invalid JSON at line 1`, ReasonTimeout},
+		{"any", 0, `Failed to parse JSON response: <html><body>upstream gone</body></html>`, ReasonTimeout},
+		// a request the server could not parse stays the caller's
+		{"any", 400, `Failed to parse JSON request body: expected value at line 1 column 1`, ReasonFormat},
+		{"any", 0, `The new engine could not load the cargo in time.`, ReasonUnclassified},
+	})
+}

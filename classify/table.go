@@ -482,7 +482,7 @@ func buildFamilies() []family {
 			pat("no-deployment", "deployment", `\bno (matching |running |suitable )?deployments? (was |were )?(found|matched|matches|exists?)\b`),
 			// Jan's "Engine is not loaded yet": said as the whole statement, so "the
 			// engine is not loaded onto the truck" is prose.
-			pat("engine-not-loaded", "loaded", `\b(engine|deployment|endpoint|backend|runtime)s? (is |are |was )?(still )?(not|not yet) loaded( yet)?\W{0,3}(\||$)`),
+			pat("engine-not-loaded", "load", `\b(engine|deployment|endpoint|backend|runtime)s? (is |are |was )?(still )?(not|not yet) loaded( yet)?\W{0,3}(\||$)|\b(could not|couldn't|cannot|can't|unable to|failed to) load (the )?engine\b`),
 			pat("model-missing-zh", "模型|无可用渠道", `模型不存在|模型未找到|找不到模型|不支持该模型|不支持的模型|模型已下线|模型已下架|无可用渠道|模型[^。|]{0,20}(不存在|未找到|已下线|已下架)|(当前|该|此)模型不支持|无权(访问|使用|调用)(该)?模型|没有(权限)?(访问|使用)(该)?模型的权限`),
 			lit("model-missing-ja-ko", "モデルが見つかりません", "モデルは存在しません", "モデルが存在しません", "存在しないモデル", "モデルが利用できません", "모델을 찾을 수 없", "존재하지 않는 모델", "모델이 존재하지 않", "모델을 사용할 수 없"),
 			lit("model-missing-intl", "modelo no encontrado", "el modelo no existe", "modelo não encontrado", "o modelo não existe",
@@ -532,8 +532,8 @@ func buildFamilies() []family {
 			// a response that failed the SDK's schema, a broken HTTP response. The
 			// provider's answer was broken, not our request (C6); a 4xx that says so
 			// is a server that could not read ours, left to the format family.
-			pat("response-unreadable", "malformed http|transport connection broken|unexpected token|unexpected character|invalid start of a value|jsondecodeerror|apiresponsevalidationerror|data returned by api|error decoding response|response|completion|result|chunk|validation error|mimetype|decompressing",
-				`\bmalformed http response\b|\btransport connection broken\b|\bunexpected token '?<|\bunexpected token\b~\bis not valid json\b|\bunexpected character \('<'|\bis an invalid start of a value\b|\bjsondecodeerror\b|\bapiresponsevalidationerror\b|\bdata returned by api invalid\b|\berror decoding response body\b|\b(failed|unable|could not) to (decode|parse|deserialize) (the )?(server'?s? )?(response|response body)\b|\binvalid json response\b|`+reResponseSchema).
+			pat("response-unreadable", "responded|replied|answered|malformed http|transport connection broken|unexpected token|unexpected character|invalid start of a value|jsondecodeerror|apiresponsevalidationerror|data returned by api|error decoding response|response|completion|result|chunk|validation error|mimetype|decompressing",
+				`\bmalformed http response\b|\btransport connection broken\b|\bunexpected token '?<|\bunexpected token\b~\bis not valid json\b|\bunexpected character \('<'|\bis an invalid start of a value\b|\bjsondecodeerror\b|\bapiresponsevalidationerror\b|\bdata returned by api invalid\b|\berror decoding response body\b|\b(failed|unable|could not) to (decode|parse|deserialize) (the )?(server'?s? )?(json )?(response|response body)\b|\binvalid json response\b|\b(responded|replied|answered) with (an )?invalid json\b|`+reResponseSchema).
 				when(func(c *textCtx, _ string) bool { return c.status < 400 || c.status >= 500 }),
 			// A body cut short of its stated length or its last chunk: aiohttp's
 			// "ClientPayloadError: Response payload is not completed:
