@@ -33,7 +33,7 @@ var corpusFiles = []string{"testdata/corpus/errors-public.jsonl", "testdata/corp
 	"testdata/corpus/errors-unseen6.jsonl", "testdata/corpus/errors-unseen7.jsonl", "testdata/corpus/errors-unseen8.jsonl",
 	"testdata/corpus/errors-unseen9.jsonl", "testdata/corpus/errors-unseen10.jsonl", "testdata/corpus/errors-unseen11.jsonl",
 	"testdata/corpus/errors-unseen12.jsonl", "testdata/corpus/errors-unseen13.jsonl", "testdata/corpus/errors-unseen14.jsonl",
-	"testdata/corpus/errors-unseen15.jsonl"}
+	"testdata/corpus/errors-unseen15.jsonl", "testdata/corpus/errors-unseen16.jsonl", "testdata/corpus/errors-unseen17.jsonl"}
 
 // BenchmarkClassify runs Classify on typical failures, and on every corpus case
 // in turn (corpus: time per case).

@@ -144,3 +144,23 @@ func TestClassify_C6_C11_EnginesUnreadableAnswers(t *testing.T) {
 		{"any", 0, `The new engine could not load the cargo in time.`, ReasonUnclassified},
 	})
 }
+
+// TestClassify_C3_C6_AllowancesParsersBackends covers the families of issue
+// 39's thirteenth pass, in other wordings than errors-unseen18's: an allowance
+// per day, week or month written in parentheses (C3: a window, rate_limit even
+// behind a 500), Firefox's JSON.parse on an answer that is not JSON (C6: the
+// answer was broken), and a backend that does not implement the call
+// (model_not_found: another model's backend does).
+func TestClassify_C3_C6_AllowancesParsersBackends(t *testing.T) {
+	checkReasons(t, []reasonCase{
+		{"any", 500, `Request limit (1,000 per day) exceeded. Sign in for more.`, ReasonRateLimit},
+		{"any", 0, `Token quota (2M per month) reached for this key`, ReasonRateLimit},
+		{"any", 0, `SyntaxError: JSON.parse: unexpected end of data at line 1 column 1 of the JSON data`, ReasonTimeout},
+		{"any", 0, `JSON.parse: unexpected non-whitespace character after JSON data at line 1 column 5`, ReasonTimeout},
+		{"localai", 500, `{"error":{"code":500,"message":"rpc error: code = Unknown desc = unimplemented","type":""}}`, ReasonModelNotFound},
+		{"any", 0, `the selected backend does not implement embeddings`, ReasonModelNotFound},
+		// a server's parse of our request stays the request's, prose stays prose
+		{"any", 400, `JSON.parse: unexpected character at line 1 column 1 of the JSON data`, ReasonFormat},
+		{"any", 0, `The library has a limit (three books per week) for new members.`, ReasonUnclassified},
+	})
+}
