@@ -253,7 +253,7 @@ func statusDecision(r Reason, st effectiveStatus) decision {
 // counts ("HTTP 402", "Error code: 401", "OpenAI API error (429)", "status code 400").
 var (
 	reLeadStatus  = lazy(`^\W{0,3}(?:error:?\s*)?([45]\d\d)\b[\s:,-]*(.{0,48})`)
-	reNamedStatus = lazy(`\b(?:http(?:/[\d.]+)?|status(?:[ _]code)?|error[ _]code|api error|(?:got|returned|received) an?)\s*[:=(]?\s*([45]\d\d)\b`)
+	reNamedStatus = lazy(`\b(?:http(?:/[\d.]+)?|status(?:[ _]code)?|error[ _]code|api error|(?:got|returned|received) an?|request failed)\s*[:=(]?\s*([45]\d\d)\b`)
 )
 
 var statusPhrases = map[int][]string{

@@ -164,3 +164,30 @@ func TestClassify_C3_C6_AllowancesParsersBackends(t *testing.T) {
 		{"any", 0, `The library has a limit (three books per week) for new members.`, ReasonUnclassified},
 	})
 }
+
+// TestClassify_C6_C9_ClientsWordsPlansReferences covers the families of issue
+// 39's fourteenth pass, in other wordings than errors-unseen21's: a client
+// that got an empty or unparsable answer (C6), a plan or credential that "can
+// only be used in" one client (auth, not a spent allowance), an item issued to
+// another caller (format: the history must change), a prompt that failed
+// validation or carried no messages (format), a 4xx whose "please try again"
+// is boilerplate (the status says: format), a status stated after "Request
+// Failed:", and a provider "currently unavailable" (C6, as "temporarily").
+func TestClassify_C6_C9_ClientsWordsPlansReferences(t *testing.T) {
+	checkReasons(t, []reasonCase{
+		{"any", 0, `Error: the server returned an unparseable response`, ReasonTimeout},
+		{"any", 0, `Invalid API response: the provider returned an empty or unparsable response.`, ReasonTimeout},
+		{"any", 403, `{"error":{"message":"This subscription can only be used with the official CLI"}}`, ReasonAuth},
+		{"any", 400, `{"error":{"message":"The free tier can only be used from our own app","type":"invalid_request_error"}}`, ReasonAuth},
+		{"any", 400, `Item 'rs_7' was not issued to this organization.`, ReasonFormat},
+		{"any", 0, `Request failed: the prompt failed validation: tool result without a call`, ReasonFormat},
+		{"any", 0, `Error: no messages were provided`, ReasonFormat},
+		{"any", 400, `Something went wrong. Please try again.`, ReasonFormat},
+		{"any", 0, `Oops. Request Failed: 400 Bad Request. Please try again.`, ReasonFormat},
+		{"any", 503, `Something went wrong. Please try again.`, ReasonTimeout},
+		{"any", 0, `The model provider is currently unavailable.`, ReasonTimeout},
+		// a spent free tier stays billing, prose stays prose
+		{"any", 429, `Your free tier is exhausted; add credits to continue.`, ReasonBilling},
+		{"any", 0, `The coupon can only be used in our store.`, ReasonUnclassified},
+	})
+}

@@ -83,6 +83,7 @@ var (
 	reBudgetWindow = rx(reWindowWords.String() + `|\bbudget[ _]duration\b|>=? ?\d+(d|h|w|mo)\b`)
 	// A field or parameter named in quotes: a value of the request, not the prompt.
 	reNamedField = rx(`'[^'|]{1,40}' (field|parameter|param|property|argument)\b|\b(field|parameter|param|property|argument) '[^'|]{1,40}'`)
+	reOnlyUsedIn = rx(`\b(keys?|tokens?|credentials?|tier|plan|subscription)\b[^|.]{0,20}\b(can|may) only be used (in|with|from|by|for)\b`) // bound to one client: auth
 	// A limit of one request's shape or of its output, not of a rate.
 	reShapeOrOutputCap = rx(`\bper (message|request|prompt|call|turn|conversation|input|response)\b|\bin a single (message|request|prompt|call|turn|conversation)\b|\bmax[_ ]?(completion[_ ]|output[_ ]|new[_ ])?tokens\b|\boutput (token )?limit\b`)
 	// A count of output tokens, bytes or images over a cap is a parameter or an
@@ -210,7 +211,7 @@ func buildFamilies() []family {
 			pat("free-tier-zero", "limit", `\blimit\W{0,3}0\b`).when(func(c *textCtx, _ string) bool { return strings.Contains(c.text, "quota") }),
 			word("arrears", "arrears", "arrearage", "overdue", "unpaid", "past due", "outstanding balance"),
 			pat("quota-exhausted", "quota", `\bquota\b~\b(has been |is |was |are |have been )?(exhausted|used up|depleted|run out)\b|\bout of quota\b|\bquota_exhausted\b`).and("exhausted|used up|depleted|run out|out of quota"),
-			pat("free-tier", "free tier", `\bfree tier\b~\b(exhausted|used up|not available|only)\b`).and("exhausted|used up|not available|only"),
+			pat("free-tier", "free tier", `\bfree tier\b~\b(exhausted|used up|not available|only)\b`).and("exhausted|used up|not available|only").unlessRe(reOnlyUsedIn),
 			pat("subscription", "subscription", `\bsubscription\b~\b(has )?(expired|inactive|is not active|not active|ended|lapsed|cancell?ed|disabled|suspended)\b|\bno (active|valid) (\w+ )?subscription\b|\bnot have an? (active |valid )(\w+ )?subscription\b|\bpurchase an? (\w+ )?subscription\b`).and("expired|inactive|not active|ended|lapsed|cancel|disabled|suspended|no active|no valid|purchase|have a"),
 			// A model or feature the plan does not include (the corpora read a
 			// plan-gated model as billing: Zhipu's 1311, "plan does not yet include
@@ -465,7 +466,7 @@ func buildFamilies() []family {
 				// IAM's "Permission 'aiplatform.endpoints.predict' denied on resource
 				// '.../models/gemini-1.5-pro' (or it may not exist)" is the
 				// credential's (auth), its resource path only names the model
-				unlessRe(rx(reParamNotSupported.String() + `|` + reIAMDenial + `|\btemporarily unavailable\b`)), // "for now": C6
+				unlessRe(rx(reParamNotSupported.String() + `|` + reIAMDenial + `|\b(temporarily|currently) unavailable\b`)), // "for now": C6
 			pat("unknown-model", "model|llm", `\bllms?(\([^)|]{1,80}\))? (is |was )?(not found|does not exist|doesn't exist)\b|\b(unknown|unsupported|invalid|nonexistent)[ _]model([ _](uri|url|name|id))?\b|\bnot supported model\b|\bis not a valid model( id| name)?\b|\bat '(modelid|model_id|model)' failed to satisfy constraint\b|\bmodel[ _](not[ _]found|is[ _]deactivated|decommissioned)\b`).unlessRe(rx(`invalid model reference`)),
 			pat("no-endpoints", "endpoint|provider|router|channel", `\bno endpoints? found\b|\bno allowed providers\b|\brouter not found\b|\bno (available )?(model )?providers? (available|that|can)\b|\bno available model provider\b|\bno[ _](valid|available)[ _]channels?(_|\b)|\bno channels? (available|found) for\b|\b(llm |model )?provider (not|was not|wasn't) (provided|specified|given)\b|\b(could not|cannot|can't|unable to) (infer|determine|resolve) (the )?(llm |model )?provider\b`),
 			pat("nothing-loaded", "loaded", `\bno models? (is |are )?loaded\b|(?:^|\| )(?:\w*error:\s*)?(the )?model (has been |was |is |got )?unloaded\W{0,3}(\||$)`),
@@ -493,7 +494,7 @@ func buildFamilies() []family {
 		{name: "auth", rank: rankAuth, reason: ReasonAuth, rules: []rule{
 			pat("bad-credential", "invalid|incorrect|wrong|bad|missing|expired|revoked|malformed",
 				`\b(invalid|incorrect|wrong|bad|missing|expired|revoked|malformed)\b~\b(api[ _-]?keys?|keys?|(access |auth |bearer |api |oauth |session )?token|credentials?|client secret|secret|x-api-key|authentication|authori[sz]ation|bearer)\b`).and("key|token|credential|secret|authenticat|authori|bearer").unlessRe(reGoJSONSyntax).when(credentialAtEnd),
-			pat("no-credential", "no |identifier", `\bno (api[ _-]?key|credentials?|auth\w*)\b|\bno such (organi[sz]ation|project|workspace)\b|\b(account|object|tenant|organi[sz]ation) identifier is invalid\b`),
+			pat("no-credential", "no |identifier|only be used", reOnlyUsedIn.String()+`|\bno (api[ _-]?key|credentials?|auth\w*)\b|\bno such (organi[sz]ation|project|workspace)\b|\b(account|object|tenant|organi[sz]ation) identifier is invalid\b`),
 			pat("credential-bad", "key|token|credential|secret|signature",
 				`\b(api[ _-]?key|key|token|credentials?|secret|signature)s?\b~\b(is |was |has |have )?(been )?(invalid|not valid|expired|revoked|incorrect|missing|not found|required|invalidated|does not match|must be (set|provided)|not set|not provided|not configured)\b`).and("invalid|not valid|expired|revoked|incorrect|missing|not found|required|does not match|must be|not set|not provided|not configured").when(credentialStated),
 			pat("auth-failed", "auth", `\bauthenticat\w*\b~\b(fail\w*|error|required|invalid|denied)\b|\bauth failure\b|\b(failed|could not|unable) to authenticate\b|\bunauthenticated\b|\bunauthori[sz]ed\b|\bnot authori[sz]ed\b|\bauthori[sz]ation (required|failed|header)\b|\bno auth available\b|\bauth[ _]unavailable\b`),
@@ -532,8 +533,8 @@ func buildFamilies() []family {
 			// a response that failed the SDK's schema, a broken HTTP response. The
 			// provider's answer was broken, not our request (C6); a 4xx that says so
 			// is a server that could not read ours, left to the format family.
-			pat("response-unreadable", "responded|replied|answered|json.parse|malformed http|transport connection broken|unexpected token|unexpected character|invalid start of a value|jsondecodeerror|apiresponsevalidationerror|data returned by api|error decoding response|response|completion|result|chunk|validation error|mimetype|decompressing",
-				`\bmalformed http response\b|\btransport connection broken\b|\bunexpected token '?<|\bunexpected token\b~\bis not valid json\b|\bunexpected character \('<'|\bis an invalid start of a value\b|\bjsondecodeerror\b|\bapiresponsevalidationerror\b|\bdata returned by api invalid\b|\berror decoding response body\b|\b(failed|unable|could not) to (decode|parse|deserialize) (the )?(server'?s? )?(json )?(response|response body)\b|\binvalid json response\b|\b(responded|replied|answered) with (an )?invalid json\b|\bjson\.parse: unexpected (character|end of data|non-whitespace character)\b|`+reResponseSchema).
+			pat("response-unreadable", "unpars|invalid api response|responded|replied|answered|json.parse|malformed http|transport connection broken|unexpected token|unexpected character|invalid start of a value|jsondecodeerror|apiresponsevalidationerror|data returned by api|error decoding response|response|completion|result|chunk|validation error|mimetype|decompressing",
+				`\bmalformed http response\b|\btransport connection broken\b|\bunexpected token '?<|\bunexpected token\b~\bis not valid json\b|\bunexpected character \('<'|\bis an invalid start of a value\b|\bjsondecodeerror\b|\bapiresponsevalidationerror\b|\bdata returned by api invalid\b|\berror decoding response body\b|\b(failed|unable|could not) to (decode|parse|deserialize) (the )?(server'?s? )?(json )?(response|response body)\b|\binvalid json response\b|\b(responded|replied|answered) with (an )?invalid json\b|\bjson\.parse: unexpected (character|end of data|non-whitespace character)\b|\b(empty or )?unpars(e)?able (api )?response\b|\binvalid api response\b|`+reResponseSchema).
 				when(func(c *textCtx, _ string) bool { return c.status < 400 || c.status >= 500 }),
 			// A body cut short of its stated length or its last chunk: aiohttp's
 			// "ClientPayloadError: Response payload is not completed:
@@ -553,13 +554,13 @@ func buildFamilies() []family {
 				unlessRe(rx(`\bmodels?\b`)),
 			pat("invalid-request", "invalid|reject|refus|policy|policies|configuration", `\b(invalid|unknown|unsupported) (content[ _-]?filter(ing)? )?(polic(y|ies)|configuration)\b|\b(rejected|refused) (the |this |your )?(request'?s? )?(schema|payload|body|json|parameters|tool (call|payload|schema))\b|\binvalid[ _](request|argument|parameter|param|value|type|json|format|body|input|schema|enum|field|role)s?\b|\binvalid '[^']{1,40}'|\binvalid `+"`"+`\w+`+"`"),
 			pat("unsupported", "support|unrecognized|unknown|additional|extra", `\bunsupported[ _](parameter|value|type|format|media|field|role|content|image|file|audio|video|document)\b|\b(unrecognized|unknown) (request )?(argument|field|parameter|key|propert(y|ies))s?\b|\badditional properties are not allowed\b|\bextra[ _](inputs are not permitted|forbidden)\b|\b(does not|doesn't|do not) support\b|\bis not supported\b|\bnot supported (with|for|by|when|in)\b`),
-			pat("validation", "validation|value_error|required|must|should match|cannot be|mandatory", `\bvalidation (error|failed|exception)\b|\bvalidationexception\b|\bvalue_error\b|\bfield required\b|\bmissing required\b|\bis required\b|\bmust (be|have|contain|end|start|not)\b|\bshould match pattern\b|\bcannot be (modified|disabled|empty)\b|\bis mandatory\b`),
+			pat("validation", "validation|value_error|required|must|should match|cannot be|mandatory|provided", `\bfailed validation\b|\bno messages? (were |was )?(provided|given|specified)\b|\bvalidation (error|failed|exception)\b|\bvalidationexception\b|\bvalue_error\b|\bfield required\b|\bmissing required\b|\bis required\b|\bmust (be|have|contain|end|start|not)\b|\bshould match pattern\b|\bcannot be (modified|disabled|empty)\b|\bis mandatory\b`),
 			pat("malformed", "malformed|json|parse|unexpected|field `|variant `|invalid type: ", `\b(missing|unknown|duplicate) field \x60|\bunknown variant \x60|\binvalid type: [^|]{1,40}, expected\b|\bmalformed\b|\bnot valid json\b|\binvalid json\b|\bexpected value in json\b|\bparse error\b|\b(failed|unable) to parse\b|\bcould not parse\b|\bunexpected (token|character)\b`),
 			word("conversation-shape", "roles must alternate", "prefill", "tool_use", "tool_call", "thinking block", "thinking blocks",
 				"image dimension", "image dimensions", "parameter error"), // "Bad Request" is the status's phrase (textStatus), no cause
 			// A stored item the request points at is gone (Responses API previous_response_id, a
 			// runtime's chat history node, an item not persisted with store=false): the same request fails again.
-			pat("unknown-reference", "with id|previous_response|not persisted", `\b(previous response|(prediction )?history node|conversation( item)?|item|message|thread|(tool |function )?call)s? with id ['"][^'"|]{1,80}['"] (was )?not found\b|\bprevious_response_not_found\b|\bitems are not persisted\b`),
+			pat("unknown-reference", "with id|previous_response|not persisted|not issued", `\bwas not issued to (this|the) (caller|client|key|user|organi[sz]ation|project)\b|\b(previous response|(prediction )?history node|conversation( item)?|item|message|thread|(tool |function )?call)s? with id ['"][^'"|]{1,80}['"] (was )?not found\b|\bprevious_response_not_found\b|\bitems are not persisted\b`),
 			// A count the request may not pass: "only supports a single image per message",
 			// "A maximum of 4 blocks with cache_control may be provided" (not a rate: no window).
 			pat("count-limit", "only support|supports only|only accept|accepts only|maximum of|at most|no more than|too many", `\btoo many (images|files|documents|attachments|pages|tools|blocks)( and \w+)?( in (the |this |your )?(request|message|conversation|prompt|document|input))?\s*[:(>]|\b(only supports?|supports only|only accepts?|accepts only) (a single|one|\d+|up to \d+) (images?|files?|audios?|videos?|documents?|attachments?|tools?|blocks?) (per|in (a|one|each|the)) (message|request|prompt|turn|call|input)\b|\b(a maximum of|at most|no more than) \d+ [\w ]{1,40}? (may|can) be (provided|sent|attached|included|specified|used)\b`).unlessRe(reWindowWords),
@@ -588,9 +589,9 @@ func buildFamilies() []family {
 			pat("server-bug", "never happen|an issue|a bug|console|log|stack", `\bthis should never happen\b|\bplease (open|file|report|submit) (an? |this )?(issue|bug)\b|\b(check|see|consult) the (server|backend|worker|engine)('s)? (console|logs?|output)\b|\bsee (the )?stack ?trace above\b`),
 			pat("operation-aborted", "aborted|interrupted", `\boperation was aborted\b|\b(prediction|generation|inference|completion|job|task|run) (was |has been )?interrupted\b`),
 			// C6: unavailable for now says nothing of load (C5 is a server unable to handle the requests).
-			pat("temporarily-unavailable", "temporarily", `\btemporarily unavailable\b`).unlessRe(reEAGAIN).when(notExample),
+			pat("temporarily-unavailable", "temporarily|currently", `\b(temporarily|currently) unavailable\b`).unlessRe(reEAGAIN).when(notExample),
 			pat("unknown-occurred", "unknown error", `\ban unknown error (has )?occurred\b`),
-			pat("retry", "retr|try again", `\bplease retry or report\b|\b(please|you can|kindly|you may) (retry|try again)(\s*(\||$)| (later|shortly|soon|in a|after|your request|the request|or|if|when))|\b(retry|try) your request( again)?\b|\bfailed after repeated internal retries\b`),
+			pat("retry", "retr|try again", `\bplease retry or report\b|\b(please|you can|kindly|you may) (retry|try again)(\s*(\||$)| (later|shortly|soon|in a|after|your request|the request|or|if|when))|\b(retry|try) your request( again)?\b|\bfailed after repeated internal retries\b`).when(func(c *textCtx, _ string) bool { return c.status < 400 || c.status >= 500 }), // a 4xx's "please try again" is boilerplate: the status says
 			lit("openrouter-provider-error", "provider returned error").only("openrouter").when(func(c *textCtx, _ string) bool { return !c.ev.hasRaw }),
 			// Python (httpx, httpcore, aiohttp, requests/urllib3), Windows and curl
 			// wording of DNS, refused and broken connections.
