@@ -19,9 +19,7 @@ func Outcome(r Reason, status int) string {
 	switch {
 	case status >= 500 && status <= 599:
 		return OutcomeServerError
-	case status == 408:
-		return string(ReasonTimeout)
-	case status >= 400 && status <= 499:
+	case status >= 400 && status <= 499 && status != 408:
 		return OutcomeRequestFailed
 	case status >= 200 && status <= 299:
 		return OutcomeStreamBroke

@@ -286,6 +286,8 @@ func notHypothetical(c *textCtx, m string) bool {
 	return !reHypothetical.MatchString(s)
 }
 
+func notClientStatus(c *textCtx, _ string) bool { return c.status < 400 || c.status >= 500 } // no 4xx spoke first
+
 // notExample accepts a match whose sentence is no example or scenario, nor a
 // guess ("the endpoint may be temporarily unavailable") beside a status that
 // names a lasting cause: a client's reading of a 401 is no busy server.

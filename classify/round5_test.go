@@ -191,3 +191,17 @@ func TestClassify_C6_C9_ClientsWordsPlansReferences(t *testing.T) {
 		{"any", 0, `The coupon can only be used in our store.`, ReasonUnclassified},
 	})
 }
+
+// TestClassify_C2_StreamWordsUnderAClientStatus covers issue 39's fifteenth
+// pass, in other wordings than errors-unseen20's: an SDK that says "stream
+// error" about a stream the server refused with a 4xx before it began (the
+// status is the server's verdict, C2), while the same words after a 200 or
+// with a 5xx stay a broken stream (C6).
+func TestClassify_C2_StreamWordsUnderAClientStatus(t *testing.T) {
+	checkReasons(t, []reasonCase{
+		{"anthropic", 404, `Messages stream error, type: not_found_error, message: model: claude-x`, ReasonModelNotFound},
+		{"any", 401, `streaming error: 401 Unauthorized`, ReasonAuth},
+		{"any", 200, `Messages stream error: the stream ended unexpectedly`, ReasonTimeout},
+		{"any", 502, `stream error: upstream closed`, ReasonTimeout},
+	})
+}

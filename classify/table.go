@@ -535,7 +535,7 @@ func buildFamilies() []family {
 			// is a server that could not read ours, left to the format family.
 			pat("response-unreadable", "unpars|invalid api response|responded|replied|answered|json.parse|malformed http|transport connection broken|unexpected token|unexpected character|invalid start of a value|jsondecodeerror|apiresponsevalidationerror|data returned by api|error decoding response|response|completion|result|chunk|validation error|mimetype|decompressing",
 				`\bmalformed http response\b|\btransport connection broken\b|\bunexpected token '?<|\bunexpected token\b~\bis not valid json\b|\bunexpected character \('<'|\bis an invalid start of a value\b|\bjsondecodeerror\b|\bapiresponsevalidationerror\b|\bdata returned by api invalid\b|\berror decoding response body\b|\b(failed|unable|could not) to (decode|parse|deserialize) (the )?(server'?s? )?(json )?(response|response body)\b|\binvalid json response\b|\b(responded|replied|answered) with (an )?invalid json\b|\bjson\.parse: unexpected (character|end of data|non-whitespace character)\b|\b(empty or )?unpars(e)?able (api )?response\b|\binvalid api response\b|`+reResponseSchema).
-				when(func(c *textCtx, _ string) bool { return c.status < 400 || c.status >= 500 }),
+				when(notClientStatus),
 			// A body cut short of its stated length or its last chunk: aiohttp's
 			// "ClientPayloadError: Response payload is not completed:
 			// <TransferEncodingError: 400, message='Not enough data for satisfy
@@ -544,7 +544,7 @@ func buildFamilies() []family {
 			pat("payload-incomplete", "payload|transferencoding|contentlength|not enough data",
 				`\bclientpayloaderror\b|\bresponse payload is not completed\b|\btransferencodingerror\b|\bcontentlengtherror\b|\bnot enough data (for|to) satisfy (transfer|content)[ -]length\b`),
 			pat("stream-broke", "stream|chunks|ended|incomplete|unexpected end|unable to process|invalid character|malformed|valid",
-				`\binvalid character '.{1,6}' (looking for|after|in)\b|\b(failed|unable|could not|couldn't) to (create|open|start|establish) (the |a )?(event[- ])?(stream|streaming|sse)\b|\bmalformed (upstream|sse|stream(ing)?|server|provider)( stream)? (chunk|event|frame|response|data)\b|\bstream(ing)? (response |request |connection )?(closed|was closed|aborted|ended|interrupted|disconnected|error|terminated|reset|failed)\b|\bwithout sending (any )?chunks\b|\b(request|response|stream) ended (early|prematurely|unexpectedly)\b|\bincomplete (stream|response)\b|\bunexpected end of (stream|json input|file)\b|\bis unable to process your request\b|\bstream (was |is )?(invalid|malformed|truncated)\b|\b(completed|ended|finished) without (any )?valid (content|output|response|chunks?)\b`),
+				`\binvalid character '.{1,6}' (looking for|after|in)\b|\b(failed|unable|could not|couldn't) to (create|open|start|establish) (the |a )?(event[- ])?(stream|streaming|sse)\b|\bmalformed (upstream|sse|stream(ing)?|server|provider)( stream)? (chunk|event|frame|response|data)\b|\bstream(ing)? (response |request |connection )?(closed|was closed|aborted|ended|interrupted|disconnected|error|terminated|reset|failed)\b|\bwithout sending (any )?chunks\b|\b(request|response|stream) ended (early|prematurely|unexpectedly)\b|\bincomplete (stream|response)\b|\bunexpected end of (stream|json input|file)\b|\bis unable to process your request\b|\bstream (was |is )?(invalid|malformed|truncated)\b|\b(completed|ended|finished) without (any )?valid (content|output|response|chunks?)\b`).when(notClientStatus), // a 4xx came before any stream: the status says
 		}},
 		{name: "format", rank: rankFormat, reason: ReasonFormat, rules: []rule{
 			pat("check-inputs", "check", `\bcheck (your|the) (inputs?|request parameters|request body)\b`).unlessRe(reNotPromptCount),
@@ -591,7 +591,7 @@ func buildFamilies() []family {
 			// C6: unavailable for now says nothing of load (C5 is a server unable to handle the requests).
 			pat("temporarily-unavailable", "temporarily|currently", `\b(temporarily|currently) unavailable\b`).unlessRe(reEAGAIN).when(notExample),
 			pat("unknown-occurred", "unknown error", `\ban unknown error (has )?occurred\b`),
-			pat("retry", "retr|try again", `\bplease retry or report\b|\b(please|you can|kindly|you may) (retry|try again)(\s*(\||$)| (later|shortly|soon|in a|after|your request|the request|or|if|when))|\b(retry|try) your request( again)?\b|\bfailed after repeated internal retries\b`).when(func(c *textCtx, _ string) bool { return c.status < 400 || c.status >= 500 }), // a 4xx's "please try again" is boilerplate: the status says
+			pat("retry", "retr|try again", `\bplease retry or report\b|\b(please|you can|kindly|you may) (retry|try again)(\s*(\||$)| (later|shortly|soon|in a|after|your request|the request|or|if|when))|\b(retry|try) your request( again)?\b|\bfailed after repeated internal retries\b`).when(notClientStatus), // a 4xx's "please try again" is boilerplate: the status says
 			lit("openrouter-provider-error", "provider returned error").only("openrouter").when(func(c *textCtx, _ string) bool { return !c.ev.hasRaw }),
 			// Python (httpx, httpcore, aiohttp, requests/urllib3), Windows and curl
 			// wording of DNS, refused and broken connections.
