@@ -205,3 +205,15 @@ func TestClassify_C2_StreamWordsUnderAClientStatus(t *testing.T) {
 		{"any", 502, `stream error: upstream closed`, ReasonTimeout},
 	})
 }
+
+// TestClassify_C9_ModelNotInTheList covers issue 39's sixteenth pass, in other
+// wordings than errors-unseen19's: an SDK or server that does not have the model
+// "in the list of supported models" refuses the model, not the request's shape
+// (model_not_found, whatever its error class says).
+func TestClassify_C9_ModelNotInTheList(t *testing.T) {
+	checkReasons(t, []reasonCase{
+		{"any", 0, `InvalidArgumentError: model "qwen-max-9" is not in the list of available models`, ReasonModelNotFound},
+		{"any", 400, `{"error":{"message":"gpt-5-huge is not in the list of known models","type":"invalid_request_error"}}`, ReasonModelNotFound},
+		{"any", 0, `Your name is not in the list of guests for tonight.`, ReasonUnclassified},
+	})
+}
