@@ -217,3 +217,18 @@ func TestClassify_C9_ModelNotInTheList(t *testing.T) {
 		{"any", 0, `Your name is not in the list of guests for tonight.`, ReasonUnclassified},
 	})
 }
+
+// TestClassify_C6_C9_DeadlinesThroughputOrgModels covers issue 39's seventeenth
+// pass, in other wordings than errors-unseen22's: a client's retry deadline "of
+// N s exceeded" (C6), a model served only with provisioned throughput or an
+// inference profile (model_not_found: another id or model answers), and a model
+// blocked at the organization's level while the key works (model_not_found).
+func TestClassify_C6_C9_DeadlinesThroughputOrgModels(t *testing.T) {
+	checkReasons(t, []reasonCase{
+		{"any", 0, `RetryError: Deadline of 60s exceeded while calling target function`, ReasonTimeout},
+		{"bedrock", 400, `ValidationException: Invocation of model ID meta.llama3 with on-demand throughput is not supported.`, ReasonModelNotFound},
+		{"bedrock", 0, `The selected model doesn't support on-demand throughput`, ReasonModelNotFound},
+		{"groq", 403, `{"error":{"message":"The model llama-x is blocked at the project level","type":"permissions_error"}}`, ReasonModelNotFound},
+		{"any", 0, `The deadline of 5 days exceeded our patience.`, ReasonUnclassified},
+	})
+}
