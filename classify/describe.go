@@ -15,55 +15,29 @@ const StatusUnknown = -1
 // not found", "context too long". A reason of the timeout family that came with
 // a 5xx is a server error, never "timed out".
 func Describe(r Reason, status int) string {
-	switch r {
-	case ReasonRateLimit:
-		return "rate limit"
-	case ReasonOverloaded:
-		return "overloaded"
-	case ReasonBilling:
-		return "out of credits"
-	case ReasonAuth:
-		if status == 403 {
-			return "access denied"
-		}
-		return "invalid API key"
-	case ReasonAuthPermanent:
-		return "revoked key"
-	case ReasonTimeout:
+	switch {
+	case r == ReasonAuth && status == 403:
+		return "access denied"
+	case r == ReasonTimeout:
 		return describeTimeout(status)
-	case ReasonIdleTimeout:
-		return "stalled (no output)"
-	case ReasonConsecutiveTimeout:
-		return "kept failing"
-	case ReasonModelNotFound:
-		return "model not found"
-	case ReasonFormat:
-		return "invalid request"
-	case ReasonContextOverflow:
-		return "context too long"
-	case ReasonContextWindow:
-		return "context window too small"
-	case ReasonImageInput:
-		return "does not take images"
-	case ReasonContentFilter:
-		return "blocked by content filter"
-	case ReasonAborted:
-		return "cancelled"
-	case ReasonEmptyResponse:
-		return "empty response"
-	case ReasonNoErrorDetails:
-		return "error without details"
-	case ReasonRefusedResponse:
-		return "response refused by detour"
-	case ReasonLocal:
-		return "detour's own failure, not the provider's"
-	case ReasonUnclassified, "":
-		if status >= 400 && status <= 599 {
-			return "unknown error (HTTP " + strconv.Itoa(status) + ")"
-		}
-		return "unknown error"
+	case (r == ReasonUnclassified || r == "") && status >= 400 && status <= 599:
+		return "unknown error (HTTP " + strconv.Itoa(status) + ")"
+	}
+	if w, ok := plainWords[r]; ok {
+		return w
 	}
 	return strings.ReplaceAll(string(r), "_", " ")
+}
+
+var plainWords = map[Reason]string{
+	ReasonRateLimit: "rate limit", ReasonOverloaded: "overloaded", ReasonBilling: "out of credits",
+	ReasonAuth: "invalid API key", ReasonAuthPermanent: "revoked key", ReasonIdleTimeout: "stalled (no output)",
+	ReasonConsecutiveTimeout: "kept failing", ReasonModelNotFound: "model not found", ReasonFormat: "invalid request",
+	ReasonContextOverflow: "context too long", ReasonContextWindow: "context window too small",
+	ReasonImageInput: "does not take images", ReasonContentFilter: "blocked by content filter", ReasonAborted: "cancelled",
+	ReasonEmptyResponse: "empty response", ReasonNoErrorDetails: "error without details",
+	ReasonRefusedResponse: "response refused by detour", ReasonLocal: "detour's own failure, not the provider's",
+	ReasonUnclassified: "unknown error", "": "unknown error",
 }
 
 // describeTimeout words the timeout family (C6) by what the status says.

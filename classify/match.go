@@ -210,36 +210,19 @@ func walkPattern(p string, fn func(i int, c byte, depth int) bool) {
 	}
 }
 
-// rankOf gives a Reason found by the field step the rank of its family (C1).
+// rankOf gives a Reason found by the field step the rank of its family (C1);
+// a reason of no family ranks with the generic wording.
 func rankOf(r Reason) rank {
-	switch r {
-	case ReasonAborted:
-		return rankAborted
-	case ReasonLocal:
-		return rankLocal
-	case ReasonNoErrorDetails:
-		return rankNoDetails
-	case ReasonContentFilter:
-		return rankContentFilter
-	case ReasonAuthPermanent:
-		return rankAuthPermanent
-	case ReasonBilling:
-		return rankBilling
-	case ReasonContextOverflow:
-		return rankContext
-	case ReasonOverloaded:
-		return rankOverloaded
-	case ReasonRateLimit:
-		return rankRateLimit
-	case ReasonModelNotFound:
-		return rankModelNotFound
-	case ReasonAuth:
-		return rankAuth
-	case ReasonFormat:
-		return rankFormat
+	if k, ok := reasonRank[r]; ok {
+		return k
 	}
 	return rankGeneric
 }
+
+var reasonRank = map[Reason]rank{ReasonAborted: rankAborted, ReasonLocal: rankLocal, ReasonNoErrorDetails: rankNoDetails,
+	ReasonContentFilter: rankContentFilter, ReasonAuthPermanent: rankAuthPermanent, ReasonBilling: rankBilling,
+	ReasonContextOverflow: rankContext, ReasonOverloaded: rankOverloaded, ReasonRateLimit: rankRateLimit,
+	ReasonModelNotFound: rankModelNotFound, ReasonAuth: rankAuth, ReasonFormat: rankFormat}
 
 // match is what a family found.
 type match struct {

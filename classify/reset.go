@@ -89,8 +89,9 @@ var (
 	// anchored forms used on scanned candidates
 	reISOAnchored      = lazy(`^` + reISOTime.String())
 	reYearlessAnchored = lazy(`^` + yearlessCore)
-	// Mon, 02 Jan 2026 15:04:05 GMT inside prose
-	reHTTPDate = lazy(`[a-z]{3}, \d{1,2} [a-z]{3} \d{4} \d{2}:\d{2}:\d{2} gmt`)
+	// A date with its month's name: an HTTP date ("Tue, 20 Aug 2026 15:27:00 GMT"),
+	// an app's ("try again at Aug 20, 2026, 3:27 PM", "20 August 2026 at 15:27 UTC").
+	reMonthDate = lazy(`\b(?:([a-z]{3})[a-z]*\.? (\d{1,2}),? (\d{4})|(\d{1,2}) ([a-z]{3})[a-z]*\.? (\d{4})),?(?: at)? (\d{1,2}):(\d{2})(?::(\d{2}))?\s*(am|pm)?` + zonePat)
 	// Chinese: 30秒后重试, 5分钟后
 	reCNWait = lazy(`(\d+(?:\.\d+)?)\s*(毫秒|秒钟|秒|分钟|分|小时|天)后`)
 )
@@ -380,14 +381,9 @@ func findMoment(low string, now time.Time) (time.Time, bool) {
 			}
 		}
 	}
-	if strings.Contains(low, " gmt") {
-		for _, loc := range reHTTPDate.get().FindAllStringIndex(low, 4) {
-			if !hasMomentContext(low, loc[0]) {
-				continue
-			}
-			if t, err := parseHTTPDate(strings.ToUpper(low[loc[0]:loc[1]])); err == nil {
-				return t.UTC(), true
-			}
+	for _, m := range reMonthDate.get().FindAllStringSubmatchIndex(low, 4) {
+		if t, ok := monthDateFromMatch(low, m); ok && hasMomentContext(low, m[0]) {
+			return t, true
 		}
 	}
 	for _, m := range reClock.get().FindAllStringSubmatchIndex(low, 4) {
@@ -413,18 +409,10 @@ func clockFromMatch(s string, m []int, now time.Time) (time.Time, bool) {
 	h, _ := atoiSub(s, m, 1)
 	mi, _ := atoiSub(s, m, 2)
 	sec, _ := atoiSub(s, m, 3)
-	switch ampm := subStr(s, m, 4); {
-	case ampm == "":
-	case h < 1 || h > 12:
-		return time.Time{}, false
-	case ampm[0] == 'p' && h != 12:
-		h += 12
-	case ampm[0] == 'a' && h == 12:
-		h = 0
-	}
+	h, okH := hour24(h, subStr(s, m, 4))
 	z, ok := zoneOf(s, m, 5)
 	loc, known := zoneLoc(z)
-	if !ok || !known || h > 23 || mi > 59 || sec > 59 || m[4] < 0 && subStr(s, m, 4) == "" {
+	if !okH || !ok || !known || mi > 59 || sec > 59 || m[4] < 0 && subStr(s, m, 4) == "" {
 		return time.Time{}, false
 	}
 	local := now.In(loc)
@@ -433,6 +421,37 @@ func clockFromMatch(s string, m []int, now time.Time) (time.Time, bool) {
 		t = t.AddDate(0, 0, 1)
 	}
 	return t.UTC(), true
+}
+
+// hour24 turns a clock's hour and its am or pm into 0-23.
+func hour24(h int, ampm string) (int, bool) {
+	switch {
+	case ampm == "":
+		return h, h <= 23
+	case ampm[0] == 'p':
+		return h%12 + 12, h >= 1 && h <= 12
+	}
+	return h % 12, h >= 1 && h <= 12
+}
+
+// monthDateFromMatch reads a reMonthDate match; a time without a zone is UTC
+// (C11), and a date before 2015 is no provider's reset (parseHTTPDate).
+func monthDateFromMatch(s string, m []int) (time.Time, bool) {
+	mon, d, y := subStr(s, m, 1), subStr(s, m, 2), subStr(s, m, 3)
+	if mon == "" {
+		mon, d, y = subStr(s, m, 5), subStr(s, m, 4), subStr(s, m, 6)
+	}
+	date, err := time.Parse("Jan 2 2006", mon+" "+d+" "+y) // month names match in any case
+	h, _ := atoiSub(s, m, 7)
+	h, okH := hour24(h, subStr(s, m, 10))
+	mi, _ := atoiSub(s, m, 8)
+	sec, _ := atoiSub(s, m, 9)
+	z, ok := zoneOf(s, m, 11)
+	loc, known := zoneLoc(z)
+	if err != nil || !okH || !ok || !known || date.Year() < 2015 {
+		return time.Time{}, false
+	}
+	return validDate(date.Year(), int(date.Month()), date.Day(), h, mi, sec, 0, loc)
 }
 
 // momentAfterKeywords follow the moment they name: Chinese puts the verb after
@@ -683,15 +702,15 @@ func bodyResetFields(h map[string]string, now time.Time) (time.Duration, time.Ti
 			if at, ok := parseHeaderMoment(v, now); ok {
 				moments = append(moments, cand{k, at, n == "resetat" || n == "resetsat"})
 			}
-		case strings.HasSuffix(n, "ms") || strings.HasSuffix(n, "millis") || strings.HasSuffix(n, "milliseconds"):
-			if f, err := strconv.ParseFloat(v, 64); err == nil {
-				if d, ok := secondsDuration(f / 1000); ok {
-					waits = append(waits, cand{k, now.Add(d), !strings.HasPrefix(n, "x")})
-				}
+		default:
+			unit := 1.0 // seconds: "...seconds", "...secs", "...after", "resets_in"
+			if strings.HasSuffix(n, "ms") || strings.HasSuffix(n, "millis") || strings.HasSuffix(n, "milliseconds") {
+				unit = 1000
+			} else if !(strings.HasSuffix(n, "seconds") || strings.HasSuffix(n, "secs") || strings.HasSuffix(n, "after") || strings.HasSuffix(n, "resetsin") || strings.HasSuffix(n, "resetin")) {
+				continue
 			}
-		case strings.HasSuffix(n, "seconds") || strings.HasSuffix(n, "secs") || strings.HasSuffix(n, "after") || strings.HasSuffix(n, "resetsin") || strings.HasSuffix(n, "resetin"):
 			if f, err := strconv.ParseFloat(v, 64); err == nil {
-				if d, ok := secondsDuration(f); ok {
+				if d, ok := secondsDuration(f / unit); ok {
 					waits = append(waits, cand{k, now.Add(d), !strings.HasPrefix(n, "x")})
 				}
 			}

@@ -1,6 +1,9 @@
 package classify
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // TestClassify_C5_C6_C9_BrowsersSDKAbortsReferences covers the families of issue
 // 39's seventh pass, in other wordings than errors-unseen12's: a browser's
@@ -231,4 +234,41 @@ func TestClassify_C6_C9_DeadlinesThroughputOrgModels(t *testing.T) {
 		{"groq", 403, `{"error":{"message":"The model llama-x is blocked at the project level","type":"permissions_error"}}`, ReasonModelNotFound},
 		{"any", 0, `The deadline of 5 days exceeded our patience.`, ReasonUnclassified},
 	})
+}
+
+// TestClassify_C6_C9_C11_RelaysKeysModesAnswersMonthDates covers issue 39's
+// eighteenth pass, in other wordings than errors-unseen23's: a relay with no
+// provider that supports the model (model_not_found, in Chinese too), an
+// "invalid model key" (auth, a key), a setting's mode the model does not offer
+// (model_not_found), an answer an SDK's schema check or Python's json could not
+// read (C6), missing secrets (auth), and a reset written with its month's name
+// (C11: "try again at Aug 20, 2026, 3:27 PM", an HTTP date in prose).
+func TestClassify_C6_C9_C11_RelaysKeysModesAnswersMonthDates(t *testing.T) {
+	checkReasons(t, []reasonCase{
+		{"any", 503, `503: 无可用的渠道支持该模型 gpt-9`, ReasonModelNotFound},
+		{"any", 401, `Invalid model key provided`, ReasonAuth},
+		{"bedrock", 0, `inference mode 'batch' is not available for this model`, ReasonModelNotFound},
+		{"any", 0, `Type validation failed: Value: {"error":"upstream failed"}. Error message: expected array`, ReasonTimeout},
+		{"any", 0, `Expecting value: line 1 column 1 (char 0)`, ReasonTimeout},
+		{"any", 400, `Invalid secrets: the provider's secrets are missing`, ReasonAuth},
+		{"any", 0, `The invalid was given fresh secrets by the nurse.`, ReasonUnclassified},
+	})
+	now := time.Date(2026, 3, 15, 12, 0, 0, 0, time.UTC)
+	for body, want := range map[string]time.Time{
+		`You've hit your usage limit. Try again at Aug 20, 2026, 3:27 PM.`:                time.Date(2026, 8, 20, 15, 27, 0, 0, time.UTC),
+		`Quota exhausted; it resets on 2 September 2026 at 09:05 UTC+2`:                   time.Date(2026, 9, 2, 7, 5, 0, 0, time.UTC),
+		`rate limited, retry after Tue, 17 Mar 2026 08:00:00 GMT`:                         time.Date(2026, 3, 17, 8, 0, 0, 0, time.UTC),
+		`Too many requests: available again January 3, 2027, 12:30 am (America/New_York)`: time.Date(2027, 1, 3, 5, 30, 0, 0, time.UTC),
+	} {
+		f := Classify(Response{Provider: "any", Status: 429, Body: body}, now)
+		if !f.RecoveryAt.Equal(want) {
+			t.Errorf("%q: recovery %v, want %v", body, f.RecoveryAt, want)
+		}
+	}
+	// a date from a history of the past, or in prose without a reset word, is no reset
+	for _, body := range []string{`rate limited since Mon, 01 Jan 2001 00:00:00 GMT`, `Too many requests. The team met on Aug 20, 2026, 3:27 PM.`} {
+		if f := Classify(Response{Provider: "any", Status: 429, Body: body}, now); !f.RecoveryAt.IsZero() {
+			t.Errorf("%q: recovery %v, want none", body, f.RecoveryAt)
+		}
+	}
 }
