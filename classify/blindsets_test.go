@@ -61,7 +61,7 @@ func TestClassify_CorpusBlindSets(t *testing.T) {
 // TestClassify_BlindSetsSecondLabeller holds the two-labeller check of issue
 // 39's blind sets (testdata/corpus/README.md, "Two labellers"): a second
 // labeller, who saw neither the labels nor the classifier, labelled every case
-// of errors-unseen6 to 17 (testdata/second-labels.jsonl). The rate at which the
+// of errors-unseen6 to 23 (testdata/second-labels.jsonl). The rate at which the
 // two agree is the ceiling a classifier can be held to on these sets; the
 // classifier must keep the cases both agree on, but for the argued misses.
 func TestClassify_BlindSetsSecondLabeller(t *testing.T) {
@@ -70,7 +70,7 @@ func TestClassify_BlindSetsSecondLabeller(t *testing.T) {
 		t.Fatal(err)
 	}
 	cases := map[string]corpusCase{}
-	for n := 6; n <= 17; n++ {
+	for n := 6; n <= 23; n++ {
 		for _, c := range loadCorpus(t, fmt.Sprintf("testdata/corpus/errors-unseen%d.jsonl", n)) {
 			cases[c.ID] = c
 		}
@@ -97,10 +97,10 @@ func TestClassify_BlindSetsSecondLabeller(t *testing.T) {
 			t.Logf("both labellers say %s, the classifier %s: %s", l.Reason, f.Reason, l.ID)
 		}
 	}
-	if len(cases) > 0 || rows != 273 || agree != 248 {
-		t.Fatalf("%d rows (%d cases unlabelled), %d agree; README states 273 rows, 248 agree", rows, len(cases), agree)
+	if len(cases) > 0 || rows != 417 || agree != 379 {
+		t.Fatalf("%d rows (%d cases unlabelled), %d agree; README states 417 rows, 379 agree", rows, len(cases), agree)
 	}
-	if kept < 241 { // seven argued misses, each in its set's score file
-		t.Fatalf("the classifier keeps %d of the %d cases both labellers agree on, want at least 241", kept, agree)
+	if kept < 364 { // fifteen argued misses, each in its set's score file
+		t.Fatalf("the classifier keeps %d of the %d cases both labellers agree on, want at least 364", kept, agree)
 	}
 }
