@@ -272,3 +272,18 @@ func TestClassify_C6_C9_C11_RelaysKeysModesAnswersMonthDates(t *testing.T) {
 		}
 	}
 }
+
+// TestClassify_C6_C9_FinalEventsSitesAllowedModels covers issue 39's
+// nineteenth pass, in other wordings than errors-unseen26's: a client that
+// never received the stream's final event (C6), "does not exist" said of a web
+// site or path rather than of the model (no missing model), and a server that
+// allows only another model (model_not_found).
+func TestClassify_C6_C9_FinalEventsSitesAllowedModels(t *testing.T) {
+	checkReasons(t, []reasonCase{
+		{"any", 0, `Error: never received a finish event from the stream`, ReasonTimeout},
+		{"any", 0, `did not receive the done message before the connection closed`, ReasonTimeout},
+		{"any", 0, `Failed to reach model(qwen2). <html><title>Page does not exist</title></html>`, ReasonUnclassified},
+		{"any", 400, `{"message":"Only llama-3-8b is allowed now, your model mistral-7b"}`, ReasonModelNotFound},
+		{"any", 0, `We never received a final answer from the committee.`, ReasonUnclassified},
+	})
+}
