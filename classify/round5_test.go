@@ -287,3 +287,20 @@ func TestClassify_C6_C9_FinalEventsSitesAllowedModels(t *testing.T) {
 		{"any", 0, `We never received a final answer from the committee.`, ReasonUnclassified},
 	})
 }
+
+// TestClassify_C8_Aborted_SessionsAndClientsGone covers issue 39's twentieth
+// pass, in other wordings than errors-unseen25's: a prompt past a serving
+// engine's session length (C8: context_overflow, compaction helps), and a
+// request the server dropped because the client went away (aborted: the
+// caller's own cancel, with no response).
+func TestClassify_C8_Aborted_SessionsAndClientsGone(t *testing.T) {
+	checkReasons(t, []reasonCase{
+		{"any", 0, "ERROR: the prompt exceeds the session max length (8192); please start a new session", ReasonContextOverflow},
+		{"any", 0, "total sequence length 70000 exceeds `session_len` 65536", ReasonContextOverflow},
+		{"any", 0, "Error: connection was disconnected by the client side, aborting generation", ReasonAborted},
+		{"any", 499, "request has been disconnected from the client", ReasonAborted},
+		// a server that answered was not cancelled by us
+		{"any", 500, "request is disconnected from the client side", ReasonTimeout},
+		{"any", 0, "The meeting's session exceeded the maximum length we booked.", ReasonUnclassified},
+	})
+}

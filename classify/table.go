@@ -114,7 +114,7 @@ func buildFamilies() []family {
 			pat("request-aborted", "abort", `\brequest (was |has been )?aborted\b|\b(user|caller|client) aborted\b|\baborted by (the )?(user|client|caller)\b`),
 			pat("cancelled-by-caller", "cancel", `\b(request|call|generation|completion) (was |has been )?cancell?ed\b|\bcancell?ed by (the )?(user|client|caller)\b`).
 				unlessRe(rx(`\btimeout\b|deadline`)), // Go's "request canceled ... (Client.Timeout exceeded ...)" is a timeout
-			pat("interrupted-by-user", "interrupted|context cancel", `\binterrupted by (the )?(user|caller|client)\b|\bcontext cancell?ed\b`),
+			pat("interrupted-by-user", "interrupted|context cancel|disconnected", `\binterrupted by (the )?(user|caller|client)\b|\bcontext cancell?ed\b|\b(request|connection) (is |was |has been )?disconnected (from|by) the client( side)?\b`),
 			// Apple's URLSession when the app cancels its task (NSURLErrorCancelled).
 			// The caller's cancel: the browser's "signal is aborted without reason", anyio's cancel scopes.
 			pat("signal-aborted", "signal|cancel scope", `\bsignal (is |was |has been )?aborted\b|\bcancell?ed by (a |the )?cancel scope\b`),
@@ -270,7 +270,7 @@ func buildFamilies() []family {
 		}},
 		{name: "context-overflow", rank: rankContext, reason: ReasonContextOverflow, rules: []rule{
 			// The whole request over a size limit (a 413's body; an attachment over its own cap is format).
-			pat("request-over-size", "exceed", `\bexceeds? (the )?(maximum|max)( allowed)? (content[ -]length|request size|payload size|body size)\b`).
+			pat("request-over-size", "exceed", `\bexceeds? (the )?(maximum|max)( allowed)? (content[ -]length|request size|payload size|body size)\b|\bexceed(s|ed)? (the )?(session max(imum)? length|`+"`"+`?session_len`+"`"+`?)`).
 				unlessRe(rx(`\b(images?|files?|attachments?|uploads?|pdfs?|videos?|audio)\b`)),
 			pat("context-exceeded", "context", `\bcontext[ _-]?(length|window|size|limit)s?\b~\b(exceed\w*|overflow\w*|too (long|large)|reached|is full)\b|\bcontext[ _](length|window)[ _]exceeded\b|\bcontext overflow\b|\b(reached|hit)( the| its| your)? (model'?s? |maximum |max )*context[ _-]?(length|window|size)\b`),
 			pat("context-overflows", "context", `\bcontext\b~\boverflows?\b|\bcontext (length|window|size) of only\b`),
