@@ -206,7 +206,7 @@ var codeTable = map[string]codeEntry{
 var stopReasons = map[string]codeEntry{
 	"content_filter": {ReasonContentFilter, tierExact}, "refusal": {ReasonContentFilter, tierExact},
 	"safety": {ReasonContentFilter, tierExact}, "prohibited_content": {ReasonContentFilter, tierExact},
-	"blocklist": {ReasonContentFilter, tierExact}, "spii": {ReasonContentFilter, tierExact},
+	"blocklist": {ReasonContentFilter, tierExact}, "blacklist": {ReasonContentFilter, tierExact}, "spii": {ReasonContentFilter, tierExact}, // GigaChat: blacklist
 	"image_safety": {ReasonContentFilter, tierExact}, "recitation": {ReasonContentFilter, tierExact},
 	// Bedrock Converse when a guardrail stepped in ("guardrail_intervened") or
 	// its own filter did ("content_filtered"); Cohere's v1 toxicity filter.

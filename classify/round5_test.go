@@ -304,3 +304,17 @@ func TestClassify_C8_Aborted_SessionsAndClientsGone(t *testing.T) {
 		{"any", 0, "The meeting's session exceeded the maximum length we booked.", ReasonUnclassified},
 	})
 }
+
+// TestClassify_Auth_ContentFilter_ScopesAndBlacklists covers issue 39's
+// twenty-first pass, in other wordings than errors-unseen27's: a credential
+// whose scopes do not cover the call (auth), and GigaChat's censor stop,
+// finish reason "blacklist", beside Gemini's BLOCKLIST (content_filter).
+func TestClassify_Auth_ContentFilter_ScopesAndBlacklists(t *testing.T) {
+	checkReasons(t, []reasonCase{
+		{"any", 403, `{"error":"insufficient scope for this endpoint"}`, ReasonAuth},
+		{"any", 0, `the requested scope is not granted to this client`, ReasonAuth},
+		{"gigachat", 200, `{"choices":[{"message":{"content":"..."},"finish_reason":"blacklist"}]}`, ReasonContentFilter},
+		{"any", 0, "generation stopped with reason: blacklist", ReasonContentFilter},
+		{"any", 0, `The scope of the project is not fully included in the budget.`, ReasonUnclassified},
+	})
+}
