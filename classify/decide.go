@@ -205,6 +205,12 @@ func (ev *evidence) resolveStatus(http int) {
 			ev.status = effectiveStatus{http, "http"}
 		}
 	}
+	// A gateway's 5xx quoting its upstream's 4xx ("DeepSeek API error: 400 Bad Request") reports that verdict.
+	if http >= 500 && ev.status.code >= 500 {
+		if n := textStatus(ev.parts); n >= 400 && n <= 499 {
+			ev.status = effectiveStatus{n, "text"}
+		}
+	}
 }
 
 func specificStatus(st effectiveStatus) (decision, bool) {

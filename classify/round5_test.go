@@ -318,3 +318,20 @@ func TestClassify_Auth_ContentFilter_ScopesAndBlacklists(t *testing.T) {
 		{"any", 0, `The scope of the project is not fully included in the budget.`, ReasonUnclassified},
 	})
 }
+
+// TestClassify_C2_C4_GatewaysQueuesBusyPaths covers issue 39's twenty-second
+// pass, in other wordings than errors-unseen24's: a gateway's 5xx quoting its
+// upstream's 4xx (the upstream's verdict: here format), a batch queue's enqueued
+// token limit (C4, not a prompt too long), a conversation busy with an active
+// response (C6, as a thread with an active run), and "key" as a JSON path's
+// segment in a schema error (format, no credential).
+func TestClassify_C2_C4_GatewaysQueuesBusyPaths(t *testing.T) {
+	checkReasons(t, []reasonCase{
+		{"any", 502, `{"error":"Upstream API error: 400 Bad Request","details":{"message":"temperature must be at most 2"}}`, ReasonFormat},
+		{"any", 500, `{"error":"upstream returned 401 Unauthorized"}`, ReasonAuth},
+		{"any", 500, `{"error":"internal error"}`, ReasonTimeout},
+		{"openai", 0, `Enqueued token limit reached for gpt-4.1 in organization org-x. Limit: 90,000 enqueued tokens.`, ReasonRateLimit},
+		{"openai", 0, `Conversation already has an active response in progress: resp_1.`, ReasonTimeout},
+		{"any", 400, `schema is not valid: '/properties/auth/properties/token/required' must be an array`, ReasonFormat},
+	})
+}

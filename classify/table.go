@@ -288,7 +288,7 @@ func buildFamilies() []family {
 			// gRPC's "received message larger than max (6291456 vs. 4194304)" (sent
 			// as RESOURCE_EXHAUSTED, which is no rate here). A smaller request helps.
 			pat("body-over-cap", "body|larger than max", `\brequest body (is |was )?too (large|long)\b|\b(received|sent|send) message larger than max\b|\bmessage larger than max \(`),
-			pat("token-limit", "exceed|token limit", `\btokens?\b~\bexceed\w*\b~\b(limit|maximum|max|context|allowed)\b|\bexceed\w* (the )?(model'?s? )?(maximum |max )?(number of )?(input )?tokens?\b|\btoken limit\b~\b(exceeded|reached)\b|\bexceeded (the )?model token limit\b|\bmodel token limit\b`).and("token").unlessRe(reRateOrOutputCap).
+			pat("token-limit", "exceed|token limit", `\btokens?\b~\bexceed\w*\b~\b(limit|maximum|max|context|allowed)\b|\bexceed\w* (the )?(model'?s? )?(maximum |max )?(number of )?(input )?tokens?\b|\btoken limit\b~\b(exceeded|reached)\b|\bexceeded (the )?model token limit\b|\bmodel token limit\b`).and("token").unlessRe(rx(reRateOrOutputCap.String() + `|\benqueued\b`)).
 				// Novita's 429 TOKEN_LIMIT_EXCEEDED "Token limit exceeded. Please try
 				// again later." is a tokens-per-minute window: with a 429 only counts
 				// that can never fit make it the prompt's size.
@@ -398,7 +398,7 @@ func buildFamilies() []family {
 			pat("per-unit", "per|pm|pd", `\b(requests?|tokens?|calls?|queries)\s+per\s+(minute|second|day|hour|min)\b|\bper[ -](minute|second)\b|\b(rpm|tpm|rpd|tpd|ipm|itpm|otpm)\b|\b(requests?|tokens?|calls?|queries)\s*/\s*(minute|min|second|sec|hour|day)\b|\b(maximum|max) number of (requests|calls|tokens)\b~\bper (minute|second|hour|day)\b`).when(reportsLimitHit),
 			pat("resource-exhausted", "exhausted", `\bresource[ _]?(has been )?exhausted\b|\bresourceexhausted\b`),
 			pat("quota-exceeded", "quota", `\bquota\b~\b(exceeded|reached|limit)\b|\bexceeded[ _](the |your )?(current |allocated )?quota\b|\ballocated quota\b`).unlessRe(reDiskQuota),
-			pat("limit-hit", "limit", `\blimits?\s+(has been |have been |was )?(exceeded|reached|hit)\b|\b(request frequency|requests|accounts|keys|tokens) (has been|have been|is|are) (currently |temporarily )?(rate[ -])?limited\b|\b(exceeded|reached|hit)\s+(the |your |its )?(request |requests |token |call )?limits?\b`).
+			pat("limit-hit", "limit", `\benqueued token limit\b|\blimits?\s+(has been |have been |was )?(exceeded|reached|hit)\b|\b(request frequency|requests|accounts|keys|tokens) (has been|have been|is|are) (currently |temporarily )?(rate[ -])?limited\b|\b(exceeded|reached|hit)\s+(the |your |its )?(request |requests |token |call )?limits?\b`).
 				// a cap on one request's shape ("the limit of 10 images per message")
 				// or its output ("max_tokens or model output limit was reached") is the
 				// request's, not a window that reopens
@@ -496,7 +496,7 @@ func buildFamilies() []family {
 				`\b(invalid|incorrect|wrong|bad|missing|expired|revoked|malformed)\b~\b(api[ _-]?keys?|keys?|(access |auth |bearer |api |oauth |session )?token|credentials?|client secret|secret|x-api-key|authentication|authori[sz]ation|bearer)\b`).and("key|token|credential|secret|authenticat|authori|bearer").unlessRe(reGoJSONSyntax).when(credentialAtEnd),
 			pat("no-credential", "no |identifier|only be used|invalid secrets|scope", reOnlyUsedIn.String()+`|\bno (api[ _-]?key|credentials?|auth\w*)\b|\bno such (organi[sz]ation|project|workspace)\b|\b(account|object|tenant|organi[sz]ation) identifier is invalid\b|\binvalid secrets:|\bscopes?\b[^|.]{0,30}\bnot (fully )?(includes?|granted|allowed|permitted)\b|\binsufficient scopes?\b`),
 			pat("credential-bad", "key|token|credential|secret|signature",
-				`\b(api[ _-]?key|key|token|credentials?|secret|signature)s?\b~\b(is |was |has |have )?(been )?(invalid|not valid|expired|revoked|incorrect|missing|not found|required|invalidated|does not match|must be (set|provided)|not set|not provided|not configured)\b`).and("invalid|not valid|expired|revoked|incorrect|missing|not found|required|does not match|must be|not set|not provided|not configured").when(credentialStated),
+				`\b(api[ _-]?key|key|token|credentials?|secret|signature)s?\b~\b(is |was |has |have )?(been )?(invalid|not valid|expired|revoked|incorrect|missing|not found|required|invalidated|does not match|must be (set|provided)|not set|not provided|not configured)\b`).and("invalid|not valid|expired|revoked|incorrect|missing|not found|required|does not match|must be|not set|not provided|not configured").when(credentialStated).unlessRe(rx(`/(key|token|secret|credentials?)/`)), // a JSON path's segment
 			pat("auth-failed", "auth", `\bauthenticat\w*\b~\b(fail\w*|error|required|invalid|denied)\b|\bauth failure\b|\b(failed|could not|unable) to authenticate\b|\bunauthenticated\b|\bunauthori[sz]ed\b|\bnot authori[sz]ed\b|\bauthori[sz]ation (required|failed|header)\b|\bno auth available\b|\bauth[ _]unavailable\b`),
 			pat("permission", "permission|access|scope", `\bpermission[ _]?denied\b|\bpermission '[^'|]{1,80}' denied\b|\bpermission_error\b|\binsufficient[ _]permissions?\b|\b(does not|do not|doesn't|don't) have (the )?(required |necessary )?permissions?\b|\bmissing (required )?scopes?\b|\baccess[ _]?denied\b|\b(gateway|api|endpoint|platform) access (failed|refused|rejected)\b|\bnot allowed to access\b|\bno permission\b|\b(do not|don't|does not|doesn't) have access to (the |this |your |that )?(organi[sz]ation|project|workspace|account|resource)`).unlessRe(reFilePermission),
 			pat("forbidden", "forbidden", `^forbidden\b|\b403 forbidden\b|\bforbidden:|\brequest[ _]forbidden\b`),
@@ -516,7 +516,7 @@ func buildFamilies() []family {
 			pat("key-invalid-zh", "无效|过期|失效", `(api ?key|key|令牌|密钥|token)[^。|]{0,6}(无效|已过期|过期|已失效|失效)|无效的(api ?key|key|令牌|密钥)`),
 		}},
 		// A resource busy with another run (Assistants' thread): it passes once that run ends.
-		{name: "busy-resource", rank: rankStream, reason: ReasonTimeout, rules: []rule{pat("run-active", "active|in progress", `\bwhile (a |the )?(run|request|operation|job|task) (\S+ )?is (still )?(active|in progress|running)\b|\balready has an active (run|request|operation|job)\b`)}},
+		{name: "busy-resource", rank: rankStream, reason: ReasonTimeout, rules: []rule{pat("run-active", "active|in progress", `\bwhile (a |the )?(run|request|operation|job|task) (\S+ )?is (still )?(active|in progress|running)\b|\balready has an active (run|request|operation|job|response)\b`)}},
 		{name: "stream-broke", rank: rankStream, reason: ReasonTimeout, rules: []rule{
 			// A stream that ended without its end event says so in words that may
 			// also name a tool call or JSON: it is the transport, not the request.
