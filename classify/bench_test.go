@@ -33,7 +33,11 @@ var corpusFiles = []string{"testdata/corpus/errors-public.jsonl", "testdata/corp
 	"testdata/corpus/errors-unseen6.jsonl", "testdata/corpus/errors-unseen7.jsonl", "testdata/corpus/errors-unseen8.jsonl",
 	"testdata/corpus/errors-unseen9.jsonl", "testdata/corpus/errors-unseen10.jsonl", "testdata/corpus/errors-unseen11.jsonl",
 	"testdata/corpus/errors-unseen12.jsonl", "testdata/corpus/errors-unseen13.jsonl", "testdata/corpus/errors-unseen14.jsonl",
-	"testdata/corpus/errors-unseen15.jsonl", "testdata/corpus/errors-unseen16.jsonl", "testdata/corpus/errors-unseen17.jsonl"}
+	"testdata/corpus/errors-unseen15.jsonl", "testdata/corpus/errors-unseen16.jsonl", "testdata/corpus/errors-unseen17.jsonl",
+	"testdata/corpus/errors-unseen18.jsonl", "testdata/corpus/errors-unseen19.jsonl", "testdata/corpus/errors-unseen20.jsonl",
+	"testdata/corpus/errors-unseen21.jsonl", "testdata/corpus/errors-unseen22.jsonl", "testdata/corpus/errors-unseen23.jsonl",
+	"testdata/corpus/errors-unseen24.jsonl", "testdata/corpus/errors-unseen25.jsonl", "testdata/corpus/errors-unseen26.jsonl",
+	"testdata/corpus/errors-unseen27.jsonl", "testdata/corpus/errors-unseen28.jsonl"}
 
 // BenchmarkClassify runs Classify on typical failures, and on every corpus case
 // in turn (corpus: time per case).

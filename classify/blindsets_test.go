@@ -40,6 +40,7 @@ func TestClassify_CorpusBlindSets(t *testing.T) {
 		{"errors-unseen25", 23, 13}, // 47.8% before issue 39's twentieth pass, which tuned on it; ten misses argued
 		{"errors-unseen26", 25, 23}, // 80.0% before issue 39's nineteenth pass, which tuned on it
 		{"errors-unseen27", 21, 19}, // 76.2% before issue 39's twenty-first pass, which tuned on it
+		{"errors-unseen28", 32, 29}, // 87.5% before issue 39's twenty-third pass: the declared predictor of passes eighteen to twenty-two
 	} {
 		t.Run(set.name, func(t *testing.T) {
 			cases := loadCorpus(t, "testdata/corpus/"+set.name+".jsonl")
@@ -65,7 +66,7 @@ func TestClassify_CorpusBlindSets(t *testing.T) {
 // TestClassify_BlindSetsSecondLabeller holds the two-labeller check of issue
 // 39's blind sets (testdata/corpus/README.md, "Two labellers"): a second
 // labeller, who saw neither the labels nor the classifier, labelled every case
-// of errors-unseen6 to 23 (testdata/second-labels.jsonl). The rate at which the
+// of errors-unseen6 to 28 (testdata/second-labels.jsonl). The rate at which the
 // two agree is the ceiling a classifier can be held to on these sets; the
 // classifier must keep the cases both agree on, but for the argued misses.
 func TestClassify_BlindSetsSecondLabeller(t *testing.T) {
@@ -74,7 +75,7 @@ func TestClassify_BlindSetsSecondLabeller(t *testing.T) {
 		t.Fatal(err)
 	}
 	cases := map[string]corpusCase{}
-	for n := 6; n <= 23; n++ {
+	for n := 6; n <= 28; n++ {
 		for _, c := range loadCorpus(t, fmt.Sprintf("testdata/corpus/errors-unseen%d.jsonl", n)) {
 			cases[c.ID] = c
 		}
@@ -101,10 +102,10 @@ func TestClassify_BlindSetsSecondLabeller(t *testing.T) {
 			t.Logf("both labellers say %s, the classifier %s: %s", l.Reason, f.Reason, l.ID)
 		}
 	}
-	if len(cases) > 0 || rows != 417 || agree != 379 {
-		t.Fatalf("%d rows (%d cases unlabelled), %d agree; README states 417 rows, 379 agree", rows, len(cases), agree)
+	if len(cases) > 0 || rows != 538 || agree != 484 {
+		t.Fatalf("%d rows (%d cases unlabelled), %d agree; README states 538 rows, 484 agree", rows, len(cases), agree)
 	}
-	if kept < 364 { // fifteen argued misses, each in its set's score file
-		t.Fatalf("the classifier keeps %d of the %d cases both labellers agree on, want at least 364", kept, agree)
+	if kept < 453 { // thirty-one argued misses, each in its set's score file
+		t.Fatalf("the classifier keeps %d of the %d cases both labellers agree on, want at least 453", kept, agree)
 	}
 }

@@ -335,3 +335,15 @@ func TestClassify_C2_C4_GatewaysQueuesBusyPaths(t *testing.T) {
 		{"any", 400, `schema is not valid: '/properties/auth/properties/token/required' must be an array`, ReasonFormat},
 	})
 }
+
+// TestClassify_C6_ServerReturnedInvalidOutput covers issue 39's twenty-third
+// pass, in other wordings than errors-unseen28's: a client saying the server or
+// model returned an invalid or malformed response (the answer was broken, C6;
+// "malformed" there says nothing of the request).
+func TestClassify_C6_ServerReturnedInvalidOutput(t *testing.T) {
+	checkReasons(t, []reasonCase{
+		{"any", 0, `ApiError: the model returned malformed output. Raw: {"choi`, ReasonTimeout},
+		{"any", 0, `Error: API returned an unexpected response (empty body)`, ReasonTimeout},
+		{"any", 400, `malformed request: the body is not valid JSON`, ReasonFormat},
+	})
+}
