@@ -219,9 +219,11 @@ var stopReasons = map[string]codeEntry{
 	"error": {ReasonTimeout, tierHint}, "abort": {ReasonTimeout, tierHint}, "aborted": {ReasonTimeout, tierHint},
 	"malformed_response": {ReasonTimeout, tierHint}, "network_error": {ReasonTimeout, tierHint},
 	"malformed_function_call": {ReasonTimeout, tierHint}, "unexpected_tool_call": {ReasonTimeout, tierHint}, "too_many_tool_calls": {ReasonTimeout, tierHint},
-	// Gemini's enum as its SDKs print it: 3 SAFETY, 4 RECITATION, 7 BLOCKLIST, 8 PROHIBITED_CONTENT, 9 SPII.
-	"3": {ReasonContentFilter, tierExact}, "4": {ReasonContentFilter, tierExact}, "7": {ReasonContentFilter, tierExact}, "8": {ReasonContentFilter, tierExact}, "9": {ReasonContentFilter, tierExact},
 }
+
+// geminiFinishNumbers are Gemini's safety stops as its SDKs' dumps print them (3 SAFETY, 4 RECITATION,
+// 7 BLOCKLIST, 8 PROHIBITED_CONTENT, 9 SPII): read in a body only, never by Finish.
+var geminiFinishNumbers = map[string]bool{"3": true, "4": true, "7": true, "8": true, "9": true}
 
 // reErrorName is an exception or error class name in the original-case text,
 // "AbortError: ...", "(ThrottlingException)": an ASCII word that starts with a
@@ -331,6 +333,10 @@ func fieldStep(c *textCtx) (exact, hint, typ fieldHit) {
 			v := strings.ToLower(f.value)
 			if e, ok := stopReasons[v]; ok {
 				set(e.tier, e.reason, "field/stop-reason:"+v, ev)
+				continue
+			}
+			if geminiFinishNumbers[v] {
+				set(tierExact, ReasonContentFilter, "field/stop-reason:"+v, ev)
 				continue
 			}
 			if strings.HasSuffix(f.path, "blockreason") || strings.HasSuffix(f.path, "block_reason") {

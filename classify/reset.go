@@ -382,7 +382,10 @@ func findMoment(low string, now time.Time) (time.Time, bool) {
 		}
 	}
 	for _, m := range reMonthDate.get().FindAllStringSubmatchIndex(low, 4) {
-		if t, ok := monthDateFromMatch(low, m); ok && hasMomentContext(low, m[0]) {
+		if !hasMomentContext(low, m[0]) {
+			continue
+		}
+		if t, ok := monthDateFromMatch(low, m); ok {
 			return t, true
 		}
 	}
@@ -703,10 +706,8 @@ func bodyResetFields(h map[string]string, now time.Time) (time.Duration, time.Ti
 				moments = append(moments, cand{k, at, n == "resetat" || n == "resetsat"})
 			}
 		default:
-			unit := 1.0 // seconds: "...seconds", "...secs", "...after", "resets_in"
-			if strings.HasSuffix(n, "ms") || strings.HasSuffix(n, "millis") || strings.HasSuffix(n, "milliseconds") {
-				unit = 1000
-			} else if !(strings.HasSuffix(n, "seconds") || strings.HasSuffix(n, "secs") || strings.HasSuffix(n, "after") || strings.HasSuffix(n, "resetsin") || strings.HasSuffix(n, "resetin")) {
+			unit, ok := waitUnit(n)
+			if !ok {
 				continue
 			}
 			if f, err := strconv.ParseFloat(v, 64); err == nil {
@@ -729,6 +730,17 @@ func bodyResetFields(h map[string]string, now time.Time) (time.Duration, time.Ti
 		return waitUntil(best.at, now), best.at, best.key, true
 	}
 	return 0, time.Time{}, "", false
+}
+
+// waitUnit is how many of a wait field's units make a second ("_ms" 1000, "seconds", "after", "resets_in" 1).
+func waitUnit(n string) (float64, bool) {
+	switch {
+	case strings.HasSuffix(n, "ms") || strings.HasSuffix(n, "millis") || strings.HasSuffix(n, "milliseconds"):
+		return 1000, true
+	case strings.HasSuffix(n, "seconds") || strings.HasSuffix(n, "secs") || strings.HasSuffix(n, "after") || strings.HasSuffix(n, "resetsin") || strings.HasSuffix(n, "resetin"):
+		return 1, true
+	}
+	return 0, false
 }
 
 // clockDuration reads a wait written as a clock, "10:25:13" (hours, minutes,

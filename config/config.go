@@ -142,6 +142,19 @@ type Config struct {
 	Lines map[string]int
 }
 
+// NoChannel is F1's refusal when no channel is enabled: bot run and bot check
+// stop on it, and the app refuses to start without a channel.
+const NoChannel = "no channel is enabled: enable channels.console, channels.slack or channels.discord"
+
+// NoChannelError is F1's refusal at the line of channels: in file, or nil
+// when a channel is enabled.
+func (c *Config) NoChannelError(file string) *Error {
+	if ch := c.Channels; ch.Console.Enabled || ch.Slack.Enabled || ch.Discord.Enabled {
+		return nil
+	}
+	return &Error{File: file, Line: c.Lines["channels"], Key: "channels", Msg: NoChannel}
+}
+
 // LeftOutProfile is a configured optional profile the bot runs without: its
 // key's environment variables are unset or empty.
 type LeftOutProfile struct {

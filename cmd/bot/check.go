@@ -39,10 +39,7 @@ func runCheck(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 		return code
 	}
 	defer closeDemo()
-	if e := noChannelError(src.name(), cfg); e != nil {
-		// F1: bot run stops at once on this (exit 2); so does check.
-		fmt.Fprintln(stderr, e.Error())
-		fmt.Fprintln(stderr, "bot: the configuration has 1 problem(s); nothing was started")
+	if refusedWithoutChannel(stderr, src, cfg) { // F1: bot run stops at once on this; so does check
 		return exitUsage
 	}
 	if len(cfg.Doubts) > 0 {
@@ -59,14 +56,16 @@ func runCheck(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	return exitOK
 }
 
-// noChannelError is what check and run say when no channel is enabled (F1),
-// at the line of channels: in the words of internal/app's start-up error.
-func noChannelError(file string, cfg *config.Config) *config.Error {
-	if ch := cfg.Channels; ch.Console.Enabled || ch.Slack.Enabled || ch.Discord.Enabled {
-		return nil
+// refusedWithoutChannel prints F1's refusal, at the line of channels:, and
+// reports whether there was one (check and run then exit 2).
+func refusedWithoutChannel(w io.Writer, src configSource, cfg *config.Config) bool {
+	e := cfg.NoChannelError(src.name())
+	if e == nil {
+		return false
 	}
-	return &config.Error{File: file, Line: cfg.Lines["channels"], Key: "channels",
-		Msg: "no channel is enabled: enable channels.console, channels.slack or channels.discord"}
+	fmt.Fprintln(w, e.Error())
+	fmt.Fprintln(w, "bot: the configuration has 1 problem(s); nothing was started")
+	return true
 }
 
 // printWarnings writes what the bot runs without, and (for `bot run`) the

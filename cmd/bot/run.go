@@ -69,9 +69,7 @@ func runBot(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return exitUsage
 	}
 	printWarnings(stderr, cfg, true)
-	if e := noChannelError(src.name(), cfg); e != nil {
-		fmt.Fprintln(stderr, e.Error())
-		fmt.Fprintln(stderr, "bot: the configuration has 1 problem(s); nothing was started")
+	if refusedWithoutChannel(stderr, src, cfg) {
 		return exitUsage
 	}
 	// A person chatting in the terminal should not see log lines in the chat:

@@ -15,8 +15,6 @@ import (
 	"github.com/detourbot/detour/internal/termsafe"
 )
 
-// `bot status` is registered here, beside its code, so the command table in
-// main.go needs no edit.
 // runStatus is `bot status`: the provider health board (issue 38) computed
 // from the shared database, as every replica would show it: a table, or with
 // --json the board's stable schema (docs/operations.md). It only reads, and

@@ -116,7 +116,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *System, err 
 	}
 	s.Adapters = append(s.Adapters, opts.Adapters...)
 	if len(s.Adapters) == 0 {
-		return nil, &ConfigError{"no channel is enabled: enable channels.console, channels.slack or channels.discord"}
+		return nil, &ConfigError{config.NoChannel}
 	}
 
 	if s.DB, err = database.Open(ctx, cfg.Storage.Driver, cfg.Storage.DSN, log); err != nil {
